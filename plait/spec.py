@@ -1,0 +1,132 @@
+"""The export task spec: what a caller asks for (DESIGN.md, "The API contract").
+
+Field names follow the camelCase contract (``sysCode``, ``dataConfig``...).
+Pydantic validation errors name the field path (``documentConfig.fileFormat``)
+and the rule, which the API turns into a 422.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+FileFormat = Literal["csv", "xlsx", "parquet", "jsonl"]
+ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datetime", "json"]
+
+#: Excel's sheet limits (Microsoft, "Excel specifications and limits").
+XLSX_MAX_COLUMNS = 16_384
+XLSX_MAX_ROWS = 1_048_576
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class ColumnSpec(_Model):
+    """One output column.
+
+    ``fieldName`` is the key in source rows; ``headerName`` the header text
+    (default: the field name); ``type`` is inferred from the values when absent;
+    ``format`` is an xlsx number/date format such as ``0.00`` or ``yyyy-mm-dd``;
+    ``dictionary`` maps source codes to labels (``{"1": "Online"}``); ``mask``
+    keeps the first/last N characters of a sensitive value.
+    """
+
+    fieldName: str = Field(min_length=1, max_length=256)
+    headerName: str | None = Field(default=None, max_length=256)
+    type: ColumnType | None = None
+    format: str | None = Field(default=None, max_length=64)
+    dictionary: dict[str, str] | None = None
+    mask: dict[str, int] | None = None
+
+    @property
+    def header(self) -> str:
+        """The header text of the column."""
+        return self.headerName or self.fieldName
+
+
+class DataConfig(_Model):
+    """Where rows come from.
+
+    ``mode`` ``pull``: Plait calls ``dataApiUrl`` page by page (pull contract);
+    ``push``: the caller sends PageBatch events itself with the producer SDK.
+    ``pageSize`` is rows per page (1..10,000).
+    """
+
+    mode: Literal["pull", "push"] = "pull"
+    dataApiUrl: str | None = Field(default=None, max_length=2048)
+    queryConditions: dict[str, Any] = Field(default_factory=dict)
+    pageSize: int = Field(default=1000, ge=1, le=10_000)
+    runtimeContext: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _url_for_pull(self) -> "DataConfig":
+        if self.mode == "pull":
+            if not self.dataApiUrl:
+                raise ValueError("dataApiUrl is required when mode is 'pull'")
+            if not self.dataApiUrl.startswith(("http://", "https://")):
+                raise ValueError("dataApiUrl must be an http:// or https:// URL")
+        return self
+
+
+class DocumentConfig(_Model):
+    """What file to produce.
+
+    ``columns`` fixes order, headers and types (absent: every field, inferred);
+    ``csvFlavour`` ``excel`` = UTF-8 with BOM and CRLF, ``plain`` = UTF-8 and LF;
+    ``timeZone`` is the IANA zone that aware datetimes are converted to;
+    ``maxRowsPerFile`` splits the export into several files in one zip.
+    """
+
+    fileName: str = Field(default="export", min_length=1, max_length=255)
+    fileFormat: FileFormat = "xlsx"
+    sheetName: str = Field(default="Sheet1", min_length=1, max_length=255)
+    columns: list[ColumnSpec] | None = Field(default=None, max_length=XLSX_MAX_COLUMNS * 4)
+    csvFlavour: Literal["excel", "plain"] = "excel"
+    csvDelimiter: str = Field(default=",", min_length=1, max_length=1)
+    timeZone: str = "UTC"
+    infText: str = Field(default="inf", max_length=32)
+    escapeFormulas: bool = True
+    maxRowsPerFile: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _xlsx_columns(self) -> "DocumentConfig":
+        if self.fileFormat == "xlsx" and self.columns and len(self.columns) > XLSX_MAX_COLUMNS:
+            raise ValueError(
+                f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); "
+                f"got {len(self.columns):,}: use csv or parquet")
+        return self
+
+
+class JobConfig(_Model):
+    """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap
+    (the task succeeds truncated, it never fails for it)."""
+
+    timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
+    maxRows: int | None = Field(default=None, ge=1)
+
+
+class ExportSpec(_Model):
+    """A whole export request as a caller sends it."""
+
+    sysCode: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    bizType: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    userId: str = Field(min_length=1, max_length=128)
+    dataConfig: DataConfig
+    documentConfig: DocumentConfig = Field(default_factory=DocumentConfig)
+    jobConfig: JobConfig = Field(default_factory=JobConfig)
+
+    def fingerprint(self) -> str:
+        """sha256 (hex) of the canonical JSON of what defines the file's content:
+        sysCode, bizType, userId, queryConditions, columns, fileFormat."""
+        doc = self.documentConfig
+        key = {
+            "sysCode": self.sysCode, "bizType": self.bizType, "userId": self.userId,
+            "queryConditions": self.dataConfig.queryConditions,
+            "columns": [c.model_dump(exclude_none=True) for c in doc.columns or []],
+            "fileFormat": doc.fileFormat,
+        }
+        canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()

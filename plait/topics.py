@@ -1,0 +1,37 @@
+"""Topic names of Plait, in one place.
+
+Every topic is keyed by task id unless said otherwise (DESIGN.md, "Topics").
+Names get ``Settings.topic_prefix`` in front so test runs never share topics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REQUESTS = "export.requests"
+FETCH = "export.fetch"
+PAGES = "export.pages"
+FINALIZE = "export.finalize"
+LIFECYCLE = "export.lifecycle"
+CONTROL = "export.control"
+DLQ = "export.dlq"
+ALERTS_RAW = "alerts.raw"
+ALERTS_NOTIFICATIONS = "alerts.notifications"
+ALERTS_LEDGER = "alerts.ledger"
+
+ALL = (REQUESTS, FETCH, PAGES, FINALIZE, LIFECYCLE, CONTROL, DLQ,
+       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER)
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Resolved topic names for one deployment (prefix applied)."""
+
+    prefix: str = ""
+
+    def name(self, base: str) -> str:
+        """Full topic name of ``base`` (one of this module's constants)."""
+        return f"{self.prefix}{base}"
+
+    def all(self) -> list[str]:
+        """Every Plait topic name, prefixed."""
+        return [self.name(t) for t in ALL]

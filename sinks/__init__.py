@@ -1,0 +1,1 @@
+"""Where data leaves Plait: object storage, file writers, webhook delivery."""
