@@ -1,0 +1,1 @@
+"""The FastAPI service: export tasks, progress, downloads, health, metrics."""

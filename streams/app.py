@@ -1,0 +1,60 @@
+"""The Faust app: one agent per route, each at concurrency 1 (PITFALLS.md #2);
+scale with partitions and worker processes."""
+from __future__ import annotations
+
+import faust
+
+from plait import topics as T
+from plait.settings import Settings
+from streams.context import build_context
+from streams.control import after_cancel, cancel, project
+from streams.finalize import after_finalize, finalize
+from streams.handlers import admit, after_admit, after_fetch, fetch
+from streams.runtime import Route, Runtime
+from streams.shards import write_shard
+
+
+def routes(settings: Settings) -> list[Route]:
+    """The export flow's agents and their time limits (seconds)."""
+    fetch_bound = settings.fetch_retries * (settings.fetch_timeout_seconds + 65) + 30
+    return [
+        Route(T.REQUESTS, admit, after_admit, timeout=60),
+        Route(T.FETCH, fetch, after_fetch, timeout=fetch_bound, attempts=2),
+        Route(T.PAGES, write_shard, timeout=120),
+        Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
+        Route(T.CONTROL, cancel, after_cancel, timeout=60),
+        Route(T.LIFECYCLE, project, timeout=60),
+    ]
+
+
+def create_app(settings: Settings) -> faust.App:
+    """Build the worker app for ``settings`` (broker, topics, Redis, storage)."""
+    app = faust.App(
+        settings.app_id,
+        broker=f"kafka://{settings.broker_url}",
+        store="memory://",
+        web_enabled=False,
+        topic_disable_leader=True,
+        topic_allow_declare=False,
+        topic_partitions=settings.partitions,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=settings.session_timeout_seconds,
+        broker_heartbeat_interval=1.0,
+        broker_rebalance_timeout=max(20.0, settings.session_timeout_seconds * 3),
+        broker_max_poll_records=20,
+        stream_buffer_maxsize=32,
+        producer_compression_type="lz4",
+        producer_max_request_size=2 * 1024 * 1024,
+    )
+    runtime = Runtime(app, build_context(settings))
+    for route in routes(settings):
+        _register(app, runtime, route)
+    return app
+
+
+def _register(app: faust.App, runtime: Runtime, route: Route) -> None:
+    async def agent(stream):
+        async for event in stream.events():
+            await runtime.process(route, event)
+
+    app.agent(runtime.topic(route.topic), name=f"plait.{route.topic}", concurrency=1)(agent)

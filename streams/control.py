@@ -1,0 +1,33 @@
+"""Control commands and the lifecycle projector (plain handlers)."""
+from __future__ import annotations
+
+from plait import topics as T
+from plait.events import CancelRequested, Lifecycle
+from plait.lifecycle import TERMINAL
+from streams.context import Context, Emit
+from streams.finalize import cleanup
+
+
+async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:
+    """CancelRequested -> CANCELLED, unless the task already ended.
+
+    The fetcher sees the status before its next page and stops; the shard
+    writer and finalizer drop work of an ended task.
+    """
+    state = await ctx.projection.get(cmd.taskId)
+    if state is None or state["status"] in TERMINAL:
+        return []
+    return [Emit(T.LIFECYCLE, cmd.taskId, Lifecycle(
+        taskId=cmd.taskId, status="CANCELLED", errorMessage=cmd.reason,
+        workerId=ctx.worker_id))]
+
+
+async def after_cancel(ctx: Context, cmd: CancelRequested, emits: list[Emit]) -> None:
+    """Delete the cancelled task's shards: no file is published."""
+    await cleanup(ctx, cmd.taskId)
+
+
+async def project(ctx: Context, event: Lifecycle) -> list[Emit]:
+    """Fold a lifecycle event into the Redis projection; emits nothing."""
+    await ctx.projection.apply(event)
+    return []

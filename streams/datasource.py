@@ -1,0 +1,127 @@
+"""The business data API client (DESIGN.md, "Business data API contract").
+
+``POST {dataApiUrl}`` with ``{"queryConditions", "runtimeContext", "userId"}``
+answers ``{"code": 200, "data": {"status": "continue"|"finish",
+"runtimeContext": {...}, "rows": [...], "total"?: int}}``. The runtime context
+is opaque: stored and sent back as is.
+"""
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_base, wait_exponential_jitter
+
+from plait.errors import PermanentError, RetryableError
+from plait.spec import ExportSpec
+
+#: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
+MAX_RETRY_AFTER = 60.0
+
+
+@dataclass
+class Page:
+    """One page from the data API: ``rows``, the cursor for the next page,
+    whether the source said ``finish``, and the total when it gave one."""
+
+    rows: list[dict[str, Any]]
+    next_context: dict[str, Any]
+    finished: bool
+    total: int | None = None
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Parse a ``Retry-After`` header (RFC 9110 s10.2.3: seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(value)))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return min(MAX_RETRY_AFTER, max(0.0, parsed.timestamp() - time.time())) if parsed else None
+
+
+def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes) -> Page:
+    """Classify one HTTP answer of the data API for page ``seq``.
+
+    Raises:
+        RetryableError: 429 (with Retry-After) or 5xx.
+        PermanentError: any other non-2xx, or a body that breaks the contract;
+            the message names the page and the cause.
+    """
+    if status_code == 429 or status_code >= 500:
+        raise RetryableError(f"page {seq}: data API answered HTTP {status_code}",
+                             retry_after_seconds(headers.get("retry-after")))
+    if status_code >= 300:
+        raise PermanentError(f"page {seq}: data API answered HTTP {status_code}: "
+                             f"{body[:200].decode(errors='replace')}")
+    try:
+        doc = httpx.Response(200, content=body).json()
+        code, data = doc.get("code"), doc.get("data")
+    except (ValueError, AttributeError):
+        raise PermanentError(f"page {seq}: data API answer is not a JSON object") from None
+    if code != 200:
+        raise PermanentError(f"page {seq}: data API answered code {code}: {doc.get('message')}")
+    if not isinstance(data, dict) or data.get("status") not in ("continue", "finish"):
+        raise PermanentError(f"page {seq}: data.status must be 'continue' or 'finish'")
+    rows = data.get("rows") or []
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise PermanentError(f"page {seq}: data.rows must be a list of objects")
+    ctx = data.get("runtimeContext") or {}
+    if not isinstance(ctx, dict):
+        raise PermanentError(f"page {seq}: data.runtimeContext must be an object")
+    total = data.get("total")
+    return Page(rows, ctx, data["status"] == "finish", total if isinstance(total, int) else None)
+
+
+class _wait_retry_after(wait_base):
+    """Honour the peer's Retry-After, else exponential backoff with jitter."""
+
+    def __init__(self, initial: float) -> None:
+        self.backoff = wait_exponential_jitter(initial=initial, max=30, jitter=initial)
+
+    def __call__(self, retry_state) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, RetryableError) and exc.retry_after is not None:
+            return exc.retry_after
+        return self.backoff(retry_state)
+
+
+async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[str, Any],
+                     seq: int, attempts: int, backoff: float) -> Page:
+    """POST one page request, retrying transient failures.
+
+    Args:
+        context: the runtime context (cursor) to send.
+        attempts: tries in all (>= 1); backoff: first wait, seconds.
+    Raises:
+        PermanentError: a permanent answer, or transient failures ``attempts`` times.
+    """
+    body = {"queryConditions": spec.dataConfig.queryConditions,
+            "runtimeContext": {"pageSize": spec.dataConfig.pageSize, **context},
+            "userId": spec.userId}
+
+    async def once() -> Page:
+        try:
+            resp = await client.post(spec.dataConfig.dataApiUrl, json=body)
+        except httpx.TimeoutException as exc:
+            raise RetryableError(f"page {seq}: data API timed out ({type(exc).__name__})")
+        except httpx.TransportError as exc:
+            raise RetryableError(f"page {seq}: cannot reach data API ({exc})")
+        return parse_answer(seq, resp.status_code, resp.headers, resp.content)
+
+    try:
+        async for attempt in AsyncRetrying(stop=stop_after_attempt(attempts),
+                                           wait=_wait_retry_after(backoff),
+                                           retry=retry_if_exception_type(RetryableError),
+                                           reraise=False):
+            with attempt:
+                return await once()
+    except RetryError as exc:
+        last = exc.last_attempt.exception()
+        raise PermanentError(f"{last} (gave up after {attempts} attempts)") from last
+    raise AssertionError("unreachable")

@@ -1,0 +1,102 @@
+"""Plain handlers of the export flow: admission and page fetching.
+
+Each takes the worker ``Context`` and one decoded payload and returns the
+events to emit (``Emit``); the agents only decode, call and send.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from plait import topics as T
+from plait.clock import parse_iso
+from plait.events import ExportRequested, FetchPage, Lifecycle, PageBatch
+from plait.lifecycle import TERMINAL
+from plait.spec import ExportSpec
+from streams.context import Context, Emit
+from streams.datasource import fetch_page
+
+
+def lifecycle(spec: ExportSpec, task_id: str, status: str, **fields) -> Emit:
+    """A lifecycle event for ``task_id`` carrying the task's identity fields."""
+    doc = spec.documentConfig
+    return Emit(T.LIFECYCLE, task_id, Lifecycle(
+        taskId=task_id, status=status, sysCode=spec.sysCode, bizType=spec.bizType,
+        userId=spec.userId, fileName=doc.fileName, fileFormat=doc.fileFormat, **fields))
+
+
+async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
+    """ExportRequested -> CREATED, RUNNING and the first FetchPage (pull mode).
+
+    A redelivered request of an admitted task emits nothing.
+    """
+    marks = await ctx.checkpoints.get(req.taskId)
+    if "admitted" in marks:
+        return []
+    spec = req.spec
+    emits = [lifecycle(spec, req.taskId, "CREATED", at=req.requestedAt,
+                       fingerprint=req.fingerprint),
+             lifecycle(spec, req.taskId, "RUNNING", workerId=ctx.worker_id)]
+    if spec.dataConfig.mode == "pull":
+        emits.append(Emit(T.FETCH, req.taskId, FetchPage(
+            taskId=req.taskId, seq=0, runtimeContext=spec.dataConfig.runtimeContext,
+            spec=spec)))
+    return emits
+
+
+async def after_admit(ctx: Context, req: ExportRequested, emits: list[Emit]) -> None:
+    """Mark the task admitted once its events are acked."""
+    await ctx.checkpoints.set(req.taskId, admitted=1)
+
+
+async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
+    """Fetch one page: emit its PageBatch and the FetchPage of the next page.
+
+    Skips a duplicate (seq already fetched) and a task that ended; ends the task
+    TIMEOUT past ``jobConfig.timeout``; stops at ``jobConfig.maxRows``
+    (``truncated``). Raises ``PermanentError`` (task FAILED) when the data API
+    fails permanently or transiently too often.
+    """
+    spec, task = cmd.spec, cmd.taskId
+    if cmd.seq <= await ctx.checkpoints.fetched_seq(task):
+        return []
+    state = await ctx.projection.get(task)
+    if state and state["status"] in TERMINAL:
+        return []
+    if state and time.time() - parse_iso(state["createdAt"]) > spec.jobConfig.timeout:
+        return [lifecycle(spec, task, "TIMEOUT", errorMessage=(
+            f"task exceeded jobConfig.timeout={spec.jobConfig.timeout:g}s before page {cmd.seq}"))]
+    s = ctx.settings
+    page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq,
+                            s.fetch_retries, s.fetch_backoff_seconds)
+    rows, last, truncated = page.rows, page.finished, False
+    cap = spec.jobConfig.maxRows
+    if cap is not None and cmd.rowsBefore + len(rows) >= cap:
+        truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
+        rows, last = rows[: cap - cmd.rowsBefore], True
+    batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows), rowsBefore=cmd.rowsBefore,
+                      nextContext=page.next_context, isLast=last, truncated=truncated,
+                      totalRows=page.total, spec=spec)
+    body = json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(body) > s.page_inline_max_bytes:
+        batch.blobKey = f"pages/{task}/{cmd.seq:08d}.json"
+        await asyncio.to_thread(ctx.store.put_bytes, batch.blobKey, body)
+    else:
+        batch.rows = rows
+    emits = [Emit(T.PAGES, task, batch)]
+    if not last:
+        emits.append(Emit(T.FETCH, task, FetchPage(
+            taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
+            rowsBefore=cmd.rowsBefore + len(rows), spec=spec)))
+    return emits
+
+
+async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:
+    """Record the fetched seq and the next cursor (what a re-drive starts from)."""
+    nxt = next((e.payload for e in emits if isinstance(e.payload, FetchPage)), None)
+    fields = {"fetched": cmd.seq}
+    if nxt is not None:
+        fields |= {"next_seq": nxt.seq, "next_ctx": nxt.runtimeContext,
+                   "rows_before": nxt.rowsBefore}
+    await ctx.checkpoints.set(cmd.taskId, **fields)

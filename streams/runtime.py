@@ -1,0 +1,131 @@
+"""What wraps every handler: decode, time limit, retries, error routing, sending.
+
+Nothing escapes ``process`` (PITFALLS.md #3: an exception leaving ``async for``
+acks the event). Poison goes to ``export.dlq``; a permanent failure ends the
+task FAILED (and is kept in the DLQ when it was unexpected); transient
+infrastructure failures are retried with backoff first. If events cannot be
+sent at all, the worker exits without acking, so the partition is redelivered
+to a healthy worker (PITFALLS.md #4).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+import redis.exceptions
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from plait import topics as T
+from plait.errors import PermanentError, PoisonError, RetryableError
+from plait.events import DeadLetter, Lifecycle, Payload, decode, encode
+from streams.context import Context, Emit
+from streams.finalize import cleanup
+from streams.handlers import lifecycle
+
+log = logging.getLogger("plait.runtime")
+
+#: Failures worth retrying in place (infrastructure blips), beside RetryableError.
+TRANSIENT = (RetryableError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+             ConnectionError, TimeoutError)
+
+
+@dataclass
+class Route:
+    """One agent: its input topic, handler, optional hook run once the handler's
+    events are acked (``after(ctx, payload, emits)``), time limit (seconds) and
+    attempts for transient failures."""
+
+    topic: str
+    handle: Callable[[Context, Payload], Awaitable[list[Emit]]]
+    after: Callable[..., Awaitable[None]] | None = None
+    timeout: float = 300.0
+    attempts: int = 3
+
+
+class Runtime:
+    """Sends events through the Faust app's topics and runs routes safely."""
+
+    def __init__(self, app, ctx: Context) -> None:
+        self.app = app
+        self.ctx = ctx
+        self._topics: dict[str, object] = {}
+
+    def topic(self, base: str):
+        """The Faust topic of a base topic name (prefixed, raw bytes)."""
+        if base not in self._topics:
+            self._topics[base] = self.app.topic(
+                self.ctx.topics.name(base), key_serializer="raw", value_serializer="raw",
+                partitions=self.ctx.settings.partitions)
+        return self._topics[base]
+
+    async def send(self, emits: list[Emit], traceparent: str | None = None) -> None:
+        """Send events and wait until the broker acked each one. State changes
+        (not PROGRESS) are applied to the projection first, so the next handler
+        that checks a task's status sees them at once."""
+        for e in emits:
+            if isinstance(e.payload, Lifecycle) and e.payload.status != "PROGRESS":
+                await self.ctx.projection.apply(e.payload)
+        futures = [await self.topic(e.topic).send(
+            key=e.key.encode(), value=encode(e.payload, e.key, self.ctx.worker_id, traceparent))
+            for e in emits]
+        await asyncio.gather(*futures)
+
+    async def dead_letter(self, event, error: BaseException) -> None:
+        """Keep an unprocessable event in ``export.dlq`` with the error."""
+        msg = event.message
+        key = event.key.decode(errors="replace") if event.key else None
+        value = event.value if isinstance(event.value, bytes) else str(event.value).encode()
+        letter = DeadLetter(topic=msg.topic, partition=msg.partition, offset=msg.offset, key=key,
+                            error=str(error)[:2000], errorClass=type(error).__name__,
+                            payload=value.decode(errors="replace")[:100_000])
+        await self.send([Emit(T.DLQ, key or "", letter)])
+
+    async def fail_task(self, payload: Payload, error: BaseException) -> None:
+        """End the task of ``payload`` FAILED with the error's message."""
+        spec = getattr(payload, "spec", None)
+        task_id = getattr(payload, "taskId", None)
+        if spec is None or task_id is None:
+            return
+        await self.send([lifecycle(spec, task_id, "FAILED", errorMessage=str(error)[:2000],
+                                   workerId=self.ctx.worker_id)])
+        await cleanup(self.ctx, task_id)
+
+    async def process(self, route: Route, event) -> None:
+        """Handle one Kafka event; never raises (but exits the process when
+        the broker cannot take events at all)."""
+        try:
+            try:
+                attrs, payload = decode(event.value)
+            except PoisonError as exc:
+                log.warning("poison event on %s: %s", route.topic, exc)
+                await self.dead_letter(event, exc)
+                return
+            try:
+                await self._run(route, attrs, payload)
+            except PermanentError as exc:
+                log.info("task failed on %s: %s", route.topic, exc)
+                await self.fail_task(payload, exc)
+            except Exception as exc:  # a bug or exhausted retries: keep the evidence
+                log.exception("handler %s failed", route.topic)
+                await self.dead_letter(event, RuntimeError(traceback.format_exc(limit=5)))
+                await self.fail_task(payload, PermanentError(f"internal error: {exc}"))
+        except Exception:
+            log.critical("cannot emit events; exiting so the partition is redelivered",
+                         exc_info=True)
+            os._exit(70)
+
+    async def _run(self, route: Route, attrs: dict, payload: Payload) -> None:
+        async for attempt in AsyncRetrying(stop=stop_after_attempt(route.attempts),
+                                           wait=wait_exponential(multiplier=0.5, max=10),
+                                           retry=retry_if_exception_type(TRANSIENT),
+                                           reraise=True):
+            with attempt:
+                emits = await asyncio.wait_for(route.handle(self.ctx, payload), route.timeout)
+        if emits:
+            await self.send(emits, attrs.get("traceparent"))
+            if route.after is not None:
+                await route.after(self.ctx, payload, emits)

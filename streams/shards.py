@@ -1,0 +1,65 @@
+"""Shard writing: one Parquet file per page, at a key derived from
+(task id, seq), so a redelivered page overwrites its own shard and nothing is
+counted twice (DESIGN.md, export flow step 4)."""
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from plait import topics as T
+from plait.events import FinalizeRequested, PageBatch
+from plait.lifecycle import TERMINAL
+from sinks.normalize import rows_to_batch
+from streams.context import Context, Emit
+from streams.handlers import lifecycle
+
+#: Schema metadata key holding the page's quality counts (JSON).
+QUALITY_KEY = b"plait.quality"
+
+
+def shard_prefix(task_id: str) -> str:
+    """Object-store prefix of a task's shards."""
+    return f"shards/{task_id}/"
+
+
+def shard_key(task_id: str, seq: int) -> str:
+    """Object key of page ``seq``'s shard (zero-padded so keys sort by seq)."""
+    return f"{shard_prefix(task_id)}{seq:08d}.parquet"
+
+
+def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
+    """A record batch as Parquet bytes, quality counts in the schema metadata."""
+    meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
+    table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
+    """PageBatch -> shard in object storage, PROGRESS, and FinalizeRequested
+    after the last page. A page of an ended task is dropped.
+
+    Raises ``PermanentError`` (task FAILED) when rows break the column spec.
+    """
+    state = await ctx.projection.get(page.taskId)
+    if state and state["status"] in TERMINAL:
+        return []
+    rows = page.rows
+    if rows is None:
+        raw = await asyncio.to_thread(ctx.store.get_bytes, page.blobKey)
+        rows = json.loads(raw)
+    batch, quality = rows_to_batch(rows, page.spec.documentConfig)
+    data = encode_shard(batch, quality)
+    await asyncio.to_thread(ctx.store.put_bytes, shard_key(page.taskId, page.seq), data)
+    emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
+                       exportedRows=page.rowsBefore + page.rowCount,
+                       totalRows=page.totalRows, workerId=ctx.worker_id)]
+    if page.isLast:
+        emits.append(Emit(T.FINALIZE, page.taskId, FinalizeRequested(
+            taskId=page.taskId, lastSeq=page.seq, truncated=page.truncated, spec=page.spec)))
+    return emits
