@@ -80,6 +80,8 @@ class XlsxWriter(SingleFileWriter):
             self._quoted.append(wb.add_format(
                 {"quote_prefix": True, **({"num_format": num} if num else {})}))
         self._bold = wb.add_format({"bold": True})
+        self._blank = wb.add_format({"num_format": "General"})
+        self._last_blank = False
         self._headers = text_cells(pa.array(headers(schema, doc, with_zone=True), pa.string()),
                                    self.quality, escape=False, mark=str,
                                    max_chars=XLSX_MAX_CELL_CHARS)
@@ -104,6 +106,10 @@ class XlsxWriter(SingleFileWriter):
     def _finish_sheet(self) -> None:
         if self._ws is not None and self.schema.names:
             self._ws.autofilter(0, 0, self._row, len(self.schema) - 1)
+            if self._last_blank and self._row:
+                # A styled blank cell keeps a trailing all-blank row in the
+                # sheet, so readers count it (xlsxwriter skips unstyled blanks).
+                self._ws.write_blank(self._row, 0, None, self._blank)
 
     def _apply_widths(self, ws) -> None:
         for c, w in enumerate(self._widths or []):
@@ -198,6 +204,7 @@ class XlsxWriter(SingleFileWriter):
                 if v is not None:
                     writes[c](r, c, v, fmts[c])
             r += 1
+        self._last_blank = batch.num_rows > 0 and all(col[-1] is None for col in columns)
         self._row += batch.num_rows
         self.rows += batch.num_rows
 
