@@ -1,0 +1,90 @@
+"""Fingerprints and the dedupe verdict: one episode per fingerprint.
+
+An *episode* is the life of one fingerprint from its first firing alert to
+the delivered resolve. Its state is a plain dict (JSON data)::
+
+    {"fp", "status": "firing"|"resolved", "severity": int (highest paged),
+     "seen_severity": int, "started_at", "last_seen", "last_pass_at",
+     "resolved_at", "notified": bool, "group": group id or None,
+     "silenced_by": silence id or None, "alert": Alert.to_dict()}
+
+Rules (the issue, step 3; Alertmanager has no cooldown, it re-sends on
+``repeat_interval`` only):
+
+- a firing alert with no open episode opens one (``new``);
+- same severity inside ``cooldown`` seconds of the last alert that passed:
+  ``duplicate`` (suppressed, counted); after the cooldown: ``refresh``
+  (passes, updates labels/annotations, is not news);
+- higher severity: ``escalated``, passes at once whatever the cooldown;
+- lower severity: ``deescalation``, counted and never paged;
+- resolved while firing: ``resolved``; another resolve before the episode
+  ends, or a resolve with no episode: ``resolve_repeat`` (deduplicated);
+- firing again while the resolve is still undelivered: ``refire``;
+- the episode ends (is deleted) when its resolve is delivered, so the next
+  firing alert opens a new episode.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from alerting.model import Alert, Status
+
+#: Verdicts that send the alert on to silencing/grouping.
+PASSING = frozenset({"new", "escalated", "resolved", "refire", "refresh"})
+#: Verdicts that end the raw alert as ``deduplicated`` (value = ledger reason).
+DEDUPED = {"duplicate": "repeat", "deescalation": "deescalation",
+           "resolve_repeat": "resolve_repeat"}
+
+
+def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule", "asset")) -> str:
+    """16 hex digits (like Alertmanager's fingerprints) identifying the alert
+    by the values of ``label_names`` (vocabulary names or source labels;
+    absent labels count as ``""``)."""
+    labels = alert.match_labels()
+    key = [[n, labels.get(n, "")] for n in sorted(set(label_names))]
+    canonical = json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
+           cooldown: float) -> tuple[str, dict[str, Any] | None]:
+    """The dedupe verdict for ``alert`` arriving at ``now`` (seconds) given its
+    fingerprint's ``episode`` (None when there is none), and the episode state
+    afterwards (a new dict; the input is not modified). See the module doc.
+
+    Returns:
+        (verdict, episode): ``episode`` is None only for a ``resolve_repeat``
+        without an episode.
+    """
+    sev = int(alert.severity)
+    if alert.status is Status.RESOLVED:
+        if episode is None or episode["status"] == "resolved":
+            if episode is not None:
+                episode = dict(episode, last_seen=now)
+            return "resolve_repeat", episode
+        ep = dict(episode, status="resolved", last_seen=now, last_pass_at=now,
+                  resolved_at=alert.ends_at if alert.ends_at is not None else now,
+                  alert=alert.to_dict())
+        return "resolved", ep
+    if episode is None:
+        start = alert.starts_at if alert.starts_at is not None else now
+        return "new", {
+            "fp": "", "status": "firing", "severity": sev, "seen_severity": sev,
+            "started_at": start, "last_seen": now, "last_pass_at": now, "resolved_at": None,
+            "notified": False, "group": None, "silenced_by": None, "alert": alert.to_dict(),
+        }
+    if episode["status"] == "resolved":
+        return "refire", dict(episode, status="firing", resolved_at=None, last_seen=now,
+                              last_pass_at=now, severity=max(sev, episode["severity"]),
+                              seen_severity=sev, alert=alert.to_dict())
+    if sev > episode["severity"]:
+        return "escalated", dict(episode, severity=sev, seen_severity=sev, last_seen=now,
+                                 last_pass_at=now, alert=alert.to_dict(),
+                                 escalated_from=episode["severity"])
+    if sev < episode["severity"]:
+        return "deescalation", dict(episode, seen_severity=sev, last_seen=now)
+    if now - episode["last_pass_at"] < cooldown:
+        return "duplicate", dict(episode, last_seen=now)
+    return "refresh", dict(episode, last_seen=now, last_pass_at=now, alert=alert.to_dict())

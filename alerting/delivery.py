@@ -1,0 +1,176 @@
+"""Webhook delivery, the pure part: retry schedule, payloads, signature, keys.
+
+- Retries: capped exponential backoff ``initial * 2**(n-1)`` seconds after the
+  n-th failed attempt, at most ``backoff_max``; a ``Retry-After`` (RFC 9110
+  section 10.2.3) pushes the next attempt later, never earlier, and is itself
+  capped at ``max_retry_after``. Retryable answers: connect errors and
+  timeouts, 408, 425, 429 and every 5xx; other 4xx are counted as
+  ``client_errors`` and retried at the capped delay (nothing is dropped; an
+  operator fixes the receiver).
+- Idempotency key: one per message, sent as ``Idempotency-Key`` (IETF draft
+  "The Idempotency-Key HTTP Header Field"), the same on every retry.
+- Signature: ``X-Plait-Signature: sha256=<hex HMAC-SHA256(secret,
+  "<timestamp>." + body)>`` with ``X-Plait-Timestamp: <epoch seconds>``,
+  so a receiver can reject forged and replayed requests.
+- Payloads: ``native`` (Plait's own) and ``alertmanager`` (Alertmanager's
+  webhook_config body, ``version: "4"``).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+from alerting.model import Message
+from alerting.normalize import format_time
+
+RETRYABLE_STATUS = frozenset({408, 425, 429})
+SIGNATURE_HEADER = "X-Plait-Signature"
+TIMESTAMP_HEADER = "X-Plait-Timestamp"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def backoff_delay(failures: int, initial: float = 1.0, cap: float = 60.0) -> float:
+    """Seconds to wait after the ``failures``-th failed attempt (1, 2, 4 ... cap)."""
+    if failures <= 0:
+        return 0.0
+    return min(cap, initial * 2.0 ** min(failures - 1, 62))
+
+
+def next_attempt_at(now: float, failures: int, retry_after: float | None = None, *,
+                    initial: float = 1.0, cap: float = 60.0,
+                    max_retry_after: float = 3600.0) -> float:
+    """Epoch seconds of the next attempt after ``failures`` failed attempts,
+    the last one answered at ``now``; ``retry_after`` (seconds) when the
+    receiver sent ``Retry-After``."""
+    delay = backoff_delay(failures, initial, cap)
+    if retry_after is not None and retry_after > 0:
+        delay = max(delay, min(retry_after, max_retry_after))
+    return now + delay
+
+
+def is_success(status: int | None) -> bool:
+    """True for a 2xx answer."""
+    return status is not None and 200 <= status < 300
+
+
+def is_retryable(status: int | None) -> bool:
+    """True for no answer (connect error, timeout), 408, 425, 429, 5xx."""
+    return status is None or status in RETRYABLE_STATUS or status >= 500
+
+
+def idempotency_key(receiver: str, message_id: str, created_at: float) -> str:
+    """32 hex digits derived from the message identity; equal for every retry."""
+    return hashlib.sha256(f"{receiver}\x00{message_id}\x00{created_at!r}".encode()).hexdigest()[:32]
+
+
+def signature(secret: str, body: bytes, timestamp: int) -> str:
+    """The ``X-Plait-Signature`` value for ``body`` sent at ``timestamp`` (epoch seconds)."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def verify_signature(secret: str, body: bytes, timestamp: int, header: str, now: float,
+                     tolerance: float = 300.0) -> bool:
+    """Receiver side: True when ``header`` signs ``body`` and ``timestamp`` is
+    within ``tolerance`` seconds of ``now`` (constant-time comparison)."""
+    if abs(now - timestamp) > tolerance:
+        return False
+    return hmac.compare_digest(signature(secret, body, timestamp), header)
+
+
+def _am_labels(view: dict[str, Any]) -> dict[str, str]:
+    labels = dict(view["labels"])
+    labels.setdefault("alertname", view["rule"])
+    labels.setdefault("severity", view["severity"])
+    if view.get("source") != "alertmanager" and view["asset"]:
+        labels.setdefault("asset", view["asset"])
+    return labels
+
+
+def _common(dicts: list[dict[str, str]]) -> dict[str, str]:
+    if not dicts:
+        return {}
+    common = dict(dicts[0])
+    for d in dicts[1:]:
+        common = {k: v for k, v in common.items() if d.get(k) == v}
+    return common
+
+
+def render_alertmanager(message: Message, external_url: str = "") -> dict[str, Any]:
+    """Alertmanager's webhook body (docs, "webhook_config"): ``version`` "4",
+    ``groupKey``, ``truncatedAlerts`` 0 (Plait splits, never truncates),
+    ``status``, ``receiver``, ``groupLabels``, ``commonLabels``,
+    ``commonAnnotations``, ``externalURL``, ``alerts[]`` with ``status``,
+    ``labels``, ``annotations``, ``startsAt``, ``endsAt`` (zero time while
+    firing), ``generatorURL``, ``fingerprint``. Several merged sections share
+    one body: group labels are those common to every section."""
+    alerts = []
+    for view in message.alerts():
+        alerts.append({
+            "status": view["status"], "labels": _am_labels(view),
+            "annotations": dict(view["annotations"]),
+            "startsAt": format_time(view["starts_at"]),
+            "endsAt": format_time(view["ends_at"] if view["status"] == "resolved" else None),
+            "generatorURL": view.get("generator_url", ""), "fingerprint": view["fingerprint"],
+        })
+    sections = message.sections
+    return {
+        "version": "4",
+        "groupKey": "|".join(s["group_id"] for s in sections),
+        "truncatedAlerts": 0,
+        "status": "firing" if any(a["status"] == "firing" for a in alerts) else "resolved",
+        "receiver": message.receiver,
+        "groupLabels": _common([s["group_labels"] for s in sections]),
+        "commonLabels": _common([a["labels"] for a in alerts]),
+        "commonAnnotations": _common([a["annotations"] for a in alerts]),
+        "externalURL": external_url,
+        "alerts": alerts,
+    }
+
+
+def render_native(message: Message) -> dict[str, Any]:
+    """Plait's own body: message id, receiver, merge counts and the sections
+    (what is new, escalated or resolved, how many still firing, part i/n)."""
+    return {
+        "version": "plait.alert.v1", "id": message.id, "receiver": message.receiver,
+        "created_at": format_time(message.created_at), "alert_count": message.alert_count,
+        "merged_groups": message.merged_groups, "merged_alerts": message.merged_alerts,
+        "groups": [{
+            "group_id": s["group_id"], "group_labels": s["group_labels"],
+            "part": s["part"], "parts": s["parts"], "merged": s["merged"], "reminder": s["reminder"],
+            "counts": s["counts"],
+            "alerts": [dict(a, starts_at=format_time(a["starts_at"]),
+                            ends_at=format_time(a["ends_at"]) if a["ends_at"] else None)
+                       for a in s["alerts"]],
+        } for s in message.sections],
+    }
+
+
+def render_body(message: Message, fmt: str, external_url: str = "") -> bytes:
+    """The exact request body (compact, key-sorted JSON, UTF-8) for ``fmt``
+    ``"native"`` or ``"alertmanager"``; deterministic, so retries send the
+    same bytes.
+
+    Raises:
+        ValueError: unknown format.
+    """
+    if fmt == "alertmanager":
+        payload = render_alertmanager(message, external_url)
+    elif fmt == "native":
+        payload = render_native(message)
+    else:
+        raise ValueError(f"unknown payload format {fmt!r}")
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def request_headers(message: Message, body: bytes, secret: str, timestamp: int) -> dict[str, str]:
+    """Headers of one attempt: content type, idempotency key and, when a
+    secret is configured, timestamp and HMAC signature."""
+    headers = {"Content-Type": "application/json", IDEMPOTENCY_HEADER: message.idempotency_key,
+               "X-Plait-Message-Id": message.id, "X-Plait-Attempt": str(message.attempt)}
+    if secret:
+        headers[TIMESTAMP_HEADER] = str(timestamp)
+        headers[SIGNATURE_HEADER] = signature(secret, body, timestamp)
+    return headers

@@ -1,0 +1,193 @@
+"""The one vocabulary of the alert funnel (DESIGN.md, "The alert funnel").
+
+Every source (native JSON, Alertmanager / Prometheus) is normalized into an
+:class:`Alert`: rule, asset, severity, status, labels, annotations, time.
+Everything here converts to and from plain JSON data (``to_dict`` /
+``from_dict``) so funnel state can live in changelog-backed Faust tables.
+
+Times are float seconds since the Unix epoch (UTC) everywhere.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from plait.errors import PermanentError
+
+
+class Severity(enum.IntEnum):
+    """Ordered severities: ``info < warning < critical``."""
+
+    INFO = 0
+    WARNING = 1
+    CRITICAL = 2
+
+    @property
+    def label(self) -> str:
+        """Lower-case name used on the wire (``"warning"``)."""
+        return self.name.lower()
+
+
+class Status(str, enum.Enum):
+    """Alert status; Alertmanager's two values."""
+
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Outcome(str, enum.Enum):
+    """The fate of one raw alert in the ledger (exactly one per raw alert).
+
+    ``delivered``: carried by webhook message M that the receiver accepted;
+    ``merged``: its group waited for a token and was merged into message M,
+    which the receiver accepted; ``deduplicated``: a repeat inside the cooldown,
+    a de-escalation, a resolve repeat, or a suppressed transient (see
+    ``reason``); ``silenced``: hidden by silence S; ``rejected``: failed
+    normalization (``reason`` names the field).
+    """
+
+    DELIVERED = "delivered"
+    MERGED = "merged"
+    DEDUPLICATED = "deduplicated"
+    SILENCED = "silenced"
+    REJECTED = "rejected"
+
+
+class AlertRejected(PermanentError):
+    """A raw alert that cannot be normalized.
+
+    Attributes:
+        field: dotted path of the offending field (``"labels.alertname"``,
+            ``"[1].startsAt"``), for a 422 answer or a ledger entry.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One normalized alert.
+
+    Attributes:
+        rule: what fired (Alertmanager ``alertname``).
+        asset: what it fired on (host, instance, service...); may be ``""``.
+        severity: :class:`Severity`.
+        status: :class:`Status`.
+        labels: identifying labels (strings), as sent by the source.
+        annotations: descriptive text (summary, description, runbook...).
+        time: when the source observed this state, epoch seconds.
+        starts_at: when the problem began (Alertmanager ``startsAt``), epoch
+            seconds, or None when the source did not say.
+        ends_at: when it ended (``endsAt``), epoch seconds, or None.
+        generator_url: link back to the source (``generatorURL``).
+        source: ``"native"`` or ``"alertmanager"``.
+    """
+
+    rule: str
+    asset: str
+    severity: Severity
+    status: Status
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    time: float = 0.0
+    starts_at: float | None = None
+    ends_at: float | None = None
+    generator_url: str = ""
+    source: str = "native"
+
+    def match_labels(self) -> dict[str, str]:
+        """Labels that matchers, fingerprints and grouping see: the source
+        labels plus ``rule``, ``asset``, ``severity`` and ``alertname`` (the
+        vocabulary wins over a source label of the same name)."""
+        out = dict(self.labels)
+        out.setdefault("alertname", self.rule)
+        out["rule"] = self.rule
+        out["asset"] = self.asset
+        out["severity"] = self.severity.label
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (severity and status as lower-case strings)."""
+        d = asdict(self)
+        d["severity"] = self.severity.label
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Alert":
+        """Inverse of :meth:`to_dict` (trusted data: no validation)."""
+        d = dict(d)
+        d["severity"] = Severity[d["severity"].upper()]
+        d["status"] = Status(d["status"])
+        d["labels"] = dict(d.get("labels") or {})
+        d["annotations"] = dict(d.get("annotations") or {})
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """The final outcome of one raw alert (topic ``alerts.ledger``).
+
+    Attributes:
+        raw_id: id the funnel gave the raw alert on ingest (``"r42"``).
+        outcome: :class:`Outcome` value.
+        time: when the outcome became final, epoch seconds.
+        fingerprint: the alert's fingerprint ("" when rejected).
+        message_id: message M for ``delivered`` / ``merged``.
+        silence_id: silence S for ``silenced``.
+        reason: detail (``"repeat"``, ``"deescalation"``, ``"resolve_repeat"``,
+            ``"transient"``, or the rejection text naming the field).
+    """
+
+    raw_id: str
+    outcome: str
+    time: float
+    fingerprint: str = ""
+    message_id: str | None = None
+    silence_id: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One webhook message due to be sent to one receiver.
+
+    Attributes:
+        id: message id, unique per funnel (``"oncall-7"``).
+        receiver: receiver name from the config.
+        idempotency_key: stable across every retry of this message.
+        attempt: 1 for the first HTTP attempt, 2 for the first retry...
+        created_at: when the message was built, epoch seconds.
+        sections: one dict per group (or group part) carried; see
+            :func:`alerting.group.build_sections` for the keys.
+        merged_groups: how many sections waited for a token and were merged in.
+        merged_alerts: how many listed alerts those merged sections carry.
+        alert_count: listed alerts in the message (never above batch size,
+            except a lone section which is already a numbered part).
+    """
+
+    id: str
+    receiver: str
+    idempotency_key: str
+    attempt: int
+    created_at: float
+    sections: list[dict[str, Any]]
+    merged_groups: int = 0
+    merged_alerts: int = 0
+    alert_count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return asdict(self)
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Every alert view listed in the message, in order."""
+        return [a for s in self.sections for a in s["alerts"]]

@@ -1,0 +1,230 @@
+"""Normalize raw alerts (native JSON, Alertmanager / Prometheus) into :class:`Alert`.
+
+Native JSON::
+
+    {"rule": "DiskFull", "asset": "h1", "severity": "critical",
+     "status": "firing", "labels": {...}, "annotations": {...},
+     "time": 1700000000.0 | "2023-11-14T22:13:20Z"}
+
+Alertmanager / Prometheus (``POST /api/v2/alerts`` body, a list of)::
+
+    {"labels": {"alertname": "...", "instance": "...", "severity": "..."},
+     "annotations": {...}, "startsAt": "RFC3339", "endsAt": "RFC3339",
+     "generatorURL": "..."}
+
+Alertmanager's rule (API docs, "postableAlert"): an alert whose ``endsAt`` is
+in the past is resolved; a missing or future ``endsAt`` means firing
+(Prometheus sends a future ``endsAt`` on every evaluation).
+
+A bad alert raises :class:`AlertRejected` naming the field; nothing else
+escapes, whatever the input.
+"""
+from __future__ import annotations
+
+import math
+import time as _time
+from datetime import datetime, timezone
+from typing import Any
+
+from alerting.model import Alert, AlertRejected, Severity, Status
+
+#: Severity spellings seen in the wild, mapped to the vocabulary.
+SEVERITY_ALIASES = {
+    "info": Severity.INFO, "information": Severity.INFO, "informational": Severity.INFO,
+    "none": Severity.INFO, "low": Severity.INFO, "notice": Severity.INFO,
+    "warning": Severity.WARNING, "warn": Severity.WARNING, "minor": Severity.WARNING,
+    "medium": Severity.WARNING,
+    "critical": Severity.CRITICAL, "crit": Severity.CRITICAL, "error": Severity.CRITICAL,
+    "major": Severity.CRITICAL, "high": Severity.CRITICAL, "page": Severity.CRITICAL,
+    "fatal": Severity.CRITICAL, "emergency": Severity.CRITICAL,
+}
+#: Alertmanager's "zero time": Go's time.Time{} rendered in RFC3339.
+ZERO_TIME = "0001-01-01T00:00:00Z"
+_MAX_TEXT = 8192
+
+
+def parse_time(value: Any, field: str) -> float | None:
+    """Epoch seconds from a number or an RFC3339 string; None for absent,
+    empty or Alertmanager's zero time.
+
+    Raises:
+        AlertRejected: not a finite number nor a parseable RFC3339 timestamp.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise AlertRejected(field, "expected epoch seconds or an RFC3339 timestamp")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise AlertRejected(field, "timestamp must be finite")
+        return float(value)
+    if isinstance(value, str):
+        if value.startswith("0001-01-01T00:00:00"):
+            return None
+        text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise AlertRejected(field, f"not an RFC3339 timestamp: {value[:64]!r}") from None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+        return dt.timestamp()
+    raise AlertRejected(field, "expected epoch seconds or an RFC3339 timestamp")
+
+
+def format_time(ts: float | None) -> str:
+    """RFC3339 UTC (``2023-11-14T22:13:20Z``, milliseconds when not whole);
+    ``None`` gives Alertmanager's zero time ``0001-01-01T00:00:00Z``."""
+    if ts is None:
+        return ZERO_TIME
+    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    if dt.microsecond:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _text(value: Any, field: str, required: bool = True) -> str:
+    if value is None or value == "":
+        if required:
+            raise AlertRejected(field, "is required and must be a non-empty string")
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise AlertRejected(field, f"must be a string, got {type(value).__name__}")
+    text = str(value)
+    if len(text) > _MAX_TEXT:
+        raise AlertRejected(field, f"longer than {_MAX_TEXT} characters")
+    return text
+
+
+def _str_map(value: Any, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AlertRejected(field, f"must be an object of strings, got {type(value).__name__}")
+    out: dict[str, str] = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k:
+            raise AlertRejected(field, f"keys must be non-empty strings, got {k!r}")
+        out[k] = _text(v, f"{field}.{k}", required=False)
+    return out
+
+
+def parse_severity(value: Any, field: str) -> Severity:
+    """:class:`Severity` from a case-insensitive name or alias (``warn``, ``error``...).
+
+    Raises:
+        AlertRejected: unknown or non-string value.
+    """
+    if not isinstance(value, str) or value.strip().lower() not in SEVERITY_ALIASES:
+        raise AlertRejected(field, f"unknown severity {value!r} (use info, warning or critical)")
+    return SEVERITY_ALIASES[value.strip().lower()]
+
+
+def from_native(raw: Any, now: float) -> Alert:
+    """Normalize one native JSON alert; ``time`` defaults to ``now`` (seconds).
+
+    Raises:
+        AlertRejected: naming the first bad field (``rule``, ``severity``...).
+    """
+    if not isinstance(raw, dict):
+        raise AlertRejected("(alert)", f"expected a JSON object, got {type(raw).__name__}")
+    rule = _text(raw.get("rule"), "rule")
+    asset = _text(raw.get("asset"), "asset")
+    if "severity" not in raw:
+        raise AlertRejected("severity", "is required (info, warning or critical)")
+    severity = parse_severity(raw["severity"], "severity")
+    status_text = raw.get("status", "firing")
+    try:
+        status = Status(status_text)
+    except ValueError:
+        raise AlertRejected("status", f"must be 'firing' or 'resolved', got {status_text!r}") from None
+    t = parse_time(raw.get("time"), "time")
+    t = now if t is None else t
+    starts = parse_time(raw.get("startsAt", raw.get("starts_at")), "startsAt")
+    ends = parse_time(raw.get("endsAt", raw.get("ends_at")), "endsAt")
+    return Alert(
+        rule=rule, asset=asset, severity=severity, status=status,
+        labels=_str_map(raw.get("labels"), "labels"),
+        annotations=_str_map(raw.get("annotations"), "annotations"),
+        time=t, starts_at=starts, ends_at=ends if status is Status.RESOLVED else None,
+        generator_url=_text(raw.get("generatorURL", raw.get("generator_url")), "generatorURL",
+                            required=False),
+        source="native",
+    )
+
+
+def from_alertmanager_alert(raw: Any, now: float,
+                            asset_labels: tuple[str, ...] = ("asset", "instance", "host", "node"),
+                            default_severity: Severity = Severity.WARNING,
+                            prefix: str = "") -> Alert:
+    """Normalize one Alertmanager / Prometheus alert (see module doc).
+
+    ``rule`` = ``labels.alertname``; ``asset`` = the first present label of
+    ``asset_labels`` (``""`` when none); ``severity`` = ``labels.severity`` or
+    ``default_severity``; status from ``endsAt`` against ``now`` (seconds).
+
+    Raises:
+        AlertRejected: naming the bad field, prefixed by ``prefix`` (``"[1]."``).
+    """
+    if not isinstance(raw, dict):
+        raise AlertRejected(prefix + "(alert)", f"expected a JSON object, got {type(raw).__name__}")
+    labels = _str_map(raw.get("labels"), prefix + "labels")
+    if not labels:
+        raise AlertRejected(prefix + "labels", "is required and must not be empty")
+    rule = _text(labels.get("alertname"), prefix + "labels.alertname")
+    asset = next((labels[k] for k in asset_labels if labels.get(k)), "")
+    severity = default_severity
+    if "severity" in labels:
+        severity = parse_severity(labels["severity"], prefix + "labels.severity")
+    starts = parse_time(raw.get("startsAt"), prefix + "startsAt")
+    ends = parse_time(raw.get("endsAt"), prefix + "endsAt")
+    resolved = ends is not None and ends <= now
+    return Alert(
+        rule=rule, asset=asset, severity=severity,
+        status=Status.RESOLVED if resolved else Status.FIRING,
+        labels=labels,
+        annotations=_str_map(raw.get("annotations"), prefix + "annotations"),
+        time=ends if resolved else now, starts_at=starts,
+        ends_at=ends if resolved else None,
+        generator_url=_text(raw.get("generatorURL"), prefix + "generatorURL", required=False),
+        source="alertmanager",
+    )
+
+
+def from_alertmanager(payload: list[dict], now: float | None = None, **options: Any) -> list[Alert]:
+    """Normalize an Alertmanager ``POST /api/v2/alerts`` body (a JSON list).
+
+    ``now`` (epoch seconds) decides resolved vs firing from ``endsAt``; the
+    HTTP edge may omit it, then the wall clock is read once here. ``options``
+    go to :func:`from_alertmanager_alert`.
+
+    Raises:
+        AlertRejected: the whole body when it is not a list, or the first bad
+            alert with its index in the field (``"[1].labels.alertname"``).
+    """
+    if not isinstance(payload, list):
+        raise AlertRejected("(body)", f"expected a JSON list of alerts, got {type(payload).__name__}")
+    now = _time.time() if now is None else now
+    return [from_alertmanager_alert(a, now, prefix=f"[{i}].", **options)
+            for i, a in enumerate(payload)]
+
+
+def normalize(raw: Any, now: float, **options: Any) -> Alert:
+    """One raw alert of either format into an :class:`Alert`.
+
+    An :class:`Alert` passes through; a dict with ``rule`` is native; a dict
+    with ``labels`` and no ``rule`` is Alertmanager format.
+
+    Raises:
+        AlertRejected: naming the bad field; never any other exception.
+    """
+    if isinstance(raw, Alert):
+        return raw
+    try:
+        if isinstance(raw, dict) and "rule" not in raw and "labels" in raw:
+            return from_alertmanager_alert(raw, now, **options)
+        return from_native(raw, now)
+    except AlertRejected:
+        raise
+    except Exception as e:  # a bug here must never crash the funnel
+        raise AlertRejected("(alert)", f"unreadable alert: {type(e).__name__}: {e}") from None

@@ -1,0 +1,290 @@
+"""Silences: label matchers, a validity period and recurring maintenance windows.
+
+Matcher semantics follow Alertmanager (docs, "Configuration: matcher"):
+operators ``=``, ``!=``, ``=~``, ``!~``; regexes are anchored at both ends
+(``^(?:re)$``); an absent label matches as the empty string. Recurring windows
+follow Alertmanager's ``time_intervals`` (``weekdays: ["monday:friday"]``,
+``times: [{start_time: "22:00", end_time: "24:00"}]``, ``location`` = IANA zone).
+
+A silence whose matchers all match the empty string would silence every alert
+lacking those labels; Alertmanager refuses it ("at least one matcher must not
+match the empty string"); Plait refuses it too unless ``allow_broad`` is set.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from alerting.normalize import parse_time
+from plait.errors import PermanentError
+
+OPERATORS = ("=~", "!~", "!=", "=")
+_MATCHER = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$', re.S)
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+class SilenceRefused(PermanentError):
+    """A silence that cannot be created; ``field`` names the offending key."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+@functools.lru_cache(maxsize=4096)
+def _anchored(pattern: str) -> re.Pattern[str]:
+    return re.compile(f"^(?:{pattern})$", re.S)
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """``name op value``; ``op`` one of ``=``, ``!=``, ``=~``, ``!~``."""
+
+    name: str
+    op: str
+    value: str
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """True when the label set satisfies the matcher (absent label = ``""``)."""
+        v = labels.get(self.name, "")
+        if self.op == "=":
+            return v == self.value
+        if self.op == "!=":
+            return v != self.value
+        hit = _anchored(self.value).match(v) is not None
+        return hit if self.op == "=~" else not hit
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.op}{json.dumps(self.value)}"
+
+
+def parse_matcher(spec: Any) -> Matcher:
+    """A :class:`Matcher` from ``'env!~"prod.*"'``, ``{"name", "op", "value"}``
+    or Alertmanager API's ``{"name", "value", "isRegex", "isEqual"}``.
+
+    Raises:
+        ValueError: bad syntax, unknown operator or invalid regex.
+    """
+    if isinstance(spec, Matcher):
+        return spec
+    if isinstance(spec, dict):
+        name, value = spec.get("name"), spec.get("value")
+        if "op" in spec:
+            op = spec["op"]
+        else:
+            regex, equal = bool(spec.get("isRegex", False)), bool(spec.get("isEqual", True))
+            op = {(False, True): "=", (False, False): "!=", (True, True): "=~",
+                  (True, False): "!~"}[(regex, equal)]
+        if not isinstance(name, str) or not name or not isinstance(value, str):
+            raise ValueError(f"matcher needs a string name and value: {spec!r}")
+    elif isinstance(spec, str):
+        m = _MATCHER.match(spec)
+        if not m:
+            raise ValueError(f"bad matcher {spec!r}: expected name=\"value\" with =, !=, =~ or !~")
+        name, op, value = m.groups()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = json.loads(value)  # Go/JSON escapes, as in Alertmanager
+        elif len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+    else:
+        raise ValueError(f"bad matcher {spec!r}")
+    if op not in OPERATORS:
+        raise ValueError(f"bad matcher operator {op!r} (use =, !=, =~ or !~)")
+    if op in ("=~", "!~"):
+        try:
+            _anchored(value)
+        except re.error as e:
+            raise ValueError(f"bad regex {value!r} in matcher for {name!r}: {e}") from None
+    return Matcher(name, op, value)
+
+
+def is_broad(matchers: list[Matcher]) -> bool:
+    """True when every matcher matches the empty string, so an alert without
+    any of the named labels is silenced (Alertmanager's refusal rule)."""
+    return all(m.matches({}) for m in matchers)
+
+
+def _hhmm(text: Any, field: str) -> int:
+    m = re.match(r"^(\d{1,2}):(\d{2})$", str(text))
+    if not m or int(m.group(1)) > 24 or int(m.group(2)) > 59 or (int(m.group(1)) == 24 and m.group(2) != "00"):
+        raise SilenceRefused(field, f"expected HH:MM between 00:00 and 24:00, got {text!r}")
+    return int(m.group(1)) * 60 + int(m.group(2))
+
+
+def _weekdays(specs: list[Any], field: str) -> list[int]:
+    days: set[int] = set()
+    for s in specs:
+        parts = str(s).lower().split(":")
+        try:
+            idx = [WEEKDAYS.index(p.strip()) for p in parts]
+        except ValueError:
+            raise SilenceRefused(field, f"unknown weekday in {s!r} (monday..sunday, ranges 'monday:friday')") from None
+        if len(idx) == 1:
+            days.add(idx[0])
+        elif len(idx) == 2 and idx[0] <= idx[1]:
+            days.update(range(idx[0], idx[1] + 1))
+        else:
+            raise SilenceRefused(field, f"bad weekday range {s!r}")
+    return sorted(days)
+
+
+@dataclass(frozen=True)
+class TimeInterval:
+    """A recurring window: on ``weekdays`` (0 = Monday; empty = every day),
+    during ``times`` (minutes of the day, ``[start, end)``; empty = all day),
+    in IANA zone ``location``."""
+
+    weekdays: tuple[int, ...] = ()
+    times: tuple[tuple[int, int], ...] = ()
+    location: str = "UTC"
+
+    def contains(self, ts: float) -> bool:
+        """True when epoch second ``ts`` falls inside the window."""
+        local = datetime.fromtimestamp(ts, tz=ZoneInfo(self.location))
+        if self.weekdays and local.weekday() not in self.weekdays:
+            return False
+        if not self.times:
+            return True
+        minute = local.hour * 60 + local.minute
+        return any(start <= minute < end for start, end in self.times)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data."""
+        return {"weekdays": list(self.weekdays), "times": [list(t) for t in self.times],
+                "location": self.location}
+
+    @classmethod
+    def parse(cls, spec: Any, field: str) -> "TimeInterval":
+        """From ``{"weekdays": [...], "times": [{"start_time", "end_time"}], "location"}``
+        (or the ``to_dict`` form).
+
+        Raises:
+            SilenceRefused: naming the bad key.
+        """
+        if not isinstance(spec, dict):
+            raise SilenceRefused(field, "expected an object with weekdays / times / location")
+        unknown = set(spec) - {"weekdays", "times", "location"}
+        if unknown:
+            raise SilenceRefused(f"{field}.{sorted(unknown)[0]}", "unknown key")
+        wd = spec.get("weekdays") or []
+        days = wd if all(isinstance(d, int) for d in wd) else _weekdays(wd, f"{field}.weekdays")
+        times = []
+        for i, t in enumerate(spec.get("times") or []):
+            if isinstance(t, (list, tuple)):
+                start, end = int(t[0]), int(t[1])
+            else:
+                start = _hhmm(t.get("start_time"), f"{field}.times.{i}.start_time")
+                end = _hhmm(t.get("end_time"), f"{field}.times.{i}.end_time")
+            if start >= end:
+                raise SilenceRefused(f"{field}.times.{i}", "start_time must be before end_time")
+            times.append((start, end))
+        location = spec.get("location") or "UTC"
+        try:
+            ZoneInfo(location)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SilenceRefused(f"{field}.location", f"unknown IANA time zone {location!r}") from None
+        return cls(tuple(days), tuple(times), location)
+
+
+@dataclass(frozen=True)
+class Silence:
+    """A silence (Alertmanager API field names in brackets).
+
+    ``starts_at`` [startsAt] / ``ends_at`` [endsAt]: validity, epoch seconds,
+    ``[starts_at, ends_at)``; ``ends_at`` None = until expired (only with
+    ``time_intervals``); ``author`` [createdBy]; ``comment``; ``time_intervals``:
+    when set, the silence is active only inside one of them.
+    """
+
+    id: str
+    matchers: tuple[Matcher, ...]
+    starts_at: float
+    ends_at: float | None
+    author: str
+    comment: str
+    allow_broad: bool = False
+    time_intervals: tuple[TimeInterval, ...] = field(default=())
+
+    def active(self, now: float) -> bool:
+        """True when the silence mutes alerts at epoch second ``now``."""
+        if now < self.starts_at or (self.ends_at is not None and now >= self.ends_at):
+            return False
+        return not self.time_intervals or any(t.contains(now) for t in self.time_intervals)
+
+    def matches(self, labels: dict[str, str], now: float) -> bool:
+        """True when active at ``now`` and every matcher matches ``labels``."""
+        return self.active(now) and all(m.matches(labels) for m in self.matchers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (matchers as ``{"name", "op", "value"}``)."""
+        return {"id": self.id, "matchers": [{"name": m.name, "op": m.op, "value": m.value} for m in self.matchers],
+                "starts_at": self.starts_at, "ends_at": self.ends_at, "author": self.author,
+                "comment": self.comment, "allow_broad": self.allow_broad,
+                "time_intervals": [t.to_dict() for t in self.time_intervals]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Silence":
+        """Inverse of :meth:`to_dict`."""
+        return cls(d["id"], tuple(Matcher(**m) for m in d["matchers"]), d["starts_at"],
+                   d["ends_at"], d["author"], d["comment"], d.get("allow_broad", False),
+                   tuple(TimeInterval.parse(t, "time_intervals") for t in d.get("time_intervals", [])))
+
+
+def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence:
+    """Validate a silence request into a :class:`Silence`.
+
+    Keys: ``matchers`` (list of matcher strings or objects), ``starts_at``
+    [``startsAt``] (default ``now``), ``ends_at`` [``endsAt``], ``author``
+    [``createdBy``], ``comment``, ``allow_broad``, ``time_intervals``.
+
+    Raises:
+        SilenceRefused: naming the key; in particular ``matchers`` when the
+            silence is broad (see module doc) and ``allow_broad`` is not set.
+    """
+    if not isinstance(spec, dict):
+        raise SilenceRefused("(silence)", "expected an object")
+    raw = spec.get("matchers")
+    if not isinstance(raw, list) or not raw:
+        raise SilenceRefused("matchers", "at least one matcher is required")
+    matchers = []
+    for i, m in enumerate(raw):
+        try:
+            matchers.append(parse_matcher(m))
+        except ValueError as e:
+            raise SilenceRefused(f"matchers.{i}", str(e)) from None
+    allow_broad = spec.get("allow_broad", spec.get("allowBroad", False)) is True
+    if is_broad(matchers) and not allow_broad:
+        raise SilenceRefused("matchers", "every matcher matches the empty string, so this silence "
+                             "would mute every alert without these labels; narrow it or set allow_broad")
+    try:
+        starts = parse_time(spec.get("starts_at", spec.get("startsAt")), "starts_at")
+        ends = parse_time(spec.get("ends_at", spec.get("endsAt")), "ends_at")
+    except Exception as e:
+        raise SilenceRefused(getattr(e, "field", "starts_at"), str(e)) from None
+    starts = now if starts is None else starts
+    intervals = tuple(TimeInterval.parse(t, f"time_intervals.{i}")
+                      for i, t in enumerate(spec.get("time_intervals") or []))
+    if ends is None and not intervals:
+        raise SilenceRefused("ends_at", "is required (only recurring silences may be open-ended)")
+    if ends is not None and ends <= starts:
+        raise SilenceRefused("ends_at", "must be after starts_at")
+    author = spec.get("author", spec.get("createdBy"))
+    if not isinstance(author, str) or not author.strip():
+        raise SilenceRefused("author", "is required (who created the silence)")
+    comment = spec.get("comment")
+    if not isinstance(comment, str) or not comment.strip():
+        raise SilenceRefused("comment", "is required (why the silence exists)")
+    return Silence(silence_id, tuple(matchers), starts, ends, author, comment, allow_broad, intervals)
+
+
+def silenced_by(silences: list[Silence], labels: dict[str, str], now: float) -> str | None:
+    """Id of the first silence that mutes ``labels`` at ``now``, else None."""
+    for s in silences:
+        if s.matches(labels, now):
+            return s.id
+    return None
