@@ -33,6 +33,8 @@ class Settings(BaseSettings):
         page_inline_max_bytes: page batches larger than this (bytes of JSON) travel as
             an object-storage reference instead of inline (Kafka's 1 MB default limit).
         session_timeout_seconds: consumer session timeout; short so groups form fast.
+        fetch_max_wait_ms: longest consumer fetch long-poll, milliseconds (latency
+            of each hop on brokers that do not answer a long-poll early).
         worker_id: name of this worker in lifecycle events (default host:pid).
     """
 
@@ -56,6 +58,7 @@ class Settings(BaseSettings):
     fetch_backoff_seconds: float = Field(default=0.5, ge=0)
     page_inline_max_bytes: int = Field(default=512 * 1024, ge=1024)
     session_timeout_seconds: float = Field(default=6.0, gt=0)
+    fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
     worker_id: str = ""
     log_level: str = "INFO"
 

@@ -27,6 +27,29 @@ def routes(settings: Settings) -> list[Route]:
     ]
 
 
+def tune_fetch_wait(max_wait_ms: int) -> None:
+    """Cap the consumer's fetch long-poll at ``max_wait_ms``.
+
+    Faust hard-codes ``fetch_max_wait_ms=1500``. Kafka answers a long-poll as soon
+    as data arrives, but Tansu (the embedded broker) waits the whole time when
+    a fetch finds nothing, which turned every hop of the page loop into ~1 s.
+    A short wait costs only a few more empty fetches on Kafka.
+    """
+    from faust.transport.drivers import aiokafka as driver
+
+    original = driver.AIOKafkaConsumerThread._create_worker_consumer
+    if getattr(original, "_plait_tuned", False):
+        return
+
+    def create(self, transport):
+        consumer = original(self, transport)
+        consumer._fetch_max_wait_ms = max_wait_ms
+        return consumer
+
+    create._plait_tuned = True
+    driver.AIOKafkaConsumerThread._create_worker_consumer = create
+
+
 def create_app(settings: Settings) -> faust.App:
     """Build the worker app for ``settings`` (broker, topics, Redis, storage)."""
     app = faust.App(
@@ -46,6 +69,7 @@ def create_app(settings: Settings) -> faust.App:
         producer_compression_type="lz4",
         producer_max_request_size=2 * 1024 * 1024,
     )
+    tune_fetch_wait(settings.fetch_max_wait_ms)
     runtime = Runtime(app, build_context(settings))
     for route in routes(settings):
         _register(app, runtime, route)
