@@ -332,7 +332,7 @@ class Funnel:
             raws = [(fp, r) for fp, _seq, rs_ in s["snapshot"] for r in rs_]
             g = st["groups"].get(s["group_id"])
             if g is not None:
-                for m in settle(g, s["snapshot"]):
+                for m in settle(g, s["snapshot"], inf["sent_at"]):
                     raws += [(m["fp"], r) for r in m["raw"]]
                     ep = st["episodes"].get(m["fp"])
                     if ep is not None and ep["status"] == "resolved":

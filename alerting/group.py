@@ -9,15 +9,16 @@ the issue asks for:
   next multiple of ``group_interval`` after the group's last message, so it
   is held at most ``group_interval`` (resolves included);
 - ``repeat_interval``: an unchanged group with firing members is repeated
-  exactly ``repeat_interval`` after its last message (Alertmanager rounds this
-  up to the next group_interval tick; Plait does not).
+  exactly ``repeat_interval`` after its last message was sent (and
+  delivered; Alertmanager rounds this up to the next group_interval tick;
+  Plait does not).
 
 A group larger than the batch size is split into numbered parts ``1/n``..
 ``n/n`` sharing the group id; nothing is ever truncated.
 
 Group state (plain JSON data)::
 
-    {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at",
+    {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
                       "started_at", "resolved_at", "news", "news_seq",
                       "sent_seq", "notified", "raw": [raw ids]}}}
@@ -45,7 +46,7 @@ def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, di
 def new_group(gid: str, receiver: str, labels: dict[str, str], now: float) -> dict[str, Any]:
     """An empty group opened at ``now`` (seconds)."""
     return {"id": gid, "receiver": receiver, "labels": labels, "opened_at": now,
-            "last_sent_at": None, "news_at": None, "members": {}}
+            "last_sent_at": None, "news_at": None, "notified_at": None, "members": {}}
 
 
 def _set_news(group: dict[str, Any], member: dict[str, Any], news: str | None, now: float) -> None:
@@ -107,8 +108,11 @@ def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
     if news_at is not None:
         k = max(1, math.ceil((news_at - last) / group_interval - 1e-9))
         due = last + k * group_interval
-    if any(m["status"] == "firing" and m["notified"] for m in group["members"].values()):
-        due = last + repeat_interval if due is None else min(due, last + repeat_interval)
+    notified_at = group.get("notified_at")
+    if notified_at is not None and any(m["status"] == "firing" and m["notified"]
+                                       for m in group["members"].values()):
+        repeat = max(last, notified_at) + repeat_interval
+        due = repeat if due is None else min(due, repeat)
     return due
 
 
@@ -212,15 +216,19 @@ def commit_sections(group: dict[str, Any], sections: list[dict], now: float) -> 
         m["sent_seq"] = m["news_seq"]
 
 
-def settle(group: dict[str, Any], snapshot: list) -> list[dict[str, Any]]:
-    """After the message carrying ``snapshot`` was delivered: clear the news it
-    carried, mark firing members notified, drop resolved members.
+def settle(group: dict[str, Any], snapshot: list, sent_at: float) -> list[dict[str, Any]]:
+    """After the message carrying ``snapshot`` was delivered by the attempt
+    sent at ``sent_at`` (seconds): clear the news it carried, mark firing
+    members notified, drop resolved members; the repeat_interval clock
+    restarts at ``sent_at`` (Alertmanager: since the last successful
+    notification), so a receiver back from an outage is not reminded at once.
 
     Returns:
         the members removed (their episodes end; leftover ``raw`` ids are
         settled by the caller with the message).
     """
     removed = []
+    group["notified_at"] = max(sent_at, group.get("notified_at") or sent_at)
     for fp, seq, _raws in snapshot:
         m = group["members"].get(fp)
         if m is None or seq is None or m["news_seq"] != seq:
