@@ -1,0 +1,191 @@
+"""Object storage behind one small interface: a local directory (the default)
+or S3 through boto3 (multipart uploads, presigned GET URLs).
+
+Every method is blocking: callers on the event loop run them in a thread
+(``asyncio.to_thread``, PITFALLS.md #6). Keys are ``/``-separated and built
+from server-side ids only.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import BinaryIO, Protocol
+from urllib.parse import quote, urlparse
+
+from sinks.signing import content_disposition, sign_link
+
+
+class ObjectStore(Protocol):
+    """What the pipeline needs from object storage."""
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Upload a local file (multipart when large)."""
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Store ``data`` at ``key`` (overwrites: idempotent)."""
+
+    def get_bytes(self, key: str) -> bytes:
+        """Read a whole (small) object. Raises ``KeyError`` when missing."""
+
+    def exists(self, key: str) -> bool:
+        """True when ``key`` exists."""
+
+    def list(self, prefix: str) -> list[str]:
+        """Keys under ``prefix``, sorted."""
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every key under ``prefix``; returns how many."""
+
+    def link(self, key: str, file_name: str, ttl: int) -> str:
+        """A signed download URL valid ``ttl`` seconds."""
+
+
+class LocalStore:
+    """Objects as files under ``root``; links point at the API's download route,
+    signed with HMAC-SHA256 (``sinks.signing``)."""
+
+    def __init__(self, root: Path, api_url: str, secret: str) -> None:
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.api_url = api_url.rstrip("/")
+        self.secret = secret
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if self.root not in path.parents:
+            raise ValueError(f"object key escapes the store: {key!r}")
+        return path
+
+    def put_file(self, key: str, path: Path) -> None:
+        dest = self._path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, dest)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        dest = self._path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise KeyError(key) from None
+
+    def open(self, key: str) -> BinaryIO:
+        """Open an object for streaming reads. Raises ``KeyError`` when missing."""
+        try:
+            return open(self._path(key), "rb")
+        except FileNotFoundError:
+            raise KeyError(key) from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        if not base.is_dir():
+            return []
+        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*")
+                      if p.is_file() and not p.name.startswith("."))
+
+    def delete_prefix(self, prefix: str) -> int:
+        keys = self.list(prefix)
+        for key in keys:
+            self._path(key).unlink(missing_ok=True)
+        base = self._path(prefix.rstrip("/"))
+        if base.is_dir():
+            shutil.rmtree(base, ignore_errors=True)
+        return len(keys)
+
+    def link(self, key: str, file_name: str, ttl: int) -> str:
+        expires = int(time.time()) + ttl
+        sig = sign_link(self.secret, key, expires, file_name)
+        return (f"{self.api_url}/download/{quote(key)}?expires={expires}"
+                f"&name={quote(file_name)}&sig={sig}")
+
+
+class S3Store:
+    """Objects in an S3 bucket (AWS, MinIO, moto) under ``prefix``."""
+
+    #: multipart above 8 MiB, in 8 MiB parts (S3 minimum part size is 5 MiB).
+    PART_BYTES = 8 * 1024 * 1024
+
+    def __init__(self, bucket: str, prefix: str = "", endpoint_url: str = "",
+                 region: str = "us-east-1") -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.client = boto3.client(
+            "s3", endpoint_url=endpoint_url or None, region_name=region,
+            config=Config(connect_timeout=5, read_timeout=30,
+                          retries={"max_attempts": 5, "mode": "standard"}))
+
+    def _k(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_file(self, key: str, path: Path) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        cfg = TransferConfig(multipart_threshold=self.PART_BYTES,
+                             multipart_chunksize=self.PART_BYTES, use_threads=False)
+        self.client.upload_file(str(path), self.bucket, self._k(key), Config=cfg)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._k(key), Body=data)
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._k(key))["Body"].read()
+        except self.client.exceptions.NoSuchKey:
+            raise KeyError(key) from None
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._k(key))
+            return True
+        except ClientError:
+            return False
+
+    def list(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._k(prefix)):
+            keys.extend(o["Key"][strip:] for o in page.get("Contents", []))
+        return sorted(keys)
+
+    def delete_prefix(self, prefix: str) -> int:
+        keys = self.list(prefix)
+        for i in range(0, len(keys), 1000):
+            chunk = [{"Key": self._k(k)} for k in keys[i:i + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": chunk})
+        return len(keys)
+
+    def link(self, key: str, file_name: str, ttl: int) -> str:
+        return self.client.generate_presigned_url(
+            "get_object", ExpiresIn=ttl,
+            Params={"Bucket": self.bucket, "Key": self._k(key),
+                    "ResponseContentDisposition": content_disposition(file_name)})
+
+
+def open_store(storage_url: str, api_url: str, secret: str, s3_endpoint_url: str = "",
+               s3_region: str = "us-east-1") -> LocalStore | S3Store:
+    """Build the store named by ``storage_url``: ``file:///dir`` (or ``file://./rel``)
+    or ``s3://bucket/prefix``. Raises ``ValueError`` for another scheme."""
+    parsed = urlparse(storage_url)
+    if parsed.scheme == "file":
+        return LocalStore(Path(parsed.netloc + parsed.path), api_url, secret)
+    if parsed.scheme == "s3":
+        return S3Store(parsed.netloc, parsed.path, s3_endpoint_url, s3_region)
+    raise ValueError(f"storage_url: scheme must be file:// or s3://, got {storage_url!r}")
