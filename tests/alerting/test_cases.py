@@ -124,7 +124,7 @@ def test_a7_storm_is_merged_never_dropped(restart):
     cfg = case_config(grouping={"group_by": ["asset"], "batch_size": 50})
     events = [(i * 10 / 500, ev("NodeDown", f"n{i + 1:03d}", "critical")) for i in range(500)]
     # when the funnel runs to 300
-    r = run(cfg, events, 300, restart_every_tick=restart)
+    r = run(cfg, events, 150, restart_every_tick=restart)
     msgs = r.messages()
     times = [t for t, _ in msgs]
     # then 3 messages around t=30 (the burst), then one every 10 s

@@ -1,0 +1,135 @@
+"""The real webhook sender (httpx, async): one HTTP attempt per call.
+
+The retry schedule is not here: the sender makes one attempt and returns a
+:class:`SendResult`; :func:`report` hands it to the pure funnel, which
+decides when the next attempt is due (:mod:`alerting.delivery`). Every
+attempt has a bounded time (``delivery.timeout`` seconds), so a rebalance
+never waits on a hung receiver (PITFALLS.md, 5).
+
+Errors are classified for the idempotency rules:
+
+- connect errors and pool timeouts: the request never left, not delivered;
+- an HTTP answer: the receiver decided (2xx delivered, else not);
+- read/write timeouts and broken connections after sending: the receiver may
+  have acted, so ``maybe_delivered`` is True and the funnel retries the very
+  same message (same idempotency key) instead of superseding it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Callable
+
+import httpx
+
+from alerting.config import AlertingConfig
+from alerting.delivery import is_success, render_body, request_headers
+from alerting.funnel import Funnel
+from alerting.model import LedgerEntry, Message
+
+USER_AGENT = "plait-alerting/0.1"
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """What one attempt gave.
+
+    Attributes:
+        ok: 2xx answer.
+        status: HTTP status, or None when no answer came.
+        retry_after: the ``Retry-After`` header in seconds (None if absent/bad).
+        maybe_delivered: the request may have been processed without an answer.
+        error: exception text when no answer came.
+        elapsed: seconds the attempt took.
+    """
+
+    ok: bool
+    status: int | None
+    retry_after: float | None = None
+    maybe_delivered: bool = False
+    error: str = ""
+    elapsed: float = 0.0
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds from a ``Retry-After`` value: delay-seconds or an HTTP-date
+    (RFC 9110, section 10.2.3) relative to ``now`` (epoch seconds); None
+    when absent or unreadable; never negative."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+class WebhookSender:
+    """Sends funnel messages to their receivers.
+
+    Args:
+        config: the alerting configuration (receivers, delivery timeout).
+        client: an ``httpx.AsyncClient`` to reuse (tests); one is created
+            otherwise and closed by :meth:`aclose`.
+        clock: epoch-seconds clock for the signature timestamp.
+    """
+
+    def __init__(self, config: AlertingConfig, client: httpx.AsyncClient | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self._own = client is None
+        self.client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(config.delivery.timeout), follow_redirects=False,
+            headers={"User-Agent": USER_AGENT})
+
+    async def send(self, message: Message) -> SendResult:
+        """One POST of ``message`` to its receiver, body rendered in the
+        receiver's format, with ``Idempotency-Key`` and (when a secret is
+        set) ``X-Plait-Timestamp`` / ``X-Plait-Signature`` headers.
+
+        Never raises for network or HTTP problems; they are in the result.
+
+        Raises:
+            KeyError: the message names a receiver that is not configured.
+        """
+        rc = self.config.receiver(message.receiver)
+        body = render_body(message, rc.format)
+        start = self.clock()
+        headers = dict(rc.headers) | request_headers(message, body, rc.secret, int(start))
+        t0 = time.monotonic()
+        try:
+            resp = await self.client.post(rc.url, content=body, headers=headers,
+                                          timeout=self.config.delivery.timeout)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+            return SendResult(False, None, error=f"{type(e).__name__}: {e}",
+                              elapsed=time.monotonic() - t0)
+        except httpx.TransportError as e:  # sent, no (whole) answer: the receiver may have acted
+            return SendResult(False, None, maybe_delivered=True, error=f"{type(e).__name__}: {e}",
+                              elapsed=time.monotonic() - t0)
+        return SendResult(is_success(resp.status_code), resp.status_code,
+                          retry_after=parse_retry_after(resp.headers.get("Retry-After"), self.clock()),
+                          elapsed=time.monotonic() - t0)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this sender created it."""
+        if self._own:
+            await self.client.aclose()
+
+
+def report(funnel: Funnel, message: Message, result: SendResult,
+           now: float) -> list[LedgerEntry] | float | None:
+    """Tell the funnel how the attempt went at ``now`` (seconds).
+
+    Returns:
+        the ledger entries made final on success; otherwise the epoch
+        seconds of the next attempt (None if the message was already settled).
+    """
+    if result.ok:
+        return funnel.delivered(message.id, now)
+    return funnel.delivery_failed(message.id, now, status=result.status,
+                                  retry_after=result.retry_after,
+                                  maybe_delivered=result.maybe_delivered)
