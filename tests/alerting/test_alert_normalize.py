@@ -1,0 +1,99 @@
+"""Normalization: native and Alertmanager input into one vocabulary; bad
+alerts rejected naming the field, never a crash."""
+from __future__ import annotations
+
+import pytest
+
+from alerting.model import Alert, AlertRejected, Severity, Status
+from alerting.normalize import (ZERO_TIME, format_time, from_alertmanager, from_native, normalize,
+                                parse_time)
+
+NOW = 1_714_557_600.0  # 2024-05-01T10:00:00Z
+
+
+def test_native_alert_gets_the_vocabulary():
+    # given a native alert with an RFC3339 time and a severity alias
+    raw = {"rule": "DiskFull", "asset": "h1", "severity": "CRIT", "status": "firing",
+           "labels": {"env": "prod"}, "annotations": {"summary": "97%"}, "time": "2024-05-01T09:00:00Z"}
+    # when normalized
+    a = from_native(raw, NOW)
+    # then every field is in the vocabulary
+    assert (a.rule, a.asset, a.severity, a.status) == ("DiskFull", "h1", Severity.CRITICAL, Status.FIRING)
+    assert a.time == NOW - 3600 and a.labels == {"env": "prod"}
+    assert a.match_labels()["severity"] == "critical" and a.match_labels()["alertname"] == "DiskFull"
+
+
+def test_native_time_defaults_to_now_and_alert_round_trips():
+    a = from_native({"rule": "R", "asset": "a", "severity": "info"}, NOW)
+    assert a.time == NOW and a.status is Status.FIRING
+    assert Alert.from_dict(a.to_dict()) == a
+
+
+@pytest.mark.parametrize("raw, field", [
+    ({"asset": "h1", "severity": "warning"}, "rule"),
+    ({"rule": "R", "severity": "warning"}, "asset"),
+    ({"rule": "R", "asset": "h1"}, "severity"),
+    ({"rule": "R", "asset": "h1", "severity": "urgent"}, "severity"),
+    ({"rule": "R", "asset": "h1", "severity": "info", "status": "done"}, "status"),
+    ({"rule": "R", "asset": "h1", "severity": "info", "time": "yesterday"}, "time"),
+    ({"rule": "R", "asset": "h1", "severity": "info", "time": float("nan")}, "time"),
+    ({"rule": "R", "asset": "h1", "severity": "info", "labels": ["x"]}, "labels"),
+    ({"rule": "R", "asset": "h1", "severity": "info", "labels": {"k": {"nested": 1}}}, "labels.k"),
+    ({"rule": ["R"], "asset": "h1", "severity": "info"}, "rule"),
+    ("not an object", "(alert)"),
+])
+def test_bad_native_alert_is_rejected_naming_the_field(raw, field):
+    # when a bad alert is normalized, then the error names the field
+    with pytest.raises(AlertRejected) as err:
+        normalize(raw, NOW)
+    assert err.value.field == field and str(err.value).startswith(field)
+
+
+def test_alertmanager_alert_firing_and_resolved():
+    # given Prometheus alerts: one with a future endsAt, one with a past endsAt
+    body = [
+        {"labels": {"alertname": "HighLoad", "instance": "web1:9100", "severity": "warning"},
+         "annotations": {"summary": "s"}, "startsAt": "2024-05-01T09:00:00.123456789Z",
+         "endsAt": "2024-05-01T10:04:00Z", "generatorURL": "http://prom/graph"},
+        {"labels": {"alertname": "HighLoad", "instance": "web2:9100"},
+         "startsAt": "2024-05-01T09:00:00Z", "endsAt": "2024-05-01T09:59:00Z"},
+    ]
+    # when normalized at 10:00
+    firing, resolved = from_alertmanager(body, now=NOW)
+    # then endsAt in the future means firing, in the past resolved (Alertmanager's rule)
+    assert (firing.rule, firing.asset, firing.status, firing.ends_at) == ("HighLoad", "web1:9100", Status.FIRING, None)
+    assert firing.starts_at == pytest.approx(NOW - 3600 + 0.123456) and firing.generator_url == "http://prom/graph"
+    assert (resolved.status, resolved.ends_at, resolved.severity) == (Status.RESOLVED, NOW - 60, Severity.WARNING)
+
+
+def test_alertmanager_zero_time_endsat_is_firing():
+    [a] = from_alertmanager([{"labels": {"alertname": "X"}, "endsAt": ZERO_TIME}], now=NOW)
+    assert a.status is Status.FIRING and a.asset == ""
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"labels": {}}, "(body)"),
+    ([{"labels": {"alertname": "A"}}, {"labels": {"instance": "x"}}], "[1].labels.alertname"),
+    ([{"annotations": {}}], "[0].labels"),
+    ([{"labels": {"alertname": "A", "severity": "meh"}}], "[0].labels.severity"),
+    ([{"labels": {"alertname": "A"}, "startsAt": "01/05/2024"}], "[0].startsAt"),
+    ([42], "[0].(alert)"),
+])
+def test_bad_alertmanager_body_names_index_and_field(body, field):
+    with pytest.raises(AlertRejected) as err:
+        from_alertmanager(body, now=NOW)
+    assert err.value.field == field
+
+
+def test_normalize_routes_by_shape_and_never_raises_other_errors():
+    # given an Alertmanager-shaped dict and an Alert instance
+    am = normalize({"labels": {"alertname": "A", "host": "h"}}, NOW)
+    assert am.source == "alertmanager" and am.asset == "h"
+    assert normalize(am, NOW) is am
+
+
+def test_time_helpers():
+    assert parse_time(None, "t") is None and parse_time(ZERO_TIME, "t") is None
+    assert format_time(None) == ZERO_TIME
+    assert format_time(NOW) == "2024-05-01T10:00:00Z" and format_time(NOW + 0.5) == "2024-05-01T10:00:00.500Z"
+    assert parse_time(format_time(NOW), "t") == NOW
