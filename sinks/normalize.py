@@ -55,6 +55,8 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig) -> tuple[pa.RecordBatch
     str, list, dict; also Decimal, bytes, date, datetime). Columns follow
     ``doc.columns`` when given (missing fields -> null, extra ignored), else the
     keys in first-seen order. Field names of the batch are the ``fieldName``s.
+    A column with a ``dictionary`` or ``mask`` is text (labels, masked values);
+    otherwise its type is ``ColumnSpec.type`` or inferred from this page.
 
     Returns ``(batch, counts)``; ``counts`` maps a kind of cell change to how
     many cells it touched (``{"converted_to_text": 2}``).
@@ -174,11 +176,9 @@ class _Converter:
         if t is bool:
             return "true" if v else "false"
         if t is float:
-            if math.isnan(v):  # type: ignore[arg-type]
-                return None
-            if math.isinf(v):  # type: ignore[arg-type]
-                return self.inf_text if v > 0 else "-" + self.inf_text  # type: ignore[operator]
-            return repr(v)
+            if math.isfinite(v):  # type: ignore[arg-type]
+                return repr(v)
+            return None if v != v else (self.inf_text if v > 0 else "-" + self.inf_text)
         if t is Decimal:
             return format(v, "f")
         if t in (dict, list, tuple):
@@ -195,7 +195,6 @@ class _Converter:
             self.count("converted_to_text", sum(1 for v in values if type(v) in (int, float, Decimal)))
         return pa.array(out, pa.string())
 
-    # -- inference ---------------------------------------------------------
     def inferred(self, values: list) -> pa.Array:
         kinds = set(map(type, values))
         kinds.discard(_NONE)
@@ -219,7 +218,6 @@ class _Converter:
             return self.declared(values, "date")
         return self.as_text(values, True)
 
-    # -- declared types ----------------------------------------------------
     def declared(self, values: list, ctype: str) -> pa.Array:
         if ctype == "string":
             if set(map(type, values)) <= {str, _NONE}:
@@ -357,10 +355,7 @@ def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
     for schema in schemas:
         for f in schema:
             t = None if (f.type == pa.null() or (f.metadata or {}).get(ALL_NULL)) else f.type
-            if f.name not in types:
-                types[f.name] = t
-            else:
-                types[f.name] = _merge(types[f.name], t)
+            types[f.name] = _merge(types[f.name], t) if f.name in types else t
     return pa.schema([pa.field(n, t if t is not None else pa.string()) for n, t in types.items()])
 
 

@@ -160,3 +160,17 @@ def test_writer_rejects_batches_after_close_and_foreign_schemas(tmp_path):
     writer.close()
     with pytest.raises(RuntimeError, match="closed"):
         writer.write_batch(pa.record_batch([pa.array([1])], names=["id"]))
+
+
+def test_xlsx_writes_int64_beyond_2_53_as_text_and_counts_it(tmp_path):
+    # given an int64 column (as a conformed parquet shard may carry) with a huge id
+    schema = pa.schema([pa.field("id", pa.int64())])
+    writer = open_writer(tmp_path, schema, make_doc("xlsx"))
+    # when written
+    writer.write_batch(pa.record_batch([pa.array([7, 2**60])], schema=schema))
+    report = writer.close()
+    # then the small id is a number, the huge one text with every digit
+    (_, ), (small, ), (huge, ) = xlsx_cells(report.path)
+    assert (small.value, small.data_type) == (7, "n")
+    assert (huge.value, huge.data_type) == (str(2**60), "s")
+    assert report.quality["converted_to_text"] == 1
