@@ -383,6 +383,8 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         col = batch.column(idx)
         if col.type == f.type:
             arrays.append(col)
+        elif col.null_count == len(col):
+            arrays.append(pa.nulls(n, f.type))
         elif f.type == pa.string():
             arrays.append(_render(col))
         else:

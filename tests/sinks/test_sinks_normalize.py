@@ -2,6 +2,7 @@
 unification across shards; conforming a batch to the unified schema."""
 from __future__ import annotations
 
+import datetime as dt
 import math
 from decimal import Decimal
 
@@ -138,6 +139,15 @@ def test_conform_casts_renders_orders_and_adds_missing_columns():
     assert out1.schema == unified and out2.schema == unified
     assert out1.to_pylist() == [{"b": 1.0, "c": "7", "d": None, "e": None}]
     assert out2.to_pylist() == [{"b": 2.5, "c": "x", "d": 3, "e": True}]
+
+
+def test_conform_turns_an_all_null_page_into_nulls_of_the_unified_type():
+    doc = make_doc(types={"ts": None})
+    empty, _ = rows_to_batch([{"ts": None}], doc)
+    timed, _ = rows_to_batch([{"ts": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)}], doc)
+    unified = unify_schemas([empty.schema, timed.schema])
+    assert unified.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert conform(empty, unified).column(0).to_pylist() == [None]
 
 
 def test_empty_page_gives_empty_batch():
