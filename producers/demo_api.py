@@ -93,6 +93,12 @@ async def data(request: Request) -> JSONResponse:
         "rows": rows, "total": total}})
 
 
+@app.get("/faults")
+async def faults() -> dict[str, int]:
+    """Injected failures so far, by ``url#page``."""
+    return {f"{url}#{page}": n for (url, page), n in _failures.items()}
+
+
 @app.get("/health")
 async def health() -> dict[str, str]:
     """Liveness."""

@@ -1,0 +1,10 @@
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY plait plait
+COPY streams streams
+COPY producers producers
+COPY sinks sinks
+COPY alerting alerting
+COPY api api
+RUN pip install --no-cache-dir .

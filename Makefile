@@ -1,0 +1,32 @@
+# Plait: `make demo` runs the demo export on real data, `make test` the whole suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test bench dev clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m plait.cli demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) bench/bench_export.py
+	$(PY) bench/bench_wide.py
+	$(PY) bench/bench_alert_funnel.py
+
+dev: $(STAMP)
+	$(PY) -m plait.cli dev
+
+clean:
+	rm -rf $(VENV) .plait

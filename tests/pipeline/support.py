@@ -1,0 +1,92 @@
+"""Helpers of the pipeline tests: specs, submitting, waiting, reading files."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from plait.lifecycle import TERMINAL
+from producers.demo_api import seq_rows
+
+
+def seq_spec(data_api: str, fmt: str, rows: int, page_size: int = 100,
+             query: str = "", **doc: Any) -> dict[str, Any]:
+    """An export of ``rows`` synthetic rows (ids 1..rows) in pages of ``page_size``."""
+    return {
+        "sysCode": "tests", "bizType": "seq", "userId": "alice",
+        "dataConfig": {"dataApiUrl": f"{data_api}/data{query}", "pageSize": page_size,
+                       "queryConditions": {"dataset": "seq", "rows": rows}},
+        "documentConfig": {"fileName": f"seq-{fmt}", "fileFormat": fmt, **doc},
+        "jobConfig": {"timeout": 300},
+    }
+
+
+def submit(api: str, spec: dict[str, Any]) -> str:
+    """POST the spec; returns the task id (asserts the 202)."""
+    resp = httpx.post(f"{api}/export/tasks", json=spec, timeout=10)
+    assert resp.status_code == 202, resp.text
+    return resp.json()["data"]["taskId"]
+
+
+def wait_task(api: str, task_id: str, timeout: float = 120, until=TERMINAL) -> dict[str, Any]:
+    """Poll the task until its status is in ``until``; returns its state.
+    Fails the test with the last state when the deadline passes."""
+    deadline = time.monotonic() + timeout
+    task: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        resp = httpx.get(f"{api}/export/tasks/{task_id}", timeout=10)
+        if resp.status_code == 200:
+            task = resp.json()["data"]
+            if task["status"] in until:
+                return task
+        time.sleep(0.2)
+    raise AssertionError(f"task {task_id} not in {sorted(until)} after {timeout}s: {task}")
+
+
+def fetch_file(task: dict[str, Any], dest: Path) -> Path:
+    """Download the task's file through its signed link; checks its sha256."""
+    info = task["file"]
+    resp = httpx.get(info["url"], timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert hashlib.sha256(resp.content).hexdigest() == info["sha256"]
+    path = dest / info["fileName"]
+    path.write_bytes(resp.content)
+    return path
+
+
+def read_rows(path: Path) -> list[list[Any]]:
+    """Header + data rows of a csv, xlsx (every sheet, headers after the first
+    dropped), parquet or jsonl file, as lists of Python values."""
+    suffix = path.suffix
+    if suffix == ".csv":
+        return list(csv.reader(io.StringIO(path.read_text("utf-8-sig"))))
+    if suffix == ".xlsx":
+        import openpyxl
+
+        wb = openpyxl.load_workbook(path, read_only=True)
+        out: list[list[Any]] = []
+        for i, ws in enumerate(wb.worksheets):
+            rows = [list(r) for r in ws.iter_rows(values_only=True)]
+            out.extend(rows if i == 0 else rows[1:])
+        wb.close()
+        return out
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        return [table.column_names] + [list(r.values()) for r in table.to_pylist()]
+    if suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        return [list(rows[0])] + [list(r.values()) for r in rows]
+    raise ValueError(f"unknown file type {path}")
+
+
+def source_ids(n: int) -> list[int]:
+    """The ids the ``seq`` dataset serves: 1..n."""
+    return [r["id"] for r in seq_rows(0, n)]
