@@ -215,10 +215,14 @@ class Funnel:
         rc = self.config.receiver(g["receiver"])
         muted = (lambda m: silenced_by(self._silences, Alert.from_dict(m["alert"]).match_labels(), now)) \
             if self._silences else (lambda m: None)
+        outbox = st["receivers"][g["receiver"]]["outbox"]
+        stale = self._unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted)
         commit_sections(g, sections, now)
+        for s in sections:
+            s["merged"] = stale["merged"]
         for fp in effects["transient"]:
             m = g["members"].pop(fp)
             st["episodes"].pop(fp, None)
@@ -238,7 +242,30 @@ class Funnel:
                 st["silenced"][fp] = st["episodes"][fp]["silenced_by"] = sid
         if not g["members"]:
             del st["groups"][g["id"]]
-        st["receivers"][g["receiver"]]["outbox"].extend(sections)
+        outbox[stale["at"]:stale["at"]] = sections
+
+    @staticmethod
+    def _unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any]:
+        """Take this group's unsent sections out of ``outbox`` and give their
+        raw alerts back to the members, so the group is rebuilt as one
+        up-to-date section instead of queueing stale ones behind a rate limit.
+
+        Returns:
+            ``{"at": index to insert the rebuilt sections (the oldest queued
+            position keeps its turn), "merged": whether those had waited}``.
+        """
+        at, merged, keep = len(outbox), False, []
+        for i, s in enumerate(outbox):
+            mine = (s["group_id"] == g["id"] and s["parts"] == 1  # numbered parts keep their numbers
+                    and all(fp in g["members"] for fp, _q, _r in s["snapshot"]))
+            if not mine:
+                keep.append(s)
+                continue
+            at, merged = min(at, len(keep)), merged or s["merged"]
+            for fp, _seq, raws in s["snapshot"]:
+                g["members"][fp]["raw"] = raws + g["members"][fp]["raw"]
+        outbox[:] = keep
+        return {"at": min(at, len(keep)), "merged": merged}
 
     def _dispatch(self, name: str, now: float) -> Message | None:
         rs, c = self.state["receivers"][name], self.state["counters"]

@@ -91,6 +91,8 @@ def parse_matcher(spec: Any) -> Matcher:
             value = json.loads(value)  # Go/JSON escapes, as in Alertmanager
         elif len(value) >= 2 and value[0] == value[-1] == "'":
             value = value[1:-1]
+        elif re.search(r"[\"'=~!\s]", value):
+            raise ValueError(f"bad matcher {spec!r}: quote a value with spaces or =~!\"' in it")
     else:
         raise ValueError(f"bad matcher {spec!r}")
     if op not in OPERATORS:

@@ -12,8 +12,9 @@ from alerting.config import AlertingConfig, parse_config
 from alerting.funnel import Funnel
 from alerting.model import LedgerEntry, Message
 
-#: What the fake webhook answers: None = 200, else (status or None, retry_after).
-Answer = tuple[int | None, float | None] | None
+#: What the fake webhook answers: None = 200, else (status or None, retry_after)
+#: or (status, retry_after, maybe_delivered).
+Answer = tuple | None
 
 
 def case_config(**overrides: Any) -> AlertingConfig:
@@ -74,8 +75,9 @@ class Run:
                 self.ledger += self.funnel.delivered(msg.id, t)
                 self.delivered.append((t, msg))
             else:
-                status, retry_after = answer
-                self.funnel.delivery_failed(msg.id, t, status=status, retry_after=retry_after)
+                status, retry_after, *maybe = answer
+                self.funnel.delivery_failed(msg.id, t, status=status, retry_after=retry_after,
+                                            maybe_delivered=bool(maybe and maybe[0]))
         self.ledger += self.funnel.drain_ledger()
         self.check_invariant()
         if self.restart_every_tick:  # state must survive a JSON round trip (changelog table)

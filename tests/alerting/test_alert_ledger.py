@@ -1,0 +1,130 @@
+"""The ledger: every raw alert ends in exactly one outcome, the balance holds
+after every tick, nothing gets stuck; plus the funnel's delivery edges
+(duplicate acks, lost answers, supersede rules, routing, 4xx)."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from alert_harness import Run, case_config, ev, run
+
+from alerting.funnel import Funnel
+
+
+def _storm(seed: int):
+    """Random raw alerts over 0..1200 s: 6 rules x 12 assets, random
+    severities and statuses, 3% garbage."""
+    rng = random.Random(seed)
+    events = []
+    for _ in range(1500):
+        t = round(rng.uniform(0, 1200), 2)
+        if rng.random() < 0.03:
+            events.append((t, rng.choice([{"rule": "R"}, "junk", {"labels": {"instance": "x"}}, None])))
+            continue
+        events.append((t, ev(f"R{rng.randrange(6)}", f"h{rng.randrange(12)}",
+                             rng.choice(["info", "warning", "critical"]),
+                             "resolved" if rng.random() < 0.3 else "firing")))
+    return events
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_storm_keeps_the_balance_and_drains(seed):
+    # given random alerts, a silence, and a webhook that fails one attempt in three
+    rng = random.Random(seed)
+
+    def webhook(m, t):
+        if t > 1500:
+            return None  # healthy after the storm, so everything can drain
+        return rng.choice([None, None, (503, None), (429, 7.0), (None, None, True), (None, None)])
+
+    def setup(f):
+        f.add_silence({"matchers": ['asset=~"h1|h2"'], "starts_at": 200, "ends_at": 700,
+                       "author": "ops", "comment": "maintenance"}, 0)
+    cfg = case_config(grouping={"group_by": ["rule"], "batch_size": 7})
+    # when the funnel runs well past the storm (invariant checked after every tick)
+    r = run(cfg, _storm(seed), 2400, webhook=webhook, setup=setup)
+    c = r.funnel.counters()
+    # then every raw alert has exactly one final outcome and nothing is pending
+    assert c["received"] == 1500 and c["balanced"] and c["pending"] == 0
+    assert len(r.ledger) == 1500 and len({e.raw_id for e in r.ledger}) == 1500
+    assert c["rejected"] > 0 and c["silenced"] > 0 and c["deduplicated"] > 0 and c["delivered"] > 0
+    # and no message ever listed more than the batch size
+    assert max(s.message.alert_count for s in r.attempts) <= 7
+
+
+def test_rejected_alert_is_counted_with_the_field():
+    f = Funnel(case_config())
+    [entry] = f.ingest({"rule": "R", "asset": "h1", "severity": "sev9"}, 0)
+    assert (entry.outcome, entry.raw_id) == ("rejected", "r1") and entry.reason.startswith("severity")
+    assert f.counters()["rejected"] == 1 and f.counters()["balanced"]
+
+
+def test_state_is_json_and_resumes_mid_flight():
+    # given a message in flight whose first attempt failed
+    f = Funnel(case_config())
+    f.ingest(ev("Disk", "h1"), 0)
+    [m] = [m for t in range(31) for m in f.tick(float(t))]
+    f.delivery_failed(m.id, 30, status=503)
+    # when the state goes through JSON and a new funnel resumes from it
+    g = Funnel(f.config, json.loads(json.dumps(f.state, allow_nan=False)))
+    # then the retry is the same message and its delivery settles the ledger
+    [again] = g.tick(31)
+    assert (again.id, again.idempotency_key, again.attempt) == (m.id, m.idempotency_key, 2)
+    assert [e.outcome for e in g.delivered(again.id, 31)] == ["delivered"]
+
+
+def test_duplicate_ack_and_unknown_ids_are_harmless():
+    f = Funnel(case_config())
+    f.ingest(ev("Disk", "h1"), 0)
+    [m] = [m for t in range(31) for m in f.tick(float(t))]
+    assert len(f.delivered(m.id, 30)) == 1
+    assert f.delivered(m.id, 30) == [] and f.delivery_failed(m.id, 31, status=500) is None
+    assert f.counters()["delivered"] == 1
+
+
+def test_lost_answer_resends_same_message_after_three_timeouts():
+    # given a message sent at 30 whose answer never comes back (worker crash)
+    f = Funnel(case_config())
+    f.ingest(ev("Disk", "h1"), 0)
+    [m] = [m for t in range(31) for m in f.tick(float(t))]
+    # when ticking on, then it is re-sent with the same key after 3 x timeout (30 s)
+    assert [m2 for t in range(31, 60) for m2 in f.tick(float(t))] == []
+    [again] = f.tick(60)
+    assert again.idempotency_key == m.idempotency_key and f.counters()["attempts_lost"] == 1
+
+
+def test_ambiguous_failure_is_never_superseded():
+    # given a message whose attempt timed out (maybe delivered) and news for the group
+    r = Run(Funnel(case_config()), webhook=lambda m, t: (None, None, True) if t < 200 else None)
+    r.at(0, ev("Err", "h1"))
+    for t in range(0, 100):
+        r.tick(float(t))
+    r.at(100, ev("Err", "h2"))
+    for t in range(100, 300):
+        r.tick(float(t))
+    # then every attempt before recovery carried the first message only, same key
+    early = [s.message for s in r.attempts if s.at < 200]
+    assert len({m.idempotency_key for m in early}) == 1
+    # and h2 followed in its own message afterwards
+    assert [sorted(a["asset"] for a in m.alerts()) for _, m in r.messages()] == [["h1"], ["h1", "h2"]]
+
+
+def test_client_error_waits_the_cap_and_is_counted():
+    f = Funnel(case_config())
+    f.ingest(ev("Disk", "h1"), 0)
+    [m] = [m for t in range(31) for m in f.tick(float(t))]
+    assert f.delivery_failed(m.id, 30, status=400) == 90
+    assert f.counters()["client_errors"] == 1 and f.counters()["pending"] == 1
+
+
+def test_routes_send_matching_alerts_to_their_receiver():
+    cfg = case_config()
+    data = cfg.model_dump()
+    data["receivers"].append(dict(data["receivers"][0], name="dba"))
+    data["route"]["routes"] = [{"matchers": ['team="db"'], "receiver": "dba"}]
+    f = Funnel(type(cfg).model_validate(data))
+    f.ingest(ev("Slow", "db1", labels={"team": "db"}), 0)
+    f.ingest(ev("Slow", "web1"), 0)
+    msgs = [m for t in range(31) for m in f.tick(float(t))]
+    assert sorted((m.receiver, m.alerts()[0]["asset"]) for m in msgs) == [("dba", "db1"), ("oncall", "web1")]
