@@ -44,6 +44,14 @@ def test_e3_long_text_truncated_in_xlsx_only(export):
     assert parquet_rows(pq_report.path)[0]["note"] == "ab" * 20_000
 
 
+def test_e3_long_text_cut_counts_utf16_units_and_keeps_pairs_whole(export):
+    # given text of 20,000 emoji (40,000 UTF-16 code units, as Excel counts)
+    report, _ = export([{"note": "\U0001F600" * 20_000}], make_doc("xlsx"))
+    [_, (cell,)] = xlsx_sheets(report.path)["Sheet1"]
+    # then the cell keeps 16,383 whole emoji (32,766 units <= 32,767)
+    assert cell == "\U0001F600" * 16_383 and report.quality["truncated"] == 1
+
+
 def test_e4_control_characters_removed_and_counted(export):
     rows = [{"memo": "kr 400\u0016000"}, {"memo": "tab\u000bvt"}, {"memo": "nul\u0000x"}]
     report, _ = export(rows, make_doc("xlsx"))
