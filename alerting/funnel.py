@@ -217,12 +217,14 @@ class Funnel:
             if self._silences else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]
         stale = self._unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
+        if stale is None:
+            return
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted)
         commit_sections(g, sections, now)
         for s in sections:
-            s["merged"] = stale["merged"]
+            s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
         for fp in effects["transient"]:
             m = g["members"].pop(fp)
             st["episodes"].pop(fp, None)
@@ -245,20 +247,25 @@ class Funnel:
         outbox[stale["at"]:stale["at"]] = sections
 
     @staticmethod
-    def _unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any]:
+    def _unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any] | None:
         """Take this group's unsent sections out of ``outbox`` and give their
         raw alerts back to the members, so the group is rebuilt as one
-        up-to-date section instead of queueing stale ones behind a rate limit.
+        up-to-date set of sections instead of queueing stale ones behind a
+        rate limit (the outbox holds at most one set per group).
 
         Returns:
             ``{"at": index to insert the rebuilt sections (the oldest queued
-            position keeps its turn), "merged": whether those had waited}``.
+            position keeps its turn), "merged": whether those had waited}``,
+            or None when part of a numbered set already left: the rest of
+            the set goes first and the group is evaluated after it.
         """
+        mine = [s for s in outbox if s["group_id"] == g["id"]]
+        for s in mine:
+            if s["parts"] > 1 and sum(x.get("set") == s.get("set") for x in mine) < s["parts"]:
+                return None
         at, merged, keep = len(outbox), False, []
-        for i, s in enumerate(outbox):
-            mine = (s["group_id"] == g["id"] and s["parts"] == 1  # numbered parts keep their numbers
-                    and all(fp in g["members"] for fp, _q, _r in s["snapshot"]))
-            if not mine:
+        for s in outbox:
+            if s["group_id"] != g["id"] or not all(fp in g["members"] for fp, _q, _r in s["snapshot"]):
                 keep.append(s)
                 continue
             at, merged = min(at, len(keep)), merged or s["merged"]
@@ -329,7 +336,7 @@ class Funnel:
 
     @staticmethod
     def _message(inf: dict[str, Any]) -> Message:
-        sections = [{k: v for k, v in s.items() if k != "snapshot"} for s in inf["sections"]]
+        sections = [{k: v for k, v in s.items() if k not in ("snapshot", "set")} for s in inf["sections"]]
         return Message(id=inf["id"], receiver=inf["receiver"], idempotency_key=inf["key"],
                        attempt=inf["failures"] + 1, created_at=inf["created_at"],
                        sections=copy.deepcopy(sections), merged_groups=inf["merged_groups"],
