@@ -27,11 +27,12 @@ import copy
 from typing import Any
 
 from alerting import bucket as tb
+from alerting import outbox as outbox_
 from alerting.config import AlertingConfig
 from alerting.dedupe import DEDUPED, decide, fingerprint
-from alerting.delivery import idempotency_key, is_retryable, next_attempt_at
-from alerting.group import (apply_verdict, build_sections, combine, commit_sections, due_at,
-                            group_key, new_group, settle)
+from alerting.delivery import is_retryable, next_attempt_at
+from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
+                            new_group, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
 from alerting.normalize import normalize
 from alerting.silence import Silence, create_silence, parse_matcher, silenced_by
@@ -216,7 +217,7 @@ class Funnel:
         muted = (lambda m: silenced_by(self._silences, Alert.from_dict(m["alert"]).match_labels(), now)) \
             if self._silences else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]
-        stale = self._unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
+        stale = outbox_.unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
         if stale is None:
             return
         sections, effects = build_sections(g, self.config.grouping.batch_size,
@@ -246,34 +247,6 @@ class Funnel:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
 
-    @staticmethod
-    def _unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any] | None:
-        """Take this group's unsent sections out of ``outbox`` and give their
-        raw alerts back to the members, so the group is rebuilt as one
-        up-to-date set of sections instead of queueing stale ones behind a
-        rate limit (the outbox holds at most one set per group).
-
-        Returns:
-            ``{"at": index to insert the rebuilt sections (the oldest queued
-            position keeps its turn), "merged": whether those had waited}``,
-            or None when part of a numbered set already left: the rest of
-            the set goes first and the group is evaluated after it.
-        """
-        mine = [s for s in outbox if s["group_id"] == g["id"]]
-        for s in mine:
-            if s["parts"] > 1 and sum(x.get("set") == s.get("set") for x in mine) < s["parts"]:
-                return None
-        at, merged, keep = len(outbox), False, []
-        for s in outbox:
-            if s["group_id"] != g["id"] or not all(fp in g["members"] for fp, _q, _r in s["snapshot"]):
-                keep.append(s)
-                continue
-            at, merged = min(at, len(keep)), merged or s["merged"]
-            for fp, _seq, raws in s["snapshot"]:
-                g["members"][fp]["raw"] = raws + g["members"][fp]["raw"]
-        outbox[:] = keep
-        return {"at": min(at, len(keep)), "merged": merged}
-
     def _dispatch(self, name: str, now: float) -> Message | None:
         rs, c = self.state["receivers"][name], self.state["counters"]
         rc = self.config.receiver(name)
@@ -281,67 +254,36 @@ class Funnel:
         if inf is not None:
             if inf["state"] == "sending":
                 if now < inf["sent_at"] + 3 * self.config.delivery.timeout:
-                    self._wait(rs)
+                    outbox_.wait(rs)
                     return None
                 inf.update(state="waiting", next_attempt_at=now, maybe_delivered=True)
                 inf["failures"] += 1
                 c["attempts"] += 1
                 c["attempts_lost"] += 1
             if now + 1e-9 < inf["next_attempt_at"]:
-                self._wait(rs)
+                outbox_.wait(rs)
                 return None
             if not inf["maybe_delivered"] and rs["outbox"]:
-                sections = self._fill(rs, inf["sections"])
+                sections = outbox_.fill(rs, inf["sections"], self.config.grouping.batch_size)
                 c["messages_superseded"] += 1
-                inf = rs["inflight"] = self._new_inflight(name, sections, now, inf["failures"])
+                inf = rs["inflight"] = self._inflight(name, sections, now, inf["failures"])
             inf.update(state="sending", sent_at=now)
-            return self._message(inf)
+            return outbox_.to_message(inf)
         if not rs["outbox"]:
             return None
         b = rs["bucket"] or tb.new_bucket(rc.bucket.burst, now)
         ok, rs["bucket"] = tb.take(b, now, rc.bucket.burst, rc.bucket.refill_interval)
         if not ok:
             c["rate_limited_ticks"] += 1
-            self._wait(rs)
+            outbox_.wait(rs)
             return None
-        inf = rs["inflight"] = self._new_inflight(name, self._fill(rs, []), now, 0)
+        inf = rs["inflight"] = self._inflight(name, outbox_.fill(rs, [], self.config.grouping.batch_size), now, 0)
         inf.update(state="sending", sent_at=now)
-        return self._message(inf)
+        return outbox_.to_message(inf)
 
-    @staticmethod
-    def _wait(rs: dict[str, Any]) -> None:
-        for s in rs["outbox"]:  # found no token (or the receiver busy): merged later
-            s["merged"] = True
-
-    def _fill(self, rs: dict[str, Any], base: list[dict]) -> list[dict]:
-        limit = self.config.grouping.batch_size
-        chosen = list(base)
-        while rs["outbox"]:
-            trial = combine(chosen + [rs["outbox"][0]])
-            if chosen and sum(len(s["alerts"]) for s in trial) > limit:
-                break
-            chosen.append(rs["outbox"].pop(0))
-        return combine(chosen)
-
-    def _new_inflight(self, name: str, sections: list[dict], now: float, failures: int) -> dict:
+    def _inflight(self, name: str, sections: list[dict], now: float, failures: int) -> dict:
         self.state["seq"]["message"] += 1
-        mid = f"{name}-{self.state['seq']['message']}"
-        merged = [s for s in sections if s["merged"]]
-        return {"id": mid, "key": idempotency_key(name, mid, now), "created_at": now,
-                "receiver": name, "sections": sections, "failures": failures,
-                "merged_groups": len({s["group_id"] for s in merged}),
-                "merged_alerts": sum(len(s["alerts"]) for s in merged),
-                "state": "waiting", "sent_at": None, "next_attempt_at": now,
-                "maybe_delivered": False}
-
-    @staticmethod
-    def _message(inf: dict[str, Any]) -> Message:
-        sections = [{k: v for k, v in s.items() if k not in ("snapshot", "set")} for s in inf["sections"]]
-        return Message(id=inf["id"], receiver=inf["receiver"], idempotency_key=inf["key"],
-                       attempt=inf["failures"] + 1, created_at=inf["created_at"],
-                       sections=copy.deepcopy(sections), merged_groups=inf["merged_groups"],
-                       merged_alerts=inf["merged_alerts"],
-                       alert_count=sum(len(s["alerts"]) for s in sections))
+        return outbox_.new_inflight(name, self.state["seq"]["message"], sections, now, failures)
 
     # --------------------------------------------------------------- delivery
     def _find(self, message_id: str) -> tuple[dict, dict] | tuple[None, None]:

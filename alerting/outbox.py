@@ -1,0 +1,88 @@
+"""A receiver's outbox and its message in flight (plain data, pure functions).
+
+Due groups are built into sections queued in the receiver's ``outbox``; a
+message takes queued sections up to the batch size when the token bucket
+gives a token; sections that found no token wait and are reported as merged
+(``merged_groups`` / ``merged_alerts``). The outbox holds at most one set of
+sections per group: a group evaluated again while its section still waits is
+rebuilt into one up-to-date section (:func:`unqueue`).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from alerting.delivery import idempotency_key
+from alerting.group import combine
+from alerting.model import Message
+
+
+def unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any] | None:
+    """Take this group's unsent sections out of ``outbox`` and give their
+    raw alerts back to the members, so the group is rebuilt as one
+    up-to-date set of sections instead of queueing stale ones behind a
+    rate limit (the outbox holds at most one set per group).
+
+    Returns:
+        ``{"at": index to insert the rebuilt sections (the oldest queued
+        position keeps its turn), "merged": whether those had waited}``,
+        or None when part of a numbered set already left: the rest of
+        the set goes first and the group is evaluated after it.
+    """
+    mine = [s for s in outbox if s["group_id"] == g["id"]]
+    for s in mine:
+        if s["parts"] > 1 and sum(x.get("set") == s.get("set") for x in mine) < s["parts"]:
+            return None
+    at, merged, keep = len(outbox), False, []
+    for s in outbox:
+        if s["group_id"] != g["id"] or not all(fp in g["members"] for fp, _q, _r in s["snapshot"]):
+            keep.append(s)
+            continue
+        at, merged = min(at, len(keep)), merged or s["merged"]
+        for fp, _seq, raws in s["snapshot"]:
+            g["members"][fp]["raw"] = raws + g["members"][fp]["raw"]
+    outbox[:] = keep
+    return {"at": min(at, len(keep)), "merged": merged}
+
+
+def wait(rs: dict[str, Any]) -> None:
+    """Queued sections found no token (or the receiver busy): they will be
+    reported as merged into the receiver's next message."""
+    for s in rs["outbox"]:
+        s["merged"] = True
+
+
+def fill(rs: dict[str, Any], base: list[dict], limit: int) -> list[dict]:
+    """Sections for the next message: ``base`` (a failed message being
+    superseded) plus queued sections while the combined count stays within
+    ``limit`` alerts (the first always goes: a part is never above it)."""
+    chosen = list(base)
+    while rs["outbox"]:
+        trial = combine(chosen + [rs["outbox"][0]])
+        if chosen and sum(len(s["alerts"]) for s in trial) > limit:
+            break
+        chosen.append(rs["outbox"].pop(0))
+    return combine(chosen)
+
+
+def new_inflight(name: str, seq: int, sections: list[dict], now: float, failures: int) -> dict:
+    """A message in flight: id ``<receiver>-<seq>``, its idempotency key,
+    sections, merge counts and retry state (plain data)."""
+    mid = f"{name}-{seq}"
+    merged = [s for s in sections if s["merged"]]
+    return {"id": mid, "key": idempotency_key(name, mid, now), "created_at": now,
+            "receiver": name, "sections": sections, "failures": failures,
+            "merged_groups": len({s["group_id"] for s in merged}),
+            "merged_alerts": sum(len(s["alerts"]) for s in merged),
+            "state": "waiting", "sent_at": None, "next_attempt_at": now,
+            "maybe_delivered": False}
+
+
+def to_message(inf: dict[str, Any]) -> Message:
+    """The :class:`Message` the sender sees (internal keys stripped, copied)."""
+    sections = [{k: v for k, v in s.items() if k not in ("snapshot", "set")} for s in inf["sections"]]
+    return Message(id=inf["id"], receiver=inf["receiver"], idempotency_key=inf["key"],
+                   attempt=inf["failures"] + 1, created_at=inf["created_at"],
+                   sections=copy.deepcopy(sections), merged_groups=inf["merged_groups"],
+                   merged_alerts=inf["merged_alerts"],
+                   alert_count=sum(len(s["alerts"]) for s in sections))
