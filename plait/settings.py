@@ -36,6 +36,8 @@ class Settings(BaseSettings):
         fetch_max_wait_ms: longest consumer fetch long-poll, milliseconds (latency
             of each hop on brokers that do not answer a long-poll early).
         worker_id: name of this worker in lifecycle events (default host:pid).
+        alerting_config: path of the alerting YAML (receivers, grouping, timing);
+            empty runs no alert funnel.
     """
 
     model_config = SettingsConfigDict(env_prefix="PLAIT_", extra="ignore")
@@ -60,6 +62,7 @@ class Settings(BaseSettings):
     session_timeout_seconds: float = Field(default=6.0, gt=0)
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
     worker_id: str = ""
+    alerting_config: str = ""
     log_level: str = "INFO"
 
 

@@ -73,6 +73,10 @@ def create_app(settings: Settings) -> faust.App:
     runtime = Runtime(app, build_context(settings))
     for route in routes(settings):
         _register(app, runtime, route)
+    if settings.alerting_config:
+        from alerting.agents import register_alerting
+
+        register_alerting(app, settings)
     return app
 
 

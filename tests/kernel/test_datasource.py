@@ -1,0 +1,49 @@
+"""Classifying data-API answers: retryable, permanent, contract breaks."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from plait.errors import PermanentError, RetryableError
+from streams.datasource import parse_answer, retry_after_seconds
+
+
+def answer(status: int = 200, body=None, headers=None):
+    raw = body if isinstance(body, bytes) else json.dumps(body or {}).encode()
+    return parse_answer(4, status, httpx.Headers(headers or {}), raw)
+
+
+def test_good_page():
+    page = answer(body={"code": 200, "data": {"status": "continue", "rows": [{"a": 1}],
+                                              "runtimeContext": {"lastId": 1}, "total": 10}})
+    assert page.rows == [{"a": 1}] and page.next_context == {"lastId": 1}
+    assert not page.finished and page.total == 10
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_429_and_5xx_are_retryable(status):
+    with pytest.raises(RetryableError, match=f"page 4: data API answered HTTP {status}"):
+        answer(status, headers={"Retry-After": "7"})
+
+
+def test_retry_after_is_honoured_and_capped():
+    with pytest.raises(RetryableError) as info:
+        answer(429, headers={"Retry-After": "7"})
+    assert info.value.retry_after == 7
+    assert retry_after_seconds("100000") == 60
+    assert retry_after_seconds(None) is None
+
+
+@pytest.mark.parametrize("status, body, words", [
+    (400, {"message": "bad query"}, "page 4: data API answered HTTP 400"),
+    (302, {}, "HTTP 302"),
+    (200, b"<html>", "not a JSON object"),
+    (200, {"code": 500, "message": "db down"}, "code 500: db down"),
+    (200, {"code": 200, "data": {"status": "maybe"}}, "data.status"),
+    (200, {"code": 200, "data": {"status": "finish", "rows": [1, 2]}}, "data.rows"),
+])
+def test_permanent_failures_name_the_page_and_cause(status, body, words):
+    with pytest.raises(PermanentError, match=words):
+        answer(status, body)

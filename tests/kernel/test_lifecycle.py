@@ -1,0 +1,61 @@
+"""Task state rules: valid transitions, terminal states never change, repeats ignored."""
+from __future__ import annotations
+
+import pytest
+
+from plait.events import Lifecycle
+from plait.lifecycle import TERMINAL, apply, can_move
+
+
+def ev(status: str, **kw) -> Lifecycle:
+    return Lifecycle(taskId="t1", status=status, at=kw.pop("at", "2026-01-01T00:00:00Z"), **kw)
+
+
+def run(*events: Lifecycle) -> dict:
+    state = None
+    for e in events:
+        state = apply(state, e) or state
+    return state
+
+
+def test_happy_path_sets_timestamps_counts_and_progress():
+    state = run(ev("CREATED", sysCode="s", userId="u"),
+                ev("RUNNING", at="2026-01-01T00:00:01Z"),
+                ev("PROGRESS", exportedRows=50, totalRows=200, at="2026-01-01T00:00:02Z"),
+                ev("SUCCESS", exportedRows=200, at="2026-01-01T00:00:03Z"))
+    assert state["status"] == "SUCCESS" and state["exportedRows"] == 200
+    assert state["createdAt"] == "2026-01-01T00:00:00Z"
+    assert state["startedAt"] == "2026-01-01T00:00:01Z"
+    assert state["finishedAt"] == "2026-01-01T00:00:03Z" and state["progress"] == 1.0
+
+
+def test_progress_is_a_fraction_when_total_known_and_none_otherwise():
+    state = run(ev("CREATED"), ev("RUNNING"), ev("PROGRESS", exportedRows=50, totalRows=200))
+    assert state["progress"] == 0.25 and state["status"] == "RUNNING"
+    assert run(ev("CREATED"), ev("RUNNING"), ev("PROGRESS", exportedRows=5))["progress"] is None
+
+
+@pytest.mark.parametrize("terminal", sorted(TERMINAL))
+@pytest.mark.parametrize("late", ["RUNNING", "PROGRESS", "SUCCESS", "FAILED", "CANCELLED",
+                                  "TIMEOUT", "CREATED", "WAITING"])
+def test_a_terminal_task_never_changes_whatever_arrives_late(terminal, late):
+    state = run(ev("CREATED"), ev("RUNNING"), ev(terminal))
+    assert apply(state, ev(late, exportedRows=10**6, errorMessage="late")) is None
+
+
+def test_redelivered_progress_never_lowers_the_count():
+    state = run(ev("CREATED"), ev("RUNNING"), ev("PROGRESS", exportedRows=300),
+                ev("PROGRESS", exportedRows=100))
+    assert state["exportedRows"] == 300
+
+
+def test_repeated_created_is_ignored():
+    state = run(ev("CREATED"))
+    assert apply(state, ev("CREATED")) is None
+
+
+def test_forbidden_moves():
+    assert not can_move("WAITING", "CREATED")
+    assert not can_move("RUNNING", "WAITING")
+    assert not can_move("CREATED", "PROGRESS")
+    assert can_move("WAITING", "RUNNING") and can_move("CREATED", "CANCELLED")

@@ -1,0 +1,43 @@
+"""The task spec: validation messages name the field; fingerprint is canonical."""
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from plait.spec import ExportSpec
+
+BASE = {"sysCode": "s", "bizType": "b", "userId": "u",
+        "dataConfig": {"dataApiUrl": "http://127.0.0.1:1/data", "queryConditions": {"a": 1, "b": 2}}}
+
+
+def spec(**over) -> ExportSpec:
+    return ExportSpec.model_validate({**BASE, **over})
+
+
+def test_fingerprint_ignores_key_order_and_non_content_fields():
+    a = spec()
+    b = spec(dataConfig={"dataApiUrl": "http://127.0.0.1:1/data", "pageSize": 7,
+                         "queryConditions": {"b": 2, "a": 1}})
+    assert a.fingerprint() == b.fingerprint()
+    assert a.fingerprint() != spec(userId="v").fingerprint()
+    assert a.fingerprint() != spec(documentConfig={"fileFormat": "csv"}).fingerprint()
+
+
+def test_pull_mode_needs_an_http_url():
+    with pytest.raises(ValidationError, match="dataApiUrl is required"):
+        spec(dataConfig={"mode": "pull"})
+    with pytest.raises(ValidationError, match="http:// or https://"):
+        spec(dataConfig={"dataApiUrl": "file:///etc/passwd"})
+    assert spec(dataConfig={"mode": "push"}).dataConfig.dataApiUrl is None
+
+
+def test_too_many_declared_columns_for_xlsx_names_the_limit_and_alternatives():
+    cols = [{"fieldName": f"c{i}"} for i in range(16_385)]
+    with pytest.raises(ValidationError, match=r"16,384 columns.*csv or parquet"):
+        spec(documentConfig={"fileFormat": "xlsx", "columns": cols})
+    assert len(spec(documentConfig={"fileFormat": "csv", "columns": cols}).documentConfig.columns) == 16_385
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(ValidationError, match="extra"):
+        spec(jobConfig={"timeoutt": 5})
