@@ -55,7 +55,7 @@ def canonical_query(query: QueryLike) -> str:
     if not query:
         return ""
     if isinstance(query, bytes):
-        query = query.decode("utf-8", errors="strict")
+        query = query.decode("utf-8", errors="replace")
     if isinstance(query, str):
         pairs = parse_qsl(query, keep_blank_values=True)
     elif isinstance(query, Mapping):

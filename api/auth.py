@@ -1,0 +1,138 @@
+"""Request authentication and tenant scoping for the API.
+
+Every call from a business system is signed (``plait.signature``): the
+``X-Plait-AppKey`` names the caller, ``X-Plait-Timestamp`` must be within
+``skew`` seconds of the server clock, ``X-Plait-Nonce`` may be used once
+within ``2 * skew`` seconds (kept in Redis with ``SET NX EX``), and
+``X-Plait-Signature`` must be the HMAC-SHA256 (RFC 2104) of the canonical
+request under the caller's ``appSecret``. Failures raise :class:`AuthError`;
+its message says what was wrong and never echoes a secret or a signature.
+
+Tenant rule: a caller sees only tasks of its own ``sysCode``, and a user only
+their own tasks; anything else answers 404 like an unknown task, so the
+existence of other tenants' tasks does not leak (:func:`task_visible`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from plait.callers import Caller, CallerRegistry
+from plait.signature import (HEADER_APP_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP,
+                             NONCE_RE, TIMESTAMP_RE, QueryLike, sign_request, signatures_match)
+
+#: Largest allowed difference between the request's timestamp and now, seconds.
+DEFAULT_SKEW_SECONDS = 300
+
+
+class AuthError(Exception):
+    """Authentication failed.
+
+    Attributes:
+        status: HTTP status to answer: 401 (unsigned, bad signature, unknown
+            appKey, stale timestamp, replayed nonce) or 503 (the nonce store is
+            unavailable: the API fails closed rather than allow replays).
+        message: safe to return to the caller and to log.
+    """
+
+    def __init__(self, message: str, status: int = 401) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def nonce_key(prefix: str, app_key: str, nonce: str) -> str:
+    """Redis key remembering a used nonce: ``{prefix}:nonce:{appKey}:{nonce}``."""
+    return f"{prefix}:nonce:{app_key}:{nonce}"
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    value = headers.get(name)
+    if value is None:  # plain dicts are case-sensitive; HTTP headers are not
+        lower = name.lower()
+        value = next((v for k, v in headers.items() if k.lower() == lower), None)
+    if value is None or value == "":
+        raise AuthError(f"missing header {name}: requests must be signed "
+                        f"({HEADER_APP_KEY}, {HEADER_TIMESTAMP}, {HEADER_NONCE}, "
+                        f"{HEADER_SIGNATURE})")
+    return value
+
+
+async def verify_request(method: str, path: str, query: QueryLike, body: bytes,
+                         headers: Mapping[str, str], registry: CallerRegistry, redis: Any,
+                         prefix: str, now: float, skew: int = DEFAULT_SKEW_SECONDS) -> Caller:
+    """Authenticate one signed request; returns the calling :class:`Caller`.
+
+    Args:
+        method, path: HTTP method and the decoded URL path (no query).
+        query: the raw query string (or pairs), as received.
+        body: the raw body bytes, as received (``b""`` when none).
+        headers: request headers (any case).
+        registry: the caller registry.
+        redis: a ``redis.asyncio`` client (for the nonce store).
+        prefix: the deployment's Redis key prefix (``Settings.redis_prefix``).
+        now: current Unix time, seconds.
+        skew: allowed clock difference, seconds; nonces are kept ``2 * skew``.
+
+    Checks in order: headers present and well-formed, appKey known, timestamp
+    within ``skew``, signature valid, nonce unused. The nonce is recorded
+    only after the signature is valid, so unsigned traffic cannot fill Redis.
+
+    Raises:
+        AuthError: status 401 with the reason; 503 when Redis cannot be reached.
+    """
+    app_key = _header(headers, HEADER_APP_KEY)
+    timestamp = _header(headers, HEADER_TIMESTAMP)
+    nonce = _header(headers, HEADER_NONCE)
+    signature = _header(headers, HEADER_SIGNATURE)
+    if not TIMESTAMP_RE.match(timestamp):
+        raise AuthError(f"{HEADER_TIMESTAMP} must be Unix time in whole seconds")
+    if not NONCE_RE.match(nonce):
+        raise AuthError(f"{HEADER_NONCE} must be 16-128 characters of [A-Za-z0-9_-]")
+    caller = registry.by_app_key(app_key)
+    if caller is None:
+        raise AuthError("unknown appKey")
+    if abs(now - int(timestamp)) > skew:
+        raise AuthError(f"{HEADER_TIMESTAMP} is more than {skew} s away from server time; "
+                        "check the caller's clock")
+    expected = sign_request(caller.secret(), method, path, query, body, timestamp, nonce)
+    if not signatures_match(expected, signature):
+        raise AuthError("bad signature: it does not match the request (method, path, query, "
+                        "body, timestamp, nonce) signed with this appKey's secret")
+    try:
+        fresh = await redis.set(nonce_key(prefix, app_key, nonce), b"1", nx=True, ex=2 * skew)
+    except (RedisError, OSError, TimeoutError) as exc:
+        raise AuthError(f"cannot check the request nonce now ({type(exc).__name__}); retry",
+                        status=503) from None
+    if not fresh:
+        raise AuthError("nonce already used: replayed request refused")
+    return caller
+
+
+async def verify_starlette_request(request: Any, registry: CallerRegistry, redis: Any,
+                                   prefix: str, now: float,
+                                   skew: int = DEFAULT_SKEW_SECONDS) -> Caller:
+    """:func:`verify_request` for a Starlette/FastAPI ``Request`` (reads and
+    caches its body, so FastAPI's body parsing still works afterwards).
+
+    Raises:
+        AuthError: as :func:`verify_request`.
+    """
+    body = await request.body()
+    return await verify_request(request.method, request.url.path, request.url.query, body,
+                                request.headers, registry, redis, prefix, now, skew)
+
+
+def task_visible(task: Mapping[str, Any] | None, caller: Caller, user_id: str | None) -> bool:
+    """True when ``task`` (a projection state) belongs to ``caller``'s sysCode
+    and to ``user_id``. The API answers 404 for False exactly as for an unknown
+    task, on read, cancel, events and download (no leak of existence).
+
+    ``user_id`` None or empty is never visible: every task call must name
+    the user it acts for.
+    """
+    if not task or not user_id:
+        return False
+    return task.get("sysCode") == caller.sysCode and task.get("userId") == user_id
