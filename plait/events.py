@@ -124,6 +124,7 @@ class Lifecycle(Payload):
     fileName: str | None = None
     fileFormat: str | None = None
     fingerprint: str | None = None
+    timeout: float | None = None
     exportedRows: int | None = None
     totalRows: int | None = None
     seq: int | None = None

@@ -22,7 +22,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     **{t: frozenset() for t in TERMINAL},
 }
 
-_COPIED = ("sysCode", "bizType", "userId", "fileName", "fileFormat", "fingerprint",
+_COPIED = ("sysCode", "bizType", "userId", "fileName", "fileFormat", "fingerprint", "timeout",
            "totalRows", "truncated", "errorMessage", "workerId", "quality")
 
 

@@ -6,6 +6,7 @@ Keys (``P`` = ``Settings.redis_prefix``):
   ``P:task:{taskId}``                 JSON of the task state
   ``P:tasks:{sysCode}``               sorted set of task ids, score = created ms
   ``P:tasks:{sysCode}:{userId}``      the same per user
+  ``P:active``                        sorted set of unfinished task ids, score = created ms
   ``P:events:{taskId}``               pub/sub channel of state changes (SSE)
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from redis.exceptions import WatchError
 
 from plait.clock import parse_iso
 from plait.events import Lifecycle
-from plait.lifecycle import apply
+from plait.lifecycle import TERMINAL, apply
 
 
 class Projection:
@@ -67,6 +68,11 @@ class Projection:
                         pipe.zadd(f"{self.prefix}:tasks:{new['sysCode']}", {event.taskId: score})
                         pipe.zadd(f"{self.prefix}:tasks:{new['sysCode']}:{new['userId']}",
                                   {event.taskId: score})
+                    if new["status"] in TERMINAL:
+                        pipe.zrem(f"{self.prefix}:active", event.taskId)
+                    else:
+                        pipe.zadd(f"{self.prefix}:active",
+                                  {event.taskId: parse_iso(new["createdAt"]) * 1000})
                     pipe.publish(self.channel(event.taskId), body)
                     await pipe.execute()
                     return new
@@ -83,9 +89,15 @@ class Projection:
         raws = await self.redis.mget([self.task_key(i.decode()) for i in ids])
         return [json.loads(r) for r in raws if r]
 
+    async def active(self) -> list[str]:
+        """Ids of tasks not yet ended, oldest first."""
+        return [i.decode() for i in await self.redis.zrange(f"{self.prefix}:active", 0, -1)]
+
     async def flush(self) -> int:
-        """Delete every key of this projection (prefix); returns how many."""
+        """Delete the projection's keys (tasks, indexes, active set; not worker
+        checkpoints or slots); returns how many."""
         n = 0
-        async for key in self.redis.scan_iter(match=f"{self.prefix}:*", count=500):
-            n += await self.redis.delete(key)
+        for pattern in ("task:*", "tasks:*", "active"):
+            async for key in self.redis.scan_iter(match=f"{self.prefix}:{pattern}", count=500):
+                n += await self.redis.delete(key)
         return n

@@ -10,6 +10,8 @@ from functools import lru_cache
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from plait.limits import Limits
+
 
 class Settings(BaseSettings):
     """Process settings.
@@ -36,6 +38,14 @@ class Settings(BaseSettings):
         fetch_max_wait_ms: longest consumer fetch long-poll, milliseconds (latency
             of each hop on brokers that do not answer a long-poll early).
         worker_id: name of this worker in lifecycle events (default host:pid).
+        limits: concurrency limits and tenant tiers (JSON, see ``plait.limits``).
+        reuse_window_seconds: an identical request within this time after a
+            success returns that task's file (0 disables reuse).
+        heartbeat_interval_seconds: how often a worker reports the tasks it works on.
+        stale_after_seconds: a RUNNING task without a heartbeat this long is re-driven.
+        sweep_interval_seconds: how often the sweeper looks for stale, timed-out
+            and waiting tasks.
+        max_redrives: re-drives of one page without progress before the task FAILS.
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
     """
@@ -63,6 +73,12 @@ class Settings(BaseSettings):
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
     worker_id: str = ""
     alerting_config: str = ""
+    limits: Limits = Field(default_factory=Limits)
+    reuse_window_seconds: float = Field(default=600.0, ge=0)
+    heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
+    stale_after_seconds: float = Field(default=30.0, gt=0)
+    sweep_interval_seconds: float = Field(default=2.0, gt=0)
+    max_redrives: int = Field(default=3, ge=1)
     log_level: str = "INFO"
 
 

@@ -11,7 +11,7 @@ from streams.control import after_cancel, cancel, project
 from streams.finalize import after_finalize, finalize
 from streams.handlers import admit, after_admit, after_fetch, fetch
 from streams.runtime import Route, Runtime
-from streams.shards import write_shard
+from streams.shards import after_write_shard, write_shard
 
 
 def routes(settings: Settings) -> list[Route]:
@@ -20,7 +20,7 @@ def routes(settings: Settings) -> list[Route]:
     return [
         Route(T.REQUESTS, admit, after_admit, timeout=60),
         Route(T.FETCH, fetch, after_fetch, timeout=fetch_bound, attempts=2),
-        Route(T.PAGES, write_shard, timeout=120),
+        Route(T.PAGES, write_shard, after_write_shard, timeout=120),
         Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
         Route(T.CONTROL, cancel, after_cancel, timeout=60),
         Route(T.LIFECYCLE, project, timeout=60),
@@ -73,6 +73,8 @@ def create_app(settings: Settings) -> faust.App:
     runtime = Runtime(app, build_context(settings))
     for route in routes(settings):
         _register(app, runtime, route)
+    _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
+    _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
     if settings.alerting_config:
         from alerting.agents import register_alerting
 
@@ -86,3 +88,19 @@ def _register(app: faust.App, runtime: Runtime, route: Route) -> None:
             await runtime.process(route, event)
 
     app.agent(runtime.topic(route.topic), name=f"plait.{route.topic}", concurrency=1)(agent)
+
+
+def _every(app: faust.App, seconds: float, job, name: str) -> None:
+    """Run ``job`` on a Faust timer; a failure is logged, never kills the timer."""
+    import logging
+
+    log = logging.getLogger("plait.timers")
+
+    async def tick():
+        try:
+            await job()
+        except Exception:
+            log.exception("%s failed", name)
+
+    tick.__name__ = f"plait_{name}"
+    app.timer(seconds, name=f"plait.{name}")(tick)

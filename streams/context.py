@@ -14,6 +14,7 @@ from plait.settings import Settings
 from plait.topics import Topics
 from sinks.store import ObjectStore, open_store
 from streams.checkpoints import Checkpoints
+from streams.slots import Slots
 from plait.projection import Projection
 
 
@@ -36,6 +37,7 @@ class Context:
     projection: Projection
     http: httpx.AsyncClient
     checkpoints: Checkpoints
+    slots: Slots
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
 
@@ -49,7 +51,8 @@ def build_context(settings: Settings) -> Context:
                              follow_redirects=False)
     ctx = Context(settings, Topics(settings.topic_prefix), store,
                   Projection(redis, settings.redis_prefix), http,
-                  Checkpoints(redis, settings.redis_prefix))
+                  Checkpoints(redis, settings.redis_prefix),
+                  Slots(redis, settings.redis_prefix, settings.limits))
     if settings.worker_id:
         ctx.worker_id = settings.worker_id
     return ctx

@@ -6,6 +6,7 @@ from plait.events import CancelRequested, Lifecycle
 from plait.lifecycle import TERMINAL
 from streams.context import Context, Emit
 from streams.finalize import cleanup
+from streams.handlers import start
 
 
 async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:
@@ -28,6 +29,13 @@ async def after_cancel(ctx: Context, cmd: CancelRequested, emits: list[Emit]) ->
 
 
 async def project(ctx: Context, event: Lifecycle) -> list[Emit]:
-    """Fold a lifecycle event into the Redis projection; emits nothing."""
+    """Fold a lifecycle event into the Redis projection. A terminal event frees
+    the task's slots, and the waiting tasks that now fit start."""
     await ctx.projection.apply(event)
-    return []
+    if event.status not in TERMINAL:
+        return []
+    state = await ctx.projection.get(event.taskId)
+    if state and state.get("sysCode"):
+        await ctx.slots.release(event.taskId, state["sysCode"], state.get("bizType", ""),
+                                state.get("userId", ""))
+    return [e for req in await ctx.slots.promote() for e in start(ctx, req)]

@@ -26,8 +26,20 @@ def lifecycle(spec: ExportSpec, task_id: str, status: str, **fields) -> Emit:
         userId=spec.userId, fileName=doc.fileName, fileFormat=doc.fileFormat, **fields))
 
 
+def start(ctx: Context, req: ExportRequested) -> list[Emit]:
+    """RUNNING and, in pull mode, the first FetchPage of a task that got its slots."""
+    emits = [lifecycle(req.spec, req.taskId, "RUNNING", workerId=ctx.worker_id)]
+    if req.spec.dataConfig.mode == "pull":
+        emits.append(Emit(T.FETCH, req.taskId, FetchPage(
+            taskId=req.taskId, seq=0, runtimeContext=req.spec.dataConfig.runtimeContext,
+            spec=req.spec)))
+    return emits
+
+
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
-    """ExportRequested -> CREATED, RUNNING and the first FetchPage (pull mode).
+    """ExportRequested -> CREATED, then RUNNING + first FetchPage when the
+    caller's limits allow, else WAITING (it starts when a slot frees). Other
+    waiting tasks the freed capacity allows start too.
 
     A redelivered request of an admitted task emits nothing.
     """
@@ -35,19 +47,21 @@ async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
     if "admitted" in marks:
         return []
     spec = req.spec
+    await ctx.slots.enqueue(req)
+    started = await ctx.slots.promote()
     emits = [lifecycle(spec, req.taskId, "CREATED", at=req.requestedAt,
-                       fingerprint=req.fingerprint),
-             lifecycle(spec, req.taskId, "RUNNING", workerId=ctx.worker_id)]
-    if spec.dataConfig.mode == "pull":
-        emits.append(Emit(T.FETCH, req.taskId, FetchPage(
-            taskId=req.taskId, seq=0, runtimeContext=spec.dataConfig.runtimeContext,
-            spec=spec)))
+                       fingerprint=req.fingerprint, timeout=spec.jobConfig.timeout)]
+    if req.taskId not in {r.taskId for r in started}:
+        emits.append(lifecycle(spec, req.taskId, "WAITING"))
+    for other in started:
+        emits.extend(start(ctx, other))
     return emits
 
 
 async def after_admit(ctx: Context, req: ExportRequested, emits: list[Emit]) -> None:
-    """Mark the task admitted once its events are acked."""
-    await ctx.checkpoints.set(req.taskId, admitted=1)
+    """Mark the task admitted (and keep its request for re-drives) once its
+    events are acked."""
+    await ctx.checkpoints.set(req.taskId, admitted=1, request=req.model_dump_json())
 
 
 async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:

@@ -53,6 +53,8 @@ class Runtime:
         self.app = app
         self.ctx = ctx
         self._topics: dict[str, object] = {}
+        #: task id -> spec of the tasks whose events are being handled now.
+        self.inflight: dict[str, object] = {}
 
     def topic(self, base: str):
         """The Faust topic of a base topic name (prefixed, raw bytes)."""
@@ -104,6 +106,9 @@ class Runtime:
                 log.warning("poison event on %s: %s", route.topic, exc)
                 await self.dead_letter(event, exc)
                 return
+            task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
+            if task_id and spec is not None:
+                self.inflight[task_id] = spec
             try:
                 await self._run(route, attrs, payload)
             except PermanentError as exc:
@@ -113,6 +118,8 @@ class Runtime:
                 log.exception("handler %s failed", route.topic)
                 await self.dead_letter(event, RuntimeError(traceback.format_exc(limit=5)))
                 await self.fail_task(payload, PermanentError(f"internal error: {exc}"))
+            finally:
+                self.inflight.pop(task_id, None)
         except Exception:
             log.critical("cannot emit events; exiting so the partition is redelivered",
                          exc_info=True)
@@ -129,3 +136,23 @@ class Runtime:
             await self.send(emits, attrs.get("traceparent"))
             if route.after is not None:
                 await route.after(self.ctx, payload, emits)
+
+    async def heartbeat(self) -> None:
+        """Report the tasks this worker is working on right now (RUNNING repeats
+        refresh ``heartbeatAt``; the sweeper re-drives tasks whose beat stops)."""
+        emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
+                 for task_id, spec in list(self.inflight.items())]
+        if emits:
+            await self.send(emits)
+
+    async def sweep(self) -> None:
+        """One sweeper turn, when this worker holds the lock for the interval."""
+        from streams.sweeper import sweep, take_turn
+
+        if not await take_turn(self.ctx, self.ctx.settings.sweep_interval_seconds):
+            return
+        emits, ended = await sweep(self.ctx)
+        if emits:
+            await self.send(emits)
+        for task_id in ended:
+            await cleanup(self.ctx, task_id)

@@ -55,7 +55,11 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         rows = json.loads(raw)
     batch, quality = rows_to_batch(rows, page.spec.documentConfig)
     data = encode_shard(batch, quality)
-    await asyncio.to_thread(ctx.store.put_bytes, shard_key(page.taskId, page.seq), data)
+    key = shard_key(page.taskId, page.seq)
+    await asyncio.to_thread(ctx.store.put_bytes, key, data)
+    if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile
+        await asyncio.to_thread(ctx.store.delete_prefix, key)
+        return []
     emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
                        exportedRows=page.rowsBefore + page.rowCount,
                        totalRows=page.totalRows, workerId=ctx.worker_id)]
@@ -63,3 +67,9 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         emits.append(Emit(T.FINALIZE, page.taskId, FinalizeRequested(
             taskId=page.taskId, lastSeq=page.seq, truncated=page.truncated, spec=page.spec)))
     return emits
+
+
+async def after_write_shard(ctx: Context, page: PageBatch, emits: list[Emit]) -> None:
+    """After the last page: record where finalizing starts (for re-drives)."""
+    if page.isLast:
+        await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))

@@ -1,0 +1,86 @@
+"""The sweeper: ends tasks past their timeout, re-drives RUNNING tasks whose
+heartbeat went stale (a worker died) from the last recorded cursor, and
+starts waiting tasks that fit the limits (DESIGN.md, export flow step 7).
+
+Every worker runs it on a timer; a short Redis lock lets one sweep per interval.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from plait import topics as T
+from plait.clock import parse_iso
+from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
+from streams.context import Context, Emit
+from streams.handlers import start
+
+
+def ended(task_id: str, status: str, message: str, worker_id: str) -> Emit:
+    """A terminal lifecycle event decided by the sweeper."""
+    return Emit(T.LIFECYCLE, task_id, Lifecycle(taskId=task_id, status=status,
+                                                errorMessage=message, workerId=worker_id))
+
+
+async def redrive(ctx: Context, task_id: str) -> list[Emit]:
+    """Re-emit the next command of a stale task from its checkpoints: the
+    FinalizeRequested when every page was written, else the FetchPage of the
+    first page not fetched, with the recorded cursor. Duplicates this creates
+    are skipped by the handlers' checkpoints. A task re-driven ``max_redrives``
+    times at the same point ends FAILED."""
+    marks = await ctx.checkpoints.get(task_id)
+    if "finalized" in marks or "request" not in marks:
+        return []
+    req = ExportRequested.model_validate_json(marks["request"])
+    if "last_seq" in marks:
+        point, cmd = "finalize", Emit(T.FINALIZE, task_id, FinalizeRequested(
+            taskId=task_id, lastSeq=int(marks["last_seq"]),
+            truncated=marks.get("truncated") == "1", spec=req.spec))
+    elif req.spec.dataConfig.mode == "pull":
+        seq = int(marks.get("next_seq", 0))
+        point, cmd = f"fetch:{seq}", Emit(T.FETCH, task_id, FetchPage(
+            taskId=task_id, seq=seq, runtimeContext=json.loads(marks.get("next_ctx", "null"))
+            or req.spec.dataConfig.runtimeContext, rowsBefore=int(marks.get("rows_before", 0)),
+            spec=req.spec))
+    else:
+        return []  # push mode: the producer owns the pages
+    count = int(marks.get("redrives", 0)) + 1 if marks.get("redrive_point") == point else 1
+    if count > ctx.settings.max_redrives:
+        return [ended(task_id, "FAILED", f"re-driven {count - 1} times at {point} without "
+                                         "progress", ctx.worker_id)]
+    await ctx.checkpoints.set(task_id, redrive_point=point, redrives=count)
+    cmd.payload.attempt = count if isinstance(cmd.payload, FetchPage) else 0
+    heartbeat = Emit(T.LIFECYCLE, task_id, Lifecycle(
+        taskId=task_id, status="RUNNING", workerId=f"sweeper@{ctx.worker_id}"))
+    return [heartbeat, cmd]
+
+
+async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], list[str]]:
+    """One sweep. Returns the events to send and the ids of tasks it ended
+    (whose shards the caller deletes once the events are acked)."""
+    now = now or time.time()
+    emits: list[Emit] = []
+    ended_ids: list[str] = []
+    for task_id in await ctx.projection.active():
+        state = await ctx.projection.get(task_id)
+        if state is None:
+            continue
+        timeout = state.get("timeout")
+        if timeout and now - parse_iso(state["createdAt"]) > timeout:
+            emits.append(ended(task_id, "TIMEOUT", f"task exceeded jobConfig.timeout="
+                                                   f"{timeout:g}s", ctx.worker_id))
+            ended_ids.append(task_id)
+        elif state["status"] == "RUNNING":
+            beat = parse_iso(state.get("heartbeatAt") or state["createdAt"])
+            if now - beat > ctx.settings.stale_after_seconds:
+                emits.extend(await redrive(ctx, task_id))
+    for req in await ctx.slots.promote(now):
+        emits.extend(start(ctx, req))
+    return emits, ended_ids
+
+
+async def take_turn(ctx: Context, interval: float) -> bool:
+    """True when this worker holds the sweep lock for this interval."""
+    key = f"{ctx.settings.redis_prefix}:sweeper"
+    return bool(await ctx.projection.redis.set(key, ctx.worker_id, nx=True,
+                                               px=max(1, int(interval * 900))))
