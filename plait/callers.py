@@ -327,3 +327,10 @@ def effective_max_rows(caller: Caller, spec: ExportSpec) -> int:
     caller's ``maxRows`` (never more than the caller's cap)."""
     asked = spec.jobConfig.maxRows
     return caller.maxRows if asked is None else min(asked, caller.maxRows)
+
+
+def limits_by_sys_code(registry: CallerRegistry) -> dict[str, dict[str, Any]]:
+    """Per-caller concurrency and tier as ``{sysCode: {"maxConcurrent": n,
+    "tier": t}}``, the shape of ``Limits.sysCodes`` in ``plait.limits``, so
+    admission can take both from the one registry file."""
+    return {c.sysCode: {"maxConcurrent": c.maxConcurrentTasks, "tier": c.tier} for c in registry}

@@ -9,7 +9,7 @@ import yaml
 from security_helpers import SECRET, make_caller, make_registry, make_spec
 
 from plait.callers import (CallerConfigError, NotAllowed, check_data_api_url, check_spec,
-                           effective_max_rows, load_callers)
+                           effective_max_rows, limits_by_sys_code, load_callers)
 
 
 def _entry(**over):
@@ -212,3 +212,12 @@ def test_registry_refuses_nothing_it_should_not():
     # given the default test registry, its caller's prefix works end to end
     caller = make_registry().by_app_key("crm-app")
     check_data_api_url("https://data.crm.example.com/export/orders", caller.dataApiPrefixes)
+
+
+def test_limits_by_sys_code_feeds_admission_from_the_registry():
+    # given two callers, when their limits are exported, then concurrency and tier per sysCode
+    registry = make_registry(make_caller(), make_caller(sysCode="erp", appKey="erp-app",
+                                                        maxConcurrentTasks=9, tier="platinum"))
+    assert limits_by_sys_code(registry) == {
+        "crm": {"maxConcurrent": 3, "tier": "gold"},
+        "erp": {"maxConcurrent": 9, "tier": "platinum"}}
