@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import SplitResult, unquote, urlsplit
 
+import httpx
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, SecretStr, ValidationError,
                       field_validator, model_validator)
@@ -247,6 +248,22 @@ def _path_segments_ok(path: str) -> bool:
     return not any(seg in (".", "..") for seg in decoded.replace("\\", "/").split("/"))
 
 
+def _same_in_httpx(url: str, host: str, port: int, field: str) -> None:
+    # Parser differentials are the classic SSRF bypass (OWASP; Orange Tsai, "A New Era
+    # of SSRF"): the fetcher's own parser must see the host and port we checked.
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        raise NotAllowed(field, "is not a URL the fetcher can use", "url") from None
+    their_host = parsed.host.rstrip(".").lower()
+    try:
+        their_host = str(ipaddress.ip_address(their_host))
+    except ValueError:
+        pass
+    if (their_host, parsed.port or _DEFAULT_PORTS.get(parsed.scheme, 0)) != (host, port):
+        raise NotAllowed(field, "is ambiguous (URL parsers disagree on its host)", "url")
+
+
 def check_data_api_url(url: str, allowed_prefixes: Iterable[str]) -> None:
     """Refuse a ``dataApiUrl`` that could make Plait call something it should not
     (server-side request forgery; OWASP SSRF Prevention Cheat Sheet, "allow list"
@@ -274,6 +291,7 @@ def check_data_api_url(url: str, allowed_prefixes: Iterable[str]) -> None:
     scheme, host = parts.scheme.lower(), _host(parts)
     port = parts.port or _DEFAULT_PORTS[scheme]
     path = parts.path or "/"
+    _same_in_httpx(url, host, port, field)
     for prefix in allowed_prefixes:
         try:
             p = _parse_http_url(prefix, "prefix")

@@ -185,6 +185,7 @@ def test_urls_under_an_allowed_prefix_pass(url):
     ("http://good.example.com/\r\nHost: evil", "characters"),
     ("http://good.example.com:99999/", "url"),
     ("", "url"),
+    ("http://ｇood.example.com/x", "url"),  # full-width g: the fetcher cannot parse it
 ])
 def test_dangerous_urls_are_refused(url, rule):
     # given the allow list GOOD, when a dangerous URL is checked, then it is refused by rule
@@ -221,3 +222,18 @@ def test_limits_by_sys_code_feeds_admission_from_the_registry():
     assert limits_by_sys_code(registry) == {
         "crm": {"maxConcurrent": 3, "tier": "gold"},
         "erp": {"maxConcurrent": 9, "tier": "platinum"}}
+
+
+@pytest.mark.parametrize("url", [
+    "http://good.example.com#@evil.net/",
+    "http://good.example.com?@evil.net/",
+    "http://good.example.com/#@evil.net",
+    "http://GOOD.EXAMPLE.COM:80/x",
+])
+def test_accepted_urls_reach_the_allowed_host_in_httpx_too(url):
+    # given an odd URL the check accepts, when httpx (the fetcher's client) parses it,
+    # then it connects to the allowed host and port, not to the part after '@'
+    import httpx
+    check_data_api_url(url, GOOD)
+    parsed = httpx.URL(url)
+    assert (parsed.host, parsed.port or 80) == ("good.example.com", 80)
