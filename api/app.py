@@ -7,8 +7,9 @@ HMAC-signed, expiring links (local store) or presigned S3 URLs.
 from __future__ import annotations
 
 import asyncio
+import json
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, AsyncIterator
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Query
@@ -29,6 +30,29 @@ from sinks.signing import content_disposition, verify_link
 from sinks.store import LocalStore, open_store
 
 TASKS_CREATED = Counter("plait_api_tasks_created_total", "Export tasks accepted", ["sysCode"])
+
+
+def sse(state: dict) -> str:
+    """One Server-Sent Event (WHATWG HTML, "Server-sent events") for a task state."""
+    return f"event: {state['status']}\ndata: {json.dumps(state, separators=(',', ':'))}\n\n"
+
+
+async def sse_stream(projection: Projection, task_id: str) -> AsyncIterator[str]:
+    """The task's current state, then each published change, until terminal."""
+    pubsub = projection.redis.pubsub()
+    await pubsub.subscribe(projection.channel(task_id))
+    try:
+        state = await projection.get(task_id)  # read after subscribing: no gap
+        yield sse(state)
+        while state["status"] not in TERMINAL:
+            msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=4)
+            if msg is None:
+                yield ": keep-alive\n\n"
+                continue
+            state = json.loads(msg["data"])
+            yield sse(state)
+    finally:
+        await pubsub.aclose()
 
 
 def create_api(settings: Settings | None = None) -> FastAPI:
@@ -76,6 +100,12 @@ def create_api(settings: Settings | None = None) -> FastAPI:
                                      {"field": "dataConfig.dataApiUrl", "rule": "allowlist"}]})
         task_id, now = new_task_id(), utcnow_iso()
         fingerprint = spec.fingerprint()
+        existing, reused = await projection().claim_fingerprint(
+            fingerprint, task_id, settings.reuse_window_seconds)
+        if existing is not None:
+            message = "reused a recent identical export" if reused else "identical task running"
+            return envelope(200, message, {**await with_fresh_link(existing),
+                                           "reused": reused, "deduplicated": not reused})
         doc = spec.documentConfig
         await projection().apply(Lifecycle(
             taskId=task_id, status="CREATED", at=now, sysCode=spec.sysCode,
@@ -84,7 +114,8 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         await emit(T.REQUESTS, task_id, ExportRequested(
             taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
         TASKS_CREATED.labels(spec.sysCode).inc()
-        return envelope(202, "accepted", {"taskId": task_id, "status": "CREATED"})
+        return envelope(202, "accepted", {"taskId": task_id, "status": "CREATED",
+                                          "reused": False, "deduplicated": False})
 
     @app.get("/export/tasks/{task_id}")
     async def get_task(task_id: str):
@@ -100,6 +131,16 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         """Tasks of ``sysCode`` (and ``userId``), newest first."""
         tasks = await projection().list(sysCode, userId, limit)
         return envelope(200, "ok", {"tasks": [await with_fresh_link(t) for t in tasks]})
+
+    @app.get("/export/tasks/{task_id}/events")
+    async def task_events(task_id: str):
+        """Server-Sent Events: the task's state now, then every change, until it ends
+        (``event:`` = status, ``data:`` = the task JSON; a comment every 4 s)."""
+        if await projection().get(task_id) is None:
+            return envelope(404, f"task {task_id} not found")
+        return StreamingResponse(sse_stream(projection(), task_id),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
     @app.post("/export/tasks/{task_id}/cancel", status_code=202)
     async def cancel_task(task_id: str):

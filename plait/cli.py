@@ -13,8 +13,12 @@ def cmd_worker(args: argparse.Namespace) -> None:
     """Run one export worker in the foreground (creates missing topics first)."""
     from faust import Worker
 
+    import asyncio
+    import logging
+
     from plait.infra import create_topics
     from plait.logs import setup_logging
+    from plait.rebuild import ensure_built
     from plait.settings import get_settings
     from plait.topics import Topics
     from streams.app import create_app
@@ -22,6 +26,9 @@ def cmd_worker(args: argparse.Namespace) -> None:
     settings = get_settings()
     setup_logging(settings.log_level)
     create_topics(settings.broker_url, Topics(settings.topic_prefix), settings.partitions)
+    applied = asyncio.run(ensure_built(settings))
+    if applied is not None:
+        logging.getLogger("plait.worker").info("projection rebuilt: %d events", applied)
     app = create_app(settings)
     Worker(app, loglevel=settings.log_level.lower(), quiet=True).execute_from_commandline()
 
@@ -63,6 +70,27 @@ def cmd_dev(args: argparse.Namespace) -> None:
         stack.stop()
 
 
+def cmd_follow(args: argparse.Namespace) -> None:
+    """Follow a task with a progress bar until it ends; prints its final state."""
+    from plait.follow import follow
+
+    state = follow(args.api, args.task_id)
+    print(json.dumps(state))
+    if state.get("status") != "SUCCESS":
+        sys.exit(1)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> None:
+    """Flush the Redis task projection and rebuild it from export.lifecycle."""
+    import asyncio
+
+    from plait.rebuild import rebuild
+    from plait.settings import get_settings
+
+    applied = asyncio.run(rebuild(get_settings(), flush=not args.no_flush))
+    print(json.dumps({"applied": applied}))
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     """Export all flights to xlsx and csv through the pipeline (see plait.demo)."""
     from plait.demo import run_demo
@@ -85,6 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--config", help="alerting config file (YAML)")
     p.set_defaults(fn=cmd_dev)
+    p = sub.add_parser("follow", help=cmd_follow.__doc__)
+    p.add_argument("task_id")
+    p.add_argument("--api", default="http://127.0.0.1:8000")
+    p.set_defaults(fn=cmd_follow)
+    p = sub.add_parser("rebuild", help=cmd_rebuild.__doc__)
+    p.add_argument("--no-flush", action="store_true", help="replay over the current keys")
+    p.set_defaults(fn=cmd_rebuild)
     p = sub.add_parser("demo", help=cmd_demo.__doc__)
     p.add_argument("--data-dir", default=".plait/demo")
     p.add_argument("--formats", default="xlsx,csv")

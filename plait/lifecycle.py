@@ -61,21 +61,20 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
         new["exportedRows"] = max(new.get("exportedRows") or 0, event.exportedRows)
     if event.file is not None:
         new["file"] = event.file.model_dump()
-    if event.status == "PROGRESS" or (event.status == "RUNNING" and current == "RUNNING"):
-        new["heartbeatAt"] = event.at
-    else:
+    if event.status in ("PROGRESS", "RUNNING"):
+        new["heartbeatAt"] = max(new.get("heartbeatAt") or "", event.at)
+    if event.status != "PROGRESS" and event.status != current:
         new["status"] = event.status
         if event.status == "RUNNING":
             new.setdefault("startedAt", event.at)
-            new["heartbeatAt"] = event.at
         if event.status in TERMINAL:
             new["finishedAt"] = event.at
-    total = new.get("totalRows")
+    total = new.get("totalRows")  # timestamps below are max()ed: replay order does not matter
     if new["status"] == "SUCCESS":
         new["progress"] = 1.0
     elif total:
         new["progress"] = round(min(1.0, (new.get("exportedRows") or 0) / total), 4)
     else:
         new["progress"] = None
-    new["updatedAt"] = event.at
+    new["updatedAt"] = max(new.get("updatedAt") or "", event.at)
     return new

@@ -8,10 +8,12 @@ Keys (``P`` = ``Settings.redis_prefix``):
   ``P:tasks:{sysCode}:{userId}``      the same per user
   ``P:active``                        sorted set of unfinished task ids, score = created ms
   ``P:events:{taskId}``               pub/sub channel of state changes (SSE)
+  ``P:fp:{fingerprint}``              the latest task with this fingerprint (dedupe, reuse)
 """
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -19,7 +21,7 @@ from redis.exceptions import WatchError
 
 from plait.clock import parse_iso
 from plait.events import Lifecycle
-from plait.lifecycle import TERMINAL, apply
+from plait.lifecycle import ACTIVE, TERMINAL, apply
 
 
 class Projection:
@@ -88,6 +90,33 @@ class Projection:
             return []
         raws = await self.redis.mget([self.task_key(i.decode()) for i in ids])
         return [json.loads(r) for r in raws if r]
+
+    async def claim_fingerprint(self, fingerprint: str, task_id: str,
+                                reuse_window: float) -> tuple[dict[str, Any] | None, bool]:
+        """Dedupe and reuse by task fingerprint.
+
+        Returns ``(existing task, reused)``: an unfinished task with the same
+        fingerprint (``reused`` False), or one that succeeded less than
+        ``reuse_window`` seconds ago (``reused`` True); else ``(None, False)``
+        and ``task_id`` now owns the fingerprint.
+        """
+        key = f"{self.prefix}:fp:{fingerprint}"
+        ttl = max(int(reuse_window), 1) + 7 * 24 * 3600
+        for _ in range(3):
+            owner = await self.redis.get(key)
+            if owner is None:
+                if await self.redis.set(key, task_id, nx=True, ex=ttl):
+                    return None, False
+                continue
+            state = await self.get(owner.decode())
+            if state and state["status"] in ACTIVE:
+                return state, False
+            if (state and state["status"] == "SUCCESS" and reuse_window > 0
+                    and time.time() - parse_iso(state["finishedAt"]) < reuse_window):
+                return state, True
+            if await self.redis.set(key, task_id, xx=True, ex=ttl):
+                return None, False
+        raise RuntimeError(f"fingerprint {fingerprint} is contended; try again")
 
     async def active(self) -> list[str]:
         """Ids of tasks not yet ended, oldest first."""

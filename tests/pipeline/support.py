@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,17 @@ from producers.demo_api import seq_rows
 
 
 def seq_spec(data_api: str, fmt: str, rows: int, page_size: int = 100,
-             query: str = "", **doc: Any) -> dict[str, Any]:
-    """An export of ``rows`` synthetic rows (ids 1..rows) in pages of ``page_size``."""
+             query: str = "", user: str = "alice", sys_code: str = "tests",
+             job: dict[str, Any] | None = None, **doc: Any) -> dict[str, Any]:
+    """An export of ``rows`` synthetic rows (ids 1..rows) in pages of ``page_size``.
+    A random ``tag`` in the query conditions makes each spec's fingerprint unique."""
     return {
-        "sysCode": "tests", "bizType": "seq", "userId": "alice",
+        "sysCode": sys_code, "bizType": "seq", "userId": user,
         "dataConfig": {"dataApiUrl": f"{data_api}/data{query}", "pageSize": page_size,
-                       "queryConditions": {"dataset": "seq", "rows": rows}},
+                       "queryConditions": {"dataset": "seq", "rows": rows,
+                                           "tag": uuid.uuid4().hex}},
         "documentConfig": {"fileName": f"seq-{fmt}", "fileFormat": fmt, **doc},
-        "jobConfig": {"timeout": 300},
+        "jobConfig": {"timeout": 300, **(job or {})},
     }
 
 

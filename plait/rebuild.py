@@ -1,0 +1,78 @@
+"""Rebuild the Redis task projection from ``export.lifecycle``.
+
+Redis is a projection: flushing it loses nothing the topic does not hold.
+``rebuild`` replays every lifecycle event from the start of each partition
+through the same fold the projector uses (``plait.lifecycle.apply``), whose
+result does not depend on the order events of different partitions arrive in.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import redis.asyncio as aioredis
+from confluent_kafka import Consumer, TopicPartition
+
+from plait import topics as T
+from plait.errors import PoisonError
+from plait.events import Lifecycle, decode
+from plait.projection import Projection
+from plait.settings import Settings
+from plait.topics import Topics
+
+MARKER = "projection:built"
+
+
+async def rebuild(settings: Settings, flush: bool = True, idle: float = 3.0) -> int:
+    """Replay ``export.lifecycle`` into the projection; returns events applied.
+
+    Args:
+        flush: delete the projection's keys first.
+        idle: the replay ends after this many seconds without a new event
+            (the topic's end; Tansu's watermarks are not reliable).
+    """
+    redis = aioredis.Redis.from_url(settings.redis_url)
+    projection = Projection(redis, settings.redis_prefix)
+    if flush:
+        await projection.flush()
+    topic = Topics(settings.topic_prefix).name(T.LIFECYCLE)
+    consumer = Consumer({"bootstrap.servers": settings.broker_url,
+                         "group.id": f"plait-rebuild-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    applied = 0
+    try:
+        meta = await asyncio.to_thread(consumer.list_topics, topic, 10)
+        parts = meta.topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        last = time.monotonic()
+        while time.monotonic() - last < idle:
+            msgs = await asyncio.to_thread(consumer.consume, 500, 0.5)
+            for msg in msgs:
+                if msg.error():
+                    continue
+                last = time.monotonic()
+                try:
+                    _, event = decode(msg.value())
+                except PoisonError:
+                    continue
+                if isinstance(event, Lifecycle):
+                    await projection.apply(event)
+                    applied += 1
+        await redis.set(f"{settings.redis_prefix}:{MARKER}", int(time.time()))
+    finally:
+        consumer.close()
+        await redis.aclose()
+    return applied
+
+
+async def ensure_built(settings: Settings) -> int | None:
+    """Start-up check: rebuild when the projection's marker is missing (a new
+    deployment, or Redis was flushed). Returns events applied, or None."""
+    redis = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        if await redis.exists(f"{settings.redis_prefix}:{MARKER}"):
+            return None
+    finally:
+        await redis.aclose()
+    return await rebuild(settings, flush=False)
