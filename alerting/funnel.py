@@ -73,9 +73,11 @@ class Funnel:
             self.state["receivers"].setdefault(r.name, {"bucket": None, "outbox": [], "inflight": None})
 
     # ----------------------------------------------------------------- ingest
-    def ingest(self, raw: Any, now: float) -> list[LedgerEntry]:
+    def ingest(self, raw: Any, now: float, raw_id: str | None = None) -> list[LedgerEntry]:
         """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
-        at ``now`` (seconds).
+        at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
+        (default ``r<n>`` from the funnel's own sequence; the Kafka agents
+        pass a globally unique id such as ``<event id>:<index>``).
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
@@ -84,7 +86,7 @@ class Funnel:
         """
         st, c = self.state, self.state["counters"]
         st["seq"]["raw"] += 1
-        rid = f"r{st['seq']['raw']}"
+        rid = raw_id or f"r{st['seq']['raw']}"
         c["received"] += 1
         try:
             alert = normalize(raw, now, **self._norm)
@@ -108,6 +110,14 @@ class Funnel:
             st["silenced"].pop(fp, None)
         apply_verdict(self._group_for(ep, now), verdict, ep, rid, now)
         return []
+
+    def reject(self, reason: str, now: float, raw_id: str | None = None) -> LedgerEntry:
+        """Count a raw alert that an earlier stage could not normalize
+        (``reason`` names the field) as received and ``rejected`` at ``now``."""
+        self.state["seq"]["raw"] += 1
+        self.state["counters"]["received"] += 1
+        return self._final(raw_id or f"r{self.state['seq']['raw']}", Outcome.REJECTED, now,
+                           reason=reason)
 
     def _silenced_alert(self, fp: str, verdict: str, ep: dict | None, sid: str, now: float) -> None:
         st = self.state
@@ -143,18 +153,21 @@ class Funnel:
         return groups[gid]
 
     # --------------------------------------------------------------- silences
-    def add_silence(self, spec: dict[str, Any], now: float) -> Silence:
+    def add_silence(self, spec: dict[str, Any], now: float, silence_id: str | None = None) -> Silence:
         """Create a silence from an API request (see
         :func:`alerting.silence.create_silence` for the keys) at ``now``.
+        ``silence_id`` is the id to give it (default ``s<n>``); a known id
+        is replaced, so the same command applied twice leaves one silence
+        (the Kafka agents broadcast one id to every funnel partition).
 
         Raises:
             SilenceRefused: naming the bad key (broad matchers without
                 ``allow_broad``, missing author or comment, bad times...).
         """
         self.state["seq"]["silence"] += 1
-        silence = create_silence(spec, now, f"s{self.state['seq']['silence']}")
+        silence = create_silence(spec, now, silence_id or f"s{self.state['seq']['silence']}")
         self.state["silences"][silence.id] = silence.to_dict()
-        self._silences.append(silence)
+        self._silences = [s for s in self._silences if s.id != silence.id] + [silence]
         return silence
 
     def expire_silence(self, silence_id: str, now: float) -> bool:

@@ -1,0 +1,316 @@
+"""The alert funnel on Kafka: Faust agents, a timer and a changelog table.
+
+Flow (topic names get ``Settings.topic_prefix``)::
+
+    alerts.raw ──router──> alerts.funnel (keyed by receiver) ──funnel──> webhook
+    export.lifecycle ──rules──> alerts.raw      │            ├─> alerts.ledger
+    timer (1 s) ── tick ──> alerts.funnel       │            └─> alerts.notifications
+    webhook result ──────> alerts.funnel ───────┘
+
+- The **router** normalizes each raw alert (any producer, any key), picks its
+  receiver and forwards it to ``alerts.funnel`` keyed by receiver, so every
+  piece of state one receiver needs (token bucket, groups, in-flight message)
+  is on one partition; dedupe episodes follow (a fingerprint routes to one
+  receiver). Poison (not JSON) goes to ``export.dlq``; a JSON alert that
+  fails validation travels on and is ledgered ``rejected``.
+- The **funnel** agent (concurrency 1, PITFALLS.md #2) is the only writer of
+  the funnel state of its partitions: alerts, ticks, webhook results and
+  silence commands all arrive as events on ``alerts.funnel``, so every state
+  change happens in event context and is written to the changelog table
+  ``alerting-state`` (memory store, recovered from the changelog on
+  restart). Messages are sent only after the state saying "sending" is
+  flushed to the changelog, so a restarted worker resends a message with its
+  original idempotency key rather than building a new one.
+- The **timer** sends a tick to each funnel partition this worker owns every
+  second; sooner wake-ups are scheduled when a group or retry is due within
+  the second.
+- Webhook attempts run as background tasks (bounded by ``delivery.timeout``)
+  and report back with a ``result`` command to the same partition.
+- Per-partition counters go to Redis (``<redis_prefix>:alerts:counters``)
+  for the API (``GET /alerts/counters``, ``/metrics``).
+
+Nothing escapes an agent's ``async for`` (PITFALLS.md #3): errors are logged,
+the event is kept in ``export.dlq``, and the partition's in-memory funnel is
+reloaded from the table.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+import faust
+
+from alerting.config import AlertingConfig, load_config
+from alerting.model import Message
+from alerting.rules import lifecycle_alert
+from alerting.runner import Effects, FunnelRunner, ledger_key
+from alerting.topics import COUNTERS_KEY, ensure_topics
+from alerting.webhook import SendResult, WebhookSender
+from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
+from plait import topics as T
+from plait.errors import PoisonError
+from plait.events import DeadLetter, Lifecycle, decode, encode
+from plait.settings import Settings
+
+log = logging.getLogger("plait.alerting")
+
+TABLE_NAME = "alerting-state"
+TICK_SECONDS = 1.0
+
+
+class AlertingService:
+    """State and helpers shared by the alerting agents of one worker."""
+
+    def __init__(self, app: faust.App, settings: Settings, config: AlertingConfig) -> None:
+        self.app = app
+        self.settings = settings
+        self.config = config
+        self.names = T.Topics(settings.topic_prefix)
+        n = settings.partitions
+
+        def topic(base: str):
+            return app.topic(self.names.name(base), key_serializer="raw",
+                             value_serializer="raw", partitions=n)
+
+        self.raw = topic(T.ALERTS_RAW)
+        self.funnel = topic(FUNNEL_TOPIC)
+        self.ledger = topic(T.ALERTS_LEDGER)
+        self.notifications = topic(T.ALERTS_NOTIFICATIONS)
+        self.dlq = topic(T.DLQ)
+        self.lifecycle = topic(T.LIFECYCLE)
+        self.table = app.Table(TABLE_NAME, partitions=n, key_serializer="json",
+                               value_serializer="raw",
+                               help="alert funnel state: episodes, groups, receivers, meta")
+        self.runner = FunnelRunner(config, self.table)
+        self.sender: WebhookSender | None = None
+        self.redis = None
+        self._wakeups: dict[int, float] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    # ----------------------------------------------------------- plumbing
+    def changelog_topic(self) -> str:
+        """Name of the table's changelog topic (Faust: ``<app id>-<table>-changelog``)."""
+        return f"{self.app.conf.id}-{TABLE_NAME}-changelog"
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def dead_letter(self, event, error: BaseException) -> None:
+        """Keep an unprocessable event in ``export.dlq`` (never raises)."""
+        try:
+            msg = event.message
+            value = event.value if isinstance(event.value, bytes) else str(event.value).encode()
+            key = event.key.decode(errors="replace") if isinstance(event.key, bytes) else None
+            letter = DeadLetter(topic=msg.topic, partition=msg.partition, offset=msg.offset,
+                                key=key, error=str(error)[:2000], errorClass=type(error).__name__,
+                                payload=value.decode(errors="replace")[:100_000])
+            await self.dlq.send(key=(key or "").encode(), value=encode(letter, key or "", "plait-alerting"))
+        except Exception:
+            log.exception("cannot dead-letter an alerting event")
+
+    # -------------------------------------------------------------- router
+    async def route(self, event) -> None:
+        """Forward the alerts of one ``alerts.raw`` event to ``alerts.funnel``."""
+        msg = event.message
+        try:
+            raws = parse_raw(event.value, msg.partition, msg.offset, time.time())
+        except PoisonError as e:
+            log.warning("poison on alerts.raw p%s@%s: %s", msg.partition, msg.offset, e)
+            await self.dead_letter(event, e)
+            return
+        for i, raw in enumerate(raws):
+            receiver, cmd = route_alert(self.config, raw)
+            cmd["src"] = [msg.partition, msg.offset, i]
+            await self.funnel.send(key=receiver.encode(), value=command(**cmd))
+
+    # --------------------------------------------------------------- rules
+    async def rules(self, event) -> None:
+        """Turn FAILED / TIMEOUT export lifecycle events into raw alerts."""
+        try:
+            _attrs, payload = decode(event.value)
+        except PoisonError:
+            return  # the export agents dead-letter it
+        if not isinstance(payload, Lifecycle):
+            return
+        alert = lifecycle_alert(payload)
+        if alert is None:
+            return
+        _eid, value = raw_envelope([alert], source="plait-rules",
+                                   event_id=f"lifecycle-{payload.taskId}-{payload.status}")
+        await self.raw.send(key=payload.taskId.encode(), value=value)
+
+    # -------------------------------------------------------------- funnel
+    async def apply(self, event) -> None:
+        """Apply one ``alerts.funnel`` command and carry out its effects."""
+        msg = event.message
+        try:
+            cmd = parse_command(event.value)
+        except PoisonError as e:
+            await self.dead_letter(event, e)
+            return
+        try:
+            fx = self.runner.apply(msg.partition, msg.offset, cmd)
+        except Exception as e:
+            log.exception("funnel command %s failed on partition %s", cmd.get("kind"), msg.partition)
+            self.runner.forget(msg.partition)
+            await self.dead_letter(event, e)
+            return
+        if fx.skipped:
+            return
+        await self._effects(msg.partition, fx)
+        if cmd["kind"] in ("tick", "result", "silence", "expire"):
+            await self._publish_counters(msg.partition)
+
+    async def _effects(self, partition: int, fx: Effects) -> None:
+        for entry in fx.ledger:
+            await self.ledger.send(key=ledger_key(entry).encode(),
+                                   value=json.dumps(entry, separators=(",", ":")).encode())
+        if fx.messages:
+            for m in fx.messages:
+                record = {"partition": partition, **m.to_dict()}
+                await self.notifications.send(key=m.receiver.encode(),
+                                              value=json.dumps(record, default=str).encode())
+            # the state saying "sending" must be durable before the POST leaves
+            await self.app.producer.flush()
+            for m in fx.messages:
+                self._spawn(self._deliver(partition, m))
+        if fx.wake_at is not None:
+            self.wake(partition, fx.wake_at)
+
+    async def _deliver(self, partition: int, message: Message) -> None:
+        """One webhook attempt, reported back to the message's partition."""
+        if self.sender is None:
+            self.sender = WebhookSender(self.config)
+        try:
+            result = await self.sender.send(message)
+        except Exception as e:  # unknown receiver or a bug: retried like a network error
+            log.exception("webhook send of %s failed", message.id)
+            result = SendResult(False, None, error=f"{type(e).__name__}: {e}")
+        if not result.ok:
+            log.info("webhook %s attempt %s -> %s %s", message.id, message.attempt,
+                     result.status, result.error)
+        value = command("result", message_id=message.id, ok=result.ok, status=result.status,
+                        retry_after=result.retry_after, maybe_delivered=result.maybe_delivered,
+                        error=result.error[:500], elapsed=result.elapsed)
+        for attempt in range(5):
+            try:
+                await self.funnel.send(key=message.receiver.encode(), value=value, partition=partition)
+                return
+            except Exception:
+                log.exception("cannot report webhook result of %s (try %s)", message.id, attempt + 1)
+                await asyncio.sleep(1 + attempt)
+        # the funnel treats the attempt as lost after 3x the timeout and retries it
+
+    # --------------------------------------------------------------- ticks
+    async def send_tick(self, partition: int) -> None:
+        """Ask ``partition``'s funnel to advance its clock."""
+        try:
+            await self.funnel.send(key=b"tick", value=command("tick"), partition=partition)
+        except Exception:
+            log.exception("cannot send a tick to alerts.funnel partition %s", partition)
+
+    def wake(self, partition: int, at: float) -> None:
+        """Schedule a tick for ``partition`` at epoch second ``at`` when that is
+        sooner than the next timer tick (and sooner than one already planned)."""
+        delay = at - time.time()
+        if delay >= TICK_SECONDS:
+            return
+        planned = self._wakeups.get(partition)
+        if planned is not None and planned <= at:
+            return
+        self._wakeups[partition] = at
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            if self._wakeups.get(partition) == at:
+                del self._wakeups[partition]
+            self._spawn(self.send_tick(partition))
+
+        loop.call_later(max(0.0, delay), fire)
+
+    async def tick_owned(self) -> None:
+        """Send a tick to every ``alerts.funnel`` partition this worker owns."""
+        name = self.names.name(FUNNEL_TOPIC)
+        for tp in self.app.assignor.assigned_actives():
+            if tp.topic == name:
+                await self.send_tick(tp.partition)
+
+    # ------------------------------------------------------------ counters
+    async def _publish_counters(self, partition: int) -> None:
+        counters = self.runner.counters(partition)
+        if counters is None:
+            return
+        try:
+            if self.redis is None:
+                import redis.asyncio as aioredis
+
+                self.redis = aioredis.Redis.from_url(self.settings.redis_url, socket_timeout=2,
+                                                     socket_connect_timeout=2)
+            counters["updated_at"] = time.time()
+            await asyncio.wait_for(self.redis.hset(
+                COUNTERS_KEY.format(prefix=self.settings.redis_prefix), str(partition),
+                json.dumps(counters, separators=(",", ":"))), 3)
+        except Exception as e:  # counters are a view; the funnel goes on without Redis
+            log.warning("cannot publish alert counters: %s", e)
+
+
+def register_alerting(app: faust.App, settings: Settings) -> None:
+    """Add the alert funnel to the worker ``app``.
+
+    Loads and validates ``settings.alerting_config``, creates the topics the
+    funnel needs beyond :func:`plait.infra.create_topics` (``alerts.funnel``
+    and the table's changelog, both with ``settings.partitions`` partitions,
+    since the app runs with ``topic_allow_declare=False``), and registers the
+    router, rules and funnel agents (concurrency 1) and the 1 s tick timer.
+
+    Raises:
+        alerting.config.ConfigError: the config is invalid (the text names the key).
+        RuntimeError: a topic could not be created (named).
+    """
+    config = load_config(settings.alerting_config)
+    svc = AlertingService(app, settings, config)
+    ensure_topics(settings.broker_url,
+                  [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()], settings.partitions,
+                  compacted=[svc.changelog_topic()])
+    app.alerting = svc  # handy for operators and tests in-process
+
+    async def router(stream):
+        async for event in stream.events():
+            try:
+                await svc.route(event)
+            except Exception as e:
+                log.exception("alerts.raw event failed")
+                await svc.dead_letter(event, e)
+
+    async def rules(stream):
+        async for event in stream.events():
+            try:
+                await svc.rules(event)
+            except Exception:
+                log.exception("alert rule on export.lifecycle failed")
+
+    async def funnel(stream):
+        async for event in stream.events():
+            try:
+                await svc.apply(event)
+            except Exception as e:
+                log.exception("alerts.funnel event failed")
+                await svc.dead_letter(event, e)
+
+    app.agent(svc.raw, name="plait.alerts.router", concurrency=1)(router)
+    app.agent(svc.lifecycle, name="plait.alerts.rules", concurrency=1)(rules)
+    app.agent(svc.funnel, name="plait.alerts.funnel", concurrency=1)(funnel)
+
+    @app.timer(TICK_SECONDS, name="plait.alerts.tick")
+    async def tick() -> None:
+        await svc.tick_owned()
+
+    @app.on_before_shutdown.connect
+    async def _close(app_, **_: Any) -> None:  # pragma: no cover - shutdown path
+        if svc.sender is not None:
+            await svc.sender.aclose()

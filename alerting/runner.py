@@ -1,0 +1,157 @@
+"""Apply ``alerts.funnel`` commands to the funnel of their partition.
+
+No Kafka and no HTTP here: :meth:`FunnelRunner.apply` takes one decoded
+command with its partition and offset, runs the pure funnel, persists what
+changed (:mod:`alerting.store`) and returns the :class:`Effects` the agent
+must carry out (ledger entries to emit, messages to send, when to wake up).
+Unit tests drive it with a dict as the table and a fake clock.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, MutableMapping
+
+from alerting.config import AlertingConfig
+from alerting.dedupe import fingerprint
+from alerting.group import due_at
+from alerting.model import Alert, LedgerEntry, Message
+from alerting.silence import SilenceRefused
+from alerting.store import PartitionState
+
+log = logging.getLogger("plait.alerting")
+
+
+@dataclass
+class Effects:
+    """What one command asks the agent to do.
+
+    Attributes:
+        ledger: final outcomes to emit on ``alerts.ledger`` (plain dicts).
+        messages: webhook messages to send now (state already persisted).
+        wake_at: epoch seconds at which a tick is wanted sooner than the
+            1 s timer would give one, or None.
+        skipped: the command was a replay and changed nothing.
+        writes: table writes made.
+    """
+
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    wake_at: float | None = None
+    skipped: bool = False
+    writes: int = 0
+
+
+class FunnelRunner:
+    """Every funnel partition this process has seen, each resumable from the table.
+
+    Args:
+        config: the alerting configuration.
+        table: table of entities (Faust ``Table`` or a dict).
+        clock: epoch-seconds clock (``now`` of every step).
+    """
+
+    def __init__(self, config: AlertingConfig, table: MutableMapping[str, bytes],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.table = table
+        self.clock = clock
+        self.partitions: dict[int, PartitionState] = {}
+
+    def state(self, partition: int) -> PartitionState:
+        """The partition's state, (re)loaded from the table when absent or stale."""
+        ps = self.partitions.get(partition)
+        if ps is None or ps.stale():
+            ps = self.partitions[partition] = PartitionState(partition, self.table, self.config)
+        return ps
+
+    def forget(self, partition: int) -> None:
+        """Drop the in-memory copy (after an error: the table is the truth)."""
+        self.partitions.pop(partition, None)
+
+    def counters(self, partition: int) -> dict[str, Any] | None:
+        """The partition's counters (with ``pending`` and ``balanced``), if known."""
+        ps = self.partitions.get(partition)
+        return ps.funnel.counters() if ps is not None else None
+
+    def apply(self, partition: int, offset: int, cmd: dict[str, Any]) -> Effects:
+        """Apply one command read at ``offset`` of ``partition``.
+
+        Raises:
+            Exception: only on a bug; the caller then calls :meth:`forget`
+                so the partition reloads its last persisted state.
+        """
+        ps = self.state(partition)
+        if ps.seen(offset):
+            return Effects(skipped=True)
+        now = self.clock()
+        kind = cmd["kind"]
+        if kind == "alert":
+            return self._alert(ps, offset, cmd, now)
+        fx = Effects()
+        f = ps.funnel
+        if kind == "tick":
+            fx.messages = f.tick(now)
+            fx.ledger = [e.to_dict() for e in f.drain_ledger()]
+        elif kind == "result":
+            if cmd.get("ok"):
+                fx.ledger = [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
+            else:
+                fx.wake_at = f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
+                                               retry_after=cmd.get("retry_after"),
+                                               maybe_delivered=bool(cmd.get("maybe_delivered")))
+        elif kind == "silence":
+            try:
+                f.add_silence(cmd["silence"], now, silence_id=cmd["silence"].get("id"))
+            except SilenceRefused as e:
+                log.warning("silence %s refused on partition %s: %s",
+                            cmd["silence"].get("id"), partition, e)
+        elif kind == "expire":
+            f.expire_silence(cmd["id"], now)
+        fx.writes = ps.save(offset)
+        self._tag(fx.ledger, partition)
+        return fx
+
+    def _alert(self, ps: PartitionState, offset: int, cmd: dict[str, Any], now: float) -> Effects:
+        src = cmd.get("src") or [None, None, 0]
+        fx = Effects()
+        if ps.seen_raw(*src):
+            fx.skipped = True
+            fx.writes = ps.save(offset, ())
+            return fx
+        f, touched = ps.funnel, []
+        if "alert" in cmd:
+            try:
+                alert = Alert.from_dict(cmd["alert"])
+            except Exception as e:  # a producer forged a normalized command
+                entries = [f.reject(f"(alert): unreadable normalized alert: {e}", now, cmd["id"])]
+            else:
+                fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+                before = f.state["episodes"].get(fp)
+                old_group = before.get("group") if before else None
+                entries = f.ingest(alert, now, raw_id=cmd["id"])
+                ep = f.state["episodes"].get(fp)
+                new_group = ep.get("group") if ep else None
+                touched = [ps.key("ep", fp)] + [ps.key("grp", g) for g in {old_group, new_group} if g]
+                g = f.state["groups"].get(new_group) if new_group else None
+                if g is not None:
+                    t = self.config.timing
+                    fx.wake_at = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
+        else:
+            entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
+        ps.mark_raw(*src)
+        fx.ledger = [e.to_dict() for e in entries]
+        fx.writes = ps.save(offset, touched)
+        self._tag(fx.ledger, ps.partition)
+        return fx
+
+    @staticmethod
+    def _tag(entries: list[dict[str, Any]], partition: int) -> None:
+        for e in entries:
+            e["partition"] = partition
+
+
+def ledger_key(entry: dict[str, Any] | LedgerEntry) -> str:
+    """Kafka key of a ledger entry: its raw id."""
+    return entry["raw_id"] if isinstance(entry, dict) else entry.raw_id

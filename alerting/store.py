@@ -1,0 +1,158 @@
+"""Funnel state of one ``alerts.funnel`` partition in a changelog-backed table.
+
+The funnel's state (:mod:`alerting.funnel`) is split into entities so that
+one event rewrites only what it touched, not the whole state:
+
+- ``<p>|meta``: sequences, counters, silences, silenced map, plus the Kafka
+  bookkeeping ``offset`` (last ``alerts.funnel`` offset applied) and ``src``
+  (last ``alerts.raw`` position seen per raw partition);
+- ``<p>|ep|<fingerprint>``: one dedupe episode (cooldowns live here);
+- ``<p>|grp|<group id>``: one open group (members, raw ids waiting);
+- ``<p>|rcv|<receiver>``: token bucket, outbox and the message in flight.
+
+Values are compact JSON bytes (immutable, so what the changelog carries is
+exactly what was meant at the time of the write). An entity that vanished
+from the state is deleted (a changelog tombstone). The table is any
+``MutableMapping[str, bytes]``: a Faust ``Table`` in the worker, a dict in
+unit tests.
+
+Exactly-once state: the ``offset`` is written with the entities of the same
+event, so an event replayed after a crash (Kafka is at-least-once) is
+recognised and skipped. The entities of one event are written in one
+synchronous stretch (one producer batch in practice); a crash in the middle
+of it is the one window where a replay can apply an event twice.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, MutableMapping
+
+from alerting.config import AlertingConfig
+from alerting.funnel import Funnel
+
+_ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class PartitionState:
+    """The funnel of partition ``partition`` and its persisted image.
+
+    Args:
+        partition: the ``alerts.funnel`` partition number.
+        table: where entities live (keys ``"<p>|..."``, JSON bytes values).
+        config: the alerting configuration.
+    """
+
+    def __init__(self, partition: int, table: MutableMapping[str, bytes],
+                 config: AlertingConfig) -> None:
+        self.partition = partition
+        self.table = table
+        self.config = config
+        self.prefix = f"{partition}|"
+        self._written: dict[str, bytes] = {}
+        self.offset = -1
+        self.src: dict[str, list[int]] = {}
+        self.funnel = self._load()
+
+    # ------------------------------------------------------------------ load
+    def _load(self) -> Funnel:
+        state: dict[str, Any] | None = None
+        parts: dict[str, dict[str, Any]] = {k: {} for k in _ENTITIES}
+        kinds = {v: k for k, v in _ENTITIES.items()}
+        for key in [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]:
+            raw = self.table.get(key)
+            if raw is None:
+                continue
+            self._written[key] = bytes(raw)
+            value = json.loads(raw)
+            rest = key[len(self.prefix):]
+            if rest == "meta":
+                state = value["state"]
+                self.offset = value["offset"]
+                self.src = value.get("src", {})
+                continue
+            kind, _, ident = rest.partition("|")
+            if kind in kinds:
+                parts[kinds[kind]][ident] = value
+        if state is not None:
+            state.update(parts)
+        return Funnel(self.config, state)
+
+    def stale(self) -> bool:
+        """True when the table holds a newer image than this object (another
+        worker owned the partition meanwhile): reload before use."""
+        raw = self.table.get(self.prefix + "meta")
+        return raw is not None and json.loads(raw)["offset"] != self.offset
+
+    # --------------------------------------------------------------- replays
+    def seen(self, offset: int) -> bool:
+        """True when ``alerts.funnel`` offset ``offset`` was already applied."""
+        return offset <= self.offset
+
+    def seen_raw(self, raw_partition: int | None, raw_offset: int | None, index: int) -> bool:
+        """True when the raw alert at (partition, offset, index) of
+        ``alerts.raw`` reached this funnel before (the router replayed it)."""
+        if raw_partition is None or raw_offset is None:
+            return False
+        last = self.src.get(str(raw_partition))
+        return last is not None and [raw_offset, index] <= last
+
+    def mark_raw(self, raw_partition: int | None, raw_offset: int | None, index: int) -> None:
+        """Remember the last raw position applied from ``raw_partition``."""
+        if raw_partition is not None and raw_offset is not None:
+            self.src[str(raw_partition)] = [raw_offset, index]
+
+    # ------------------------------------------------------------------ save
+    def _entities(self, only: Iterable[str] | None) -> dict[str, Any]:
+        st = self.funnel.state
+        out: dict[str, Any] = {}
+        if only is None:
+            for name, kind in _ENTITIES.items():
+                for ident, value in st[name].items():
+                    out[f"{self.prefix}{kind}|{ident}"] = value
+            return out
+        for key in only:
+            kind, _, ident = key[len(self.prefix):].partition("|")
+            name = next(n for n, k in _ENTITIES.items() if k == kind)
+            if ident in st[name]:
+                out[key] = st[name][ident]
+        return out
+
+    def key(self, kind: str, ident: str) -> str:
+        """Table key of entity ``kind`` (``ep``, ``grp``, ``rcv``) ``ident``."""
+        return f"{self.prefix}{kind}|{ident}"
+
+    def save(self, offset: int, touched: Iterable[str] | None = None) -> int:
+        """Persist what changed after applying ``alerts.funnel`` offset ``offset``.
+
+        Args:
+            touched: table keys the event may have changed (from :meth:`key`);
+                None compares every entity (ticks, deliveries, silences).
+
+        Returns:
+            the number of table writes (sets and deletes), meta included.
+        """
+        touched = None if touched is None else set(touched)
+        current = self._entities(touched)
+        candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched
+        writes = 0
+        for key in candidates | set(current):
+            if key in current:
+                data = _dumps(current[key])
+                if self._written.get(key) != data:
+                    self.table[key] = data
+                    self._written[key] = data
+                    writes += 1
+            elif key in self._written:
+                del self.table[key]
+                del self._written[key]
+                writes += 1
+        self.offset = offset
+        meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES}
+        data = _dumps({"offset": offset, "src": self.src, "state": meta})
+        self.table[self.prefix + "meta"] = data
+        self._written[self.prefix + "meta"] = data
+        return writes + 1

@@ -1,0 +1,156 @@
+"""What the alert funnel's Kafka topics carry (the contract between the API,
+any producer and the alerting agents).
+
+``alerts.raw`` (any key; the router re-keys) accepts, as UTF-8 JSON:
+
+- a CloudEvents envelope (``specversion``, ``id``, ``type``
+  ``plait.alert.Raw.v1``, ``data``) whose ``data`` is one alert, a list of
+  alerts, or ``{"alerts": [...], "receivedAt": epoch seconds}``;
+- a bare alert object (native or Alertmanager format) or a list of them.
+
+Each alert gets a raw id: ``<envelope id>:<index>`` (so a producer that
+re-sends the same envelope is recognised), or ``<partition>@<offset>:<index>``
+for bare JSON. Anything that is not JSON, not an object/list, or larger than
+:data:`MAX_ALERTS` alerts is poison (``export.dlq``); an alert that is JSON
+but invalid travels on and ends ``rejected`` in the ledger, naming the field.
+
+``alerts.funnel`` (internal, keyed by receiver name so one receiver's token
+bucket, groups and in-flight message live on one partition) carries
+funnel commands ``{"v": 1, "kind": ...}``: ``alert`` (normalized alert or the
+invalid raw payload), ``tick``, ``result`` (one webhook attempt), ``silence``
+and ``expire``. Ticks, results and silence commands are sent to an explicit
+partition.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from alerting.config import AlertingConfig
+from alerting.model import Alert, AlertRejected, Severity
+from alerting.normalize import normalize
+from alerting.silence import parse_matcher
+from plait.clock import utcnow_iso
+from plait.errors import PoisonError
+
+RAW_TYPE = "plait.alert.Raw.v1"
+FUNNEL_TOPIC = "alerts.funnel"
+#: Most alerts one raw event may carry (Alertmanager batches are ~64).
+MAX_ALERTS = 10_000
+_MAX_INVALID_BYTES = 16_384
+
+
+@dataclass(frozen=True)
+class RawAlert:
+    """One alert read from ``alerts.raw``: its raw id, the payload as sent,
+    and when Plait received it (epoch seconds, decides Alertmanager
+    firing/resolved from ``endsAt``)."""
+
+    raw_id: str
+    payload: Any
+    received_at: float
+
+
+def raw_envelope(alerts: list[Any], source: str = "plait-api",
+                 received_at: float | None = None, event_id: str | None = None) -> tuple[str, bytes]:
+    """An ``alerts.raw`` event carrying ``alerts`` (dicts as sent).
+
+    Returns:
+        (event id, UTF-8 JSON bytes); the raw ids are ``<event id>:<i>``.
+    """
+    eid = event_id or uuid.uuid4().hex
+    env = {"specversion": "1.0", "id": eid, "source": source, "type": RAW_TYPE,
+           "time": utcnow_iso(), "datacontenttype": "application/json",
+           "data": {"alerts": alerts,
+                    "receivedAt": time.time() if received_at is None else received_at}}
+    return eid, json.dumps(env, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def parse_raw(value: bytes | str | None, partition: int, offset: int,
+              now: float) -> list[RawAlert]:
+    """The alerts of one ``alerts.raw`` event (see module doc).
+
+    Raises:
+        PoisonError: not JSON, not an object or list, or too many alerts.
+    """
+    if value is None:
+        raise PoisonError("empty alerts.raw event")
+    try:
+        doc = json.loads(value)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PoisonError(f"alerts.raw event is not JSON: {e}") from None
+    base, received = f"{partition}@{offset}", now
+    if isinstance(doc, dict) and "specversion" in doc and "data" in doc:
+        base = str(doc.get("id") or base)
+        doc = doc["data"]
+        if isinstance(doc, dict) and isinstance(doc.get("alerts"), list):
+            r = doc.get("receivedAt")
+            if isinstance(r, (int, float)) and not isinstance(r, bool):
+                received = float(r)
+            doc = doc["alerts"]
+    items = doc if isinstance(doc, list) else [doc] if isinstance(doc, dict) else None
+    if items is None:
+        raise PoisonError(f"alerts.raw event must be a JSON object or list, got {type(doc).__name__}")
+    if len(items) > MAX_ALERTS:
+        raise PoisonError(f"alerts.raw event carries {len(items)} alerts (most {MAX_ALERTS})")
+    return [RawAlert(f"{base}:{i}", a, received) for i, a in enumerate(items)]
+
+
+def receiver_for(config: AlertingConfig, alert: Alert) -> str:
+    """The receiver an alert is routed to: the first sub-route whose matchers
+    all match, else the default (same rule as the funnel's own routing)."""
+    labels = alert.match_labels()
+    for r in config.route.routes:
+        if all(parse_matcher(m).matches(labels) for m in r.matchers):
+            return r.receiver
+    return config.route.receiver
+
+
+def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
+    """Keyword options of :func:`alerting.normalize.normalize` from the config."""
+    if config is None:
+        return {}
+    return {"asset_labels": tuple(config.normalize.asset_labels),
+            "default_severity": Severity[config.normalize.default_severity.upper()]}
+
+
+def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, Any]]:
+    """Normalize one raw alert and build its ``alerts.funnel`` command.
+
+    Returns:
+        (receiver name = the Kafka key, command). An alert that cannot be
+        normalized goes to the default receiver's partition carrying the
+        payload as sent (cut to 16 KB), so the funnel ledgers it ``rejected``.
+    """
+    cmd: dict[str, Any] = {"v": 1, "kind": "alert", "id": raw.raw_id,
+                           "received_at": raw.received_at}
+    try:
+        alert = normalize(raw.payload, raw.received_at, **normalize_options(config))
+    except AlertRejected as e:
+        text = json.dumps(raw.payload, default=str)[:_MAX_INVALID_BYTES]
+        return config.route.receiver, dict(cmd, invalid=text, reason=str(e))
+    return receiver_for(config, alert), dict(cmd, alert=alert.to_dict())
+
+
+def command(kind: str, **fields: Any) -> bytes:
+    """An ``alerts.funnel`` command as JSON bytes."""
+    return json.dumps({"v": 1, "kind": kind, **fields}, separators=(",", ":"),
+                      ensure_ascii=False, default=str).encode()
+
+
+def parse_command(value: bytes | str | None) -> dict[str, Any]:
+    """Decode an ``alerts.funnel`` command.
+
+    Raises:
+        PoisonError: not a JSON object with a known ``kind``.
+    """
+    try:
+        doc = json.loads(value) if value is not None else None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise PoisonError(f"alerts.funnel event is not JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "tick", "result", "silence", "expire"):
+        raise PoisonError("alerts.funnel event is not a funnel command")
+    return doc
