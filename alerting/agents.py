@@ -81,8 +81,9 @@ class AlertingService:
         self.notifications = topic(T.ALERTS_NOTIFICATIONS)
         self.dlq = topic(T.DLQ)
         self.lifecycle = topic(T.LIFECYCLE)
-        self.table = app.Table(TABLE_NAME, partitions=n, key_serializer="json",
-                               value_serializer="raw",
+        schema = faust.Schema(key_type=str, value_type=bytes, key_serializer="json",
+                              value_serializer="raw")
+        self.table = app.Table(TABLE_NAME, partitions=n, schema=schema,
                                help="alert funnel state: episodes, groups, receivers, meta")
         self.runner = FunnelRunner(config, self.table)
         self.sender: WebhookSender | None = None
