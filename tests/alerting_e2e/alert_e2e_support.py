@@ -1,0 +1,247 @@
+"""Helpers of the alerting end-to-end tests: a local webhook receiver, an
+alerting config writer, the alert API (the stack's when it serves the
+alerting routes, else one in a thread), a ledger reader and polling."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+import yaml
+
+from alerting.wire import raw_envelope
+from plait.settings import Settings
+from plait.topics import Topics
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
+    """Poll ``check`` until it returns something truthy (returned); fails the
+    test naming ``what`` when ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+@dataclass
+class Hit:
+    """One request the receiver got: when (epoch s), path, headers, JSON body, answer."""
+
+    at: float
+    path: str
+    headers: dict[str, str]
+    body: Any
+    status: int
+
+    @property
+    def key(self) -> str:
+        """The ``Idempotency-Key`` header."""
+        return self.headers.get("idempotency-key", "")
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver on 127.0.0.1 recording every request.
+
+    ``answer(path) -> status`` decides each answer (default 200); set
+    :attr:`status` to answer that status on every path instead.
+    """
+
+    hits: list[Hit] = field(default_factory=list)
+    status: int = 200
+    answer: Callable[[str], int] | None = None
+    _server: ThreadingHTTPServer | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> "Receiver":
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                status = outer.answer(self.path) if outer.answer else outer.status
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                with outer.lock:
+                    outer.hits.append(Hit(time.time(), self.path,
+                                          {k.lower(): v for k, v in self.headers.items()},
+                                          body, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def url(self, path: str) -> str:
+        """URL of ``path`` on this receiver."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+
+    def accepted(self, path: str | None = None) -> list[Hit]:
+        """Requests answered 2xx (on ``path`` when given), in arrival order."""
+        with self.lock:
+            return [h for h in self.hits if 200 <= h.status < 300 and (path is None or h.path == path)]
+
+    def on(self, path: str) -> list[Hit]:
+        """Every request on ``path``."""
+        with self.lock:
+            return [h for h in self.hits if h.path == path]
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+
+
+def native_alerts(hit: Hit) -> list[dict[str, Any]]:
+    """The alert views listed in a native-format message."""
+    return [a for g in hit.body["groups"] for a in g["alerts"]]
+
+
+def write_config(path: Path, receivers: list[dict], routes: list[dict] | None = None,
+                 **sections: Any) -> Path:
+    """Write an alerting YAML with ``receivers`` (default route = the first)."""
+    data = {"receivers": receivers,
+            "route": {"receiver": receivers[0]["name"], "routes": routes or []}, **sections}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def stack_settings(stack) -> Settings:
+    """The settings the stack's children run with."""
+    env = stack.env
+    return Settings(broker_url=env["PLAIT_BROKER_URL"], redis_url=env["PLAIT_REDIS_URL"],
+                    redis_prefix=env.get("PLAIT_REDIS_PREFIX", "plait"),
+                    topic_prefix=env.get("PLAIT_TOPIC_PREFIX", ""),
+                    partitions=int(env.get("PLAIT_PARTITIONS", 4)),
+                    alerting_config=env.get("PLAIT_ALERTING_CONFIG", ""))
+
+
+class AlertApi:
+    """Base URL of the alerting routes: the stack's API when api/app.py
+    includes them, else an API in a thread built from ``create_alerts_router``."""
+
+    def __init__(self, stack) -> None:
+        self.stack = stack
+        self._server = None
+        try:
+            wired = httpx.get(f"{stack.api_url}/alerts/counters", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            wired = False
+        self.url = stack.api_url if wired else self._start_local()
+
+    def _start_local(self) -> str:
+        import uvicorn
+        from fastapi import FastAPI
+        from fastapi.responses import Response
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from api.alerts import create_alerts_router
+
+        app = FastAPI()
+        app.include_router(create_alerts_router(stack_settings(self.stack)))
+
+        @app.get("/metrics")
+        async def metrics():
+            return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                                     log_level="warning"))
+        threading.Thread(target=self._server.run, daemon=True).start()
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: self._up(url), 20, "the in-test alert API")
+        return url
+
+    @staticmethod
+    def _up(url: str) -> bool:
+        try:
+            return httpx.get(f"{url}/alerts/counters", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def post(self, path: str, body: Any) -> httpx.Response:
+        return httpx.post(f"{self.url}{path}", json=body, timeout=15)
+
+    def counters(self) -> dict[str, Any]:
+        return httpx.get(f"{self.url}/alerts/counters", timeout=10).json()["data"]
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+
+
+class Kafka:
+    """Direct access to the stack's topics: produce raw alerts, read the ledger."""
+
+    def __init__(self, stack) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        self.topics = Topics(stack.env.get("PLAIT_TOPIC_PREFIX", ""))
+        bootstrap = stack.env["PLAIT_BROKER_URL"]
+        self.producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+                                  "linger.ms": 2})
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self._assigned: set[str] = set()
+        self.ledger: list[dict[str, Any]] = []
+
+    def send_alerts(self, alerts: list[dict], source: str = "test-producer") -> list[str]:
+        """Produce one ``alerts.raw`` envelope; returns the raw ids."""
+        eid, value = raw_envelope(alerts, source=source)
+        self.producer.produce(self.topics.name("alerts.raw"), key=eid.encode(), value=value)
+        self.producer.flush(10)
+        return [f"{eid}:{i}" for i in range(len(alerts))]
+
+    def _assign(self, base: str) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        name = self.topics.name(base)
+        if name in self._assigned:
+            return
+        meta = self.consumer.list_topics(name, timeout=10).topics[name]
+        current = self.consumer.assignment()
+        self.consumer.assign(current + [TopicPartition(name, p, OFFSET_BEGINNING)
+                                        for p in meta.partitions])
+        self._assigned.add(name)
+
+    def read_ledger(self, budget: float = 0.5) -> list[dict[str, Any]]:
+        """Read whatever ``alerts.ledger`` has now (within ``budget`` seconds);
+        returns every entry read so far."""
+        self._assign("alerts.ledger")
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            msg = self.consumer.poll(0.05)
+            if msg is None or msg.error():
+                continue
+            self.ledger.append(json.loads(msg.value()))
+        return self.ledger
+
+    def ledger_by_id(self) -> dict[str, list[dict[str, Any]]]:
+        """Ledger entries grouped by raw id."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for e in self.ledger:
+            out.setdefault(e["raw_id"], []).append(e)
+        return out
+
+    def close(self) -> None:
+        self.consumer.close()

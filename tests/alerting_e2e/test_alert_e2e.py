@@ -1,0 +1,220 @@
+"""The alert funnel end to end on the real broker (Tansu): raw alerts in
+through the API and straight onto ``alerts.raw``, grouped messages out to a
+local webhook receiver, every raw alert accounted for on ``alerts.ledger``."""
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+
+from alert_e2e_support import AlertApi, Kafka, Receiver, native_alerts, wait_until, write_config
+
+pytestmark = pytest.mark.integration
+
+FAST = {"timing": {"group_wait": "2s", "group_interval": "3s", "repeat_interval": "1h"},
+        "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver().start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def alerting(make_stack, tmp_path):
+    """Factory: ``alerting(config_path) -> (stack, api, kafka)`` with the funnel
+    running (every funnel partition has published its counters once)."""
+    made = []
+
+    def make(config_path):
+        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config_path))
+        api, kafka = AlertApi(stack), Kafka(stack)
+        made.append((api, kafka))
+        wait_until(lambda: api.counters()["partitions"] >= 4, 60, "the funnel worker to run")
+        return stack, api, kafka
+
+    yield make
+    for api, kafka in made:
+        api.stop()
+        kafka.close()
+
+
+def storm(seed: int = 7) -> tuple[list[dict], list[dict]]:
+    """500 raw alerts: 20 critical (distinct fingerprints), 10 invalid, and
+    470 repeats and noise (warning latency and info heartbeats on 12 assets)."""
+    assets = [f"h{i:02d}" for i in range(1, 13)]
+    critical = ([{"rule": "NodeDown", "asset": a, "severity": "critical"} for a in assets]
+                + [{"rule": "DiskFull", "asset": a, "severity": "critical"} for a in assets[:8]])
+    invalid = [{"rule": "Broken", "asset": f"h{i:02d}"} for i in range(10)]  # no severity
+    rnd = random.Random(seed)
+    noise = [{"rule": rnd.choice(["HighLatency", "Heartbeat"]), "asset": rnd.choice(assets),
+              "severity": "warning"} for _ in range(470)]
+    for n in noise:
+        if n["rule"] == "Heartbeat":
+            n["severity"] = "info"
+    alerts = critical + invalid + noise
+    rnd.shuffle(alerts)
+    return alerts, critical
+
+
+def test_storm_of_500_reaches_the_webhook_as_a_handful_of_messages(alerting, receiver, tmp_path):
+    # given a funnel grouping by rule, batch 50, 3 messages at once then one per 3 s
+    cfg = write_config(tmp_path / "alerting.yaml",
+                       [{"name": "oncall", "url": receiver.url("/storm"), "secret": "s3cret",
+                         "bucket": {"burst": 3, "refill_interval": "3s"}}],
+                       grouping={"group_by": ["rule"], "batch_size": 50}, **FAST)
+    stack, api, kafka = alerting(cfg)
+    alerts, critical = storm()
+    # when 500 raw alerts arrive over 10 s, half through POST /alerts (in
+    # lists; invalid ones alone, since the API refuses a list with a bad
+    # alert) and half produced straight onto alerts.raw
+    ids: dict[str, dict] = {}
+    start = time.monotonic()
+    for i in range(50):
+        batch = alerts[i * 10:(i + 1) * 10]
+        if i % 2:
+            for a, rid in zip(batch, kafka.send_alerts(batch)):
+                ids[rid] = a
+        else:
+            good = [a for a in batch if "severity" in a]
+            if good:
+                resp = api.post("/alerts", good)
+                assert resp.status_code == 202, resp.text
+                ids.update(zip(resp.json()["data"]["ids"], good))
+            for a in batch:
+                if "severity" not in a:
+                    resp = api.post("/alerts", a)
+                    assert resp.status_code == 422 and "severity" in resp.json()["message"]
+                    ids.update(zip(kafka.send_alerts([a]), [a]))  # Kafka takes it: ledger says rejected
+        wait_until(lambda: time.monotonic() >= start + 0.2 * (i + 1), 5, "the next send slot", 0.01)
+    assert len(ids) == 500
+
+    # then the ledger accounts for every one of the 500, exactly once
+    wait_until(lambda: len({e["raw_id"] for e in kafka.read_ledger()} & set(ids)) == 500, 60,
+               "500 ledger entries")
+    by_id = kafka.ledger_by_id()
+    assert all(len(by_id[r]) == 1 for r in ids), [r for r in ids if len(by_id[r]) != 1]
+    outcomes = Counter(by_id[r][0]["outcome"] for r in ids)
+    assert outcomes["rejected"] == 10
+    assert all("severity" in by_id[r][0]["reason"] for r in ids if by_id[r][0]["outcome"] == "rejected")
+    assert sum(outcomes.values()) == 500 and outcomes["deduplicated"] > 400, outcomes
+
+    # and a handful of grouped messages carried all 20 critical alerts, none over 50
+    hits = receiver.accepted("/storm")
+    assert 1 <= len(hits) <= 12, len(hits)
+    listed = [a for h in hits for a in native_alerts(h)]
+    assert all(h.body["alert_count"] <= 50 for h in hits)
+    assert {(c["rule"], c["asset"]) for c in critical} <= {(a["rule"], a["asset"]) for a in listed}
+    crit_ids = [r for r, a in ids.items() if a.get("severity") == "critical"]
+    assert len(crit_ids) == 20
+    sent_ids = {h.headers["x-plait-message-id"] for h in hits}
+    assert all(by_id[r][0]["outcome"] in ("delivered", "merged")
+               and by_id[r][0]["message_id"] in sent_ids for r in crit_ids)
+    assert all(h.headers["x-plait-signature"].startswith("sha256=") for h in hits)
+
+    # and the counters balance: received = delivered + deduplicated + silenced + merged + rejected + pending
+    c = wait_until(lambda: (lambda c: c if c["received"] == 500 and c["pending"] == 0 else None)(
+        api.counters()), 10, "counters to settle")
+    assert c["balanced"] and c["rejected"] == 10
+    metrics = httpx.get(f"{api.url}/metrics", timeout=10).text
+    assert "plait_alerts_received_total 500.0" in metrics
+    assert 'plait_alerts_outcome_total{outcome="rejected"} 10.0' in metrics
+
+
+def test_receiver_down_then_up_gets_each_message_once_with_everything(alerting, receiver, tmp_path):
+    # given a receiver that answers 503
+    receiver.status = 503
+    cfg = write_config(tmp_path / "alerting.yaml",
+                       [{"name": "flaky", "url": receiver.url("/flaky")}],
+                       grouping={"group_by": ["rule"], "batch_size": 50}, **FAST)
+    stack, api, kafka = alerting(cfg)
+    first = [{"rule": "Err", "asset": f"h{i}", "severity": "warning"} for i in range(1, 6)]
+    later = [{"rule": "Err", "asset": f"h{i}", "severity": "warning"} for i in range(6, 11)]
+    # when 5 alerts fire, the webhook fails a few times, 5 more fire meanwhile
+    ids = api.post("/alerts", first).json()["data"]["ids"]
+    wait_until(lambda: len(receiver.on("/flaky")) >= 2, 30, "two failed attempts")
+    ids += api.post("/alerts", later).json()["data"]["ids"]
+    wait_until(lambda: any(len(native_alerts(h)) == 10 for h in receiver.on("/flaky")), 30,
+               "a retry carrying all 10 alerts")
+    failed = len(receiver.on("/flaky"))
+    receiver.status = 200  # the receiver comes back
+    # then every alert is delivered, in messages each accepted exactly once
+    wait_until(lambda: set(ids) <= {e["raw_id"] for e in kafka.read_ledger()
+                                     if e["outcome"] in ("delivered", "merged")}, 30,
+               "10 delivered ledger entries")
+    ok = receiver.accepted("/flaky")
+    assert failed >= 3
+    keys = Counter(h.key for h in ok)
+    assert all(n == 1 for n in keys.values()), keys
+    # and the first accepted message carries everything that arrived meanwhile
+    assert {a["asset"] for a in native_alerts(ok[0])} == {f"h{i}" for i in range(1, 11)}
+    listed = Counter(a["asset"] for h in ok for a in native_alerts(h))
+    assert all(n == 1 for n in listed.values()), listed
+    c = wait_until(lambda: (lambda c: c if c["pending"] == 0 and c["received"] == 10 else None)(
+        api.counters()), 10, "counters to settle")
+    assert c["balanced"] and c["http_5xx"] == failed and c["messages_superseded"] >= 1
+
+
+def _rfc3339(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a13_alertmanager_in_alertmanager_out_and_the_api_edges(alerting, receiver, tmp_path):
+    # given a receiver configured for the Alertmanager webhook payload
+    cfg = write_config(tmp_path / "alerting.yaml",
+                       [{"name": "am", "url": receiver.url("/am"), "format": "alertmanager"}],
+                       grouping={"group_by": ["alertname"], "batch_size": 50},
+                       timing={"group_wait": "1s", "group_interval": "2s", "repeat_interval": "1h"})
+    stack, api, kafka = alerting(cfg)
+    started = _rfc3339(datetime.now(timezone.utc) - timedelta(minutes=1))
+    body = [{"labels": {"alertname": "HighCPU", "instance": f"h{i}:9100", "severity": "warning"},
+             "annotations": {"summary": f"CPU high on h{i}"}, "startsAt": started}
+            for i in (1, 2)]
+    # then bad input is a 422 naming the field, and nothing is sent
+    bad = api.post("/api/v2/alerts", [body[0], {"labels": {"instance": "x"}}])
+    assert bad.status_code == 422 and "[1].labels.alertname" in bad.json()["message"]
+    bad = api.post("/alerts", [{"rule": "X", "asset": "a", "severity": "loud"}])
+    assert bad.status_code == 422 and "[0].severity" in bad.json()["message"]
+    # when Prometheus-style alerts are posted
+    resp = api.post("/api/v2/alerts", body)
+    assert resp.status_code == 200, resp.text
+    # then one Alertmanager-format message arrives
+    hit = wait_until(lambda: receiver.accepted("/am"), 30, "the alertmanager message")[0]
+    msg = hit.body
+    assert msg["version"] == "4" and msg["status"] == "firing" and msg["truncatedAlerts"] == 0
+    assert msg["groupLabels"] == {"alertname": "HighCPU"}
+    assert msg["commonLabels"] == {"alertname": "HighCPU", "severity": "warning"}
+    assert sorted(a["labels"]["instance"] for a in msg["alerts"]) == ["h1:9100", "h2:9100"]
+    for a in msg["alerts"]:
+        assert len(a["fingerprint"]) == 16 and a["startsAt"] == started
+        assert a["endsAt"] == "0001-01-01T00:00:00Z"
+
+    # and silences: a broad one is refused unless allowBroad, then it mutes
+    broad = {"matchers": ['env!~"prod.*"'], "endsAt": time.time() + 600,
+             "createdBy": "ops", "comment": "maintenance"}
+    resp = api.post("/silences", broad)
+    assert resp.status_code == 422 and "matchers" in resp.json()["message"]
+    resp = api.post("/silences", dict(broad, allowBroad=True))
+    assert resp.status_code == 201, resp.text
+    sid = resp.json()["data"]["silenceId"]
+    wait_until(lambda: any(s["id"] == sid for s in httpx.get(f"{api.url}/silences", timeout=10)
+                           .json()["data"]["silences"]), 10, "the silence listed")
+    # the silence reaches every funnel partition before the alert (same
+    # partition, earlier offset), so the alert is silenced
+    rid = kafka.send_alerts([{"rule": "Disk", "asset": "h14", "severity": "critical"}])[0]
+    entry = wait_until(lambda: kafka.ledger_by_id().get(rid) if kafka.read_ledger() is not None else None,
+                       30, "the silenced ledger entry")[0]
+    assert entry["outcome"] == "silenced" and entry["silence_id"] == sid
+    listed = wait_until(lambda: [s for s in httpx.get(f"{api.url}/silences", timeout=10)
+                                 .json()["data"]["silences"] if s["id"] == sid and s["silenced"] == 1],
+                        10, "the silence's count")
+    assert listed[0]["status"] == "active"
+    resp = httpx.delete(f"{api.url}/silences/{sid}", timeout=10)
+    assert resp.status_code == 200 and resp.json()["data"]["silence"]["status"] == "expired"
+    assert httpx.delete(f"{api.url}/silences/nope", timeout=10).status_code == 404
