@@ -37,6 +37,17 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def _as_bytes(raw: Any) -> bytes:
+    """A stored value as JSON bytes: values written in this process are bytes;
+    values recovered from the changelog may come back as str (or, with another
+    serializer, already decoded)."""
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        return bytes(raw)
+    if isinstance(raw, str):
+        return raw.encode()
+    return _dumps(raw)
+
+
 class PartitionState:
     """The funnel of partition ``partition`` and its persisted image.
 
@@ -66,7 +77,7 @@ class PartitionState:
             raw = self.table.get(key)
             if raw is None:
                 continue
-            self._written[key] = bytes(raw)
+            raw = self._written[key] = _as_bytes(raw)
             value = json.loads(raw)
             rest = key[len(self.prefix):]
             if rest == "meta":
@@ -85,7 +96,7 @@ class PartitionState:
         """True when the table holds a newer image than this object (another
         worker owned the partition meanwhile): reload before use."""
         raw = self.table.get(self.prefix + "meta")
-        return raw is not None and json.loads(raw)["offset"] != self.offset
+        return raw is not None and json.loads(_as_bytes(raw))["offset"] != self.offset
 
     # --------------------------------------------------------------- replays
     def seen(self, offset: int) -> bool:
