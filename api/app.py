@@ -110,7 +110,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         await projection().apply(Lifecycle(
             taskId=task_id, status="CREATED", at=now, sysCode=spec.sysCode,
             bizType=spec.bizType, userId=spec.userId, fileName=doc.fileName,
-            fileFormat=doc.fileFormat, fingerprint=fingerprint))
+            fileFormat=doc.fileFormat, fingerprint=fingerprint, timeout=spec.jobConfig.timeout))
         await emit(T.REQUESTS, task_id, ExportRequested(
             taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
         TASKS_CREATED.labels(spec.sysCode).inc()

@@ -102,5 +102,5 @@ def _every(app: faust.App, seconds: float, job, name: str) -> None:
         except Exception:
             log.exception("%s failed", name)
 
-    tick.__name__ = f"plait_{name}"
+    tick.__name__ = tick.__qualname__ = f"plait_{name}"  # Faust keys timers by qualname
     app.timer(seconds, name=f"plait.{name}")(tick)

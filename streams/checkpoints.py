@@ -8,7 +8,7 @@ are ignored) and a duplicate next command is skipped here.
 
 Keys (``P`` = redis prefix): ``P:ckpt:{taskId}`` hash with ``admitted``,
 ``fetched`` (last fetched seq), ``next_seq``, ``next_ctx``, ``rows_before``,
-``finalized``.
+``finalized``, ``request``, ``last_seq``, ``redrives``, ``absorbed``.
 """
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ class Checkpoints:
         """The last seq whose fetch completed, -1 when none."""
         raw = await self.redis.hget(self._key(task_id), "fetched")
         return int(raw) if raw is not None else -1
+
+    async def count(self, task_id: str, field: str) -> int:
+        """Add one to a counter marker (e.g. ``absorbed`` duplicate commands)."""
+        return await self.redis.hincrby(self._key(task_id), field, 1)
 
     async def delete(self, task_id: str) -> None:
         """Forget a task's markers."""

@@ -74,6 +74,7 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     """
     spec, task = cmd.spec, cmd.taskId
     if cmd.seq <= await ctx.checkpoints.fetched_seq(task):
+        await ctx.checkpoints.count(task, "absorbed")
         return []
     state = await ctx.projection.get(task)
     if state and state["status"] in TERMINAL:

@@ -53,8 +53,9 @@ class Runtime:
         self.app = app
         self.ctx = ctx
         self._topics: dict[str, object] = {}
-        #: task id -> spec of the tasks whose events are being handled now.
-        self.inflight: dict[str, object] = {}
+        #: task id -> (events of it being handled now, its spec); several agents
+        #: may work on one task at once (fetching page n+1 while writing page n).
+        self.inflight: dict[str, tuple[int, object]] = {}
 
     def topic(self, base: str):
         """The Faust topic of a base topic name (prefixed, raw bytes)."""
@@ -107,8 +108,9 @@ class Runtime:
                 await self.dead_letter(event, exc)
                 return
             task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
-            if task_id and spec is not None:
-                self.inflight[task_id] = spec
+            tracked = bool(task_id) and spec is not None
+            if tracked:
+                self.inflight[task_id] = (self.inflight.get(task_id, (0, spec))[0] + 1, spec)
             try:
                 await self._run(route, attrs, payload)
             except PermanentError as exc:
@@ -119,7 +121,12 @@ class Runtime:
                 await self.dead_letter(event, RuntimeError(traceback.format_exc(limit=5)))
                 await self.fail_task(payload, PermanentError(f"internal error: {exc}"))
             finally:
-                self.inflight.pop(task_id, None)
+                if tracked:
+                    n, spec = self.inflight[task_id]
+                    if n > 1:
+                        self.inflight[task_id] = (n - 1, spec)
+                    else:
+                        del self.inflight[task_id]
         except Exception:
             log.critical("cannot emit events; exiting so the partition is redelivered",
                          exc_info=True)
@@ -141,7 +148,7 @@ class Runtime:
         """Report the tasks this worker is working on right now (RUNNING repeats
         refresh ``heartbeatAt``; the sweeper re-drives tasks whose beat stops)."""
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
-                 for task_id, spec in list(self.inflight.items())]
+                 for task_id, (_, spec) in list(self.inflight.items())]
         if emits:
             await self.send(emits)
 

@@ -49,7 +49,8 @@ async def redrive(ctx: Context, task_id: str) -> list[Emit]:
         return [ended(task_id, "FAILED", f"re-driven {count - 1} times at {point} without "
                                          "progress", ctx.worker_id)]
     await ctx.checkpoints.set(task_id, redrive_point=point, redrives=count)
-    cmd.payload.attempt = count if isinstance(cmd.payload, FetchPage) else 0
+    if isinstance(cmd.payload, FetchPage):
+        cmd.payload.attempt = count
     heartbeat = Emit(T.LIFECYCLE, task_id, Lifecycle(
         taskId=task_id, status="RUNNING", workerId=f"sweeper@{ctx.worker_id}"))
     return [heartbeat, cmd]

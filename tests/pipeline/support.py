@@ -94,3 +94,9 @@ def read_rows(path: Path) -> list[list[Any]]:
 def source_ids(n: int) -> list[int]:
     """The ids the ``seq`` dataset serves: 1..n."""
     return [r["id"] for r in seq_rows(0, n)]
+
+
+def warm_up(stack) -> None:
+    """Run a one-row export so the workers' consumer group has formed."""
+    task = wait_task(stack.api_url, submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 1, 1)))
+    assert task["status"] == "SUCCESS", task

@@ -1,0 +1,225 @@
+"""Task lifecycle on the real broker and Redis: crash re-drive, cancel,
+timeout, retries, limits and fairness, dedupe and reuse, projection rebuild,
+progress streams."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from support import fetch_file, read_rows, seq_spec, source_ids, submit, wait_task, warm_up
+
+pytestmark = pytest.mark.integration
+FAST = {"PLAIT_STALE_AFTER_SECONDS": "4", "PLAIT_SWEEP_INTERVAL_SECONDS": "0.5",
+        "PLAIT_HEARTBEAT_INTERVAL_SECONDS": "1"}
+
+
+def rows_digest(rows: list[list]) -> str:
+    return hashlib.sha256(json.dumps([[str(v) for v in r] for r in rows]).encode()).hexdigest()
+
+
+def checkpoint(stack, task_id: str) -> dict[str, str]:
+    client = redis.Redis.from_url(stack.env["PLAIT_REDIS_URL"], decode_responses=True)
+    return client.hgetall(f"{stack.env['PLAIT_REDIS_PREFIX']}:ckpt:{task_id}")
+
+
+def test_kill_9_mid_export_new_worker_finishes_every_row_once(make_stack, tmp_path):
+    # given a 50-page export, slowed so it is mid-way when we strike
+    stack = make_stack(**FAST)
+    spec = seq_spec(stack.demo_data_api, "csv", 5000, 100, query="?delay_ms=120")
+    task_id = submit(stack.api_url, spec)
+    wait_until_rows(stack.api_url, task_id, 2000)
+    # when the worker running it is killed with SIGKILL and a new one starts
+    killed_at = time.monotonic()
+    stack.kill("worker-0")
+    stack.spawn_worker("worker-1")
+    task = wait_task(stack.api_url, task_id, timeout=120)
+    redrive_seconds = time.monotonic() - killed_at
+    # then the task succeeded and the file holds every source row exactly once
+    assert task["status"] == "SUCCESS", task
+    data = read_rows(fetch_file(task, tmp_path))[1:]
+    assert len(data) == 5000 and [int(r[0]) for r in data] == source_ids(5000)
+    expected = [[str(i), f"row-{i}"] for i in source_ids(5000)]
+    assert rows_digest([r[:2] for r in data]) == rows_digest(expected)
+    marks = checkpoint(stack, task_id)
+    print(f"\nre-drive after kill -9: SUCCESS {redrive_seconds:.1f} s after the kill; "
+          f"duplicate fetch commands absorbed: {marks.get('absorbed', 0)}; "
+          f"sweeper re-drives: {marks.get('redrives', 0)}")
+
+
+def wait_until_rows(api: str, task_id: str, rows: int, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task = httpx.get(f"{api}/export/tasks/{task_id}").json()["data"]
+        if (task.get("exportedRows") or 0) >= rows:
+            return task
+        assert task["status"] in ("CREATED", "WAITING", "RUNNING"), task
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not reach {rows} rows")
+
+
+def test_cancel_mid_export_leaves_no_file_and_no_shards(stack):
+    # given a slow 30-page export past its fifth page
+    spec = seq_spec(stack.demo_data_api, "xlsx", 3000, 100, query="?delay_ms=150")
+    task_id = submit(stack.api_url, spec)
+    wait_until_rows(stack.api_url, task_id, 500)
+    # when the owner cancels it
+    resp = httpx.post(f"{stack.api_url}/export/tasks/{task_id}/cancel")
+    assert resp.status_code == 202
+    task = wait_task(stack.api_url, task_id)
+    # then it ends CANCELLED, with no file, and its shards disappear
+    assert task["status"] == "CANCELLED" and "file" not in task
+    storage = Path(stack.env["PLAIT_STORAGE_URL"].removeprefix("file://"))
+    deadline = time.monotonic() + 10
+    while (storage / "shards" / task_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (storage / "shards" / task_id).exists()
+    assert not (storage / "results" / task_id).exists()
+    # and cancelling again is a clear 409
+    again = httpx.post(f"{stack.api_url}/export/tasks/{task_id}/cancel")
+    assert again.status_code == 409 and "CANCELLED" in again.json()["message"]
+
+
+def test_cancel_unknown_task_is_404(stack):
+    assert httpx.post(f"{stack.api_url}/export/tasks/nope/cancel").status_code == 404
+
+
+def test_hanging_data_api_ends_timeout_at_the_configured_time(make_stack):
+    stack = make_stack(PLAIT_FETCH_TIMEOUT_SECONDS="20", **FAST)
+    warm_up(stack)
+    spec = seq_spec(stack.demo_data_api, "csv", 1000, 100,
+                    query="?hang_page=2&hang_seconds=60", job={"timeout": 4})
+    task = wait_task(stack.api_url, submit(stack.api_url, spec), timeout=30)
+    assert task["status"] == "TIMEOUT", (task["status"], task.get("errorMessage"))
+    assert "jobConfig.timeout=4s" in task["errorMessage"]
+    took = (parse(task["finishedAt"]) - parse(task["createdAt"]))
+    assert 4 <= took <= 6, took
+
+
+def parse(iso: str) -> float:
+    from plait.clock import parse_iso
+
+    return parse_iso(iso)
+
+
+def test_three_500s_then_200_succeeds(stack, tmp_path):
+    spec = seq_spec(stack.demo_data_api, "csv", 300, 100,
+                    query="?fail_status=500&fail_page=1&fail_times=3&run=three500")
+    task = wait_task(stack.api_url, submit(stack.api_url, spec))
+    assert task["status"] == "SUCCESS", task
+    assert [int(r[0]) for r in read_rows(fetch_file(task, tmp_path))[1:]] == source_ids(300)
+
+
+def test_429_with_retry_after_is_honoured(stack):
+    spec = seq_spec(stack.demo_data_api, "csv", 200, 100,
+                    query="?fail_status=429&fail_page=0&fail_times=1&retry_after=1&run=r429")
+    t0 = time.monotonic()
+    task = wait_task(stack.api_url, submit(stack.api_url, spec))
+    assert task["status"] == "SUCCESS" and time.monotonic() - t0 >= 1
+
+
+def test_max_rows_truncates_and_says_so(stack, tmp_path):
+    spec = seq_spec(stack.demo_data_api, "csv", 1000, 100, job={"maxRows": 250})
+    task = wait_task(stack.api_url, submit(stack.api_url, spec))
+    assert task["status"] == "SUCCESS" and task["truncated"] is True
+    assert task["exportedRows"] == 250
+    assert [int(r[0]) for r in read_rows(fetch_file(task, tmp_path))[1:]] == source_ids(250)
+
+
+def test_flooding_tenant_does_not_starve_the_others(make_stack):
+    # given a per-tenant limit of 2, 30 tasks from "flood" then 3 from "calm"
+    stack = make_stack(PLAIT_LIMITS=json.dumps({"perSysCode": 2}))
+    slow = "?delay_ms=100"
+    flood = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100, query=slow,
+                                            sys_code="flood")) for _ in range(30)]
+    calm = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100, query=slow,
+                                           sys_code="calm")) for _ in range(3)]
+    # when the calm tenant's tasks finish
+    max_running = 0
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        states = {t: httpx.get(f"{stack.api_url}/export/tasks/{t}").json()["data"]["status"]
+                  for t in flood + calm}
+        max_running = max(max_running, sum(states[t] == "RUNNING" for t in flood))
+        if all(states[t] == "SUCCESS" for t in calm):
+            break
+        time.sleep(0.2)
+    # then they did not wait for the flood's queue, which never ran more than 2 at once
+    assert all(states[t] == "SUCCESS" for t in calm), states
+    unfinished_flood = sum(states[t] != "SUCCESS" for t in flood)
+    assert unfinished_flood >= 15, unfinished_flood
+    assert max_running <= 2
+    assert sum(states[t] == "WAITING" for t in flood) > 0
+    # and the waiting flood tasks all finish in the end
+    for t in flood:
+        assert wait_task(stack.api_url, t, timeout=120)["status"] == "SUCCESS"
+
+
+def test_identical_requests_give_one_task_then_reuse(stack):
+    spec = seq_spec(stack.demo_data_api, "csv", 300, 100, query="?delay_ms=50")
+    first = httpx.post(f"{stack.api_url}/export/tasks", json=spec).json()["data"]
+    second = httpx.post(f"{stack.api_url}/export/tasks", json=spec).json()["data"]
+    assert second["taskId"] == first["taskId"] and second["deduplicated"] is True
+    wait_task(stack.api_url, first["taskId"])
+    third = httpx.post(f"{stack.api_url}/export/tasks", json=spec).json()
+    assert third["data"]["taskId"] == first["taskId"] and third["data"]["reused"] is True
+    assert third["data"]["status"] == "SUCCESS" and third["data"]["file"]["url"]
+
+
+def test_projection_flushed_and_rebuilt_reads_the_same(stack):
+    # given finished tasks of a user
+    user = f"rebuild-{os.getpid()}"
+    ids = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 50 * (i + 1), 50, user=user))
+           for i in range(3)]
+    for t in ids:
+        wait_task(stack.api_url, t)
+    before = list_tasks(stack, user)
+    # when Redis loses the projection and it is rebuilt from export.lifecycle
+    client = redis.Redis.from_url(stack.env["PLAIT_REDIS_URL"])
+    prefix = stack.env["PLAIT_REDIS_PREFIX"]
+    for pattern in ("task:*", "tasks:*", "active"):
+        for key in client.scan_iter(match=f"{prefix}:{pattern}"):
+            client.delete(key)
+    assert list_tasks(stack, user) == []
+    out = subprocess.run([sys.executable, "-m", "plait.cli", "rebuild"], env={**os.environ, **stack.env},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["applied"] > 0
+    # then every task reads the same as before
+    assert list_tasks(stack, user) == before
+
+
+def list_tasks(stack, user: str) -> list[dict]:
+    tasks = httpx.get(f"{stack.api_url}/export/tasks",
+                      params={"sysCode": "tests", "userId": user}).json()["data"]["tasks"]
+    for t in tasks:
+        if t.get("file"):
+            t["file"].pop("url")
+    return tasks
+
+
+def test_sse_streams_every_change_until_the_end_and_follow_shows_it(stack):
+    task_id = submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 500, 100,
+                                             query="?delay_ms=50"))
+    statuses, rows = [], []
+    with httpx.stream("GET", f"{stack.api_url}/export/tasks/{task_id}/events", timeout=60) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                state = json.loads(line[6:])
+                statuses.append(state["status"])
+                rows.append(state.get("exportedRows") or 0)
+    assert statuses[-1] == "SUCCESS" and "RUNNING" in statuses
+    assert rows == sorted(rows) and rows[-1] == 500
+    out = subprocess.run([sys.executable, "-m", "plait.cli", "follow", task_id,
+                          "--api", stack.api_url], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and json.loads(out.stdout)["status"] == "SUCCESS"
+    assert httpx.get(f"{stack.api_url}/export/tasks/nope/events").status_code == 404
