@@ -46,6 +46,12 @@ class Settings(BaseSettings):
         sweep_interval_seconds: how often the sweeper looks for stale, timed-out
             and waiting tasks.
         max_redrives: re-drives of one page without progress before the task FAILS.
+        callers_file: path of the caller registry (``plait.callers``, YAML/JSON),
+            loaded at start-up. When set, every API call must be signed, callers
+            see only their own tasks, and specs are checked against the caller's
+            allowances; when empty (dev mode) the API is open.
+        auth_skew_seconds: allowed clock difference of signed requests, seconds;
+            nonces live twice as long.
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
     """
@@ -73,6 +79,8 @@ class Settings(BaseSettings):
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
     worker_id: str = ""
     alerting_config: str = ""
+    callers_file: str = ""
+    auth_skew_seconds: int = Field(default=300, ge=1, le=3600)
     limits: Limits = Field(default_factory=Limits)
     reuse_window_seconds: float = Field(default=600.0, ge=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)

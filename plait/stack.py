@@ -69,10 +69,15 @@ class Stack:
             self.demo_data_api = f"http://127.0.0.1:{port}"
             self._spawn("demo-data-api", ["demo-data-api", "--port", str(port)])
             self._wait_http(f"{self.demo_data_api}/health", "demo-data-api")
+        self._api_port = api_port
         if api:
-            self._spawn("api", ["api", "--port", str(api_port)])
-            self._wait_http(f"{self.api_url}/health", "api")
+            self.start_api()
         return self
+
+    def start_api(self) -> None:
+        """Start the API (with the current ``env``) and wait until it answers."""
+        self._spawn("api", ["api", "--port", str(self._api_port)])
+        self._wait_http(f"{self.api_url}/health", "api")
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")

@@ -17,9 +17,10 @@ DLQ = "export.dlq"
 ALERTS_RAW = "alerts.raw"
 ALERTS_NOTIFICATIONS = "alerts.notifications"
 ALERTS_LEDGER = "alerts.ledger"
+AUDIT = "audit"  # keyed by sysCode
 
 ALL = (REQUESTS, FETCH, PAGES, FINALIZE, LIFECYCLE, CONTROL, DLQ,
-       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER)
+       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ Fault injection for tests, as query parameters of the URL (so each task can
 have its own): ``fail_status`` answered ``fail_times`` times (default 1) for
 page index ``fail_page`` (default 0) with optional ``retry_after``;
 ``hang_page`` sleeps ``hang_seconds`` before answering that page;
-``delay_ms`` slows every page.
+``delay_ms`` slows every page; ``redirect_to`` answers 307 to that URL.
+Data tokens received (``X-Plait-Data-Token``) are kept by task id for
+``GET /tokens``, so tests can verify them.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from fastapi.responses import JSONResponse
 
 app = FastAPI(title="Plait demo data API")
 _failures: collections.Counter[tuple[str, int]] = collections.Counter()
+_tokens: dict[str, str] = {}
 
 
 @lru_cache(maxsize=1)
@@ -74,6 +77,10 @@ async def data(request: Request) -> JSONResponse:
     last_id = int(ctx.get("lastId") or 0)
     index = last_id // size
     q = request.query_params
+    if "x-plait-task-id" in request.headers:
+        _tokens[request.headers["x-plait-task-id"]] = request.headers.get("x-plait-data-token", "")
+    if "redirect_to" in q:
+        return JSONResponse({}, status_code=307, headers={"Location": q["redirect_to"]})
     if "delay_ms" in q:
         await asyncio.sleep(int(q["delay_ms"]) / 1000)
     if "hang_page" in q and int(q["hang_page"]) == index:
@@ -97,6 +104,12 @@ async def data(request: Request) -> JSONResponse:
 async def faults() -> dict[str, int]:
     """Injected failures so far, by ``url#page``."""
     return {f"{url}#{page}": n for (url, page), n in _failures.items()}
+
+
+@app.get("/tokens")
+async def tokens() -> dict[str, str]:
+    """The last data token received per task id."""
+    return dict(_tokens)
 
 
 @app.get("/health")

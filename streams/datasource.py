@@ -56,7 +56,10 @@ def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes
     if status_code == 429 or status_code >= 500:
         raise RetryableError(f"page {seq}: data API answered HTTP {status_code}",
                              retry_after_seconds(headers.get("retry-after")))
-    if status_code >= 300:
+    if 300 <= status_code < 400:
+        raise PermanentError(f"page {seq}: data API answered HTTP {status_code} redirect to "
+                             f"{headers.get('location', '?')!r}; redirects are not followed")
+    if status_code >= 400:
         raise PermanentError(f"page {seq}: data API answered HTTP {status_code}: "
                              f"{body[:200].decode(errors='replace')}")
     try:
@@ -82,7 +85,7 @@ class _wait_retry_after(wait_base):
     """Honour the peer's Retry-After, else exponential backoff with jitter."""
 
     def __init__(self, initial: float) -> None:
-        self.backoff = wait_exponential_jitter(initial=initial, max=30, jitter=initial)
+        self.backoff = wait_exponential_jitter(multiplier=initial, max=30, jitter=initial)
 
     def __call__(self, retry_state) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
@@ -92,12 +95,15 @@ class _wait_retry_after(wait_base):
 
 
 async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[str, Any],
-                     seq: int, attempts: int, backoff: float) -> Page:
-    """POST one page request, retrying transient failures.
+                     seq: int, attempts: int, backoff: float,
+                     headers: dict[str, str] | None = None) -> Page:
+    """POST one page request, retrying transient failures. Redirects are never
+    followed (a 3xx is permanent): the data API cannot send Plait elsewhere.
 
     Args:
         context: the runtime context (cursor) to send.
         attempts: tries in all (>= 1); backoff: first wait, seconds.
+        headers: extra request headers (the per-task data token).
     Raises:
         PermanentError: a permanent answer, or transient failures ``attempts`` times.
     """
@@ -107,7 +113,8 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
 
     async def once() -> Page:
         try:
-            resp = await client.post(spec.dataConfig.dataApiUrl, json=body)
+            resp = await client.post(spec.dataConfig.dataApiUrl, json=body, headers=headers,
+                                     follow_redirects=False)
         except httpx.TimeoutException as exc:
             raise RetryableError(f"page {seq}: data API timed out ({type(exc).__name__})")
         except httpx.TransportError as exc:

@@ -10,11 +10,14 @@ import json
 import time
 
 from plait import topics as T
+from plait.callers import NotAllowed, check_spec
 from plait.clock import parse_iso
+from plait.errors import PermanentError
 from plait.events import ExportRequested, FetchPage, Lifecycle, PageBatch
 from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
+from producers.token import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import fetch_page
 
 
@@ -47,6 +50,7 @@ async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
     if "admitted" in marks:
         return []
     spec = req.spec
+    check_caller(ctx, spec)
     await ctx.slots.enqueue(req)
     started = await ctx.slots.promote()
     emits = [lifecycle(spec, req.taskId, "CREATED", at=req.requestedAt,
@@ -62,6 +66,33 @@ async def after_admit(ctx: Context, req: ExportRequested, emits: list[Emit]) -> 
     """Mark the task admitted (and keep its request for re-drives) once its
     events are acked."""
     await ctx.checkpoints.set(req.taskId, admitted=1, request=req.model_dump_json())
+
+
+def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
+                       state: dict | None) -> dict[str, str] | None:
+    """The per-task data token for the business system (``producers.token``),
+    valid until the task's deadline; None without a caller registry."""
+    caller = ctx.callers.by_sys_code(spec.sysCode) if ctx.callers else None
+    if caller is None:
+        return None
+    created = parse_iso(state["createdAt"]) if state else time.time()
+    token = mint_data_token(caller.secret(), task_id, spec.userId,
+                            int(created + spec.jobConfig.timeout))
+    return {HEADER_DATA_TOKEN: token, HEADER_TASK_ID: task_id}
+
+
+def check_caller(ctx: Context, spec: ExportSpec) -> None:
+    """Producer-SDK requests skip the API: check the caller's allowances here.
+    Raises ``PermanentError`` (task FAILED) naming the field."""
+    if ctx.callers is None:
+        return
+    caller = ctx.callers.by_sys_code(spec.sysCode)
+    if caller is None:
+        raise PermanentError(f"sysCode: {spec.sysCode!r} is not a registered caller")
+    try:
+        check_spec(caller, spec)
+    except NotAllowed as exc:
+        raise PermanentError(f"not allowed: {exc}") from None
 
 
 async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
@@ -83,8 +114,8 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         return [lifecycle(spec, task, "TIMEOUT", errorMessage=(
             f"task exceeded jobConfig.timeout={spec.jobConfig.timeout:g}s before page {cmd.seq}"))]
     s = ctx.settings
-    page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq,
-                            s.fetch_retries, s.fetch_backoff_seconds)
+    page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq, s.fetch_retries,
+                            s.fetch_backoff_seconds, data_token_headers(ctx, task, spec, state))
     rows, last, truncated = page.rows, page.finished, False
     cap = spec.jobConfig.maxRows
     if cap is not None and cmd.rowsBefore + len(rows) >= cap:

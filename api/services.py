@@ -1,0 +1,119 @@
+"""What the API's routes share: Redis projection, producer, object store, the
+caller registry, authentication and the audit trail."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from fastapi import Request
+
+from api.auth import task_visible, verify_starlette_request
+from plait import topics as T
+from plait.audit import Audit
+from plait.callers import Caller, CallerRegistry, load_callers
+from plait.projection import Projection
+from plait.settings import Settings
+from producers.sdk import PlaitProducer
+from sinks.store import LocalStore, S3Store, open_store
+
+log = logging.getLogger("plait.api")
+
+#: Audit entries kept per caller in Redis for ``GET /audit``.
+AUDIT_KEEP = 10_000
+
+
+@dataclass
+class Services:
+    """One per API process (built in the app's lifespan)."""
+
+    settings: Settings
+    projection: Projection
+    producer: PlaitProducer
+    store: LocalStore | S3Store
+    callers: CallerRegistry | None
+
+    @classmethod
+    def build(cls, settings: Settings) -> "Services":
+        """Connect everything; a bad caller registry stops start-up
+        (``CallerConfigError`` naming the key)."""
+        callers = load_callers(settings.callers_file) if settings.callers_file else None
+        if callers is None:
+            log.warning("PLAIT_CALLERS_FILE is not set: the API runs without authentication")
+        redis = aioredis.Redis.from_url(settings.redis_url, socket_timeout=5)
+        return cls(settings, Projection(redis, settings.redis_prefix),
+                   PlaitProducer(settings.broker_url, settings.topic_prefix, "plait-api"),
+                   open_store(settings.storage_url, settings.api_url, settings.signing_secret,
+                              settings.s3_endpoint_url, settings.s3_region), callers)
+
+    async def emit(self, topic: str, key: str, payload) -> None:
+        """Send one event and wait for the broker's ack (in a thread)."""
+        self.producer.send(topic, key, payload)
+        await asyncio.to_thread(self.producer.flush, 10.0)
+
+    async def authenticate(self, request: Request) -> Caller | None:
+        """The signed caller of ``request``; None when authentication is off.
+
+        Raises ``AuthError`` (401; 503 when Redis cannot check the nonce)."""
+        if self.callers is None:
+            return None
+        return await verify_starlette_request(
+            request, self.callers, self.projection.redis, self.settings.redis_prefix,
+            time.time(), self.settings.auth_skew_seconds)
+
+    def visible(self, task: dict[str, Any] | None, caller: Caller | None,
+                user_id: str | None) -> bool:
+        """Whether ``caller`` acting for ``user_id`` may see ``task`` (all
+        tasks when authentication is off)."""
+        if caller is None:
+            return task is not None
+        return task_visible(task, caller, user_id)
+
+    def link_ttl(self, caller: Caller | None) -> int:
+        """Lifetime of download links for ``caller``, seconds."""
+        return caller.linkTtlSeconds if caller else self.settings.link_ttl_seconds
+
+    def reuse_window(self, caller: Caller | None) -> float:
+        """Reuse window of identical exports for ``caller``, seconds."""
+        return caller.reuseWindowSeconds if caller else self.settings.reuse_window_seconds
+
+    async def with_fresh_link(self, task: dict[str, Any], caller: Caller | None) -> dict[str, Any]:
+        """The task with a newly signed download link when it succeeded."""
+        info = task.get("file")
+        if task.get("status") == "SUCCESS" and info:
+            info["url"] = await asyncio.to_thread(self.store.link, info["key"], info["fileName"],
+                                                  self.link_ttl(caller))
+        return task
+
+    async def audit(self, request: Request | None, action: str, caller: Caller | None = None,
+                    **fields: Any) -> None:
+        """Record one action on the ``audit`` topic and in Redis (never raises:
+        an audit failure is logged, the request goes on)."""
+        client = request.client.host if request and request.client else None
+        agent = request.headers.get("user-agent") if request else None
+        given = fields.pop("sysCode", None)
+        sys_code = caller.sysCode if caller else given
+        try:
+            entry = Audit(action=action, sysCode=sys_code, clientIp=client, userAgent=agent,
+                          appKey=caller.appKey if caller else None, **fields)
+            key = f"{self.settings.redis_prefix}:audit:{sys_code or '-'}"
+            async with self.projection.redis.pipeline(transaction=False) as pipe:
+                pipe.lpush(key, entry.model_dump_json(exclude_none=True))
+                pipe.ltrim(key, 0, AUDIT_KEEP - 1)
+                await pipe.execute()
+            self.producer.send(T.AUDIT, sys_code or "-", entry)
+        except Exception:  # the trail must not take the API down
+            log.exception("audit entry not recorded: %s", action)
+
+    async def audit_entries(self, sys_code: str, task_id: str | None,
+                            limit: int) -> list[dict[str, Any]]:
+        """Newest audit entries of a caller (optionally of one task)."""
+        key = f"{self.settings.redis_prefix}:audit:{sys_code}"
+        raws = await self.projection.redis.lrange(key, 0, AUDIT_KEEP - 1)
+        entries = (json.loads(r) for r in raws)
+        picked = [e for e in entries if task_id is None or e.get("taskId") == task_id]
+        return picked[:limit]

@@ -1,0 +1,164 @@
+"""Export task routes: create, read, list, cancel, progress events.
+
+With a caller registry, every call is signed, and ``userId`` (a query
+parameter, or the spec's on create) names the end user: a caller sees only
+its own sysCode's tasks, a user only their own; anything else is a 404, as
+for an unknown task.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from prometheus_client import Counter
+
+from api.envelope import envelope
+from api.services import Services
+from plait import topics as T
+from plait.callers import NotAllowed, check_spec
+from plait.clock import new_task_id, utcnow_iso
+from plait.events import CancelRequested, ExportRequested, Lifecycle
+from plait.lifecycle import TERMINAL
+from plait.projection import Projection
+from plait.spec import ExportSpec
+
+TASKS_CREATED = Counter("plait_api_tasks_created_total", "Export tasks accepted", ["sysCode"])
+
+
+def sse(state: dict) -> str:
+    """One Server-Sent Event (WHATWG HTML, "Server-sent events") for a task state."""
+    return f"event: {state['status']}\ndata: {json.dumps(state, separators=(',', ':'))}\n\n"
+
+
+async def sse_stream(projection: Projection, task_id: str) -> AsyncIterator[str]:
+    """The task's current state, then each published change, until terminal
+    (a comment line every 4 s keeps proxies from closing the stream)."""
+    pubsub = projection.redis.pubsub()
+    await pubsub.subscribe(projection.channel(task_id))
+    try:
+        state = await projection.get(task_id)  # read after subscribing: no gap
+        yield sse(state)
+        while state["status"] not in TERMINAL:
+            msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=4)
+            if msg is None:
+                yield ": keep-alive\n\n"
+                continue
+            state = json.loads(msg["data"])
+            yield sse(state)
+    finally:
+        await pubsub.aclose()
+
+
+def not_found(task_id: str):
+    """The one answer for unknown and invisible tasks alike."""
+    return envelope(404, f"task {task_id} not found")
+
+
+def create_tasks_router(services: Services) -> APIRouter:
+    """The ``/export/tasks`` routes over ``services``."""
+    router = APIRouter()
+    sv = services
+
+    @router.post("/export/tasks", status_code=202)
+    async def create_task(spec: ExportSpec, request: Request):
+        """Accept an export; answers ``{"taskId", "status": "CREATED"}`` at once,
+        or the identical running task / a recent identical result (200)."""
+        caller = await sv.authenticate(request)
+        try:
+            check_request(sv, caller, spec)
+        except NotAllowed as exc:
+            await sv.audit(request, "access.refused", caller, reason=str(exc),
+                           userId=spec.userId, sysCode=spec.sysCode)
+            return envelope(422, f"invalid request: {exc}",
+                            {"errors": [{"field": exc.field, "rule": exc.rule}]})
+        task_id, now = new_task_id(), utcnow_iso()
+        fingerprint = spec.fingerprint()
+        existing, reused = await sv.projection.claim_fingerprint(
+            fingerprint, task_id, sv.reuse_window(caller))
+        if existing is not None:
+            message = "reused a recent identical export" if reused else "identical task running"
+            return envelope(200, message, {**await sv.with_fresh_link(existing, caller),
+                                           "reused": reused, "deduplicated": not reused})
+        doc = spec.documentConfig
+        await sv.projection.apply(Lifecycle(
+            taskId=task_id, status="CREATED", at=now, sysCode=spec.sysCode,
+            bizType=spec.bizType, userId=spec.userId, fileName=doc.fileName,
+            fileFormat=doc.fileFormat, fingerprint=fingerprint, timeout=spec.jobConfig.timeout))
+        await sv.emit(T.REQUESTS, task_id, ExportRequested(
+            taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
+        TASKS_CREATED.labels(spec.sysCode).inc()
+        await sv.audit(request, "task.created", caller, taskId=task_id, userId=spec.userId,
+                       bizType=spec.bizType, fileName=doc.fileName, fileFormat=doc.fileFormat,
+                       sysCode=spec.sysCode)
+        return envelope(202, "accepted", {"taskId": task_id, "status": "CREATED",
+                                          "reused": False, "deduplicated": False})
+
+    @router.get("/export/tasks/{task_id}")
+    async def get_task(task_id: str, request: Request, userId: str | None = None):
+        """One task's state: status, counts, progress, file info with a fresh link."""
+        caller = await sv.authenticate(request)
+        task = await sv.projection.get(task_id)
+        if not sv.visible(task, caller, userId):
+            return not_found(task_id)
+        await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
+        return envelope(200, "ok", await sv.with_fresh_link(task, caller))
+
+    @router.get("/export/tasks")
+    async def list_tasks(request: Request, sysCode: str | None = None,
+                         userId: str | None = None, limit: int = Query(100, ge=1, le=1000)):
+        """Tasks of a caller (and user), newest first. With authentication the
+        caller is the signed one and ``userId`` is required."""
+        caller = await sv.authenticate(request)
+        if caller is not None:
+            if not userId:
+                return envelope(422, "invalid request: userId: required", {"errors": [
+                    {"field": "userId", "rule": "required"}]})
+            sysCode = caller.sysCode
+        if not sysCode:
+            return envelope(422, "invalid request: sysCode: required", {"errors": [
+                {"field": "sysCode", "rule": "required"}]})
+        tasks = await sv.projection.list(sysCode, userId, limit)
+        await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
+        return envelope(200, "ok", {"tasks": [await sv.with_fresh_link(t, caller) for t in tasks]})
+
+    @router.get("/export/tasks/{task_id}/events")
+    async def task_events(task_id: str, request: Request, userId: str | None = None):
+        """Server-Sent Events: the task's state now, then every change, until it
+        ends (``event:`` = status, ``data:`` = the task JSON)."""
+        caller = await sv.authenticate(request)
+        if not sv.visible(await sv.projection.get(task_id), caller, userId):
+            return not_found(task_id)
+        return StreamingResponse(sse_stream(sv.projection, task_id),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    @router.post("/export/tasks/{task_id}/cancel", status_code=202)
+    async def cancel_task(task_id: str, request: Request, userId: str | None = None):
+        """Ask to cancel; 409 when the task already ended."""
+        caller = await sv.authenticate(request)
+        task = await sv.projection.get(task_id)
+        if not sv.visible(task, caller, userId):
+            return not_found(task_id)
+        if task["status"] in TERMINAL:
+            return envelope(409, f"task {task_id} already ended as {task['status']}",
+                            {"status": task["status"]})
+        await sv.emit(T.CONTROL, task_id, CancelRequested(taskId=task_id))
+        await sv.audit(request, "task.cancelled", caller, taskId=task_id, userId=userId,
+                       sysCode=task.get("sysCode"))
+        return envelope(202, "cancel requested", {"taskId": task_id})
+
+    return router
+
+
+def check_request(sv: Services, caller, spec: ExportSpec) -> None:
+    """The caller's allowances (registry) or, in open mode, the data-API
+    allowlist. Raises ``NotAllowed`` naming the field."""
+    if caller is not None:
+        check_spec(caller, spec)
+        return
+    url, allow = spec.dataConfig.dataApiUrl, sv.settings.data_api_allowlist
+    if url and allow and not any(url.startswith(p) for p in allow):
+        raise NotAllowed("dataConfig.dataApiUrl", "not in the allowed data-API URL prefixes",
+                         "allowlist")
