@@ -40,13 +40,17 @@ _KNOWN_EXT = (".csv", ".xlsx", ".parquet", ".jsonl", ".zip", ".xls", ".json", ".
 def sanitize_file_name(name: str, default: str = "export") -> str:
     """A safe file stem from a caller's ``fileName``.
 
-    Path separators, control characters and ``<>:"|?*`` become ``_``; a known
+    Path separators, control and format characters (Unicode Cc, Cf: C1
+    controls, bidi overrides) and ``<>:"|?*`` become ``_``; a known
     extension the caller typed is dropped (the writer adds the right one);
     leading/trailing dots and spaces go; Windows reserved names (``CON``,
     ``NUL``, ``COM1``...) get a ``_`` prefix; the result is NFC-normalized and
     capped at 200 UTF-8 bytes. Empty results become ``default``.
     """
     stem = unicodedata.normalize("NFC", name)
+    # Unicode categories Cc (C0/C1 controls) and Cf (bidi overrides such as
+    # U+202E, zero-width U+200B) can disguise a name: they become "_".
+    stem = "".join("_" if unicodedata.category(c) in ("Cc", "Cf") else c for c in stem)
     if stem.lower().endswith(_KNOWN_EXT):
         stem = stem[: stem.rfind(".")]
     stem = _UNSAFE.sub("_", stem).strip(" .")
