@@ -40,3 +40,12 @@ def test_production_shape_has_kafka_kraft_redis_minio_api_two_workers():
     assert {"redis", "minio", "api", "worker-1", "worker-2", "demo-data-api"} <= set(services)
     for name in ("kafka", "redis", "minio", "api"):
         assert "healthcheck" in services[name], name
+
+
+def test_the_mounted_caller_registry_is_valid():
+    from plait.callers import load_callers
+
+    registry = load_callers(Path(__file__).resolve().parent.parent / "examples" / "callers.yaml")
+    assert registry.by_sys_code("demo") is not None and len(registry) == 2
+    mounts = COMPOSE["services"]["api"]["volumes"]
+    assert any(m.startswith("./examples/callers.yaml:") for m in mounts)
