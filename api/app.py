@@ -46,6 +46,10 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         return envelope(exc.status, str(exc))
 
     app.include_router(create_tasks_router(sv))
+    if settings.alerting_config:
+        from api.alerts import create_alerts_router
+
+        app.include_router(create_alerts_router(settings))
 
     @app.get("/download/{key:path}")
     async def download(key: str, request: Request, expires: int, name: str, sig: str):
