@@ -57,7 +57,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     from plait.stack import Stack
 
     overrides = {"PLAIT_ALERTING_CONFIG": str(Path(args.config).resolve())} if args.config else {}
-    stack = Stack(Path(args.data_dir), overrides)
+    stack = Stack(Path(args.data_dir), overrides, args.broker_storage)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data-dir", default=".plait/dev")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--config", help="alerting config file (YAML)")
+    p.add_argument("--broker-storage", default="memory://tansu/",
+                   help="Tansu storage engine: memory://tansu/ or s3://bucket/ (durable)")
     p.set_defaults(fn=cmd_dev)
     p = sub.add_parser("follow", help=cmd_follow.__doc__)
     p.add_argument("task_id")

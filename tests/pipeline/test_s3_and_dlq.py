@@ -64,6 +64,25 @@ def test_export_to_s3_over_http_with_presigned_link(make_stack, s3_endpoint, tmp
     assert [r[0] for r in read_rows(path)[1:]] == source_ids(700)
 
 
+def test_large_files_upload_in_parts_and_round_trip(s3_endpoint, tmp_path):
+    # given a 20 MiB file (over the 8 MiB multipart threshold)
+    from sinks.store import S3Store
+
+    bucket = f"plait-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    store = S3Store(bucket, "p", s3_endpoint)
+    path = tmp_path / "big.bin"
+    path.write_bytes(uuid.uuid4().bytes * (20 * 1024 * 1024 // 16))
+    # when it is stored
+    store.put_file("results/t/big.bin", path)
+    # then S3 assembled it from parts (multipart ETag "<md5>-<parts>") and it reads back
+    head = store.client.head_object(Bucket=bucket, Key="p/results/t/big.bin")
+    assert head["ETag"].strip('"').endswith("-3") and head["ContentLength"] == path.stat().st_size
+    assert httpx.get(store.link("results/t/big.bin", "big.bin", 60)).content == path.read_bytes()
+    assert store.list("results/") == ["results/t/big.bin"]
+    assert store.delete_prefix("results/") == 1 and store.list("results/") == []
+
+
 def test_undecodable_event_goes_to_dlq_and_the_partition_moves_on(stack):
     # given garbage on export.requests, followed by a valid request on the same key
     broker, prefix = stack.env["PLAIT_BROKER_URL"], stack.env["PLAIT_TOPIC_PREFIX"]
