@@ -3,7 +3,7 @@
 Flow (topic names get ``Settings.topic_prefix``)::
 
     alerts.raw ──router──> alerts.funnel (keyed by receiver) ──funnel──> webhook
-    export.lifecycle ──rules──> alerts.raw      │            ├─> alerts.ledger
+    export.lifecycle, export.dlq ──rules──> alerts.raw   ├─> alerts.ledger
     timer (1 s) ── tick ──> alerts.funnel       │            └─> alerts.notifications
     webhook result ──────> alerts.funnel ───────┘
 
@@ -45,13 +45,15 @@ import faust
 
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
-from alerting.rules import lifecycle_alert
+from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
 from alerting.topics import COUNTERS_KEY, ensure_topics
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
 from plait import topics as T
+from plait.clock import parse_iso
 from plait.errors import PoisonError
+from plait.lifecycle import TERMINAL
 from plait.events import DeadLetter, Lifecycle, decode, encode
 from plait.settings import Settings
 
@@ -90,6 +92,8 @@ class AlertingService:
         self.redis = None
         self._wakeups: dict[int, float] = {}
         self._tasks: set[asyncio.Task] = set()
+        rules = config.rules
+        self.dlq_watch = DlqWatch(rules.dlq_window, rules.dlq_threshold)
 
     # ----------------------------------------------------------- plumbing
     def changelog_topic(self) -> str:
@@ -131,7 +135,7 @@ class AlertingService:
 
     # --------------------------------------------------------------- rules
     async def rules(self, event) -> None:
-        """Turn FAILED / TIMEOUT export lifecycle events into raw alerts."""
+        """Turn export lifecycle events into raw alerts (FAILED, TIMEOUT, slow)."""
         try:
             _attrs, payload = decode(event.value)
         except PoisonError:
@@ -139,11 +143,58 @@ class AlertingService:
         if not isinstance(payload, Lifecycle):
             return
         alert = lifecycle_alert(payload)
+        if alert is not None:
+            await self._raise(alert, payload.taskId, f"lifecycle-{payload.taskId}-{payload.status}")
+        await self._slow_task(payload)
+
+    async def _raise(self, alert: dict[str, Any], key: str, event_id: str | None = None) -> None:
+        _eid, value = raw_envelope([alert], source="plait-rules", event_id=event_id)
+        await self.raw.send(key=key.encode(), value=value)
+
+    async def _slow_task(self, event: Lifecycle) -> None:
+        """``ExportSlow``: fire once when an active task passes the threshold
+        (its createdAt from the Redis projection), resolve when it ends."""
+        after = self.config.rules.slow_task_after
+        if after is None or event.status in ("CREATED", "WAITING"):
+            return
+        redis, p = self._redis(), self.settings.redis_prefix
+        marker = f"{p}:alerts:slow:{event.taskId}"
+        fired = bool(await redis.exists(marker))
+        if event.status in TERMINAL and not fired:
+            return
+        raw = await redis.get(f"{p}:task:{event.taskId}")
+        if raw is None:
+            return
+        created = parse_iso(json.loads(raw)["createdAt"])
+        alert = slow_task_alert(event, created, time.time(), after, fired)
         if alert is None:
             return
-        _eid, value = raw_envelope([alert], source="plait-rules",
-                                   event_id=f"lifecycle-{payload.taskId}-{payload.status}")
-        await self.raw.send(key=payload.taskId.encode(), value=value)
+        if alert["status"] == "firing":
+            if not await redis.set(marker, 1, nx=True, ex=7 * 24 * 3600):
+                return
+        else:
+            await redis.delete(marker)
+        await self._raise(alert, event.taskId)
+
+    async def dead_letters(self, event) -> None:
+        """Count a dead letter; ``DLQGrowth`` fires past the threshold."""
+        alert = self.dlq_watch.observe(time.time())
+        if alert is not None:
+            await self._raise(alert, "export.dlq")
+
+    async def check_dlq(self) -> None:
+        """Timer: resolve ``DLQGrowth`` once a window passed without dead letters."""
+        alert = self.dlq_watch.check(time.time())
+        if alert is not None:
+            await self._raise(alert, "export.dlq")
+
+    def _redis(self):
+        if self.redis is None:
+            import redis.asyncio as aioredis
+
+            self.redis = aioredis.Redis.from_url(self.settings.redis_url, socket_timeout=2,
+                                                 socket_connect_timeout=2)
+        return self.redis
 
     # -------------------------------------------------------------- funnel
     async def apply(self, event) -> None:
@@ -247,13 +298,8 @@ class AlertingService:
         if counters is None:
             return
         try:
-            if self.redis is None:
-                import redis.asyncio as aioredis
-
-                self.redis = aioredis.Redis.from_url(self.settings.redis_url, socket_timeout=2,
-                                                     socket_connect_timeout=2)
             counters["updated_at"] = time.time()
-            await asyncio.wait_for(self.redis.hset(
+            await asyncio.wait_for(self._redis().hset(
                 COUNTERS_KEY.format(prefix=self.settings.redis_prefix), str(partition),
                 json.dumps(counters, separators=(",", ":"))), 3)
         except Exception as e:  # counters are a view; the funnel goes on without Redis
@@ -295,6 +341,13 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
             except Exception:
                 log.exception("alert rule on export.lifecycle failed")
 
+    async def dead_letters(stream):
+        async for event in stream.events():
+            try:
+                await svc.dead_letters(event)
+            except Exception:
+                log.exception("DLQ growth rule failed")
+
     async def funnel(stream):
         async for event in stream.events():
             try:
@@ -306,10 +359,12 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
     app.agent(svc.raw, name="plait.alerts.router", concurrency=1)(router)
     app.agent(svc.lifecycle, name="plait.alerts.rules", concurrency=1)(rules)
     app.agent(svc.funnel, name="plait.alerts.funnel", concurrency=1)(funnel)
+    app.agent(svc.dlq, name="plait.alerts.dlq", concurrency=1)(dead_letters)
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:
         await svc.tick_owned()
+        await svc.check_dlq()
 
     @app.on_before_shutdown.connect
     async def _close(app_, **_: Any) -> None:  # pragma: no cover - shutdown path

@@ -157,6 +157,16 @@ class DeliveryConfig(_Model):
     max_retry_after: Seconds = Field(default=3600.0, gt=0)
 
 
+class RulesConfig(_Model):
+    """Export rules beside FAILED / TIMEOUT: a task still running after
+    ``slow_task_after`` seconds raises ``ExportSlow`` (None: off); ``dlq_threshold``
+    dead letters within ``dlq_window`` seconds raise ``DLQGrowth``."""
+
+    slow_task_after: Seconds | None = Field(default=900.0, gt=0)
+    dlq_window: Seconds = Field(default=300.0, gt=0)
+    dlq_threshold: int = Field(default=10, ge=1)
+
+
 class NormalizeConfig(_Model):
     """Alertmanager input: which label gives the asset (first present wins) and
     the severity used when the ``severity`` label is absent."""
@@ -175,6 +185,7 @@ class AlertingConfig(_Model):
     dedupe: DedupeConfig = Field(default_factory=DedupeConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
+    rules: RulesConfig = Field(default_factory=RulesConfig)
 
     @model_validator(mode="after")
     def _references(self) -> "AlertingConfig":

@@ -1,17 +1,24 @@
 """Rules that turn export lifecycle events into raw alerts.
 
 - a task ends ``FAILED``: rule ``ExportFailed``, severity critical;
-- a task ends ``TIMEOUT``: rule ``ExportTimeout``, severity warning.
+- a task ends ``TIMEOUT``: rule ``ExportTimeout``, severity warning;
+- a task still running ``slow_task_after`` seconds after it was created:
+  ``ExportSlow`` (warning) on asset ``<sysCode>/<bizType>/<taskId>``, resolved
+  when the task ends;
+- ``dlq_threshold`` dead letters within ``dlq_window`` seconds: ``DLQGrowth``
+  (critical) on asset ``export.dlq``, resolved once a window passes without one.
 
-Both are firing alerts on asset ``<sysCode>/<bizType>`` (so repeats of the
+The first two are firing alerts on asset ``<sysCode>/<bizType>`` (so repeats of the
 same kind of export are deduplicated and grouped), with the task id and its
 owner in the labels and the error in the annotations.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from plait.events import Lifecycle
+from plait.lifecycle import TERMINAL
 
 RULES = {"FAILED": ("ExportFailed", "critical"), "TIMEOUT": ("ExportTimeout", "warning")}
 
@@ -33,3 +40,57 @@ def lifecycle_alert(event: Lifecycle) -> dict[str, Any] | None:
         annotations["description"] = event.errorMessage[:2000]
     return {"rule": name, "asset": asset, "severity": severity, "status": "firing",
             "labels": labels, "annotations": annotations, "time": event.at}
+
+
+def slow_task_alert(event: Lifecycle, created_at: float, now: float, after: float,
+                    fired: bool) -> dict[str, Any] | None:
+    """``ExportSlow`` for a task: firing when it is still active ``after``
+    seconds past ``created_at`` (Unix seconds) and has not fired yet; resolved
+    when a task that fired ends. None otherwise."""
+    asset = f"{event.sysCode or 'unknown'}/{event.bizType or 'unknown'}/{event.taskId}"
+    labels = {"taskId": event.taskId, "sysCode": event.sysCode or "",
+              "bizType": event.bizType or "", "source": "plait.export"}
+    if event.status in TERMINAL:
+        status = "resolved" if fired else None
+    else:
+        status = "firing" if not fired and now - created_at > after else None
+    if status is None:
+        return None
+    return {"rule": "ExportSlow", "asset": asset, "severity": "warning", "status": status,
+            "labels": labels, "time": event.at,
+            "annotations": {"summary": f"export {event.taskId} running over {after:g}s"}}
+
+
+class DlqWatch:
+    """Counts dead letters in a sliding window (seconds) and says when
+    ``DLQGrowth`` starts firing and when it resolves. Plain state, no I/O."""
+
+    def __init__(self, window: float, threshold: int) -> None:
+        self.window, self.threshold = window, threshold
+        self.times: deque[float] = deque()
+        self.firing = False
+
+    def _alert(self, status: str, now: float) -> dict[str, Any]:
+        return {"rule": "DLQGrowth", "asset": "export.dlq", "severity": "critical",
+                "status": status, "labels": {"source": "plait.export"},
+                "annotations": {"summary": f"{len(self.times)} dead letters in the last "
+                                           f"{self.window:g}s (threshold {self.threshold})"},
+                "time": now}
+
+    def observe(self, now: float) -> dict[str, Any] | None:
+        """One dead letter at ``now``; returns the firing alert when the
+        threshold is crossed (once per episode)."""
+        self.times.append(now)
+        return self.check(now) if not self.firing else None
+
+    def check(self, now: float) -> dict[str, Any] | None:
+        """Expire old entries; firing or resolved alert on a change, else None."""
+        while self.times and now - self.times[0] > self.window:
+            self.times.popleft()
+        if not self.firing and len(self.times) >= self.threshold:
+            self.firing = True
+            return self._alert("firing", now)
+        if self.firing and not self.times:
+            self.firing = False
+            return self._alert("resolved", now)
+        return None
