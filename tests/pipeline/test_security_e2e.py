@@ -22,8 +22,8 @@ GLOBEX_SECRET = "globex-secret-" + "g" * 32
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory, request):
     """A stack whose API requires signed requests from two registered callers."""
-    from conftest import isolated_env
     from plait.stack import Stack
+    from stack_env import isolated_env
 
     data_dir = tmp_path_factory.mktemp("secure")
     stack = Stack(data_dir, isolated_env())
@@ -41,7 +41,7 @@ def secure(tmp_path_factory, request):
     stack.start_api()
     yield stack
     stack.stop()
-    from conftest import drop_redis_keys
+    from stack_env import drop_redis_keys
 
     drop_redis_keys(stack)
 
