@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,12 +15,13 @@ from api.auth import task_visible, verify_starlette_request
 from plait import topics as T
 from plait.audit import Audit
 from plait.callers import Caller, CallerRegistry, load_callers
+from plait.logs import get_logger
 from plait.projection import Projection
 from plait.settings import Settings
 from producers.sdk import PlaitProducer
 from sinks.store import LocalStore, S3Store, open_store
 
-log = logging.getLogger("plait.api")
+log = get_logger("plait.api")
 
 #: Audit entries kept per caller in Redis for ``GET /audit``.
 AUDIT_KEEP = 10_000
@@ -107,7 +107,7 @@ class Services:
                 await pipe.execute()
             self.producer.send(T.AUDIT, sys_code or "-", entry)
         except Exception:  # the trail must not take the API down
-            log.exception("audit entry not recorded: %s", action)
+            log.exception("audit entry not recorded", action=action)
 
     async def audit_entries(self, sys_code: str, task_id: str | None,
                             limit: int) -> list[dict[str, Any]]:

@@ -14,10 +14,9 @@ def cmd_worker(args: argparse.Namespace) -> None:
     from faust import Worker
 
     import asyncio
-    import logging
 
     from plait.infra import create_topics
-    from plait.logs import setup_logging
+    from plait.logs import get_logger, setup_logging
     from plait.rebuild import ensure_built
     from plait.settings import get_settings
     from plait.topics import Topics
@@ -28,7 +27,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     create_topics(settings.broker_url, Topics(settings.topic_prefix), settings.partitions)
     applied = asyncio.run(ensure_built(settings))
     if applied is not None:
-        logging.getLogger("plait.worker").info("projection rebuilt: %d events", applied)
+        get_logger("plait.worker").info("projection rebuilt", events=applied)
     app = create_app(settings)
     Worker(app, loglevel=settings.log_level.lower(), quiet=True).execute_from_commandline()
 
@@ -38,7 +37,10 @@ def cmd_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_api
+    from plait.logs import setup_logging
+    from plait.settings import get_settings
 
+    setup_logging(get_settings().log_level)
     uvicorn.run(create_api(), host=args.host, port=args.port, log_level="warning")
 
 

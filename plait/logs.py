@@ -1,15 +1,27 @@
-"""Logging: structlog for Plait's own records, stdlib underneath (Faust, uvicorn)."""
+"""Logging: structlog for Plait's own records (key-value, secrets redacted),
+rendered through the stdlib root logger that Faust and uvicorn also use."""
 from __future__ import annotations
 
 import logging
 
 import structlog
 
+from plait.audit import redact_processor
+
 
 def setup_logging(level: str = "INFO") -> None:
-    """Key-value logs on stderr at ``level``."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    """Key-value logs on stderr at ``level``; secret-looking keys are redacted."""
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     structlog.configure(
-        processors=[structlog.processors.TimeStamper(fmt="iso"), structlog.processors.add_log_level,
-                    structlog.dev.ConsoleRenderer(colors=False)],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())))
+        # tracebacks: stdlib prints them (structlog passes exc_info through)
+        processors=[redact_processor,
+                    structlog.processors.KeyValueRenderer(key_order=["event"])],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True)
+
+
+def get_logger(name: str):
+    """A structlog logger named ``name`` (use keyword fields, not %-formatting)."""
+    return structlog.get_logger(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import faust
 
 from plait import topics as T
+from plait.logs import get_logger
 from plait.settings import Settings
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project
@@ -92,15 +93,13 @@ def _register(app: faust.App, runtime: Runtime, route: Route) -> None:
 
 def _every(app: faust.App, seconds: float, job, name: str) -> None:
     """Run ``job`` on a Faust timer; a failure is logged, never kills the timer."""
-    import logging
-
-    log = logging.getLogger("plait.timers")
+    log = get_logger("plait.timers")
 
     async def tick():
         try:
             await job()
         except Exception:
-            log.exception("%s failed", name)
+            log.exception("timer failed", timer=name)
 
     tick.__name__ = tick.__qualname__ = f"plait_{name}"  # Faust keys timers by qualname
     app.timer(seconds, name=f"plait.{name}")(tick)

@@ -10,7 +10,6 @@ to a healthy worker (PITFALLS.md #4).
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import traceback
 from dataclasses import dataclass
@@ -22,11 +21,12 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from plait import topics as T
 from plait.errors import PermanentError, PoisonError, RetryableError
 from plait.events import DeadLetter, Lifecycle, Payload, decode, encode
+from plait.logs import get_logger
 from streams.context import Context, Emit
 from streams.finalize import cleanup
 from streams.handlers import lifecycle
 
-log = logging.getLogger("plait.runtime")
+log = get_logger("plait.runtime")
 
 #: Failures worth retrying in place (infrastructure blips), beside RetryableError.
 TRANSIENT = (RetryableError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
@@ -104,7 +104,7 @@ class Runtime:
             try:
                 attrs, payload = decode(event.value)
             except PoisonError as exc:
-                log.warning("poison event on %s: %s", route.topic, exc)
+                log.warning("poison event", topic=route.topic, error=str(exc))
                 await self.dead_letter(event, exc)
                 return
             task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
@@ -114,10 +114,10 @@ class Runtime:
             try:
                 await self._run(route, attrs, payload)
             except PermanentError as exc:
-                log.info("task failed on %s: %s", route.topic, exc)
+                log.info("task failed", topic=route.topic, task=getattr(payload, "taskId", None), error=str(exc))
                 await self.fail_task(payload, exc)
             except Exception as exc:  # a bug or exhausted retries: keep the evidence
-                log.exception("handler %s failed", route.topic)
+                log.exception("handler failed", topic=route.topic)
                 await self.dead_letter(event, RuntimeError(traceback.format_exc(limit=5)))
                 await self.fail_task(payload, PermanentError(f"internal error: {exc}"))
             finally:
