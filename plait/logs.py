@@ -9,10 +9,12 @@ import structlog
 from plait.audit import redact_processor
 
 
-def setup_logging(level: str = "INFO") -> None:
-    """Key-value logs on stderr at ``level``; secret-looking keys are redacted."""
-    logging.basicConfig(level=level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+def setup_logging(level: str = "INFO", stdlib: bool = True) -> None:
+    """Key-value logs on stderr at ``level``; secret-looking keys are redacted.
+    ``stdlib=False`` leaves the root handler to the host (Faust installs its own)."""
+    if stdlib:
+        logging.basicConfig(level=level.upper(),
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
     structlog.configure(
         # tracebacks: stdlib prints them (structlog passes exc_info through)
         processors=[redact_processor,
