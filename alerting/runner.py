@@ -133,7 +133,9 @@ class FunnelRunner:
                 entries = f.ingest(alert, now, raw_id=cmd["id"])
                 ep = f.state["episodes"].get(fp)
                 new_group = ep.get("group") if ep else None
-                touched = [ps.key("ep", fp)] + [ps.key("grp", g) for g in {old_group, new_group} if g]
+                touched = [ps.key("ep", fp)] + [
+                    k for g in {old_group, new_group} if g
+                    for k in (ps.key("grp", g), ps.member_key(g, fp))]
                 g = f.state["groups"].get(new_group) if new_group else None
                 if g is not None:
                     t = self.config.timing

@@ -7,7 +7,10 @@ one event rewrites only what it touched, not the whole state:
   bookkeeping ``offset`` (last ``alerts.funnel`` offset applied) and ``src``
   (last ``alerts.raw`` position seen per raw partition);
 - ``<p>|ep|<fingerprint>``: one dedupe episode (cooldowns live here);
-- ``<p>|grp|<group id>``: one open group (members, raw ids waiting);
+- ``<p>|grp|<group id>``: one open group's header (timers, labels);
+- ``<p>|gm|<group id>|<fingerprint>``: one member of a group, so an alert
+  rewrites its own member, not the whole group (a group of 500 alerts made
+  every event re-serialize ~200 KB);
 - ``<p>|rcv|<receiver>``: token bucket, outbox and the message in flight.
 
 Values are compact JSON bytes (immutable, so what the changelog carries is
@@ -73,6 +76,7 @@ class PartitionState:
         state: dict[str, Any] | None = None
         parts: dict[str, dict[str, Any]] = {k: {} for k in _ENTITIES}
         kinds = {v: k for k, v in _ENTITIES.items()}
+        members: dict[str, dict[str, Any]] = {}
         for key in [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]:
             raw = self.table.get(key)
             if raw is None:
@@ -86,8 +90,15 @@ class PartitionState:
                 self.src = value.get("src", {})
                 continue
             kind, _, ident = rest.partition("|")
-            if kind in kinds:
+            if kind == "gm":
+                gid, _, fp = ident.partition("|")
+                members.setdefault(gid, {})[fp] = value
+            elif kind in kinds:
                 parts[kinds[kind]][ident] = value
+        for gid, group in parts["groups"].items():
+            found = members.get(gid, {})
+            order = group.pop("member_order", list(found))
+            group["members"] = {fp: found[fp] for fp in order if fp in found}
         if state is not None:
             state.update(parts)
         return Funnel(self.config, state)
@@ -117,20 +128,43 @@ class PartitionState:
             self.src[str(raw_partition)] = [raw_offset, index]
 
     # ------------------------------------------------------------------ save
+    def _group_entities(self, gid: str, group: dict[str, Any]) -> dict[str, Any]:
+        members = group.get("members", {})
+        head = {k: v for k, v in group.items() if k != "members"} | {"member_order": list(members)}
+        out = {self.key("grp", gid): head}
+        for fp, member in members.items():
+            out[self.member_key(gid, fp)] = member
+        return out
+
     def _entities(self, only: Iterable[str] | None) -> dict[str, Any]:
         st = self.funnel.state
         out: dict[str, Any] = {}
         if only is None:
             for name, kind in _ENTITIES.items():
                 for ident, value in st[name].items():
-                    out[f"{self.prefix}{kind}|{ident}"] = value
+                    if kind == "grp":
+                        out |= self._group_entities(ident, value)
+                    else:
+                        out[f"{self.prefix}{kind}|{ident}"] = value
             return out
         for key in only:
             kind, _, ident = key[len(self.prefix):].partition("|")
+            if kind == "gm":
+                gid, _, fp = ident.partition("|")
+                member = st["groups"].get(gid, {}).get("members", {}).get(fp)
+                if member is not None:
+                    out[key] = member
+                continue
             name = next(n for n, k in _ENTITIES.items() if k == kind)
-            if ident in st[name]:
-                out[key] = st[name][ident]
+            value = st[name].get(ident)
+            if value is not None:
+                out[key] = (self._group_entities(ident, value)[key] if kind == "grp"
+                            else value)
         return out
+
+    def member_key(self, gid: str, fp: str) -> str:
+        """Table key of the member ``fp`` of group ``gid``."""
+        return f"{self.prefix}gm|{gid}|{fp}"
 
     def key(self, kind: str, ident: str) -> str:
         """Table key of entity ``kind`` (``ep``, ``grp``, ``rcv``) ``ident``."""
