@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     fetch_timeout_seconds: float = Field(default=30.0, gt=0)
     fetch_retries: int = Field(default=5, ge=1)
     fetch_backoff_seconds: float = Field(default=0.5, ge=0)
-    page_inline_max_bytes: int = Field(default=512 * 1024, ge=1024)
+    page_inline_max_bytes: int = Field(default=256 * 1024, ge=1024)
     session_timeout_seconds: float = Field(default=6.0, gt=0)
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
     worker_id: str = ""

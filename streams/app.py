@@ -65,8 +65,11 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=1.0,
         broker_rebalance_timeout=max(20.0, settings.session_timeout_seconds * 3),
-        broker_max_poll_records=20,
-        stream_buffer_maxsize=32,
+        # memory bound (PITFALLS.md #10): at most 128 buffered events per agent,
+        # pages inline only up to page_inline_max_bytes (256 KiB): <= 32 MiB.
+        # 20 records per poll capped small events (alerts) at ~200/s on Tansu.
+        broker_max_poll_records=500,
+        stream_buffer_maxsize=128,
         producer_compression_type="lz4",
         producer_max_request_size=2 * 1024 * 1024,
     )
