@@ -185,8 +185,8 @@ def decode(raw: bytes | str) -> tuple[dict[str, Any], Payload]:
     """
     try:
         env = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PoisonError(f"event is not JSON: {exc}") from exc
+    except (ValueError, UnicodeDecodeError, RecursionError, TypeError) as exc:
+        raise PoisonError(f"event is not JSON: {type(exc).__name__}: {str(exc)[:200]}") from exc
     if not isinstance(env, dict) or "type" not in env or "data" not in env:
         raise PoisonError("event is not a CloudEvents envelope (needs 'type' and 'data')")
     model = PAYLOADS.get(env["type"])
@@ -194,6 +194,8 @@ def decode(raw: bytes | str) -> tuple[dict[str, Any], Payload]:
         raise PoisonError(f"unknown event type {env['type']!r}")
     try:
         payload = model.model_validate(env["data"])
+    except RecursionError as exc:
+        raise PoisonError(f"{env['type']}: payload nested too deeply") from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "data"

@@ -24,6 +24,15 @@ from plait.events import Lifecycle
 from plait.lifecycle import ACTIVE, TERMINAL, apply
 
 
+def _recent(task_id: str, seconds: float = 60.0) -> bool:
+    """True when ``task_id`` (``plait.clock.new_task_id``: ms-time prefix) is
+    younger than ``seconds``."""
+    try:
+        return time.time() - int(task_id[:12], 16) / 1000 < seconds
+    except ValueError:
+        return False
+
+
 class Projection:
     """Reads and folds task state in Redis; every write is a checked transition."""
 
@@ -109,6 +118,9 @@ class Projection:
                     return None, False
                 continue
             state = await self.get(owner.decode())
+            if state is None and _recent(owner.decode()):
+                # the owner is being created right now (claimed, not yet projected)
+                return {"taskId": owner.decode(), "status": "CREATED"}, False
             if state and state["status"] in ACTIVE:
                 return state, False
             if (state and state["status"] == "SUCCESS" and reuse_window > 0

@@ -46,6 +46,8 @@ class Settings(BaseSettings):
         sweep_interval_seconds: how often the sweeper looks for stale, timed-out
             and waiting tasks.
         max_redrives: re-drives of one page without progress before the task FAILS.
+        max_parallel_fetches: data-API pages one worker fetches at once (one per
+            task), so a slow data API does not hold up other tasks.
         callers_file: path of the caller registry (``plait.callers``, YAML/JSON),
             loaded at start-up. When set, every API call must be signed, callers
             see only their own tasks, and specs are checked against the caller's
@@ -87,6 +89,7 @@ class Settings(BaseSettings):
     stale_after_seconds: float = Field(default=30.0, gt=0)
     sweep_interval_seconds: float = Field(default=2.0, gt=0)
     max_redrives: int = Field(default=3, ge=1)
+    max_parallel_fetches: int = Field(default=8, ge=1, le=256)
     log_level: str = "INFO"
 
 

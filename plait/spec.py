@@ -119,14 +119,20 @@ class ExportSpec(_Model):
     jobConfig: JobConfig = Field(default_factory=JobConfig)
 
     def fingerprint(self) -> str:
-        """sha256 (hex) of the canonical JSON of what defines the file's content:
-        sysCode, bizType, userId, queryConditions, columns, fileFormat."""
-        doc = self.documentConfig
+        """sha256 (hex) of the canonical JSON (sorted keys) of everything that
+        decides the file: sysCode, bizType, userId, the data source (mode,
+        dataApiUrl, queryConditions, initial runtimeContext), the whole
+        documentConfig (columns, fileFormat, name, flavour, zone, split...) and
+        jobConfig.maxRows. Two requests with one fingerprint give the same file,
+        so dedupe and reuse may answer one with the other's task."""
+        data = self.dataConfig
         key = {
             "sysCode": self.sysCode, "bizType": self.bizType, "userId": self.userId,
-            "queryConditions": self.dataConfig.queryConditions,
-            "columns": [c.model_dump(exclude_none=True) for c in doc.columns or []],
-            "fileFormat": doc.fileFormat,
+            "data": {"mode": data.mode, "dataApiUrl": data.dataApiUrl,
+                     "queryConditions": data.queryConditions,
+                     "runtimeContext": data.runtimeContext},
+            "document": self.documentConfig.model_dump(exclude_none=True),
+            "maxRows": self.jobConfig.maxRows,
         }
         canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()

@@ -25,6 +25,7 @@ from plait.logs import get_logger
 from streams.context import Context, Emit
 from streams.finalize import cleanup
 from streams.handlers import lifecycle
+from streams.sweeper import worker_key
 
 log = get_logger("plait.runtime")
 
@@ -44,6 +45,7 @@ class Route:
     after: Callable[..., Awaitable[None]] | None = None
     timeout: float = 300.0
     attempts: int = 3
+    detached: bool = False
 
 
 class Runtime:
@@ -56,6 +58,10 @@ class Runtime:
         #: task id -> (events of it being handled now, its spec); several agents
         #: may work on one task at once (fetching page n+1 while writing page n).
         self.inflight: dict[str, tuple[int, object]] = {}
+        #: task id -> (lock serializing its detached handlers, handlers queued).
+        self.detached: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.parallel = asyncio.Semaphore(ctx.settings.max_parallel_fetches)
+        self._jobs: set[asyncio.Task] = set()
 
     def topic(self, base: str):
         """The Faust topic of a base topic name (prefixed, raw bytes)."""
@@ -99,38 +105,80 @@ class Runtime:
 
     async def process(self, route: Route, event) -> None:
         """Handle one Kafka event; never raises (but exits the process when
-        the broker cannot take events at all)."""
+        the broker cannot take events at all).
+
+        A ``detached`` route's handler runs in the background (at most
+        ``max_parallel_fetches`` at once, in order per task), so one slow data API
+        does not hold up the other tasks' pages. Its offset is committed before
+        it finishes; if the worker dies meanwhile, the sweeper re-drives the
+        task from its checkpoint (the fetched seq is recorded only after the
+        page's events are acked).
+        """
         try:
             try:
                 attrs, payload = decode(event.value)
-            except PoisonError as exc:
+            except Exception as exc:  # PoisonError, or anything odd in the bytes
                 log.warning("poison event", topic=route.topic, error=str(exc))
                 await self.dead_letter(event, exc)
                 return
-            task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
-            tracked = bool(task_id) and spec is not None
-            if tracked:
-                self.inflight[task_id] = (self.inflight.get(task_id, (0, spec))[0] + 1, spec)
+            task_id = getattr(payload, "taskId", None)
+            if not route.detached or not task_id:
+                await self._handle(route, event, attrs, payload)
+                return
+            await self.parallel.acquire()
+            lock, users = self.detached.get(task_id, (asyncio.Lock(), 0))
+            self.detached[task_id] = (lock, users + 1)
+            job = asyncio.create_task(self._serial(lock, route, event, attrs, payload))
+            self._jobs.add(job)
+            job.add_done_callback(lambda j, t=task_id: self._done(j, t))
+        except Exception:
+            self._fatal()
+
+    async def _serial(self, lock: asyncio.Lock, route: Route, event, attrs: dict,
+                      payload: Payload) -> None:
+        """Detached handlers of one task run one after another, in order."""
+        async with lock:
+            await self._handle(route, event, attrs, payload)
+
+    def _done(self, job: asyncio.Task, task_id: str) -> None:
+        self._jobs.discard(job)
+        self.parallel.release()
+        lock, users = self.detached[task_id]
+        if users > 1:
+            self.detached[task_id] = (lock, users - 1)
+        else:
+            del self.detached[task_id]
+
+    @staticmethod
+    def _fatal() -> None:
+        log.critical("cannot emit events; exiting so the partition is redelivered",
+                     exc_info=True)
+        os._exit(70)
+
+    async def _handle(self, route: Route, event, attrs: dict, payload: Payload) -> None:
+        task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
+        tracked = bool(task_id) and spec is not None
+        if tracked:
+            self.inflight[task_id] = (self.inflight.get(task_id, (0, spec))[0] + 1, spec)
+        try:
             try:
                 await self._run(route, attrs, payload)
             except PermanentError as exc:
-                log.info("task failed", topic=route.topic, task=getattr(payload, "taskId", None), error=str(exc))
+                log.info("task failed", topic=route.topic, task=task_id, error=str(exc))
                 await self.fail_task(payload, exc)
             except Exception as exc:  # a bug or exhausted retries: keep the evidence
                 log.exception("handler failed", topic=route.topic)
                 await self.dead_letter(event, RuntimeError(traceback.format_exc(limit=5)))
                 await self.fail_task(payload, PermanentError(f"internal error: {exc}"))
-            finally:
-                if tracked:
-                    n, spec = self.inflight[task_id]
-                    if n > 1:
-                        self.inflight[task_id] = (n - 1, spec)
-                    else:
-                        del self.inflight[task_id]
-        except Exception:
-            log.critical("cannot emit events; exiting so the partition is redelivered",
-                         exc_info=True)
-            os._exit(70)
+        except Exception:  # the failure could not even be reported
+            self._fatal()
+        finally:
+            if tracked:
+                n, spec = self.inflight[task_id]
+                if n > 1:
+                    self.inflight[task_id] = (n - 1, spec)
+                else:
+                    del self.inflight[task_id]
 
     async def _run(self, route: Route, attrs: dict, payload: Payload) -> None:
         async for attempt in AsyncRetrying(stop=stop_after_attempt(route.attempts),
@@ -145,8 +193,12 @@ class Runtime:
                 await route.after(self.ctx, payload, emits)
 
     async def heartbeat(self) -> None:
-        """Report the tasks this worker is working on right now (RUNNING repeats
-        refresh ``heartbeatAt``; the sweeper re-drives tasks whose beat stops)."""
+        """Say this worker is alive, and report the tasks it is working on right
+        now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
+        task whose beat stopped and whose last worker is gone)."""
+        await self.ctx.projection.redis.set(
+            worker_key(self.ctx.settings.redis_prefix, self.ctx.worker_id), 1,
+            ex=max(1, int(self.ctx.settings.stale_after_seconds)))
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
                  for task_id, (_, spec) in list(self.inflight.items())]
         if emits:

@@ -3,6 +3,9 @@ heartbeat went stale (a worker died) from the last recorded cursor, and
 starts waiting tasks that fit the limits (DESIGN.md, export flow step 7).
 
 Every worker runs it on a timer; a short Redis lock lets one sweep per interval.
+A task is re-driven only when its heartbeat is stale *and* the worker that
+last reported on it stopped heartbeating: a live worker that is merely busy
+gets to its queued events itself.
 """
 from __future__ import annotations
 
@@ -73,11 +76,27 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
             ended_ids.append(task_id)
         elif state["status"] == "RUNNING":
             beat = parse_iso(state.get("heartbeatAt") or state["createdAt"])
-            if now - beat > ctx.settings.stale_after_seconds:
+            if (now - beat > ctx.settings.stale_after_seconds
+                    and not await worker_alive(ctx, state.get("workerId"))):
                 emits.extend(await redrive(ctx, task_id))
     for req in await ctx.slots.promote(now):
         emits.extend(start(ctx, req))
     return emits, ended_ids
+
+
+def worker_key(prefix: str, worker_id: str) -> str:
+    """Redis key a live worker refreshes on every heartbeat (expires when it dies)."""
+    return f"{prefix}:worker:{worker_id}"
+
+
+async def worker_alive(ctx: Context, worker_id: str | None) -> bool:
+    """Whether the worker that last reported on a task still heartbeats. A
+    busy but live worker will get to its queued events: no re-drive then."""
+    if not worker_id:
+        return False
+    worker_id = worker_id.removeprefix("sweeper@")
+    return bool(await ctx.projection.redis.exists(worker_key(ctx.settings.redis_prefix,
+                                                             worker_id)))
 
 
 async def take_turn(ctx: Context, interval: float) -> bool:

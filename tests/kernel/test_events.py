@@ -33,6 +33,7 @@ def test_unknown_fields_are_ignored_so_old_readers_survive_new_writers():
 @pytest.mark.parametrize("raw, words", [
     (b"\xff\xfe not json", "not JSON"),
     (b"[1, 2]", "envelope"),
+    (b'{"a":' * 50_000, "RecursionError"),  # nesting bombs must not crash a worker
     (json.dumps({"type": "nope.v1", "data": {}}).encode(), "unknown event type"),
     (json.dumps({"type": "plait.export.FetchPage.v1", "data": {"taskId": "t", "seq": -1}}).encode(),
      "field seq"),

@@ -23,6 +23,18 @@ def test_fingerprint_ignores_key_order_and_non_content_fields():
     assert a.fingerprint() != spec(documentConfig={"fileFormat": "csv"}).fingerprint()
 
 
+@pytest.mark.parametrize("change", [
+    {"documentConfig": {"fileName": "other"}},
+    {"documentConfig": {"csvFlavour": "plain"}},
+    {"documentConfig": {"timeZone": "Asia/Tokyo"}},
+    {"documentConfig": {"maxRowsPerFile": 1000}},
+    {"jobConfig": {"maxRows": 10}},
+    {"dataConfig": {"dataApiUrl": "http://127.0.0.1:2/data", "queryConditions": {"a": 1, "b": 2}}},
+])
+def test_anything_that_changes_the_file_changes_the_fingerprint(change):
+    assert spec().fingerprint() != spec(**change).fingerprint()
+
+
 def test_pull_mode_needs_an_http_url():
     with pytest.raises(ValidationError, match="dataApiUrl is required"):
         spec(dataConfig={"mode": "pull"})

@@ -137,7 +137,7 @@ def test_max_rows_truncates_and_says_so(stack, tmp_path):
 def test_flooding_tenant_does_not_starve_the_others(make_stack):
     # given a per-tenant limit of 2, 30 tasks from "flood" then 3 from "calm"
     stack = make_stack(PLAIT_LIMITS=json.dumps({"perSysCode": 2}))
-    slow = "?delay_ms=100"
+    slow = "?delay_ms=300"
     flood = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100, query=slow,
                                             sys_code="flood")) for _ in range(30)]
     calm = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100, query=slow,
@@ -223,3 +223,31 @@ def test_sse_streams_every_change_until_the_end_and_follow_shows_it(stack):
                           "--api", stack.api_url], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["status"] == "SUCCESS"
     assert httpx.get(f"{stack.api_url}/export/tasks/nope/events").status_code == 404
+
+
+def test_concurrent_identical_requests_give_one_task(stack):
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = seq_spec(stack.demo_data_api, "csv", 100, 100)
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda _: httpx.post(f"{stack.api_url}/export/tasks",
+                                                     json=spec, timeout=20).json(), range(20)))
+    assert len({a["data"]["taskId"] for a in answers}) == 1, answers
+    assert sum(a["code"] == 202 for a in answers) == 1
+
+
+def test_a_hanging_data_api_does_not_hold_up_other_tasks(stack):
+    # given a task whose data API hangs on its first page
+    hanging = submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100,
+                                             query="?hang_page=0&hang_seconds=20"))
+    # when other tasks run meanwhile
+    t0 = time.monotonic()
+    others = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100))
+              for _ in range(3)]
+    # then they finish while the hanging one is still waiting for its page
+    for t in others:
+        assert wait_task(stack.api_url, t, timeout=30)["status"] == "SUCCESS"
+    assert time.monotonic() - t0 < 15
+    state = httpx.get(f"{stack.api_url}/export/tasks/{hanging}").json()["data"]
+    assert state["status"] == "RUNNING" and (state.get("exportedRows") or 0) == 0
+    httpx.post(f"{stack.api_url}/export/tasks/{hanging}/cancel")

@@ -115,3 +115,23 @@ async def test_fair_promotion_weights_tiers_and_keeps_fifo_per_tenant(ctx):
     std = [t for t in order if t.startswith("std")]
     assert gold == sorted(gold) and std == sorted(std)
     assert len(gold) >= 2 * len(std) - 2 and len(std) >= 2
+
+
+async def test_a_busy_but_live_worker_is_not_second_guessed(ctx):
+    # given a RUNNING task with a stale heartbeat, last reported by a worker
+    # that is alive (it heartbeats, it is just busy with other tasks)
+    s = spec()
+    await ctx.projection.apply(Lifecycle(taskId="busy", status="CREATED", sysCode="s",
+                                         userId="u", timeout=300, at=utcnow_iso()))
+    await ctx.projection.apply(Lifecycle(taskId="busy", status="RUNNING", workerId="w-live",
+                                         at=utcnow_iso()))
+    await ctx.checkpoints.set("busy", request=request("busy", s).model_dump_json())
+    await ctx.projection.redis.set(f"{ctx.settings.redis_prefix}:worker:w-live", 1, ex=30)
+    # when the sweeper looks long after the last beat
+    emits, _ = await sweep(ctx, now=time.time() + 60)
+    # then it leaves the task to that worker
+    assert not [e for e in emits if e.key == "busy"]
+    # and once that worker is gone, it re-drives
+    await ctx.projection.redis.delete(f"{ctx.settings.redis_prefix}:worker:w-live")
+    emits, _ = await sweep(ctx, now=time.time() + 60)
+    assert any(e.key == "busy" and isinstance(e.payload, FetchPage) for e in emits)
