@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+
+import regex
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -36,9 +38,26 @@ class SilenceRefused(PermanentError):
         self.field = field
 
 
+#: Longest a regex matcher may run on one label value, seconds; a pattern with
+#: catastrophic backtracking (``(a+)+$``) must not stall the funnel worker.
+REGEX_TIMEOUT = 0.05
+#: Label values longer than this are cut before regex matching (characters).
+REGEX_MAX_INPUT = 4096
+
+
 @functools.lru_cache(maxsize=4096)
-def _anchored(pattern: str) -> re.Pattern[str]:
-    return re.compile(f"^(?:{pattern})$", re.S)
+def _anchored(pattern: str):
+    return regex.compile(f"^(?:{pattern})$", regex.S | regex.V0)
+
+
+def regex_hit(pattern: str, value: str) -> bool | None:
+    """Whether ``value`` fully matches ``pattern``; None when matching ran out
+    of time (the caller fails closed: such a matcher matches nothing)."""
+    try:
+        return _anchored(pattern).match(value[:REGEX_MAX_INPUT],
+                                        timeout=REGEX_TIMEOUT) is not None
+    except TimeoutError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -56,7 +75,9 @@ class Matcher:
             return v == self.value
         if self.op == "!=":
             return v != self.value
-        hit = _anchored(self.value).match(v) is not None
+        hit = regex_hit(self.value, v)
+        if hit is None:  # pathological pattern: match nothing, mute nothing
+            return False
         return hit if self.op == "=~" else not hit
 
     def __str__(self) -> str:
@@ -77,9 +98,9 @@ def parse_matcher(spec: Any) -> Matcher:
         if "op" in spec:
             op = spec["op"]
         else:
-            regex, equal = bool(spec.get("isRegex", False)), bool(spec.get("isEqual", True))
+            is_regex, equal = bool(spec.get("isRegex", False)), bool(spec.get("isEqual", True))
             op = {(False, True): "=", (False, False): "!=", (True, True): "=~",
-                  (True, False): "!~"}[(regex, equal)]
+                  (True, False): "!~"}[(is_regex, equal)]
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise ValueError(f"matcher needs a string name and value: {spec!r}")
     elif isinstance(spec, str):
@@ -100,15 +121,17 @@ def parse_matcher(spec: Any) -> Matcher:
     if op in ("=~", "!~"):
         try:
             _anchored(value)
-        except re.error as e:
+        except regex.error as e:
             raise ValueError(f"bad regex {value!r} in matcher for {name!r}: {e}") from None
     return Matcher(name, op, value)
 
 
 def is_broad(matchers: list[Matcher]) -> bool:
     """True when every matcher matches the empty string, so an alert without
-    any of the named labels is silenced (Alertmanager's refusal rule)."""
-    return all(m.matches({}) for m in matchers)
+    any of the named labels is silenced (Alertmanager's refusal rule), or when
+    every matcher is negative (``!=``, ``!~``): ``asset!=""`` mutes every alert
+    that has an asset, which is all of them."""
+    return all(m.matches({}) for m in matchers) or all(m.op in ("!=", "!~") for m in matchers)
 
 
 def _hhmm(text: Any, field: str) -> int:

@@ -54,6 +54,18 @@ class RawAlert:
     received_at: float
 
 
+def ordering_key(alert: Any) -> str:
+    """The Kafka key of a raw alert: its rule and asset as sent (native
+    ``rule``/``asset``, or Alertmanager ``labels.alertname``/``labels.instance``),
+    so every state change of one alert travels on one partition, in order."""
+    if not isinstance(alert, dict):
+        return ""
+    labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
+    rule = alert.get("rule") or labels.get("alertname") or ""
+    asset = alert.get("asset") or labels.get("instance") or labels.get("asset") or ""
+    return f"{rule}|{asset}"
+
+
 def raw_envelope(alerts: list[Any], source: str = "plait-api",
                  received_at: float | None = None, event_id: str | None = None) -> tuple[str, bytes]:
     """An ``alerts.raw`` event carrying ``alerts`` (dicts as sent).

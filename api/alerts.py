@@ -36,7 +36,7 @@ from alerting.model import AlertRejected
 from alerting.normalize import from_alertmanager, normalize
 from alerting.silence import Silence, SilenceRefused, create_silence
 from alerting.topics import COUNTERS_KEY, SILENCES_KEY
-from alerting.wire import FUNNEL_TOPIC, command, normalize_options, raw_envelope
+from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope
 from api.envelope import envelope
 from plait import topics as T
 from plait.settings import Settings
@@ -167,12 +167,22 @@ def create_alerts_router(settings: Settings) -> APIRouter:
         return envelope(422, f"invalid {what}: {e}", {"errors": [{"field": field, "rule": str(e)}]})
 
     async def publish(alerts: list[Any], source: str, received_at: float) -> list[str]:
-        ids, records = [], []
-        for start in range(0, len(alerts), CHUNK):
-            chunk = alerts[start:start + CHUNK]
-            eid, value = raw_envelope(chunk, source=source, received_at=received_at)
-            ids += [f"{eid}:{i}" for i in range(len(chunk))]
-            records.append((names.name(T.ALERTS_RAW), eid.encode(), value, None))
+        """Send alerts keyed by what identifies them (rule and asset), so a
+        firing and its resolve share a partition and stay in order. Returns the
+        raw ids in input order."""
+        by_key: dict[str, list[int]] = {}
+        for i, alert in enumerate(alerts):
+            by_key.setdefault(ordering_key(alert), []).append(i)
+        ids: list[str] = [""] * len(alerts)
+        records = []
+        for key, positions in by_key.items():
+            for start in range(0, len(positions), CHUNK):
+                chunk = positions[start:start + CHUNK]
+                eid, value = raw_envelope([alerts[i] for i in chunk], source=source,
+                                          received_at=received_at)
+                for n, i in enumerate(chunk):
+                    ids[i] = f"{eid}:{n}"
+                records.append((names.name(T.ALERTS_RAW), key.encode(), value, None))
         await kafka.send(records)
         return ids
 

@@ -7,6 +7,7 @@ from plait.lifecycle import TERMINAL
 from streams.context import Context, Emit
 from streams.finalize import cleanup
 from streams.handlers import start
+from streams.sweeper import ended
 
 
 async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:
@@ -18,9 +19,7 @@ async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:
     state = await ctx.projection.get(cmd.taskId)
     if state is None or state["status"] in TERMINAL:
         return []
-    return [Emit(T.LIFECYCLE, cmd.taskId, Lifecycle(
-        taskId=cmd.taskId, status="CANCELLED", errorMessage=cmd.reason,
-        workerId=ctx.worker_id))]
+    return [ended(cmd.taskId, "CANCELLED", cmd.reason, ctx.worker_id, state)]
 
 
 async def after_cancel(ctx: Context, cmd: CancelRequested, emits: list[Emit]) -> None:

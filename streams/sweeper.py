@@ -18,14 +18,20 @@ from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycl
 from streams.context import Context, Emit
 from streams.handlers import start
 
-
-def ended(task_id: str, status: str, message: str, worker_id: str) -> Emit:
-    """A terminal lifecycle event decided by the sweeper."""
-    return Emit(T.LIFECYCLE, task_id, Lifecycle(taskId=task_id, status=status,
-                                                errorMessage=message, workerId=worker_id))
+#: Lifecycle fields that say whose task it is.
+IDENTITY = ("sysCode", "bizType", "userId", "fileName", "fileFormat")
 
 
-async def redrive(ctx: Context, task_id: str) -> list[Emit]:
+def ended(task_id: str, status: str, message: str, worker_id: str,
+          state: dict | None = None) -> Emit:
+    """A terminal lifecycle event decided by the sweeper, carrying the task's
+    identity from its projected ``state`` (alert rules group by it)."""
+    return Emit(T.LIFECYCLE, task_id, Lifecycle(
+        taskId=task_id, status=status, errorMessage=message, workerId=worker_id,
+        **{k: (state or {}).get(k) for k in IDENTITY}))
+
+
+async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list[Emit]:
     """Re-emit the next command of a stale task from its checkpoints: the
     FinalizeRequested when every page was written, else the FetchPage of the
     first page not fetched, with the recorded cursor. Duplicates this creates
@@ -50,7 +56,7 @@ async def redrive(ctx: Context, task_id: str) -> list[Emit]:
     count = int(marks.get("redrives", 0)) + 1 if marks.get("redrive_point") == point else 1
     if count > ctx.settings.max_redrives:
         return [ended(task_id, "FAILED", f"re-driven {count - 1} times at {point} without "
-                                         "progress", ctx.worker_id)]
+                                         "progress", ctx.worker_id, state)]
     await ctx.checkpoints.set(task_id, redrive_point=point, redrives=count)
     if isinstance(cmd.payload, FetchPage):
         cmd.payload.attempt = count
@@ -72,13 +78,13 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
         timeout = state.get("timeout")
         if timeout and now - parse_iso(state["createdAt"]) > timeout:
             emits.append(ended(task_id, "TIMEOUT", f"task exceeded jobConfig.timeout="
-                                                   f"{timeout:g}s", ctx.worker_id))
+                                                   f"{timeout:g}s", ctx.worker_id, state))
             ended_ids.append(task_id)
         elif state["status"] == "RUNNING":
             beat = parse_iso(state.get("heartbeatAt") or state["createdAt"])
             if (now - beat > ctx.settings.stale_after_seconds
                     and not await worker_alive(ctx, state.get("workerId"))):
-                emits.extend(await redrive(ctx, task_id))
+                emits.extend(await redrive(ctx, task_id, state))
     for req in await ctx.slots.promote(now):
         emits.extend(start(ctx, req))
     return emits, ended_ids

@@ -218,3 +218,27 @@ def test_a13_alertmanager_in_alertmanager_out_and_the_api_edges(alerting, receiv
     resp = httpx.delete(f"{api.url}/silences/{sid}", timeout=10)
     assert resp.status_code == 200 and resp.json()["data"]["silence"]["status"] == "expired"
     assert httpx.delete(f"{api.url}/silences/nope", timeout=10).status_code == 404
+
+
+def test_fire_then_resolve_in_quick_succession_never_stays_firing(alerting, receiver, tmp_path):
+    # given ten alerts each fired and resolved ~10 ms apart, in separate requests
+    cfg = write_config(tmp_path / "alerting.yaml",
+                       [{"name": "oncall", "url": receiver.url("/flap"), "format": "native"}],
+                       grouping={"group_by": ["rule"], "batch_size": 50},
+                       timing={"group_wait": "2s", "group_interval": "2s", "repeat_interval": "1h"})
+    stack, api, kafka = alerting(cfg)
+    for i in range(10):
+        for status in ("firing", "resolved"):
+            resp = api.post("/alerts", {"rule": "Flap", "asset": f"z{i}", "severity": "warning",
+                                        "status": status})
+            assert resp.status_code in (200, 202), resp.text
+    # then the receiver learns that every one of them is resolved (order kept per alert)
+    def final_states():
+        last = {}
+        for hit in receiver.accepted("/flap"):
+            for a in native_alerts(hit):
+                last[a["asset"]] = a["status"]
+        return last if len(last) == 10 else None
+
+    last = wait_until(final_states, 30, "all ten alerts at the webhook")
+    assert set(last.values()) == {"resolved"}, last

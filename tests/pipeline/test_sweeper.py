@@ -96,6 +96,8 @@ async def test_sweep_times_out_overdue_tasks_and_redrives_stale_ones(ctx):
     assert ended == ["old"]
     by_task = {(e.key, getattr(e.payload, "status", type(e.payload).__name__)) for e in emits}
     assert ("old", "TIMEOUT") in by_task and ("stale", "FetchPage") in by_task
+    timeout = next(e.payload for e in emits if e.key == "old")
+    assert (timeout.sysCode, timeout.userId) == ("s", "u")  # alert rules group by them
 
 
 async def test_fair_promotion_weights_tiers_and_keeps_fifo_per_tenant(ctx):
