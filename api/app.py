@@ -59,7 +59,11 @@ def create_api(settings: Settings | None = None) -> FastAPI:
             await sv.audit(request, "access.refused", reason=f"download link {reason}")
             return envelope(403, f"download link {reason}")
         store = sv.store
-        if not isinstance(store, LocalStore) or not store.exists(key):
+        try:
+            present = isinstance(store, LocalStore) and store.exists(key)
+        except ValueError:  # a key that escapes the store
+            present = False
+        if not present:
             return envelope(404, "file not found")
         task_id = key.split("/")[1] if key.count("/") >= 2 else None
         task = await sv.projection.get(task_id) if task_id else None

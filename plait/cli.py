@@ -58,7 +58,15 @@ def cmd_dev(args: argparse.Namespace) -> None:
     URLs once ready; stop everything on Ctrl-C or SIGTERM."""
     from plait.stack import Stack
 
-    overrides = {"PLAIT_ALERTING_CONFIG": str(Path(args.config).resolve())} if args.config else {}
+    overrides = {}
+    if args.config:
+        from alerting.config import load_config
+
+        try:
+            load_config(args.config)  # fail before starting anything, naming the key
+        except Exception as exc:
+            sys.exit(f"plait dev: --config {args.config}: {exc}")
+        overrides["PLAIT_ALERTING_CONFIG"] = str(Path(args.config).resolve())
     stack = Stack(Path(args.data_dir), overrides, args.broker_storage)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -66,7 +74,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
     try:
         stack.start(workers=args.workers)
         print(json.dumps({"api": stack.api_url, "demo_data_api": f"{stack.demo_data_api}/data",
-                          "broker": stack.env["PLAIT_BROKER_URL"]}), flush=True)
+                          "broker": stack.env["PLAIT_BROKER_URL"],
+                          "redis_prefix": stack.env["PLAIT_REDIS_PREFIX"]}), flush=True)
         stop.wait()
     finally:
         stack.stop()
@@ -74,9 +83,16 @@ def cmd_dev(args: argparse.Namespace) -> None:
 
 def cmd_follow(args: argparse.Namespace) -> None:
     """Follow a task with a progress bar until it ends; prints its final state."""
+    import httpx
+
     from plait.follow import follow
 
-    state = follow(args.api, args.task_id)
+    try:
+        state = follow(args.api, args.task_id)
+    except httpx.HTTPStatusError as exc:
+        sys.exit(f"plait follow: {exc.response.status_code} {exc.response.text[:200]}")
+    except httpx.HTTPError as exc:
+        sys.exit(f"plait follow: cannot reach {args.api}: {exc}")
     print(json.dumps(state))
     if state.get("status") != "SUCCESS":
         sys.exit(1)

@@ -26,7 +26,10 @@ SPECVERSION = "1.0"
 class Payload(BaseModel):
     """Base of every event payload; ``TYPE`` is its CloudEvents ``type``."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # rows may hold +/-inf and NaN (JSON's Infinity/NaN extension, which the
+    # data API may send): keep them, the writers decide how each format shows them
+    model_config = ConfigDict(extra="ignore", populate_by_name=True,
+                              ser_json_inf_nan="constants")
     TYPE: ClassVar[str] = ""
 
 

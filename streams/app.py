@@ -2,6 +2,9 @@
 scale with partitions and worker processes."""
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import faust
 
 from plait import topics as T
@@ -57,6 +60,8 @@ def create_app(settings: Settings) -> faust.App:
         settings.app_id,
         broker=f"kafka://{settings.broker_url}",
         store="memory://",
+        # Faust's own working directory (default: "<app id>-data" in the CWD)
+        datadir=str(Path(tempfile.gettempdir()) / "plait-faust" / f"{settings.app_id}-data"),
         web_enabled=False,
         topic_disable_leader=True,
         topic_allow_declare=False,

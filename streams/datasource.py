@@ -67,6 +67,9 @@ def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes
         code, data = doc.get("code"), doc.get("data")
     except (ValueError, AttributeError):
         raise PermanentError(f"page {seq}: data API answer is not a JSON object") from None
+    if code is None:
+        raise PermanentError(f"page {seq}: data API answer has no 'code' (the contract is "
+                             '{"code", "message", "data"})')
     if code != 200:
         raise PermanentError(f"page {seq}: data API answered code {code}: {doc.get('message')}")
     if not isinstance(data, dict) or data.get("status") not in ("continue", "finish"):
@@ -121,13 +124,19 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
             raise RetryableError(f"page {seq}: cannot reach data API ({exc})")
         return parse_answer(seq, resp.status_code, resp.headers, resp.content)
 
+    def check_progress(page: Page) -> Page:
+        if not page.finished and page.next_context in (context, body["runtimeContext"]):
+            raise PermanentError(f"page {seq}: data API answered 'continue' with the cursor it "
+                                 "was given; the export would never finish")
+        return page
+
     try:
         async for attempt in AsyncRetrying(stop=stop_after_attempt(attempts),
                                            wait=_wait_retry_after(backoff),
                                            retry=retry_if_exception_type(RetryableError),
                                            reraise=False):
             with attempt:
-                return await once()
+                return check_progress(await once())
     except RetryError as exc:
         last = exc.last_attempt.exception()
         raise PermanentError(f"{last} (gave up after {attempts} attempts)") from last

@@ -43,7 +43,24 @@ def test_retry_after_is_honoured_and_capped():
     (200, {"code": 500, "message": "db down"}, "code 500: db down"),
     (200, {"code": 200, "data": {"status": "maybe"}}, "data.status"),
     (200, {"code": 200, "data": {"status": "finish", "rows": [1, 2]}}, "data.rows"),
+    (200, {"hello": "world"}, "has no 'code'"),
 ])
 def test_permanent_failures_name_the_page_and_cause(status, body, words):
     with pytest.raises(PermanentError, match=words):
         answer(status, body)
+
+
+async def test_a_cursor_that_never_moves_fails_instead_of_looping():
+    from plait.spec import ExportSpec
+    from streams.datasource import fetch_page
+
+    def handler(request):
+        return httpx.Response(200, json={"code": 200, "data": {
+            "status": "continue", "rows": [], "runtimeContext": {"pageSize": 10, "lastId": 5}}})
+
+    spec = ExportSpec.model_validate({"sysCode": "s", "bizType": "b", "userId": "u",
+                                      "dataConfig": {"dataApiUrl": "http://api.test/d",
+                                                     "pageSize": 10}})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        with pytest.raises(PermanentError, match="never finish"):
+            await fetch_page(client, spec, {"pageSize": 10, "lastId": 5}, 3, 1, 0)

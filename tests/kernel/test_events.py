@@ -41,3 +41,13 @@ def test_unknown_fields_are_ignored_so_old_readers_survive_new_writers():
 def test_undecodable_events_are_poison_with_a_reason(raw, words):
     with pytest.raises(PoisonError, match=words):
         decode(raw)
+
+
+def test_infinities_and_nan_in_rows_survive_the_envelope():
+    from plait.events import PageBatch
+
+    page = PageBatch(taskId="t", seq=0, rows=[{"x": float("inf"), "y": float("-inf"),
+                                               "z": float("nan")}], rowCount=1, spec=SPEC)
+    _, back = decode(encode(page, "t"))
+    row = back.rows[0]
+    assert row["x"] == float("inf") and row["y"] == float("-inf") and row["z"] != row["z"]
