@@ -8,7 +8,7 @@ for an unknown task.
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse

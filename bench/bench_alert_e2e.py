@@ -30,7 +30,6 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import yaml
 
 from alerting.wire import raw_envelope

@@ -34,7 +34,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 import httpx
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, SecretStr, ValidationError,
-                      field_validator, model_validator)
+                      field_validator)
 
 from plait.spec import ExportSpec, FileFormat
 

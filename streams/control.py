@@ -1,7 +1,6 @@
 """Control commands and the lifecycle projector (plain handlers)."""
 from __future__ import annotations
 
-from plait import topics as T
 from plait.events import CancelRequested, Lifecycle
 from plait.lifecycle import TERMINAL
 from streams.context import Context, Emit

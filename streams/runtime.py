@@ -19,7 +19,7 @@ import redis.exceptions
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from plait import topics as T
-from plait.errors import PermanentError, PoisonError, RetryableError
+from plait.errors import PermanentError, RetryableError
 from plait.events import DeadLetter, Lifecycle, Payload, decode, encode
 from plait.logs import get_logger
 from streams.context import Context, Emit

@@ -12,7 +12,7 @@ import yaml
 
 from producers.signing import PlaitAuth, signed_headers
 from producers.token import verify_data_token
-from support import seq_spec, wait_task
+from support import seq_spec
 
 pytestmark = pytest.mark.integration
 ACME_SECRET = "acme-secret-" + "a" * 32
