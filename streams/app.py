@@ -54,6 +54,14 @@ def tune_fetch_wait(max_wait_ms: int) -> None:
     driver.AIOKafkaConsumerThread._create_worker_consumer = create
 
 
+def faust_datadir(app_id: str) -> Path:
+    """Faust's working directory for ``app_id`` (created here: Faust makes only
+    the last level), outside the CWD so runs leave no ``<app id>-data`` behind."""
+    base = Path(tempfile.gettempdir()) / "plait-faust"
+    base.mkdir(parents=True, exist_ok=True)
+    return base / f"{app_id}-data"
+
+
 def create_app(settings: Settings) -> faust.App:
     """Build the worker app for ``settings`` (broker, topics, Redis, storage)."""
     app = faust.App(
@@ -61,7 +69,7 @@ def create_app(settings: Settings) -> faust.App:
         broker=f"kafka://{settings.broker_url}",
         store="memory://",
         # Faust's own working directory (default: "<app id>-data" in the CWD)
-        datadir=str(Path(tempfile.gettempdir()) / "plait-faust" / f"{settings.app_id}-data"),
+        datadir=str(faust_datadir(settings.app_id)),
         web_enabled=False,
         topic_disable_leader=True,
         topic_allow_declare=False,
