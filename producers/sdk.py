@@ -7,6 +7,7 @@ task's events land on the same partition whoever sends them (PITFALLS.md #8).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from confluent_kafka import Producer
@@ -41,7 +42,7 @@ class PlaitProducer:
             "linger.ms": 5,
             "message.max.bytes": 2 * 1024 * 1024,
             **config,
-        })
+        }, logger=logging.getLogger("plait.kafka"))  # librdkafka logs via logging, not stderr
 
     def send(self, topic: str, key: str, payload: Payload) -> None:
         """Queue one event (base topic name from ``plait.topics``); raises
