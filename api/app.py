@@ -7,11 +7,13 @@ HMAC-signed, expiring links (local store) or presigned S3 URLs.
 from __future__ import annotations
 
 import asyncio
+import mimetypes
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.auth import AuthError
@@ -39,6 +41,11 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Plait", lifespan=lifespan)
     app.state.services = sv
     app.add_exception_handler(RequestValidationError, validation_error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        """Unknown routes, unparsable bodies...: the same envelope as the rest."""
+        return envelope(exc.status_code, str(exc.detail))
 
     @app.exception_handler(AuthError)
     async def auth_failed(request: Request, exc: AuthError):
@@ -78,7 +85,8 @@ def create_api(settings: Settings | None = None) -> FastAPI:
                 while block := fh.read(1 << 20):
                     yield block
 
-        return StreamingResponse(chunks(), media_type="application/octet-stream",
+        media = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return StreamingResponse(chunks(), media_type=media,
                                  headers={"Content-Disposition": content_disposition(name)})
 
     @app.get("/audit")

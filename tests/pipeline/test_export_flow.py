@@ -113,6 +113,11 @@ def test_invalid_spec_is_a_422_naming_the_field(stack, mutate, field):
 def test_unknown_task_is_404_with_envelope(stack):
     resp = httpx.get(f"{stack.api_url}/export/tasks/nope")
     assert resp.status_code == 404 and resp.json()["code"] == 404
+    route = httpx.get(f"{stack.api_url}/no/such/route")
+    assert route.status_code == 404 and route.json()["code"] == 404
+    garbage = httpx.post(f"{stack.api_url}/export/tasks", content=b"{not json",
+                         headers={"content-type": "application/json"})
+    assert garbage.status_code == 422 and garbage.json()["code"] == 422
 
 
 def test_tampered_and_expired_links_are_403(stack):
