@@ -326,40 +326,25 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
                   compacted=[svc.changelog_topic()])
     app.alerting = svc  # handy for operators and tests in-process
 
-    async def router(stream):
-        async for event in stream.events():
-            try:
-                await svc.route(event)
-            except Exception as e:
-                log.exception("alerts.raw event failed")
-                await svc.dead_letter(event, e)
+    def agent(topic, name: str, handle, keep: bool) -> None:
+        """One agent at concurrency 1; nothing escapes its loop (PITFALLS.md #3);
+        ``keep``: a failed event is kept in ``export.dlq``."""
+        async def run(stream):
+            async for event in stream.events():
+                try:
+                    await handle(event)
+                except Exception as e:
+                    log.exception("%s failed", name)
+                    if keep:
+                        await svc.dead_letter(event, e)
 
-    async def rules(stream):
-        async for event in stream.events():
-            try:
-                await svc.rules(event)
-            except Exception:
-                log.exception("alert rule on export.lifecycle failed")
+        run.__name__ = run.__qualname__ = name.replace(".", "_")
+        app.agent(topic, name=name, concurrency=1)(run)
 
-    async def dead_letters(stream):
-        async for event in stream.events():
-            try:
-                await svc.dead_letters(event)
-            except Exception:
-                log.exception("DLQ growth rule failed")
-
-    async def funnel(stream):
-        async for event in stream.events():
-            try:
-                await svc.apply(event)
-            except Exception as e:
-                log.exception("alerts.funnel event failed")
-                await svc.dead_letter(event, e)
-
-    app.agent(svc.raw, name="plait.alerts.router", concurrency=1)(router)
-    app.agent(svc.lifecycle, name="plait.alerts.rules", concurrency=1)(rules)
-    app.agent(svc.funnel, name="plait.alerts.funnel", concurrency=1)(funnel)
-    app.agent(svc.dlq, name="plait.alerts.dlq", concurrency=1)(dead_letters)
+    agent(svc.raw, "plait.alerts.router", svc.route, keep=True)
+    agent(svc.lifecycle, "plait.alerts.rules", svc.rules, keep=False)  # the export agents own it
+    agent(svc.funnel, "plait.alerts.funnel", svc.apply, keep=True)
+    agent(svc.dlq, "plait.alerts.dlq", svc.dead_letters, keep=False)
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:
