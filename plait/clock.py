@@ -16,11 +16,6 @@ def parse_iso(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def now() -> float:
-    """Unix time, seconds."""
-    return time.time()
-
-
 def new_task_id() -> str:
     """A new task id: 32 hex chars, time-ordered prefix (ms) + random."""
     return f"{int(time.time() * 1000):012x}{uuid.uuid4().hex[:20]}"

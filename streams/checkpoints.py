@@ -53,7 +53,3 @@ class Checkpoints:
     async def count(self, task_id: str, field: str) -> int:
         """Add one to a counter marker (e.g. ``absorbed`` duplicate commands)."""
         return await self.redis.hincrby(self._key(task_id), field, 1)
-
-    async def delete(self, task_id: str) -> None:
-        """Forget a task's markers."""
-        await self.redis.delete(self._key(task_id))

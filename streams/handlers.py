@@ -98,8 +98,8 @@ def check_caller(ctx: Context, spec: ExportSpec) -> None:
 async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     """Fetch one page: emit its PageBatch and the FetchPage of the next page.
 
-    Skips a duplicate (seq already fetched) and a task that ended; ends the task
-    TIMEOUT past ``jobConfig.timeout``; stops at ``jobConfig.maxRows``
+    Skips a duplicate (seq already fetched) and a task that ended (the sweeper
+    ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
     (``truncated``). Raises ``PermanentError`` (task FAILED) when the data API
     fails permanently or transiently too often.
     """
@@ -110,9 +110,6 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     state = await ctx.projection.get(task)
     if state and state["status"] in TERMINAL:
         return []
-    if state and time.time() - parse_iso(state["createdAt"]) > spec.jobConfig.timeout:
-        return [lifecycle(spec, task, "TIMEOUT", errorMessage=(
-            f"task exceeded jobConfig.timeout={spec.jobConfig.timeout:g}s before page {cmd.seq}"))]
     s = ctx.settings
     page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq, s.fetch_retries,
                             s.fetch_backoff_seconds, data_token_headers(ctx, task, spec, state))

@@ -115,9 +115,3 @@ class Slots:
             pipe.zrem(f"{self.p}:wait:{sys_code}", task_id)
             pipe.hdel(f"{self.p}:waitreq", task_id)
             await pipe.execute()
-
-    async def running(self, scope: str) -> int:
-        """Tasks holding a live slot in ``scope`` (e.g. ``sys:acme``)."""
-        key = f"{self.p}:slots:{scope}"
-        await self.redis.zremrangebyscore(key, "-inf", time.time())
-        return await self.redis.zcard(key)
