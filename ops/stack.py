@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from plait.infra import Broker, create_topics, free_port, resolve_redis_url, start_broker
+from ops.infra import Broker, create_topics, free_port, resolve_redis_url, start_broker
 from plait.settings import Settings
 from plait.topics import Topics
 
@@ -104,7 +104,7 @@ class Stack:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "plait.cli", *args],
+        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", *args],
                                 env={**os.environ, **self.env}, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = proc

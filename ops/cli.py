@@ -15,9 +15,9 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     import asyncio
 
-    from plait.infra import create_topics
+    from ops.infra import create_topics
     from plait.logs import get_logger, setup_logging
-    from plait.rebuild import ensure_built
+    from ops.rebuild import ensure_built
     from plait.settings import get_settings
     from plait.topics import Topics
     from streams.app import create_app
@@ -56,7 +56,7 @@ def cmd_demo_data_api(args: argparse.Namespace) -> None:
 def cmd_dev(args: argparse.Namespace) -> None:
     """Start the whole stack in the foreground; print one JSON line with the
     URLs once ready; stop everything on Ctrl-C or SIGTERM."""
-    from plait.stack import Stack
+    from ops.stack import Stack
 
     overrides = {}
     if args.config:
@@ -85,7 +85,7 @@ def cmd_follow(args: argparse.Namespace) -> None:
     """Follow a task with a progress bar until it ends; prints its final state."""
     import httpx
 
-    from plait.follow import follow
+    from ops.follow import follow
 
     try:
         state = follow(args.api, args.task_id)
@@ -102,7 +102,7 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
     """Flush the Redis task projection and rebuild it from export.lifecycle."""
     import asyncio
 
-    from plait.rebuild import rebuild
+    from ops.rebuild import rebuild
     from plait.settings import get_settings
 
     applied = asyncio.run(rebuild(get_settings(), flush=not args.no_flush))
@@ -110,8 +110,8 @@ def cmd_rebuild(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Export all flights to xlsx and csv through the pipeline (see plait.demo)."""
-    from plait.demo import run_demo
+    """Export all flights to xlsx and csv through the pipeline (see ops.demo)."""
+    from ops.demo import run_demo
 
     run_demo(Path(args.data_dir), args.formats.split(","), args.limit)
 
