@@ -95,7 +95,59 @@ class Stack:
         self._api_port = api_port
         if api:
             self.start_api()
+        self.wait_workers_ready()
         return self
+
+    def workers(self) -> dict[str, subprocess.Popen]:
+        """The worker processes started (name -> process)."""
+        return {n: p for n, p in self.procs.items() if n.startswith("worker")}
+
+    def ready_workers(self) -> dict[int, int]:
+        """Readiness records in Redis (``streams.readiness``): pid -> consumer
+        group generation of each worker that has joined the group and consumes."""
+        import json
+
+        import redis
+
+        from streams.readiness import ready_pattern
+
+        prefix = {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX", Settings().redis_prefix)
+        client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
+        try:
+            found = {}
+            for key in client.scan_iter(match=ready_pattern(prefix), count=100):
+                raw = client.get(key)
+                if raw:
+                    state = json.loads(raw)
+                    found[int(state["pid"])] = int(state["generation"])
+            return found
+        finally:
+            client.close()
+
+    def wait_workers_ready(self, timeout: float = 90.0) -> None:
+        """Block until every worker started has joined the consumer group, been
+        assigned its partitions and consumes (all in the same group generation),
+        so an event sent now is handled without waiting for a rebalance.
+
+        Raises ``RuntimeError`` when a worker exited and ``TimeoutError`` naming
+        the workers not ready after ``timeout`` seconds (logs in ``data_dir/logs``).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            workers = self.workers()
+            for name, proc in workers.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited; see {self.data_dir}/logs/{name}.log")
+            ready = self.ready_workers()
+            waiting = [n for n, p in workers.items() if p.pid not in ready]
+            generations = {ready[p.pid] for p in workers.values() if p.pid in ready}
+            if not waiting and len(generations) <= 1:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers not consuming after {timeout}s: "
+                                   f"{', '.join(waiting) or 'group still rebalancing'}; "
+                                   f"see {self.data_dir}/logs")
+            time.sleep(0.1)
 
     def start_api(self) -> None:
         """Start the API (with the current ``env``) and wait until it answers."""
