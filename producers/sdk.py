@@ -114,20 +114,21 @@ class PlaitProducer:
         """Wait until every queued event is acknowledged.
 
         Raises:
-            BrokerUnreachable: (a ``ConnectionError``) no broker at ``bootstrap`` answered for
-                ``unreachable_after`` seconds (the events stay queued: call
-                ``flush`` again once it is up).
+            BrokerUnreachable: (a ``ConnectionError``) no broker at
+                ``bootstrap`` answered for ``unreachable_after`` seconds (the
+                events stay queued: call ``flush`` again once it is up).
             RuntimeError: some are still queued after ``timeout`` seconds, or
                 the broker refused some (naming the topic and error).
         """
         start = time.monotonic()
-        left = len(self._producer)
-        while left and time.monotonic() - start < timeout:
+        while True:  # short flushes, so an unreachable broker is noticed early
             left = self._producer.flush(min(0.5, timeout))
-            if left and self._down and time.monotonic() - start >= unreachable_after:
-                raise BrokerUnreachable(f"cannot reach Kafka at {self.bootstrap} "
-                                      f"({left} events queued); start the broker (`plait dev`) "
-                                      f"or pass the right bootstrap / PLAIT_BROKER_URL")
+            if not left or time.monotonic() - start >= timeout:
+                break
+            if self._down and time.monotonic() - start >= unreachable_after:
+                raise BrokerUnreachable(
+                    f"cannot reach Kafka at {self.bootstrap} ({left} events queued); start the "
+                    f"broker (`plait dev`) or pass the right bootstrap / PLAIT_BROKER_URL")
         if left:
             raise RuntimeError(f"{left} events not acknowledged by the broker after {timeout}s")
         if self._errors:
