@@ -138,9 +138,10 @@ def test_readme_blocks_run_as_written_against_plait_dev(tmp_path):
             if block is dev_block:
                 continue
             out = run_block(block, work, env)
-            assert out.returncode == 0, (f"README line {block.line} ({block.lang}) exited "
-                                         f"{out.returncode}\n--- stdout\n{out.stdout}\n"
-                                         f"--- stderr\n{out.stderr}")
+            assert out.returncode == 0, (
+                f"README line {block.line} ({block.lang}) exited {out.returncode} against "
+                f"`plait dev` (precede it with <!-- not-run: reason --> if it is not meant to "
+                f"run there)\n--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}")
             assert_quiet(block, out)
             if "PlaitProducer" in block.code:
                 # the SDK snippet's task runs to the end like one made through the API
