@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from alerting.model import Message
-from alerting.normalize import format_time
+from alerting.intake import format_time
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 SIGNATURE_HEADER = "X-Plait-Signature"

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from alerting.normalize import parse_time
+from alerting.intake import parse_time
 from plait.errors import PermanentError
 
 OPERATORS = ("=~", "!~", "!=", "=")

@@ -33,7 +33,7 @@ from fastapi import APIRouter, Request
 from alerting.config import AlertingConfig, load_config
 from alerting.counters import CountersCollector, decode_hash, merge
 from alerting.model import AlertRejected
-from alerting.normalize import from_alertmanager, normalize
+from alerting.intake import from_alertmanager, normalize
 from alerting.silence import Silence, SilenceRefused, create_silence
 from alerting.topics import COUNTERS_KEY, SILENCES_KEY
 from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope

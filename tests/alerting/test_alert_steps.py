@@ -12,7 +12,7 @@ from alerting.delivery import (backoff_delay, idempotency_key, is_retryable, nex
                                render_alertmanager, render_body, signature, verify_signature)
 from alerting.group import apply_verdict, build_sections, commit_sections, due_at, new_group, settle
 from alerting.model import Message
-from alerting.normalize import from_native
+from alerting.intake import from_native
 
 
 def alert(sev="warning", status="firing", asset="h1", rule="Lat", **kw):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alerting.model import Alert, AlertRejected, Severity, Status
-from alerting.normalize import (ZERO_TIME, format_time, from_alertmanager, from_native, normalize,
+from alerting.intake import (ZERO_TIME, format_time, from_alertmanager, from_native, normalize,
                                 parse_time)
 
 NOW = 1_714_557_600.0  # 2024-05-01T10:00:00Z

@@ -1,4 +1,4 @@
-"""Normalize raw alerts (native JSON, Alertmanager / Prometheus) into :class:`Alert`.
+"""Alert intake: raw alerts (native JSON, Alertmanager / Prometheus) into :class:`Alert`.
 
 Native JSON::
 
