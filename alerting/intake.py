@@ -116,7 +116,9 @@ def parse_severity(value: Any, field: str) -> Severity:
         AlertRejected: unknown or non-string value.
     """
     if not isinstance(value, str) or value.strip().lower() not in SEVERITY_ALIASES:
-        raise AlertRejected(field, f"unknown severity {value!r} (use info, warning or critical)")
+        raise AlertRejected(field, f"unknown severity {str(value)[:40]!r}",
+                            "info, warning or critical (or an alias such as warn, error, page)",
+                            "literal")
     return SEVERITY_ALIASES[value.strip().lower()]
 
 
@@ -131,13 +133,14 @@ def from_native(raw: Any, now: float) -> Alert:
     rule = _text(raw.get("rule"), "rule")
     asset = _text(raw.get("asset"), "asset")
     if "severity" not in raw:
-        raise AlertRejected("severity", "is required (info, warning or critical)")
+        raise AlertRejected("severity", "is required", "info, warning or critical", "required")
     severity = parse_severity(raw["severity"], "severity")
     status_text = raw.get("status", "firing")
     try:
         status = Status(status_text)
     except ValueError:
-        raise AlertRejected("status", f"must be 'firing' or 'resolved', got {status_text!r}") from None
+        raise AlertRejected("status", f"unknown status {str(status_text)[:40]!r}",
+                            "firing or resolved", "literal") from None
     t = parse_time(raw.get("time"), "time")
     t = now if t is None else t
     starts = parse_time(raw.get("startsAt", raw.get("starts_at")), "startsAt")
@@ -167,7 +170,10 @@ def from_alertmanager_alert(raw: Any, now: float,
         AlertRejected: naming the bad field, prefixed by ``prefix`` (``"[1]."``).
     """
     if not isinstance(raw, dict):
-        raise AlertRejected(prefix + "(alert)", f"expected a JSON object, got {type(raw).__name__}")
+        raise AlertRejected(prefix.rstrip(".") or "(alert)",
+                            f"must be a JSON object, got {type(raw).__name__}",
+                            "an object with labels, annotations, startsAt, endsAt, generatorURL",
+                            "type")
     labels = _str_map(raw.get("labels"), prefix + "labels")
     if not labels:
         raise AlertRejected(prefix + "labels", "is required and must not be empty")
@@ -203,7 +209,8 @@ def from_alertmanager(payload: list[dict], now: float | None = None, **options: 
             alert with its index in the field (``"[1].labels.alertname"``).
     """
     if not isinstance(payload, list):
-        raise AlertRejected("(body)", f"expected a JSON list of alerts, got {type(payload).__name__}")
+        raise AlertRejected("body", f"must be a JSON list of alerts, got {type(payload).__name__}",
+                            "a list of Alertmanager postableAlert objects", "type")
     now = _time.time() if now is None else now
     return [from_alertmanager_alert(a, now, prefix=f"[{i}].", **options)
             for i, a in enumerate(payload)]

@@ -23,19 +23,21 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from alerting.intake import parse_time
-from plait.errors import PermanentError
+from plait.errors import FieldError
 
 OPERATORS = ("=~", "!~", "!=", "=")
 _MATCHER = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$', re.S)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
-class SilenceRefused(PermanentError):
-    """A silence that cannot be created; ``field`` names the offending key."""
+class SilenceRefused(FieldError):
+    """A silence that cannot be created (``POST /silences`` answers 422; a
+    funnel partition logs and skips the command). ``field`` names the
+    offending key as the caller spelt it; ``accepted`` says what would do."""
 
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
+    def __init__(self, field: str, problem: str, accepted: str | None = None,
+                 code: str = "invalid") -> None:
+        super().__init__(field, problem, accepted, code)
 
 
 #: Longest a regex matcher may run on one label value, seconds; a pattern with
