@@ -102,7 +102,19 @@ def _json_error(exc: Any) -> FieldError:
                       "a JSON object, sent with Content-Type: application/json", "json")
 
 
-def field_error(err: dict[str, Any], model: Any = None) -> FieldError:
+_JSON_BODY = "a JSON object, sent with Content-Type: application/json"
+#: pydantic ``ctx`` keys -> what would be accepted.
+_LIMITS = {"ge": ">= {}", "gt": "> {}", "le": "<= {}", "lt": "< {}",
+           "min_length": "at least {} characters or items", "max_length": "at most {} characters or items",
+           "pattern": "text matching {}", "expected": "{}"}
+
+
+def _accepted_from_ctx(ctx: dict[str, Any]) -> str | None:
+    parts = [text.format(ctx[key]) for key, text in _LIMITS.items() if key in ctx]
+    return " and ".join(parts) or None
+
+
+def field_error(err: dict[str, Any], model: Any = None, content_type: str | None = None) -> FieldError:
     """One pydantic error (``exc.errors()`` item) as a :class:`FieldError`
     naming the field as the caller spelt it and what would be accepted.
 
@@ -112,19 +124,25 @@ def field_error(err: dict[str, Any], model: Any = None) -> FieldError:
     kind, loc, msg = err.get("type", ""), list(err.get("loc") or ()), str(err.get("msg", ""))
     field = field_path(loc)
     ctx = err.get("ctx") or {}
+    path = [str(p) for p in loc[1:]] if loc and loc[0] == "body" else None
     if kind == "json_invalid":  # loc is ("body", <character offset>)
         at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
         return FieldError("body", f"is not valid JSON{at} ({ctx.get('error') or msg})",
-                          "a JSON object, sent with Content-Type: application/json", "json")
+                          _JSON_BODY, "json")
     if kind == "value_error":
         msg = msg.removeprefix("Value error, ")
         m = _LEADING_FIELD.match(msg)
+        known = _model_fields(model, path) if model is not None and path is not None else None
+        first = msg.split(" ", 1)
         if m:  # "timeZone: unknown IANA time zone" raised by a model validator
             field = m.group(1) if field == "body" else f"{field}.{m.group(1)}"
             msg = m.group(2)
+        elif known and len(first) == 2 and first[0] in known:  # "dataApiUrl is required ..."
+            field = first[0] if field == "body" else f"{field}.{first[0]}"
+            msg = first[1]
         return FieldError(field, msg, None, "value")
     if kind == "missing":
-        return FieldError(field, "is required", None, "required")
+        return FieldError(field, "is required", _JSON_BODY if field == "body" else None, "required")
     if kind == "extra_forbidden":
         name = str(loc[-1]) if loc else field
         path = [str(p) for p in loc[1:-1]] if loc and loc[0] == "body" else []
@@ -134,16 +152,20 @@ def field_error(err: dict[str, Any], model: Any = None) -> FieldError:
         accepted = _join(sorted(known)) if known else None
         return FieldError(field, "is not a known field", accepted, "unknown")
     if kind in ("dict_type", "model_type", "model_attributes_type") and field == "body":
-        return FieldError("body", "must be a JSON object",
-                          "a JSON object, sent with Content-Type: application/json", "type")
+        if isinstance(err.get("input"), (str, bytes)) and "json" not in (content_type or ""):
+            sent = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+            return FieldError("body", f"was not read as JSON: the request has {sent}",
+                              _JSON_BODY, "content_type")
+        return FieldError("body", "must be a JSON object", _JSON_BODY, "type")
     if kind == "literal_error":
         return FieldError(field, "is not one of the allowed values", ctx.get("expected"), "literal")
-    return FieldError(field, msg, None, kind or "invalid")
+    return FieldError(field, msg, _accepted_from_ctx(ctx), kind or "invalid")
 
 
-def validation_errors(errors: list[dict[str, Any]], model: Any = None) -> RequestInvalid:
+def validation_errors(errors: list[dict[str, Any]], model: Any = None,
+                      content_type: str | None = None) -> RequestInvalid:
     """Every pydantic error of a request as one :class:`RequestInvalid`."""
-    return RequestInvalid([field_error(e, model) for e in errors] or
+    return RequestInvalid([field_error(e, model, content_type) for e in errors] or
                           [FieldError("body", "is invalid", None, "invalid")])
 
 
@@ -159,7 +181,8 @@ def _body_model(request: Request) -> Any:
 
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """422 naming every invalid field, the rule it broke and what is accepted."""
-    return error_response(validation_errors(list(exc.errors()), _body_model(request)))
+    return error_response(validation_errors(list(exc.errors()), _body_model(request),
+                                            request.headers.get("content-type")))
 
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
