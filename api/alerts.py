@@ -53,7 +53,7 @@ from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
-from plait.errors import Forbidden, NotFound, Unavailable
+from plait.errors import FieldError, Forbidden, NotFound, Unavailable
 from plait.settings import Settings
 
 CHUNK = 500
@@ -193,9 +193,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     async def body(request: Request) -> Any:
         try:
             return parse_json_body(await request.body())
-        except AlertRejected:
-            raise
-        except ValueError as e:  # FieldError of the body: same field, alert vocabulary
+        except FieldError as e:  # the body itself: same field, as an alert rejection
             raise AlertRejected(e.field, e.rule, e.accepted, e.code) from None
 
     async def publish(alerts: list[Any], source: str, received_at: float) -> list[str]:
