@@ -30,9 +30,10 @@ _TOKEN_RE = re.compile(r"^v1\.(?P<task>[A-Za-z0-9_-]{1,128})\.(?P<exp>[0-9]{1,12
                        r"(?P<mac>[0-9a-f]{64})$")
 
 
-class DataTokenError(AuthError):
+class DataTokenError(AuthError, ValueError):
     """A data token was refused (raised by :func:`verify_data_token`, which a
-    business data API calls; it should answer 401).
+    business data API calls; it should answer 401). Also a ``ValueError``, as
+    before it joined the error tree, so existing ``except ValueError`` keeps working.
 
     Attributes:
         reason: ``"malformed"``, ``"bad signature"`` (tampered, wrong secret
