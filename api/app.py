@@ -10,11 +10,11 @@ import asyncio
 import mimetypes
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api.envelope import envelope, install_error_handlers
+from api.envelope import envelope, install_error_handlers, refuse_snake_query
 from api.services import Services
 from api.tasks import create_tasks_router
 from plait.errors import AuthError, FieldError, Forbidden, NotFound
@@ -36,7 +36,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         yield
         await sv.projection.redis.aclose()
 
-    app = FastAPI(title="Plait", lifespan=lifespan)
+    app = FastAPI(title="Plait", lifespan=lifespan, dependencies=[Depends(refuse_snake_query)])
     app.state.services = sv
 
     async def refused(request: Request, exc: AuthError) -> None:

@@ -209,6 +209,22 @@ def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) ->
     app.add_exception_handler(PlaitError, plait_error)
 
 
+async def refuse_snake_query(request: Request) -> None:
+    """App-wide dependency: a query parameter spelt in snake_case whose
+    camelCase form the route takes (``?user_id=`` for ``userId``) is a 422
+    naming it and the accepted spelling, instead of being silently ignored.
+
+    Raises:
+        FieldError: code ``spelling``.
+    """
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    known = {p.alias for p in getattr(dependant, "query_params", None) or []}
+    for name in request.query_params:
+        if "_" in name and name not in known and _camel(name) in known:
+            raise FieldError(name, "snake_case spelling is not accepted", _camel(name), "spelling")
+
+
 def parse_json_body(raw: bytes) -> Any:
     """The JSON document of a raw request body (routes that read the body
     themselves).

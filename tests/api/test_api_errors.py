@@ -109,6 +109,14 @@ def test_a_bad_query_parameter_is_named(client):
     assert e["accepted"] == ">= 1"
 
 
+def test_a_snake_case_query_parameter_is_answered_with_the_spelling(client):
+    e = error(client.get("/export/tasks", params={"sysCode": "crm", "user_id": "alice"}),
+              "user_id")
+    assert e["accepted"] == "userId" and e["code"] == "spelling"
+    e = error(client.get("/export/tasks/t-1", params={"user_id": "alice"}), "user_id")
+    assert e["accepted"] == "userId"
+
+
 def test_a_missing_query_parameter_says_how_to_send_it(client):
     e = error(client.get("/export/tasks"), "sysCode")
     assert "sysCode=" in e["accepted"]
