@@ -41,6 +41,8 @@ SEVERITY_ALIASES = {
 #: Alertmanager's "zero time": Go's time.Time{} rendered in RFC3339.
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _MAX_TEXT = 8192
+#: Spellings of native keys that are refused, with the one accepted instead.
+_SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url": "generatorURL"}
 
 
 def parse_time(value: Any, field: str) -> float | None:
@@ -124,12 +126,18 @@ def parse_severity(value: Any, field: str) -> Severity:
 
 def from_native(raw: Any, now: float) -> Alert:
     """Normalize one native JSON alert; ``time`` defaults to ``now`` (seconds).
+    Keys are camelCase (``startsAt``, ``endsAt``, ``generatorURL``); times are
+    RFC 3339 (the HTTP edge insists) or epoch seconds (Kafka producers).
 
     Raises:
-        AlertRejected: naming the first bad field (``rule``, ``severity``...).
+        AlertRejected: naming the first bad field (``rule``, ``severity``...);
+            a snake_case spelling (``starts_at``) names the accepted one.
     """
     if not isinstance(raw, dict):
         raise AlertRejected("(alert)", f"expected a JSON object, got {type(raw).__name__}")
+    for snake, camel in _SNAKE_SPELLINGS.items():
+        if snake in raw:
+            raise AlertRejected(snake, "snake_case spelling is not accepted", camel, "spelling")
     rule = _text(raw.get("rule"), "rule")
     asset = _text(raw.get("asset"), "asset")
     if "severity" not in raw:
@@ -143,15 +151,14 @@ def from_native(raw: Any, now: float) -> Alert:
                             "firing or resolved", "literal") from None
     t = parse_time(raw.get("time"), "time")
     t = now if t is None else t
-    starts = parse_time(raw.get("startsAt", raw.get("starts_at")), "startsAt")
-    ends = parse_time(raw.get("endsAt", raw.get("ends_at")), "endsAt")
+    starts = parse_time(raw.get("startsAt"), "startsAt")
+    ends = parse_time(raw.get("endsAt"), "endsAt")
     return Alert(
         rule=rule, asset=asset, severity=severity, status=status,
         labels=_str_map(raw.get("labels"), "labels"),
         annotations=_str_map(raw.get("annotations"), "annotations"),
         time=t, starts_at=starts, ends_at=ends if status is Status.RESOLVED else None,
-        generator_url=_text(raw.get("generatorURL", raw.get("generator_url")), "generatorURL",
-                            required=False),
+        generator_url=_text(raw.get("generatorURL"), "generatorURL", required=False),
         source="native",
     )
 

@@ -97,3 +97,9 @@ def test_time_helpers():
     assert format_time(None) == ZERO_TIME
     assert format_time(NOW) == "2024-05-01T10:00:00Z" and format_time(NOW + 0.5) == "2024-05-01T10:00:00.500Z"
     assert parse_time(format_time(NOW), "t") == NOW
+
+
+def test_native_snake_case_spellings_are_rejected_naming_the_accepted_one():
+    with pytest.raises(AlertRejected) as err:
+        from_native({"rule": "R", "asset": "a", "severity": "info", "starts_at": 5}, 10)
+    assert err.value.field == "starts_at" and err.value.accepted == "startsAt"
