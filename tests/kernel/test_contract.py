@@ -88,7 +88,8 @@ def test_conflicting_page_sizes_are_refused_naming_both():
 
 @pytest.mark.parametrize("value", [0, 10_001, "1000", 1.5])
 def test_job_page_size_is_bounded_and_whole(value):
-    assert [f for f, _ in errors(contract(**{"jobConfig.pageSize": value}))] == ["jobConfig.pageSize"]
+    found = errors(contract(**{"jobConfig.pageSize": value}))
+    assert [f for f, _ in found] == ["jobConfig.pageSize"]
 
 
 @pytest.mark.parametrize("name", ["Device reports", "x" * 31, "Q1 2024 (final)", "上海 报表",
