@@ -158,7 +158,10 @@ class XlsxOptions(_Model):
     ``<sheetName> (2)``... Ignored for other formats.
     """
 
-    sheetName: str | None = None
+    sheetName: str | None = Field(default=None, json_schema_extra={
+        "minLength": 1, "maxLength": XLSX_MAX_SHEET_NAME,
+        "description": "Excel sheet name: no [ ] : * ? / \\, no apostrophe or space at "
+                       "either end, not 'History'"})
 
     @field_validator("sheetName")
     @classmethod
