@@ -11,7 +11,7 @@ import json
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import Counter
 
 from api.envelope import envelope
@@ -64,8 +64,14 @@ def create_tasks_router(services: Services) -> APIRouter:
 
     @router.post("/export/tasks", status_code=202)
     async def create_task(spec: ExportSpec, request: Request):
-        """Accept an export; answers ``{"taskId", "status": "CREATED"}`` at once,
-        or the identical running task / a recent identical result (200)."""
+        """Accept an export (the written contract's request, see ``plait.spec``).
+
+        Answers at once with the contract's body ``{"code": 200, "message":
+        "accepted", "data": {"taskId", "status": "CREATED", "reused": false,
+        "deduplicated": false}}`` and HTTP status 202 (accepted, not done);
+        or, for an identical running task / a recent identical result, that
+        task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
+        the field."""
         caller = await sv.authenticate(request)
         try:
             check_request(sv, caller, spec)
@@ -84,16 +90,19 @@ def create_tasks_router(services: Services) -> APIRouter:
         doc = spec.documentConfig
         await sv.projection.apply(Lifecycle(
             taskId=task_id, status="CREATED", at=now, sysCode=spec.sysCode,
-            bizType=spec.bizType, userId=spec.userId, fileName=doc.fileName,
-            fileFormat=doc.fileFormat, fingerprint=fingerprint, timeout=spec.jobConfig.timeout))
+            bizType=spec.bizType, bizDesc=spec.bizDesc, userId=spec.userId,
+            fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fingerprint,
+            timeout=spec.jobConfig.timeout))
         await sv.emit(T.REQUESTS, task_id, ExportRequested(
             taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
         TASKS_CREATED.labels(spec.sysCode).inc()
         await sv.audit(request, "task.created", caller, taskId=task_id, userId=spec.userId,
                        bizType=spec.bizType, fileName=doc.fileName, fileFormat=doc.fileFormat,
                        sysCode=spec.sysCode)
-        return envelope(202, "accepted", {"taskId": task_id, "status": "CREATED",
-                                          "reused": False, "deduplicated": False})
+        # the contract's answer carries code 200; HTTP 202 says the work is queued
+        return JSONResponse({"code": 200, "message": "accepted", "data": {
+            "taskId": task_id, "status": "CREATED", "reused": False, "deduplicated": False}},
+            status_code=202)
 
     @router.get("/export/tasks/{task_id}")
     async def get_task(task_id: str, request: Request, userId: str | None = None):
