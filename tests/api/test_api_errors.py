@@ -77,7 +77,8 @@ def test_a_nested_snake_case_key_gets_the_dotted_path(client):
 def test_an_unknown_key_lists_the_known_ones(client):
     spec = SPEC | {"jobConfig": {"retries": 3}}
     e = error(client.post("/export/tasks", json=spec), "jobConfig.retries")
-    assert e["rule"] == "is not a known field" and e["accepted"] == "maxRows or timeout"
+    assert e["rule"] == "is not a known field"
+    assert set(e["accepted"].replace(" or ", ", ").split(", ")) >= {"maxRows", "timeout"}
 
 
 def test_a_value_outside_a_literal_lists_the_allowed_ones(client):
