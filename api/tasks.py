@@ -18,6 +18,7 @@ from api.envelope import envelope
 from api.services import Services
 from plait import topics as T
 from plait.callers import NotAllowed, check_spec
+from plait.errors import Conflict, FieldError, NotFound
 from plait.clock import new_task_id, utcnow_iso
 from plait.events import CancelRequested, ExportRequested, Lifecycle
 from plait.lifecycle import TERMINAL
@@ -51,9 +52,9 @@ async def sse_stream(projection: Projection, task_id: str) -> AsyncIterator[str]
         await pubsub.aclose()
 
 
-def not_found(task_id: str):
-    """The one answer for unknown and invisible tasks alike."""
-    return envelope(404, f"task {task_id} not found")
+def not_found(task_id: str) -> NotFound:
+    """The one error for unknown and invisible tasks alike (404)."""
+    return NotFound(f"task {task_id} not found")
 
 
 def create_tasks_router(services: Services) -> APIRouter:
@@ -77,8 +78,7 @@ def create_tasks_router(services: Services) -> APIRouter:
         except NotAllowed as exc:
             await sv.audit(request, "access.refused", caller, reason=str(exc),
                            userId=spec.userId, sysCode=spec.sysCode)
-            return envelope(422, f"invalid request: {exc}",
-                            {"errors": [{"field": exc.field, "rule": exc.rule}]})
+            raise
         task_id, now = new_task_id(), utcnow_iso()
         fingerprint = spec.fingerprint()
         existing, reused = await sv.projection.claim_fingerprint(
@@ -110,7 +110,7 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):
-            return not_found(task_id)
+            raise not_found(task_id)
         await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
         return envelope(200, "ok", await sv.with_fresh_link(task, caller))
 
@@ -122,12 +122,12 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         if caller is not None:
             if not userId:
-                return envelope(422, "invalid request: userId: required", {"errors": [
-                    {"field": "userId", "rule": "required"}]})
+                raise FieldError("userId", "is required with a caller registry",
+                                 "the query parameter userId=<the end user's id>", "required")
             sysCode = caller.sysCode
         if not sysCode:
-            return envelope(422, "invalid request: sysCode: required", {"errors": [
-                {"field": "sysCode", "rule": "required"}]})
+            raise FieldError("sysCode", "is required without a caller registry",
+                             "the query parameter sysCode=<your sysCode>", "required")
         tasks = await sv.projection.list(sysCode, userId, limit)
         await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
         return envelope(200, "ok", {"tasks": [await sv.with_fresh_link(t, caller) for t in tasks]})
@@ -138,7 +138,7 @@ def create_tasks_router(services: Services) -> APIRouter:
         ends (``event:`` = status, ``data:`` = the task JSON)."""
         caller = await sv.authenticate(request)
         if not sv.visible(await sv.projection.get(task_id), caller, userId):
-            return not_found(task_id)
+            raise not_found(task_id)
         return StreamingResponse(sse_stream(sv.projection, task_id),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
@@ -149,10 +149,10 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):
-            return not_found(task_id)
+            raise not_found(task_id)
         if task["status"] in TERMINAL:
-            return envelope(409, f"task {task_id} already ended as {task['status']}",
-                            {"status": task["status"]})
+            raise Conflict(f"task {task_id} already ended as {task['status']}",
+                           {"status": task["status"]})
         await sv.emit(T.CONTROL, task_id, CancelRequested(taskId=task_id))
         await sv.audit(request, "task.cancelled", caller, taskId=task_id, userId=userId,
                        sysCode=task.get("sysCode"))
