@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from plait.limits import Limits
@@ -54,6 +54,13 @@ class Settings(BaseSettings):
             allowances; when empty (dev mode) the API is open.
         auth_skew_seconds: allowed clock difference of signed requests, seconds;
             nonces live twice as long.
+        alertmanager_token: bearer token (>= 32 characters) the
+            Alertmanager-compatible routes (``/api/v2/...``) require in
+            ``Authorization: Bearer <token>`` (what Prometheus
+            ``alertmanagers.authorization`` and amtool ``--http.config.file``
+            send); callers may also have their own ``alertmanagerToken`` in the
+            registry. With a registry or a token set, ``/api/v2`` refuses
+            requests without a valid one (401); with neither it is open (dev mode).
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
     """
@@ -83,6 +90,7 @@ class Settings(BaseSettings):
     alerting_config: str = ""
     callers_file: str = ""
     auth_skew_seconds: int = Field(default=300, ge=1, le=3600)
+    alertmanager_token: SecretStr = SecretStr("")
     limits: Limits = Field(default_factory=Limits)
     reuse_window_seconds: float = Field(default=600.0, ge=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)

@@ -15,14 +15,16 @@ from confluent_kafka import KafkaError, Producer
 from plait import topics as T
 from plait.clock import new_task_id, utcnow_iso
 from plait.devenv import dev_value
+from plait.errors import Unavailable
 from plait.events import ExportRequested, PageBatch, Payload, encode
 from plait.logs import kafka_logger
 from plait.spec import ExportSpec
 from plait.topics import Topics
 
 
-class BrokerUnreachable(ConnectionError, RuntimeError):
-    """No Kafka broker answered (a ``RuntimeError`` too, as ``flush`` raised before)."""
+class BrokerUnreachable(Unavailable, ConnectionError, RuntimeError):
+    """No Kafka broker answered: an :class:`plait.errors.Unavailable` (503 at the
+    API), a ``ConnectionError``, and a ``RuntimeError`` as ``flush`` raised before."""
 
 
 class PlaitProducer:
