@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from plait import topics as T
 from plait.infra import free_port
 from producers.sdk import PlaitProducer
-from support import read_rows, seq_spec, source_ids, submit, wait_task
+from support import read_rows, seq_spec, source_ids, submit, wait_for, wait_task
 
 pytestmark = pytest.mark.integration
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -53,8 +53,13 @@ def test_export_to_s3_over_http_with_presigned_link(make_stack, s3_endpoint, tmp
                                            seq_spec(stack.demo_data_api, "parquet", 700, 100)))
     # then the file is in the bucket, shards are gone, and the presigned URL serves it
     assert task["status"] == "SUCCESS", task
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-    assert keys == [f"exports/{task['file']['key']}"]
+    # (shards are deleted after SUCCESS is acknowledged: wait for it, do not race it)
+    want = [f"exports/{task['file']['key']}"]
+
+    def bucket_keys() -> list[str]:
+        return [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+    wait_for(lambda: bucket_keys() == want, 30, f"the bucket to hold only {want}")
     url = task["file"]["url"]
     assert url.startswith(s3_endpoint) and "Signature" in url or "X-Amz-Signature" in url
     resp = httpx.get(url)
