@@ -149,3 +149,26 @@ def test_sdk_partitions_keys_like_faust(stack):
     for key in keys:
         assert landed[key] == faust_side(key.encode(), parts, parts), key
     assert len({landed[k] for k in keys}) > 1  # keys really spread
+
+
+def test_links_are_signed_for_the_public_endpoint_when_set(s3_endpoint, tmp_path):
+    # given a store the workers reach at 127.0.0.1 and downloaders at localhost
+    # (compose: http://minio:9000 inside, PLAIT_S3_PUBLIC_URL=http://localhost:9000 outside)
+    from sinks.store import open_store
+
+    bucket = f"plait-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    public = s3_endpoint.replace("127.0.0.1", "localhost")
+    store = open_store(f"s3://{bucket}/p", "http://api", "secret", s3_endpoint, "us-east-1", public)
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"id\n1\n")
+    store.put_file("results/t/a.csv", path)
+    # when a link is made
+    url = store.link("results/t/a.csv", "a.csv", 60)
+    # then it names the public host (path style) and serves the file from there
+    assert url.startswith(f"{public}/{bucket}/p/results/t/a.csv?"), url
+    assert "X-Amz-Signature" in url
+    assert httpx.get(url).content == b"id\n1\n"
+    # and without a public URL, links keep the endpoint the workers use
+    inner = open_store(f"s3://{bucket}/p", "http://api", "secret", s3_endpoint)
+    assert inner.link("results/t/a.csv", "a.csv", 60).startswith(s3_endpoint)
