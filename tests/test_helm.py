@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import helm_python as helm  # test extra helm-python-sdk (pyproject.toml)
+import kubernetes_validate  # test extra kubernetes-validate
 import pytest
 import yaml
 
-helm = pytest.importorskip("helm_python", reason="test extra helm-python-sdk not installed")
-kubernetes_validate = pytest.importorskip("kubernetes_validate")
-
-from plait import topics as T  # noqa: E402
-from plait.settings import Settings  # noqa: E402
-from test_compose import check_command  # noqa: E402
+from plait import topics as T
+from plait.settings import Settings
+from test_compose import check_command
 
 CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "plait"
 KNOWN = {f"PLAIT_{name.upper()}" for name in Settings.model_fields}
