@@ -282,3 +282,22 @@ def test_production_shape_has_kafka_kraft_redis_minio_api_two_workers():
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:")
     assert {"redis", "minio", "bucket", "topics", "api", "demo-data-api"} <= set(SERVICES)
     assert WORKERS == ["worker-1", "worker-2"]
+
+
+def test_the_readme_compose_example_posts_a_valid_spec_to_a_service_that_exists():
+    # given the README's "Running with docker compose" section
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Running with docker compose", 1)[1].split("\n## ", 1)[0]
+    body = re.search(r"-d '(\{.*?\})'", section, re.S).group(1)
+    # then its request is a spec the API accepts
+    from plait.spec import ExportSpec
+
+    spec = ExportSpec.model_validate_json(body)
+    # and its data API is a compose service, at the port that service listens on
+    url = urlparse(spec.dataConfig.dataApiUrl)
+    service = SERVICES[url.hostname]
+    assert str(url.port) == service["command"][service["command"].index("--port") + 1]
+    # and the addresses it gives the host are the ones compose publishes
+    assert "API=http://localhost:8000" in section and 8000 in published("api")
+    assert "localhost:9094" in section and 9094 in published("kafka")
+    assert "http://localhost:9000" in section and 9000 in published("minio")
