@@ -54,6 +54,19 @@ def published(name: str) -> set[int]:
     return out
 
 
+# -- schema -----------------------------------------------------------------
+
+def test_the_file_is_valid_compose():
+    # the Compose Specification's schema (what `docker compose config` checks first)
+    import json
+
+    import jsonschema
+
+    schema = json.loads((ROOT / "tests" / "schemas" / "compose-spec.json").read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(COMPOSE), key=str)
+    assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]]
+
+
 # -- settings ---------------------------------------------------------------
 
 def test_every_plait_key_is_a_known_setting():
