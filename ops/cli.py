@@ -10,6 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+from plait.errors import PlaitError
+
 
 def cmd_worker(args: argparse.Namespace) -> None:
     """Run one export worker in the foreground (creates missing topics first)."""
@@ -55,7 +57,7 @@ def cmd_demo_data_api(args: argparse.Namespace) -> None:
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 
-class CliError(Exception):
+class CliError(PlaitError):
     """An error the user can fix: printed as one line ``plait CMD: message``
     (the message says what to do), exit status 1."""
 
