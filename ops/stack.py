@@ -53,11 +53,20 @@ class Stack:
     demo_data_api: str = ""
 
     def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True) -> "Stack":
-        """Start everything and wait until the API and data API answer.
+        """Start everything and wait until the API and data API answer and
+        every worker consumes (:meth:`wait_workers_ready`).
 
-        Raises ``TimeoutError`` naming the part that did not come up (its log
-        is in ``data_dir/logs``).
+        Raises ``TimeoutError`` or ``RuntimeError`` naming the part that did
+        not come up (its log is in ``data_dir/logs``); what was started is
+        stopped first.
         """
+        try:
+            return self._start(workers, api, demo_data_api)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, workers: int, api: bool, demo_data_api: bool) -> "Stack":
         self.data_dir = self.data_dir.resolve()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_broker = "PLAIT_BROKER_URL" not in self.overrides
