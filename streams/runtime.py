@@ -20,12 +20,12 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from plait import topics as T
 from plait.errors import PermanentError, RetryableError
+from plait.keys import worker_key
 from plait.events import DeadLetter, Lifecycle, Payload, decode, encode
 from plait.logs import get_logger
 from streams.context import Context, Emit
-from streams.finalize import cleanup
-from streams.handlers import lifecycle
-from streams.sweeper import worker_key
+from streams.emits import lifecycle
+from streams.layout import cleanup
 
 log = get_logger("plait.runtime")
 

@@ -14,22 +14,10 @@ import time
 
 from plait import topics as T
 from plait.clock import parse_iso
+from plait.keys import worker_key
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
 from streams.context import Context, Emit
-from streams.handlers import start
-
-#: Lifecycle fields that say whose task it is.
-IDENTITY = ("sysCode", "bizType", "userId", "fileName", "fileFormat")
-
-
-def ended(task_id: str, status: str, message: str, worker_id: str,
-          state: dict | None = None) -> Emit:
-    """A terminal lifecycle event decided by the sweeper, carrying the task's
-    identity from its projected ``state`` (alert rules group by it)."""
-    return Emit(T.LIFECYCLE, task_id, Lifecycle(
-        taskId=task_id, status=status, errorMessage=message, workerId=worker_id,
-        **{k: (state or {}).get(k) for k in IDENTITY}))
-
+from streams.emits import ended, start
 
 async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list[Emit]:
     """Re-emit the next command of a stale task from its checkpoints: the
@@ -88,11 +76,6 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
     for req in await ctx.slots.promote(now):
         emits.extend(start(ctx, req))
     return emits, ended_ids
-
-
-def worker_key(prefix: str, worker_id: str) -> str:
-    """Redis key a live worker refreshes on every heartbeat (expires when it dies)."""
-    return f"{prefix}:worker:{worker_id}"
 
 
 async def worker_alive(ctx: Context, worker_id: str | None) -> bool:
