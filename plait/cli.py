@@ -15,7 +15,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     import asyncio
 
-    from plait.infra import create_topics
+    from plait.kafka_admin import create_topics
     from plait.logs import get_logger, setup_logging
     from plait.rebuild import ensure_built
     from plait.settings import get_settings
@@ -24,7 +24,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     settings = get_settings()
     setup_logging(settings.log_level)
-    create_topics(settings.broker_url, Topics(settings.topic_prefix), settings.partitions)
+    create_topics(settings.broker_url, Topics(settings.topic_prefix).all(), settings.partitions)
     applied = asyncio.run(ensure_built(settings))
     if applied is not None:
         get_logger("plait.worker").info("projection rebuilt", events=applied)

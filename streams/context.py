@@ -10,7 +10,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from plait.callers import CallerRegistry, limits_by_sys_code, load_callers
-from plait.events import Payload
+from plait.agent import Emit
 from plait.limits import CallerLimits
 from plait.settings import Settings
 from plait.topics import Topics
@@ -18,15 +18,6 @@ from sinks.store import ObjectStore, open_store
 from streams.checkpoints import Checkpoints
 from streams.slots import Slots
 from plait.projection import Projection
-
-
-@dataclass
-class Emit:
-    """One event a handler wants sent: base topic name, key (task id), payload."""
-
-    topic: str
-    key: str
-    payload: Payload
 
 
 @dataclass
@@ -42,6 +33,9 @@ class Context:
     slots: Slots
     callers: CallerRegistry | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+
+
+__all__ = ["Context", "Emit", "build_context"]
 
 
 def build_context(settings: Settings) -> Context:
