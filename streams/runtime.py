@@ -24,7 +24,6 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from plait.agent import Agent, AgentRuntime, Emit, Hooks
 from plait.errors import PermanentError, RetryableError
 from plait.events import Lifecycle, Payload, decode
-from plait.keys import worker_key
 from plait.logs import get_logger
 from streams.context import Context
 from streams.emits import lifecycle
@@ -190,9 +189,7 @@ class Runtime:
         """Say this worker is alive, and report the tasks it is working on right
         now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
         task whose beat stopped and whose last worker is gone)."""
-        await self.ctx.projection.redis.set(
-            worker_key(self.ctx.settings.redis_prefix, self.ctx.worker_id), 1,
-            ex=max(1, int(self.ctx.settings.stale_after_seconds)))
+        await self.ctx.workers.beat(self.ctx.worker_id, self.ctx.settings.stale_after_seconds)
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
                  for task_id, (_, spec) in list(self.inflight.items())]
         if emits:

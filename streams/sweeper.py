@@ -14,7 +14,6 @@ import time
 
 from plait import topics as T
 from plait.clock import parse_iso
-from plait.keys import worker_key
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
 from streams.context import Context, Emit
 from streams.emits import ended, start
@@ -83,13 +82,9 @@ async def worker_alive(ctx: Context, worker_id: str | None) -> bool:
     busy but live worker will get to its queued events: no re-drive then."""
     if not worker_id:
         return False
-    worker_id = worker_id.removeprefix("sweeper@")
-    return bool(await ctx.projection.redis.exists(worker_key(ctx.settings.redis_prefix,
-                                                             worker_id)))
+    return await ctx.workers.alive(worker_id.removeprefix("sweeper@"))
 
 
 async def take_turn(ctx: Context, interval: float) -> bool:
     """True when this worker holds the sweep lock for this interval."""
-    key = f"{ctx.settings.redis_prefix}:sweeper"
-    return bool(await ctx.projection.redis.set(key, ctx.worker_id, nx=True,
-                                               px=max(1, int(interval * 900))))
+    return await ctx.workers.take_turn(ctx.worker_id, interval)
