@@ -1,4 +1,4 @@
-FROM python:3.11-slim
+FROM python:3.11.10-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY plait plait

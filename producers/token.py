@@ -21,6 +21,8 @@ import hashlib
 import hmac
 import re
 
+from plait.errors import AuthError
+
 HEADER_DATA_TOKEN = "X-Plait-Data-Token"
 HEADER_TASK_ID = "X-Plait-Task-Id"
 _LABEL = "plait-data-token/v1"
@@ -28,8 +30,10 @@ _TOKEN_RE = re.compile(r"^v1\.(?P<task>[A-Za-z0-9_-]{1,128})\.(?P<exp>[0-9]{1,12
                        r"(?P<mac>[0-9a-f]{64})$")
 
 
-class DataTokenError(ValueError):
-    """A data token was refused.
+class DataTokenError(AuthError, ValueError):
+    """A data token was refused (raised by :func:`verify_data_token`, which a
+    business data API calls; it should answer 401). Also a ``ValueError``, as
+    before it joined the error tree, so existing ``except ValueError`` keeps working.
 
     Attributes:
         reason: ``"malformed"``, ``"bad signature"`` (tampered, wrong secret
@@ -37,7 +41,7 @@ class DataTokenError(ValueError):
     """
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"data token refused: {reason}")
+        super().__init__(f"data token refused: {reason}", status=401)
         self.reason = reason
 
 

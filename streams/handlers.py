@@ -38,7 +38,8 @@ async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
     await ctx.slots.enqueue(req)
     started = await ctx.slots.promote()
     emits = [lifecycle(spec, req.taskId, "CREATED", at=req.requestedAt,
-                       fingerprint=req.fingerprint, timeout=spec.jobConfig.timeout)]
+                       fingerprint=req.fingerprint, timeout=spec.jobConfig.timeout,
+                       bizDesc=spec.bizDesc)]
     if req.taskId not in {r.taskId for r in started}:
         emits.append(lifecycle(spec, req.taskId, "WAITING"))
     for other in started:
