@@ -7,7 +7,8 @@ are written (``plait.projection``, ``streams.checkpoints``, ``streams.slots``,
 ``P:worker:{workerId}``
     String ``1``, set by every worker heartbeat with a TTL of
     ``Settings.stale_after_seconds``: present while the worker lives. The
-    sweeper re-drives a stale task only when its last worker's key is gone.
+    sweeper re-drives a stale task only when its last worker's key is gone;
+    the container health check (``streams.health``) looks for it.
 
 ``P:sweeper``
     String: the id of the worker whose sweeper turn it is, set NX with a TTL
