@@ -13,13 +13,25 @@ from pathlib import Path
 from plait.errors import PlaitError
 
 
+def cmd_topics(args: argparse.Namespace) -> None:
+    """Create every Plait topic with PLAIT_PARTITIONS partitions unless it exists
+    (docs/kafka-rules.md #7); prints the topic names as a JSON list."""
+    from plait.kafka_admin import create_topics
+    from plait.settings import get_settings
+    from plait.topics import Topics
+
+    settings = get_settings()
+    print(json.dumps(create_topics(settings.broker_url, Topics(settings.topic_prefix).all(),
+                                   settings.partitions)))
+
+
 def cmd_worker(args: argparse.Namespace) -> None:
     """Run one export worker in the foreground (creates missing topics first)."""
     from faust import Worker
 
     import asyncio
 
-    from ops.infra import create_topics
+    from plait.kafka_admin import create_topics
     from plait.logs import get_logger, setup_logging
     from ops.rebuild import ensure_built
     from plait.settings import get_settings
@@ -28,7 +40,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     settings = get_settings()
     setup_logging(settings.log_level)
-    create_topics(settings.broker_url, Topics(settings.topic_prefix), settings.partitions)
+    create_topics(settings.broker_url, Topics(settings.topic_prefix).all(), settings.partitions)
     applied = asyncio.run(ensure_built(settings))
     if applied is not None:
         get_logger("plait.worker").info("projection rebuilt", events=applied)
@@ -238,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="plait", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("worker", help=cmd_worker.__doc__).set_defaults(fn=cmd_worker)
+    sub.add_parser("topics", help=cmd_topics.__doc__).set_defaults(fn=cmd_topics)
     for name, fn, port in (("api", cmd_api, 8000), ("demo-data-api", cmd_demo_data_api, 8001)):
         p = sub.add_parser(name, help=fn.__doc__)
         p.add_argument("--host", default="127.0.0.1")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from ops.infra import Broker, create_topics, free_port, resolve_redis_url, start_broker
+from ops.infra import Broker, free_port, resolve_redis_url, start_broker
+from plait.kafka_admin import create_topics
 from plait.settings import Settings
 from plait.topics import Topics
 
@@ -84,7 +85,7 @@ class Stack:
             self.broker = start_broker(storage=self.broker_storage,
                                        log_path=self.data_dir / "logs" / "broker.log")
         broker_url = self.broker.bootstrap if self.broker else base.broker_url
-        create_topics(broker_url, Topics(base.topic_prefix), base.partitions)
+        create_topics(broker_url, Topics(base.topic_prefix).all(), base.partitions)
         api_port = free_port()
         self.api_url = f"http://127.0.0.1:{api_port}"
         self.env = {

@@ -89,9 +89,7 @@ def create_app(settings: Settings) -> faust.App:
         producer_max_request_size=2 * 1024 * 1024,
     )
     tune_fetch_wait(settings.fetch_max_wait_ms)
-    runtime = Runtime(app, build_context(settings))
-    for route in routes(settings):
-        _register(app, runtime, route)
+    runtime = Runtime(app, build_context(settings), routes(settings))
     _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
     _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
     _every(app, readiness.INTERVAL_SECONDS, partial(
@@ -102,14 +100,6 @@ def create_app(settings: Settings) -> faust.App:
 
         register_alerting(app, settings)
     return app
-
-
-def _register(app: faust.App, runtime: Runtime, route: Route) -> None:
-    async def agent(stream):
-        async for event in stream.events():
-            await runtime.process(route, event)
-
-    app.agent(runtime.topic(route.topic), name=f"plait.{route.topic}", concurrency=1)(agent)
 
 
 def _every(app: faust.App, seconds: float, job, name: str) -> None:

@@ -22,8 +22,8 @@ from sinks.store import ObjectStore
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
-from streams.handlers import lifecycle
-from streams.shards import QUALITY_KEY, shard_key, shard_prefix
+from streams.emits import lifecycle
+from streams.layout import QUALITY_KEY, cleanup, shard_key, shard_prefix
 
 #: Rows per record batch handed to a writer.
 BATCH_ROWS = 8192
@@ -118,9 +118,3 @@ async def after_finalize(ctx: Context, cmd: FinalizeRequested, emits: list[Emit]
     """Once SUCCESS is acked: mark finalized and delete shards and page blobs."""
     await ctx.checkpoints.set(cmd.taskId, finalized=1)
     await cleanup(ctx, cmd.taskId)
-
-
-async def cleanup(ctx: Context, task_id: str) -> None:
-    """Delete a task's shards and page blobs from object storage."""
-    await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
-    await asyncio.to_thread(ctx.store.delete_prefix, f"pages/{task_id}/")

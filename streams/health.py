@@ -31,7 +31,7 @@ def heartbeat_keys(settings: Settings, client, hostname: str | None = None) -> l
     """The live heartbeat keys of this worker: ``[key]`` for ``PLAIT_WORKER_ID``,
     else every ``<prefix>:worker:<hostname>:*`` key. ``client`` is a sync
     ``redis.Redis``; raises ``redis.RedisError`` when Redis cannot be reached."""
-    from streams.sweeper import worker_key
+    from plait.keys import worker_key
 
     if settings.worker_id:
         key = worker_key(settings.redis_prefix, settings.worker_id)

@@ -15,21 +15,8 @@ from plait.events import FinalizeRequested, PageBatch
 from plait.lifecycle import TERMINAL
 from sinks.normalize import rows_to_batch
 from streams.context import Context, Emit
-from streams.handlers import lifecycle
-
-#: Schema metadata key holding the page's quality counts (JSON).
-QUALITY_KEY = b"plait.quality"
-
-
-def shard_prefix(task_id: str) -> str:
-    """Object-store prefix of a task's shards."""
-    return f"shards/{task_id}/"
-
-
-def shard_key(task_id: str, seq: int) -> str:
-    """Object key of page ``seq``'s shard (zero-padded so keys sort by seq)."""
-    return f"{shard_prefix(task_id)}{seq:08d}.parquet"
-
+from streams.emits import lifecycle
+from streams.layout import QUALITY_KEY, shard_key
 
 def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
     """A record batch as Parquet bytes, quality counts in the schema metadata."""

@@ -12,9 +12,9 @@ import uuid
 import pytest
 import redis
 
+from plait.keys import worker_key
 from plait.settings import Settings
 from streams.health import check
-from streams.sweeper import worker_key
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
