@@ -17,7 +17,7 @@ from plait.errors import PermanentError
 from plait.events import FileInfo, FinalizeRequested
 from plait.lifecycle import TERMINAL
 from plait.spec import DocumentConfig
-from sinks.normalize import conform, unify_schemas
+from sinks.values import conform, unify_schemas
 from sinks.store import ObjectStore
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from plait import topics as T
 from plait.events import FinalizeRequested, PageBatch
 from plait.lifecycle import TERMINAL
-from sinks.normalize import rows_to_batch
+from sinks.values import rows_to_batch
 from streams.context import Context, Emit
 from streams.handlers import lifecycle
 

@@ -1,4 +1,4 @@
-"""Parquet writer: typed columns as unified by ``sinks.normalize``, zstd.
+"""Parquet writer: typed columns as unified by ``sinks.values``, zstd.
 
 Parquet keeps the data typed, so nothing is rendered: NaN stays NaN, +/-inf
 stay infinities (a float column cannot hold ``doc.infText``), nulls stay null,

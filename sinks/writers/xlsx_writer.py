@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import xlsxwriter
 
 from plait.spec import XLSX_MAX_ROWS, DocumentConfig
-from sinks.normalize import MAX_EXACT_INT
+from sinks.values import MAX_EXACT_INT
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
     XLSX_MAX_CELL_CHARS, Quoted, SingleFileWriter, float_cells, headers, kind_of, other_cells,

@@ -10,7 +10,7 @@ import pytest
 from sink_helpers import csv_rows, make_doc, parquet_rows, sheet_xml, xlsx_cells, xlsx_sheets
 
 from plait.errors import PermanentError
-from sinks.normalize import rows_to_batch
+from sinks.values import rows_to_batch
 from sinks.writers import open_writer
 
 

@@ -1,4 +1,4 @@
-"""sinks.normalize: one page of JSON rows -> typed record batch; schema
+"""sinks.values: one page of JSON rows -> typed record batch; schema
 unification across shards; conforming a batch to the unified schema."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sink_helpers import make_doc
 
 from plait.errors import PermanentError
 from plait.spec import ColumnSpec, DocumentConfig
-from sinks.normalize import ALL_NULL, conform, rows_to_batch, unify_schemas
+from sinks.values import ALL_NULL, conform, rows_to_batch, unify_schemas
 
 
 def test_inferred_types_keep_ints_floats_bools_and_text():
