@@ -63,6 +63,8 @@ _DAY_US = 86_400_000_000
 #: Days from 1970-01-01 to 1900-01-01 and to 9999-12-31: Excel's date range.
 EXCEL_FIRST_DAY = -25_567
 EXCEL_LAST_DAY = 2_932_896
+#: Days from 1970-01-01 to 0001-01-01 (first day a Python date holds).
+PY_FIRST_DAY = -719_162
 #: Serial of 1970-01-01 (Windows 1900 date system).
 _SERIAL_1970 = 25_569
 
@@ -233,7 +235,9 @@ class XlsxWriter(SingleFileWriter):
             if got is None:
                 if not texts:
                     texts.append(iso_texts(col))
-                self.quality.add("out_of_range", 1, name)
+                if EXCEL_FIRST_DAY > v // _DAY_US >= PY_FIRST_DAY:
+                    # beyond Python's years 1..9999 the normalizer counted it already
+                    self.quality.add("out_of_range", 1, name)
                 ws.write_string(r, c, texts[0][r - first_row])
             else:
                 ws.write_number(r, c, got[0], ms_fmt if got[1] else fmt)
