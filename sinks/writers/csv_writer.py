@@ -11,6 +11,10 @@
   integers with every digit; floats in their shortest form (``1``, ``2.5``);
   decimals with every digit at the column's scale; booleans ``true``/``false``.
 - Mixed columns print each cell's source form (``1``, ``N/A``, ``2``; F7).
+- A lone carriage return inside a field is quoted in both flavours: Python's
+  csv module quotes only the line terminator's characters, so with the
+  ``plain`` flavour (LF) a row holding a CR is written with every field quoted
+  (still RFC 4180; readers give back the same fields).
 - Text starting with = + - @ tab CR gets a ``'`` prefix when
   ``doc.escapeFormulas`` (OWASP CSV injection); XML-forbidden control
   characters are removed so csv and xlsx carry the same text.
@@ -57,6 +61,10 @@ class CsvWriter(SingleFileWriter):
                           self.quality, escape=doc.escapeFormulas, mark=_prefix)
         self._csv.writerow(head)
         self._kinds = [kind_of_field(f) for f in schema]
+        # rows with a CR in a field, when CR is not part of the line terminator
+        self._quote_all = None if excel else csv.writer(
+            self._file, delimiter=doc.csvDelimiter, quotechar='"', quoting=csv.QUOTE_ALL,
+            doublequote=True, lineterminator="\n")
 
     def _column(self, c: int, col: pa.Array) -> list:
         kind = self._kinds[c]
@@ -90,8 +98,27 @@ class CsvWriter(SingleFileWriter):
             return
         columns = [self._column(c, col) for c, col in enumerate(batch.columns)]
         # csv writes None as an empty field (the module's documented behaviour).
-        self._csv.writerows(zip(*columns))
+        cr = self._rows_with_cr(batch, columns) if self._quote_all else None
+        if not cr:
+            self._csv.writerows(zip(*columns))
+        else:
+            for i, row in enumerate(zip(*columns)):
+                (self._quote_all if i in cr else self._csv).writerow(row)
         self.rows += batch.num_rows
+
+    def _rows_with_cr(self, batch: pa.RecordBatch, columns: list[list]) -> set[int]:
+        rows: set[int] = set()
+        for c, kind in enumerate(self._kinds):
+            if kind == "text":
+                col = batch.column(c)
+                if not pa.types.is_string(col.type):
+                    continue
+                hit = pc.fill_null(pc.match_substring(col, "\r"), False)
+                if pc.any(hit).as_py():
+                    rows.update(pc.indices_nonzero(hit).to_pylist())
+            elif kind == "mixed":
+                rows.update(i for i, v in enumerate(columns[c]) if type(v) is str and "\r" in v)
+        return rows
 
     def close(self) -> WriteReport:
         """Flush and close the file; returns the report."""

@@ -397,3 +397,12 @@ def test_any_exception_on_the_row_path_names_the_column_and_page():
         rows_to_batch([{"attrs": {1: "a", "b": 2}}], make_doc(), page=2)
     msg = str(err.value)
     assert "'attrs'" in msg and "page 2" in msg and "internal" not in msg
+
+
+# -- found by the property test ----------------------------------------------
+
+@pytest.mark.parametrize("flavour", ["plain", "excel"])
+def test_a_lone_carriage_return_stays_inside_its_csv_field(run, flavour):
+    rows = [{"a": "x\ry", "b": 1}, {"a": "\r", "b": 2}, {"a": "plain", "b": 3}]
+    report, _ = run(rows, make_doc("csv", csvFlavour=flavour))
+    assert csv_rows(report.path) == [["a", "b"], ["x\ry", "1"], ["'\r", "2"], ["plain", "3"]]
