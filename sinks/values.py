@@ -89,10 +89,6 @@ STRICT_KINDS = frozenset({REPLACED_INVALID_UNICODE, OUT_OF_RANGE, INVALID_DATE,
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US = timedelta(microseconds=1)
 _DAY_US = 86_400_000_000
-#: Epoch microseconds of 0001-01-01T00:00Z and 10000-01-01T00:00Z (Python's datetime range).
-MIN_US = (datetime(1, 1, 1, tzinfo=timezone.utc) - EPOCH) // _US
-MAX_US = (datetime(9999, 12, 31, tzinfo=timezone.utc) - EPOCH) // _US + _DAY_US
-_NEAR_EDGE = 2 * _DAY_US
 
 _NONE = type(None)
 _SCALARS = frozenset({str, int, float, Decimal, bool})
@@ -366,6 +362,7 @@ class _Converter:
         self.inf_text, self.counts, self.where = doc.infText, counts, where
         self.strict = doc.onInvalidValue == "fail"
         self.mixed = False  # set when the result is a mixed column (see module docstring)
+        self.edge = False  # a datetime near year 1 or 10000 (see _datetime)
 
     def count(self, kind: str, n: int) -> None:
         """Count ``n`` cells of ``kind``, in total and for this column."""
@@ -471,8 +468,7 @@ class _Converter:
                 out.append(b)
             return self.as_mixed(out) if kept else pa.array(out, pa.bool_())
         if ctype == "datetime":
-            return pa.array([self._datetime(i, v) for i, v in enumerate(values)],
-                            pa.timestamp("us", tz=self.zone_name))
+            return self._datetimes(values)
         if ctype == "date":
             return pa.array([self._date(i, v) for i, v in enumerate(values)], pa.date32())
         raise PermanentError(f"column {self.name!r}: unknown column type {ctype!r}")
@@ -583,8 +579,51 @@ class _Converter:
                    "written as a blank cell")
         return None
 
-    def _datetime(self, i: int, v: object) -> int | None:
-        """Epoch microseconds of a cell of a datetime column (see module docstring)."""
+    def _datetimes(self, values: list) -> pa.Array:
+        """A datetime column. Fast paths: ISO text parsed in C; a page of only
+        naive wall times is placed in the zone by Arrow (``assume_timezone``
+        raises on a DST gap or fold, and then every value takes the counted,
+        per-value path of :meth:`_datetime`)."""
+        parsed: list = []
+        naive = aware = 0
+        edge = False
+        for i, v in enumerate(values):
+            d = None
+            if type(v) is str:
+                try:
+                    d = datetime.fromisoformat(v)
+                except ValueError:
+                    pass
+            if d is None and v is not None:
+                d = self._parse(i, v, "datetime")
+                if type(d) is date:
+                    d = datetime.combine(d, time())
+            if d is not None:
+                if d.tzinfo is None:
+                    naive += 1
+                else:
+                    aware += 1
+                    if d.year <= 1 or d.year >= 9999:
+                        edge = True
+            parsed.append(d)
+        ttype = pa.timestamp("us", tz=self.zone_name)
+        if aware and not naive and not edge:
+            return pa.array(parsed, ttype)
+        if naive and not aware:
+            try:
+                wall = pa.array(parsed, pa.timestamp("us"))
+                return pc.assume_timezone(wall, timezone=self.zone_name).cast(ttype)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        self.edge = False
+        stamps = [None if d is None else self._datetime(i, d) for i, d in enumerate(parsed)]
+        if self.edge:  # near year 1 or 9999: epoch microseconds, no datetime overflow
+            stamps = [None if d is None else (d - EPOCH) // _US for d in stamps]
+        return pa.array(stamps, ttype)
+
+    def _datetime(self, i: int, v: object) -> datetime | None:
+        """An aware datetime of a cell of a datetime column (module docstring);
+        sets ``self.edge`` when it lies within two days of year 1 or 10000."""
         dt = self._parse(i, v, "datetime")
         if dt is None:
             return None
@@ -601,14 +640,15 @@ class _Converter:
                     self.issue(AMBIGUOUS_LOCAL_TIME, i, v,
                                f"happens twice in {self.zone_name}; the first one is taken")
             dt = aware
-        us = (dt - EPOCH) // _US
-        if not MIN_US + _NEAR_EDGE < us < MAX_US - _NEAR_EDGE:
+        year = dt.year  # type: ignore[union-attr]
+        if year <= 1 or year >= 9999:
+            self.edge = True
             try:
                 dt.astimezone(self.zone)  # type: ignore[union-attr]
             except (OverflowError, ValueError):
                 self.issue(OUT_OF_RANGE, i, v, f"is outside years 1..9999 in {self.zone_name}; "
                            "the instant is kept, text formats write it as ISO-8601")
-        return us
+        return dt  # type: ignore[return-value]
 
     def _date(self, i: int, v: object) -> date | None:
         d = self._parse(i, v, "date")
