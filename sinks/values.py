@@ -109,6 +109,10 @@ def json_number(literal: str) -> float | Decimal:
     or exponent -> ``float`` when the literal is exactly the shortest repr of
     that double (``2.5``, ``1e-05``: the common case, fast), else ``Decimal``
     keeping every digit (``0.10``, ``12345678901234567890.12``, ``1E+5``)."""
+    if len(literal) <= 16 and literal[-1] != "0" and "e" not in literal and "E" not in literal:
+        # at most 15 significant digits, no trailing zero, no exponent: the
+        # double's shortest repr has exactly these digits (fast path)
+        return float(literal)
     f = float(literal)
     if repr(f) == literal:
         return f
