@@ -147,12 +147,7 @@ def same(v: object, r: object, fmt: str) -> bool:
         except ArithmeticError:
             return False
     if type(r) in (int, float, Decimal) and type(r) is not bool:
-        got = number(r)
-        if got == want:
-            return True
-        # a Decimal or big int in a float column, or xlsx's 15-digit decimals
-        return float(r) == float(want) and (fmt == "xlsx" or type(v) is not int
-                                            or abs(v) <= 2**53)
+        return number(r) == want  # exact: a number cell is never a rounded value
     return False
 
 
