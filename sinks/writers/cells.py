@@ -39,7 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plait.spec import DocumentConfig
-from sinks.values import MAX_EXACT_INT, is_mixed, iso_texts, read_mixed_cell
+from sinks.values import (
+    MAX_DECIMAL_DIGITS, MAX_EXACT_INT, MIXED_TYPES, is_mixed, iso_texts, read_mixed_cell,
+)
 from sinks.writers.base import FileEntry, WriteReport
 
 #: First characters that make a spreadsheet treat text as a formula (OWASP).
@@ -100,12 +102,14 @@ def utf16_cut(s: str, limit: int) -> str:
 
 
 def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[[str], str],
-               sanitize: bool = True, max_chars: int | None = None) -> list:
+               sanitize: bool = True, max_chars: int | None = None,
+               column: str | None = None) -> list:
     """One text column of a batch as a list (``None`` for null).
 
     ``escape``: neutralize formula-like text with ``mark`` (csv: prefix ``'``;
     xlsx: :class:`Quoted`); ``sanitize``: drop XML-forbidden control characters;
-    ``max_chars``: cut longer text (UTF-16 units). Counts go to ``quality``.
+    ``max_chars``: cut longer text (UTF-16 units). Counts go to ``quality``
+    (also per ``column`` when given).
     """
     if not pa.types.is_string(col.type):
         col = pc.cast(col, pa.string())
@@ -121,15 +125,15 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
         s = values[i]
         if sanitize and _BAD_PY.search(s):
             s = _BAD_PY.sub("", s)
-            quality.add("sanitized")
+            quality.add("sanitized", 1, column)
         if max_chars is not None:
             cut = utf16_cut(s, max_chars)
             if len(cut) != len(s):
-                quality.add("truncated")
+                quality.add("truncated", 1, column)
             s = cut
         if escape and s[:1] in FORMULA_START:
             s = mark(s)
-            quality.add("formula_escaped")
+            quality.add("formula_escaped", 1, column)
         values[i] = s
     return values
 
@@ -178,7 +182,7 @@ def mixed_cells(col: pa.Array) -> list:
     return [read_mixed_cell(v) for v in col.to_pylist()]
 
 
-def decimal_float(d, digits: int = 15) -> float | None:
+def decimal_float(d, digits: int = MAX_DECIMAL_DIGITS) -> float | None:
     """``float(d)`` when that double holds the Decimal ``d`` exactly to
     ``digits`` significant digits (Excel keeps 15) and Excel can show it; else
     ``None`` (the caller writes the digits as text)."""
@@ -285,10 +289,10 @@ def mixed_column(col: pa.Array, name: str, quality: Quality, **text_rules) -> li
     texts = [i for i, v in enumerate(values) if type(v) is str]
     if texts:
         done = text_cells(pa.array([values[i] for i in texts], pa.string()), quality,
-                          **text_rules)
+                          column=name, **text_rules)
         for i, v in zip(texts, done):
             values[i] = v
     n = len(values) - values.count(None)
     if n:
-        quality.add("mixed_types", n, name)
+        quality.add(MIXED_TYPES, n, name)
     return values

@@ -78,7 +78,8 @@ class CsvWriter(SingleFileWriter):
         if kind == "decimal":
             return pc.cast(col, pa.string()).to_pylist()
         if kind == "text":
-            values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=_prefix)
+            values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=_prefix,
+                                column=self.schema.names[c])
         elif kind == "int":
             values = pc.cast(col, pa.string()).to_pylist()
         elif kind == "float":

@@ -406,3 +406,10 @@ def test_a_lone_carriage_return_stays_inside_its_csv_field(run, flavour):
     rows = [{"a": "x\ry", "b": 1}, {"a": "\r", "b": 2}, {"a": "plain", "b": 3}]
     report, _ = run(rows, make_doc("csv", csvFlavour=flavour))
     assert csv_rows(report.path) == [["a", "b"], ["x\ry", "1"], ["'\r", "2"], ["plain", "3"]]
+
+
+@pytest.mark.parametrize("fmt", ["xlsx", "csv"])
+def test_writer_counts_carry_their_column_too(run, fmt):
+    rows = [{"memo": "a\u0016b", "f": "=1+1", "n": 1}]
+    _, counts = run(rows, make_doc(fmt))
+    assert counts["sanitized:memo"] == 1 and counts["formula_escaped:f"] == 1
