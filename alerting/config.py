@@ -31,14 +31,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from plait.errors import PermanentError
+from plait.errors import ConfigError  # start-up branch; importable from here too
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-class ConfigError(PermanentError):
-    """The alerting configuration is invalid; the text names every bad key."""
 
 
 def parse_duration(value: Any) -> float:

@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from alerting.model import Message
-from alerting.normalize import format_time
+from alerting.intake import format_time
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 SIGNATURE_HEADER = "X-Plait-Signature"
@@ -130,9 +130,37 @@ def render_alertmanager(message: Message, external_url: str = "") -> dict[str, A
     }
 
 
+#: Keys whose values are the sender's data (label names), never renamed.
+_DATA_MAPS = frozenset({"labels", "annotations", "group_labels"})
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def camel_keys(value: Any) -> Any:
+    """``value`` with every dict key in camelCase (``alert_count`` ->
+    ``alertCount``), recursively, except inside label / annotation maps."""
+    if isinstance(value, dict):
+        return {_camel(k): (dict(v) if k in _DATA_MAPS and isinstance(v, dict) else camel_keys(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [camel_keys(v) for v in value]
+    return value
+
+
 def render_native(message: Message) -> dict[str, Any]:
-    """Plait's own body: message id, receiver, merge counts and the sections
-    (what is new, escalated or resolved, how many still firing, part i/n)."""
+    """Plait's own body, public JSON (camelCase keys, RFC 3339 times):
+    ``version``, ``id``, ``receiver``, ``createdAt``, ``alertCount``,
+    ``mergedGroups``, ``mergedAlerts`` and ``groups[]`` (``groupId``,
+    ``groupLabels``, ``part``/``parts``, ``merged``, ``reminder``, ``counts``
+    {new, escalated, resolved, stillFiring}, ``alerts[]`` with ``startsAt``,
+    ``endsAt``, ``escalatedFrom``, ``generatorURL``...)."""
+    return camel_keys(_native(message))
+
+
+def _native(message: Message) -> dict[str, Any]:
     return {
         "version": "plait.alert.v1", "id": message.id, "receiver": message.receiver,
         "created_at": format_time(message.created_at), "alert_count": message.alert_count,
@@ -141,8 +169,10 @@ def render_native(message: Message) -> dict[str, Any]:
             "group_id": s["group_id"], "group_labels": s["group_labels"],
             "part": s["part"], "parts": s["parts"], "merged": s["merged"], "reminder": s["reminder"],
             "counts": s["counts"],
-            "alerts": [dict(a, starts_at=format_time(a["starts_at"]),
-                            ends_at=format_time(a["ends_at"]) if a["ends_at"] else None)
+            "alerts": [{**{k: v for k, v in a.items() if k != "generator_url"},
+                        "starts_at": format_time(a["starts_at"]),
+                        "ends_at": format_time(a["ends_at"]) if a["ends_at"] else None,
+                        "generatorURL": a.get("generator_url", "")}
                        for a in s["alerts"]],
         } for s in message.sections],
     }

@@ -34,7 +34,7 @@ from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             new_group, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
-from alerting.normalize import normalize
+from alerting.intake import normalize
 from alerting.silence import Silence, create_silence, parse_matcher, silenced_by
 
 STATE_VERSION = 1

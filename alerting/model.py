@@ -13,7 +13,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from plait.errors import PermanentError
+from plait.errors import FieldError
 
 
 class Severity(enum.IntEnum):
@@ -54,17 +54,19 @@ class Outcome(str, enum.Enum):
     REJECTED = "rejected"
 
 
-class AlertRejected(PermanentError):
-    """A raw alert that cannot be normalized.
+class AlertRejected(FieldError):
+    """A raw alert that cannot be taken in (``alerting.intake``): at the HTTP
+    edge a 422 naming the field; inside the funnel a ``rejected`` ledger entry.
 
     Attributes:
-        field: dotted path of the offending field (``"labels.alertname"``,
-            ``"[1].startsAt"``), for a 422 answer or a ledger entry.
+        field: dotted path of the offending field as the sender spelt it
+            (``"labels.alertname"``, ``"[1].startsAt"``, ``"body"``).
+        problem: what is wrong (same as ``rule``).
     """
 
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
+    def __init__(self, field: str, problem: str, accepted: str | None = None,
+                 code: str = "invalid") -> None:
+        super().__init__(field, problem, accepted, code)
         self.problem = problem
 
 

@@ -22,20 +22,22 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from alerting.normalize import parse_time
-from plait.errors import PermanentError
+from alerting.intake import parse_time
+from plait.errors import FieldError
 
 OPERATORS = ("=~", "!~", "!=", "=")
 _MATCHER = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$', re.S)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
-class SilenceRefused(PermanentError):
-    """A silence that cannot be created; ``field`` names the offending key."""
+class SilenceRefused(FieldError):
+    """A silence that cannot be created (``POST /silences`` answers 422; a
+    funnel partition logs and skips the command). ``field`` names the
+    offending key as the caller spelt it; ``accepted`` says what would do."""
 
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
+    def __init__(self, field: str, problem: str, accepted: str | None = None,
+                 code: str = "invalid") -> None:
+        super().__init__(field, problem, accepted, code)
 
 
 #: Longest a regex matcher may run on one label value, seconds; a pattern with
@@ -275,17 +277,22 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
         raise SilenceRefused("(silence)", "expected an object")
     raw = spec.get("matchers")
     if not isinstance(raw, list) or not raw:
-        raise SilenceRefused("matchers", "at least one matcher is required")
+        raise SilenceRefused("matchers", "at least one matcher is required",
+                             'a list such as ["asset=\\"h1\\"", "rule=~\\"Disk.*\\""]', "required")
     matchers = []
     for i, m in enumerate(raw):
         try:
             matchers.append(parse_matcher(m))
         except ValueError as e:
-            raise SilenceRefused(f"matchers.{i}", str(e)) from None
+            raise SilenceRefused(f"matchers.{i}", str(e),
+                                 'name="value" with =, !=, =~ or !~ (a string), or '
+                                 '{"name", "value", "isRegex", "isEqual"}', "matcher") from None
     allow_broad = spec.get("allow_broad", spec.get("allowBroad", False)) is True
     if is_broad(matchers) and not allow_broad:
         raise SilenceRefused("matchers", "every matcher matches the empty string, so this silence "
-                             "would mute every alert without these labels; narrow it or set allow_broad")
+                             "would mute every alert without these labels",
+                             'a matcher that does not match the empty string (asset="h1"), '
+                             "or allow_broad: true", "broad")
     try:
         starts = parse_time(spec.get("starts_at", spec.get("startsAt")), "starts_at")
         ends = parse_time(spec.get("ends_at", spec.get("endsAt")), "ends_at")
@@ -295,15 +302,19 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
     intervals = tuple(TimeInterval.parse(t, f"time_intervals.{i}")
                       for i, t in enumerate(spec.get("time_intervals") or []))
     if ends is None and not intervals:
-        raise SilenceRefused("ends_at", "is required (only recurring silences may be open-ended)")
+        raise SilenceRefused("ends_at", "is required (only recurring silences may be open-ended)",
+                             "a time after starts_at", "required")
     if ends is not None and ends <= starts:
-        raise SilenceRefused("ends_at", "must be after starts_at")
+        raise SilenceRefused("ends_at", "must be after starts_at", "a time after starts_at",
+                             "order")
     author = spec.get("author", spec.get("createdBy"))
     if not isinstance(author, str) or not author.strip():
-        raise SilenceRefused("author", "is required (who created the silence)")
+        raise SilenceRefused("author", "is required", "a non-empty string: who created the silence",
+                             "required")
     comment = spec.get("comment")
     if not isinstance(comment, str) or not comment.strip():
-        raise SilenceRefused("comment", "is required (why the silence exists)")
+        raise SilenceRefused("comment", "is required", "a non-empty string: why the silence exists",
+                             "required")
     return Silence(silence_id, tuple(matchers), starts, ends, author, comment, allow_broad, intervals)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
-from alerting.normalize import normalize
+from alerting.intake import normalize
 from alerting.silence import parse_matcher
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
@@ -122,7 +122,7 @@ def receiver_for(config: AlertingConfig, alert: Alert) -> str:
 
 
 def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
-    """Keyword options of :func:`alerting.normalize.normalize` from the config."""
+    """Keyword options of :func:`alerting.intake.normalize` from the config."""
     if config is None:
         return {}
     return {"asset_labels": tuple(config.normalize.asset_labels),

@@ -10,9 +10,21 @@
   ``GET /silences``, ``DELETE /silences/{id}``.
 - ``GET /alerts/counters``: counters per outcome, summed over partitions.
 
+Vocabulary: the native routes speak camelCase with RFC 3339 times
+(``api.alerting_edge``); ``/api/v2/...`` keeps Alertmanager's names.
+
+Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): ``POST
+/alerts`` needs a signed request from a caller with ``alertIngest``;
+``POST /silences`` and ``DELETE /silences/{id}`` one with ``silenceManage``
+(unsigned or badly signed -> 401, no allowance -> 403). ``/api/v2/...`` needs
+``Authorization: Bearer <token>`` (``PLAIT_ALERTMANAGER_TOKEN`` or a caller's
+``alertmanagerToken``) whenever a registry or that token is set.
+
 Both ingest routes validate every alert first and answer 422 naming the field
 (``[1].labels.alertname: ...``); nothing reaches Kafka unless all are valid.
 Valid alerts go to ``alerts.raw`` as one event per request (chunks of 500).
+Errors are raised (``plait.errors``) and answered by the app's one handler
+(``api.envelope.install_error_handlers``).
 
 State: the API has no Faust tables. Silences are kept in Redis
 (``<redis_prefix>:alerts:silences``, for listing) and sent as commands to
@@ -28,17 +40,20 @@ import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from alerting.config import AlertingConfig, load_config
 from alerting.counters import CountersCollector, decode_hash, merge
+from alerting.intake import from_alertmanager, normalize
 from alerting.model import AlertRejected
-from alerting.normalize import from_alertmanager, normalize
-from alerting.silence import Silence, SilenceRefused, create_silence
 from alerting.topics import COUNTERS_KEY, SILENCES_KEY
 from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope
-from api.envelope import envelope
+from api.alerting_edge import check_native_alert, counters_view, parse_silence_request, silence_view
+from api.auth import bearer_required, verify_bearer, verify_starlette_request
+from api.envelope import envelope, parse_json_body
 from plait import topics as T
+from plait.callers import Caller, CallerRegistry, load_callers
+from plait.errors import FieldError, Forbidden, NotFound, Unavailable
 from plait.settings import Settings
 
 CHUNK = 500
@@ -117,28 +132,18 @@ class _Kafka:
         return self._partitions
 
 
-def _silence_view(d: dict[str, Any], now: float, counts: dict[str, int]) -> dict[str, Any]:
-    s = Silence.from_dict(d)
-    if s.ends_at is not None and now >= s.ends_at:
-        state = "expired"
-    elif now < s.starts_at:
-        state = "pending"
-    else:
-        state = "active"
-    return {"id": s.id, "matchers": [str(m) for m in s.matchers], "startsAt": s.starts_at,
-            "endsAt": s.ends_at, "createdBy": s.author, "comment": s.comment,
-            "allowBroad": s.allow_broad, "timeIntervals": d.get("time_intervals", []),
-            "status": state, "activeNow": s.active(now), "silenced": counts.get(s.id, 0)}
-
-
-def create_alerts_router(settings: Settings) -> APIRouter:
+def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     """The alerting routes for ``settings``.
 
     Loads ``settings.alerting_config`` when set (validated now, so a bad file
-    stops the API at start-up).
+    stops the API at start-up). ``services`` (``api.services.Services``) gives
+    the caller registry; without it the registry is loaded from
+    ``settings.callers_file``. The app must install
+    ``api.envelope.install_error_handlers``.
 
     Raises:
-        alerting.config.ConfigError: the config is invalid; the text names the key.
+        plait.errors.ConfigError: the alerting config or the caller registry is
+            invalid; the text names the key.
     """
     config: AlertingConfig | None = load_config(settings.alerting_config) if settings.alerting_config else None
     options = normalize_options(config)
@@ -147,29 +152,58 @@ def create_alerts_router(settings: Settings) -> APIRouter:
     state: dict[str, Any] = {}
     silences_key = SILENCES_KEY.format(prefix=settings.redis_prefix)
     counters_key = COUNTERS_KEY.format(prefix=settings.redis_prefix)
+    callers: CallerRegistry | None = (services.callers if services is not None else
+                                      load_callers(settings.callers_file) if settings.callers_file
+                                      else None)
+    shared_token = settings.alertmanager_token.get_secret_value()
     _register_collector(settings)
-    router = APIRouter(tags=["alerting"])
 
     def redis() -> aioredis.Redis:
         if "redis" not in state:
-            state["redis"] = aioredis.Redis.from_url(settings.redis_url, socket_timeout=5)
+            state["redis"] = (services.projection.redis if services is not None else
+                              aioredis.Redis.from_url(settings.redis_url, socket_timeout=5))
         return state["redis"]
 
-    async def body(request: Request) -> Any:
-        raw = await request.body()
-        try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise AlertRejected("body", f"invalid JSON: {e}") from None
+    def signed(allowance: str, what: str):
+        """A dependency: the signed caller holding ``allowance`` (None when
+        authentication is off). Raises AuthError 401 / Forbidden 403."""
 
-    def rejected(e: AlertRejected | SilenceRefused, what: str):
-        field = getattr(e, "field", "body")
-        return envelope(422, f"invalid {what}: {e}", {"errors": [{"field": field, "rule": str(e)}]})
+        async def check(request: Request) -> Caller | None:
+            if callers is None:
+                return None
+            caller = await verify_starlette_request(
+                request, callers, redis(), settings.redis_prefix, time.time(),
+                settings.auth_skew_seconds)
+            if not getattr(caller, allowance):
+                raise Forbidden(f"caller {caller.sysCode} may not {what}: its registry entry "
+                                f"needs '{allowance}: true'")
+            return caller
+
+        return check
+
+    async def bearer(request: Request) -> Caller | None:
+        """The ``/api/v2`` gate: a valid bearer token when one is required."""
+        if not bearer_required(callers, shared_token):
+            return None
+        return verify_bearer(request.headers, callers, shared_token)
+
+    router = APIRouter(tags=["alerting"])
+    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)])
+
+    async def body(request: Request) -> Any:
+        try:
+            return parse_json_body(await request.body())
+        except FieldError as e:  # the body itself: same field, as an alert rejection
+            raise AlertRejected(e.field, e.rule, e.accepted, e.code) from None
 
     async def publish(alerts: list[Any], source: str, received_at: float) -> list[str]:
         """Send alerts keyed by what identifies them (rule and asset), so a
         firing and its resolve share a partition and stay in order. Returns the
-        raw ids in input order."""
+        raw ids in input order.
+
+        Raises:
+            Unavailable: Kafka did not acknowledge within 10 s (503).
+        """
         by_key: dict[str, list[int]] = {}
         for i, alert in enumerate(alerts):
             by_key.setdefault(ordering_key(alert), []).append(i)
@@ -183,76 +217,74 @@ def create_alerts_router(settings: Settings) -> APIRouter:
                 for n, i in enumerate(chunk):
                     ids[i] = f"{eid}:{n}"
                 records.append((names.name(T.ALERTS_RAW), key.encode(), value, None))
-        await kafka.send(records)
+        await send(records)
         return ids
 
-    @router.post("/alerts", status_code=202)
-    async def post_alerts(request: Request):
-        """Accept one native alert or a list; 422 names the first bad field."""
-        now = time.time()
+    async def send(records: list[tuple[str, bytes, bytes, int | None]]) -> None:
         try:
-            doc = await body(request)
-            alerts = doc if isinstance(doc, list) else [doc]
-            if not alerts:
-                raise AlertRejected("body", "no alerts")
-            for i, a in enumerate(alerts):
-                try:
-                    normalize(a, now, **options)
-                except AlertRejected as e:
-                    raise AlertRejected(f"[{i}].{e.field}" if isinstance(doc, list) else e.field,
-                                        e.problem) from None
-        except AlertRejected as e:
-            return rejected(e, "alert")
-        try:
-            ids = await publish(alerts, "plait-api", now)
+            await kafka.send(records)
         except RuntimeError as e:
-            return envelope(503, str(e))
+            raise Unavailable(str(e)) from None
+
+    @router.post("/alerts", status_code=202)
+    async def post_alerts(request: Request,
+                          caller: Caller | None = Depends(signed("alertIngest", "send alerts"))):
+        """Accept one native alert or a list (camelCase keys, RFC 3339 times);
+        422 names the first bad field (``[1].severity``)."""
+        now = time.time()
+        doc = await body(request)
+        alerts = doc if isinstance(doc, list) else [doc]
+        if not alerts:
+            raise AlertRejected("body", "has no alerts", "an alert object or a non-empty list",
+                                "required")
+        for i, a in enumerate(alerts):
+            where = f"[{i}]." if isinstance(doc, list) else ""
+            check_native_alert(a, where)
+            try:
+                normalize(a, now, **options)
+            except AlertRejected as e:
+                raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
+        ids = await publish(alerts, "plait-api", now)
         return envelope(202, "accepted", {"accepted": len(ids), "ids": ids})
 
-    @router.post("/api/v2/alerts")
+    @am_router.post("/api/v2/alerts")
     async def post_alertmanager(request: Request):
-        """Alertmanager / Prometheus alert list (``POST /api/v2/alerts``)."""
+        """Alertmanager / Prometheus alert list (``POST /api/v2/alerts``,
+        Alertmanager's names)."""
         now = time.time()
-        try:
-            doc = await body(request)
-            from_alertmanager(doc, now, **options)
-        except AlertRejected as e:
-            return rejected(e, "alerts")
+        doc = await body(request)
+        from_alertmanager(doc, now, **options)
         if not doc:
             return envelope(200, "ok", {"accepted": 0, "ids": []})
-        try:
-            ids = await publish(doc, "plait-api-v2", now)
-        except RuntimeError as e:
-            return envelope(503, str(e))
+        ids = await publish(doc, "plait-api-v2", now)
         return envelope(200, "ok", {"accepted": len(ids), "ids": ids})
 
     async def broadcast(kind: str, **fields: Any) -> None:
         n = await kafka.funnel_partitions()
         value = command(kind, **fields)
-        await kafka.send([(names.name(FUNNEL_TOPIC), b"silence", value, p) for p in range(n)])
+        await send([(names.name(FUNNEL_TOPIC), b"silence", value, p) for p in range(n)])
 
     async def counters() -> dict[str, Any]:
         return merge(decode_hash(await redis().hgetall(counters_key)))
 
     @router.post("/silences", status_code=201)
-    async def post_silence(request: Request):
+    async def post_silence(request: Request, caller: Caller | None = Depends(
+            signed("silenceManage", "manage silences"))):
         """Create a silence (``matchers``, ``startsAt``, ``endsAt``, ``createdBy``,
-        ``comment``, ``allowBroad``, ``time_intervals``); 422 names the bad key."""
+        ``comment``, ``allowBroad``, ``timeIntervals``; times RFC 3339);
+        422 names the bad key as sent and the accepted spelling."""
         now = time.time()
-        try:
-            spec = await body(request)
-            silence = create_silence(spec, now, f"s-{uuid.uuid4().hex[:12]}")
-        except (AlertRejected, SilenceRefused) as e:
-            return rejected(e, "silence")
+        spec = parse_json_body(await request.body())
+        silence = parse_silence_request(spec, now, f"s-{uuid.uuid4().hex[:12]}")
         d = silence.to_dict()
         await redis().hset(silences_key, silence.id, json.dumps(d))
         try:
             await broadcast("silence", silence=d)
-        except RuntimeError as e:
+        except Unavailable:
             await redis().hdel(silences_key, silence.id)
-            return envelope(503, str(e))
+            raise
         return envelope(201, "created", {"silenceId": silence.id,
-                                         "silence": _silence_view(d, now, {})})
+                                         "silence": silence_view(d, now, {})})
 
     @router.get("/silences")
     async def list_silences():
@@ -260,31 +292,31 @@ def create_alerts_router(settings: Settings) -> APIRouter:
         now = time.time()
         raw = await redis().hgetall(silences_key)
         counts = (await counters()).get("silenced_by", {})
-        items = [_silence_view(json.loads(v), now, counts) for v in raw.values()]
+        items = [silence_view(json.loads(v), now, counts) for v in raw.values()]
         items.sort(key=lambda s: s["startsAt"])
         return envelope(200, "ok", {"silences": items})
 
     @router.delete("/silences/{silence_id}")
-    async def expire_silence(silence_id: str):
+    async def expire_silence(silence_id: str, caller: Caller | None = Depends(
+            signed("silenceManage", "manage silences"))):
         """End a silence now (Alertmanager's expire); 404 if unknown."""
         now = time.time()
         raw = await redis().hget(silences_key, silence_id)
         if raw is None:
-            return envelope(404, f"silence {silence_id} not found")
+            raise NotFound(f"silence {silence_id} not found")
         d = json.loads(raw)
         if d["ends_at"] is None or d["ends_at"] > now:
             d["ends_at"] = max(now, d["starts_at"])
             await redis().hset(silences_key, silence_id, json.dumps(d))
-        try:
-            await broadcast("expire", id=silence_id)
-        except RuntimeError as e:
-            return envelope(503, str(e))
-        return envelope(200, "expired", {"silence": _silence_view(d, now, {})})
+        await broadcast("expire", id=silence_id)
+        return envelope(200, "expired", {"silence": silence_view(d, now, {})})
 
     @router.get("/alerts/counters")
     async def get_counters():
         """Counters per outcome (``received = delivered + deduplicated + silenced
-        + merged + rejected + pending``), webhook attempts, per-silence counts."""
-        return envelope(200, "ok", await counters())
+        + merged + rejected + pending``), webhook attempts, per-silence counts;
+        camelCase keys (``silencedBy``, ``http5xx``)."""
+        return envelope(200, "ok", counters_view(await counters()))
 
+    router.include_router(am_router)
     return router

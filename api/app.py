@@ -10,16 +10,14 @@ import asyncio
 import mimetypes
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from api.auth import AuthError
-from api.envelope import envelope, validation_error
+from api.envelope import envelope, install_error_handlers, refuse_snake_query
 from api.services import Services
 from api.tasks import create_tasks_router
+from plait.errors import AuthError, FieldError, Forbidden, NotFound
 from plait.settings import Settings, get_settings
 from sinks.signing import content_disposition, verify_link
 from sinks.store import LocalStore
@@ -38,40 +36,34 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         yield
         await sv.projection.redis.aclose()
 
-    app = FastAPI(title="Plait", lifespan=lifespan)
+    app = FastAPI(title="Plait", lifespan=lifespan, dependencies=[Depends(refuse_snake_query)])
     app.state.services = sv
-    app.add_exception_handler(RequestValidationError, validation_error)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
-        """Unknown routes, unparsable bodies...: the same envelope as the rest."""
-        return envelope(exc.status_code, str(exc.detail))
+    async def refused(request: Request, exc: AuthError) -> None:
+        action = "access.refused" if isinstance(exc, Forbidden) else "auth.refused"
+        await sv.audit(request, action, reason=str(exc))
 
-    @app.exception_handler(AuthError)
-    async def auth_failed(request: Request, exc: AuthError):
-        await sv.audit(request, "auth.refused", reason=str(exc))
-        return envelope(exc.status, str(exc))
+    install_error_handlers(app, refused)
 
     app.include_router(create_tasks_router(sv))
     if settings.alerting_config:
         from api.alerts import create_alerts_router
 
-        app.include_router(create_alerts_router(settings))
+        app.include_router(create_alerts_router(settings, sv))
 
     @app.get("/download/{key:path}")
     async def download(key: str, request: Request, expires: int, name: str, sig: str):
         """Serve a file behind a signed link; 403 when expired or tampered."""
         reason = verify_link(settings.signing_secret, key, expires, name, sig)
-        if reason is not None:
-            await sv.audit(request, "access.refused", reason=f"download link {reason}")
-            return envelope(403, f"download link {reason}")
+        if reason is not None:  # audited as access.refused by the error handler
+            raise Forbidden(f"download link {reason}")
         store = sv.store
         try:
             present = isinstance(store, LocalStore) and store.exists(key)
         except ValueError:  # a key that escapes the store
             present = False
         if not present:
-            return envelope(404, "file not found")
+            raise NotFound("file not found")
         task_id = key.split("/")[1] if key.count("/") >= 2 else None
         task = await sv.projection.get(task_id) if task_id else None
         await sv.audit(request, "task.downloaded", taskId=task_id, fileName=name,
@@ -96,8 +88,8 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         caller = await sv.authenticate(request)
         sys_code = caller.sysCode if caller else sysCode
         if not sys_code:
-            return envelope(422, "invalid request: sysCode: required",
-                            {"errors": [{"field": "sysCode", "rule": "required"}]})
+            raise FieldError("sysCode", "is required without a caller registry",
+                             "the query parameter sysCode=<your sysCode>", "required")
         return envelope(200, "ok", {"entries": await sv.audit_entries(sys_code, taskId, limit)})
 
     @app.get("/health")

@@ -14,33 +14,19 @@ existence of other tenants' tasks does not leak (:func:`task_visible`).
 """
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from plait.callers import Caller, CallerRegistry
+from plait.errors import AuthError, Forbidden  # noqa: F401  (re-exported)
 from plait.signature import (HEADER_APP_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP,
                              NONCE_RE, TIMESTAMP_RE, QueryLike, sign_request, signatures_match)
 
 #: Largest allowed difference between the request's timestamp and now, seconds.
 DEFAULT_SKEW_SECONDS = 300
-
-
-class AuthError(Exception):
-    """Authentication failed.
-
-    Attributes:
-        status: HTTP status to answer: 401 (unsigned, bad signature, unknown
-            appKey, stale timestamp, replayed nonce) or 503 (the nonce store is
-            unavailable: the API fails closed rather than allow replays).
-        message: safe to return to the caller and to log.
-    """
-
-    def __init__(self, message: str, status: int = 401) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def nonce_key(prefix: str, app_key: str, nonce: str) -> str:
@@ -136,3 +122,50 @@ def task_visible(task: Mapping[str, Any] | None, caller: Caller, user_id: str | 
     if not task or not user_id:
         return False
     return task.get("sysCode") == caller.sysCode and task.get("userId") == user_id
+
+
+def bearer_required(registry: CallerRegistry | None, shared_token: str) -> bool:
+    """Whether the Alertmanager-compatible routes need a bearer token: yes
+    when a caller registry is loaded (authentication is on) or a shared token
+    (``PLAIT_ALERTMANAGER_TOKEN``) is set; no in open dev mode."""
+    return registry is not None or bool(shared_token)
+
+
+def verify_bearer(headers: Mapping[str, str], registry: CallerRegistry | None,
+                  shared_token: str) -> Caller | None:
+    """Authenticate ``Authorization: Bearer <token>`` (RFC 6750 s2.1) on the
+    Alertmanager-compatible routes, the header Prometheus
+    (``alertmanagers[].authorization``) and amtool (``--http.config.file``)
+    send.
+
+    The token is compared in constant time with ``shared_token`` (the
+    ``PLAIT_ALERTMANAGER_TOKEN`` setting) and with each caller's
+    ``alertmanagerToken``.
+
+    Returns:
+        The caller whose token matched, or None for the shared token.
+
+    Raises:
+        AuthError: 401 when the header is missing, not ``Bearer``, or the
+            token is unknown (the message never echoes the token).
+        Forbidden: 403 when the token is a caller's that lacks ``alertIngest``.
+    """
+    value = headers.get("authorization") or headers.get("Authorization") or ""
+    scheme, _, token = value.strip().partition(" ")
+    if not value:
+        raise AuthError("missing header Authorization: the /api/v2 routes need "
+                        "'Authorization: Bearer <token>' (PLAIT_ALERTMANAGER_TOKEN or the "
+                        "caller's alertmanagerToken)")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("Authorization must be 'Bearer <token>'")
+    token = token.strip()
+    if shared_token and hmac.compare_digest(shared_token.encode(), token.encode()):
+        return None
+    caller = registry.by_bearer_token(token) if registry is not None else None
+    if caller is None:
+        raise AuthError("bearer token not accepted: it is neither PLAIT_ALERTMANAGER_TOKEN nor "
+                        "a caller's alertmanagerToken")
+    if not caller.alertIngest:
+        raise Forbidden(f"caller {caller.sysCode} may not send alerts: its registry entry "
+                        "needs 'alertIngest: true'")
+    return caller

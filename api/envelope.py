@@ -1,13 +1,35 @@
 """The response envelope ``{"code", "message", "data"}`` beside a matching
-HTTP status (DESIGN.md, "The API contract"), and validation errors as 422s
-that name the field."""
+HTTP status (docs: README "API errors"), and the ONE place where errors
+become HTTP answers (:func:`install_error_handlers`).
+
+Every 4xx names the field as the caller spelt it (a dotted camelCase path
+such as ``documentConfig.fileName``; ``body`` for the whole body) and says
+what would be accepted::
+
+    {"code": 422, "message": "invalid request: documentConfig.fileFormat: ...",
+     "data": {"errors": [{"field": "documentConfig.fileFormat",
+                          "rule": "is not one of the formats",
+                          "accepted": "csv, xlsx, parquet or jsonl",
+                          "code": "literal_error"}]}}
+"""
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid
+
+#: Called with (request, error) for every 401/403/503 AuthError (the audit trail).
+OnRefused = Callable[[Request, AuthError], Awaitable[None]]
+
+_LEADING_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*): (.+)$", re.S)
 
 
 def envelope(status: int, message: str, data: Any = None) -> JSONResponse:
@@ -15,14 +37,207 @@ def envelope(status: int, message: str, data: Any = None) -> JSONResponse:
     return JSONResponse({"code": status, "message": message, "data": data}, status_code=status)
 
 
+def error_response(exc: PlaitError) -> JSONResponse:
+    """The envelope for any :class:`PlaitError`: ``exc.status`` and ``exc.data()``;
+    field errors are prefixed ``invalid request:``."""
+    message = f"invalid request: {exc.message}" if isinstance(exc, FieldError) else exc.message
+    return envelope(exc.status, message, exc.data())
+
+
 def field_path(loc: tuple | list) -> str:
-    """``("body", "documentConfig", "fileFormat")`` -> ``documentConfig.fileFormat``."""
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    """``("body", "documentConfig", "columns", 0, "type")`` ->
+    ``documentConfig.columns.0.type``; the body itself is ``body``."""
+    parts = [str(p) for p in loc[1:]] if loc and loc[0] in ("body", "query", "path", "header") \
+        else [str(p) for p in loc]
     return ".".join(parts) or "body"
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _model_fields(model: Any, path: list[str]) -> list[str] | None:
+    """Field names of the pydantic model reached by ``path`` from ``model``."""
+    from pydantic import BaseModel
+
+    current = model
+    for part in path:
+        if part.isdigit():
+            continue
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        current = _inner_model(field.annotation)
+        if current is None:
+            return None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return None
+
+
+def _inner_model(annotation: Any) -> Any:
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _json_error(exc: Any) -> FieldError:
+    line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    where = f" at line {line} column {col}" if line else ""
+    reason = getattr(exc, "msg", None) or str(exc)
+    return FieldError("body", f"is not valid JSON{where} ({reason})",
+                      "a JSON object, sent with Content-Type: application/json", "json")
+
+
+_JSON_BODY = "a JSON object, sent with Content-Type: application/json"
+#: pydantic ``ctx`` keys -> what would be accepted.
+_LIMITS = {"ge": ">= {}", "gt": "> {}", "le": "<= {}", "lt": "< {}",
+           "min_length": "at least {} characters or items", "max_length": "at most {} characters or items",
+           "pattern": "text matching {}", "expected": "{}"}
+
+
+def _accepted_from_ctx(ctx: dict[str, Any]) -> str | None:
+    parts = [text.format(ctx[key]) for key, text in _LIMITS.items() if key in ctx]
+    return " and ".join(parts) or None
+
+
+def field_error(err: dict[str, Any], model: Any = None, content_type: str | None = None) -> FieldError:
+    """One pydantic error (``exc.errors()`` item) as a :class:`FieldError`
+    naming the field as the caller spelt it and what would be accepted.
+
+    ``model`` is the body's pydantic model: with it an unknown key that is the
+    snake_case spelling of a known field is answered with that field's name.
+    """
+    kind, loc, msg = err.get("type", ""), list(err.get("loc") or ()), str(err.get("msg", ""))
+    field = field_path(loc)
+    ctx = err.get("ctx") or {}
+    path = [str(p) for p in loc[1:]] if loc and loc[0] == "body" else None
+    if kind == "json_invalid":  # loc is ("body", <character offset>)
+        at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        return FieldError("body", f"is not valid JSON{at} ({ctx.get('error') or msg})",
+                          _JSON_BODY, "json")
+    if kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        m = _LEADING_FIELD.match(msg)
+        known = _model_fields(model, path) if model is not None and path is not None else None
+        first = msg.split(" ", 1)
+        if m:  # "timeZone: unknown IANA time zone" raised by a model validator
+            field = m.group(1) if field == "body" else f"{field}.{m.group(1)}"
+            msg = m.group(2)
+        elif known and len(first) == 2 and first[0] in known:  # "dataApiUrl is required ..."
+            field = first[0] if field == "body" else f"{field}.{first[0]}"
+            msg = first[1]
+        return FieldError(field, msg, None, "value")
+    if kind == "missing":
+        return FieldError(field, "is required", _JSON_BODY if field == "body" else None, "required")
+    if kind == "extra_forbidden":
+        name = str(loc[-1]) if loc else field
+        path = [str(p) for p in loc[1:-1]] if loc and loc[0] == "body" else []
+        known = _model_fields(model, path) if model is not None else None
+        if "_" in name and known and _camel(name) in known:
+            return FieldError(field, "snake_case spelling is not accepted", _camel(name), "spelling")
+        accepted = _join(sorted(known)) if known else None
+        return FieldError(field, "is not a known field", accepted, "unknown")
+    if kind in ("dict_type", "model_type", "model_attributes_type") and field == "body":
+        if isinstance(err.get("input"), (str, bytes)) and "json" not in (content_type or ""):
+            sent = f"Content-Type {content_type!r}" if content_type else "no Content-Type"
+            return FieldError("body", f"was not read as JSON: the request has {sent}",
+                              _JSON_BODY, "content_type")
+        return FieldError("body", "must be a JSON object", _JSON_BODY, "type")
+    if kind == "literal_error":
+        return FieldError(field, "is not one of the allowed values", ctx.get("expected"), "literal")
+    return FieldError(field, msg, _accepted_from_ctx(ctx), kind or "invalid")
+
+
+def validation_errors(errors: list[dict[str, Any]], model: Any = None,
+                      content_type: str | None = None) -> RequestInvalid:
+    """Every pydantic error of a request as one :class:`RequestInvalid`."""
+    return RequestInvalid([field_error(e, model, content_type) for e in errors] or
+                          [FieldError("body", "is invalid", None, "invalid")])
+
+
+def _body_model(request: Request) -> Any:
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    for param in getattr(dependant, "body_params", None) or []:
+        annotation = getattr(getattr(param, "field_info", None), "annotation", None)
+        if annotation is not None:
+            return annotation
+    return None
+
+
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 whose message names every invalid field and the rule it broke."""
-    errors = [{"field": field_path(e["loc"]), "rule": e["msg"]} for e in exc.errors()]
-    message = "; ".join(f"{e['field']}: {e['rule']}" for e in errors)
-    return envelope(422, f"invalid request: {message}", {"errors": errors})
+    """422 naming every invalid field, the rule it broke and what is accepted."""
+    return error_response(validation_errors(list(exc.errors()), _body_model(request),
+                                            request.headers.get("content-type")))
+
+
+async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Unknown routes (404), wrong methods (405), unparsable bodies (400 -> 422
+    naming ``body``): the same envelope as the rest."""
+    if exc.status_code == 400 and "JSON" in str(exc.detail):
+        return error_response(_json_error(exc))
+    return envelope(exc.status_code, str(exc.detail))
+
+
+def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) -> None:
+    """Map every error to its HTTP answer, for the whole app: request
+    validation -> 422 naming each field; :class:`PlaitError` -> its ``status``
+    with its ``data()``; Starlette HTTP errors -> the envelope.
+    ``on_refused(request, error)`` runs first for each :class:`AuthError`."""
+
+    async def plait_error(request: Request, exc: PlaitError) -> JSONResponse:
+        if isinstance(exc, AuthError) and on_refused is not None:
+            await on_refused(request, exc)
+        return error_response(exc)
+
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(PlaitError, plait_error)
+
+
+async def refuse_snake_query(request: Request) -> None:
+    """App-wide dependency: a query parameter spelt in snake_case whose
+    camelCase form the route takes (``?user_id=`` for ``userId``) is a 422
+    naming it and the accepted spelling, instead of being silently ignored.
+
+    Raises:
+        FieldError: code ``spelling``.
+    """
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    known = {p.alias for p in getattr(dependant, "query_params", None) or []}
+    for name in request.query_params:
+        if "_" in name and name not in known and _camel(name) in known:
+            raise FieldError(name, "snake_case spelling is not accepted", _camel(name), "spelling")
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """The JSON document of a raw request body (routes that read the body
+    themselves).
+
+    Raises:
+        FieldError: ``body`` when empty or not JSON (with line and column).
+    """
+    if not raw.strip():
+        raise FieldError("body", "is empty", "a JSON document, sent with "
+                         "Content-Type: application/json", "required")
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise FieldError("body", "is not UTF-8 text", "a UTF-8 JSON document", "json") from None
+    except ValueError as exc:
+        raise _json_error(exc) from None

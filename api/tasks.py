@@ -11,13 +11,14 @@ import json
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import Counter
 
 from api.envelope import envelope
 from api.services import Services
 from plait import topics as T
 from plait.callers import NotAllowed, check_spec
+from plait.errors import Conflict, FieldError, NotFound
 from plait.clock import new_task_id, utcnow_iso
 from plait.events import CancelRequested, ExportRequested, Lifecycle
 from plait.lifecycle import TERMINAL
@@ -51,9 +52,9 @@ async def sse_stream(projection: Projection, task_id: str) -> AsyncIterator[str]
         await pubsub.aclose()
 
 
-def not_found(task_id: str):
-    """The one answer for unknown and invisible tasks alike."""
-    return envelope(404, f"task {task_id} not found")
+def not_found(task_id: str) -> NotFound:
+    """The one error for unknown and invisible tasks alike (404)."""
+    return NotFound(f"task {task_id} not found")
 
 
 def create_tasks_router(services: Services) -> APIRouter:
@@ -63,16 +64,21 @@ def create_tasks_router(services: Services) -> APIRouter:
 
     @router.post("/export/tasks", status_code=202)
     async def create_task(spec: ExportSpec, request: Request):
-        """Accept an export; answers ``{"taskId", "status": "CREATED"}`` at once,
-        or the identical running task / a recent identical result (200)."""
+        """Accept an export (the written contract's request, see ``plait.spec``).
+
+        Answers at once with the contract's body ``{"code": 200, "message":
+        "accepted", "data": {"taskId", "status": "CREATED", "reused": false,
+        "deduplicated": false}}`` and HTTP status 202 (accepted, not done);
+        or, for an identical running task / a recent identical result, that
+        task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
+        the field."""
         caller = await sv.authenticate(request)
         try:
             check_request(sv, caller, spec)
         except NotAllowed as exc:
             await sv.audit(request, "access.refused", caller, reason=str(exc),
                            userId=spec.userId, sysCode=spec.sysCode)
-            return envelope(422, f"invalid request: {exc}",
-                            {"errors": [{"field": exc.field, "rule": exc.rule}]})
+            raise
         task_id, now = new_task_id(), utcnow_iso()
         fingerprint = spec.fingerprint()
         existing, reused = await sv.projection.claim_fingerprint(
@@ -84,16 +90,19 @@ def create_tasks_router(services: Services) -> APIRouter:
         doc = spec.documentConfig
         await sv.projection.apply(Lifecycle(
             taskId=task_id, status="CREATED", at=now, sysCode=spec.sysCode,
-            bizType=spec.bizType, userId=spec.userId, fileName=doc.fileName,
-            fileFormat=doc.fileFormat, fingerprint=fingerprint, timeout=spec.jobConfig.timeout))
+            bizType=spec.bizType, bizDesc=spec.bizDesc, userId=spec.userId,
+            fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fingerprint,
+            timeout=spec.jobConfig.timeout))
         await sv.emit(T.REQUESTS, task_id, ExportRequested(
             taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
         TASKS_CREATED.labels(spec.sysCode).inc()
         await sv.audit(request, "task.created", caller, taskId=task_id, userId=spec.userId,
                        bizType=spec.bizType, fileName=doc.fileName, fileFormat=doc.fileFormat,
                        sysCode=spec.sysCode)
-        return envelope(202, "accepted", {"taskId": task_id, "status": "CREATED",
-                                          "reused": False, "deduplicated": False})
+        # the contract's answer carries code 200; HTTP 202 says the work is queued
+        return JSONResponse({"code": 200, "message": "accepted", "data": {
+            "taskId": task_id, "status": "CREATED", "reused": False, "deduplicated": False}},
+            status_code=202)
 
     @router.get("/export/tasks/{task_id}")
     async def get_task(task_id: str, request: Request, userId: str | None = None):
@@ -101,7 +110,7 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):
-            return not_found(task_id)
+            raise not_found(task_id)
         await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
         return envelope(200, "ok", await sv.with_fresh_link(task, caller))
 
@@ -113,12 +122,12 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         if caller is not None:
             if not userId:
-                return envelope(422, "invalid request: userId: required", {"errors": [
-                    {"field": "userId", "rule": "required"}]})
+                raise FieldError("userId", "is required with a caller registry",
+                                 "the query parameter userId=<the end user's id>", "required")
             sysCode = caller.sysCode
         if not sysCode:
-            return envelope(422, "invalid request: sysCode: required", {"errors": [
-                {"field": "sysCode", "rule": "required"}]})
+            raise FieldError("sysCode", "is required without a caller registry",
+                             "the query parameter sysCode=<your sysCode>", "required")
         tasks = await sv.projection.list(sysCode, userId, limit)
         await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
         return envelope(200, "ok", {"tasks": [await sv.with_fresh_link(t, caller) for t in tasks]})
@@ -129,7 +138,7 @@ def create_tasks_router(services: Services) -> APIRouter:
         ends (``event:`` = status, ``data:`` = the task JSON)."""
         caller = await sv.authenticate(request)
         if not sv.visible(await sv.projection.get(task_id), caller, userId):
-            return not_found(task_id)
+            raise not_found(task_id)
         return StreamingResponse(sse_stream(sv.projection, task_id),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
@@ -140,10 +149,10 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):
-            return not_found(task_id)
+            raise not_found(task_id)
         if task["status"] in TERMINAL:
-            return envelope(409, f"task {task_id} already ended as {task['status']}",
-                            {"status": task["status"]})
+            raise Conflict(f"task {task_id} already ended as {task['status']}",
+                           {"status": task["status"]})
         await sv.emit(T.CONTROL, task_id, CancelRequested(taskId=task_id))
         await sv.audit(request, "task.cancelled", caller, taskId=task_id, userId=userId,
                        sysCode=task.get("sysCode"))

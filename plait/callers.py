@@ -17,12 +17,16 @@ at start-up::
         reuseWindowSeconds: 600
         linkTtlSeconds: 3600
         tier: gold                          # platinum | gold | standard
+        alertIngest: true                   # may POST /alerts (signed)
+        silenceManage: true                 # may POST /silences, DELETE /silences/{id} (signed)
+        alertmanagerToken: "<at least 32 characters>"  # bearer token of /api/v2/... (optional)
 
 Errors name the key (``callers.crm.maxRows: ...``) and never echo a value,
 so a mistyped secret cannot end up in a start-up log.
 """
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 import re
@@ -36,6 +40,7 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, SecretStr, ValidationError,
                       field_validator)
 
+from plait.errors import ConfigError, FieldError
 from plait.spec import ExportSpec, FileFormat
 
 Tier = Literal["platinum", "gold", "standard"]
@@ -46,25 +51,26 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BAD_URL_CHARS = re.compile(r"[\x00-\x20\x7f\\]")
 
 
-class CallerConfigError(ValueError):
-    """The registry file is missing, unreadable or invalid; the message names
-    the file and the key (``callers.crm.appSecret``), never the value."""
+class CallerConfigError(ConfigError):
+    """Start-up: the registry file is missing, unreadable or invalid; the
+    message names the file and the key (``callers.crm.appSecret``), never the
+    value. The API does not start."""
 
 
-class NotAllowed(ValueError):
-    """A request the caller is not allowed to make.
+class NotAllowed(FieldError):
+    """A spec that asks for more than the caller's registry entry allows
+    (raised by :func:`check_spec` on ``POST /export/tasks``, and again by the
+    export worker before it starts); the API answers 422 naming the field.
 
     Attributes:
         field: the spec field at fault, dotted (``dataConfig.dataApiUrl``).
-        rule: short machine-readable rule name (``allowlist``, ``max``...).
-        message: human-readable; ``str(error)`` is ``"<field>: <message>"``.
+        rule: human-readable; ``str(error)`` starts with ``"<field>: <rule>"``.
+        code: short machine-readable rule name (``allowlist``, ``scheme``...).
     """
 
-    def __init__(self, field: str, message: str, rule: str = "not allowed") -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.rule = rule
-        self.message = message
+    def __init__(self, field: str, message: str, code: str = "not allowed",
+                 accepted: str | None = None) -> None:
+        super().__init__(field, message, accepted, code)
 
 
 class Caller(BaseModel):
@@ -85,6 +91,12 @@ class Caller(BaseModel):
             than this is reused instead of run again; 0 disables reuse.
         linkTtlSeconds: lifetime of download links, seconds.
         tier: tenant tier, for scheduling priority and quotas.
+        alertIngest: may send alerts (signed ``POST /alerts``); default False.
+        silenceManage: may create and expire silences (signed ``POST /silences``,
+            ``DELETE /silences/{id}``); default False.
+        alertmanagerToken: bearer token this caller's Prometheus / amtool sends
+            to the Alertmanager-compatible routes (``/api/v2/...``, which then
+            also need ``alertIngest``); >= 32 characters, unique; a ``SecretStr``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
@@ -100,6 +112,9 @@ class Caller(BaseModel):
     reuseWindowSeconds: int = Field(default=0, ge=0, le=7 * 24 * 3600)
     linkTtlSeconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
     tier: Tier = "standard"
+    alertIngest: bool = False
+    silenceManage: bool = False
+    alertmanagerToken: SecretStr | None = Field(default=None, min_length=32, max_length=512)
 
     @field_validator("dataApiPrefixes")
     @classmethod
@@ -108,7 +123,7 @@ class Caller(BaseModel):
             try:
                 parts = _parse_http_url(prefix)
             except NotAllowed as exc:
-                raise ValueError(f"item {i}: {exc.message}") from None
+                raise ValueError(f"item {i}: {exc.rule}") from None
             if parts.query or parts.fragment:
                 raise ValueError(f"item {i}: a prefix may not have a query or fragment")
         return prefixes
@@ -124,6 +139,7 @@ class CallerRegistry:
     def __init__(self, callers: Iterable[Caller]) -> None:
         self._by_sys: dict[str, Caller] = {}
         self._by_key: dict[str, Caller] = {}
+        self._by_token: dict[str, Caller] = {}
         for caller in callers:
             if caller.sysCode in self._by_sys:
                 raise CallerConfigError(f"callers.{caller.sysCode}: sysCode registered twice")
@@ -131,12 +147,28 @@ class CallerRegistry:
             if other is not None:
                 raise CallerConfigError(f"callers.{caller.sysCode}.appKey: same appKey as "
                                         f"callers.{other.sysCode}; appKeys must be unique")
+            token = caller.alertmanagerToken.get_secret_value() if caller.alertmanagerToken else None
+            if token is not None:
+                if token in self._by_token:
+                    raise CallerConfigError(f"callers.{caller.sysCode}.alertmanagerToken: same "
+                                            f"token as callers.{self._by_token[token].sysCode}; "
+                                            "tokens must be unique")
+                self._by_token[token] = caller
             self._by_sys[caller.sysCode] = caller
             self._by_key[caller.appKey] = caller
 
     def by_app_key(self, app_key: str) -> Caller | None:
         """The caller whose ``appKey`` is ``app_key``, or None."""
         return self._by_key.get(app_key)
+
+    def by_bearer_token(self, token: str) -> Caller | None:
+        """The caller whose ``alertmanagerToken`` is ``token`` (constant-time
+        comparison against each registered token), or None."""
+        found = None
+        for known, caller in self._by_token.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                found = caller
+        return found
 
     def by_sys_code(self, sys_code: str) -> Caller | None:
         """The caller registered as ``sys_code``, or None."""

@@ -123,6 +123,7 @@ class Lifecycle(Payload):
     at: str = Field(default_factory=utcnow_iso)
     sysCode: str | None = None
     bizType: str | None = None
+    bizDesc: str | None = None
     userId: str | None = None
     fileName: str | None = None
     fileFormat: str | None = None

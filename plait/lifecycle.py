@@ -22,8 +22,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     **{t: frozenset() for t in TERMINAL},
 }
 
-_COPIED = ("sysCode", "bizType", "userId", "fileName", "fileFormat", "fingerprint", "timeout",
-           "totalRows", "truncated", "errorMessage", "workerId", "quality")
+_COPIED = ("sysCode", "bizType", "bizDesc", "userId", "fileName", "fileFormat", "fingerprint",
+           "timeout", "totalRows", "truncated", "errorMessage", "workerId", "quality")
 
 
 def can_move(current: str | None, new: str) -> bool:

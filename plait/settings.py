@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from plait.limits import Limits
@@ -23,6 +23,11 @@ class Settings(BaseSettings):
         redis_prefix: prefix of every Redis key Plait writes (tests use their own).
         storage_url: object storage, ``file:///abs/dir`` or ``s3://bucket/prefix``.
         s3_endpoint_url: S3 endpoint (MinIO, moto); empty means AWS.
+        s3_region: S3 region name.
+        s3_public_url: S3 endpoint as downloaders reach it, when it differs from
+            ``s3_endpoint_url`` (compose: ``http://localhost:9000`` beside
+            ``http://minio:9000``); presigned links are signed for it. Empty:
+            links use ``s3_endpoint_url``.
         topic_prefix: prefix of every topic name (tests use their own).
         app_id: Faust application id, hence the consumer group.
         partitions: partition count for every Plait topic created at start-up.
@@ -54,6 +59,13 @@ class Settings(BaseSettings):
             allowances; when empty (dev mode) the API is open.
         auth_skew_seconds: allowed clock difference of signed requests, seconds;
             nonces live twice as long.
+        alertmanager_token: bearer token (>= 32 characters) the
+            Alertmanager-compatible routes (``/api/v2/...``) require in
+            ``Authorization: Bearer <token>`` (what Prometheus
+            ``alertmanagers.authorization`` and amtool ``--http.config.file``
+            send); callers may also have their own ``alertmanagerToken`` in the
+            registry. With a registry or a token set, ``/api/v2`` refuses
+            requests without a valid one (401); with neither it is open (dev mode).
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
     """
@@ -66,6 +78,7 @@ class Settings(BaseSettings):
     storage_url: str = "file://./.plait/storage"
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"
+    s3_public_url: str = ""
     topic_prefix: str = ""
     app_id: str = "plait-worker"
     partitions: int = Field(default=4, ge=1)
@@ -83,6 +96,7 @@ class Settings(BaseSettings):
     alerting_config: str = ""
     callers_file: str = ""
     auth_skew_seconds: int = Field(default=300, ge=1, le=3600)
+    alertmanager_token: SecretStr = SecretStr("")
     limits: Limits = Field(default_factory=Limits)
     reuse_window_seconds: float = Field(default=600.0, ge=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)

@@ -2,7 +2,26 @@
 
 Field names follow the camelCase contract (``sysCode``, ``dataConfig``...).
 Pydantic validation errors name the field path (``documentConfig.fileFormat``)
-and the rule, which the API turns into a 422.
+and the rule, which the API turns into a 422. Unknown fields are refused at
+every level, named by their path (``jobConfig.timeoutt``).
+
+The written contract's request is accepted verbatim::
+
+    {"sysCode", "bizType", "bizDesc", "userId",
+     "dataConfig": {"dataApiUrl", "queryConditions"},
+     "documentConfig": {"fileName", "fileFormat", "xlsx": {"sheetName"}, "columns"},
+     "jobConfig": {"timeout", "maxRows", "pageSize"}}
+
+Two spellings of one setting are accepted and must agree (a conflict is a 422
+naming both fields, so nothing is silently dropped):
+
+- page size: ``dataConfig.pageSize`` or ``jobConfig.pageSize`` (the contract's
+  spelling); 1..10,000 rows, default 1,000. After validation
+  ``dataConfig.pageSize`` holds the value in force.
+- sheet name: ``documentConfig.xlsx.sheetName`` (the contract's spelling,
+  checked against Excel's sheet-name rules) or ``documentConfig.sheetName``
+  (older spelling, made Excel-valid by the xlsx writer). After validation
+  ``documentConfig.sheetName`` holds the value in force.
 """
 from __future__ import annotations
 
@@ -12,7 +31,8 @@ from typing import Any, Literal
 
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 FileFormat = Literal["csv", "xlsx", "parquet", "jsonl"]
 ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datetime", "json"]
@@ -20,10 +40,65 @@ ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datet
 #: Excel's sheet limits (Microsoft, "Excel specifications and limits").
 XLSX_MAX_COLUMNS = 16_384
 XLSX_MAX_ROWS = 1_048_576
+#: Longest sheet name Excel accepts.
+XLSX_MAX_SHEET_NAME = 31
+#: Characters Excel refuses in a sheet name (plus control characters).
+XLSX_SHEET_FORBIDDEN = "[]:*?/\\"
+#: Rows per page when neither ``dataConfig.pageSize`` nor ``jobConfig.pageSize`` is given.
+DEFAULT_PAGE_SIZE = 1000
+#: Largest page size accepted, rows.
+MAX_PAGE_SIZE = 10_000
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+def _conflict(title: str, *fields: tuple[tuple[str, ...], str, Any]) -> ValidationError:
+    """A validation error for two spellings of one setting given different
+    values: one entry per ``(location relative to the model, name as the
+    caller spells it, value)``, each naming the others and what is accepted."""
+    details = []
+    for loc, name, value in fields:
+        others = " and ".join(f"{n} ({v!r})" for _, n, v in fields if n != name)
+        details.append(InitErrorDetails(
+            type=PydanticCustomError(
+                "conflict", "{value} differs from {others}: give one of them, or the same "
+                "value in both", {"value": repr(value), "others": others}),
+            loc=loc, input=value))
+    return ValidationError.from_exception_data(title, details)
+
+
+def excel_sheet_name(name: str) -> str:
+    """Check ``name`` against Excel's sheet-name rules (Microsoft, "Rename a
+    worksheet"): 1..31 characters, none of ``[]:*?/\\`` or control
+    characters, not starting or ending with an apostrophe or a space, and not
+    ``History`` (reserved, any case). Returns ``name`` unchanged.
+
+    Raises:
+        PydanticCustomError ``sheet_name``: saying which rule failed and what
+            is accepted.
+    """
+    why = None
+    found = sorted({c for c in name if c in XLSX_SHEET_FORBIDDEN})
+    if not name.strip():
+        why = "is blank"
+    elif len(name) > XLSX_MAX_SHEET_NAME:
+        why = f"has {len(name)} characters"
+    elif found:
+        why = f"contains {' '.join(found)}"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in name):
+        why = "contains a control character"
+    elif name[0] in "' " or name[-1] in "' ":
+        why = "starts or ends with an apostrophe or a space"
+    elif name.lower() == "history":
+        why = f"{name!r} is reserved by Excel"
+    if why:
+        raise PydanticCustomError(
+            "sheet_name", "{why}; a sheet name is 1 to 31 characters without [ ] : * ? / \\ "
+            "or control characters, neither starts nor ends with an apostrophe or a space, "
+            "and is not 'History'", {"why": why})
+    return name
 
 
 class ColumnSpec(_Model):
@@ -54,13 +129,15 @@ class DataConfig(_Model):
 
     ``mode`` ``pull``: Plait calls ``dataApiUrl`` page by page (pull contract);
     ``push``: the caller sends PageBatch events itself with the producer SDK.
-    ``pageSize`` is rows per page (1..10,000).
+    ``pageSize`` is rows per page (1..10,000; ``jobConfig.pageSize`` is the
+    contract's spelling of the same setting, see the module docstring);
+    ``runtimeContext`` is the initial cursor sent on the first call.
     """
 
     mode: Literal["pull", "push"] = "pull"
     dataApiUrl: str | None = Field(default=None, max_length=2048)
     queryConditions: dict[str, Any] = Field(default_factory=dict)
-    pageSize: int = Field(default=1000, ge=1, le=10_000, strict=True)
+    pageSize: int = Field(default=DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, strict=True)
     runtimeContext: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -73,9 +150,30 @@ class DataConfig(_Model):
         return self
 
 
+class XlsxOptions(_Model):
+    """xlsx-only options (``documentConfig.xlsx`` in the contract).
+
+    ``sheetName``: the name of the first sheet, checked against Excel's rules
+    (:func:`excel_sheet_name`); further sheets (past 1,048,575 rows) are named
+    ``<sheetName> (2)``... Ignored for other formats.
+    """
+
+    sheetName: str | None = Field(default=None, json_schema_extra={
+        "minLength": 1, "maxLength": XLSX_MAX_SHEET_NAME,
+        "description": "Excel sheet name: no [ ] : * ? / \\, no apostrophe or space at "
+                       "either end, not 'History'"})
+
+    @field_validator("sheetName")
+    @classmethod
+    def _excel_rules(cls, value: str | None) -> str | None:
+        return None if value is None else excel_sheet_name(value)
+
+
 class DocumentConfig(_Model):
     """What file to produce.
 
+    ``sheetName`` names the xlsx sheet (older spelling of ``xlsx.sheetName``,
+    see the module docstring; default ``Sheet1``); ``xlsx`` holds xlsx options;
     ``columns`` fixes order, headers and types (absent: every field, inferred);
     ``csvFlavour`` ``excel`` = UTF-8 with BOM and CRLF, ``plain`` = UTF-8 and LF;
     ``timeZone`` is the IANA zone that aware datetimes are converted to;
@@ -85,6 +183,7 @@ class DocumentConfig(_Model):
     fileName: str = Field(default="export", min_length=1, max_length=255)
     fileFormat: FileFormat = "xlsx"
     sheetName: str = Field(default="Sheet1", min_length=1, max_length=255)
+    xlsx: XlsxOptions | None = None
     columns: list[ColumnSpec] | None = Field(default=None, max_length=XLSX_MAX_COLUMNS * 4)
     csvFlavour: Literal["excel", "plain"] = "excel"
     csvDelimiter: str = Field(default=",", min_length=1, max_length=1)
@@ -112,7 +211,20 @@ class DocumentConfig(_Model):
         for i, col in enumerate(self.columns or []):
             if col.mask and any(not isinstance(v, int) or v < 0 for v in col.mask.values()):
                 raise ValueError(f"columns.{i}.mask: values must be whole numbers >= 0")
+        self._one_sheet_name()
         return self._xlsx_columns()
+
+    def _one_sheet_name(self) -> None:
+        """Fold ``xlsx.sheetName`` into ``sheetName``; both given and different
+        is a conflict naming both."""
+        wanted = self.xlsx.sheetName if self.xlsx else None
+        if wanted is None:
+            return
+        if "sheetName" in self.model_fields_set and self.sheetName != wanted:
+            raise _conflict("DocumentConfig",
+                            (("sheetName",), "documentConfig.sheetName", self.sheetName),
+                            (("xlsx", "sheetName"), "documentConfig.xlsx.sheetName", wanted))
+        self.sheetName = wanted
 
     def _xlsx_columns(self) -> "DocumentConfig":
         if self.fileFormat == "xlsx" and self.columns and len(self.columns) > XLSX_MAX_COLUMNS:
@@ -124,36 +236,70 @@ class DocumentConfig(_Model):
 
 class JobConfig(_Model):
     """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap
-    (the task succeeds truncated, it never fails for it)."""
+    (the task succeeds truncated, it never fails for it), ``pageSize`` rows per
+    page (1..10,000; the contract's spelling of ``dataConfig.pageSize``, see the
+    module docstring)."""
 
     timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
     maxRows: int | None = Field(default=None, ge=1)
+    pageSize: int | None = Field(default=None, ge=1, le=MAX_PAGE_SIZE, strict=True)
 
 
 class ExportSpec(_Model):
-    """A whole export request as a caller sends it."""
+    """A whole export request as a caller sends it.
+
+    ``bizDesc`` is a free-text description of the export (up to 256
+    characters) shown in task lists; it does not shape the file, so it is not
+    part of the fingerprint.
+
+    Raises (``pydantic.ValidationError``, a 422 at the API): any field out of
+    its rule, an unknown field (named by its path), or ``dataConfig.pageSize``
+    and ``jobConfig.pageSize`` given different values (both named).
+    """
 
     sysCode: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     bizType: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    bizDesc: str | None = Field(default=None, max_length=256)
     userId: str = Field(min_length=1, max_length=128)
     dataConfig: DataConfig
     documentConfig: DocumentConfig = Field(default_factory=DocumentConfig)
     jobConfig: JobConfig = Field(default_factory=JobConfig)
 
+    @model_validator(mode="after")
+    def _one_page_size(self) -> "ExportSpec":
+        """Fold ``jobConfig.pageSize`` into ``dataConfig.pageSize`` (the value in
+        force); both given and different is a conflict naming both."""
+        data, job = self.dataConfig, self.jobConfig.pageSize
+        if job is None:
+            return self
+        if "pageSize" in data.model_fields_set and data.pageSize != job:
+            raise _conflict("ExportSpec",
+                            (("dataConfig", "pageSize"), "dataConfig.pageSize", data.pageSize),
+                            (("jobConfig", "pageSize"), "jobConfig.pageSize", job))
+        data.pageSize = job
+        return self
+
     def fingerprint(self) -> str:
         """sha256 (hex) of the canonical JSON (sorted keys) of everything that
         decides the file: sysCode, bizType, userId, the data source (mode,
         dataApiUrl, queryConditions, initial runtimeContext), the whole
-        documentConfig (columns, fileFormat, name, flavour, zone, split...) and
-        jobConfig.maxRows. Two requests with one fingerprint give the same file,
-        so dedupe and reuse may answer one with the other's task."""
+        documentConfig (columns, fileFormat, name, sheet name in force, xlsx
+        options, flavour, zone, split...) and jobConfig.maxRows. Not in it:
+        bizDesc, timeout and the page size (they do not change the file), nor
+        which spelling named the sheet. Two requests with one fingerprint give
+        the same file, so dedupe and reuse may answer one with the other's task."""
         data = self.dataConfig
+        # sheetName holds the name in force; xlsx.sheetName is only its other spelling
+        document = self.documentConfig.model_dump(exclude_none=True,
+                                                  exclude={"xlsx": {"sheetName"}})
+        if not document.get("xlsx", True):
+            del document["xlsx"]
         key = {
             "sysCode": self.sysCode, "bizType": self.bizType, "userId": self.userId,
             "data": {"mode": data.mode, "dataApiUrl": data.dataApiUrl,
                      "queryConditions": data.queryConditions,
                      "runtimeContext": data.runtimeContext},
-            "document": self.documentConfig.model_dump(exclude_none=True),
+            "document": document,
             "maxRows": self.jobConfig.maxRows,
         }
         canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -2,8 +2,11 @@
 
 ``POST {dataApiUrl}`` with ``{"queryConditions", "runtimeContext", "userId"}``
 answers ``{"code": 200, "data": {"status": "continue"|"finish",
-"runtimeContext": {...}, "rows": [...], "total"?: int}}``. The runtime context
-is opaque: stored and sent back as is.
+"runtimeContext": {...}, "rows": [...], "total"?: int}}``. The first call's
+runtime context is ``{"pageSize": n, "lastId": null}`` merged with the spec's
+initial ``dataConfig.runtimeContext``; later calls send back the context the
+data API answered (opaque: stored and sent back as is), with ``pageSize``
+added when it left it out.
 """
 from __future__ import annotations
 
@@ -107,14 +110,16 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
     followed (a 3xx is permanent): the data API cannot send Plait elsewhere.
 
     Args:
-        context: the runtime context (cursor) to send.
+        context: the runtime context (cursor) to send; on page 0 it is
+            completed to the contract's ``{"pageSize", "lastId": null}``.
         attempts: tries in all (>= 1); backoff: first wait, seconds.
         headers: extra request headers (the per-task data token).
     Raises:
         PermanentError: a permanent answer, or transient failures ``attempts`` times.
     """
+    first = {"lastId": None} if seq == 0 else {}
     body = {"queryConditions": spec.dataConfig.queryConditions,
-            "runtimeContext": {"pageSize": spec.dataConfig.pageSize, **context},
+            "runtimeContext": {"pageSize": spec.dataConfig.pageSize, **first, **context},
             "userId": spec.userId}
 
     async def once() -> Page:

@@ -12,7 +12,7 @@ from alerting.delivery import (backoff_delay, idempotency_key, is_retryable, nex
                                render_alertmanager, render_body, signature, verify_signature)
 from alerting.group import apply_verdict, build_sections, commit_sections, due_at, new_group, settle
 from alerting.model import Message
-from alerting.normalize import from_native
+from alerting.intake import from_native
 
 
 def alert(sev="warning", status="firing", asset="h1", rule="Lat", **kw):
@@ -142,6 +142,29 @@ def test_render_body_is_deterministic_json():
     assert json.loads(render_body(msg, "native"))["groups"][0]["alerts"][0]["asset"] == "h1"
     with pytest.raises(ValueError):
         render_body(msg, "slack")
+
+
+def test_native_payload_is_camel_case_with_rfc3339_times():
+    # given a message whose labels have snake_case names (sender's data)
+    msg = _message([_view("h1", labels={"team_name": "db"}),
+                    _view("h2", "resolved", escalated_from="info")], {"rule_name": "Lat"})
+    body = json.loads(render_body(msg, "native"))
+    # then every field name is camelCase, times are RFC 3339, label names are kept
+    assert {"createdAt", "alertCount", "mergedGroups", "mergedAlerts"} <= set(body)
+    group = body["groups"][0]
+    assert group["groupLabels"] == {"rule_name": "Lat"} and group["counts"]["stillFiring"] == 2
+    first, second = group["alerts"]
+    assert first["labels"] == {"team_name": "db"} and first["startsAt"] == "1970-01-01T00:00:00Z"
+    assert second["endsAt"] == "1970-01-01T00:01:00Z" and second["escalatedFrom"] == "info"
+    assert "generatorURL" in first
+
+    def keys(v):
+        if isinstance(v, dict):
+            return [k for k, x in v.items() if k not in ("labels", "annotations", "groupLabels")
+                    for k in [k, *keys(x)]]
+        return [k for x in v for k in keys(x)] if isinstance(v, list) else []
+
+    assert not [k for k in keys(body) if "_" in k]
 
 
 # ------------------------------------------------------------------ grouping

@@ -12,7 +12,7 @@ from alert_harness import assets, case_config, ev, run
 
 from alerting.delivery import render_alertmanager, render_body
 from alerting.funnel import Funnel
-from alerting.normalize import ZERO_TIME, from_alertmanager
+from alerting.intake import ZERO_TIME, from_alertmanager
 from alerting.silence import SilenceRefused
 
 

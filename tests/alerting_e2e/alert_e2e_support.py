@@ -155,7 +155,10 @@ class AlertApi:
 
         from api.alerts import create_alerts_router
 
+        from api.envelope import install_error_handlers
+
         app = FastAPI()
+        install_error_handlers(app)
         app.include_router(create_alerts_router(stack_settings(self.stack)))
 
         @app.get("/metrics")

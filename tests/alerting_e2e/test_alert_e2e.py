@@ -109,7 +109,7 @@ def test_storm_of_500_reaches_the_webhook_as_a_handful_of_messages(alerting, rec
     hits = receiver.accepted("/storm")
     assert 1 <= len(hits) <= 12, len(hits)
     listed = [a for h in hits for a in native_alerts(h)]
-    assert all(h.body["alert_count"] <= 50 for h in hits)
+    assert all(h.body["alertCount"] <= 50 for h in hits)
     assert {(c["rule"], c["asset"]) for c in critical} <= {(a["rule"], a["asset"]) for a in listed}
     crit_ids = [r for r, a in ids.items() if a.get("severity") == "critical"]
     assert len(crit_ids) == 20
@@ -142,13 +142,15 @@ def test_receiver_down_then_up_gets_each_message_once_with_everything(alerting, 
     ids += api.post("/alerts", later).json()["data"]["ids"]
     wait_until(lambda: any(len(native_alerts(h)) == 10 for h in receiver.on("/flaky")), 30,
                "a retry carrying all 10 alerts")
-    failed = len(receiver.on("/flaky"))
     receiver.status = 200  # the receiver comes back
     # then every alert is delivered, in messages each accepted exactly once
     wait_until(lambda: set(ids) <= {e["raw_id"] for e in kafka.read_ledger()
                                      if e["outcome"] in ("delivered", "merged")}, 30,
                "10 delivered ledger entries")
     ok = receiver.accepted("/flaky")
+    # (counted from the answers recorded, not read before the switch: an attempt
+    # in flight while the receiver came back would otherwise be miscounted)
+    failed = sum(1 for h in receiver.on("/flaky") if h.status >= 500)
     assert failed >= 3
     keys = Counter(h.key for h in ok)
     assert all(n == 1 for n in keys.values()), keys
@@ -158,7 +160,7 @@ def test_receiver_down_then_up_gets_each_message_once_with_everything(alerting, 
     assert all(n == 1 for n in listed.values()), listed
     c = wait_until(lambda: (lambda c: c if c["pending"] == 0 and c["received"] == 10 else None)(
         api.counters()), 10, "counters to settle")
-    assert c["balanced"] and c["http_5xx"] == failed and c["messages_superseded"] >= 1
+    assert c["balanced"] and c["http5xx"] == failed and c["messagesSuperseded"] >= 1
 
 
 def _rfc3339(dt: datetime) -> str:
@@ -196,7 +198,8 @@ def test_a13_alertmanager_in_alertmanager_out_and_the_api_edges(alerting, receiv
         assert a["endsAt"] == "0001-01-01T00:00:00Z"
 
     # and silences: a broad one is refused unless allowBroad, then it mutes
-    broad = {"matchers": ['env!~"prod.*"'], "endsAt": time.time() + 600,
+    broad = {"matchers": ['env!~"prod.*"'],
+             "endsAt": _rfc3339(datetime.now(timezone.utc) + timedelta(minutes=10)),
              "createdBy": "ops", "comment": "maintenance"}
     resp = api.post("/silences", broad)
     assert resp.status_code == 422 and "matchers" in resp.json()["message"]

@@ -191,7 +191,7 @@ def test_dangerous_urls_are_refused(url, rule):
     # given the allow list GOOD, when a dangerous URL is checked, then it is refused by rule
     with pytest.raises(NotAllowed) as err:
         check_data_api_url(url, GOOD)
-    assert err.value.rule == rule, str(err.value)
+    assert err.value.code == rule, str(err.value)
     assert err.value.field == "dataConfig.dataApiUrl"
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.token import DataTokenError, mint_data_token, verify_data_token
+from plait.tokens import DataTokenError, mint_data_token, verify_data_token
 
 SECRET = "data-secret-" + "d" * 32
 TASK = "0193a1b2c3d4e5f60718293a4b5c6d7e"
@@ -72,3 +72,12 @@ def test_the_error_message_never_contains_the_token_or_secret():
     with pytest.raises(DataTokenError) as err:
         verify_data_token(SECRET, token, TASK, "bob", EXP - 1)
     assert token not in str(err.value) and SECRET not in str(err.value)
+
+
+def test_a_refused_token_is_an_auth_error_of_the_one_tree():
+    from plait.errors import AuthError, PlaitError
+
+    with pytest.raises(DataTokenError) as err:
+        verify_data_token(SECRET, "garbage", "t1", "alice", 0)
+    assert isinstance(err.value, AuthError) and isinstance(err.value, PlaitError)
+    assert isinstance(err.value, ValueError) and err.value.status == 401

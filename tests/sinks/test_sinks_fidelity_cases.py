@@ -284,7 +284,7 @@ def test_f8_integer_column_with_nulls_stays_integer(run, fmt):
 
 def test_f8_demo_data_api_serves_whole_numbers_as_integers():
     from producers.demo_api import flights
-    from plait.demo import FLIGHT_COLUMNS
+    from ops.demo import FLIGHT_COLUMNS
 
     row = flights().slice(0, 1).to_pylist()[0]
     assert row["dep_time"] == 517 and type(row["dep_time"]) is int

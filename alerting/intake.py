@@ -1,4 +1,4 @@
-"""Normalize raw alerts (native JSON, Alertmanager / Prometheus) into :class:`Alert`.
+"""Alert intake: raw alerts (native JSON, Alertmanager / Prometheus) into :class:`Alert`.
 
 Native JSON::
 
@@ -41,6 +41,8 @@ SEVERITY_ALIASES = {
 #: Alertmanager's "zero time": Go's time.Time{} rendered in RFC3339.
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _MAX_TEXT = 8192
+#: Spellings of native keys that are refused, with the one accepted instead.
+_SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url": "generatorURL"}
 
 
 def parse_time(value: Any, field: str) -> float | None:
@@ -116,39 +118,47 @@ def parse_severity(value: Any, field: str) -> Severity:
         AlertRejected: unknown or non-string value.
     """
     if not isinstance(value, str) or value.strip().lower() not in SEVERITY_ALIASES:
-        raise AlertRejected(field, f"unknown severity {value!r} (use info, warning or critical)")
+        raise AlertRejected(field, f"unknown severity {str(value)[:40]!r}",
+                            "info, warning or critical (or an alias such as warn, error, page)",
+                            "literal")
     return SEVERITY_ALIASES[value.strip().lower()]
 
 
 def from_native(raw: Any, now: float) -> Alert:
     """Normalize one native JSON alert; ``time`` defaults to ``now`` (seconds).
+    Keys are camelCase (``startsAt``, ``endsAt``, ``generatorURL``); times are
+    RFC 3339 (the HTTP edge insists) or epoch seconds (Kafka producers).
 
     Raises:
-        AlertRejected: naming the first bad field (``rule``, ``severity``...).
+        AlertRejected: naming the first bad field (``rule``, ``severity``...);
+            a snake_case spelling (``starts_at``) names the accepted one.
     """
     if not isinstance(raw, dict):
         raise AlertRejected("(alert)", f"expected a JSON object, got {type(raw).__name__}")
+    for snake, camel in _SNAKE_SPELLINGS.items():
+        if snake in raw:
+            raise AlertRejected(snake, "snake_case spelling is not accepted", camel, "spelling")
     rule = _text(raw.get("rule"), "rule")
     asset = _text(raw.get("asset"), "asset")
     if "severity" not in raw:
-        raise AlertRejected("severity", "is required (info, warning or critical)")
+        raise AlertRejected("severity", "is required", "info, warning or critical", "required")
     severity = parse_severity(raw["severity"], "severity")
     status_text = raw.get("status", "firing")
     try:
         status = Status(status_text)
     except ValueError:
-        raise AlertRejected("status", f"must be 'firing' or 'resolved', got {status_text!r}") from None
+        raise AlertRejected("status", f"unknown status {str(status_text)[:40]!r}",
+                            "firing or resolved", "literal") from None
     t = parse_time(raw.get("time"), "time")
     t = now if t is None else t
-    starts = parse_time(raw.get("startsAt", raw.get("starts_at")), "startsAt")
-    ends = parse_time(raw.get("endsAt", raw.get("ends_at")), "endsAt")
+    starts = parse_time(raw.get("startsAt"), "startsAt")
+    ends = parse_time(raw.get("endsAt"), "endsAt")
     return Alert(
         rule=rule, asset=asset, severity=severity, status=status,
         labels=_str_map(raw.get("labels"), "labels"),
         annotations=_str_map(raw.get("annotations"), "annotations"),
         time=t, starts_at=starts, ends_at=ends if status is Status.RESOLVED else None,
-        generator_url=_text(raw.get("generatorURL", raw.get("generator_url")), "generatorURL",
-                            required=False),
+        generator_url=_text(raw.get("generatorURL"), "generatorURL", required=False),
         source="native",
     )
 
@@ -167,7 +177,10 @@ def from_alertmanager_alert(raw: Any, now: float,
         AlertRejected: naming the bad field, prefixed by ``prefix`` (``"[1]."``).
     """
     if not isinstance(raw, dict):
-        raise AlertRejected(prefix + "(alert)", f"expected a JSON object, got {type(raw).__name__}")
+        raise AlertRejected(prefix.rstrip(".") or "(alert)",
+                            f"must be a JSON object, got {type(raw).__name__}",
+                            "an object with labels, annotations, startsAt, endsAt, generatorURL",
+                            "type")
     labels = _str_map(raw.get("labels"), prefix + "labels")
     if not labels:
         raise AlertRejected(prefix + "labels", "is required and must not be empty")
@@ -203,7 +216,8 @@ def from_alertmanager(payload: list[dict], now: float | None = None, **options: 
             alert with its index in the field (``"[1].labels.alertname"``).
     """
     if not isinstance(payload, list):
-        raise AlertRejected("(body)", f"expected a JSON list of alerts, got {type(payload).__name__}")
+        raise AlertRejected("body", f"must be a JSON list of alerts, got {type(payload).__name__}",
+                            "a list of Alertmanager postableAlert objects", "type")
     now = _time.time() if now is None else now
     return [from_alertmanager_alert(a, now, prefix=f"[{i}].", **options)
             for i, a in enumerate(payload)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alerting.model import Alert, AlertRejected, Severity, Status
-from alerting.normalize import (ZERO_TIME, format_time, from_alertmanager, from_native, normalize,
+from alerting.intake import (ZERO_TIME, format_time, from_alertmanager, from_native, normalize,
                                 parse_time)
 
 NOW = 1_714_557_600.0  # 2024-05-01T10:00:00Z
@@ -72,12 +72,12 @@ def test_alertmanager_zero_time_endsat_is_firing():
 
 
 @pytest.mark.parametrize("body, field", [
-    ({"labels": {}}, "(body)"),
+    ({"labels": {}}, "body"),
     ([{"labels": {"alertname": "A"}}, {"labels": {"instance": "x"}}], "[1].labels.alertname"),
     ([{"annotations": {}}], "[0].labels"),
     ([{"labels": {"alertname": "A", "severity": "meh"}}], "[0].labels.severity"),
     ([{"labels": {"alertname": "A"}, "startsAt": "01/05/2024"}], "[0].startsAt"),
-    ([42], "[0].(alert)"),
+    ([42], "[0]"),
 ])
 def test_bad_alertmanager_body_names_index_and_field(body, field):
     with pytest.raises(AlertRejected) as err:
@@ -97,3 +97,9 @@ def test_time_helpers():
     assert format_time(None) == ZERO_TIME
     assert format_time(NOW) == "2024-05-01T10:00:00Z" and format_time(NOW + 0.5) == "2024-05-01T10:00:00.500Z"
     assert parse_time(format_time(NOW), "t") == NOW
+
+
+def test_native_snake_case_spellings_are_rejected_naming_the_accepted_one():
+    with pytest.raises(AlertRejected) as err:
+        from_native({"rule": "R", "asset": "a", "severity": "info", "starts_at": 5}, 10)
+    assert err.value.field == "starts_at" and err.value.accepted == "startsAt"

@@ -1,0 +1,261 @@
+"""Every 4xx names the field as the caller spelt it and says what would be
+accepted (issue 10.5), and public JSON is camelCase with RFC 3339 times
+(issue 9.6). One test per error path; all answers come from the one handler
+(``api.envelope.install_error_handlers``)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+SPEC = {"sysCode": "crm", "bizType": "orders", "userId": "alice",
+        "dataConfig": {"dataApiUrl": "http://data.example/export"}}
+SILENCE = {"matchers": ['asset="h1"'], "endsAt": "2999-01-01T00:00:00Z",
+           "createdBy": "ops", "comment": "maintenance"}
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3})?Z$")
+
+
+def error(resp, field: str, status: int = 422) -> dict:
+    """The error entry naming ``field``; checks the envelope on the way."""
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert body["code"] == status and "Value error" not in body["message"]
+    entries = {e["field"]: e for e in body["data"]["errors"]}
+    assert field in entries, entries
+    assert field in body["message"]
+    return entries[field]
+
+
+# -- the export spec --------------------------------------------------------------
+
+def test_malformed_json_names_the_body_and_the_position(client):
+    resp = client.post("/export/tasks", content=b'{"sysCode": "crm",, }',
+                       headers={"Content-Type": "application/json"})
+    e = error(resp, "body")
+    assert "is not valid JSON at character 18" in e["rule"]
+    assert "application/json" in e["accepted"]
+
+
+def test_json_without_a_content_type_says_so(client):
+    resp = client.post("/export/tasks", content=json.dumps(SPEC).encode())
+    e = error(resp, "body")
+    assert e["rule"] == "was not read as JSON: the request has no Content-Type"
+    assert "Content-Type: application/json" in e["accepted"]
+    assert "valid dictionary" not in resp.text
+
+
+def test_a_body_that_is_not_an_object(client):
+    e = error(client.post("/export/tasks", json=[SPEC]), "body")
+    assert e["rule"] == "must be a JSON object"
+
+
+def test_an_empty_body(client):
+    resp = client.post("/export/tasks", content=b"", headers={"Content-Type": "application/json"})
+    e = error(resp, "body")
+    assert e["rule"] == "is required" and "JSON object" in e["accepted"]
+
+
+def test_a_missing_field_is_required(client):
+    spec = {k: v for k, v in SPEC.items() if k != "userId"}
+    e = error(client.post("/export/tasks", json=spec), "userId")
+    assert e["rule"] == "is required" and e["code"] == "required"
+
+
+def test_a_snake_case_key_is_answered_with_the_camel_case_spelling(client):
+    spec = {k: v for k, v in SPEC.items() if k != "userId"} | {"user_id": "alice"}
+    e = error(client.post("/export/tasks", json=spec), "user_id")
+    assert e["accepted"] == "userId" and e["code"] == "spelling"
+
+
+def test_a_nested_snake_case_key_gets_the_dotted_path(client):
+    spec = SPEC | {"documentConfig": {"file_name": "orders"}}
+    e = error(client.post("/export/tasks", json=spec), "documentConfig.file_name")
+    assert e["accepted"] == "fileName"
+
+
+def test_an_unknown_key_lists_the_known_ones(client):
+    spec = SPEC | {"jobConfig": {"retries": 3}}
+    e = error(client.post("/export/tasks", json=spec), "jobConfig.retries")
+    assert e["rule"] == "is not a known field"
+    assert set(e["accepted"].replace(" or ", ", ").split(", ")) >= {"maxRows", "timeout"}
+
+
+def test_a_value_outside_a_literal_lists_the_allowed_ones(client):
+    spec = SPEC | {"documentConfig": {"fileFormat": "pdf"}}
+    e = error(client.post("/export/tasks", json=spec), "documentConfig.fileFormat")
+    assert e["accepted"] == "'csv', 'xlsx', 'parquet' or 'jsonl'"
+
+
+def test_a_number_out_of_range_says_the_limit(client):
+    spec = SPEC | {"dataConfig": {**SPEC["dataConfig"], "pageSize": 0}}
+    e = error(client.post("/export/tasks", json=spec), "dataConfig.pageSize")
+    assert e["accepted"] == ">= 1"
+
+
+def test_a_model_rule_names_its_field_without_the_value_error_prefix(client):
+    spec = SPEC | {"documentConfig": {"timeZone": "Mars/Olympus"}}
+    e = error(client.post("/export/tasks", json=spec), "documentConfig.timeZone")
+    assert e["rule"].startswith("unknown IANA time zone")
+
+
+def test_a_rule_across_fields_names_the_missing_one(client):
+    spec = SPEC | {"dataConfig": {"mode": "pull"}}
+    e = error(client.post("/export/tasks", json=spec), "dataConfig.dataApiUrl")
+    assert e["rule"] == "is required when mode is 'pull'"
+
+
+def test_a_bad_query_parameter_is_named(client):
+    e = error(client.get("/export/tasks", params={"sysCode": "crm", "limit": 0}), "limit")
+    assert e["accepted"] == ">= 1"
+
+
+def test_a_snake_case_query_parameter_is_answered_with_the_spelling(client):
+    e = error(client.get("/export/tasks", params={"sysCode": "crm", "user_id": "alice"}),
+              "user_id")
+    assert e["accepted"] == "userId" and e["code"] == "spelling"
+    e = error(client.get("/export/tasks/t-1", params={"user_id": "alice"}), "user_id")
+    assert e["accepted"] == "userId"
+
+
+def test_a_missing_query_parameter_says_how_to_send_it(client):
+    e = error(client.get("/export/tasks"), "sysCode")
+    assert "sysCode=" in e["accepted"]
+    e = error(client.get("/audit"), "sysCode")
+    assert "sysCode=" in e["accepted"]
+
+
+def test_unknown_tasks_and_routes_are_404_in_the_envelope(client):
+    resp = client.get("/export/tasks/t-nope")
+    assert resp.status_code == 404 and resp.json()["message"] == "task t-nope not found"
+    resp = client.post("/export/tasks/t-nope/cancel")
+    assert resp.status_code == 404 and resp.json()["code"] == 404
+    resp = client.get("/no/such/route")
+    assert resp.status_code == 404 and resp.json()["code"] == 404
+
+
+# -- alerts -------------------------------------------------------------------------
+
+def test_alerts_malformed_json_names_the_body(client, sent):
+    resp = client.post("/alerts", content=b"{bad", headers={"Content-Type": "application/json"})
+    e = error(resp, "body")
+    assert e["rule"].startswith("is not valid JSON at line 1 column 2") and sent == []
+
+
+def test_alerts_empty_list_is_refused(client, sent):
+    e = error(client.post("/alerts", json=[]), "body")
+    assert e["rule"] == "has no alerts"
+
+
+def test_alerts_snake_case_key_gets_the_camel_case_spelling(client, sent):
+    alert = {"rule": "Disk", "asset": "h1", "severity": "critical",
+             "starts_at": "2026-11-30T16:00:00Z"}
+    e = error(client.post("/alerts", json=[alert]), "[0].starts_at")
+    assert e["accepted"] == "startsAt" and sent == []
+
+
+def test_alerts_unknown_key_lists_the_known_ones(client):
+    alert = {"rule": "Disk", "asset": "h1", "severity": "critical", "host": "x"}
+    e = error(client.post("/alerts", json=alert), "host")
+    assert "generatorURL" in e["accepted"] and "severity" in e["accepted"]
+
+
+def test_alerts_epoch_time_is_refused_for_rfc3339(client):
+    alert = {"rule": "Disk", "asset": "h1", "severity": "critical", "time": 1_700_000_000}
+    e = error(client.post("/alerts", json=alert), "time")
+    assert "RFC 3339" in e["rule"] and "2026-11-30T17:00:00Z" in e["accepted"]
+
+
+def test_alerts_bad_severity_lists_the_accepted_ones(client):
+    alert = {"rule": "Disk", "asset": "h1", "severity": "loud"}
+    e = error(client.post("/alerts", json=[alert]), "[0].severity")
+    assert e["accepted"].startswith("info, warning or critical")
+
+
+def test_alertmanager_route_keeps_alertmanager_names(client, sent):
+    e = error(client.post("/api/v2/alerts", json={"labels": {}}), "body")
+    assert "list" in e["rule"]
+    e = error(client.post("/api/v2/alerts", json=[{"labels": {"instance": "x"}}]),
+              "[0].labels.alertname")
+    ok = client.post("/api/v2/alerts", json=[{"labels": {"alertname": "A"},
+                                              "startsAt": "2026-11-30T16:00:00Z"}])
+    assert ok.status_code == 200 and len(sent) == 1
+
+
+# -- silences ---------------------------------------------------------------------------
+
+def test_silence_answer_is_camel_case_with_rfc3339_times(client, sent):
+    resp = client.post("/silences", json=SILENCE | {"startsAt": "2026-11-30T16:00:00+01:00"})
+    assert resp.status_code == 201, resp.text
+    s = resp.json()["data"]["silence"]
+    assert s["startsAt"] == "2026-11-30T15:00:00Z" and s["endsAt"] == "2999-01-01T00:00:00Z"
+    assert {"createdBy", "allowBroad", "timeIntervals", "activeNow"} <= set(s)
+    assert not any("_" in k for k in s)
+    listed = client.get("/silences").json()["data"]["silences"]
+    assert all(RFC3339.match(x["startsAt"]) for x in listed)
+
+
+@pytest.mark.parametrize("key, accepted", [("allow_broad", "allowBroad"), ("ends_at", "endsAt"),
+                                           ("starts_at", "startsAt"),
+                                           ("time_intervals", "timeIntervals")])
+def test_silence_snake_case_keys_are_refused_with_the_spelling(client, key, accepted):
+    e = error(client.post("/silences", json=SILENCE | {key: True}), key)
+    assert e["accepted"] == accepted
+
+
+def test_silence_unknown_key_lists_the_known_ones(client):
+    e = error(client.post("/silences", json=SILENCE | {"author": "x"}), "author")
+    assert "createdBy" in e["accepted"]
+
+
+def test_silence_epoch_time_is_refused_for_rfc3339(client):
+    e = error(client.post("/silences", json=SILENCE | {"endsAt": 4_000_000_000}), "endsAt")
+    assert "RFC 3339" in e["rule"]
+
+
+def test_silence_errors_name_camel_case_fields(client):
+    e = error(client.post("/silences", json=SILENCE | {"startsAt": "2999-06-01T00:00:00Z"}),
+              "endsAt")
+    assert e["rule"] == "must be after startsAt"
+    e = error(client.post("/silences", json={k: v for k, v in SILENCE.items()
+                                             if k != "createdBy"}), "createdBy")
+    assert e["rule"] == "is required"
+
+
+def test_silence_broad_matchers_say_allow_broad_in_camel_case(client):
+    e = error(client.post("/silences", json=SILENCE | {"matchers": ['env!~"prod.*"']}),
+              "matchers")
+    assert "allowBroad: true" in e["accepted"] and "allow_broad" not in json.dumps(e)
+    ok = client.post("/silences", json=SILENCE | {"matchers": ['env!~"prod.*"'],
+                                                  "allowBroad": True})
+    assert ok.status_code == 201
+
+
+def test_silence_bad_matcher_is_named_by_index(client):
+    e = error(client.post("/silences", json=SILENCE | {"matchers": ["asset"]}), "matchers.0")
+    assert 'name="value"' in e["accepted"]
+
+
+def test_silence_time_interval_keys_are_camel_case(client):
+    window = {"weekdays": ["monday:friday"], "times": [{"start_time": "22:00"}]}
+    e = error(client.post("/silences", json=SILENCE | {"timeIntervals": [window]}),
+              "timeIntervals.0.times.0.start_time")
+    assert e["accepted"] == "startTime"
+    window = {"weekdays": ["monday:friday"], "times": [{"startTime": "22:00", "endTime": "24:00"}],
+              "location": "Europe/Paris"}
+    resp = client.post("/silences", json=SILENCE | {"timeIntervals": [window]})
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["data"]["silence"]["timeIntervals"] == [
+        {"weekdays": ["monday", "tuesday", "wednesday", "thursday", "friday"],
+         "times": [{"startTime": "22:00", "endTime": "24:00"}], "location": "Europe/Paris"}]
+
+
+def test_expiring_an_unknown_silence_is_404(client):
+    resp = client.delete("/silences/s-nope")
+    assert resp.status_code == 404 and resp.json()["message"] == "silence s-nope not found"
+
+
+def test_counters_are_camel_case(client):
+    data = client.get("/alerts/counters").json()["data"]
+    assert {"silencedBy", "dedupeReasons", "received", "balanced"} <= set(data)
+    assert not any("_" in k for k in data)
