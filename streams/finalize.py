@@ -17,7 +17,7 @@ from plait.errors import PermanentError
 from plait.events import FileInfo, FinalizeRequested
 from plait.lifecycle import TERMINAL
 from plait.spec import DocumentConfig
-from sinks.normalize import conform, unify_schemas
+from sinks.values import conform, unify_schemas
 from sinks.store import ObjectStore
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
@@ -77,9 +77,15 @@ def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentCon
         out = work / "out"
         out.mkdir()
         writer = open_writer(out, schema, doc)
-        for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-                writer.write_batch(conform(batch, schema))
+        for seq, path in enumerate(paths):
+            try:
+                for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                    writer.write_batch(conform(batch, schema))
+            except PermanentError:
+                raise
+            except Exception as exc:  # a data problem never surfaces as "internal error"
+                raise PermanentError(f"page {seq}: cannot write its rows as {doc.fileFormat} "
+                                     f"({type(exc).__name__}: {str(exc)[:200]})") from exc
             path.unlink()
         report = writer.close()
         for k, v in report.quality.items():

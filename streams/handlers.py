@@ -6,7 +6,6 @@ events to emit (``Emit``); the agents only decode, call and send.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 from plait import topics as T
@@ -18,6 +17,7 @@ from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
+from sinks.values import dumps_rows
 from streams.datasource import fetch_page
 from streams.emits import lifecycle, start
 from streams.layout import page_key
@@ -106,8 +106,8 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows), rowsBefore=cmd.rowsBefore,
                       nextContext=page.next_context, isLast=last, truncated=truncated,
                       totalRows=page.total, spec=spec)
-    body = json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(body) > s.page_inline_max_bytes:
+    body, plain = dumps_rows(rows)  # Decimals, lone surrogates: only via the blob, exactly
+    if not plain or len(body) > s.page_inline_max_bytes:
         batch.blobKey = page_key(task, cmd.seq)
         await asyncio.to_thread(ctx.store.put_bytes, batch.blobKey, body)
     else:

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from plait import topics as T
 from plait.events import FinalizeRequested, PageBatch
 from plait.lifecycle import TERMINAL
-from sinks.normalize import rows_to_batch
+from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
 from streams.layout import QUALITY_KEY, shard_key
@@ -39,8 +39,8 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     rows = page.rows
     if rows is None:
         raw = await asyncio.to_thread(ctx.store.get_bytes, page.blobKey)
-        rows = json.loads(raw)
-    batch, quality = rows_to_batch(rows, page.spec.documentConfig)
+        rows = json.loads(raw, parse_float=json_number)
+    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
     data = encode_shard(batch, quality)
     key = shard_key(page.taskId, page.seq)
     await asyncio.to_thread(ctx.store.put_bytes, key, data)
