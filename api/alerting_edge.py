@@ -107,7 +107,11 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
         raise error(field, f"must be an RFC 3339 timestamp with a time zone, got {got}",
                     RFC3339_EXAMPLE, "time")
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError):  # month 99, hour 25...
+        raise error(field, f"is not a real date and time: {value[:40]!r}", RFC3339_EXAMPLE,
+                    "time") from None
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -204,7 +204,11 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         return verify_bearer(request.headers, callers, shared_token)
 
     router = APIRouter(tags=["alerting"])
-    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)])
+    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)], responses={
+        401: {"description": "A bearer token is required and was missing or not accepted "
+                             "(Plait envelope)"},
+        403: {"description": "The token's caller lacks alertIngest (or silenceManage for "
+                             "silence changes)"}})
 
     async def body(request: Request) -> tuple[Any, int]:
         """(the JSON body with lone surrogates replaced, characters replaced).

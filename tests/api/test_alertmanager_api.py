@@ -136,6 +136,17 @@ def test_empty_or_broken_bodies_are_400_naming_the_body(client, sent, raw):
     assert resp.status_code == 400 and "body" in resp.json()
 
 
+@pytest.mark.parametrize("path, status", [("/alerts", 422), ("/silences", 422)])
+def test_impossible_dates_are_refused_not_500(client, path, status):
+    body = ({"rule": "Disk", "asset": "h1", "severity": "info", "time": "2026-99-01T00:00:00Z"}
+            if path == "/alerts" else
+            {"matchers": ['a="b"'], "endsAt": "2026-02-30T25:00:00Z", "createdBy": "o",
+             "comment": "c"})
+    resp = client.post(path, json=body)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["data"]["errors"][0]["field"] in ("time", "endsAt")
+
+
 def test_native_batch_with_one_bad_alert_takes_the_others(client, sent):
     alerts = [{"rule": "Disk", "asset": f"h{i}", "severity": "critical"} for i in range(50)]
     alerts[3]["severity"] = "loud"
