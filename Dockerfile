@@ -7,4 +7,5 @@ COPY producers producers
 COPY sinks sinks
 COPY alerting alerting
 COPY api api
+COPY ops ops
 RUN pip install --no-cache-dir .

@@ -157,12 +157,12 @@ def test_the_image_holds_every_package_the_distribution_installs():
 
 def test_the_topics_service_creates_every_plait_topic(monkeypatch):
     # given the topics service's code and environment, with the admin call recorded
-    import plait.infra
+    import ops.infra
     import plait.settings
     from plait import topics as T
 
     calls = []
-    monkeypatch.setattr(plait.infra, "create_topics", lambda *a: calls.append(a) or [])
+    monkeypatch.setattr(ops.infra, "create_topics", lambda *a: calls.append(a) or [])
     for key, value in env_of("topics").items():
         monkeypatch.setenv(key, value)
     plait.settings.get_settings.cache_clear()

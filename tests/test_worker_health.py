@@ -68,7 +68,7 @@ def test_broker_check_fails_fast_on_a_dead_broker(prefix):
 
 @pytest.mark.integration
 def test_a_running_worker_passes_the_command_as_compose_runs_it(stack):
-    # given a real worker (plait.stack starts it without PLAIT_WORKER_ID)
+    # given a real worker (ops.stack starts it without PLAIT_WORKER_ID)
     env = {**os.environ, **stack.env}
     env.pop("PLAIT_WORKER_ID", None)
     # when the probe command runs; then it exits 0 (the first beat may take one interval)

@@ -186,7 +186,7 @@ def test_projection_flushed_and_rebuilt_reads_the_same(stack):
         for key in client.scan_iter(match=f"{prefix}:{pattern}"):
             client.delete(key)
     assert list_tasks(stack, user) == []
-    out = subprocess.run([sys.executable, "-m", "plait.cli", "rebuild"], env={**os.environ, **stack.env},
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "rebuild"], env={**os.environ, **stack.env},
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["applied"] > 0
@@ -216,7 +216,7 @@ def test_sse_streams_every_change_until_the_end_and_follow_shows_it(stack):
                 rows.append(state.get("exportedRows") or 0)
     assert statuses[-1] == "SUCCESS" and "RUNNING" in statuses
     assert rows == sorted(rows) and rows[-1] == 500
-    out = subprocess.run([sys.executable, "-m", "plait.cli", "follow", task_id,
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "follow", task_id,
                           "--api", stack.api_url], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["status"] == "SUCCESS"
     assert httpx.get(f"{stack.api_url}/export/tasks/nope/events").status_code == 404

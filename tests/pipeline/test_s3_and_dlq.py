@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from plait import topics as T
-from plait.infra import free_port
+from ops.infra import free_port
 from producers.sdk import PlaitProducer
 from support import read_rows, seq_spec, source_ids, submit, wait_for, wait_task
 
