@@ -123,7 +123,7 @@ def prometheus(tmp_path):
     procs: list[subprocess.Popen] = []
 
     def start(api_url: str, metrics: Metrics) -> subprocess.Popen:
-        from plait.infra import free_port
+        from ops.infra import free_port
 
         d = tmp_path / "prometheus"
         d.mkdir()
