@@ -16,6 +16,9 @@ from alerting.wire import FUNNEL_TOPIC
 COUNTERS_KEY = "{prefix}:alerts:counters"
 #: Redis hash: field = silence id, value = the silence (JSON, as created).
 SILENCES_KEY = "{prefix}:alerts:silences"
+#: Redis hash per funnel partition: field = episode key, value = the current
+#: alert as Alertmanager's gettableAlert (JSON); see :mod:`alerting.view`.
+VIEW_KEY = "{prefix}:alerts:view:{partition}"
 
-__all__ = ["COUNTERS_KEY", "SILENCES_KEY", "FUNNEL_TOPIC"]
+__all__ = ["COUNTERS_KEY", "SILENCES_KEY", "VIEW_KEY", "FUNNEL_TOPIC"]
 
