@@ -46,6 +46,7 @@ from typing import Any
 
 import faust
 
+from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
@@ -222,6 +223,7 @@ class AlertingService:
         await self._effects(msg.partition, fx)
         if cmd["kind"] in ("tick", "result", "silence", "expire"):
             await self._publish_counters(msg.partition)
+            await alert_view.publish(self, msg.partition)  # GET /api/v2/alerts reads it
 
     async def _effects(self, partition: int, fx: Effects) -> None:
         for entry in fx.ledger:

@@ -99,10 +99,12 @@ class SubRoute(_Model):
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
-        from alerting.silence import parse_matcher  # one matcher grammar everywhere
-        for text in v:
-            parse_matcher(text)
-        return v
+        """Each item is one matcher or a selector of several (``'{a="1", b=~"x"}'``,
+        Alertmanager 0.25-0.28 syntax, UTF-8 names quoted); stored as one
+        canonical matcher per item, which :func:`alerting.silence.parse_matcher`
+        reads back."""
+        from alerting.silence import parse_matchers  # one matcher grammar everywhere
+        return [str(m) for text in v for m in parse_matchers(text)]
 
 
 class RouteConfig(_Model):

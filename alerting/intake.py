@@ -41,6 +41,9 @@ SEVERITY_ALIASES = {
 #: Alertmanager's "zero time": Go's time.Time{} rendered in RFC3339.
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _MAX_TEXT = 8192
+#: Most labels (and most annotations) one alert may carry; longest label name.
+MAX_LABELS = 256
+MAX_LABEL_NAME = 1024
 #: Spellings of native keys that are refused, with the one accepted instead.
 _SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url": "generatorURL"}
 
@@ -103,10 +106,15 @@ def _str_map(value: Any, field: str) -> dict[str, str]:
         return {}
     if not isinstance(value, dict):
         raise AlertRejected(field, f"must be an object of strings, got {type(value).__name__}")
+    if len(value) > MAX_LABELS:
+        raise AlertRejected(field, f"has {len(value)} entries", f"at most {MAX_LABELS}", "size")
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k:
             raise AlertRejected(field, f"keys must be non-empty strings, got {k!r}")
+        if len(k) > MAX_LABEL_NAME:
+            raise AlertRejected(f"{field}.{k[:40]}...", f"name is {len(k)} characters long",
+                                f"at most {MAX_LABEL_NAME}", "size")
         out[k] = _text(v, f"{field}.{k}", required=False)
     return out
 

@@ -1,5 +1,6 @@
 """Topics the alerting room adds, in one place (its Redis keys are in
-``plait.keys``: ``alert_counters``, ``alert_silences``, ``slow_task_marker``).
+``plait.keys``: ``alert_counters``, ``alert_silences``, ``alert_view``,
+``slow_task_marker``).
 
 ``alerts.funnel`` (internal, keyed by receiver) and the changelog of the
 ``alerting-state`` table are created by ``alerting.agents.register_alerting``

@@ -32,7 +32,8 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:nonce:{appKey}:{nonce}   string  used request nonce         api.auth
     P:audit:{sysCode}          list    recent audit entries       api.services
     P:alerts:counters          hash    funnel counters            alerting.agents
-    P:alerts:silences          hash    silences as created        api.alerts
+    P:alerts:silences          hash    silences                   api.alerts
+    P:alerts:view:{partition}  hash    current alerts (view)      alerting.view
     P:alerts:slow:{taskId}     string  ExportSlow fired           alerting.agents
 """
 from __future__ import annotations
@@ -242,11 +243,22 @@ def alert_counters(prefix: str) -> str:
 
 
 def alert_silences(prefix: str) -> str:
-    """``P:alerts:silences``, hash: silence id -> the silence as created (JSON),
-    for listing (the funnel's own copy lives in its Faust table); an expired
-    silence stays with its ``ends_at`` set. Written and read by ``api.alerts``
-    (``/silences`` routes). No TTL."""
+    """``P:alerts:silences``, hash: silence id -> the silence (JSON, with
+    ``updated_at``), the one silence store the API lists (the funnel's own copy
+    lives in its Faust table); an expired silence stays with its ``ends_at``
+    set. Written and read by ``api.alerts`` (native ``/silences`` and
+    Alertmanager ``/api/v2/silences`` routes). No TTL."""
     return f"{prefix}:alerts:silences"
+
+
+def alert_view(prefix: str, partition: int) -> str:
+    """``P:alerts:view:{partition}``, hash: the current firing alerts of one
+    funnel partition, episode key -> Alertmanager ``gettableAlert`` JSON, plus
+    the field ``alerting.view.META_FIELD``. Written by ``alerting.view``'s
+    ``ViewPublisher`` (a worker hook, at most every ``PUBLISH_EVERY`` s); read
+    by ``alerting.view.read_views`` (``GET /api/v2/alerts``). TTL
+    ``alerting.view.VIEW_TTL`` (30 s) after the last publish."""
+    return f"{prefix}:alerts:view:{partition}"
 
 
 def slow_task_marker(prefix: str, task_id: str) -> str:

@@ -42,6 +42,7 @@ PINNED = [
     (K.audit, ("P", None), "P:audit:-"),
     (K.alert_counters, ("P",), "P:alerts:counters"),
     (K.alert_silences, ("P",), "P:alerts:silences"),
+    (K.alert_view, ("P", 3), "P:alerts:view:3"),
     (K.slow_task_marker, ("P", "t1"), "P:alerts:slow:t1"),
 ]
 
