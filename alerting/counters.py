@@ -14,7 +14,8 @@ OUTCOMES = ("delivered", "deduplicated", "silenced", "merged", "rejected", "pend
 #: Counters exported as ``plait_alert_<name>_total``.
 EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "attempts_failed",
                   "attempts_lost", "http_429", "http_5xx", "client_errors", "network_errors",
-                  "deescalations", "transient_suppressed", "rate_limited_ticks")
+                  "deescalations", "transient_suppressed", "rate_limited_ticks",
+                  "invalid_unicode")
 
 
 def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ STATE_VERSION = 1
 _COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "rejected",
              "deescalations", "transient_suppressed", "messages_delivered", "messages_superseded",
              "attempts", "attempts_failed", "attempts_lost", "http_429", "http_5xx",
-             "client_errors", "network_errors", "rate_limited_ticks")
+             "client_errors", "network_errors", "rate_limited_ticks", "invalid_unicode")
 
 
 def new_state() -> dict[str, Any]:
@@ -92,6 +92,8 @@ class Funnel:
             alert = normalize(raw, now, **self._norm)
         except AlertRejected as e:
             return [self._final(rid, Outcome.REJECTED, now, reason=str(e))]
+        if alert.invalid_unicode:
+            c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
         fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
         verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
         if ep is not None:

@@ -86,7 +86,10 @@ class Alert:
             seconds, or None when the source did not say.
         ends_at: when it ended (``endsAt``), epoch seconds, or None.
         generator_url: link back to the source (``generatorURL``).
-        source: ``"native"`` or ``"alertmanager"``.
+        source: ``"native"`` or ``"alertmanager"`` (decides identity, see
+            :mod:`alerting.dedupe`).
+        invalid_unicode: how many of its strings held invalid Unicode (lone
+            surrogates) that intake replaced by U+FFFD; 0 for clean input.
     """
 
     rule: str
@@ -100,6 +103,7 @@ class Alert:
     ends_at: float | None = None
     generator_url: str = ""
     source: str = "native"
+    invalid_unicode: int = 0
 
     def match_labels(self) -> dict[str, str]:
         """Labels that matchers, fingerprints and grouping see: the source
