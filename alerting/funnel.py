@@ -44,6 +44,18 @@ _COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "rej
              "client_errors", "network_errors", "rate_limited_ticks", "invalid_unicode")
 
 
+def _critical_first(outbox: list[dict[str, Any]]) -> None:
+    """Order ``outbox`` in place so that every section of a group holding a
+    critical alert comes before the sections of other groups (stable: queue
+    order otherwise, numbered parts keep their order); a message takes
+    sections from the front, so critical groups are sent first and the rest
+    wait to be merged into later messages."""
+    hot = {s["group_id"] for s in outbox
+           if any(a["severity"] == "critical" for a in s["alerts"])}
+    if hot and len(hot) < len({s["group_id"] for s in outbox}):
+        outbox.sort(key=lambda s: s["group_id"] not in hot)
+
+
 def new_state() -> dict[str, Any]:
     """An empty funnel state."""
     return {"version": STATE_VERSION, "seq": {"raw": 0, "message": 0, "silence": 0},
@@ -215,16 +227,52 @@ class Funnel:
         by :meth:`drain_ledger`."""
         self._release_silenced(now)
         t = self.config.timing
+        later: dict[str, list[tuple[float, str]]] = {}
         for gid, g in list(self.state["groups"].items()):
             due = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
-            if due is not None and due <= now + 1e-9:
+            if due is None:
+                continue
+            if due <= now + 1e-9:
                 self._evaluate(g, now)
+            else:
+                later.setdefault(g["receiver"], []).append((due, gid))
         out = []
         for name in self.state["receivers"]:
+            if name in later:
+                self._pull_forward(name, later[name], now)
             msg = self._dispatch(name, now)
             if msg is not None:
                 out.append(msg)
         return out
+
+    def _pull_forward(self, name: str, later: list[tuple[float, str]], now: float) -> None:
+        """Critical first when tokens are scarce (issue 11, item 7).
+
+        Rule: when receiver ``name`` is about to build a message (sections
+        queued, nothing in flight, a token free) and the groups queued plus
+        its groups due within one refill interval outnumber the tokens in its
+        bucket, so they could not each have a message of their own, those
+        groups are evaluated now (at most ``refill_interval`` seconds early)
+        and share this message; :meth:`_dispatch` then takes sections of
+        groups holding critical alerts first. Without scarcity nothing moves:
+        Alertmanager's timers hold as configured."""
+        rs = self.state["receivers"][name]
+        if not rs["outbox"] or rs["inflight"] is not None:
+            return
+        bc = self.config.receiver(name).bucket
+        bucket = tb.refill(rs["bucket"] or tb.new_bucket(bc.burst, now), now, bc.burst,
+                           bc.refill_interval)
+        tokens = int(bucket["tokens"] + tb.EPSILON)
+        if tokens < 1:
+            return
+        soon = sorted((due, gid) for due, gid in later if due <= now + bc.refill_interval + 1e-9)
+        queued = len({s["group_id"] for s in rs["outbox"]})
+        if not soon or queued + len(soon) <= tokens:
+            return
+        for _due, gid in soon:
+            g = self.state["groups"].get(gid)
+            if g is not None:
+                self._evaluate(g, now)
 
     def _evaluate(self, g: dict[str, Any], now: float) -> None:
         st, c = self.state, self.state["counters"]
@@ -279,6 +327,7 @@ class Funnel:
                 outbox_.wait(rs)
                 return None
             if not inf["maybe_delivered"] and rs["outbox"]:
+                _critical_first(rs["outbox"])
                 sections = outbox_.fill(rs, inf["sections"], self.config.grouping.batch_size)
                 c["messages_superseded"] += 1
                 inf = rs["inflight"] = self._inflight(name, sections, now, inf["failures"])
@@ -286,6 +335,7 @@ class Funnel:
             return outbox_.to_message(inf)
         if not rs["outbox"]:
             return None
+        _critical_first(rs["outbox"])
         b = rs["bucket"] or tb.new_bucket(rc.bucket.burst, now)
         ok, rs["bucket"] = tb.take(b, now, rc.bucket.burst, rc.bucket.refill_interval)
         if not ok:
