@@ -3,14 +3,14 @@
 Each funnel partition publishes its own counters (a consistent snapshot of
 one funnel) to the Redis hash ``<prefix>:alerts:counters``; readers add them
 up. Because each snapshot balances, so does the sum:
-``received = delivered + deduplicated + silenced + merged + rejected + pending``.
+``received = delivered + deduplicated + silenced + inhibited + merged + rejected + pending``.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Iterable
 
-OUTCOMES = ("delivered", "deduplicated", "silenced", "merged", "rejected", "pending")
+OUTCOMES = ("delivered", "deduplicated", "silenced", "inhibited", "merged", "rejected", "pending")
 #: Counters exported as ``plait_alert_<name>_total``.
 EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "attempts_failed",
                   "attempts_lost", "http_429", "http_5xx", "client_errors", "network_errors",
@@ -56,7 +56,7 @@ class CountersCollector:
     scrape (a local Redis ``HGETALL`` bounded by ``timeout`` seconds).
 
     Metrics: ``plait_alerts_received_total``, ``plait_alerts_outcome_total{outcome}``
-    (delivered, deduplicated, silenced, merged, rejected), ``plait_alerts_pending``
+    (delivered, deduplicated, silenced, inhibited, merged, rejected), ``plait_alerts_pending``
     (gauge), ``plait_alert_<event>_total`` (webhook attempts, 429s, 5xx...),
     ``plait_alerts_silenced_by_total{silence}``.
     """
