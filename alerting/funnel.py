@@ -103,6 +103,9 @@ class Funnel:
         self._source_keys: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
         #: fingerprints of firing episodes currently marked inhibited
         self._inhibited: set[str] = set()
+        #: a source left the index since the last tick: inhibited alerts are
+        #: re-checked (only then; True after a load, to be safe)
+        self._sources_left = True
         if self._inhibit:
             for fp, ep in self.state["episodes"].items():
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
@@ -220,26 +223,24 @@ class Funnel:
         """Keep the source index in step with episode ``fp``: indexed under
         every rule whose source side its labels match while it fires,
         nowhere once it resolved."""
+        keys: list[tuple[int, tuple[str, ...]]] = []
+        if ep["status"] == "firing":
+            for i, (src, tgt, equal) in enumerate(self._inhibit):
+                if all(m.matches(labels) for m in src):
+                    key = tuple(labels.get(n, "") for n in equal)
+                    self._sources[i].setdefault(key, {})[fp] = all(m.matches(labels) for m in tgt)
+                    keys.append((i, key))
         for i, key in self._source_keys.pop(fp, ()):
+            if (i, key) in keys:
+                continue
             bucket = self._sources[i].get(key)
             if bucket is not None:
                 bucket.pop(fp, None)
+                self._sources_left = True  # some inhibited alert may be free now
                 if not bucket:
                     del self._sources[i][key]
-        if ep["status"] != "firing":
-            return
-        keys = []
-        for i, (src, tgt, equal) in enumerate(self._inhibit):
-            if all(m.matches(labels) for m in src):
-                key = tuple(labels.get(n, "") for n in equal)
-                self._sources[i].setdefault(key, {})[fp] = all(m.matches(labels) for m in tgt)
-                keys.append((i, key))
         if keys:
             self._source_keys[fp] = keys
-
-    def _forget_source(self, fp: str) -> None:
-        if fp in self._source_keys:
-            self._index_source(fp, {"status": "gone"}, {})
 
     def _inhibitors(self, fp: str, labels: dict[str, str]) -> tuple[int, list[str]] | None:
         """(rule index, [source fingerprint]) of the first rule inhibiting the
@@ -263,7 +264,9 @@ class Funnel:
         (case A10; Alertmanager releases an inhibited alert when its source
         resolves)."""
         st = self.state
-        for fp in list(st["silenced"]) + [f for f in self._inhibited if f not in st["silenced"]]:
+        recheck = [f for f in self._inhibited if f not in st["silenced"]] if self._sources_left else []
+        self._sources_left = False
+        for fp in list(st["silenced"]) + recheck:
             ep = st["episodes"].get(fp)
             if ep is None or ep["status"] != "firing":
                 self._unmute(fp, ep)
