@@ -143,7 +143,7 @@ class Funnel:
             c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
         fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
         verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
-        labels = alert.match_labels()
+        labels = alert.match_labels() if self._inhibit or self._silences else {}
         if ep is not None:
             ep["fp"] = fp
             st["episodes"][fp] = ep
