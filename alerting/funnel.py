@@ -141,8 +141,12 @@ class Funnel:
             return [self._final(rid, Outcome.REJECTED, now, reason=str(e))]
         if alert.invalid_unicode:
             c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
-        fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
-        verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
+        try:
+            fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+            verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
+        except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
+            return [self._final(rid, Outcome.REJECTED, now,
+                                reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
         labels = alert.match_labels() if self._inhibit or self._silences else {}
         if ep is not None:
             ep["fp"] = fp

@@ -150,7 +150,23 @@ def _repair(value: Any, depth: int = 0) -> tuple[Any, int]:
 
 def repair_alert(alert: Alert) -> Alert:
     """An :class:`Alert` built elsewhere (a funnel command read from Kafka)
-    with invalid Unicode repaired as in intake; the same object when clean."""
+    checked and with invalid Unicode repaired as in intake; the same object
+    when clean.
+
+    Raises:
+        AlertRejected: a field of the wrong type (``labels.<name>``...), or
+            labels / annotations over the limits.
+    """
+    for name in ("rule", "asset", "generator_url"):
+        if not isinstance(getattr(alert, name), str):
+            raise AlertRejected(name, "must be a string")
+    for field, most in (("labels", MAX_LABELS), ("annotations", MAX_ANNOTATIONS)):
+        value = getattr(alert, field)
+        if not isinstance(value, dict) or len(value) > most:
+            raise AlertRejected(field, f"must be an object of at most {most} strings")
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise AlertRejected(f"{field}.{k}", "must be a string")
     d = {"rule": alert.rule, "asset": alert.asset, "labels": alert.labels,
          "annotations": alert.annotations, "generator_url": alert.generator_url}
     fixed, n = _repair(d)

@@ -161,3 +161,17 @@ def test_the_funnel_counts_repaired_alerts_and_never_raises_on_junk():
     assert [e.outcome for e in entries] == ["rejected"] * len(junk)
     c = f.counters()
     assert c["invalid_unicode"] == 1 and c["rejected"] == len(junk) and c["balanced"]
+
+
+def test_forged_normalized_alerts_are_rejected_not_raised():
+    from alert_harness import case_config
+
+    from alerting.funnel import Funnel
+    f = Funnel(case_config())
+    good = normalize({"labels": {"alertname": "A"}}, NOW)
+    for forged in (dict(good.to_dict(), labels={"alertname": 5}),
+                   dict(good.to_dict(), rule=None), dict(good.to_dict(), annotations=[1])):
+        [e] = f.ingest(Alert.from_dict(forged) if not isinstance(forged["annotations"], list)
+                       else Alert(**{**good.__dict__, "annotations": forged["annotations"]}), NOW)
+        assert e.outcome == "rejected"
+    assert f.counters()["balanced"]
