@@ -58,7 +58,8 @@ class CountersCollector:
     Metrics: ``plait_alerts_received_total``, ``plait_alerts_outcome_total{outcome}``
     (delivered, deduplicated, silenced, inhibited, merged, rejected), ``plait_alerts_pending``
     (gauge), ``plait_alert_<event>_total`` (webhook attempts, 429s, 5xx...),
-    ``plait_alerts_silenced_by_total{silence}``.
+    ``plait_alerts_silenced_by_total{silence}``,
+    ``plait_alerts_inhibited_by_rule_total{rule}``.
     """
 
     def __init__(self, redis_url: str, key: str, timeout: float = 0.5) -> None:
@@ -100,4 +101,10 @@ class CountersCollector:
                                   labels=["silence"])
         for sid, v in sorted(c.get("silenced_by", {}).items()):
             fam.add_metric([sid], v)
+        yield fam
+        fam = CounterMetricFamily("plait_alerts_inhibited_by_rule",
+                                  "Raw alerts inhibited, per inhibit rule (index in inhibit_rules)",
+                                  labels=["rule"])
+        for rule, v in sorted(c.get("inhibited_by_rule", {}).items()):
+            fam.add_metric([rule], v)
         yield fam

@@ -175,3 +175,18 @@ def test_forged_normalized_alerts_are_rejected_not_raised():
                        else Alert(**{**good.__dict__, "annotations": forged["annotations"]}), NOW)
         assert e.outcome == "rejected"
     assert f.counters()["balanced"]
+
+
+def test_invalid_unicode_travels_through_the_wire_and_is_repaired_by_the_router():
+    from alert_harness import case_config
+
+    from alerting.wire import ordering_key, parse_raw, raw_envelope, route_alert
+    raw = {"labels": {"alertname": "Cut\ud83d", "pod": "cut \ud83d"}}
+    # the Kafka key and the raw event encode (no 500 at the edge)
+    assert ordering_key(raw).encode() == "Cut\ufffd|".encode()
+    _eid, value = raw_envelope([raw])
+    [ra] = parse_raw(value, 0, 0, NOW)
+    # and the router's intake repairs and marks it
+    _receiver, cmd = route_alert(case_config(), ra)
+    assert cmd["alert"]["labels"] == {"alertname": "Cut\ufffd", "pod": "cut \ufffd"}
+    assert cmd["alert"]["invalid_unicode"] == 2
