@@ -310,7 +310,7 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
     """Add the alert funnel to the worker ``app``.
 
     Loads and validates ``settings.alerting_config``, creates the topics the
-    funnel needs beyond :func:`plait.infra.create_topics` (``alerts.funnel``
+    funnel needs beyond :func:`ops.infra.create_topics` (``alerts.funnel``
     and the table's changelog, both with ``settings.partitions`` partitions,
     since the app runs with ``topic_allow_declare=False``), and registers the
     router, rules and funnel agents (concurrency 1) and the 1 s tick timer.

@@ -3,6 +3,7 @@ scale with partitions and worker processes."""
 from __future__ import annotations
 
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import faust
@@ -10,6 +11,7 @@ import faust
 from plait import topics as T
 from plait.logs import get_logger
 from plait.settings import Settings
+from streams import readiness
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project
 from streams.finalize import after_finalize, finalize
@@ -92,6 +94,9 @@ def create_app(settings: Settings) -> faust.App:
         _register(app, runtime, route)
     _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
     _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
+    _every(app, readiness.INTERVAL_SECONDS, partial(
+        readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
+        runtime.ctx.worker_id), "readiness")
     if settings.alerting_config:
         from alerting.agents import register_alerting
 

@@ -55,7 +55,8 @@ def build_context(settings: Settings) -> Context:
         settings = settings.model_copy(update={"limits": settings.limits.model_copy(
             update={"sysCodes": from_registry | settings.limits.sysCodes})})
     store = open_store(settings.storage_url, settings.api_url, settings.signing_secret,
-                       settings.s3_endpoint_url, settings.s3_region)
+                       settings.s3_endpoint_url, settings.s3_region,
+                       settings.s3_public_url)
     redis = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10,
                                     socket_connect_timeout=5)
     http = httpx.AsyncClient(timeout=httpx.Timeout(settings.fetch_timeout_seconds),

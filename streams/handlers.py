@@ -17,7 +17,7 @@ from plait.events import ExportRequested, FetchPage, Lifecycle, PageBatch
 from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
-from producers.token import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
+from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import fetch_page
 
 
@@ -71,7 +71,7 @@ async def after_admit(ctx: Context, req: ExportRequested, emits: list[Emit]) -> 
 
 def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
                        state: dict | None) -> dict[str, str] | None:
-    """The per-task data token for the business system (``producers.token``),
+    """The per-task data token for the business system (``plait.tokens``),
     valid until the task's deadline; None without a caller registry."""
     caller = ctx.callers.by_sys_code(spec.sysCode) if ctx.callers else None
     if caller is None:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from plait.lifecycle import TERMINAL
-from plait.stack import Stack
+from ops.stack import Stack
 
 #: The flights columns with their types (the package's own dtypes).
 FLIGHT_COLUMNS: list[tuple[str, str]] = [
