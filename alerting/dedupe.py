@@ -1,7 +1,7 @@
 """Fingerprints and the dedupe verdict: one episode per fingerprint.
 
-Identity (which raw alerts are "the same alert"; docs: README "Alerting",
-"Which alerts are the same alert"):
+Identity (which raw alerts are "the same alert"; docs/alerting.md,
+"Identity: which alerts are the same alert"):
 
 - an alert that arrived in Alertmanager / Prometheus form (``POST
   /api/v2/alerts``, or a raw alert carrying ``labels`` and no ``rule``;

@@ -14,7 +14,7 @@ outcome; at all times ``received = delivered + deduplicated + silenced +
 inhibited + merged + rejected + pending`` where ``pending`` is counted from
 the state.
 
-Inhibition (Alertmanager's ``inhibit_rules``, config ``inhibit_rules``): a
+Inhibition (docs/alerting.md, "Inhibition"; Alertmanager's ``inhibit_rules``): a
 firing alert matching a rule's ``source_matchers`` mutes the alerts matching
 its ``target_matchers`` whose ``equal`` labels agree; an alert matching both
 sides does not inhibit an alert that matches both too (nor itself), as in
@@ -399,7 +399,7 @@ class Funnel:
         return out
 
     def _pull_forward(self, name: str, later: list[tuple[float, str]], now: float) -> None:
-        """Critical first when tokens are scarce (issue 11, item 7).
+        """Critical first when tokens are scarce (docs/alerting.md, "Critical first").
 
         Rule: when receiver ``name`` is about to build a message (sections
         queued, nothing in flight, a token free) and the groups queued plus

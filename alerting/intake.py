@@ -19,7 +19,7 @@ in the past is resolved; a missing or future ``endsAt`` means firing
 A bad alert raises :class:`AlertRejected` naming the field; nothing else
 escapes, whatever the input.
 
-Limits (README "Alerting", "Limits of one alert"): at most
+Limits (docs/alerting.md, "Limits of one alert"): at most
 :data:`MAX_LABELS` labels and :data:`MAX_ANNOTATIONS` annotations; names of
 at most :data:`MAX_NAME` characters (non-empty; any UTF-8, as Alertmanager
 0.28 allows); every value at most :data:`MAX_TEXT` characters. Label and
