@@ -26,7 +26,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   the second.
 - Webhook attempts run as background tasks (bounded by ``delivery.timeout``)
   and report back with a ``result`` command to the same partition.
-- Per-partition counters go to Redis (``<redis_prefix>:alerts:counters``)
+- Per-partition counters go to Redis (``plait.keys.alert_counters``)
   for the API (``GET /alerts/counters``, ``/metrics``).
 
 The agents run on the kernel's agent runtime (``plait.agent``): nothing
@@ -51,13 +51,14 @@ from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
-from alerting.topics import COUNTERS_KEY
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
+from plait import keys as K
 from plait import topics as T
 from plait.agent import Agent, AgentRuntime, Hooks
 from plait.clock import parse_iso
 from plait.lifecycle import TERMINAL
+from plait.projection import Projection
 from plait.events import Lifecycle, decode
 from plait.kafka_admin import create_topics
 from plait.settings import Settings
@@ -174,14 +175,14 @@ class AlertingService:
         if after is None or event.status in ("CREATED", "WAITING"):
             return
         redis, p = self._redis(), self.settings.redis_prefix
-        marker = f"{p}:alerts:slow:{event.taskId}"
+        marker = K.slow_task_marker(p, event.taskId)
         fired = bool(await redis.exists(marker))
         if event.status in TERMINAL and not fired:
             return
-        raw = await redis.get(f"{p}:task:{event.taskId}")
-        if raw is None:
+        state = await Projection(redis, p).get(event.taskId)
+        if state is None:
             return
-        created = parse_iso(json.loads(raw)["createdAt"])
+        created = parse_iso(state["createdAt"])
         alert = slow_task_alert(event, created, time.time(), after, fired)
         if alert is None:
             return
@@ -306,7 +307,7 @@ class AlertingService:
         try:
             counters["updated_at"] = time.time()
             await asyncio.wait_for(self._redis().hset(
-                COUNTERS_KEY.format(prefix=self.settings.redis_prefix), str(partition),
+                K.alert_counters(self.settings.redis_prefix), str(partition),
                 json.dumps(counters, separators=(",", ":"))), 3)
         except Exception as e:  # counters are a view; the funnel goes on without Redis
             log.warning("cannot publish alert counters: %s", e)

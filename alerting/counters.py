@@ -1,7 +1,7 @@
 """Funnel counters across partitions, and their Prometheus view.
 
 Each funnel partition publishes its own counters (a consistent snapshot of
-one funnel) to the Redis hash ``<prefix>:alerts:counters``; readers add them
+one funnel) to the Redis hash ``plait.keys.alert_counters``; readers add them
 up. Because each snapshot balances, so does the sum:
 ``received = delivered + deduplicated + silenced + inhibited + merged + rejected + pending``.
 """

@@ -1,4 +1,6 @@
-"""Topics and Redis keys the alerting room adds, in one place.
+"""Topics the alerting room adds, in one place (its Redis keys are in
+``plait.keys``: ``alert_counters``, ``alert_silences``, ``alert_view``,
+``slow_task_marker``).
 
 ``alerts.funnel`` (internal, keyed by receiver) and the changelog of the
 ``alerting-state`` table are created by ``alerting.agents.register_alerting``
@@ -12,13 +14,5 @@ from __future__ import annotations
 
 from alerting.wire import FUNNEL_TOPIC
 
-#: Redis hash: field = funnel partition, value = that partition's counters (JSON).
-COUNTERS_KEY = "{prefix}:alerts:counters"
-#: Redis hash: field = silence id, value = the silence (JSON, as created).
-SILENCES_KEY = "{prefix}:alerts:silences"
-#: Redis hash per funnel partition: field = episode key, value = the current
-#: alert as Alertmanager's gettableAlert (JSON); see :mod:`alerting.view`.
-VIEW_KEY = "{prefix}:alerts:view:{partition}"
-
-__all__ = ["COUNTERS_KEY", "SILENCES_KEY", "VIEW_KEY", "FUNNEL_TOPIC"]
+__all__ = ["FUNNEL_TOPIC"]
 

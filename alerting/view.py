@@ -5,7 +5,7 @@ another process and has no Faust tables. So each funnel partition publishes
 its *current* alerts to Redis, the way it publishes its counters
 (``alerting.agents._publish_counters``), and the API reads them:
 
-- Redis hash ``<redis_prefix>:alerts:view:<partition>`` (:data:`VIEW_KEY`):
+- Redis hash ``plait.keys.alert_view`` (one per funnel partition):
   field = the funnel's episode key, value = the alert as Alertmanager's
   ``gettableAlert`` JSON (``labels``, ``annotations``, ``startsAt``,
   ``endsAt``, ``updatedAt``, ``generatorURL``, ``fingerprint``,
@@ -44,8 +44,8 @@ from typing import Any, Iterable
 from alerting.group import group_key
 from alerting.intake import format_time
 from alerting.model import Alert
-from alerting.topics import VIEW_KEY
 from alerting.wire import receiver_for
+from plait import keys as K
 
 log = logging.getLogger("plait.alerting")
 
@@ -159,7 +159,7 @@ class ViewPublisher:
 
     def key(self, partition: int) -> str:
         """The Redis key of ``partition``'s view."""
-        return VIEW_KEY.format(prefix=self.prefix, partition=partition)
+        return K.alert_view(self.prefix, partition)
 
     def views(self, partition: int, state: dict[str, Any]) -> tuple[dict[str, tuple[tuple, bytes]], int]:
         """(episode key -> (signature, view JSON bytes), firing total) for
@@ -257,7 +257,7 @@ async def read_views(redis: Any, prefix: str, partitions: Iterable[int]) -> list
     parts = list(partitions)
     pipe = redis.pipeline(transaction=False)
     for p in parts:
-        pipe.hgetall(VIEW_KEY.format(prefix=prefix, partition=p))
+        pipe.hgetall(K.alert_view(prefix, p))
     out: list[dict[str, Any]] = []
     for found in await pipe.execute():
         for field, raw in (found or {}).items():

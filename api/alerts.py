@@ -32,7 +32,7 @@ Errors are raised (``plait.errors``) and answered by the app's one handler
 (``api.envelope.install_error_handlers``).
 
 State: the API has no Faust tables. Silences are kept in Redis
-(``<redis_prefix>:alerts:silences``, for listing) and sent as commands to
+(``plait.keys.alert_silences``, for listing) and sent as commands to
 every partition of ``alerts.funnel``, where each funnel applies them;
 counters are read from the Redis hash the funnel partitions publish.
 """
@@ -53,12 +53,12 @@ from alerting.counters import CountersCollector, decode_hash, merge
 from alerting.intake import normalize
 from alerting.model import AlertRejected
 from alerting.silence import Silence
-from alerting.topics import COUNTERS_KEY, SILENCES_KEY
 from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope
 from api.alerting_edge import (check_native_alert, counters_view, parse_silence_request, scrub_text,
                                silence_view)
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
+from plait import keys as K
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
 from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid, Unavailable
@@ -80,7 +80,7 @@ def _register_collector(settings: Settings) -> None:
     """Expose the funnel counters on the default Prometheus registry (once per
     process; a later router just repoints it)."""
     global _COLLECTOR
-    key = COUNTERS_KEY.format(prefix=settings.redis_prefix)
+    key = K.alert_counters(settings.redis_prefix)
     if _COLLECTOR is None:
         from prometheus_client import REGISTRY
 
@@ -166,8 +166,8 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     kafka = _Kafka(settings)
     names = T.Topics(settings.topic_prefix)
     state: dict[str, Any] = {}
-    silences_key = SILENCES_KEY.format(prefix=settings.redis_prefix)
-    counters_key = COUNTERS_KEY.format(prefix=settings.redis_prefix)
+    silences_key = K.alert_silences(settings.redis_prefix)
+    counters_key = K.alert_counters(settings.redis_prefix)
     callers: CallerRegistry | None = (services.callers if services is not None else
                                       load_callers(settings.callers_file) if settings.callers_file
                                       else None)

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from fastapi import Request
 
 from api.auth import task_visible, verify_starlette_request
+from plait import keys as K
 from plait import topics as T
 from plait.audit import Audit
 from plait.callers import Caller, CallerRegistry, load_callers
@@ -101,7 +102,7 @@ class Services:
         try:
             entry = Audit(action=action, sysCode=sys_code, clientIp=client, userAgent=agent,
                           appKey=caller.appKey if caller else None, **fields)
-            key = f"{self.settings.redis_prefix}:audit:{sys_code or '-'}"
+            key = K.audit(self.settings.redis_prefix, sys_code)
             async with self.projection.redis.pipeline(transaction=False) as pipe:
                 pipe.lpush(key, entry.model_dump_json(exclude_none=True))
                 pipe.ltrim(key, 0, AUDIT_KEEP - 1)
@@ -113,7 +114,7 @@ class Services:
     async def audit_entries(self, sys_code: str, task_id: str | None,
                             limit: int) -> list[dict[str, Any]]:
         """Newest audit entries of a caller (optionally of one task)."""
-        key = f"{self.settings.redis_prefix}:audit:{sys_code}"
+        key = K.audit(self.settings.redis_prefix, sys_code)
         raws = await self.projection.redis.lrange(key, 0, AUDIT_KEEP - 1)
         entries = (json.loads(r) for r in raws)
         picked = [e for e in entries if task_id is None or e.get("taskId") == task_id]
