@@ -39,6 +39,7 @@ receiver may have acted) the same message is retried with the same key.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from alerting import bucket as tb
@@ -48,7 +49,7 @@ from alerting.dedupe import DEDUPED, decide, fingerprint
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             new_group, settle)
-from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
+from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
 from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
 
@@ -151,6 +152,8 @@ class Funnel:
         if ep is not None:
             ep["fp"] = fp
             st["episodes"][fp] = ep
+            if ep["status"] == "firing" and alert.status.value == "firing":
+                self._set_expiry(ep, alert, now)
             if self._inhibit:
                 self._index_source(fp, ep, labels)
         inhibited = self._inhibitors(fp, labels) if self._inhibit else None
@@ -169,6 +172,54 @@ class Funnel:
             self._unmute(fp, ep)
         apply_verdict(self._group_for(ep, now), verdict, ep, rid, now)
         return []
+
+    def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
+        """When the firing episode ``ep`` resolves unless re-sent (docs/alerting.md,
+        "Resolution without a human"): the alert's own future ``endsAt``, else
+        ``now + timing.resolve_timeout`` (Alertmanager's rule). Every firing
+        receipt, duplicates included, moves it."""
+        ends = alert.ends_at
+        ep["expires_at"] = ends if ends is not None and ends > now \
+            else now + self.config.timing.resolve_timeout
+        nxt = self.state.get("next_expiry")
+        if nxt is None or ep["expires_at"] < nxt:
+            self.state["next_expiry"] = ep["expires_at"]
+
+    def _expire(self, now: float) -> None:
+        """Resolve every firing episode whose ``expires_at`` passed, as if a
+        resolved alert with ``endsAt`` = ``expires_at`` had arrived (no raw
+        alert, so nothing is added to the ledger). Scans the episodes only
+        when the earliest known expiry is due."""
+        st = self.state
+        nxt = st.get("next_expiry")
+        if nxt is None or now + 1e-9 < nxt:
+            return
+        upcoming = None
+        for fp, ep in list(st["episodes"].items()):
+            if ep["status"] != "firing":
+                continue
+            exp = ep.get("expires_at")
+            if exp is None:  # state from before expiry existed
+                exp = ep["expires_at"] = ep["last_seen"] + self.config.timing.resolve_timeout
+            if exp > now + 1e-9:
+                upcoming = exp if upcoming is None else min(upcoming, exp)
+                continue
+            alert = Alert.from_dict(ep["alert"])
+            resolved = dataclasses.replace(alert, status=Status.RESOLVED, ends_at=exp, time=exp)
+            verdict, new = decide(ep, resolved, now, self.config.dedupe.cooldown)
+            new["fp"] = fp
+            new["auto_resolved"] = True
+            st["episodes"][fp] = new
+            st["counters"]["auto_resolved"] = st["counters"].get("auto_resolved", 0) + 1
+            if self._inhibit:
+                self._index_source(fp, new, resolved.match_labels())
+            if new.get("silenced_by") or new.get("inhibited_by"):
+                self._muted_alert(fp, verdict, new, "silenced_by", new.get("silenced_by"), now)
+            elif new["group"] is not None and new["group"] in st["groups"]:
+                apply_verdict(st["groups"][new["group"]], verdict, new, None, now)
+            else:
+                st["episodes"].pop(fp, None)  # never grouped: nothing to tell
+        st["next_expiry"] = upcoming
 
     def reject(self, reason: str, now: float, raw_id: str | None = None) -> LedgerEntry:
         """Count a raw alert that an earlier stage could not normalize
@@ -379,6 +430,7 @@ class Funnel:
         (suppressed transients, alerts resolved under a silence) are returned
         by :meth:`drain_ledger`."""
         self._release_muted(now)
+        self._expire(now)
         t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
         for gid, g in list(self.state["groups"].items()):
