@@ -20,6 +20,9 @@ The context (:func:`context`), plain data:
 - ``firing`` / ``resolved``: the listed alerts by status; ``alerts``: all;
 - ``groups``: ``[{id, labels, part, parts, reminder, counts, silence_url}]``;
 - ``omitted``: alerts not listed because of ``max_alerts``;
+- ``kinds``: the listed alerts folded by (status, rule, severity, change)
+  (:func:`kinds`), which the default body lists;
+- ``changes``: ``["3 new", "1 resolved"]``; ``merged_groups`` / ``merged_alerts``;
 - each alert: ``rule``, ``asset``, ``severity``, ``status``, ``change``
   (``new`` | ``escalated`` | ``resolved`` | None), ``labels``, ``annotations``,
   ``summary``, ``description``, ``starts_at`` / ``ends_at`` (RFC 3339),
@@ -59,32 +62,53 @@ DEFAULT_TITLE = (
     "{% endif %}"
 )
 
-#: Default body: what changed, then one line per alert with its links.
+#: Default body: what changed since the last message, then one block per kind
+#: of alert (same status, rule, severity, change): how many, where, since
+#: when, the summary, and its links (task, runbook, silence).
 DEFAULT_TEXT = """\
-{% if counts.new or counts.escalated or counts.resolved -%}
-Since the last message: {{ counts.new }} new, {{ counts.escalated }} escalated, {{ counts.resolved }} resolved, {{ counts.still_firing }} still firing.
-{% else -%}
-Reminder: nothing changed, {{ counts.still_firing }} still firing.
-{% endif -%}
-{% for a in alerts %}
-{{ a.status|upper }} {{ a.severity }} {{ a.rule }}{% if a.asset %} on {{ a.asset }}{% endif %}{% if a.change %} [{{ a.change }}{% if a.escalated_from %} from {{ a.escalated_from }}{% endif %}]{% endif %}
-
-  {% if a.status == "firing" %}since {{ a.starts_at }} ({{ a.since }}){% else %}resolved {{ a.ends_at }} after {{ a.duration }}{% endif %}
-
-{% if a.summary %}  {{ a.summary }}
-{% endif %}{% if a.description %}  {{ a.description|truncate(300) }}
-{% endif %}{% if a.task_url %}  task: {{ a.task_url }}
-{% endif %}{% if a.runbook_url %}  runbook: {{ a.runbook_url }}
-{% endif %}{% endfor %}
-{%- if omitted %}
-... and {{ omitted }} more not listed (max_alerts).
+{% if counts.new or counts.escalated or counts.resolved %}
+Since the last message: {{ changes|join(', ') }}. Firing now: {{ counts.still_firing }}.
+{% else %}
+Reminder: nothing changed since the last message. Firing now: {{ counts.still_firing }}.
 {% endif %}
-{%- for g in groups if g.silence_url %}
-Silence {{ g.labels_text }}: {{ g.silence_url }}
-{%- endfor %}
+{% if merged_groups %}
+{{ merged_groups }} group{{ "s" if merged_groups != 1 }} ({{ merged_alerts }} alert{{ "s" if merged_alerts != 1 }}) waited for the rate limit and {{ "are" if merged_groups != 1 else "is" }} merged here.
+{% endif %}
+{% for k in kinds %}
+
+{{ k.status|upper }} {{ k.rule }} ({{ k.severity }}) - {{ k.count }} alert{{ "s" if k.count != 1 }}{% if k.change %}, {{ k.change }}{% if k.escalated_from %} from {{ k.escalated_from }}{% endif %}{% endif %}
+
+{% if k.summary %}
+  {{ k.summary }}
+{% endif %}
+{% if k.where %}
+  where: {{ k.where }}
+{% endif %}
+{% if k.status == "firing" %}
+  since: {{ k.starts_at }} ({{ k.since }} ago)
+{% else %}
+  resolved: {{ k.ends_at }} (fired for {{ k.duration }})
+{% endif %}
+{% if k.description %}
+  detail: {{ k.description|truncate(300) }}
+{% endif %}
+{% for u in k.task_urls %}
+  task: {{ u }}
+{% endfor %}
+{% if k.runbook_url %}
+  runbook: {{ k.runbook_url }}
+{% endif %}
+{% if k.silence_url %}
+  silence: {{ k.silence_url }}
+{% endif %}
+{% endfor %}
+{% if omitted %}
+
+{{ omitted }} more alert{{ "s" if omitted != 1 }} not listed (max_alerts).
+{% endif %}
 """
 
-_ENV = SandboxedEnvironment(autoescape=False, keep_trailing_newline=False)
+_ENV = SandboxedEnvironment(autoescape=False, trim_blocks=True, lstrip_blocks=True)
 
 
 def human_duration(seconds: float | None) -> str:
@@ -156,6 +180,7 @@ def context(message: Message, external_url: str = "", max_alerts: int = 0,
                 "runbook_url": ann.get("runbook_url") or ann.get("runbook", ""),
                 "generator_url": v.get("generator_url", ""), "fingerprint": v["fingerprint"],
                 "group_id": s["group_id"], "silence_url": surl,
+                "_starts": v["starts_at"], "_ends": v["ends_at"], "_dur": v["duration"],
             })
     alerts.sort(key=lambda a: a["status"] != "firing")  # stable: firing first
     omitted = 0
@@ -163,6 +188,7 @@ def context(message: Message, external_url: str = "", max_alerts: int = 0,
         omitted = len(alerts) - max_alerts
         alerts = alerts[:max_alerts]
     firing = [a for a in alerts if a["status"] == "firing"]
+    changes = [f"{counts[k]} {k}" for k in ("new", "escalated", "resolved") if counts[k]]
     any_firing = any(v["status"] == "firing" for s in message.sections for v in s["alerts"])
     return {
         "status": "firing" if any_firing else "resolved",
@@ -173,8 +199,64 @@ def context(message: Message, external_url: str = "", max_alerts: int = 0,
         "groups": groups, "omitted": omitted,
         "rules": sorted({a["rule"] for a in alerts}),
         "assets": sorted({a["asset"] for a in alerts if a["asset"]}),
-        "message_id": message.id,
+        "message_id": message.id, "changes": changes,
+        "merged_groups": message.merged_groups, "merged_alerts": message.merged_alerts,
+        "kinds": kinds(alerts, external_url, now),
     }
+
+
+#: most assets named on a kind's ``where`` line, and task links listed
+WHERE_MAX, TASKS_MAX = 10, 3
+
+
+def kinds(alerts: list[dict[str, Any]], external_url: str, now: float) -> list[dict[str, Any]]:
+    """Alerts folded by (status, rule, severity, change), in first-seen order:
+    ``count``, ``where`` (``"n001, n002, ... and 40 more"``), ``starts_at`` /
+    ``since`` (the earliest start), ``ends_at`` / ``duration`` (the latest
+    end, the longest run), ``summary`` / ``description`` (the first alert's;
+    ``summary`` falls back to the common one), ``task_urls`` (at most 3),
+    ``runbook_url``, ``silence_url`` (the group's when the kind is one group,
+    else every alert of that rule)."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for a in alerts:
+        key = (a["status"], a["rule"], a["severity"], a["change"], a["escalated_from"])
+        k = out.get(key)
+        if k is None:
+            k = out[key] = {"status": a["status"], "rule": a["rule"], "severity": a["severity"],
+                            "change": a["change"], "escalated_from": a["escalated_from"],
+                            "count": 0, "assets": [], "summary": a["summary"],
+                            "description": a["description"], "runbook_url": a["runbook_url"],
+                            "task_urls": [], "groups": set(), "silence_url": a["silence_url"],
+                            "_starts": a["_starts"], "_ends": a["_ends"], "_dur": a["_dur"]}
+        k["count"] += 1
+        if a["asset"]:
+            k["assets"].append(a["asset"])
+        if a["task_url"] and len(k["task_urls"]) < TASKS_MAX and a["task_url"] not in k["task_urls"]:
+            k["task_urls"].append(a["task_url"])
+        k["groups"].add(a["group_id"])
+        k["_starts"] = min(k["_starts"], a["_starts"])
+        if a["_ends"] is not None:
+            k["_ends"] = max(k["_ends"] or 0, a["_ends"])
+        if a["_dur"] is not None:
+            k["_dur"] = max(k["_dur"] or 0, a["_dur"])
+        if a["summary"] != k["summary"]:
+            k["_other_summaries"] = k.get("_other_summaries", 0) + 1
+    result = []
+    for k in out.values():
+        names = k.pop("assets")
+        shown = ", ".join(names[:WHERE_MAX])
+        k["where"] = shown + (f" and {len(names) - WHERE_MAX} more" if len(names) > WHERE_MAX else "")
+        if len(k.pop("groups")) > 1:
+            k["silence_url"] = silence_url(external_url, {"rule": k["rule"]})
+        others = k.pop("_other_summaries", 0)
+        if others and k["summary"]:
+            k["summary"] += f" (and {others} other summar{'y' if others == 1 else 'ies'})"
+        starts, ends, dur = k.pop("_starts"), k.pop("_ends"), k.pop("_dur")
+        k["starts_at"], k["since"] = format_time(starts), human_duration(now - starts)
+        k["ends_at"] = format_time(ends) if ends is not None else ""
+        k["duration"] = human_duration(dur)
+        result.append(k)
+    return result
 
 
 @lru_cache(maxsize=256)
