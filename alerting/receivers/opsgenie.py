@@ -50,8 +50,9 @@ def requests(message: Message, receiver: Any, external_url: str = "") -> list[Re
                   default="warning")
         details = {k: v for k, v in s["group_labels"].items()}
         details["firing"] = str(len(firing))
-        if firing and firing[0]["task_url"]:
-            details["task"] = firing[0]["task_url"]
+        tasks = [a["task_url"] for a in ctx["firing"] if a["task_url"]]
+        if tasks:
+            details["task"] = tasks[0]
         body = {"message": title[:130], "alias": gid[:512], "description": text[:15000],
                 "priority": PRIORITY[top], "source": "Plait",
                 "entity": ", ".join(sorted({a["asset"] for a in firing if a["asset"]}))[:512],
