@@ -51,6 +51,7 @@ from alerting.group import (apply_verdict, build_sections, commit_sections, due_
                             new_group, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
+from alerting.routing import Route, muted_at, route_by_id, routes_for
 from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
 
 STATE_VERSION = 1
@@ -112,8 +113,9 @@ class Funnel:
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
                 if ep.get("inhibited_by"):
                     self._inhibited.add(fp)
-        self._routes = [([parse_matcher(m) for m in r.matchers], r.receiver)
-                        for r in config.route.routes]
+        #: the routing tree has more than first-match routing (continue,
+        #: nested routes, per-route grouping / timing / time intervals)
+        self._tree = bool(config.route.routes)
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for r in config.receivers:
@@ -144,13 +146,32 @@ class Funnel:
             c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
         try:
             fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+            labels = alert.match_labels()
+            routes = routes_for(self.config, labels) if self._tree else [None]
+        except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
+            return [self._final(rid, Outcome.REJECTED, now,
+                                reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
+        out = self._take(alert, fp, labels, rid, routes[0], now)
+        for route in routes[1:]:  # ``continue``: one copy per further route (docs/alerting.md, "Routes")
+            st["seq"]["raw"] += 1
+            c["received"] += 1
+            out += self._take(alert, f"{fp}~{route.id}", labels, f"{rid}~{route.receiver}", route, now)
+        return out
+
+    def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
+              now: float) -> list[LedgerEntry]:
+        """One alert (or its copy for a further route) through dedupe,
+        inhibition, silences and grouping; see :meth:`ingest`."""
+        st, c = self.state, self.state["counters"]
+        try:
             verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
-        labels = alert.match_labels() if self._inhibit or self._silences else {}
         if ep is not None:
             ep["fp"] = fp
+            if route is not None and route.id != "0":
+                ep["route"] = route.id
             st["episodes"][fp] = ep
             if ep["status"] == "firing" and alert.status.value == "firing":
                 self._set_expiry(ep, alert, now)
@@ -341,21 +362,31 @@ class Funnel:
             apply_verdict(self._group_for(ep, now), "release", ep, None, now)
 
     def _receiver_for(self, alert: Alert) -> str:
-        labels = alert.match_labels()
-        for matchers, receiver in self._routes:
-            if all(m.matches(labels) for m in matchers):
-                return receiver
-        return self.config.route.receiver
+        return routes_for(self.config, alert.match_labels())[0].receiver
+
+    def _route(self, ep: dict[str, Any]) -> Route:
+        """The route of an episode: the one it was taken for (``continue``
+        copies), else the first the alert reaches now."""
+        rid = ep.get("route")
+        route = route_by_id(self.config, rid) if rid else None
+        if route is None:
+            route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
+        return route
 
     def _group_for(self, ep: dict[str, Any], now: float) -> dict[str, Any]:
         groups = self.state["groups"]
         if ep["group"] in groups:
             return groups[ep["group"]]
         alert = Alert.from_dict(ep["alert"])
-        receiver = self._receiver_for(alert)
-        gid, labels = group_key(receiver, alert, self.config.grouping.group_by)
+        route = self._route(ep)
+        # the route id is part of the key below the root (nested routes group apart)
+        key = route.receiver if route.id == "0" else f"{route.receiver}@{route.id}"
+        gid, labels = group_key(key, alert, list(route.group_by))
         if gid not in groups:
-            groups[gid] = new_group(gid, receiver, labels, now)
+            groups[gid] = new_group(gid, route.receiver, labels, now)
+            if route.id != "0":
+                groups[gid]["route"] = route.id
+                groups[gid]["timing"] = route.timing()
         ep["group"] = gid
         return groups[gid]
 
@@ -434,9 +465,12 @@ class Funnel:
         t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
         for gid, g in list(self.state["groups"].items()):
-            due = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
+            gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
+            due = due_at(g, gw, gi, ri)
             if due is None:
                 continue
+            if g.get("route") and self._held(g, now):
+                continue  # a mute / outside an active time interval: sent when it ends
             if due <= now + 1e-9:
                 self._evaluate(g, now)
             else:
@@ -449,6 +483,12 @@ class Funnel:
             if msg is not None:
                 out.append(msg)
         return out
+
+    def _held(self, g: dict[str, Any], now: float) -> bool:
+        """True while the group's route is inside a mute time interval or
+        outside all of its active ones (docs/alerting.md, "Routes")."""
+        route = route_by_id(self.config, g["route"])
+        return route is not None and muted_at(self.config, route, now)
 
     def _pull_forward(self, name: str, later: list[tuple[float, str]], now: float) -> None:
         """Critical first when tokens are scarce (docs/alerting.md, "Critical first").
