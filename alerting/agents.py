@@ -163,11 +163,14 @@ class AlertingService:
         redis, p = self._redis(), self.settings.redis_prefix
         marker = K.export_failed_marker(p, payload.sysCode or "unknown", payload.bizType or "unknown")
         if alert is not None:
-            await redis.set(marker, 1, ex=7 * 24 * 3600)
+            await redis.set(marker, payload.taskId, ex=7 * 24 * 3600)
             await self._raise(alert, payload.taskId, f"lifecycle-{payload.taskId}-{payload.status}")
-        elif payload.status == "SUCCESS" and await redis.getdel(marker):
-            await self._raise_many(recovery_alerts(payload), payload.taskId,
-                                   f"lifecycle-{payload.taskId}-{payload.status}")
+        elif payload.status == "SUCCESS":
+            failed = await redis.getdel(marker)
+            if failed:
+                failed = failed.decode() if isinstance(failed, bytes) else str(failed)
+                await self._raise_many(recovery_alerts(payload, failed), payload.taskId,
+                                       f"lifecycle-{payload.taskId}-{payload.status}")
         await self._slow_task(payload)
 
     async def _raise(self, alert: dict[str, Any], key: str, event_id: str | None = None) -> None:

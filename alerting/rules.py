@@ -67,14 +67,18 @@ def lifecycle_alert(event: Lifecycle, resolve_after: float | None = None) -> dic
     return alert
 
 
-def recovery_alerts(event: Lifecycle) -> list[dict[str, Any]]:
+def recovery_alerts(event: Lifecycle, failed_task: str | None = None) -> list[dict[str, Any]]:
     """Resolved ``ExportFailed`` and ``ExportTimeout`` for the asset of a task
     that ended ``SUCCESS`` (empty for any other status): the same
-    fingerprint (rule, asset) as the firing ones, so they end that episode."""
+    fingerprint (rule, asset) as the firing ones, so they end that episode.
+    ``failed_task``: the task whose failure is resolved (kept as ``taskId``,
+    so the resolved message links to it); the succeeding task is
+    ``resolvedBy``."""
     if event.status != "SUCCESS":
         return []
-    labels = {"taskId": event.taskId, "sysCode": event.sysCode or "",
-              "bizType": event.bizType or "", "source": "plait.export"}
+    labels = {"taskId": failed_task or event.taskId, "sysCode": event.sysCode or "",
+              "bizType": event.bizType or "", "source": "plait.export",
+              "resolvedBy": event.taskId}
     return [{"rule": name, "asset": export_asset(event), "severity": severity,
              "status": "resolved", "labels": dict(labels), "time": event.at, "endsAt": event.at,
              "annotations": {"summary": f"export of {event.bizType or 'unknown'} for "

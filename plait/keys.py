@@ -262,7 +262,7 @@ def alert_view(prefix: str, partition: int) -> str:
 
 
 def export_failed_marker(prefix: str, sys_code: str, biz_type: str) -> str:
-    """``P:alerts:failed:{sysCode}/{bizType}``, string ``1``: an
+    """``P:alerts:failed:{sysCode}/{bizType}``, string = the failed task id: an
     ``ExportFailed`` / ``ExportTimeout`` alert was raised for this
     sysCode/bizType and no task of it has succeeded since. Set by
     ``alerting.agents`` on FAILED / TIMEOUT (TTL 7 days), taken (GETDEL) by
