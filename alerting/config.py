@@ -5,16 +5,27 @@ Shape (every duration is seconds, or a Prometheus-style string ``"30s"``,
 
     receivers:
       - name: oncall
+        type: webhook             # webhook | slack | teams | pagerduty | opsgenie | email
         url: https://hooks.example.com/plait
-        format: native            # native | alertmanager
+        format: native            # native | alertmanager (webhook only)
         secret: change-me         # HMAC-SHA256 key of the signature header
         bucket: {burst: 3, refill_interval: 10s}
+        send_resolved: true
+        max_alerts: 0             # 0 = all
+        templates: {title: "", text: ""}   # Jinja2 (sandboxed); "" = defaults
+      - {name: pd, type: pagerduty, routing_key: <32 chars>}
+      - {name: mail, type: email, email: {to: a@example.com, from: plait@example.com,
+                                          smarthost: "smtp.example.com:587"}}
     route:
       receiver: oncall            # default receiver
-      routes:                     # first match wins (optional)
-        - {matchers: ['team="db"'], receiver: dba}
+      routes:                     # Alertmanager's tree (docs/alerting.md, "Routes")
+        - {matchers: ['team="db"'], receiver: dba, continue: true, group_by: [asset],
+           group_wait: 10s, mute_time_intervals: [night], routes: [...]}
+    time_intervals:
+      - {name: night, time_intervals: [{times: [{start_time: "00:00", end_time: "06:00"}]}]}
+    external_url: https://plait.example.com   # console links (else PLAIT_EXTERNAL_URL)
     grouping: {group_by: [rule], batch_size: 50}
-    timing: {group_wait: 30s, group_interval: 30s, repeat_interval: 5m}
+    timing: {group_wait: 30s, group_interval: 30s, repeat_interval: 5m, resolve_timeout: 5m}
     dedupe: {fingerprint_labels: [rule, asset], cooldown: 5m, suppress_transient: false}
     delivery: {timeout: 10s, backoff_initial: 1s, backoff_max: 60s}
     inhibit_rules:                # Alertmanager's (optional)
