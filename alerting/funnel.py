@@ -113,6 +113,8 @@ class Funnel:
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
                 if ep.get("inhibited_by"):
                     self._inhibited.add(fp)
+        if "next_expiry" not in self.state and self.state["episodes"]:
+            self.state["next_expiry"] = 0.0  # state from before expiry: one scan backfills ends
         #: the routing tree has more than first-match routing (continue,
         #: nested routes, per-route grouping / timing / time intervals)
         self._tree = bool(config.route.routes)

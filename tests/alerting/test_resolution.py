@@ -123,3 +123,18 @@ def test_dlq_growth_resolves_when_the_dlq_stops_growing():
     # still growing at 50: no change; stops: resolved once a window passed without one
     assert watch.observe(50) is None and watch.check(100) is None
     assert watch.check(111)["status"] == "resolved"
+
+
+def test_state_from_before_expiry_is_backfilled_on_load():
+    from alerting.funnel import Funnel
+    f = Funnel(cfg())
+    f.ingest(ev("DiskFull", "h1"), 0)
+    state = f.state
+    state.pop("next_expiry")
+    for ep in state["episodes"].values():
+        ep.pop("expires_at")
+    g = Funnel(cfg(), state)
+    g.tick(30)
+    assert g.state["episodes"] and all(ep["expires_at"] == 300 for ep in g.state["episodes"].values())
+    g.tick(301)
+    assert all(ep["status"] == "resolved" for ep in g.state["episodes"].values())
