@@ -247,6 +247,27 @@ class TimeInterval(_Model):
                     raise ValueError(f"unknown weekday {part!r} (monday..sunday, ranges a:b)")
         return v
 
+    @field_validator("days_of_month")
+    @classmethod
+    def _mdays(cls, v: list[str]) -> list[str]:
+        for item in v:
+            for part in item.split(":"):
+                if not part.isdigit() or not 1 <= int(part) <= 31:
+                    raise ValueError(f"bad day of month {part!r} (1..31, ranges a:b; "
+                                     "negative days are not supported)")
+        return v
+
+    @field_validator("months")
+    @classmethod
+    def _months(cls, v: list[str]) -> list[str]:
+        names = ["january", "february", "march", "april", "may", "june", "july", "august",
+                 "september", "october", "november", "december"]
+        for item in v:
+            for part in item.lower().split(":"):
+                if part not in names and not (part.isdigit() and 1 <= int(part) <= 12):
+                    raise ValueError(f"bad month {part!r} (1..12 or january..december, ranges a:b)")
+        return v
+
     @field_validator("location")
     @classmethod
     def _zone(cls, v: str) -> str:

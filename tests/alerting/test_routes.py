@@ -123,5 +123,19 @@ def test_route_config_errors_name_the_key():
         cfg([{"matchers": ['a="b"'], "routes": [{"matchers": ['c="d"'], "receiver": "nobody"}]}])
     with pytest.raises(ConfigError, match="unknown weekday 'funday'"):
         cfg([], time_intervals=[{"name": "x", "time_intervals": [{"weekdays": ["funday"]}]}])
+    with pytest.raises(ConfigError, match="bad month 'smarch'"):
+        cfg([], time_intervals=[{"name": "x", "time_intervals": [{"months": ["smarch"]}]}])
+    with pytest.raises(ConfigError, match="bad day of month '-1'"):
+        cfg([], time_intervals=[{"name": "x", "time_intervals": [{"days_of_month": ["-1"]}]}])
     with pytest.raises(ConfigError, match="expected HH:MM"):
         cfg([], time_intervals=[{"name": "x", "time_intervals": [{"times": [{"start_time": "9", "end_time": "17:00"}]}]}])
+
+
+def test_interval_fields_weekday_month_and_day():
+    from alerting.routing import interval_matches
+    c = cfg([], time_intervals=[{"name": "x", "time_intervals": [
+        {"weekdays": ["saturday", "monday:tuesday"], "months": ["november:december"], "days_of_month": ["28:31"]}]}])
+    [iv] = c.time_intervals[0].time_intervals
+    assert interval_matches(iv, T0)              # Monday 30 November
+    assert not interval_matches(iv, T0 + 2 * 86400)  # Wednesday 2 December
+    assert not interval_matches(iv, T0 - 3 * 86400)  # Friday 27 November
