@@ -429,7 +429,8 @@ class Funnel:
         ``gettableAlert`` (API v2 ``GET /api/v2/alerts``): ``fingerprint``,
         ``labels`` (as sent for Alertmanager-form alerts; the vocabulary labels
         for native ones), ``annotations``, ``startsAt``, ``updatedAt``,
-        ``endsAt`` (zero time), ``generatorURL``, ``receivers`` (``[{"name"}]``)
+        ``endsAt`` (when it resolves unless re-sent: its own endsAt or last
+        receipt + ``resolve_timeout``), ``generatorURL``, ``receivers`` (``[{"name"}]``)
         and ``status`` = ``{"state": "active"|"suppressed", "silencedBy":
         [silence ids], "inhibitedBy": [source fingerprints]}``. Times RFC 3339.
         Cost: one pass over the open episodes (bounded by firing alerts)."""
@@ -447,7 +448,8 @@ class Funnel:
                 "labels": dict(alert.labels) if alert.source == "alertmanager" else alert.match_labels(),
                 "annotations": dict(alert.annotations),
                 "startsAt": format_time(ep["started_at"]), "updatedAt": format_time(ep["last_seen"]),
-                "endsAt": format_time(None), "generatorURL": alert.generator_url,
+                # when it resolves unless re-sent (Alertmanager shows the same)
+                "endsAt": format_time(ep.get("expires_at")), "generatorURL": alert.generator_url,
                 "receivers": [{"name": self._receiver_for(alert)}],
                 "status": {"state": "suppressed" if silenced or inhibited else "active",
                            "silencedBy": silenced, "inhibitedBy": inhibited},
