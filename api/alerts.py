@@ -51,6 +51,8 @@ from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options
 from api.alerting_edge import check_native_alert, counters_view, parse_silence_request, silence_view
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
+from api.openapi import (AlertmanagerAlert, Envelope, NativeAlert, SilenceBody, errors, link,
+                         request_body)
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
 from plait.errors import FieldError, Forbidden, NotFound, Unavailable
@@ -226,7 +228,10 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         except RuntimeError as e:
             raise Unavailable(str(e)) from None
 
-    @router.post("/alerts", status_code=202)
+    @router.post("/alerts", status_code=202, operation_id="postAlerts",
+                 response_model=Envelope,
+                 responses=errors(401, 403, 503), openapi_extra=request_body(
+                     NativeAlert, "one native alert or a non-empty list of them", either=True))
     async def post_alerts(request: Request,
                           caller: Caller | None = Depends(signed("alertIngest", "send alerts"))):
         """Accept one native alert or a list (camelCase keys, RFC 3339 times);
@@ -247,7 +252,11 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         ids = await publish(alerts, "plait-api", now)
         return envelope(202, "accepted", {"accepted": len(ids), "ids": ids})
 
-    @am_router.post("/api/v2/alerts")
+    @am_router.post("/api/v2/alerts", operation_id="postAlertmanagerAlerts",
+                 response_model=Envelope,
+                    responses=errors(401, 403, 503), openapi_extra=request_body(
+                        AlertmanagerAlert, "Alertmanager's postableAlerts (a list; [] is "
+                        "accepted and sends nothing)", array_of=True, min_items=0))
     async def post_alertmanager(request: Request):
         """Alertmanager / Prometheus alert list (``POST /api/v2/alerts``,
         Alertmanager's names)."""
@@ -267,7 +276,12 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     async def counters() -> dict[str, Any]:
         return merge(decode_hash(await redis().hgetall(counters_key)))
 
-    @router.post("/silences", status_code=201)
+    @router.post("/silences", status_code=201, operation_id="createSilence",
+                 response_model=Envelope,
+                 responses={201: {"links": {"ExpireSilence": link(
+                     "expireSilence", "/data/silenceId", "silenceId", "end the silence")}},
+                     **errors(401, 403, 503)},
+                 openapi_extra=request_body(SilenceBody, "the silence"))
     async def post_silence(request: Request, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
         """Create a silence (``matchers``, ``startsAt``, ``endsAt``, ``createdBy``,
@@ -286,7 +300,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         return envelope(201, "created", {"silenceId": silence.id,
                                          "silence": silence_view(d, now, {})})
 
-    @router.get("/silences")
+    @router.get("/silences", operation_id="listSilences",
+                 response_model=Envelope,
+                responses=errors(503, validated=False))
     async def list_silences():
         """Every silence with its status and how many alerts it silenced."""
         now = time.time()
@@ -296,10 +312,13 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         items.sort(key=lambda s: s["startsAt"])
         return envelope(200, "ok", {"silences": items})
 
-    @router.delete("/silences/{silence_id}")
-    async def expire_silence(silence_id: str, caller: Caller | None = Depends(
+    @router.delete("/silences/{silenceId}", operation_id="expireSilence",
+                 response_model=Envelope,
+                   responses=errors(401, 403, 404, 503))
+    async def expire_silence(silenceId: str, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
         """End a silence now (Alertmanager's expire); 404 if unknown."""
+        silence_id = silenceId
         now = time.time()
         raw = await redis().hget(silences_key, silence_id)
         if raw is None:
@@ -311,7 +330,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         await broadcast("expire", id=silence_id)
         return envelope(200, "expired", {"silence": silence_view(d, now, {})})
 
-    @router.get("/alerts/counters")
+    @router.get("/alerts/counters", operation_id="alertCounters",
+                 response_model=Envelope,
+                responses=errors(503, validated=False))
     async def get_counters():
         """Counters per outcome (``received = delivered + deduplicated + silenced
         + merged + rejected + pending``), webhook attempts, per-silence counts;

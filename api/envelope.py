@@ -24,7 +24,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid, Unavailable
 
 #: Called with (request, error) for every 401/403/503 AuthError (the audit trail).
 OnRefused = Callable[[Request, AuthError], Awaitable[None]]
@@ -142,7 +145,9 @@ def field_error(err: dict[str, Any], model: Any = None, content_type: str | None
             msg = first[1]
         return FieldError(field, msg, None, "value")
     if kind == "missing":
-        return FieldError(field, "is required", _JSON_BODY if field == "body" else None, "required")
+        accepted = (_JSON_BODY if field == "body" else
+                    f"the query parameter {field}=<value>" if loc and loc[0] == "query" else None)
+        return FieldError(field, "is required", accepted, "required")
     if kind == "extra_forbidden":
         name = str(loc[-1]) if loc else field
         path = [str(p) for p in loc[1:-1]] if loc and loc[0] == "body" else []
@@ -196,7 +201,8 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> JSONRespo
 def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) -> None:
     """Map every error to its HTTP answer, for the whole app: request
     validation -> 422 naming each field; :class:`PlaitError` -> its ``status``
-    with its ``data()``; Starlette HTTP errors -> the envelope.
+    with its ``data()``; Redis unreachable or timing out -> 503; Starlette
+    HTTP errors -> the envelope.
     ``on_refused(request, error)`` runs first for each :class:`AuthError`."""
 
     async def plait_error(request: Request, exc: PlaitError) -> JSONResponse:
@@ -204,7 +210,13 @@ def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) ->
             await on_refused(request, exc)
         return error_response(exc)
 
+    async def redis_down(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(Unavailable(f"Redis did not answer; retry later "
+                                          f"({type(exc).__name__})"))
+
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(RedisConnectionError, redis_down)
+    app.add_exception_handler(RedisTimeoutError, redis_down)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(PlaitError, plait_error)
 
