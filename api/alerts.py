@@ -79,6 +79,9 @@ def _register_collector(settings: Settings) -> None:
 class _Kafka:
     """A lazily created confluent-kafka producer (murmur2_random, PITFALLS.md #8)."""
 
+    #: Seconds to wait for the broker's acks (and topic metadata) before a 503.
+    ack_timeout: float = 10.0
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topics = T.Topics(settings.topic_prefix)
@@ -106,7 +109,7 @@ class _Kafka:
         for topic, key, value, partition in records:
             kwargs = {"partition": partition} if partition is not None else {}
             p.produce(topic, key=key, value=value, on_delivery=done, **kwargs)
-        remaining = p.flush(10.0)
+        remaining = p.flush(self.ack_timeout)
         if remaining or errors:
             raise RuntimeError(f"Kafka did not take the events: {errors or f'{remaining} unsent'}")
 
@@ -114,7 +117,7 @@ class _Kafka:
         """Produce and wait for the broker's acks (in a thread: never blocks the loop).
 
         Raises:
-            RuntimeError: an event was not acknowledged within 10 s.
+            RuntimeError: an event was not acknowledged within :attr:`ack_timeout` s.
         """
         await asyncio.to_thread(self._send_sync, records)
 
@@ -124,7 +127,8 @@ class _Kafka:
             name = self.topics.name(FUNNEL_TOPIC)
 
             def look() -> int | None:
-                meta = self.producer().list_topics(name, timeout=5).topics.get(name)
+                meta = self.producer().list_topics(
+                    name, timeout=min(5.0, self.ack_timeout)).topics.get(name)
                 return len(meta.partitions) if meta is not None and meta.partitions else None
 
             try:
@@ -204,7 +208,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         raw ids in input order.
 
         Raises:
-            Unavailable: Kafka did not acknowledge within 10 s (503).
+            Unavailable: Kafka did not acknowledge in time (503).
         """
         by_key: dict[str, list[int]] = {}
         for i, alert in enumerate(alerts):

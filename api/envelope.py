@@ -192,9 +192,13 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """Unknown routes (404), wrong methods (405), unparsable bodies (400 -> 422
-    naming ``body``): the same envelope as the rest."""
+    naming ``body``, also for bytes that are not UTF-8): the same envelope as
+    the rest."""
     if exc.status_code == 400 and "JSON" in str(exc.detail):
         return error_response(_json_error(exc))
+    if exc.status_code == 400:  # "There was an error parsing the body": not UTF-8 text
+        return error_response(FieldError("body", "could not be read: it is not UTF-8 JSON text",
+                                         _JSON_BODY, "json"))
     return envelope(exc.status_code, str(exc.detail))
 
 

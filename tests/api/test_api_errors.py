@@ -259,3 +259,10 @@ def test_counters_are_camel_case(client):
     data = client.get("/alerts/counters").json()["data"]
     assert {"silencedBy", "dedupeReasons", "received", "balanced"} <= set(data)
     assert not any("_" in k for k in data)
+
+
+def test_a_body_that_is_not_utf8_is_a_422_naming_the_body(client):
+    # found by schemathesis: bytes that are not UTF-8 were a bare 400
+    resp = client.post("/export/tasks", content=b"\x80\x81", headers={"Content-Type": "application/json"})
+    e = error(resp, "body")
+    assert "UTF-8" in e["rule"] and "application/json" in e["accepted"]
