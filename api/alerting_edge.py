@@ -70,7 +70,8 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
 
     Raises:
         FieldError (or ``error``): a number, or a string that is not RFC 3339
-            with a zone (``Z`` or ``+hh:mm``).
+            with a zone (``Z`` or ``+hh:mm``), or names no real time
+            (``2024-01-01T12:99:00Z``).
     """
     if value is None:
         return None
@@ -79,7 +80,11 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
         raise error(field, f"must be an RFC 3339 timestamp with a time zone, got {got}",
                     RFC3339_EXAMPLE, "time")
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError):  # RFC 3339 in form, not a real time (12:99)
+        raise error(field, f"is not a valid date and time, got {value[:40]!r}",
+                    RFC3339_EXAMPLE, "time") from None
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -59,6 +59,14 @@ USER_ID_DOC = ("the end user acted for: required with a caller registry (another
                "no user's task is a 404); without one, narrows a list to that user")
 
 
+#: One Server-Sent Event of ``/events`` (the schema of each event, as
+#: OpenAPI 3.2's ``itemSchema`` says; keep-alive comments are not events).
+SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
+    "event": {"type": "string", "description": "the task's status (CREATED, RUNNING, ...)"},
+    "data": {"type": "string", "contentMediaType": "application/json",
+             "description": "the task's state, as GET /export/tasks/{taskId} answers it"}}}
+
+
 def not_found(task_id: str) -> NotFound:
     """The one error for unknown and invisible tasks alike (404)."""
     return NotFound(f"task {task_id} not found")
@@ -169,7 +177,7 @@ def create_tasks_router(services: Services) -> APIRouter:
                 response_class=StreamingResponse, responses={
                     200: {"description": "text/event-stream: one event per state, until the "
                                          "task ends",
-                          "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                          "content": {"text/event-stream": {"schema": SSE_EVENT}}},
                     **task_errors})
     async def task_events(taskId: str, request: Request, userId: str | None = Query(None, description=USER_ID_DOC)):
         """Server-Sent Events: the task's state now, then every change, until it
