@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from typing import Any
@@ -95,7 +96,8 @@ class _Kafka:
             self._producer = Producer({
                 "bootstrap.servers": self.settings.broker_url, "enable.idempotence": True,
                 "acks": "all", "partitioner": "murmur2_random", "compression.type": "lz4",
-                "linger.ms": 2, "message.max.bytes": 2 * 1024 * 1024})
+                "linger.ms": 2, "message.max.bytes": 2 * 1024 * 1024},
+                logger=logging.getLogger("plait.kafka"))  # librdkafka logs via logging
         return self._producer
 
     def _send_sync(self, records: list[tuple[str, bytes, bytes, int | None]]) -> None:
