@@ -277,3 +277,16 @@ def test_a_well_formed_time_that_does_not_exist_is_a_422_not_a_500(client, route
     # found by schemathesis: minute 99 / February 30 passed the form check and crashed
     e = error(client.post(route, json=body), field)
     assert "not a valid date and time" in e["rule"] and "RFC 3339" in e["accepted"]
+
+
+@pytest.mark.parametrize("interval,field", [
+    ({"location": [None, None]}, "timeIntervals.0.location"),
+    ({"location": "Mars/Olympus"}, "timeIntervals.0.location"),
+    ({"weekdays": 5}, "timeIntervals.0.weekdays"),
+    ({"weekdays": [1]}, "timeIntervals.0.weekdays"),
+])
+def test_a_bad_time_interval_is_a_422_naming_the_key_not_a_500(client, interval, field):
+    # found by schemathesis: a location that is not a string crashed ZoneInfo
+    body = {**SILENCE, "timeIntervals": [{"times": [], **interval}]}
+    e = error(client.post("/silences", json=body), field)
+    assert e["accepted"]
