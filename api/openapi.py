@@ -18,6 +18,7 @@ Routes use:
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import available_timezones
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
@@ -231,7 +232,8 @@ class TimeIntervalBody(BaseModel):
         "items": {"type": "string", "enum": list(WEEKDAYS)}},
         description="monday..sunday (the API also takes ranges such as monday:friday)")
     times: list[TimeRange] = Field(default_factory=list)
-    location: str = Field("UTC", description="IANA time zone")
+    location: str = Field("UTC", description="IANA time zone (those this server knows)",
+                          json_schema_extra={"enum": sorted(available_timezones())})
 
 
 class SilenceBody(BaseModel):
