@@ -317,3 +317,34 @@ def test_without_a_broker_writes_answer_a_documented_503_never_a_500(api_schema_
                                coverage=False)
     # then each answer is documented (503 when it needed Kafka), never a 500
     assert any(k.endswith(" 503") for k in seen), seen
+
+
+# -- the document per mode ------------------------------------------------------------
+
+def _required_query(doc: dict, method: str, path: str) -> set[str]:
+    return {p["name"] for p in doc["paths"][path][method].get("parameters", [])
+            if p["in"] == "query" and p.get("required")}
+
+
+def test_the_document_says_what_is_required_in_each_mode(tmp_path, redis_prefix):
+    # given the API without and with a caller registry
+    import yaml
+
+    registry = tmp_path / "callers.yaml"
+    registry.write_text(yaml.safe_dump({"callers": {"crm": dict(
+        appKey="crm-app", appSecret="s" * 40, bizTypes=["orders"], fileFormats=["csv"],
+        maxRows=1000)}}))
+    open_doc = create_api(_settings(tmp_path, redis_prefix, "127.0.0.1:1")).openapi()
+    signed = _settings(tmp_path, redis_prefix, "127.0.0.1:1").model_copy(
+        update={"callers_file": str(registry)})
+    signed_doc = create_api(signed).openapi()
+    # then open mode requires sysCode (lists, audit); signed mode requires userId
+    # on lists and takes sysCode from the signature
+    assert _required_query(open_doc, "get", "/export/tasks") == {"sysCode"}
+    assert _required_query(open_doc, "get", "/audit") == {"sysCode"}
+    assert _required_query(signed_doc, "get", "/export/tasks") == {"userId"}
+    assert _required_query(signed_doc, "get", "/audit") == set()
+    # and the refusals of signing are documented on the routes that sign
+    for path, method in (("/export/tasks", "post"), ("/alerts", "post"), ("/silences", "post"),
+                         ("/silences/{silenceId}", "delete"), ("/api/v2/alerts", "post")):
+        assert {"401", "403", "422", "503"} <= set(signed_doc["paths"][path][method]["responses"])
