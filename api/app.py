@@ -92,7 +92,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
                                  headers={"Content-Disposition": content_disposition(name)})
 
     @app.get("/audit", operation_id="audit",
-                 response_model=Envelope, tags=["audit"], responses=errors(401, 503),
+             response_model=Envelope, tags=["audit"], responses=errors(401, 503),
              openapi_extra=required_query("sysCode") if sv.callers is None else None)
     async def audit(request: Request,
                     sysCode: str | None = Query(None, description=(

@@ -6,7 +6,8 @@ operations (issue 10.8: "the OpenAPI document tells the truth").
 Routes use:
 
 - ``responses=errors(401, 404, ...)``: each status documented with
-  :class:`ErrorEnvelope` (422 is added unless the route takes no input), merged with ``ok(...)`` for extra success answers;
+  :class:`ErrorEnvelope` (422 is added unless the route takes no input),
+  merged with ``ok(...)`` for extra success answers;
 - ``openapi_extra=request_body(Model, ...)`` for a body parsed by the route
   itself (``api.envelope.parse_json_body``), so its own error messages stay;
   the model is only the document, registered as a component by

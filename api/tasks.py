@@ -8,7 +8,7 @@ for an unknown task.
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
+from typing import Annotated, AsyncIterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -57,6 +57,7 @@ SYS_CODE_DOC = ("the caller's sysCode: required without a caller registry; with 
                 "signed caller's is used")
 USER_ID_DOC = ("the end user acted for: required with a caller registry (another user's or "
                "no user's task is a 404); without one, narrows a list to that user")
+UserId = Annotated[str | None, Query(description=USER_ID_DOC)]
 
 
 #: One Server-Sent Event of ``/events`` (the schema of each event, as
@@ -140,8 +141,8 @@ def create_tasks_router(services: Services) -> APIRouter:
     task_errors = errors(401, 404, 503)
 
     @router.get("/export/tasks/{taskId}", operation_id="getTask",
-                 response_model=Envelope, responses=task_errors)
-    async def get_task(taskId: str, request: Request, userId: str | None = Query(None, description=USER_ID_DOC)):
+                response_model=Envelope, responses=task_errors)
+    async def get_task(taskId: str, request: Request, userId: UserId = None):
         """One task's state: status, counts, progress, file info with a fresh link."""
         task_id = taskId
         caller = await sv.authenticate(request)
@@ -152,11 +153,11 @@ def create_tasks_router(services: Services) -> APIRouter:
         return envelope(200, "ok", await sv.with_fresh_link(task, caller))
 
     @router.get("/export/tasks", operation_id="listTasks",
-                 response_model=Envelope, responses=errors(401, 503),
+                response_model=Envelope, responses=errors(401, 503),
                 openapi_extra=list_required)
     async def list_tasks(request: Request,
                          sysCode: str | None = Query(None, description=SYS_CODE_DOC),
-                         userId: str | None = Query(None, description=USER_ID_DOC),
+                         userId: UserId = None,
                          limit: int = Query(100, ge=1, le=1000)):
         """Tasks of a caller (and user), newest first. With authentication the
         caller is the signed one and ``userId`` is required."""
@@ -179,7 +180,7 @@ def create_tasks_router(services: Services) -> APIRouter:
                                          "task ends",
                           "content": {"text/event-stream": {"schema": SSE_EVENT}}},
                     **task_errors})
-    async def task_events(taskId: str, request: Request, userId: str | None = Query(None, description=USER_ID_DOC)):
+    async def task_events(taskId: str, request: Request, userId: UserId = None):
         """Server-Sent Events: the task's state now, then every change, until it
         ends (``event:`` = status, ``data:`` = the task JSON)."""
         task_id = taskId
@@ -193,7 +194,7 @@ def create_tasks_router(services: Services) -> APIRouter:
     @router.post("/export/tasks/{taskId}/cancel", status_code=202, operation_id="cancelTask",
                  response_model=Envelope,
                  responses=errors(401, 404, 409, 503))
-    async def cancel_task(taskId: str, request: Request, userId: str | None = Query(None, description=USER_ID_DOC)):
+    async def cancel_task(taskId: str, request: Request, userId: UserId = None):
         """Ask to cancel; 409 when the task already ended."""
         task_id = taskId
         caller = await sv.authenticate(request)

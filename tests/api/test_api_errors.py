@@ -172,11 +172,12 @@ def test_alerts_bad_severity_lists_the_accepted_ones(client):
     assert e["accepted"].startswith("info, warning or critical")
 
 
-def test_alertmanager_route_keeps_alertmanager_names(client, sent):
-    e = error(client.post("/api/v2/alerts", json={"labels": {}}), "body")
-    assert "list" in e["rule"]
-    e = error(client.post("/api/v2/alerts", json=[{"labels": {"instance": "x"}}]),
-              "[0].labels.alertname")
+def test_alertmanager_route_keeps_alertmanager_names_and_error_shape(client, sent):
+    # Alertmanager answers bad input with 400 and a JSON string (its OpenAPI's BadRequest)
+    resp = client.post("/api/v2/alerts", json={"labels": {}})
+    assert resp.status_code == 400 and "body: must be a JSON list" in resp.json()
+    resp = client.post("/api/v2/alerts", json=[{"labels": {"instance": "x"}}])
+    assert resp.status_code == 400 and "[0].labels.alertname" in resp.json() and sent == []
     ok = client.post("/api/v2/alerts", json=[{"labels": {"alertname": "A"},
                                               "startsAt": "2026-11-30T16:00:00Z"}])
     assert ok.status_code == 200 and len(sent) == 1
@@ -276,7 +277,7 @@ def test_a_body_that_is_not_utf8_is_a_422_naming_the_body(client):
 def test_a_well_formed_time_that_does_not_exist_is_a_422_not_a_500(client, route, body, field):
     # found by schemathesis: minute 99 / February 30 passed the form check and crashed
     e = error(client.post(route, json=body), field)
-    assert "not a valid date and time" in e["rule"] and "RFC 3339" in e["accepted"]
+    assert "date and time" in e["rule"] and "RFC 3339" in e["accepted"]
 
 
 @pytest.mark.parametrize("interval,field", [

@@ -212,7 +212,8 @@ def test_every_operation_answers_as_documented(api_schema):
 
 def test_the_document_covers_every_route_with_its_errors(api_schema, live_api):
     # given the routes the app has at run time
-    routes = {(m, r.path_format) for r in live_api.app.routes if getattr(r, "include_in_schema", False)
+    routes = {(m, r.path_format) for r in live_api.app.routes
+              if getattr(r, "include_in_schema", False)
               for m in getattr(r, "methods", ()) if m not in ("HEAD", "OPTIONS")}
     doc = api_schema.raw_schema
     # then each is in the document, and each that takes input documents its 422 envelope
