@@ -60,7 +60,7 @@ from api.alerting_edge import (check_native_alert, counters_view, parse_silence_
                                silence_view)
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
-from api.openapi import Envelope, NativeAlert, SilenceBody, errors, link, request_body
+from api.openapi import Envelope, ErrorEnvelope, NativeAlert, SilenceBody, errors, link, request_body
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
 from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid, Unavailable
@@ -212,10 +212,12 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
 
     router = APIRouter(tags=["alerting"])
     am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)], responses={
-        401: {"description": "A bearer token is required and was missing or not accepted "
-                             "(Plait envelope)"},
-        403: {"description": "The token's caller lacks alertIngest (or silenceManage for "
-                             "silence changes)"}})
+        401: {"model": ErrorEnvelope, "description": "A bearer token is required and was "
+              "missing or not accepted (Plait envelope)"},
+        403: {"model": ErrorEnvelope, "description": "The token's caller lacks alertIngest "
+              "(or silenceManage for silence changes)"},
+        503: {"model": str, "description": "A dependency (Kafka, Redis) did not answer; retry "
+              "later (Alertmanager's shape: a JSON string)"}})
 
     async def body(request: Request) -> tuple[Any, int]:
         """(the JSON body with lone surrogates replaced, characters replaced).
