@@ -291,3 +291,11 @@ def test_a_bad_time_interval_is_a_422_naming_the_key_not_a_500(client, interval,
     body = {**SILENCE, "timeIntervals": [{"times": [], **interval}]}
     e = error(client.post("/silences", json=body), field)
     assert e["accepted"]
+
+
+def test_times_before_year_1000_are_answered_in_rfc3339(client):
+    # found by schemathesis: a silence from year 17 was listed as "17-01-01T00:01:01Z"
+    body = {**SILENCE, "startsAt": "0017-01-01T00:01:01Z"}
+    resp = client.post("/silences", json=body)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["data"]["silence"]["startsAt"] == "0017-01-01T00:01:01Z"
