@@ -107,9 +107,10 @@ def format_time(ts: float | None) -> str:
     if ts is None:
         return ZERO_TIME
     dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    year = f"{dt.year:04d}"  # strftime's %Y does not pad years before 1000 on Linux
     if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return year + dt.strftime("-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return year + dt.strftime("-%m-%dT%H:%M:%SZ")
 
 
 def repair_text(text: str) -> tuple[str, int]:

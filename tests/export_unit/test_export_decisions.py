@@ -206,6 +206,22 @@ async def test_heartbeat_reports_the_tasks_in_flight_and_marks_the_worker_alive(
     assert sent == [] and runtime.inflight == {}
 
 
+async def test_heartbeat_never_reports_a_task_still_in_admission(make_ctx):
+    # given a task whose ExportRequested is being admitted (it may end WAITING)
+    ctx = make_ctx()
+    runtime = Runtime(FakeApp(), ctx, [])
+    sent = []
+    runtime.rt.send = lambda emits, tp=None: _record(sent, emits)
+    agent = Agent(T.REQUESTS, "plait.export.admission", None)
+    req = request("t-wait")
+    runtime.hooks.before_handle(runtime.rt, agent, req)
+    # when the worker beats
+    await runtime.heartbeat()
+    # then no RUNNING is sent for it: a WAITING task holds no slot
+    assert sent == [] and runtime.inflight == {}
+    runtime.hooks.after_handle(runtime.rt, agent, req)
+
+
 async def _record(sent, emits):
     sent.extend(emits)
 
