@@ -72,11 +72,13 @@ class Runtime:
         return self._topics[base]
 
     async def send(self, emits: list[Emit], traceparent: str | None = None) -> None:
-        """Send events and wait until the broker acked each one. State changes
-        (not PROGRESS) are applied to the projection first, so the next handler
-        that checks a task's status sees them at once."""
+        """Send events and wait until the broker acked each one. Lifecycle
+        events are applied to the projection first, so the next handler that
+        checks a task's status sees them at once, and a task reads as ended only
+        once the reports sent before its end are in (PROGRESS too: else the end
+        can overtake them and the API shows a state the replay differs from)."""
         for e in emits:
-            if isinstance(e.payload, Lifecycle) and e.payload.status != "PROGRESS":
+            if isinstance(e.payload, Lifecycle):
                 await self.ctx.projection.apply(e.payload)
         futures = [await self.topic(e.topic).send(
             key=e.key.encode(), value=encode(e.payload, e.key, self.ctx.worker_id, traceparent))
