@@ -1,4 +1,4 @@
-FROM python:3.11-slim
+FROM python:3.11.10-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY plait plait
@@ -7,4 +7,5 @@ COPY producers producers
 COPY sinks sinks
 COPY alerting alerting
 COPY api api
+COPY ops ops
 RUN pip install --no-cache-dir .

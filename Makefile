@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m plait.cli demo
+	$(PY) -m ops.cli demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -27,7 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_alert_e2e.py
 
 dev: $(STAMP)
-	$(PY) -m plait.cli dev
+	$(PY) -m ops.cli dev
 
 clean:
 	rm -rf $(VENV) .plait

@@ -29,9 +29,12 @@ Flow (topic names get ``Settings.topic_prefix``)::
 - Per-partition counters go to Redis (``<redis_prefix>:alerts:counters``)
   for the API (``GET /alerts/counters``, ``/metrics``).
 
-Nothing escapes an agent's ``async for`` (PITFALLS.md #3): errors are logged,
-the event is kept in ``export.dlq``, and the partition's in-memory funnel is
-reloaded from the table.
+The agents run on the kernel's agent runtime (``plait.agent``): nothing
+escapes an agent's ``async for`` (PITFALLS.md #3), errors are logged and the
+event is kept in ``export.dlq``. The funnel policy (:class:`FunnelHooks`):
+dead letters are best-effort (a lost one is logged, the worker goes on), and
+after a failed funnel command the partition's in-memory funnel is reloaded
+from the table.
 """
 from __future__ import annotations
 
@@ -43,24 +46,52 @@ from typing import Any
 
 import faust
 
+from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
-from alerting.topics import COUNTERS_KEY, ensure_topics
+from alerting.topics import COUNTERS_KEY
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
 from plait import topics as T
+from plait.agent import Agent, AgentRuntime, Hooks
 from plait.clock import parse_iso
-from plait.errors import PoisonError
 from plait.lifecycle import TERMINAL
-from plait.events import DeadLetter, Lifecycle, decode, encode
+from plait.events import Lifecycle, decode
+from plait.kafka_admin import create_topics
 from plait.settings import Settings
 
 log = logging.getLogger("plait.alerting")
 
 TABLE_NAME = "alerting-state"
 TICK_SECONDS = 1.0
+
+
+class FunnelHooks(Hooks):
+    """Funnel policy: a funnel command that failed leaves the partition's
+    in-memory state suspect; drop it so the partition reloads from the table
+    (the truth) on its next command."""
+
+    def __init__(self, runner: FunnelRunner) -> None:
+        self.runner = runner
+
+    async def after_failure(self, rt, agent: Agent, event, payload, exc: Exception) -> None:
+        if agent.topic == FUNNEL_TOPIC:
+            self.runner.forget(event.message.partition)
+
+
+def _decode_envelope(event) -> tuple[dict, Any]:
+    return decode(event.value)
+
+
+def _decode_command(event) -> tuple[dict, dict[str, Any]]:
+    return {}, parse_command(event.value)
+
+
+def _decode_raw(event) -> tuple[dict, list]:
+    msg = event.message
+    return {}, parse_raw(event.value, msg.partition, msg.offset, time.time())
 
 
 class AlertingService:
@@ -72,22 +103,20 @@ class AlertingService:
         self.config = config
         self.names = T.Topics(settings.topic_prefix)
         n = settings.partitions
-
-        def topic(base: str):
-            return app.topic(self.names.name(base), key_serializer="raw",
-                             value_serializer="raw", partitions=n)
-
+        schema = faust.Schema(key_type=str, value_type=bytes, key_serializer="json",
+                              value_serializer="raw")
+        self.table = app.Table(TABLE_NAME, partitions=n, schema=schema,
+                               help="alert funnel state: episodes, groups, receivers, meta")
+        self.runner = FunnelRunner(config, self.table)
+        self.rt = AgentRuntime(app, self.names, n, "plait-alerting", [FunnelHooks(self.runner)],
+                               exit_when_lost=False)
+        topic = self.rt.topic
         self.raw = topic(T.ALERTS_RAW)
         self.funnel = topic(FUNNEL_TOPIC)
         self.ledger = topic(T.ALERTS_LEDGER)
         self.notifications = topic(T.ALERTS_NOTIFICATIONS)
         self.dlq = topic(T.DLQ)
         self.lifecycle = topic(T.LIFECYCLE)
-        schema = faust.Schema(key_type=str, value_type=bytes, key_serializer="json",
-                              value_serializer="raw")
-        self.table = app.Table(TABLE_NAME, partitions=n, schema=schema,
-                               help="alert funnel state: episodes, groups, receivers, meta")
-        self.runner = FunnelRunner(config, self.table)
         self.sender: WebhookSender | None = None
         self.redis = None
         self._wakeups: dict[int, float] = {}
@@ -105,41 +134,28 @@ class AlertingService:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def dead_letter(self, event, error: BaseException) -> None:
-        """Keep an unprocessable event in ``export.dlq`` (never raises)."""
-        try:
-            msg = event.message
-            value = event.value if isinstance(event.value, bytes) else str(event.value).encode()
-            key = event.key.decode(errors="replace") if isinstance(event.key, bytes) else None
-            letter = DeadLetter(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                                key=key, error=str(error)[:2000], errorClass=type(error).__name__,
-                                payload=value.decode(errors="replace")[:100_000])
-            await self.dlq.send(key=(key or "").encode(), value=encode(letter, key or "", "plait-alerting"))
-        except Exception:
-            log.exception("cannot dead-letter an alerting event")
+    def agents(self) -> list[Agent]:
+        """The alerting agents; poison on ``alerts.raw`` and ``alerts.funnel``
+        goes to ``export.dlq``, the export agents own ``export.lifecycle``'s."""
+        return [
+            Agent(T.ALERTS_RAW, "plait.alerts.router", self.route, _decode_raw),
+            Agent(T.LIFECYCLE, "plait.alerts.rules", self.rules, _decode_envelope, keep=False),
+            Agent(FUNNEL_TOPIC, "plait.alerts.funnel", self.apply, _decode_command),
+            Agent(T.DLQ, "plait.alerts.dlq", self.dead_letters, keep=False),
+        ]
 
     # -------------------------------------------------------------- router
-    async def route(self, event) -> None:
+    async def route(self, event, raws: list, attrs: dict) -> None:
         """Forward the alerts of one ``alerts.raw`` event to ``alerts.funnel``."""
         msg = event.message
-        try:
-            raws = parse_raw(event.value, msg.partition, msg.offset, time.time())
-        except PoisonError as e:
-            log.warning("poison on alerts.raw p%s@%s: %s", msg.partition, msg.offset, e)
-            await self.dead_letter(event, e)
-            return
         for i, raw in enumerate(raws):
             receiver, cmd = route_alert(self.config, raw)
             cmd["src"] = [msg.partition, msg.offset, i]
             await self.funnel.send(key=receiver.encode(), value=command(**cmd))
 
     # --------------------------------------------------------------- rules
-    async def rules(self, event) -> None:
+    async def rules(self, event, payload, attrs: dict) -> None:
         """Turn export lifecycle events into raw alerts (FAILED, TIMEOUT, slow)."""
-        try:
-            _attrs, payload = decode(event.value)
-        except PoisonError:
-            return  # the export agents dead-letter it
         if not isinstance(payload, Lifecycle):
             return
         alert = lifecycle_alert(payload)
@@ -176,7 +192,7 @@ class AlertingService:
             await redis.delete(marker)
         await self._raise(alert, event.taskId)
 
-    async def dead_letters(self, event) -> None:
+    async def dead_letters(self, event, payload, attrs: dict) -> None:
         """Count a dead letter; ``DLQGrowth`` fires past the threshold."""
         alert = self.dlq_watch.observe(time.time())
         if alert is not None:
@@ -197,26 +213,16 @@ class AlertingService:
         return self.redis
 
     # -------------------------------------------------------------- funnel
-    async def apply(self, event) -> None:
+    async def apply(self, event, cmd: dict[str, Any], attrs: dict) -> None:
         """Apply one ``alerts.funnel`` command and carry out its effects."""
         msg = event.message
-        try:
-            cmd = parse_command(event.value)
-        except PoisonError as e:
-            await self.dead_letter(event, e)
-            return
-        try:
-            fx = self.runner.apply(msg.partition, msg.offset, cmd)
-        except Exception as e:
-            log.exception("funnel command %s failed on partition %s", cmd.get("kind"), msg.partition)
-            self.runner.forget(msg.partition)
-            await self.dead_letter(event, e)
-            return
+        fx = self.runner.apply(msg.partition, msg.offset, cmd)  # a bug: FunnelHooks reloads
         if fx.skipped:
             return
         await self._effects(msg.partition, fx)
         if cmd["kind"] in ("tick", "result", "silence", "expire"):
             await self._publish_counters(msg.partition)
+            await alert_view.publish(self, msg.partition)  # GET /api/v2/alerts reads it
 
     async def _effects(self, partition: int, fx: Effects) -> None:
         for entry in fx.ledger:
@@ -310,7 +316,7 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
     """Add the alert funnel to the worker ``app``.
 
     Loads and validates ``settings.alerting_config``, creates the topics the
-    funnel needs beyond :func:`plait.infra.create_topics` (``alerts.funnel``
+    funnel needs beyond the ``plait.topics`` ones (``alerts.funnel``
     and the table's changelog, both with ``settings.partitions`` partitions,
     since the app runs with ``topic_allow_declare=False``), and registers the
     router, rules and funnel agents (concurrency 1) and the 1 s tick timer.
@@ -321,30 +327,11 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
     """
     config = load_config(settings.alerting_config)
     svc = AlertingService(app, settings, config)
-    ensure_topics(settings.broker_url,
-                  [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()], settings.partitions,
-                  compacted=[svc.changelog_topic()])
+    create_topics(settings.broker_url, [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()],
+                  settings.partitions, compacted=[svc.changelog_topic()], exact=True)
     app.alerting = svc  # handy for operators and tests in-process
-
-    def agent(topic, name: str, handle, keep: bool) -> None:
-        """One agent at concurrency 1; nothing escapes its loop (PITFALLS.md #3);
-        ``keep``: a failed event is kept in ``export.dlq``."""
-        async def run(stream):
-            async for event in stream.events():
-                try:
-                    await handle(event)
-                except Exception as e:
-                    log.exception("%s failed", name)
-                    if keep:
-                        await svc.dead_letter(event, e)
-
-        run.__name__ = run.__qualname__ = name.replace(".", "_")
-        app.agent(topic, name=name, concurrency=1)(run)
-
-    agent(svc.raw, "plait.alerts.router", svc.route, keep=True)
-    agent(svc.lifecycle, "plait.alerts.rules", svc.rules, keep=False)  # the export agents own it
-    agent(svc.funnel, "plait.alerts.funnel", svc.apply, keep=True)
-    agent(svc.dlq, "plait.alerts.dlq", svc.dead_letters, keep=False)
+    for agent in svc.agents():
+        svc.rt.register(agent)
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:

@@ -17,6 +17,10 @@ Shape (every duration is seconds, or a Prometheus-style string ``"30s"``,
     timing: {group_wait: 30s, group_interval: 30s, repeat_interval: 5m}
     dedupe: {fingerprint_labels: [rule, asset], cooldown: 5m, suppress_transient: false}
     delivery: {timeout: 10s, backoff_initial: 1s, backoff_max: 60s}
+    inhibit_rules:                # Alertmanager's (optional)
+      - source_matchers: ['severity="critical"']
+        target_matchers: ['severity="warning"']
+        equal: [alertname, instance]
 
 Names follow Alertmanager's configuration (``group_by``, ``group_wait``,
 ``group_interval``, ``repeat_interval``). Errors raise :class:`ConfigError`
@@ -99,9 +103,50 @@ class SubRoute(_Model):
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
-        from alerting.silence import parse_matcher  # one matcher grammar everywhere
-        for text in v:
+        """Each item is one matcher or a selector of several (``'{a="1", b=~"x"}'``,
+        Alertmanager 0.25-0.28 syntax, UTF-8 names quoted); stored as one
+        canonical matcher per item, which :func:`alerting.silence.parse_matcher`
+        reads back."""
+        from alerting.silence import parse_matchers  # one matcher grammar everywhere
+        return [str(m) for text in v for m in parse_matchers(text)]
+
+
+def _matcher_list(v: list[str]) -> list[str]:
+    """Check every matcher with the one matcher grammar (``alerting.silence``);
+    the error names the item (``[1] bad matcher ...``)."""
+    from alerting.silence import parse_matcher  # one matcher grammar everywhere
+    for i, text in enumerate(v):
+        try:
             parse_matcher(text)
+        except ValueError as e:
+            raise ValueError(f"[{i}] {e}") from None
+    return v
+
+
+class InhibitRule(_Model):
+    """One Alertmanager inhibition rule (docs, "inhibit_rule"): while an alert
+    matching every ``source_matchers`` fires, alerts matching every
+    ``target_matchers`` whose ``equal`` labels have the same values (absent =
+    ``""`` on both sides) are muted. An alert matching both sides never
+    inhibits an alert that also matches both (so never itself). Matchers see
+    the labels silences see (source labels plus ``rule``, ``asset``,
+    ``severity``, ``alertname``)."""
+
+    source_matchers: list[str] = Field(min_length=1)
+    target_matchers: list[str] = Field(min_length=1)
+    equal: list[str] = Field(default_factory=list)
+
+    @field_validator("source_matchers", "target_matchers")
+    @classmethod
+    def _parse(cls, v: list[str]) -> list[str]:
+        return _matcher_list(v)
+
+    @field_validator("equal")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for i, name in enumerate(v):
+            if not name:
+                raise ValueError(f"[{i}] label names must not be empty")
         return v
 
 
@@ -182,6 +227,7 @@ class AlertingConfig(_Model):
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)
+    inhibit_rules: list[InhibitRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> "AlertingConfig":

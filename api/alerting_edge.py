@@ -37,6 +37,34 @@ RFC3339_EXAMPLE = "an RFC 3339 timestamp such as 2026-11-30T17:00:00Z"
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_text(doc: Any) -> tuple[Any, int]:
+    """``doc`` (parsed JSON) with every lone UTF-16 surrogate (``"cut \\ud83d"``,
+    which JSON allows and UTF-8 cannot carry) replaced by U+FFFD, in keys and
+    values at any depth; returns (document, characters replaced). A valid
+    surrogate pair was already joined by the JSON parser, so any surrogate
+    left is lone."""
+    count = 0
+
+    def fix(value: Any) -> Any:
+        nonlocal count
+        if isinstance(value, str):
+            if value.isascii():
+                return value
+            fixed, n = _SURROGATE.subn("\ufffd", value)
+            count += n
+            return fixed
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {fix(k): fix(v) for k, v in value.items()}
+        return value
+
+    return fix(doc), count
+
+
 def camel(name: str) -> str:
     """``allow_broad`` -> ``allowBroad`` (names without ``_`` unchanged)."""
     head, *rest = name.split("_")
@@ -79,7 +107,11 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
         raise error(field, f"must be an RFC 3339 timestamp with a time zone, got {got}",
                     RFC3339_EXAMPLE, "time")
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError):  # month 99, hour 25...
+        raise error(field, f"is not a real date and time: {value[:40]!r}", RFC3339_EXAMPLE,
+                    "time") from None
 
 
 def rfc3339(ts: float | None) -> str | None:

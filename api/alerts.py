@@ -3,9 +3,9 @@
 - ``POST /alerts``: one native alert or a list (``rule``, ``asset``,
   ``severity``, ``status``, ``labels``, ``annotations``, ``time``); 202 with
   the raw ids (``<event id>:<index>``) the ledger will name.
-- ``POST /api/v2/alerts``: Alertmanager's API body (a list of alerts with
-  ``labels``, ``annotations``, ``startsAt``, ``endsAt``, ``generatorURL``),
-  so a Prometheus server can point at Plait unchanged; 200.
+- ``/api/v2/...``: Alertmanager's API v2 (alerts, groups, silences, status,
+  receivers), so Prometheus and amtool point at Plait unchanged
+  (``api.alertmanager``).
 - ``POST /silences`` (refuses broad ones unless ``allowBroad``),
   ``GET /silences``, ``DELETE /silences/{id}``.
 - ``GET /alerts/counters``: counters per outcome, summed over partitions.
@@ -20,9 +20,14 @@ Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): ``POST
 ``Authorization: Bearer <token>`` (``PLAIT_ALERTMANAGER_TOKEN`` or a caller's
 ``alertmanagerToken``) whenever a registry or that token is set.
 
-Both ingest routes validate every alert first and answer 422 naming the field
-(``[1].labels.alertname: ...``); nothing reaches Kafka unless all are valid.
-Valid alerts go to ``alerts.raw`` as one event per request (chunks of 500).
+Both ingest routes validate every alert on its own: a bad alert is refused
+naming its index and field (``[1].labels.alertname: ...``) and the valid ones
+of the same request go on (``POST /alerts``: 202 listing the refused ones, or
+422 when none is valid; ``/api/v2/alerts``: Alertmanager's 400). A lone
+UTF-16 surrogate in a string becomes U+FFFD and is counted
+(``plait_alert_edge_replaced_characters_total``, and ``replacedCharacters``
+in the answer). Valid alerts go to ``alerts.raw`` as one event per ordering
+key and request (chunks of 500).
 Errors are raised (``plait.errors``) and answered by the app's one handler
 (``api.envelope.install_error_handlers``).
 
@@ -41,23 +46,34 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, Request
+from prometheus_client import Counter
 
 from alerting.config import AlertingConfig, load_config
 from alerting.counters import CountersCollector, decode_hash, merge
-from alerting.intake import from_alertmanager, normalize
+from alerting.intake import normalize
 from alerting.model import AlertRejected
+from alerting.silence import Silence
 from alerting.topics import COUNTERS_KEY, SILENCES_KEY
 from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope
-from api.alerting_edge import check_native_alert, counters_view, parse_silence_request, silence_view
+from api.alerting_edge import (check_native_alert, counters_view, parse_silence_request, scrub_text,
+                               silence_view)
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
-from plait.errors import FieldError, Forbidden, NotFound, Unavailable
+from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid, Unavailable
 from plait.settings import Settings
 
 CHUNK = 500
+#: Largest request body the alerting routes read, bytes.
+MAX_BODY = 16 * 1024 * 1024
+#: Most alerts one request may carry (``alerting.wire.MAX_ALERTS`` per raw event).
+MAX_ALERTS = 10_000
 _COLLECTOR: CountersCollector | None = None
+REPLACED = Counter("plait_alert_edge_replaced_characters_total",
+                   "Lone UTF-16 surrogates in alert or silence input replaced by U+FFFD")
+REFUSED = Counter("plait_alert_edge_refused_total",
+                  "Alerts refused at the HTTP edge (bad field), by route", ["route"])
 
 
 def _register_collector(settings: Settings) -> None:
@@ -188,13 +204,30 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         return verify_bearer(request.headers, callers, shared_token)
 
     router = APIRouter(tags=["alerting"])
-    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)])
+    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)], responses={
+        401: {"description": "A bearer token is required and was missing or not accepted "
+                             "(Plait envelope)"},
+        403: {"description": "The token's caller lacks alertIngest (or silenceManage for "
+                             "silence changes)"}})
 
-    async def body(request: Request) -> Any:
+    async def body(request: Request) -> tuple[Any, int]:
+        """(the JSON body with lone surrogates replaced, characters replaced).
+
+        Raises:
+            AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON.
+        """
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise AlertRejected("body", f"is {len(raw)} bytes", f"at most {MAX_BODY} bytes; "
+                                "split the alerts over several requests", "size")
         try:
-            return parse_json_body(await request.body())
+            doc = parse_json_body(raw)
         except FieldError as e:  # the body itself: same field, as an alert rejection
             raise AlertRejected(e.field, e.rule, e.accepted, e.code) from None
+        doc, replaced = scrub_text(doc)
+        if replaced:
+            REPLACED.inc(replaced)
+        return doc, replaced
 
     async def publish(alerts: list[Any], source: str, received_at: float) -> list[str]:
         """Send alerts keyed by what identifies them (rule and asset), so a
@@ -229,35 +262,46 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     @router.post("/alerts", status_code=202)
     async def post_alerts(request: Request,
                           caller: Caller | None = Depends(signed("alertIngest", "send alerts"))):
-        """Accept one native alert or a list (camelCase keys, RFC 3339 times);
-        422 names the first bad field (``[1].severity``)."""
+        """Accept one native alert or a list (camelCase keys, RFC 3339 times).
+
+        Each alert is checked on its own: the valid ones go on (202 with their
+        raw ids, ``rejected`` listing each refused one by ``index`` and
+        ``field``); when none is valid the answer is 422 naming every bad
+        field (``[1].severity``)."""
         now = time.time()
-        doc = await body(request)
+        doc, replaced = await body(request)
         alerts = doc if isinstance(doc, list) else [doc]
         if not alerts:
             raise AlertRejected("body", "has no alerts", "an alert object or a non-empty list",
                                 "required")
+        if len(alerts) > MAX_ALERTS:
+            raise AlertRejected("body", f"has {len(alerts)} alerts", f"at most {MAX_ALERTS}", "size")
+        good, errors, rejected = [], [], []
         for i, a in enumerate(alerts):
             where = f"[{i}]." if isinstance(doc, list) else ""
-            check_native_alert(a, where)
             try:
-                normalize(a, now, **options)
+                check_native_alert(a, where)
+                try:
+                    normalize(a, now, **options)
+                except AlertRejected as e:
+                    raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
             except AlertRejected as e:
-                raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
-        ids = await publish(alerts, "plait-api", now)
-        return envelope(202, "accepted", {"accepted": len(ids), "ids": ids})
-
-    @am_router.post("/api/v2/alerts")
-    async def post_alertmanager(request: Request):
-        """Alertmanager / Prometheus alert list (``POST /api/v2/alerts``,
-        Alertmanager's names)."""
-        now = time.time()
-        doc = await body(request)
-        from_alertmanager(doc, now, **options)
-        if not doc:
-            return envelope(200, "ok", {"accepted": 0, "ids": []})
-        ids = await publish(doc, "plait-api-v2", now)
-        return envelope(200, "ok", {"accepted": len(ids), "ids": ids})
+                errors.append(e)
+                rejected.append({"index": i, **e.entry()})
+                continue
+            good.append(a)
+        if errors:
+            REFUSED.labels("/alerts").inc(len(errors))
+        if not good:
+            raise RequestInvalid(errors)
+        ids = await publish(good, "plait-api", now)
+        data: dict[str, Any] = {"accepted": len(ids), "ids": ids}
+        if rejected:
+            data["rejected"] = rejected
+        if replaced:
+            data["replacedCharacters"] = replaced
+        message = "accepted" if not rejected else f"accepted {len(ids)}, refused {len(rejected)}"
+        return envelope(202, message, data)
 
     async def broadcast(kind: str, **fields: Any) -> None:
         n = await kafka.funnel_partitions()
@@ -267,6 +311,52 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     async def counters() -> dict[str, Any]:
         return merge(decode_hash(await redis().hgetall(counters_key)))
 
+    async def save_silence(silence: Silence, now: float) -> dict[str, Any]:
+        """Store ``silence`` (the one silence store of ``/silences`` and
+        ``/api/v2/silences``) and send it to every funnel partition; returns
+        the stored form (``Silence.to_dict`` plus ``updated_at``).
+
+        Raises:
+            Unavailable: Kafka did not take the command (the store is rolled back).
+        """
+        d = silence.to_dict()
+        old = await redis().hget(silences_key, silence.id)
+        await redis().hset(silences_key, silence.id, json.dumps(d | {"updated_at": now}))
+        try:
+            await broadcast("silence", silence=d)
+        except Unavailable:
+            if old is None:
+                await redis().hdel(silences_key, silence.id)
+            else:
+                await redis().hset(silences_key, silence.id, old)
+            raise
+        return d | {"updated_at": now}
+
+    async def load_silence(silence_id: str) -> dict[str, Any] | None:
+        """The stored silence ``silence_id``, or None."""
+        raw = await redis().hget(silences_key, silence_id)
+        return json.loads(raw) if raw is not None else None
+
+    async def all_silences() -> list[dict[str, Any]]:
+        """Every stored silence (active, pending or expired)."""
+        return [json.loads(v) for v in (await redis().hgetall(silences_key)).values()]
+
+    async def end_silence(silence_id: str, now: float) -> dict[str, Any]:
+        """Expire a silence now (a no-op for an expired one) on every partition.
+
+        Raises:
+            NotFound: no such silence (404).
+        """
+        d = await load_silence(silence_id)
+        if d is None:
+            raise NotFound(f"silence {silence_id} not found")
+        if d["ends_at"] is None or d["ends_at"] > now:
+            d["ends_at"] = max(now, d["starts_at"])
+            d["updated_at"] = now
+            await redis().hset(silences_key, silence_id, json.dumps(d))
+        await broadcast("expire", id=silence_id)
+        return d
+
     @router.post("/silences", status_code=201)
     async def post_silence(request: Request, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
@@ -274,15 +364,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         ``comment``, ``allowBroad``, ``timeIntervals``; times RFC 3339);
         422 names the bad key as sent and the accepted spelling."""
         now = time.time()
-        spec = parse_json_body(await request.body())
-        silence = parse_silence_request(spec, now, f"s-{uuid.uuid4().hex[:12]}")
-        d = silence.to_dict()
-        await redis().hset(silences_key, silence.id, json.dumps(d))
-        try:
-            await broadcast("silence", silence=d)
-        except Unavailable:
-            await redis().hdel(silences_key, silence.id)
-            raise
+        spec, _replaced = scrub_text(parse_json_body(await request.body()))
+        silence = parse_silence_request(spec, now, str(uuid.uuid4()))
+        d = await save_silence(silence, now)
         return envelope(201, "created", {"silenceId": silence.id,
                                          "silence": silence_view(d, now, {})})
 
@@ -290,9 +374,8 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     async def list_silences():
         """Every silence with its status and how many alerts it silenced."""
         now = time.time()
-        raw = await redis().hgetall(silences_key)
         counts = (await counters()).get("silenced_by", {})
-        items = [silence_view(json.loads(v), now, counts) for v in raw.values()]
+        items = [silence_view(d, now, counts) for d in await all_silences()]
         items.sort(key=lambda s: s["startsAt"])
         return envelope(200, "ok", {"silences": items})
 
@@ -301,14 +384,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
             signed("silenceManage", "manage silences"))):
         """End a silence now (Alertmanager's expire); 404 if unknown."""
         now = time.time()
-        raw = await redis().hget(silences_key, silence_id)
-        if raw is None:
-            raise NotFound(f"silence {silence_id} not found")
-        d = json.loads(raw)
-        if d["ends_at"] is None or d["ends_at"] > now:
-            d["ends_at"] = max(now, d["starts_at"])
-            await redis().hset(silences_key, silence_id, json.dumps(d))
-        await broadcast("expire", id=silence_id)
+        d = await end_silence(silence_id, now)
         return envelope(200, "expired", {"silence": silence_view(d, now, {})})
 
     @router.get("/alerts/counters")
@@ -318,5 +394,12 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         camelCase keys (``silencedBy``, ``http5xx``)."""
         return envelope(200, "ok", counters_view(await counters()))
 
+    from api.alertmanager import AlertingContext, add_alertmanager_routes
+
+    add_alertmanager_routes(am_router, AlertingContext(
+        settings=settings, config=config, options=options, redis=redis, bearer=bearer,
+        read_body=body, publish=publish, partitions=kafka.funnel_partitions,
+        save_silence=save_silence, load_silence=load_silence, all_silences=all_silences,
+        end_silence=end_silence, refused=REFUSED))
     router.include_router(am_router)
     return router

@@ -44,6 +44,26 @@ def error_response(exc: PlaitError) -> JSONResponse:
     return envelope(exc.status, message, exc.data())
 
 
+#: Paths answered in Alertmanager's error shape (see :func:`alertmanager_error`).
+ALERTMANAGER_PREFIX = "/api/v2/"
+
+
+def alertmanager_error(exc: PlaitError) -> JSONResponse:
+    """An error on Alertmanager's API paths, as Alertmanager answers it (its
+    OpenAPI: ``BadRequest`` / ``InternalServerError`` are a JSON *string*;
+    amtool and Prometheus decode nothing else): 400 for caller input (a
+    :class:`FieldError`, whose text names each field), else the error's status.
+    Authentication errors are not answered here (Alertmanager has none; they
+    keep the envelope)."""
+    return JSONResponse(exc.message, status_code=400 if isinstance(exc, FieldError) else exc.status)
+
+
+def _answer(request: Request, exc: PlaitError) -> JSONResponse:
+    if request.url.path.startswith(ALERTMANAGER_PREFIX) and not isinstance(exc, AuthError):
+        return alertmanager_error(exc)
+    return error_response(exc)
+
+
 def field_path(loc: tuple | list) -> str:
     """``("body", "documentConfig", "columns", 0, "type")`` ->
     ``documentConfig.columns.0.type``; the body itself is ``body``."""
@@ -180,29 +200,32 @@ def _body_model(request: Request) -> Any:
 
 
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 naming every invalid field, the rule it broke and what is accepted."""
-    return error_response(validation_errors(list(exc.errors()), _body_model(request),
-                                            request.headers.get("content-type")))
+    """422 naming every invalid field, the rule it broke and what is accepted
+    (400 with a text on Alertmanager's paths)."""
+    return _answer(request, validation_errors(list(exc.errors()), _body_model(request),
+                                              request.headers.get("content-type")))
 
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """Unknown routes (404), wrong methods (405), unparsable bodies (400 -> 422
     naming ``body``): the same envelope as the rest."""
     if exc.status_code == 400 and "JSON" in str(exc.detail):
-        return error_response(_json_error(exc))
+        return _answer(request, _json_error(exc))
     return envelope(exc.status_code, str(exc.detail))
 
 
 def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) -> None:
     """Map every error to its HTTP answer, for the whole app: request
     validation -> 422 naming each field; :class:`PlaitError` -> its ``status``
-    with its ``data()``; Starlette HTTP errors -> the envelope.
+    with its ``data()``; Starlette HTTP errors -> the envelope. On
+    Alertmanager's paths (``/api/v2/``) the same errors take Alertmanager's
+    shape (:func:`alertmanager_error`).
     ``on_refused(request, error)`` runs first for each :class:`AuthError`."""
 
     async def plait_error(request: Request, exc: PlaitError) -> JSONResponse:
         if isinstance(exc, AuthError) and on_refused is not None:
             await on_refused(request, exc)
-        return error_response(exc)
+        return _answer(request, exc)
 
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)

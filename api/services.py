@@ -48,7 +48,8 @@ class Services:
         return cls(settings, Projection(redis, settings.redis_prefix),
                    PlaitProducer(settings.broker_url, settings.topic_prefix, "plait-api"),
                    open_store(settings.storage_url, settings.api_url, settings.signing_secret,
-                              settings.s3_endpoint_url, settings.s3_region), callers)
+                              settings.s3_endpoint_url, settings.s3_region,
+                              settings.s3_public_url), callers)
 
     async def emit(self, topic: str, key: str, payload) -> None:
         """Send one event and wait for the broker's ack (in a thread)."""

@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from alerting.wire import raw_envelope
-from plait.stack import Stack
+from ops.stack import Stack
 from plait.topics import Topics
 
 

@@ -25,8 +25,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from plait.demo import flights_spec  # noqa: E402
-from plait.stack import Stack  # noqa: E402
+from ops.demo import flights_spec  # noqa: E402
+from ops.stack import Stack  # noqa: E402
 
 BASELINE = r'''
 import csv, json, resource, sys, time

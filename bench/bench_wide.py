@@ -39,7 +39,7 @@ def _pages(rows: int, cols: int):
 
 def _child(fmt: str, rows: int, cols: int, conn) -> None:
     from plait.spec import DocumentConfig
-    from sinks.normalize import rows_to_batch
+    from sinks.values import rows_to_batch
     from sinks.writers import open_writer
 
     doc = DocumentConfig(fileFormat=fmt, fileName="wide")
@@ -77,7 +77,7 @@ def run_one(fmt: str, rows: int, cols: int) -> dict:
 def normalize_page_ms(runs: int = 50) -> dict:
     """Median milliseconds of ``rows_to_batch`` on a 1,000 x 20 mixed page."""
     from plait.spec import DocumentConfig
-    from sinks.normalize import rows_to_batch
+    from sinks.values import rows_to_batch
 
     rows = [{"id": i, "dep": i * 1.5 if i % 3 else None, "ok": i % 2 == 0,
              "attrs": {"k": i}, **{f"c{j}": f"v{i}-{j}" for j in range(16)}}

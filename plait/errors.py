@@ -9,7 +9,7 @@ Branches, and who acts on them::
     |   +-- alerting.silence.SilenceRefused a silence cannot be created
     +-- AuthError                    who is calling cannot be established -> 401 (503 fail-closed)
     |   +-- Forbidden                a known caller without the allowance -> 403
-    |   +-- producers.token.DataTokenError a data token is refused (business-side check)
+    |   +-- plait.tokens.DataTokenError    a data token is refused (business-side check)
     +-- NotFound                     no such task / silence / file (or not visible) -> 404
     +-- Conflict                     the resource is in a state that refuses the call -> 409
     +-- Unavailable                  a dependency (Kafka, Redis) did not answer -> 503

@@ -24,6 +24,18 @@ def setup_logging(level: str = "INFO", stdlib: bool = True) -> None:
         cache_logger_on_first_use=True)
 
 
+#: Logger librdkafka (confluent-kafka clients) logs to; a NullHandler keeps
+#: its lines off stderr unless the host configured logging.
+KAFKA_LOGGER = "plait.kafka"
+logging.getLogger(KAFKA_LOGGER).addHandler(logging.NullHandler())
+
+
+def kafka_logger() -> logging.Logger:
+    """The logger to pass as ``logger=`` to every confluent-kafka client, so
+    librdkafka logs through Python logging instead of printing to stderr."""
+    return logging.getLogger(KAFKA_LOGGER)
+
+
 def get_logger(name: str):
     """A structlog logger named ``name`` (use keyword fields, not %-formatting)."""
     return structlog.get_logger(name)

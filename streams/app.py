@@ -3,6 +3,7 @@ scale with partitions and worker processes."""
 from __future__ import annotations
 
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import faust
@@ -10,6 +11,7 @@ import faust
 from plait import topics as T
 from plait.logs import get_logger
 from plait.settings import Settings
+from streams import readiness
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project
 from streams.finalize import after_finalize, finalize
@@ -87,24 +89,17 @@ def create_app(settings: Settings) -> faust.App:
         producer_max_request_size=2 * 1024 * 1024,
     )
     tune_fetch_wait(settings.fetch_max_wait_ms)
-    runtime = Runtime(app, build_context(settings))
-    for route in routes(settings):
-        _register(app, runtime, route)
+    runtime = Runtime(app, build_context(settings), routes(settings))
     _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
     _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
+    _every(app, readiness.INTERVAL_SECONDS, partial(
+        readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
+        runtime.ctx.worker_id), "readiness")
     if settings.alerting_config:
         from alerting.agents import register_alerting
 
         register_alerting(app, settings)
     return app
-
-
-def _register(app: faust.App, runtime: Runtime, route: Route) -> None:
-    async def agent(stream):
-        async for event in stream.events():
-            await runtime.process(route, event)
-
-    app.agent(runtime.topic(route.topic), name=f"plait.{route.topic}", concurrency=1)(agent)
 
 
 def _every(app: faust.App, seconds: float, job, name: str) -> None:

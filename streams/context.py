@@ -1,32 +1,98 @@
 """What handlers need, built once per worker: settings, topics, object store,
-Redis, an HTTP client and this worker's id."""
+the task projection, checkpoints, slots, worker liveness, an HTTP client and
+this worker's id.
+
+The stateful members are typed as protocols (what the handlers call, no
+more): :func:`build_context` connects the Redis implementations
+(``streams.checkpoints``, ``plait.projection``, ``streams.slots``,
+``streams.workers``) and the configured object store; ``streams.memory`` has
+in-memory ones for unit tests of handler logic without Redis or a broker.
+"""
 from __future__ import annotations
 
 import os
 import socket
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import httpx
 import redis.asyncio as aioredis
 
+from plait.agent import Emit
 from plait.callers import CallerRegistry, limits_by_sys_code, load_callers
-from plait.events import Payload
+from plait.events import ExportRequested, Lifecycle
 from plait.limits import CallerLimits
+from plait.projection import Projection
 from plait.settings import Settings
 from plait.topics import Topics
 from sinks.store import ObjectStore, open_store
 from streams.checkpoints import Checkpoints
 from streams.slots import Slots
-from plait.projection import Projection
+from streams.workers import Workers
+
+__all__ = ["CheckpointStore", "Context", "Emit", "Liveness", "ProjectionView", "SlotStore",
+           "build_context"]
 
 
-@dataclass
-class Emit:
-    """One event a handler wants sent: base topic name, key (task id), payload."""
+class CheckpointStore(Protocol):
+    """Per-task idempotency markers and the last recorded cursor
+    (``streams.checkpoints`` documents the fields)."""
 
-    topic: str
-    key: str
-    payload: Payload
+    async def get(self, task_id: str) -> dict[str, str]:
+        """All markers of a task, values as strings ({} when none)."""
+
+    async def set(self, task_id: str, **fields: Any) -> None:
+        """Set markers (str/int as text, other values JSON-encoded)."""
+
+    async def fetched_seq(self, task_id: str) -> int:
+        """The last seq whose fetch completed, -1 when none."""
+
+    async def count(self, task_id: str, field: str) -> int:
+        """Add one to a counter marker; returns the new count."""
+
+
+class ProjectionView(Protocol):
+    """The task projection as handlers use it (``plait.projection``)."""
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        """The task's state (camelCase keys), or None when unknown."""
+
+    async def status(self, task_id: str) -> str | None:
+        """The task's status, or None when unknown."""
+
+    async def apply(self, event: Lifecycle) -> dict[str, Any] | None:
+        """Fold a lifecycle event (``plait.lifecycle.apply``); the new state,
+        or None when nothing changed."""
+
+    async def active(self) -> list[str]:
+        """Ids of tasks not yet ended, oldest first."""
+
+
+class SlotStore(Protocol):
+    """Concurrency slots and the fair waiting queue (``streams.slots``)."""
+
+    async def enqueue(self, req: ExportRequested) -> None:
+        """Put a task at the end of its caller's queue (idempotent)."""
+
+    async def promote(self, now: float | None = None) -> list[ExportRequested]:
+        """Start the waiting tasks the limits allow (epoch seconds ``now``);
+        returns the requests started by this call."""
+
+    async def release(self, task_id: str, sys_code: str, biz_type: str, user_id: str) -> None:
+        """Free a task's slots and drop it from its queue (idempotent)."""
+
+
+class Liveness(Protocol):
+    """Worker heartbeats and the sweeper's turn (``streams.workers``)."""
+
+    async def beat(self, worker_id: str, ttl: float) -> None:
+        """Mark ``worker_id`` alive for ``ttl`` seconds."""
+
+    async def alive(self, worker_id: str) -> bool:
+        """Whether ``worker_id`` still heartbeats."""
+
+    async def take_turn(self, worker_id: str, interval: float) -> bool:
+        """True when this worker may sweep in this interval (seconds)."""
 
 
 @dataclass
@@ -36,10 +102,11 @@ class Context:
     settings: Settings
     topics: Topics
     store: ObjectStore
-    projection: Projection
+    projection: ProjectionView
     http: httpx.AsyncClient
-    checkpoints: Checkpoints
-    slots: Slots
+    checkpoints: CheckpointStore
+    slots: SlotStore
+    workers: Liveness
     callers: CallerRegistry | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
 
@@ -55,15 +122,16 @@ def build_context(settings: Settings) -> Context:
         settings = settings.model_copy(update={"limits": settings.limits.model_copy(
             update={"sysCodes": from_registry | settings.limits.sysCodes})})
     store = open_store(settings.storage_url, settings.api_url, settings.signing_secret,
-                       settings.s3_endpoint_url, settings.s3_region)
+                       settings.s3_endpoint_url, settings.s3_region,
+                       settings.s3_public_url)
     redis = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10,
                                     socket_connect_timeout=5)
     http = httpx.AsyncClient(timeout=httpx.Timeout(settings.fetch_timeout_seconds),
                              follow_redirects=False)
-    ctx = Context(settings, Topics(settings.topic_prefix), store,
-                  Projection(redis, settings.redis_prefix), http,
-                  Checkpoints(redis, settings.redis_prefix),
-                  Slots(redis, settings.redis_prefix, settings.limits), callers)
+    p = settings.redis_prefix
+    ctx = Context(settings, Topics(settings.topic_prefix), store, Projection(redis, p), http,
+                  Checkpoints(redis, p), Slots(redis, p, settings.limits), Workers(redis, p),
+                  callers)
     if settings.worker_id:
         ctx.worker_id = settings.worker_id
     return ctx

@@ -4,9 +4,8 @@ from __future__ import annotations
 from plait.events import CancelRequested, Lifecycle
 from plait.lifecycle import TERMINAL
 from streams.context import Context, Emit
-from streams.finalize import cleanup
-from streams.handlers import start
-from streams.sweeper import ended
+from streams.emits import ended, start
+from streams.layout import cleanup
 
 
 async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:

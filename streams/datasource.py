@@ -21,6 +21,7 @@ from tenacity.wait import wait_base, wait_exponential_jitter
 
 from plait.errors import PermanentError, RetryableError
 from plait.spec import ExportSpec
+from sinks.values import json_number
 
 #: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
 MAX_RETRY_AFTER = 60.0
@@ -66,7 +67,9 @@ def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes
         raise PermanentError(f"page {seq}: data API answered HTTP {status_code}: "
                              f"{body[:200].decode(errors='replace')}")
     try:
-        doc = httpx.Response(200, content=body).json()
+        # numbers exactly: a literal that is not a double's shortest repr stays a
+        # Decimal (docs/fidelity-rules.md, F11)
+        doc = httpx.Response(200, content=body).json(parse_float=json_number)
         code, data = doc.get("code"), doc.get("data")
     except (ValueError, AttributeError):
         raise PermanentError(f"page {seq}: data API answer is not a JSON object") from None

@@ -17,13 +17,13 @@ from plait.errors import PermanentError
 from plait.events import FileInfo, FinalizeRequested
 from plait.lifecycle import TERMINAL
 from plait.spec import DocumentConfig
-from sinks.normalize import conform, unify_schemas
+from sinks.values import conform, unify_schemas
 from sinks.store import ObjectStore
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
-from streams.handlers import lifecycle
-from streams.shards import QUALITY_KEY, shard_key, shard_prefix
+from streams.emits import lifecycle
+from streams.layout import QUALITY_KEY, cleanup, shard_key, shard_prefix
 
 #: Rows per record batch handed to a writer.
 BATCH_ROWS = 8192
@@ -77,9 +77,15 @@ def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentCon
         out = work / "out"
         out.mkdir()
         writer = open_writer(out, schema, doc)
-        for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-                writer.write_batch(conform(batch, schema))
+        for seq, path in enumerate(paths):
+            try:
+                for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                    writer.write_batch(conform(batch, schema))
+            except PermanentError:
+                raise
+            except Exception as exc:  # a data problem never surfaces as "internal error"
+                raise PermanentError(f"page {seq}: cannot write its rows as {doc.fileFormat} "
+                                     f"({type(exc).__name__}: {str(exc)[:200]})") from exc
             path.unlink()
         report = writer.close()
         for k, v in report.quality.items():
@@ -118,9 +124,3 @@ async def after_finalize(ctx: Context, cmd: FinalizeRequested, emits: list[Emit]
     """Once SUCCESS is acked: mark finalized and delete shards and page blobs."""
     await ctx.checkpoints.set(cmd.taskId, finalized=1)
     await cleanup(ctx, cmd.taskId)
-
-
-async def cleanup(ctx: Context, task_id: str) -> None:
-    """Delete a task's shards and page blobs from object storage."""
-    await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
-    await asyncio.to_thread(ctx.store.delete_prefix, f"pages/{task_id}/")

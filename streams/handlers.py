@@ -6,37 +6,21 @@ events to emit (``Emit``); the agents only decode, call and send.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 from plait import topics as T
 from plait.callers import NotAllowed, check_spec
 from plait.clock import parse_iso
 from plait.errors import PermanentError
-from plait.events import ExportRequested, FetchPage, Lifecycle, PageBatch
+from plait.events import ExportRequested, FetchPage, PageBatch
 from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
-from producers.token import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
+from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
+from sinks.values import dumps_rows
 from streams.datasource import fetch_page
-
-
-def lifecycle(spec: ExportSpec, task_id: str, status: str, **fields) -> Emit:
-    """A lifecycle event for ``task_id`` carrying the task's identity fields."""
-    doc = spec.documentConfig
-    return Emit(T.LIFECYCLE, task_id, Lifecycle(
-        taskId=task_id, status=status, sysCode=spec.sysCode, bizType=spec.bizType,
-        userId=spec.userId, fileName=doc.fileName, fileFormat=doc.fileFormat, **fields))
-
-
-def start(ctx: Context, req: ExportRequested) -> list[Emit]:
-    """RUNNING and, in pull mode, the first FetchPage of a task that got its slots."""
-    emits = [lifecycle(req.spec, req.taskId, "RUNNING", workerId=ctx.worker_id)]
-    if req.spec.dataConfig.mode == "pull":
-        emits.append(Emit(T.FETCH, req.taskId, FetchPage(
-            taskId=req.taskId, seq=0, runtimeContext=req.spec.dataConfig.runtimeContext,
-            spec=req.spec)))
-    return emits
+from streams.emits import lifecycle, start
+from streams.layout import page_key
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -71,7 +55,7 @@ async def after_admit(ctx: Context, req: ExportRequested, emits: list[Emit]) -> 
 
 def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
                        state: dict | None) -> dict[str, str] | None:
-    """The per-task data token for the business system (``producers.token``),
+    """The per-task data token for the business system (``plait.tokens``),
     valid until the task's deadline; None without a caller registry."""
     caller = ctx.callers.by_sys_code(spec.sysCode) if ctx.callers else None
     if caller is None:
@@ -122,9 +106,9 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows), rowsBefore=cmd.rowsBefore,
                       nextContext=page.next_context, isLast=last, truncated=truncated,
                       totalRows=page.total, spec=spec)
-    body = json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(body) > s.page_inline_max_bytes:
-        batch.blobKey = f"pages/{task}/{cmd.seq:08d}.json"
+    body, plain = dumps_rows(rows)  # Decimals, lone surrogates: only via the blob, exactly
+    if not plain or len(body) > s.page_inline_max_bytes:
+        batch.blobKey = page_key(task, cmd.seq)
         await asyncio.to_thread(ctx.store.put_bytes, batch.blobKey, body)
     else:
         batch.rows = rows

@@ -13,23 +13,10 @@ import pyarrow.parquet as pq
 from plait import topics as T
 from plait.events import FinalizeRequested, PageBatch
 from plait.lifecycle import TERMINAL
-from sinks.normalize import rows_to_batch
+from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
-from streams.handlers import lifecycle
-
-#: Schema metadata key holding the page's quality counts (JSON).
-QUALITY_KEY = b"plait.quality"
-
-
-def shard_prefix(task_id: str) -> str:
-    """Object-store prefix of a task's shards."""
-    return f"shards/{task_id}/"
-
-
-def shard_key(task_id: str, seq: int) -> str:
-    """Object key of page ``seq``'s shard (zero-padded so keys sort by seq)."""
-    return f"{shard_prefix(task_id)}{seq:08d}.parquet"
-
+from streams.emits import lifecycle
+from streams.layout import QUALITY_KEY, shard_key
 
 def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
     """A record batch as Parquet bytes, quality counts in the schema metadata."""
@@ -52,8 +39,8 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     rows = page.rows
     if rows is None:
         raw = await asyncio.to_thread(ctx.store.get_bytes, page.blobKey)
-        rows = json.loads(raw)
-    batch, quality = rows_to_batch(rows, page.spec.documentConfig)
+        rows = json.loads(raw, parse_float=json_number)
+    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
     data = encode_shard(batch, quality)
     key = shard_key(page.taskId, page.seq)
     await asyncio.to_thread(ctx.store.put_bytes, key, data)

@@ -16,20 +16,7 @@ from plait import topics as T
 from plait.clock import parse_iso
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
 from streams.context import Context, Emit
-from streams.handlers import start
-
-#: Lifecycle fields that say whose task it is.
-IDENTITY = ("sysCode", "bizType", "userId", "fileName", "fileFormat")
-
-
-def ended(task_id: str, status: str, message: str, worker_id: str,
-          state: dict | None = None) -> Emit:
-    """A terminal lifecycle event decided by the sweeper, carrying the task's
-    identity from its projected ``state`` (alert rules group by it)."""
-    return Emit(T.LIFECYCLE, task_id, Lifecycle(
-        taskId=task_id, status=status, errorMessage=message, workerId=worker_id,
-        **{k: (state or {}).get(k) for k in IDENTITY}))
-
+from streams.emits import ended, start
 
 async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list[Emit]:
     """Re-emit the next command of a stale task from its checkpoints: the
@@ -90,23 +77,14 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
     return emits, ended_ids
 
 
-def worker_key(prefix: str, worker_id: str) -> str:
-    """Redis key a live worker refreshes on every heartbeat (expires when it dies)."""
-    return f"{prefix}:worker:{worker_id}"
-
-
 async def worker_alive(ctx: Context, worker_id: str | None) -> bool:
     """Whether the worker that last reported on a task still heartbeats. A
     busy but live worker will get to its queued events: no re-drive then."""
     if not worker_id:
         return False
-    worker_id = worker_id.removeprefix("sweeper@")
-    return bool(await ctx.projection.redis.exists(worker_key(ctx.settings.redis_prefix,
-                                                             worker_id)))
+    return await ctx.workers.alive(worker_id.removeprefix("sweeper@"))
 
 
 async def take_turn(ctx: Context, interval: float) -> bool:
     """True when this worker holds the sweep lock for this interval."""
-    key = f"{ctx.settings.redis_prefix}:sweeper"
-    return bool(await ctx.projection.redis.set(key, ctx.worker_id, nx=True,
-                                               px=max(1, int(interval * 900))))
+    return await ctx.workers.take_turn(ctx.worker_id, interval)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.stack import Stack
+from ops.stack import Stack
 from stack_env import drop_redis_keys, isolated_env
 
 

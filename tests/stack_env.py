@@ -5,7 +5,7 @@ import uuid
 
 import redis
 
-from plait.stack import Stack
+from ops.stack import Stack
 
 
 def isolated_env(**extra: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from plait.errors import PermanentError
 from plait.spec import XLSX_MAX_COLUMNS, DocumentConfig
-from sinks.normalize import zone_of
+from sinks.values import zone_of
 from sinks.writers.base import FileEntry, FileWriter, WriteReport
 from sinks.writers.csv_writer import CsvWriter
 from sinks.writers.jsonl_writer import JsonlWriter

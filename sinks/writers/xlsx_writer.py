@@ -13,8 +13,21 @@ Rules and their sources (Microsoft, "Excel specifications and limits"; OWASP
 - Numbers with ``write_number``; integers beyond 2**53 (a double cannot hold
   them) as text (``converted_to_text``); NaN and null blank; +/-inf as
   ``doc.infText`` text; booleans with ``write_boolean``.
-- Datetimes as naive wall time in the export zone with a date format; the
-  header names the zone (``ts (UTC)``).
+- Doubles are written with all 17 significant digits (``repr``), so every one
+  reads back exactly; one Excel cannot show (beyond 9.99999999999999E+307, or
+  a subnormal below 2.2250738585072014E-308 that Excel shows as 0) is written
+  as its ``repr`` text, counted ``converted_to_text``. -0.0 is written as 0 (F2).
+- Decimals: a number when a double holds the value exactly to 15 significant
+  digits (Excel's precision), else the digits as text, ``converted_to_text`` (F11).
+- Datetimes as naive wall time in the export zone; the header names the zone
+  (``ts (UTC)``). Serials are computed here: rounded to Excel's millisecond
+  resolution but never across midnight (23:59:59.9996 -> 23:59:59.999), a
+  sub-second value gets the default format ``yyyy-mm-dd hh:mm:ss.000`` so Excel
+  does not round the display up (F3); 1900-01-01..1900-02-28 get the serials
+  Excel shows as those dates (1..59, before its phantom 1900-02-29); dates
+  before 1900-01-01 or after 9999-12-31 have no serial: ISO-8601 text, counted
+  ``out_of_range`` (F4, F12).
+- Mixed columns: every cell with its own type (numbers, booleans, text) (F7).
 - Bold, frozen header row with an autofilter; column widths estimated from the
   header and the first batch; ``ColumnSpec.format`` is the cells' number format.
 - Deterministic: fixed document properties, so equal input gives equal bytes.
@@ -23,6 +36,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,11 +44,11 @@ import pyarrow.compute as pc
 import xlsxwriter
 
 from plait.spec import XLSX_MAX_ROWS, DocumentConfig
-from sinks.normalize import MAX_EXACT_INT
+from sinks.values import MAX_EXACT_INT, iso_texts
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
-    XLSX_MAX_CELL_CHARS, Quoted, SingleFileWriter, float_cells, headers, kind_of, other_cells,
-    text_cells,
+    XLSX_MAX_CELL_CHARS, Quoted, SingleFileWriter, decimal_float, excel_number_ok, float_cells,
+    headers, kind_of_field, mixed_column, other_cells, text_cells,
 )
 
 #: Data rows per sheet (Excel's 1,048,576 rows minus the header row).
@@ -43,6 +57,43 @@ MAX_DATA_ROWS = XLSX_MAX_ROWS - 1
 FIXED_CREATED = datetime(2000, 1, 1)
 _SHEET_BAD = re.compile(r"[\[\]:*?/\\\x00-\x1f]")
 _DEFAULT_FORMATS = {"datetime": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd"}
+#: Default format of a datetime cell with a sub-second part (F3).
+MS_FORMAT = "yyyy-mm-dd hh:mm:ss.000"
+_DAY_US = 86_400_000_000
+#: Days from 1970-01-01 to 1900-01-01 and to 9999-12-31: Excel's date range.
+EXCEL_FIRST_DAY = -25_567
+EXCEL_LAST_DAY = 2_932_896
+#: Days from 1970-01-01 to 0001-01-01 (first day a Python date holds).
+PY_FIRST_DAY = -719_162
+#: Serial of 1970-01-01 (Windows 1900 date system).
+_SERIAL_1970 = 25_569
+
+
+class _Exact(float):
+    """A double that xlsxwriter writes with ``repr`` (17 significant digits)
+    instead of ``%.16G``, so the cell reads back as the same double."""
+
+    __slots__ = ()
+
+    def __format__(self, spec: str) -> str:
+        return float.__repr__(self).upper()
+
+
+def excel_serial(us: int) -> tuple[float, bool] | None:
+    """``(serial, sub_second)`` of a wall time given as microseconds since
+    1970-01-01 (Windows 1900 date system), or ``None`` outside Excel's
+    1900-01-01..9999-12-31. Rounded to milliseconds, never across midnight;
+    1900-01-01..1900-02-28 are serials 1..59 (Excel's phantom 1900-02-29 is 60)."""
+    days, rem = divmod(us, _DAY_US)
+    if not EXCEL_FIRST_DAY <= days <= EXCEL_LAST_DAY:
+        return None
+    ms = (rem + 500) // 1000
+    if ms >= 86_400_000:
+        ms = 86_399_999
+    day = days + _SERIAL_1970
+    if day < 61:
+        day -= 1
+    return day + ms / 86_400_000, rem % 1_000_000 != 0
 
 
 def sheet_name(name: str, suffix: str = "") -> str:
@@ -71,12 +122,15 @@ class XlsxWriter(SingleFileWriter):
             "strings_to_urls": False, "tmpdir": str(path.parent)})
         wb.set_properties({"created": FIXED_CREATED})
         self._wb = wb
-        self._kinds = [kind_of(f.type) for f in schema]
+        self._kinds = [kind_of_field(f) for f in schema]
         spec_fmt = {c.fieldName: c.format for c in doc.columns or [] if c.format}
-        self._fmts, self._quoted = [], []
+        self._fmts, self._quoted, self._ms_fmts = [], [], []
+        ms_format = wb.add_format({"num_format": MS_FORMAT})
         for f, kind in zip(schema, self._kinds):
             num = spec_fmt.get(f.name) or _DEFAULT_FORMATS.get(kind)
             self._fmts.append(wb.add_format({"num_format": num}) if num else None)
+            self._ms_fmts.append(ms_format if kind == "datetime" and f.name not in spec_fmt
+                                 else self._fmts[-1])
             self._quoted.append(wb.add_format(
                 {"quote_prefix": True, **({"num_format": num} if num else {})}))
         self._bold = wb.add_format({"bold": True})
@@ -138,7 +192,7 @@ class XlsxWriter(SingleFileWriter):
             if kind == "other":
                 col = pa.array(other_cells(col), pa.string())
             values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=Quoted,
-                                max_chars=XLSX_MAX_CELL_CHARS)
+                                max_chars=XLSX_MAX_CELL_CHARS, column=self.schema.names[c])
             if pc.any(pc.equal(pc.binary_length(col), 0)).as_py():
                 values = [v or None for v in values]  # "" is a blank cell, not an empty string
             if not any(type(v) is Quoted for v in values):
@@ -148,35 +202,85 @@ class XlsxWriter(SingleFileWriter):
             def write_text(r, c, v, fmt):
                 ws.write_string(r, c, v, quoted if type(v) is Quoted else fmt)
             return values, write_text
+        name = self.schema.names[c]
         if kind == "int":
             values = col.to_pylist()
             lo, hi = pc.min_max(col).values()
             if lo.as_py() is None or (-MAX_EXACT_INT <= lo.as_py() and hi.as_py() <= MAX_EXACT_INT):
                 return values, ws.write_number
+            return values, self._number_writer(name)
+        if kind == "float":
+            values, _ = float_cells(col, self.doc.infText, as_text=False)
+            return values, self._number_writer(name)
+        if kind == "decimal":
+            return col.to_pylist(), self._number_writer(name)
+        if kind == "bool":
+            return col.to_pylist(), ws.write_boolean
+        if kind == "mixed":
+            values = mixed_column(col, name, self.quality, escape=self.doc.escapeFormulas,
+                                  mark=Quoted, max_chars=XLSX_MAX_CELL_CHARS)
+            return values, self._number_writer(name, self._quoted[c])
+        # datetime, date: wall time as microseconds since 1970 -> serial
+        if kind == "datetime":
+            wall = pc.local_timestamp(col) if col.type.tz else col
+            values = wall.cast(pa.int64()).to_pylist()
+        else:
+            values = [None if d is None else d * _DAY_US
+                      for d in col.cast(pa.int32()).to_pylist()]
+        ms_fmt = self._ms_fmts[c]
+        texts: list = []
 
-            def write_int(r, c, v, fmt):
+        def write_time(r, c, v, fmt):
+            got = excel_serial(v)
+            if got is None:
+                if not texts:
+                    texts.append(iso_texts(col))
+                if EXCEL_FIRST_DAY > v // _DAY_US >= PY_FIRST_DAY:
+                    # beyond Python's years 1..9999 the normalizer counted it already
+                    self.quality.add("out_of_range", 1, name)
+                ws.write_string(r, c, texts[0][r - first_row])
+            else:
+                ws.write_number(r, c, got[0], ms_fmt if got[1] else fmt)
+        first_row = self._row + 1
+        return values, write_time
+
+    def _number_writer(self, name: str, quoted=None):
+        """``write(r, c, v, fmt)`` for a cell of any Python type: numbers
+        exactly or as counted text, booleans, text (``Quoted`` styled)."""
+        ws, quality, inf_text = self._ws, self.quality, self.doc.infText
+
+        def write(r, c, v, fmt):
+            t = type(v)
+            if t is float:
+                if v != v:
+                    return
+                if excel_number_ok(v):
+                    ws.write_number(r, c, _Exact(v or 0.0), fmt)
+                elif v in (float("inf"), float("-inf")):
+                    ws.write_string(r, c, inf_text if v > 0 else "-" + inf_text)
+                else:
+                    quality.add("converted_to_text", 1, name)
+                    ws.write_string(r, c, repr(v))
+            elif t is int:
                 if -MAX_EXACT_INT <= v <= MAX_EXACT_INT:
                     ws.write_number(r, c, v, fmt)
                 else:
-                    self.quality.add("converted_to_text")
+                    quality.add("converted_to_text", 1, name)
                     ws.write_string(r, c, str(v), fmt)
-            return values, write_int
-        if kind == "float":
-            values, has_inf = float_cells(col, self.doc.infText, as_text=False)
-            if not has_inf:
-                return values, ws.write_number
-
-            def write_float(r, c, v, fmt):
-                if type(v) is str:
-                    ws.write_string(r, c, v)
+            elif t is Decimal:
+                f = decimal_float(v)
+                if f is None:
+                    quality.add("converted_to_text", 1, name)
+                    ws.write_string(r, c, format(v, "f"))
                 else:
-                    ws.write_number(r, c, v, fmt)
-            return values, write_float
-        if kind == "bool":
-            return col.to_pylist(), ws.write_boolean
-        if kind == "datetime":
-            return pc.local_timestamp(col).to_pylist(), ws.write_datetime
-        return col.to_pylist(), ws.write_datetime  # date
+                    ws.write_number(r, c, _Exact(f), fmt)
+            elif t is bool:
+                ws.write_boolean(r, c, v)
+            elif t is Quoted:
+                ws.write_string(r, c, v, quoted)
+            else:  # text (a mixed column's text cell, or the inf text of a float column)
+                ws.write_string(r, c, v)
+        return write
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append ``batch``'s rows, starting a new sheet after 1,048,575 rows."""

@@ -85,10 +85,11 @@ class Run:
             self.funnel = Funnel(self.funnel.config, state)
 
     def check_invariant(self) -> None:
-        """received = delivered + deduplicated + silenced + merged + rejected +
-        pending, and every final raw alert has exactly one ledger entry."""
+        """received = delivered + deduplicated + silenced + inhibited + merged +
+        rejected + pending, and every final raw alert has exactly one ledger entry."""
         c = self.funnel.counters()
-        total = c["delivered"] + c["deduplicated"] + c["silenced"] + c["merged"] + c["rejected"]
+        total = (c["delivered"] + c["deduplicated"] + c["silenced"] + c["inhibited"] + c["merged"]
+                 + c["rejected"])
         assert c["received"] == total + c["pending"], c
         ids = [e.raw_id for e in self.ledger]
         assert len(ids) == len(set(ids)), "a raw alert has two outcomes"

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from plait.demo import FLIGHT_COLUMNS
+from ops.demo import FLIGHT_COLUMNS
 from producers.demo_api import flights
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def demo(tmp_path_factory):
     rid = uuid.uuid4().hex[:8]
     env = {**os.environ, "PLAIT_TOPIC_PREFIX": f"demo-{rid}.",
            "PLAIT_REDIS_PREFIX": f"plait-test-demo-{rid}", "PLAIT_APP_ID": f"plait-demo-{rid}"}
-    out = subprocess.run([sys.executable, "-m", "plait.cli", "demo", "--data-dir", str(data_dir)],
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "demo", "--data-dir", str(data_dir)],
                          env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis
 
-from support import fetch_file, read_rows, seq_spec, source_ids, submit, wait_task, warm_up
+from support import fetch_file, read_rows, seq_spec, source_ids, submit, wait_for, wait_task, warm_up
 
 pytestmark = pytest.mark.integration
 FAST = {"PLAIT_STALE_AFTER_SECONDS": "4", "PLAIT_SWEEP_INTERVAL_SECONDS": "0.5",
@@ -78,10 +78,7 @@ def test_cancel_mid_export_leaves_no_file_and_no_shards(stack):
     # then it ends CANCELLED, with no file, and its shards disappear
     assert task["status"] == "CANCELLED" and "file" not in task
     storage = Path(stack.env["PLAIT_STORAGE_URL"].removeprefix("file://"))
-    deadline = time.monotonic() + 10
-    while (storage / "shards" / task_id).exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not (storage / "shards" / task_id).exists()
+    wait_for(lambda: not (storage / "shards" / task_id).exists(), 10, "the shards to be deleted")
     assert not (storage / "results" / task_id).exists()
     # and cancelling again is a clear 409
     again = httpx.post(f"{stack.api_url}/export/tasks/{task_id}/cancel")
@@ -189,7 +186,7 @@ def test_projection_flushed_and_rebuilt_reads_the_same(stack):
         for key in client.scan_iter(match=f"{prefix}:{pattern}"):
             client.delete(key)
     assert list_tasks(stack, user) == []
-    out = subprocess.run([sys.executable, "-m", "plait.cli", "rebuild"], env={**os.environ, **stack.env},
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "rebuild"], env={**os.environ, **stack.env},
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["applied"] > 0
@@ -219,7 +216,7 @@ def test_sse_streams_every_change_until_the_end_and_follow_shows_it(stack):
                 rows.append(state.get("exportedRows") or 0)
     assert statuses[-1] == "SUCCESS" and "RUNNING" in statuses
     assert rows == sorted(rows) and rows[-1] == 500
-    out = subprocess.run([sys.executable, "-m", "plait.cli", "follow", task_id,
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "follow", task_id,
                           "--api", stack.api_url], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["status"] == "SUCCESS"
     assert httpx.get(f"{stack.api_url}/export/tasks/nope/events").status_code == 404

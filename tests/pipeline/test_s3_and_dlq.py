@@ -12,9 +12,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from plait import topics as T
-from plait.infra import free_port
+from ops.infra import free_port
 from producers.sdk import PlaitProducer
-from support import read_rows, seq_spec, source_ids, submit, wait_task
+from support import read_rows, seq_spec, source_ids, submit, wait_for, wait_task
 
 pytestmark = pytest.mark.integration
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -53,8 +53,13 @@ def test_export_to_s3_over_http_with_presigned_link(make_stack, s3_endpoint, tmp
                                            seq_spec(stack.demo_data_api, "parquet", 700, 100)))
     # then the file is in the bucket, shards are gone, and the presigned URL serves it
     assert task["status"] == "SUCCESS", task
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
-    assert keys == [f"exports/{task['file']['key']}"]
+    # (shards are deleted after SUCCESS is acknowledged: wait for it, do not race it)
+    want = [f"exports/{task['file']['key']}"]
+
+    def bucket_keys() -> list[str]:
+        return [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+    wait_for(lambda: bucket_keys() == want, 30, f"the bucket to hold only {want}")
     url = task["file"]["url"]
     assert url.startswith(s3_endpoint) and "Signature" in url or "X-Amz-Signature" in url
     resp = httpx.get(url)
@@ -144,3 +149,26 @@ def test_sdk_partitions_keys_like_faust(stack):
     for key in keys:
         assert landed[key] == faust_side(key.encode(), parts, parts), key
     assert len({landed[k] for k in keys}) > 1  # keys really spread
+
+
+def test_links_are_signed_for_the_public_endpoint_when_set(s3_endpoint, tmp_path):
+    # given a store the workers reach at 127.0.0.1 and downloaders at localhost
+    # (compose: http://minio:9000 inside, PLAIT_S3_PUBLIC_URL=http://localhost:9000 outside)
+    from sinks.store import open_store
+
+    bucket = f"plait-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    public = s3_endpoint.replace("127.0.0.1", "localhost")
+    store = open_store(f"s3://{bucket}/p", "http://api", "secret", s3_endpoint, "us-east-1", public)
+    path = tmp_path / "a.csv"
+    path.write_bytes(b"id\n1\n")
+    store.put_file("results/t/a.csv", path)
+    # when a link is made
+    url = store.link("results/t/a.csv", "a.csv", 60)
+    # then it names the public host (path style) and serves the file from there
+    assert url.startswith(f"{public}/{bucket}/p/results/t/a.csv?"), url
+    assert "X-Amz-Signature" in url
+    assert httpx.get(url).content == b"id\n1\n"
+    # and without a public URL, links keep the endpoint the workers use
+    inner = open_store(f"s3://{bucket}/p", "http://api", "secret", s3_endpoint)
+    assert inner.link("results/t/a.csv", "a.csv", 60).startswith(s3_endpoint)

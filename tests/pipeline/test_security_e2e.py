@@ -22,7 +22,7 @@ GLOBEX_SECRET = "globex-secret-" + "g" * 32
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory, request):
     """A stack whose API requires signed requests from two registered callers."""
-    from plait.stack import Stack
+    from ops.stack import Stack
     from stack_env import isolated_env
 
     data_dir = tmp_path_factory.mktemp("secure")

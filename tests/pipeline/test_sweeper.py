@@ -11,6 +11,7 @@ import redis
 
 from plait.clock import utcnow_iso
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
+from plait.keys import worker_key
 from plait.limits import Limits
 from plait.settings import Settings
 from plait.spec import ExportSpec
@@ -128,12 +129,12 @@ async def test_a_busy_but_live_worker_is_not_second_guessed(ctx):
     await ctx.projection.apply(Lifecycle(taskId="busy", status="RUNNING", workerId="w-live",
                                          at=utcnow_iso()))
     await ctx.checkpoints.set("busy", request=request("busy", s).model_dump_json())
-    await ctx.projection.redis.set(f"{ctx.settings.redis_prefix}:worker:w-live", 1, ex=30)
+    await ctx.projection.redis.set(worker_key(ctx.settings.redis_prefix, "w-live"), 1, ex=30)
     # when the sweeper looks long after the last beat
     emits, _ = await sweep(ctx, now=time.time() + 60)
     # then it leaves the task to that worker
     assert not [e for e in emits if e.key == "busy"]
     # and once that worker is gone, it re-drives
-    await ctx.projection.redis.delete(f"{ctx.settings.redis_prefix}:worker:w-live")
+    await ctx.projection.redis.delete(worker_key(ctx.settings.redis_prefix, "w-live"))
     emits, _ = await sweep(ctx, now=time.time() + 60)
     assert any(e.key == "busy" and isinstance(e.payload, FetchPage) for e in emits)

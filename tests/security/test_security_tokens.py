@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from producers.token import DataTokenError, mint_data_token, verify_data_token
+from plait.tokens import DataTokenError, mint_data_token, verify_data_token
 
 SECRET = "data-secret-" + "d" * 32
 TASK = "0193a1b2c3d4e5f60718293a4b5c6d7e"

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from plait.spec import ColumnSpec, DocumentConfig
-from sinks.normalize import rows_to_batch
+from sinks.values import rows_to_batch
 from sinks.writers import WriteReport, open_writer
 
 

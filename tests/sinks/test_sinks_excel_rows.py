@@ -9,7 +9,7 @@ from __future__ import annotations
 import openpyxl
 from sink_helpers import make_doc
 
-from sinks.normalize import rows_to_batch
+from sinks.values import rows_to_batch
 from sinks.writers import open_writer
 from sinks.writers.xlsx_writer import MAX_DATA_ROWS
 

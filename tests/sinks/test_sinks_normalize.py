@@ -1,4 +1,4 @@
-"""sinks.normalize: one page of JSON rows -> typed record batch; schema
+"""sinks.values: one page of JSON rows -> typed record batch; schema
 unification across shards; conforming a batch to the unified schema."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sink_helpers import make_doc
 
 from plait.errors import PermanentError
 from plait.spec import ColumnSpec, DocumentConfig
-from sinks.normalize import ALL_NULL, conform, rows_to_batch, unify_schemas
+from sinks.values import ALL_NULL, MIXED, conform, rows_to_batch, unify_schemas
 
 
 def test_inferred_types_keep_ints_floats_bools_and_text():
@@ -48,29 +48,33 @@ def test_ints_beyond_2_53_become_text_with_every_digit_and_are_counted():
     rows = [{"id": 2**53}, {"id": 2**53 + 1}, {"id": -(2**60)}]
     batch, counts = rows_to_batch(rows, make_doc())
     assert batch.column(0).to_pylist() == [str(2**53), str(2**53 + 1), str(-(2**60))]
-    assert counts == {"converted_to_text": 3}
+    assert counts == {"converted_to_text": 3, "converted_to_text:id": 3}
 
 
-def test_decimals_beyond_15_significant_digits_become_text():
+def test_decimals_keep_every_digit_in_an_arrow_decimal_column():
+    # F11 replaced the old rule (decimals beyond 15 digits -> text): the batch
+    # keeps every digit; only the xlsx writer turns them into counted text
     rows = [{"d": Decimal("12345678901234567.89")}, {"d": Decimal("1.5")}]
     batch, counts = rows_to_batch(rows, make_doc())
-    assert batch.column(0).to_pylist() == ["12345678901234567.89", "1.5"]
-    assert counts == {"converted_to_text": 2}
+    assert batch.schema.types == [pa.decimal128(19, 2)]
+    assert batch.column(0).to_pylist() == [Decimal("12345678901234567.89"), Decimal("1.5")]
+    assert counts == {}
     short, _ = rows_to_batch([{"d": "0.1"}], make_doc(types={"d": "decimal"}))
-    assert short.column(0).to_pylist() == [0.1]
+    assert short.column(0).to_pylist() == [Decimal("0.1")]
 
 
-def test_strings_are_never_guessed_into_numbers_or_dates():
-    rows = [{"zip": "00123", "code": "1E5", "ver": "1.10", "when": "2024-03-10T01:30:00-05:00"}]
+def test_strings_are_never_guessed_into_numbers_or_dates_without_an_offset():
+    rows = [{"zip": "00123", "code": "1E5", "ver": "1.10", "when": "2024-03-10 01:30:00"}]
     batch, _ = rows_to_batch(rows, make_doc())
     assert batch.schema.types == [pa.string()] * 4
     assert batch.to_pylist() == rows
 
 
-def test_mixed_values_become_text_and_numbers_are_counted():
+def test_mixed_values_keep_their_own_types_as_json_cells():
     batch, counts = rows_to_batch([{"v": 1}, {"v": "a"}, {"v": 2.5}, {"v": True}], make_doc())
-    assert batch.column(0).to_pylist() == ["1", "a", "2.5", "true"]
-    assert counts == {"converted_to_text": 2}
+    assert batch.column(0).to_pylist() == ["1", '"a"', "2.5", "true"]
+    assert batch.schema.field("v").metadata == {MIXED: b"1"}
+    assert counts == {}
 
 
 def test_nested_values_json_and_bytes_base64():
@@ -104,11 +108,15 @@ def test_dictionary_and_mask_produce_labels_and_masked_text():
                                  {"ch": "9", "phone": None}]
 
 
-def test_value_that_breaks_declared_type_names_column_and_row():
-    doc = make_doc(types={"qty": "int"})
+def test_value_that_breaks_declared_type_is_kept_and_counted_or_fails_naming_where():
+    rows = [{"qty": "1"}, {"qty": "1.5x"}]
+    batch, counts = rows_to_batch(rows, make_doc(types={"qty": "int"}))
+    assert batch.column(0).to_pylist() == ["1", '"1.5x"'] and counts["type_mismatch:qty"] == 1
     with pytest.raises(PermanentError) as err:
-        rows_to_batch([{"qty": "1"}, {"qty": "1.5x"}], doc)
-    assert "'qty'" in str(err.value) and "row 1" in str(err.value) and "int" in str(err.value)
+        rows_to_batch(rows, make_doc(types={"qty": "int"}, onInvalidValue="fail"), page=4)
+    msg = str(err.value)
+    assert "'qty'" in msg and "page 4" in msg and "row 1" in msg and "int" in msg
+    assert "'1.5x'" in msg and "type_mismatch" in msg
 
 
 def test_bad_time_zone_bad_mask_and_non_object_rows_are_permanent_errors():
@@ -143,7 +151,7 @@ def test_conform_casts_renders_orders_and_adds_missing_columns():
     out1, out2 = conform(first, unified), conform(second, unified)
     assert out1.schema == unified and out2.schema == unified
     assert out1.to_pylist() == [{"b": 1.0, "c": "7", "d": None, "e": None}]
-    assert out2.to_pylist() == [{"b": 2.5, "c": "x", "d": 3, "e": True}]
+    assert out2.to_pylist() == [{"b": 2.5, "c": '"x"', "d": 3, "e": True}]  # c is mixed
 
 
 def test_conform_turns_an_all_null_page_into_nulls_of_the_unified_type():

@@ -18,7 +18,10 @@ def events(api: str, task_id: str) -> Iterator[dict[str, Any]]:
     """Task states from ``GET /export/tasks/{id}/events`` until the task ends.
 
     Raises ``httpx.HTTPStatusError`` (e.g. 404 for an unknown task)."""
-    with httpx.stream("GET", f"{api}/export/tasks/{task_id}/events", timeout=None) as resp:
+    timeout = httpx.Timeout(None, connect=5.0)  # the stream may idle; connecting may not
+    with httpx.stream("GET", f"{api}/export/tasks/{task_id}/events", timeout=timeout) as resp:
+        if resp.is_error:
+            resp.read()  # the error's body, for the caller's message
         resp.raise_for_status()
         for line in resp.iter_lines():
             if line.startswith("data: "):
@@ -33,17 +36,27 @@ class RowsPerSecond(ProgressColumn):
 
 
 def follow(api: str, task_id: str, console: Console | None = None) -> dict[str, Any]:
-    """Show a progress bar until the task ends; returns its final state."""
+    """Show a progress bar until the task ends; returns its final state.
+
+    Raises ``httpx.HTTPStatusError`` (404: unknown task) or ``httpx.HTTPError``
+    (API unreachable) before any bar is drawn."""
+    from itertools import chain
+
     console = console or Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TaskProgressColumn(), RowsPerSecond(), TimeRemainingColumn())
+    stream = events(api, task_id)
+    first = next(stream, None)
     state: dict[str, Any] = {}
+    if first is None:
+        return state
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(task_id[:12], total=None)
-        for state in events(api, task_id):
+        for state in chain([first], stream):
             progress.update(bar, completed=state.get("exportedRows") or 0,
                             total=state.get("totalRows"),
                             description=f"{task_id[:12]} {state['status']}")
             if state["status"] in TERMINAL:
                 break
+    stream.close()
     return state

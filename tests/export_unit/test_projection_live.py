@@ -1,23 +1,18 @@
-"""The live projection against the real Redis (no broker needed): what the
-runtime writes through while sending reads the same as a replay of the
-events it sent, once a task reads as ended."""
+"""The live projection: what the runtime writes through while sending reads
+the same as a replay of ``export.lifecycle`` (``plait.lifecycle.apply`` in
+topic order), as soon as a task reads as ended."""
 from __future__ import annotations
 
 import asyncio
-import uuid
-
-import pytest
-import redis
 
 from plait import topics as T
 from plait.events import Lifecycle
 from plait.lifecycle import apply
-from plait.settings import Settings
-from streams.context import Emit, build_context
+from streams.context import Emit
 from streams.runtime import Runtime
 
 
-class SentTopic:
+class AckedTopic:
     """A topic whose sends are acked at once; keeps what was sent."""
 
     def __init__(self) -> None:
@@ -30,29 +25,19 @@ class SentTopic:
         return done
 
 
-@pytest.fixture
-async def ctx(tmp_path):
-    prefix = f"plait-test-{uuid.uuid4().hex[:10]}"
-    context = build_context(Settings(redis_prefix=prefix, storage_url=f"file://{tmp_path}"))
-    yield context
-    client = redis.Redis.from_url(context.settings.redis_url)
-    for key in client.scan_iter(match=f"{prefix}:*"):
-        client.delete(key)
-    await context.http.aclose()
-
-
-async def test_a_task_reads_as_ended_with_every_report_sent_before_its_end(ctx):
-    # given a runtime whose sends are acked at once
+async def test_a_task_reads_as_ended_with_every_report_sent_before_its_end(make_ctx):
+    # given the export runtime on a topic that acks at once
+    ctx = make_ctx()
     runtime = Runtime(app=None, ctx=ctx)
-    topic = SentTopic()
-    runtime.topic = lambda base: topic
+    topic = AckedTopic()
+    runtime.rt.topic = lambda base: topic
     ident = {"taskId": "t1", "sysCode": "s", "userId": "u"}
     events = [Lifecycle(status="CREATED", **ident), Lifecycle(status="RUNNING", workerId="w", **ident),
               Lifecycle(status="PROGRESS", exportedRows=50, totalRows=50, seq=0, workerId="w", **ident),
               Lifecycle(status="SUCCESS", exportedRows=50, workerId="w", **ident)]
-    # when the task's events are sent, the end right after its last report
+    # when the task's events are sent, its end right after its last report
     for event in events:
-        await runtime.send([Emit(T.LIFECYCLE, "t1", event)])
+        await runtime.rt.send([Emit(T.LIFECYCLE, "t1", event)])
     # then the ended task already reads as the replay of what was sent
     replayed = None
     for event in events:

@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from plait.lifecycle import TERMINAL
-from plait.stack import Stack
+from ops.stack import Stack
 
-#: The flights columns with their types (the package's own dtypes).
+#: The flights columns with their types (whole numbers with gaps stay int, F8).
 FLIGHT_COLUMNS: list[tuple[str, str]] = [
-    ("year", "int"), ("month", "int"), ("day", "int"), ("dep_time", "float"),
-    ("sched_dep_time", "int"), ("dep_delay", "float"), ("arr_time", "float"),
-    ("sched_arr_time", "int"), ("arr_delay", "float"), ("carrier", "string"),
+    ("year", "int"), ("month", "int"), ("day", "int"), ("dep_time", "int"),
+    ("sched_dep_time", "int"), ("dep_delay", "int"), ("arr_time", "int"),
+    ("sched_arr_time", "int"), ("arr_delay", "int"), ("carrier", "string"),
     ("flight", "int"), ("tailnum", "string"), ("origin", "string"), ("dest", "string"),
-    ("air_time", "float"), ("distance", "int"), ("hour", "int"), ("minute", "int"),
+    ("air_time", "int"), ("distance", "int"), ("hour", "int"), ("minute", "int"),
     ("time_hour", "datetime"),
 ]
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from plait.infra import Broker, create_topics, free_port, resolve_redis_url, start_broker
+from ops.infra import Broker, free_port, resolve_redis_url, start_broker
+from plait.kafka_admin import create_topics
 from plait.settings import Settings
 from plait.topics import Topics
 
@@ -53,11 +54,20 @@ class Stack:
     demo_data_api: str = ""
 
     def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True) -> "Stack":
-        """Start everything and wait until the API and data API answer.
+        """Start everything and wait until the API and data API answer and
+        every worker consumes (:meth:`wait_workers_ready`).
 
-        Raises ``TimeoutError`` naming the part that did not come up (its log
-        is in ``data_dir/logs``).
+        Raises ``TimeoutError`` or ``RuntimeError`` naming the part that did
+        not come up (its log is in ``data_dir/logs``); what was started is
+        stopped first.
         """
+        try:
+            return self._start(workers, api, demo_data_api)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, workers: int, api: bool, demo_data_api: bool) -> "Stack":
         self.data_dir = self.data_dir.resolve()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_broker = "PLAIT_BROKER_URL" not in self.overrides
@@ -75,7 +85,7 @@ class Stack:
             self.broker = start_broker(storage=self.broker_storage,
                                        log_path=self.data_dir / "logs" / "broker.log")
         broker_url = self.broker.bootstrap if self.broker else base.broker_url
-        create_topics(broker_url, Topics(base.topic_prefix), base.partitions)
+        create_topics(broker_url, Topics(base.topic_prefix).all(), base.partitions)
         api_port = free_port()
         self.api_url = f"http://127.0.0.1:{api_port}"
         self.env = {
@@ -95,7 +105,59 @@ class Stack:
         self._api_port = api_port
         if api:
             self.start_api()
+        self.wait_workers_ready()
         return self
+
+    def workers(self) -> dict[str, subprocess.Popen]:
+        """The worker processes started (name -> process)."""
+        return {n: p for n, p in self.procs.items() if n.startswith("worker")}
+
+    def ready_workers(self) -> dict[int, int]:
+        """Readiness records in Redis (``streams.readiness``): pid -> consumer
+        group generation of each worker that has joined the group and consumes."""
+        import json
+
+        import redis
+
+        from streams.readiness import ready_pattern
+
+        prefix = {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX", Settings().redis_prefix)
+        client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
+        try:
+            found = {}
+            for key in client.scan_iter(match=ready_pattern(prefix), count=100):
+                raw = client.get(key)
+                if raw:
+                    state = json.loads(raw)
+                    found[int(state["pid"])] = int(state["generation"])
+            return found
+        finally:
+            client.close()
+
+    def wait_workers_ready(self, timeout: float = 90.0) -> None:
+        """Block until every worker started has joined the consumer group, been
+        assigned its partitions and consumes (all in the same group generation),
+        so an event sent now is handled without waiting for a rebalance.
+
+        Raises ``RuntimeError`` when a worker exited and ``TimeoutError`` naming
+        the workers not ready after ``timeout`` seconds (logs in ``data_dir/logs``).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            workers = self.workers()
+            for name, proc in workers.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited; see {self.data_dir}/logs/{name}.log")
+            ready = self.ready_workers()
+            waiting = [n for n, p in workers.items() if p.pid not in ready]
+            generations = {ready[p.pid] for p in workers.values() if p.pid in ready}
+            if not waiting and len(generations) <= 1:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers not consuming after {timeout}s: "
+                                   f"{', '.join(waiting) or 'group still rebalancing'}; "
+                                   f"see {self.data_dir}/logs")
+            time.sleep(0.1)
 
     def start_api(self) -> None:
         """Start the API (with the current ``env``) and wait until it answers."""
@@ -104,7 +166,7 @@ class Stack:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "plait.cli", *args],
+        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", *args],
                                 env={**os.environ, **self.env}, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = proc

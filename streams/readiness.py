@@ -1,0 +1,56 @@
+"""Worker readiness: a worker says it consumes only once it has joined its
+consumer group, been assigned its partitions and recovered its tables.
+
+Each worker keeps ``{prefix}:ready:{workerId}`` in Redis while it is ready
+(JSON ``{"workerId", "pid", "generation", "partitions"}``, expiring after
+:data:`TTL_SECONDS` unless refreshed) and deletes it while it rebalances.
+``ops.stack.Stack`` waits until every worker it started has a key with the
+same consumer-group generation before it calls the stack ready.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import faust
+
+#: Readiness keys expire this many seconds after the last refresh (a dead worker).
+TTL_SECONDS = 5
+#: How often a worker refreshes its readiness, seconds.
+INTERVAL_SECONDS = 0.5
+
+
+def ready_key(prefix: str, worker_id: str) -> str:
+    """Redis key of one worker's readiness."""
+    return f"{prefix}:ready:{worker_id}"
+
+
+def ready_pattern(prefix: str) -> str:
+    """``SCAN`` pattern matching every worker's readiness key."""
+    return f"{prefix}:ready:*"
+
+
+def worker_state(app: faust.App, worker_id: str) -> dict | None:
+    """The readiness record of this worker, or None while it has not joined
+    the group, is rebalancing or is recovering tables.
+
+    Faust sets ``recovery.completed`` once the first assignment's tables are
+    recovered and the fetcher runs; ``app.rebalancing`` is True from a
+    revocation until the next assignment has recovered (Faust's
+    ``on_rebalance_start`` / ``on_rebalance_end``).
+    """
+    if app.rebalancing or not app.tables.recovery.completed.is_set():
+        return None
+    return {"workerId": worker_id, "pid": os.getpid(),
+            "generation": app.consumer_generation_id,
+            "partitions": len(app.consumer.assignment())}
+
+
+async def report(app: faust.App, redis, prefix: str, worker_id: str) -> None:
+    """Set or delete this worker's readiness key (one Faust timer tick)."""
+    state = worker_state(app, worker_id)
+    key = ready_key(prefix, worker_id)
+    if state is None:
+        await redis.delete(key)
+    else:
+        await redis.set(key, json.dumps(state), ex=TTL_SECONDS)
