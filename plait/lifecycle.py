@@ -11,7 +11,9 @@ while the projector folds ``export.lifecycle`` in topic order, and a rebuild
 replays the topic only, so a report (PROGRESS, RUNNING heartbeat) dated no
 later than the end may reach a terminal task after the end. It is folded as
 if it had come first (max()ed counts and times, fields the task lacks); a
-report dated after the end changes nothing.
+report dated after the end changes nothing. Likewise a CREATED that reaches
+a task already moved on (admit's CREATED sent after the RUNNING of a slot
+promotion that raced it) fills the fields the task lacks and its createdAt.
 """
 from __future__ import annotations
 
@@ -59,8 +61,12 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
         as if it had arrived before the end (module docstring).
     """
     current = state.get("status") if state else None
-    late = (state is not None and current in TERMINAL and event.status in REPORTS
-            and event.at <= (state.get("finishedAt") or ""))
+    late = state is not None and (
+        (current in TERMINAL and event.status in REPORTS
+         and event.at <= (state.get("finishedAt") or ""))
+        # admit's CREATED can follow the RUNNING of a promotion that raced it
+        or (event.status == "CREATED" and current != "CREATED"
+            and event.at <= state["createdAt"]))
     if not late:
         if current == event.status and event.status != "RUNNING":
             return None
@@ -81,6 +87,8 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
         new["heartbeatAt"] = max(new.get("heartbeatAt") or "", event.at)
     if late and event.status == "RUNNING":
         new.setdefault("startedAt", event.at)
+    if late and event.status == "CREATED":
+        new["createdAt"] = min(new["createdAt"], event.at)
     elif not late and event.status != "PROGRESS" and event.status != current:
         new["status"] = event.status
         if event.status == "RUNNING":

@@ -90,3 +90,16 @@ def test_forbidden_moves():
     assert not can_move("RUNNING", "WAITING")
     assert not can_move("CREATED", "PROGRESS")
     assert can_move("WAITING", "RUNNING") and can_move("CREATED", "CANCELLED")
+
+
+def test_a_created_that_arrives_after_the_start_folds_as_if_first():
+    # given admit's CREATED sent after the RUNNING of a promotion that raced it
+    created = ev("CREATED", sysCode="s", userId="u", fingerprint="f", timeout=60.0,
+                 at="2026-01-01T00:00:00.000Z")
+    running = ev("RUNNING", sysCode="s", userId="u", workerId="w", at="2026-01-01T00:00:00.100Z")
+    end = ev("SUCCESS", exportedRows=5, at="2026-01-01T00:00:01.000Z")
+    # then the task reads the same as when CREATED came first
+    assert run(running, created, end) == run(created, running, end)
+    assert run(running, end, created) == run(created, running, end)
+    assert run(running, created)["fingerprint"] == "f"
+    assert run(running, created)["createdAt"] == "2026-01-01T00:00:00.000Z"
