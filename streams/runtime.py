@@ -193,8 +193,11 @@ class Runtime:
         now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
         task whose beat stopped and whose last worker is gone)."""
         await self.ctx.workers.beat(self.ctx.worker_id, self.ctx.settings.stale_after_seconds)
+        # only RUNNING tasks: a WAITING task's request being admitted is in flight too, and a
+        # RUNNING beat would start it in the projection without a slot
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
-                 for task_id, (_, spec) in list(self.inflight.items())]
+                 for task_id, (_, spec) in list(self.inflight.items())
+                 if await self.ctx.projection.status(task_id) == "RUNNING"]
         if emits:
             await self.send(emits)
 
