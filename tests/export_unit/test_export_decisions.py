@@ -129,13 +129,13 @@ async def test_a_failed_handler_ends_its_task_failed_and_deletes_its_shards(make
     assert rt.sent[-1].payload.errorMessage == "internal error: 'x'"
 
 
-async def test_progress_is_not_projected_before_sending(make_ctx):
+async def test_progress_is_projected_before_sending_so_the_end_cannot_overtake_it(make_ctx):
     ctx = make_ctx()
     await running(ctx, "t1")
     hooks = ExportHooks(ctx, set())
     await hooks.before_send(None, [type("E", (), {"payload": Lifecycle(
         taskId="t1", status="PROGRESS", exportedRows=9)})()])
-    assert (await ctx.projection.get("t1"))["exportedRows"] == 0
+    assert (await ctx.projection.get("t1"))["exportedRows"] == 9
 
 
 async def test_detached_handlers_run_in_background_one_task_in_order(make_ctx):
