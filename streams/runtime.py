@@ -23,7 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from plait.agent import Agent, AgentRuntime, Emit, Hooks
 from plait.errors import PermanentError, RetryableError
-from plait.events import ExportRequested, Lifecycle, Payload, decode
+from plait.events import Lifecycle, Payload, decode
 from plait.logs import get_logger
 from streams.context import Context
 from streams.emits import lifecycle
@@ -114,23 +114,13 @@ class ExportHooks(Hooks):
         else:
             del self.detached[task_id]
 
-    @staticmethod
-    def _tracked(payload) -> tuple[str | None, object]:
-        """(task id, spec) of a payload whose task is being worked on, else
-        (None, None). An ``ExportRequested`` is not: admission decides whether
-        the task runs or waits, and a heartbeat's RUNNING must never move a
-        WAITING task on (it would count against no slot)."""
-        if isinstance(payload, ExportRequested):
-            return None, None
-        return getattr(payload, "taskId", None), getattr(payload, "spec", None)
-
     def before_handle(self, rt: AgentRuntime, agent: Agent, payload) -> None:
-        task_id, spec = self._tracked(payload)
+        task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
         if task_id and spec is not None:
             self.inflight[task_id] = (self.inflight.get(task_id, (0, spec))[0] + 1, spec)
 
     def after_handle(self, rt: AgentRuntime, agent: Agent, payload) -> None:
-        task_id, spec = self._tracked(payload)
+        task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
         if task_id and spec is not None:
             n, spec = self.inflight[task_id]
             if n > 1:

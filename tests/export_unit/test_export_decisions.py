@@ -218,7 +218,7 @@ async def test_heartbeat_never_reports_a_task_still_in_admission(make_ctx):
     # when the worker beats
     await runtime.heartbeat()
     # then no RUNNING is sent for it: a WAITING task holds no slot
-    assert sent == [] and runtime.inflight == {}
+    assert sent == []
     runtime.hooks.after_handle(runtime.rt, agent, req)
 
 
