@@ -46,6 +46,9 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, refused)
 
     app.include_router(create_tasks_router(sv))
+    from api.schedules import create_schedules_router, refresh_lag
+
+    app.include_router(create_schedules_router(sv))
     if settings.alerting_config:
         from api.alerts import create_alerts_router
 
@@ -104,6 +107,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     @app.get("/metrics")
     async def metrics():
         """Prometheus metrics."""
+        await refresh_lag(sv)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

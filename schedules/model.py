@@ -145,9 +145,13 @@ class ActionIn(_Model):
 
 
 class ScheduleIn(_Model):
-    """``POST /schedules`` body."""
+    """``POST /schedules`` body. ``sysCode``: the owner; with a caller
+    registry it is the signed caller's (and may be omitted), in open mode it
+    defaults to the export's ``sysCode`` (a probe must name it)."""
 
     name: str = Field(min_length=1, max_length=128)
+    sysCode: str | None = Field(default=None, min_length=1, max_length=64,
+                                pattern=r"^[A-Za-z0-9_.-]+$")
     trigger: TriggerIn
     action: ActionIn
     policy: PolicyIn = Field(default_factory=PolicyIn)

@@ -95,6 +95,9 @@ def create_app(settings: Settings) -> faust.App:
     _every(app, readiness.INTERVAL_SECONDS, partial(
         readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
         runtime.ctx.worker_id), "readiness")
+    from schedules.worker import register_scheduler
+
+    register_scheduler(runtime, settings, partial(_every, app))
     if settings.alerting_config:
         from alerting.agents import register_alerting
 
