@@ -315,7 +315,7 @@ def schedule_probe(prefix: str, schedule_id: str) -> str:
 def schedule_owner(prefix: str) -> str:
     """``P:schedules:owner``, string: id of the worker whose scheduler turn it
     is (lease). Set NX PX by ``schedules.store.Store.take_turn`` for
-    ``schedules.runner.LEASE_MS``, released at the end of a turn; one worker
+    ``Settings.schedule_lease_seconds``, released at the end of a turn; one worker
     decides slots at a time."""
     return f"{prefix}:schedules:owner"
 

@@ -104,7 +104,7 @@ class ProbeTarget(_Model):
     http: str | None = Field(default=None, max_length=2048)
     tcp: str | None = Field(default=None, max_length=300)
     expectStatus: int = Field(default=200, ge=100, le=599)
-    timeout: float = Field(default=2.0, gt=0, le=30)
+    timeout: float = Field(default=2.0, gt=0, le=10)
 
     @model_validator(mode="after")
     def _one(self) -> "ProbeTarget":

@@ -38,8 +38,8 @@ from schedules.store import Store
 
 log = get_logger("plait.schedules")
 
-#: How long one turn may hold the scheduler lease (ms); probes time out well before.
-LEASE_MS = 45_000
+#: Default scheduler lease (ms) when none is given (``Settings.schedule_lease_seconds``).
+LEASE_MS = 15_000
 #: ``send(records)``: records are (base topic, key, value bytes); returns once acked.
 Send = Callable[[list[tuple[str, str, bytes]]], Awaitable[None]]
 
@@ -57,17 +57,20 @@ class Scheduler:
         owner: this worker's id (lease value, ``workerId`` in events).
         http: client for probes.
         clock: epoch seconds (injected in tests).
+        lease_ms: how long a turn may hold the lease; a worker killed mid-turn
+            blocks scheduling this long. Probe timeouts (at most 10 s) fit in it.
     """
 
     def __init__(self, store: Store, projection: Projection, send: Send, owner: str,
-                 http: httpx.AsyncClient, clock: Callable[[], float] = time.time) -> None:
+                 http: httpx.AsyncClient, clock: Callable[[], float] = time.time,
+                 lease_ms: int = LEASE_MS) -> None:
         self.store, self.projection, self._send = store, projection, send
-        self.owner, self.http, self.clock = owner, http, clock
+        self.owner, self.http, self.clock, self.lease_ms = owner, http, clock, lease_ms
 
     async def turn(self) -> int:
         """One scheduler turn over every schedule, if this worker gets the
         lease. Returns the number of schedules looked at (0: not our turn)."""
-        if not await self.store.take_turn(self.owner, LEASE_MS):
+        if not await self.store.take_turn(self.owner, self.lease_ms):
             return 0
         try:
             docs = await self.store.all()
@@ -133,28 +136,31 @@ class Scheduler:
 
     async def fire(self, sid: str, spec: ScheduleIn, trig: core.Trigger, pol: core.Policy,
                    state: core.State, a: core.Action) -> list[core.Action]:
-        """Fire one slot exactly once (claim, run, mark); returns follow-up
-        actions (a probe finishes at once)."""
+        """Fire one slot exactly once (claim, send, mark); returns follow-up
+        actions (a probe finishes at once).
+
+        The ``fired`` event is sent before the claim is marked ``fired``, so
+        a crash in between re-drives the slot (same task id: the event may
+        repeat, the task does not) and never loses the event."""
         slot = a.slot
         run = next(r for r in state.running if r.slot == slot)
         claim = {"state": "claimed", "ref": new_task_id(), "worker": self.owner,
                  "at": self._now()}
         existing = await self.store.claim(sid, slot, claim)
+        adopted = existing is not None and existing.get("state") == "fired"
         if existing is not None:
             claim = existing | {"worker": self.owner}
-            if existing.get("state") == "fired":  # fired by an owner that died before saving
-                run.ref = existing.get("ref")
-                log.info("slot already fired; adopted", schedule=sid, slot=slot)
-                return []
-            log.info("slot claimed but not fired; re-driving", schedule=sid, slot=slot)
+            log.info("slot claimed before; " + ("adopted" if adopted else "re-driving"),
+                     schedule=sid, slot=slot)
         if spec.action.export is not None:
-            run.ref = await self.start_export(sid, spec, slot, claim["ref"])
-            await self.store.mark(sid, slot, claim | {"state": "fired", "ref": run.ref})
-            await self.event(sid, "fired", slot=slot, reason=a.reason, taskId=run.ref,
-                             lateMs=a.late)
+            run.ref = claim.get("ref")
+            if not adopted:
+                await self.start_export(sid, spec, slot, run, a)
+                await self.store.mark(sid, slot, claim | {"state": "fired", "ref": run.ref})
             return []
-        await self.store.mark(sid, slot, claim | {"state": "fired", "ref": None})
-        await self.event(sid, "fired", slot=slot, reason=a.reason, lateMs=a.late)
+        if not adopted:
+            await self.event(sid, "fired", slot=slot, reason=a.reason, lateMs=a.late)
+            await self.store.mark(sid, slot, claim | {"state": "fired", "ref": None})
         probe = spec.action.probe
         checks = await run_probe(probe, self.http)
         last = await self.store.probe_states(sid)
@@ -175,14 +181,18 @@ class Scheduler:
                          durationMs=now - run.fired_at)
         return follow
 
-    async def start_export(self, sid: str, spec: ScheduleIn, slot: int, task_id: str) -> str:
-        """Create (or find again) the slot's export task; returns its id."""
+    async def start_export(self, sid: str, spec: ScheduleIn, slot: int, run: core.Run,
+                           a: core.Action) -> None:
+        """Create the slot's export task with the id chosen in the claim
+        (``run.ref``) and send it with the slot's ``fired`` event (acked).
+        The fingerprint holds the slot key: a repeated fire finds the same
+        task (``Projection.claim_fingerprint``)."""
         export = spec.action.export
         fp = export.fingerprint(slot=f"{sid}:{slot}")
-        existing, _ = await self.projection.claim_fingerprint(fp, task_id, 0)
-        if existing is not None and existing.get("taskId") != task_id:
-            return existing["taskId"]
-        now = rfc3339(self._now())
+        existing, _ = await self.projection.claim_fingerprint(fp, run.ref, 0)
+        if existing is not None and existing.get("taskId") not in (None, run.ref):
+            run.ref = existing["taskId"]
+        task_id, now = run.ref, rfc3339(self._now())
         if await self.projection.get(task_id) is None:
             doc = export.documentConfig
             await self.projection.apply(Lifecycle(
@@ -191,14 +201,19 @@ class Scheduler:
                 fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fp,
                 timeout=export.jobConfig.timeout))
         await self._send([(T.REQUESTS, task_id, encode(ExportRequested(
-            taskId=task_id, spec=export, fingerprint=fp, requestedAt=now), task_id, self.owner))])
-        return task_id
+            taskId=task_id, spec=export, fingerprint=fp, requestedAt=now), task_id, self.owner)),
+            self._event_record(sid, "fired", slot, reason=a.reason, taskId=task_id,
+                               lateMs=a.late)])
 
     async def event(self, sid: str, status: str, slot: int | None = None, **fields) -> None:
-        """Send a :class:`SlotEvent` to ``schedules.slots``."""
+        """Send a :class:`SlotEvent` to ``schedules.slots`` (acked)."""
+        await self._send([self._event_record(sid, status, slot, **fields)])
+
+    def _event_record(self, sid: str, status: str, slot: int | None = None,
+                      **fields) -> tuple[str, str, bytes]:
         ev: Payload = SlotEvent(scheduleId=sid, status=status, slot=rfc3339(slot), slotMs=slot,
                                 workerId=self.owner, at=rfc3339(self._now()), **fields)
-        await self._send([(T.SCHEDULE_SLOTS, sid, encode(ev, sid, self.owner))])
+        return (T.SCHEDULE_SLOTS, sid, encode(ev, sid, self.owner))
 
     def _now(self) -> int:
         return int(self.clock() * 1000)

@@ -27,6 +27,7 @@ def register_scheduler(runtime, settings: Settings, every: Callable) -> Schedule
     redis = ctx.projection.redis
     http = httpx.AsyncClient(follow_redirects=False)
     scheduler = Scheduler(Store(redis, settings.redis_prefix), ctx.projection, send,
-                          ctx.worker_id, http)
+                          ctx.worker_id, http,
+                          lease_ms=int(settings.schedule_lease_seconds * 1000))
     every(settings.schedule_tick_seconds, scheduler.turn, "schedules")
     return scheduler
