@@ -238,11 +238,16 @@ class JobConfig(_Model):
     """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap
     (the task succeeds truncated, it never fails for it), ``pageSize`` rows per
     page (1..10,000; the contract's spelling of ``dataConfig.pageSize``, see the
-    module docstring)."""
+    module docstring), ``notifyUrl`` a completion webhook (http/https; with a
+    caller registry it must be under the caller's ``notifyUrlPrefixes``) that
+    receives the final status and the signed link (``schedules.notify``); not
+    part of the fingerprint."""
 
     timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
     maxRows: int | None = Field(default=None, ge=1)
     pageSize: int | None = Field(default=None, ge=1, le=MAX_PAGE_SIZE, strict=True)
+    notifyUrl: str | None = Field(default=None, max_length=2048,
+                                  pattern=r"^https?://[^\s]+$")
 
 
 class ExportSpec(_Model):

@@ -50,6 +50,7 @@ PINNED = [
     (K.schedule_probe, ("P", "s1"), "P:schedule:s1:probe"),
     (K.schedule_owner, ("P",), "P:schedules:owner"),
     (K.schedule_requests, ("P", "s1"), "P:schedule:s1:requests"),
+    (K.notify, ("P", "t1", "SUCCESS"), "P:notify:t1:SUCCESS"),
 ]
 
 
