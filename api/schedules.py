@@ -124,7 +124,8 @@ def create_schedules_router(services: Services) -> APIRouter:
                "paused": spec.paused, "note": spec.note,
                "spec": spec.model_dump(mode="json", exclude_none=True)}
         await store.put(doc)
-        await sv.audit(request, "schedule.created", caller, scheduleId=doc["id"], sysCode=owner)
+        await sv.audit(request, "schedule.created", caller, sysCode=owner,
+                       details={"scheduleId": doc["id"], "name": spec.name})
         return envelope(201, "created", await view(store, doc, now))
 
     @router.get("/schedules")
@@ -158,27 +159,29 @@ def create_schedules_router(services: Services) -> APIRouter:
             doc["note"] = given["note"]
         doc.update(spec=spec.model_dump(mode="json", exclude_none=True), updatedMs=_now_ms())
         await store.put(doc)
-        await sv.audit(request, "schedule.updated", caller, scheduleId=schedule_id,
-                       fields=sorted(given))
+        await sv.audit(request, "schedule.updated", caller, sysCode=doc["sysCode"],
+                       details={"scheduleId": schedule_id, "fields": sorted(given)})
         return envelope(200, "ok", await view(store, doc))
 
     @router.delete("/schedules/{schedule_id}")
     async def delete_schedule(schedule_id: str, request: Request, sysCode: str | None = None):
         """Delete a schedule (running exports go on)."""
         caller = await sv.authenticate(request)
-        await visible(schedule_id, caller, sysCode)
+        doc = await visible(schedule_id, caller, sysCode)
         await store.delete(schedule_id)
-        await sv.audit(request, "schedule.deleted", caller, scheduleId=schedule_id)
+        await sv.audit(request, "schedule.deleted", caller, sysCode=doc["sysCode"],
+                       details={"scheduleId": schedule_id})
         return envelope(200, "deleted", {"id": schedule_id})
 
     @router.post("/schedules/{schedule_id}/trigger", status_code=202)
     async def trigger_schedule(schedule_id: str, request: Request, sysCode: str | None = None):
         """Run now (slot = now; obeys overlap; works while paused)."""
         caller = await sv.authenticate(request)
-        await visible(schedule_id, caller, sysCode)
+        doc = await visible(schedule_id, caller, sysCode)
         at = _now_ms()
         await store.request(schedule_id, {"kind": "trigger", "at": at})
-        await sv.audit(request, "schedule.triggered", caller, scheduleId=schedule_id)
+        await sv.audit(request, "schedule.triggered", caller, sysCode=doc["sysCode"],
+                       details={"scheduleId": schedule_id, "slot": rfc3339(at)})
         return envelope(202, "trigger requested", {"id": schedule_id, "slot": rfc3339(at)})
 
     @router.post("/schedules/{schedule_id}/backfill", status_code=202)
@@ -195,8 +198,8 @@ def create_schedules_router(services: Services) -> APIRouter:
             raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
                              "range") from None
         await store.request(schedule_id, {"kind": "backfill", "start": start, "end": end})
-        await sv.audit(request, "schedule.backfilled", caller, scheduleId=schedule_id,
-                       slots=len(slots))
+        await sv.audit(request, "schedule.backfilled", caller, sysCode=doc["sysCode"],
+                       details={"scheduleId": schedule_id, "slots": len(slots)})
         return envelope(202, "backfill requested", {"id": schedule_id, "slots": len(slots),
                                                     "first": rfc3339(slots[0]) if slots else None,
                                                     "last": rfc3339(slots[-1]) if slots else None})

@@ -24,7 +24,9 @@ import httpx
 from prometheus_client import Counter
 
 from alerting.wire import ordering_key, raw_envelope
+from plait import keys as K
 from plait import topics as T
+from plait.audit import Audit
 from plait.clock import new_task_id
 from plait.events import CancelRequested, ExportRequested, Lifecycle, Payload, encode
 from plait.lifecycle import TERMINAL
@@ -38,6 +40,8 @@ from schedules.store import Store
 
 log = get_logger("plait.schedules")
 
+#: Audit entries kept per caller in Redis (as ``api.services.AUDIT_KEEP``).
+AUDIT_KEEP = 10_000
 #: Default scheduler lease (ms) when none is given (``Settings.schedule_lease_seconds``).
 LEASE_MS = 15_000
 #: ``send(records)``: records are (base topic, key, value bytes); returns once acked.
@@ -119,8 +123,10 @@ class Scheduler:
             a = queue.pop(0)
             SLOTS.labels(a.kind).inc()
             if a.kind == "skip":
-                await self.event(sid, "skipped", reason=a.reason, count=a.count,
-                                 slots=[rfc3339(s) for s in a.slots])
+                slots = [rfc3339(s) for s in a.slots]
+                await self.event(sid, "skipped", reason=a.reason, count=a.count, slots=slots)
+                await self.audit(doc, "schedule.skipped", reason=a.reason, count=a.count,
+                                 slots=slots)
             elif a.kind == "cancel":
                 if a.ref:
                     await self._send([(T.CONTROL, a.ref, encode(
@@ -131,6 +137,7 @@ class Scheduler:
                 doc.update(paused=True, note=a.reason)
                 await self.store.put(doc)
                 await self.event(sid, "paused", reason=a.reason)
+                await self.audit(doc, "schedule.paused", reason=a.reason)
             elif a.kind == "fire":
                 queue += await self.fire(sid, spec, trig, pol, state, a)
 
@@ -204,6 +211,22 @@ class Scheduler:
             taskId=task_id, spec=export, fingerprint=fp, requestedAt=now), task_id, self.owner)),
             self._event_record(sid, "fired", slot, reason=a.reason, taskId=task_id,
                                lateMs=a.late)])
+
+    async def audit(self, doc: dict, action: str, **details) -> None:
+        """An audit entry for the schedule's owner (``audit`` topic and the
+        Redis list ``GET /audit`` reads, like ``api.services.Services.audit``);
+        never raises."""
+        try:
+            sys_code = doc.get("sysCode")
+            entry = Audit(action=action, sysCode=sys_code,
+                          details={"scheduleId": doc["id"], **details})
+            key = K.audit(self.store.prefix, sys_code)
+            await self.store.redis.lpush(key, entry.model_dump_json(exclude_none=True))
+            await self.store.redis.ltrim(key, 0, AUDIT_KEEP - 1)
+            await self._send([(T.AUDIT, sys_code or "-", encode(entry, sys_code or "-",
+                                                                self.owner))])
+        except Exception:
+            log.exception("audit entry not recorded", action=action)
 
     async def event(self, sid: str, status: str, slot: int | None = None, **fields) -> None:
         """Send a :class:`SlotEvent` to ``schedules.slots`` (acked)."""

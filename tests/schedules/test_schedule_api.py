@@ -54,6 +54,8 @@ def test_create_get_patch_delete(client):
     assert paused.json()["data"]["note"] == "holiday" and paused.json()["data"]["nextFireTimes"] == []
     assert client.delete(f"/schedules/{sch['id']}").status_code == 200
     assert client.get(f"/schedules/{sch['id']}").status_code == 404
+    actions = [e["action"] for e in client.get("/audit?sysCode=crm").json()["data"]["entries"]]
+    assert actions == ["schedule.deleted", "schedule.updated", "schedule.created"]
 
 
 def test_interval_grid_next_fire_times_are_on_the_anchor_grid(client):

@@ -187,3 +187,23 @@ async def test_probe_target_down_then_up_gives_one_firing_and_one_resolved_alert
     state = await Store(r, prefix).state("p1")
     assert state.counters["fired"] == 9 and state.counters["failed"] == 3
     await target.down()
+
+
+async def test_missed_slots_are_skipped_in_history_on_the_topic_and_in_the_audit(env):
+    r, prefix, sent, http = env
+    doc = export_schedule("s1", interval=300)
+    doc["spec"]["policy"] = {"grace": 600, "maxCatchup": 1}
+    await Store(r, prefix).put(doc)
+    # the scheduler was down 6 h (state says the last slot decided was T0)
+    from schedules.core import State
+    await Store(r, prefix).save_state("s1", State(cursor=int(T0 * 1000)))
+    clock = Clock(T0 + 6 * 3600 + 120)
+    await scheduler(r, prefix, sent, http, clock).turn()
+    assert len(of(sent, T.REQUESTS)) == 1
+    (skip,) = [e["data"] for _, e in of(sent, T.SCHEDULE_SLOTS) if e["data"]["status"] == "skipped"]
+    assert skip["count"] == 71 and skip["reason"] == "missed" and len(skip["slots"]) == 71
+    (audit,) = of(sent, T.AUDIT)
+    assert audit[1]["data"]["action"] == "schedule.skipped"
+    assert audit[1]["data"]["details"]["count"] == 71
+    stored = json.loads(await r.lindex(K.audit(prefix, "crm"), 0))
+    assert stored["details"]["scheduleId"] == "s1"
