@@ -1,9 +1,10 @@
 """Completion webhooks (issue 14, item 5): an export naming
 ``jobConfig.notifyUrl`` gets one POST of its final status and signed link.
 
-- Sent from the projector route's after-hook (``streams.app.routes``: the
-  ``export.lifecycle`` agent), in the background so a slow receiver never
-  holds the partition.
+- Started by the projector (``streams.app.routes`` wraps its handler with
+  :func:`with_notify`; the ``export.lifecycle`` agent) once the terminal state
+  is projected, and sent in the background so a slow receiver never holds
+  the partition.
 - Signed like the alert webhooks (``alerting.delivery.signature``:
   ``X-Plait-Timestamp`` and ``X-Plait-Signature: sha256=HMAC(secret,
   "<timestamp>." + body)``) with the caller's ``appSecret`` (open mode: the
@@ -84,8 +85,25 @@ async def deliver(client: httpx.AsyncClient, url: str, body: bytes, key: str, se
     raise AssertionError("unreachable")
 
 
+def with_notify(handle):
+    """Wrap the projector's handler ``handle(ctx, event) -> emits``: after it
+    projected a terminal status, start the completion webhook
+    (:func:`after_lifecycle`). A failure to start it is logged, never fails
+    the projection."""
+    async def project_and_notify(ctx, event: Lifecycle):
+        emits = await handle(ctx, event)
+        try:
+            await after_lifecycle(ctx, event, emits)
+        except Exception:
+            log.exception("completion webhook not started", taskId=event.taskId)
+        return emits
+
+    project_and_notify.__name__ = getattr(handle, "__name__", "project")
+    return project_and_notify
+
+
 async def after_lifecycle(ctx, event: Lifecycle, emits: list) -> None:
-    """Projector after-hook: for a terminal status of a task whose spec names
+    """For a terminal status of a task whose spec names
     ``jobConfig.notifyUrl``, start the webhook delivery in the background."""
     if event.status not in TERMINAL:
         return

@@ -11,7 +11,7 @@ import faust
 from plait import topics as T
 from plait.logs import get_logger
 from plait.settings import Settings
-from schedules.notify import after_lifecycle
+from schedules.notify import with_notify
 from streams import readiness
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project
@@ -30,7 +30,7 @@ def routes(settings: Settings) -> list[Route]:
         Route(T.PAGES, write_shard, after_write_shard, timeout=120),
         Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
         Route(T.CONTROL, cancel, after_cancel, timeout=60),
-        Route(T.LIFECYCLE, project, after_lifecycle, timeout=60),
+        Route(T.LIFECYCLE, with_notify(project), timeout=60),
     ]
 
 

@@ -91,3 +91,61 @@ def test_two_workers_kill_9_of_the_lease_holder_every_slot_fired_exactly_once(ma
     assert state["counters"]["skipped_missed"] == 0 and state["counters"]["skipped_overlap"] == 0
     print(f"\n{len(expected)} slots, killed {victim} (lease holder, mid-turn: {mid_turn}), "
           f"tasks {len(tasks)}, fired counter {state['counters']['fired']}")
+
+
+def test_export_schedule_with_notify_url_posts_the_final_status_once(make_stack):
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from alerting.delivery import verify_signature
+
+    got: list[tuple[dict, bytes]] = []
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((dict(self.headers), body))
+            self.send_response(503 if len(got) == 1 else 200)  # the first attempt fails
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        stack = make_stack(workers=1, **FAST)
+        export = {"sysCode": "tests", "bizType": "seq", "userId": "alice",
+                  "dataConfig": {"dataApiUrl": f"{stack.demo_data_api}/data", "pageSize": 50,
+                                 "queryConditions": {"dataset": "seq", "rows": 50,
+                                                     "tag": uuid.uuid4().hex}},
+                  "documentConfig": {"fileName": "weekly", "fileFormat": "csv"},
+                  "jobConfig": {"notifyUrl": f"http://127.0.0.1:{server.server_port}/done"}}
+        # given an export schedule far from its next slot, triggered by hand
+        sid = httpx.post(f"{stack.api_url}/schedules", json={
+            "name": "weekly", "trigger": {"cron": "0 6 * * 1", "timeZone": "Europe/Berlin"},
+            "action": {"export": export}}, timeout=10).json()["data"]["id"]
+        assert httpx.post(f"{stack.api_url}/schedules/{sid}/trigger", timeout=10).status_code == 202
+
+        # then the run succeeds and the webhook gets the final status (retried after a 503)
+        def succeeded():
+            runs = httpx.get(f"{stack.api_url}/schedules/{sid}", timeout=10).json()["data"]
+            return runs if runs["counters"]["succeeded"] == 1 else None
+
+        sch = wait_for(succeeded, 90, "the triggered run to succeed")
+        assert sch["lastRuns"][0]["kind"] == "manual" and sch["lastRuns"][0]["taskId"]
+        wait_for(lambda: len(got) >= 2, 30, "the webhook retry")
+        headers, body = got[-1]
+        doc = json.loads(body)
+        task_id = sch["lastRuns"][0]["taskId"]
+        assert doc["taskId"] == task_id and doc["status"] == "SUCCESS"
+        assert doc["file"]["rows"] == 50 and "/download/" in doc["file"]["url"]
+        assert {h["Idempotency-Key"] for h, _ in got} == {f"{task_id}:SUCCESS"}
+        assert verify_signature("plait-dev-secret-change-me", body, int(headers["X-Plait-Timestamp"]),
+                                headers["X-Plait-Signature"], time.time())
+        r = redis.Redis.from_url(stack.env["PLAIT_REDIS_URL"], decode_responses=True)
+        assert wait_for(lambda: r.get(K.notify(stack.env["PLAIT_REDIS_PREFIX"], task_id,
+                                               "SUCCESS")) == "sent", 10, "marker sent")
+        assert len(got) == 2
+    finally:
+        server.shutdown()
