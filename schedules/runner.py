@@ -95,6 +95,8 @@ class Scheduler:
         spec = ScheduleIn.model_validate(doc["spec"])
         trig, pol = spec.trigger.core(doc["createdMs"]), spec.policy.core()
         state = await self.store.state(sid) or core.State(cursor=doc["createdMs"] - 1)
+        if state.paused and not doc.get("paused"):
+            state.failures = 0  # resumed by hand: pauseOnFailure counts afresh
         state.paused, state.note = bool(doc.get("paused")), doc.get("note")
         now = self._now()
         actions: list[core.Action] = []
