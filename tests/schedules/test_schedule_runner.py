@@ -207,3 +207,51 @@ async def test_missed_slots_are_skipped_in_history_on_the_topic_and_in_the_audit
     assert audit[1]["data"]["details"]["count"] == 71
     stored = json.loads(await r.lindex(K.audit(prefix, "crm"), 0))
     assert stored["details"]["scheduleId"] == "s1"
+
+
+async def test_cancel_previous_cancels_the_running_export(env):
+    r, prefix, sent, http = env
+    doc = export_schedule("s1", interval=60)
+    doc["spec"]["policy"] = {"overlap": "cancelPrevious"}
+    await Store(r, prefix).put(doc)
+    clock = Clock(T0 + 0.1)
+    sch = scheduler(r, prefix, sent, http, clock)
+    await sch.turn()
+    first = of(sent, T.REQUESTS)[0][0]
+    clock.t = T0 + 60.1  # the first export is still CREATED (running)
+    await sch.turn()
+    (cancel,) = of(sent, T.CONTROL)
+    assert cancel[0] == first and cancel[1]["data"]["taskId"] == first
+    assert len(of(sent, T.REQUESTS)) == 2
+    state = await Store(r, prefix).state("s1")
+    assert state.counters["cancelled"] == 1 and len(state.running) == 1
+
+
+async def test_pause_on_failure_pauses_the_definition_and_later_slots_are_skipped(env):
+    r, prefix, sent, http = env
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    store = Store(r, prefix)
+    await store.put({"id": "p1", "sysCode": "ops", "createdMs": int(T0 * 1000) - 1, "spec": {
+        "name": "dead", "trigger": {"interval": 1, "anchor": "2026-01-01T00:00:00Z"},
+        "action": {"probe": {"targets": [{"tcp": f"127.0.0.1:{dead}", "timeout": 0.5}]}},
+        "policy": {"pauseOnFailure": 2}}})
+    clock = Clock(T0)
+    sch = scheduler(r, prefix, sent, http, clock)
+    for _ in range(4):
+        await sch.turn()
+        clock.t += 1
+    doc = await store.get("p1")
+    assert doc["paused"] and "2 consecutive failures" in doc["note"]
+    state = await store.state("p1")
+    assert state.counters["failed"] == 2 and state.counters["skipped_paused"] == 2
+    events = [e["data"]["status"] for _, e in of(sent, T.SCHEDULE_SLOTS)]
+    assert events[:5] == ["fired", "failed", "fired", "failed", "paused"]
+    assert [e["data"]["action"] for _, e in of(sent, T.AUDIT)][0] == "schedule.paused"
+    # resumed by hand, it fires again (and counts failures afresh)
+    doc.update(paused=False, note=None)
+    await store.put(doc)
+    await sch.turn()
+    state = await store.state("p1")
+    assert state.counters["fired"] == 3 and not state.paused and state.failures == 1
