@@ -49,7 +49,7 @@ import faust
 from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
-from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
+from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
@@ -159,13 +159,26 @@ class AlertingService:
         """Turn export lifecycle events into raw alerts (FAILED, TIMEOUT, slow)."""
         if not isinstance(payload, Lifecycle):
             return
-        alert = lifecycle_alert(payload)
+        alert = lifecycle_alert(payload, self.config.rules.failed_resolve_after)
+        redis, p = self._redis(), self.settings.redis_prefix
+        marker = K.export_failed_marker(p, payload.sysCode or "unknown", payload.bizType or "unknown")
         if alert is not None:
+            await redis.set(marker, payload.taskId, ex=7 * 24 * 3600)
             await self._raise(alert, payload.taskId, f"lifecycle-{payload.taskId}-{payload.status}")
+        elif payload.status == "SUCCESS":
+            failed = await redis.getdel(marker)
+            if failed:
+                failed = failed.decode() if isinstance(failed, bytes) else str(failed)
+                await self._raise_many(recovery_alerts(payload, failed), payload.taskId,
+                                       f"lifecycle-{payload.taskId}-{payload.status}")
         await self._slow_task(payload)
 
     async def _raise(self, alert: dict[str, Any], key: str, event_id: str | None = None) -> None:
-        _eid, value = raw_envelope([alert], source="plait-rules", event_id=event_id)
+        await self._raise_many([alert], key, event_id)
+
+    async def _raise_many(self, alerts: list[dict[str, Any]], key: str,
+                          event_id: str | None = None) -> None:
+        _eid, value = raw_envelope(alerts, source="plait-rules", event_id=event_id)
         await self.raw.send(key=key.encode(), value=value)
 
     async def _slow_task(self, event: Lifecycle) -> None:
@@ -244,7 +257,7 @@ class AlertingService:
     async def _deliver(self, partition: int, message: Message) -> None:
         """One webhook attempt, reported back to the message's partition."""
         if self.sender is None:
-            self.sender = WebhookSender(self.config)
+            self.sender = WebhookSender(self.config, external_url=self.settings.external_url)
         try:
             result = await self.sender.send(message)
         except Exception as e:  # unknown receiver or a bug: retried like a network error

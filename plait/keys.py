@@ -268,6 +268,15 @@ def alert_view(prefix: str, partition: int) -> str:
     return f"{prefix}:alerts:view:{partition}"
 
 
+def export_failed_marker(prefix: str, sys_code: str, biz_type: str) -> str:
+    """``P:alerts:failed:{sysCode}/{bizType}``, string = the failed task id: an
+    ``ExportFailed`` / ``ExportTimeout`` alert was raised for this
+    sysCode/bizType and no task of it has succeeded since. Set by
+    ``alerting.agents`` on FAILED / TIMEOUT (TTL 7 days), taken (GETDEL) by
+    the next SUCCESS, which then sends the resolved alerts."""
+    return f"{prefix}:alerts:failed:{sys_code}/{biz_type}"
+
+
 def slow_task_marker(prefix: str, task_id: str) -> str:
     """``P:alerts:slow:{taskId}``, string ``1``: ``ExportSlow`` has fired for
     this task (fire once, resolve when it ends). Set NX by

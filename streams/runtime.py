@@ -23,7 +23,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from plait.agent import Agent, AgentRuntime, Emit, Hooks
 from plait.errors import PermanentError, RetryableError
-from plait.events import Lifecycle, Payload, decode
+from plait.events import ExportRequested, Lifecycle, Payload, decode
 from plait.logs import get_logger
 from streams.context import Context
 from streams.emits import lifecycle
@@ -71,10 +71,13 @@ class ExportHooks(Hooks):
         self._jobs: set[asyncio.Task] = set()
 
     async def before_send(self, rt: AgentRuntime, emits: list[Emit]) -> None:
-        """State changes (not PROGRESS) are applied to the projection first, so
-        the next handler that checks a task's status sees them at once."""
+        """Lifecycle events are applied to the projection first, so the next
+        handler that checks a task's status sees them at once, and a task reads
+        as ended only once the reports sent before its end are in (PROGRESS too:
+        else the end can overtake them and the API shows a state the replay of
+        ``export.lifecycle`` differs from)."""
         for e in emits:
-            if isinstance(e.payload, Lifecycle) and e.payload.status != "PROGRESS":
+            if isinstance(e.payload, Lifecycle):
                 await self.ctx.projection.apply(e.payload)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
@@ -111,13 +114,23 @@ class ExportHooks(Hooks):
         else:
             del self.detached[task_id]
 
+    @staticmethod
+    def _tracked(payload) -> tuple[str | None, object]:
+        """(task id, spec) of a payload whose task is being worked on, else
+        (None, None). An ``ExportRequested`` is not: admission decides whether
+        the task runs or waits, and a heartbeat's RUNNING must never move a
+        WAITING task on (it would count against no slot)."""
+        if isinstance(payload, ExportRequested):
+            return None, None
+        return getattr(payload, "taskId", None), getattr(payload, "spec", None)
+
     def before_handle(self, rt: AgentRuntime, agent: Agent, payload) -> None:
-        task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
+        task_id, spec = self._tracked(payload)
         if task_id and spec is not None:
             self.inflight[task_id] = (self.inflight.get(task_id, (0, spec))[0] + 1, spec)
 
     def after_handle(self, rt: AgentRuntime, agent: Agent, payload) -> None:
-        task_id, spec = getattr(payload, "taskId", None), getattr(payload, "spec", None)
+        task_id, spec = self._tracked(payload)
         if task_id and spec is not None:
             n, spec = self.inflight[task_id]
             if n > 1:
@@ -190,8 +203,11 @@ class Runtime:
         now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
         task whose beat stopped and whose last worker is gone)."""
         await self.ctx.workers.beat(self.ctx.worker_id, self.ctx.settings.stale_after_seconds)
+        # only RUNNING tasks: a WAITING task's request being admitted is in flight too, and a
+        # RUNNING beat would start it in the projection without a slot
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
-                 for task_id, (_, spec) in list(self.inflight.items())]
+                 for task_id, (_, spec) in list(self.inflight.items())
+                 if await self.ctx.projection.status(task_id) == "RUNNING"]
         if emits:
             await self.send(emits)
 
