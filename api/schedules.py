@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from prometheus_client import Gauge
 
 from api.envelope import envelope
+from api.openapi import Envelope, errors, link
 from api.services import Services
 from api.tasks import check_request
 from plait.callers import NotAllowed
@@ -105,15 +106,22 @@ def create_schedules_router(services: Services) -> APIRouter:
             raise FieldError(f"action.export.{exc.field}", exc.rule, exc.accepted,
                              exc.code) from None
 
-    async def visible(schedule_id: str, caller, sys_code: str | None) -> dict:
-        doc = await store.get(schedule_id)
+    async def visible(scheduleId: str, caller, sys_code: str | None) -> dict:
+        doc = await store.get(scheduleId)
         want = caller.sysCode if caller is not None else sys_code
         if doc is None or (want is not None and doc["sysCode"] != want) or (
                 caller is not None and want is None):
-            raise NotFound(f"schedule {schedule_id} not found")
+            raise NotFound(f"schedule {scheduleId} not found")
         return doc
 
-    @router.post("/schedules", status_code=201)
+    links = {"links": {
+        "GetSchedule": link("getSchedule", "/data/id", "scheduleId", "the schedule"),
+        "TriggerSchedule": link("triggerSchedule", "/data/id", "scheduleId", "run it now"),
+        "DeleteSchedule": link("deleteSchedule", "/data/id", "scheduleId", "delete it")}}
+    one = errors(401, 404, 503)
+
+    @router.post("/schedules", status_code=201, operation_id="createSchedule",
+                 response_model=Envelope, responses={201: links, **errors(401, 503)})
     async def create_schedule(spec: ScheduleIn, request: Request):
         """Create a schedule; 201 with its view. 422 names the field."""
         caller = await sv.authenticate(request)
@@ -128,7 +136,8 @@ def create_schedules_router(services: Services) -> APIRouter:
                        details={"scheduleId": doc["id"], "name": spec.name})
         return envelope(201, "created", await view(store, doc, now))
 
-    @router.get("/schedules")
+    @router.get("/schedules", operation_id="listSchedules", response_model=Envelope,
+                responses=errors(401, 503))
     async def list_schedules(request: Request, sysCode: str | None = None):
         """Schedules of the caller (open mode: of ``sysCode``, or all)."""
         caller = await sv.authenticate(request)
@@ -136,18 +145,20 @@ def create_schedules_router(services: Services) -> APIRouter:
         docs = [d for d in await store.all() if want is None or d["sysCode"] == want]
         return envelope(200, "ok", {"schedules": [await view(store, d) for d in docs]})
 
-    @router.get("/schedules/{schedule_id}")
-    async def get_schedule(schedule_id: str, request: Request, sysCode: str | None = None):
+    @router.get("/schedules/{scheduleId}", operation_id="getSchedule",
+                response_model=Envelope, responses=one)
+    async def get_schedule(scheduleId: str, request: Request, sysCode: str | None = None):
         """One schedule: definition, next 5 fire times, last runs, counters."""
         caller = await sv.authenticate(request)
-        return envelope(200, "ok", await view(store, await visible(schedule_id, caller, sysCode)))
+        return envelope(200, "ok", await view(store, await visible(scheduleId, caller, sysCode)))
 
-    @router.patch("/schedules/{schedule_id}")
-    async def patch_schedule(schedule_id: str, patch: SchedulePatch, request: Request,
+    @router.patch("/schedules/{scheduleId}", operation_id="updateSchedule",
+                  response_model=Envelope, responses=one)
+    async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request,
                              sysCode: str | None = None):
         """Replace the given fields (``paused`` and ``note`` pause/resume)."""
         caller = await sv.authenticate(request)
-        doc = await visible(schedule_id, caller, sysCode)
+        doc = await visible(scheduleId, caller, sysCode)
         given = patch.model_dump(mode="json", exclude_unset=True)
         merged = doc["spec"] | {k: v for k, v in given.items() if k not in ("paused", "note")}
         spec = ScheduleIn.model_validate(merged)
@@ -160,36 +171,39 @@ def create_schedules_router(services: Services) -> APIRouter:
         doc.update(spec=spec.model_dump(mode="json", exclude_none=True), updatedMs=_now_ms())
         await store.put(doc)
         await sv.audit(request, "schedule.updated", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": schedule_id, "fields": sorted(given)})
+                       details={"scheduleId": scheduleId, "fields": sorted(given)})
         return envelope(200, "ok", await view(store, doc))
 
-    @router.delete("/schedules/{schedule_id}")
-    async def delete_schedule(schedule_id: str, request: Request, sysCode: str | None = None):
+    @router.delete("/schedules/{scheduleId}", operation_id="deleteSchedule",
+                   response_model=Envelope, responses=one)
+    async def delete_schedule(scheduleId: str, request: Request, sysCode: str | None = None):
         """Delete a schedule (running exports go on)."""
         caller = await sv.authenticate(request)
-        doc = await visible(schedule_id, caller, sysCode)
-        await store.delete(schedule_id)
+        doc = await visible(scheduleId, caller, sysCode)
+        await store.delete(scheduleId)
         await sv.audit(request, "schedule.deleted", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": schedule_id})
-        return envelope(200, "deleted", {"id": schedule_id})
+                       details={"scheduleId": scheduleId})
+        return envelope(200, "deleted", {"id": scheduleId})
 
-    @router.post("/schedules/{schedule_id}/trigger", status_code=202)
-    async def trigger_schedule(schedule_id: str, request: Request, sysCode: str | None = None):
+    @router.post("/schedules/{scheduleId}/trigger", status_code=202,
+                 operation_id="triggerSchedule", response_model=Envelope, responses=one)
+    async def trigger_schedule(scheduleId: str, request: Request, sysCode: str | None = None):
         """Run now (slot = now; obeys overlap; works while paused)."""
         caller = await sv.authenticate(request)
-        doc = await visible(schedule_id, caller, sysCode)
+        doc = await visible(scheduleId, caller, sysCode)
         at = _now_ms()
-        await store.request(schedule_id, {"kind": "trigger", "at": at})
+        await store.request(scheduleId, {"kind": "trigger", "at": at})
         await sv.audit(request, "schedule.triggered", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": schedule_id, "slot": rfc3339(at)})
-        return envelope(202, "trigger requested", {"id": schedule_id, "slot": rfc3339(at)})
+                       details={"scheduleId": scheduleId, "slot": rfc3339(at)})
+        return envelope(202, "trigger requested", {"id": scheduleId, "slot": rfc3339(at)})
 
-    @router.post("/schedules/{schedule_id}/backfill", status_code=202)
-    async def backfill_schedule(schedule_id: str, body: BackfillIn, request: Request,
+    @router.post("/schedules/{scheduleId}/backfill", status_code=202,
+                 operation_id="backfillSchedule", response_model=Envelope, responses=one)
+    async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request,
                                 sysCode: str | None = None):
         """Run the slots in ``[start, end]`` (obeying overlap); 422 over 1000 slots."""
         caller = await sv.authenticate(request)
-        doc = await visible(schedule_id, caller, sysCode)
+        doc = await visible(scheduleId, caller, sysCode)
         trig = ScheduleIn.model_validate(doc["spec"]).trigger.core(doc["createdMs"])
         start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
         try:
@@ -197,10 +211,10 @@ def create_schedules_router(services: Services) -> APIRouter:
         except ValueError as exc:
             raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
                              "range") from None
-        await store.request(schedule_id, {"kind": "backfill", "start": start, "end": end})
+        await store.request(scheduleId, {"kind": "backfill", "start": start, "end": end})
         await sv.audit(request, "schedule.backfilled", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": schedule_id, "slots": len(slots)})
-        return envelope(202, "backfill requested", {"id": schedule_id, "slots": len(slots),
+                       details={"scheduleId": scheduleId, "slots": len(slots)})
+        return envelope(202, "backfill requested", {"id": scheduleId, "slots": len(slots),
                                                     "first": rfc3339(slots[0]) if slots else None,
                                                     "last": rfc3339(slots[-1]) if slots else None})
 
