@@ -224,7 +224,9 @@ def create_schedules_router(services: Services) -> APIRouter:
 async def refresh_lag(services: Services) -> None:
     """Set ``plait_schedule_lag_seconds`` for every schedule (``/metrics``)."""
     store = Store(services.projection.redis, services.settings.redis_prefix)
-    for doc in await store.all():
+    docs = await store.all()
+    LAG.clear()  # deleted schedules drop out
+    for doc in docs:
         try:
             await view(store, doc)
         except Exception:  # a broken definition must not break /metrics
