@@ -48,6 +48,9 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     install_openapi(app)
 
     app.include_router(create_tasks_router(sv))
+    from api.schedules import create_schedules_router, refresh_lag
+
+    app.include_router(create_schedules_router(sv))
     if settings.alerting_config:
         from api.alerts import create_alerts_router
 
@@ -125,6 +128,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
                                   "schema": {"type": "string"}}}}})
     async def metrics():
         """Prometheus metrics."""
+        await refresh_lag(sv)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

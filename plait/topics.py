@@ -18,9 +18,10 @@ ALERTS_RAW = "alerts.raw"
 ALERTS_NOTIFICATIONS = "alerts.notifications"
 ALERTS_LEDGER = "alerts.ledger"
 AUDIT = "audit"  # keyed by sysCode
+SCHEDULE_SLOTS = "schedules.slots"  # keyed by schedule id; docs/topics.md
 
 ALL = (REQUESTS, FETCH, PAGES, FINALIZE, LIFECYCLE, CONTROL, DLQ,
-       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT)
+       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT, SCHEDULE_SLOTS)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import faust
 from plait import topics as T
 from plait.logs import get_logger
 from plait.settings import Settings
+from schedules.notify import with_notify
 from streams import readiness
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project
@@ -29,7 +30,7 @@ def routes(settings: Settings) -> list[Route]:
         Route(T.PAGES, write_shard, after_write_shard, timeout=120),
         Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
         Route(T.CONTROL, cancel, after_cancel, timeout=60),
-        Route(T.LIFECYCLE, project, timeout=60),
+        Route(T.LIFECYCLE, with_notify(project), timeout=60),
     ]
 
 
@@ -95,6 +96,9 @@ def create_app(settings: Settings) -> faust.App:
     _every(app, readiness.INTERVAL_SECONDS, partial(
         readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
         runtime.ctx.worker_id), "readiness")
+    from schedules.worker import register_scheduler
+
+    register_scheduler(runtime, settings, partial(_every, app))
     if settings.alerting_config:
         from alerting.agents import register_alerting
 
