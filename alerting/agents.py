@@ -13,7 +13,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   is on one partition; dedupe episodes follow (a fingerprint routes to one
   receiver). Poison (not JSON) goes to ``export.dlq``; a JSON alert that
   fails validation travels on and is ledgered ``rejected``.
-- The **funnel** agent (concurrency 1, PITFALLS.md #2) is the only writer of
+- The **funnel** agent (concurrency 1, docs/kafka-rules.md #2) is the only writer of
   the funnel state of its partitions: alerts, ticks, webhook results and
   silence commands all arrive as events on ``alerts.funnel``, so every state
   change happens in event context and is written to the changelog table
@@ -30,7 +30,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   for the API (``GET /alerts/counters``, ``/metrics``).
 
 The agents run on the kernel's agent runtime (``plait.agent``): nothing
-escapes an agent's ``async for`` (PITFALLS.md #3), errors are logged and the
+escapes an agent's ``async for`` (docs/kafka-rules.md #3), errors are logged and the
 event is kept in ``export.dlq``. The funnel policy (:class:`FunnelHooks`):
 dead letters are best-effort (a lost one is logged, the worker goes on), and
 after a failed funnel command the partition's in-memory funnel is reloaded

@@ -4,7 +4,7 @@ The retry schedule is not here: the sender makes one attempt and returns a
 :class:`SendResult`; :func:`report` hands it to the pure funnel, which
 decides when the next attempt is due (:mod:`alerting.delivery`). Every
 attempt has a bounded time (``delivery.timeout`` seconds), so a rebalance
-never waits on a hung receiver (PITFALLS.md, 5).
+never waits on a hung receiver (docs/kafka-rules.md #5).
 
 Errors are classified for the idempotency rules:
 

@@ -93,7 +93,7 @@ def _register_collector(settings: Settings) -> None:
 
 
 class _Kafka:
-    """A lazily created confluent-kafka producer (murmur2_random, PITFALLS.md #8)."""
+    """A lazily created confluent-kafka producer (murmur2_random, docs/kafka-rules.md #8)."""
 
     #: Seconds to wait for the broker's acks (and topic metadata) before a 503.
     ack_timeout: float = 10.0

@@ -1,4 +1,4 @@
-"""The Plait API (DESIGN.md, "The API contract").
+"""The Plait API (docs/events.md, "The export request contract").
 
 ``POST /export/tasks`` validates and emits ExportRequested, answering the task
 id at once; reads come from the Redis projection; downloads are served behind

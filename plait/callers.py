@@ -1,6 +1,6 @@
 """The caller registry: which business systems (``sysCode``) may use Plait, with
 which credentials and within which limits; and the checks a spec must pass
-before a task is accepted (DESIGN.md, export flow step 2).
+before a task is accepted (docs/architecture.md, "Data flow of an export", step 2).
 
 The registry is a YAML (``.yaml``/``.yml``) or JSON (``.json``) file loaded once
 at start-up::

@@ -1,4 +1,4 @@
-"""The export task spec: what a caller asks for (DESIGN.md, "The API contract").
+"""The export task spec: what a caller asks for (docs/events.md, "The export request contract").
 
 Field names follow the camelCase contract (``sysCode``, ``dataConfig``...).
 Pydantic validation errors name the field path (``documentConfig.fileFormat``)

@@ -1,6 +1,6 @@
 """Topic names of Plait, in one place.
 
-Every topic is keyed by task id unless said otherwise (DESIGN.md, "Topics").
+Every topic is keyed by task id unless said otherwise (docs/topics.md).
 Names get ``Settings.topic_prefix`` in front so test runs never share topics.
 """
 from __future__ import annotations

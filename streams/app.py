@@ -1,4 +1,4 @@
-"""The Faust app: one agent per route, each at concurrency 1 (PITFALLS.md #2);
+"""The Faust app: one agent per route, each at concurrency 1 (docs/kafka-rules.md #2);
 scale with partitions and worker processes."""
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=1.0,
         broker_rebalance_timeout=max(20.0, settings.session_timeout_seconds * 3),
-        # memory bound (PITFALLS.md #10): at most 128 buffered events per agent,
+        # memory bound (docs/kafka-rules.md #10): at most 128 buffered events per agent,
         # pages inline only up to page_inline_max_bytes (256 KiB): <= 32 MiB.
         # 20 records per poll capped small events (alerts) at ~200/s on Tansu.
         broker_max_poll_records=500,

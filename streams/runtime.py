@@ -2,8 +2,8 @@
 wraps every export handler besides what every agent gets.
 
 The kernel decodes, dead-letters poison and unexpected failures, keeps
-anything from escaping the loop (PITFALLS.md #3) and exits when events cannot
-be sent at all (PITFALLS.md #4). On top of it, per route: a time limit,
+anything from escaping the loop (docs/kafka-rules.md #3) and exits when events cannot
+be sent at all (docs/kafka-rules.md #4). On top of it, per route: a time limit,
 retries with backoff for transient infrastructure failures, sending the
 handler's events (acked) and then its ``after`` hook. As hooks
 (:class:`ExportHooks`): a failed handler ends its task FAILED (a

@@ -1,5 +1,5 @@
 """Fixture factories for the alert funnel tests: the common configuration of
-shared/cases/alerting.md, native events, and a fake-clock driver that ticks
+docs/alerting.md ("The alerting cases"), native events, and a fake-clock driver that ticks
 the funnel every second, plays a scripted webhook, and checks the ledger
 invariant after every tick."""
 from __future__ import annotations

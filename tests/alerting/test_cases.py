@@ -1,4 +1,4 @@
-"""Cases A1..A13 of shared/cases/alerting.md through the pure funnel.
+"""Cases A1..A13 of docs/alerting.md ("The alerting cases") through the pure funnel.
 
 A fake clock ticks the funnel every second; a scripted webhook answers each
 message; the ledger invariant is checked after every tick (alert_harness).
