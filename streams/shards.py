@@ -1,6 +1,11 @@
-"""Shard writing: one Parquet file per page, at a key derived from
+"""Page writing: one Parquet shard per page, at a key derived from
 (task id, seq), so a redelivered page overwrites its own shard and nothing is
-counted twice (DESIGN.md, export flow step 4)."""
+counted twice (DESIGN.md, export flow step 4); and the page appended to the
+task's output file growing on this worker (``streams.files``), so after the
+last page only the tail is left to write. The last page's handler closes,
+uploads and reports the file in place: pages are keyed by task id, so one
+partition, hence one worker at a time, owns a task's pages
+(``docs/architecture.md``, "Write while fetching")."""
 from __future__ import annotations
 
 import asyncio
@@ -10,13 +15,14 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from plait import topics as T
-from plait.events import FinalizeRequested, PageBatch
+from plait.events import PageBatch
 from plait.lifecycle import TERMINAL
 from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
-from streams.layout import QUALITY_KEY, shard_key
+from streams.files import drop, finish, grow, success
+from streams.layout import QUALITY_KEY, cleanup, shard_key
+
 
 def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
     """A record batch as Parquet bytes, quality counts in the schema metadata."""
@@ -27,36 +33,57 @@ def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
     return buf.getvalue()
 
 
-async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
-    """PageBatch -> shard in object storage, PROGRESS, and FinalizeRequested
-    after the last page. A page of an ended task is dropped.
+def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes]:
+    """Blocking: the page's rows as a batch, its quality counts and its shard."""
+    rows = page.rows
+    if rows is None:
+        rows = json.loads(store.get_bytes(page.blobKey), parse_float=json_number)
+    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
+    return batch, quality, encode_shard(batch, quality)
 
-    Raises ``PermanentError`` (task FAILED) when rows break the column spec.
+
+async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
+    """PageBatch -> shard in object storage, the page appended to the task's
+    growing file, PROGRESS; after the last page, the file closed, uploaded and
+    SUCCESS. A page of an ended task is dropped.
+
+    Order matters for re-drives: the shard is stored before the page is
+    appended, and ``last_seq`` is recorded before the file is finished, so a
+    worker dying at any point leaves shards 0..seq for whoever takes over
+    (the redelivered page, or the sweeper's FinalizeRequested).
+
+    Raises ``PermanentError`` (task FAILED) when rows break the column spec or
+    the writer refuses them.
     """
     state = await ctx.projection.get(page.taskId)
     if state and state["status"] in TERMINAL:
+        drop(ctx, page.taskId)
         return []
-    rows = page.rows
-    if rows is None:
-        raw = await asyncio.to_thread(ctx.store.get_bytes, page.blobKey)
-        rows = json.loads(raw, parse_float=json_number)
-    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
-    data = encode_shard(batch, quality)
+    batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
     key = shard_key(page.taskId, page.seq)
     await asyncio.to_thread(ctx.store.put_bytes, key, data)
+    doc = page.spec.documentConfig
+    await asyncio.to_thread(grow, ctx, page.taskId, page.seq, batch, quality, doc)
     if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile
         await asyncio.to_thread(ctx.store.delete_prefix, key)
+        drop(ctx, page.taskId)
         return []
     emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
                        exportedRows=page.rowsBefore + page.rowCount,
                        totalRows=page.totalRows, workerId=ctx.worker_id)]
     if page.isLast:
-        emits.append(Emit(T.FINALIZE, page.taskId, FinalizeRequested(
-            taskId=page.taskId, lastSeq=page.seq, truncated=page.truncated, spec=page.spec)))
+        marks = await ctx.checkpoints.get(page.taskId)
+        if "finalized" in marks:
+            return emits
+        await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))
+        built = await asyncio.to_thread(finish, ctx, page.taskId, page.seq, doc)
+        emits.append(await success(ctx, page.spec, page.taskId, built, page.truncated))
     return emits
 
 
 async def after_write_shard(ctx: Context, page: PageBatch, emits: list[Emit]) -> None:
-    """After the last page: record where finalizing starts (for re-drives)."""
-    if page.isLast:
-        await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))
+    """After the last page's SUCCESS is acked: mark finalized and delete the
+    shards and page blobs."""
+    if page.isLast and any(getattr(e.payload, "status", None) == "SUCCESS" for e in emits):
+        await ctx.checkpoints.set(page.taskId, finalized=1)
+        await cleanup(ctx, page.taskId)

@@ -111,7 +111,8 @@ async def test_a_big_page_travels_through_the_object_store(make_ctx, data_api):
 
 
 # --------------------------------------------------------------------- shards
-async def test_write_shard_stores_the_page_and_reports_progress_then_finalize(make_ctx):
+async def test_write_shard_stores_the_page_reports_progress_and_the_last_page_publishes(
+        make_ctx):
     ctx = make_ctx()
     await running(ctx, "t1")
     rows = [{"id": i, "name": f"n{i}"} for i in range(10)]
@@ -122,12 +123,15 @@ async def test_write_shard_stores_the_page_and_reports_progress_then_finalize(ma
     last = PageBatch(taskId="t1", seq=1, rows=rows, rowCount=10, rowsBefore=10, isLast=True,
                      truncated=True, spec=spec())
     emits = await write_shard(ctx, last)
-    assert kinds(emits) == [(T.LIFECYCLE, "PROGRESS"), (T.FINALIZE, "FinalizeRequested")]
+    assert kinds(emits) == [(T.LIFECYCLE, "PROGRESS"), (T.LIFECYCLE, "SUCCESS")]
     assert emits[0].payload.exportedRows == 20
-    assert (emits[1].payload.lastSeq, emits[1].payload.truncated) == (1, True)
-    await after_write_shard(ctx, last, emits)
-    marks = await ctx.checkpoints.get("t1")
+    done = emits[1].payload
+    assert (done.exportedRows, done.truncated, done.file.rows) == (20, True, 20)
+    marks = await ctx.checkpoints.get("t1")  # recorded before finishing: a re-drive finalizes
     assert (marks["last_seq"], marks["truncated"]) == ("1", "1")
+    await after_write_shard(ctx, last, emits)
+    assert (await ctx.checkpoints.get("t1"))["finalized"] == "1"
+    assert ctx.store.list("shards/t1/") == [] and ctx.files == {}
 
 
 async def test_a_page_of_an_ended_task_is_dropped(make_ctx):
