@@ -33,7 +33,7 @@ from plait.events import FileInfo
 from plait.logs import get_logger
 from plait.spec import DocumentConfig, ExportSpec
 from sinks.store import ObjectStore
-from sinks.values import conform, unify_schemas
+from sinks.values import conform, rows_to_batch, unify_schemas
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
@@ -64,6 +64,33 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
+    """A record batch as Parquet bytes, quality counts in the schema metadata."""
+    meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
+    table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def decode_shard(data: bytes) -> tuple[pa.RecordBatch, dict[str, int]]:
+    """A shard's rows as one batch and its quality counts."""
+    table = pq.read_table(io.BytesIO(data))
+    quality = shard_quality(table.schema)
+    table = table.replace_schema_metadata(None)
+    batches = table.combine_chunks().to_batches()
+    batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+    return batch, quality
+
+
+def page_shard(rows: list[dict], doc: DocumentConfig, seq: int) -> tuple[bytes, int]:
+    """Blocking: one fetched page normalized (``rows_to_batch``) and encoded
+    as its shard; (shard bytes, rows). Raises ``PermanentError`` when rows
+    break the column spec."""
+    batch, quality = rows_to_batch(rows, doc, page=seq)
+    return encode_shard(batch, quality), batch.num_rows
 
 
 def _add(total: dict[str, int], counts: dict[str, int]) -> None:

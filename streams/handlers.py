@@ -17,10 +17,10 @@ from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
-from sinks.values import dumps_rows
 from streams.datasource import fetch_page
 from streams.emits import lifecycle, start
-from streams.layout import page_key
+from streams.files import page_shard
+from streams.layout import shard_key
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -81,7 +81,9 @@ def check_caller(ctx: Context, spec: ExportSpec) -> None:
 
 
 async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
-    """Fetch one page: emit its PageBatch and the FetchPage of the next page.
+    """Fetch one page: store it as its Parquet shard, emit its PageBatch
+    (``shardKey``) and the FetchPage of the next page (followed in process by
+    the runtime, ``Route.follow``).
 
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
@@ -106,12 +108,15 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows), rowsBefore=cmd.rowsBefore,
                       nextContext=page.next_context, isLast=last, truncated=truncated,
                       totalRows=page.total, spec=spec)
-    body, plain = dumps_rows(rows)  # Decimals, lone surrogates: only via the blob, exactly
-    if not plain or len(body) > s.page_inline_max_bytes:
-        batch.blobKey = page_key(task, cmd.seq)
-        await asyncio.to_thread(ctx.store.put_bytes, batch.blobKey, body)
-    else:
-        batch.rows = rows
+    # The page normalized once, here, into its shard (what a re-drive resumes
+    # from); only its key crosses the broker (docs/architecture.md, "Write
+    # while fetching"). A redelivered page overwrites its own shard.
+    shard, _ = await asyncio.to_thread(page_shard, rows, spec.documentConfig, cmd.seq)
+    batch.shardKey = shard_key(task, cmd.seq)
+    await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
+    if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: no leftovers
+        await asyncio.to_thread(ctx.store.delete_prefix, batch.shardKey)
+        return []
     emits = [Emit(T.PAGES, task, batch)]
     if not last:
         emits.append(Emit(T.FETCH, task, FetchPage(

@@ -9,32 +9,25 @@ partition, hence one worker at a time, owns a task's pages
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from plait.events import PageBatch
 from plait.lifecycle import TERMINAL
 from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
-from streams.files import drop, finish, grow, success
-from streams.layout import QUALITY_KEY, cleanup, shard_key
+from streams.files import decode_shard, drop, encode_shard, finish, grow, success
+from streams.layout import cleanup, shard_key
 
 
-def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
-    """A record batch as Parquet bytes, quality counts in the schema metadata."""
-    meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
-    table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
-    return buf.getvalue()
-
-
-def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes]:
-    """Blocking: the page's rows as a batch, its quality counts and its shard."""
+def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes | None]:
+    """Blocking: the page's rows as a batch, its quality counts and its shard
+    to store (None when the fetcher stored it already: ``shardKey``)."""
+    if page.shardKey is not None:
+        batch, quality = decode_shard(store.get_bytes(page.shardKey))
+        return batch, quality, None
     rows = page.rows
     if rows is None:
         rows = json.loads(store.get_bytes(page.blobKey), parse_float=json_number)
@@ -61,7 +54,8 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         return []
     batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
     key = shard_key(page.taskId, page.seq)
-    await asyncio.to_thread(ctx.store.put_bytes, key, data)
+    if data is not None:
+        await asyncio.to_thread(ctx.store.put_bytes, key, data)
     doc = page.spec.documentConfig
     await asyncio.to_thread(grow, ctx, page.taskId, page.seq, batch, quality, doc)
     if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile
