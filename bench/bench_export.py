@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,8 @@ else:
         for batch in table.to_batches(8192):
             w.writerows(zip(*(c.to_pylist() for c in batch.columns)))
 seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": seconds, "peak_rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime}))
 '''
 
 
@@ -77,6 +79,12 @@ def vm_hwm_mb(pid: int) -> float:
     raise RuntimeError("no VmHWM")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` used so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def reset_hwm(pid: int) -> None:
     """Reset a process's peak RSS counter (Linux: clear_refs 5)."""
     try:
@@ -85,10 +93,13 @@ def reset_hwm(pid: int) -> None:
         pass
 
 
-def line(bench: str, fmt: str, rows: int, seconds: float, rss: float) -> None:
+def line(bench: str, fmt: str, rows: int, seconds: float, rss: float,
+         cpu: float | None = None) -> None:
+    """One result line; ``cpu_s``: CPU seconds of the worker (pipeline) or the
+    process (baselines), steadier than wall time on a shared machine."""
     print(json.dumps({"bench": bench, "format": fmt, "rows": rows, "seconds": round(seconds, 2),
-                      "rows_per_s": round(rows / seconds), "peak_rss_mb": round(rss, 1)}),
-          flush=True)
+                      "rows_per_s": round(rows / seconds), "peak_rss_mb": round(rss, 1),
+                      "cpu_s": None if cpu is None else round(cpu, 2)}), flush=True)
 
 
 def submit(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -> str:
@@ -136,10 +147,11 @@ def pipeline(formats: list[str], limit: int | None) -> dict[str, float]:
         export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
         for fmt in formats:
             reset_hwm(pid)
-            t0 = time.perf_counter()
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
             task = export(stack, fmt, limit)
             took[fmt] = time.perf_counter() - t0
-            line("pipeline", fmt, task["exportedRows"], took[fmt], vm_hwm_mb(pid))
+            line("pipeline", fmt, task["exportedRows"], took[fmt], vm_hwm_mb(pid),
+                 cpu_seconds(pid) - c0)
     return took
 
 
@@ -170,7 +182,7 @@ def baseline(kind: str, fmt: str, limit: int) -> float:
                               f"{tmp}/out.{fmt}"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
-    line(kind, fmt, limit, res["seconds"], res["peak_rss_mb"])
+    line(kind, fmt, limit, res["seconds"], res["peak_rss_mb"], res["cpu_s"])
     return res["seconds"]
 
 
