@@ -183,7 +183,8 @@ async def test_the_fetch_route_follows_its_pages_without_a_broker_round_trip(mak
     # every page was sent in order, and no FetchPage went to the broker
     assert [(e.topic, e.payload.seq) for e in sent] == [(T.PAGES, s) for s in range(4)]
     # page n+1 was already being fetched while page n was sent
-    assert marks_at_send[:3] == [2, 3, 4]
+    assert all(asked >= n + 2 for n, asked in enumerate(marks_at_send[:3])), marks_at_send
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2, 3]  # once each
     marks = await ctx.checkpoints.get("t1")
     assert marks["fetched"] == "3" and marks["next_seq"] == "3"
 
@@ -221,3 +222,35 @@ async def test_a_chain_resumes_from_the_recorded_cursor(make_ctx, data_api):
 
 async def _extend(sent, emits):
     sent.extend(emits)
+
+
+async def test_page_n_plus_1_is_requested_while_page_n_is_processed(make_ctx, data_api):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(3):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], seq == 2)
+    cmd = FetchPage(taskId="t1", seq=0, spec=spec(), runtimeContext={"page": 0})
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        await asyncio.sleep(0.01)
+        pages_asked = [r["runtimeContext"]["page"] for r in data_api.requests]
+        # page seq+1 was asked for before its step ran, and never twice
+        assert pages_asked == list(range(min(seq + 2, 3))), pages_asked
+        if seq < 2:
+            cmd = emits[-1].payload
+    assert ctx.ahead == {}  # nothing left ahead after the last page
+
+
+async def test_a_failing_step_forgets_the_page_asked_ahead(make_ctx, data_api, monkeypatch):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(3):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], False)
+    import streams.handlers as handlers
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(handlers, "page_shard", broken)
+    with pytest.raises(OSError):
+        await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=spec(), runtimeContext={"page": 0}))
+    assert ctx.ahead == {}
