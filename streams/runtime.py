@@ -80,9 +80,15 @@ class ExportHooks(Hooks):
 
     async def before_send(self, rt: AgentRuntime, emits: list[Emit]) -> None:
         """State changes (not PROGRESS) are applied to the projection first, so
-        the next handler that checks a task's status sees them at once."""
+        the next handler that checks a task's status sees them at once. A
+        PROGRESS sent together with its task's end (the last page's handler
+        finishes the file) is applied first too, in order, so the live
+        projection folds the same events as a rebuild from the topic."""
+        ending = {e.payload.taskId for e in emits
+                  if isinstance(e.payload, Lifecycle) and e.payload.status in TERMINAL}
         for e in emits:
-            if isinstance(e.payload, Lifecycle) and e.payload.status != "PROGRESS":
+            if isinstance(e.payload, Lifecycle) and (e.payload.status != "PROGRESS"
+                                                     or e.payload.taskId in ending):
                 await self.ctx.projection.apply(e.payload)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,

@@ -254,3 +254,25 @@ async def test_a_failing_step_forgets_the_page_asked_ahead(make_ctx, data_api, m
     with pytest.raises(OSError):
         await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=spec(), runtimeContext={"page": 0}))
     assert ctx.ahead == {}
+
+
+async def test_the_last_progress_is_projected_before_success_as_a_rebuild_would(make_ctx):
+    from streams.runtime import ExportHooks
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(2):
+        await write_shard(ctx, page(seq, ids(seq)))
+    emits = await write_shard(ctx, page(2, ids(2), last=True))
+    applied = []
+    apply = ctx.projection.apply
+
+    async def recording(event):
+        applied.append(event.status)
+        return await apply(event)
+
+    ctx.projection.apply = recording
+    await ExportHooks(ctx, set()).before_send(None, emits)
+    # the same order the lifecycle topic holds: PROGRESS, then SUCCESS
+    assert applied == ["PROGRESS", "SUCCESS"]
+    state = await ctx.projection.get("t1")
+    assert state["status"] == "SUCCESS" and state["exportedRows"] == 30
