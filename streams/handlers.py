@@ -20,7 +20,7 @@ from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import fetch_page
 from streams.emits import lifecycle, start
 from streams.files import page_shard
-from streams.layout import shard_key
+from streams.layout import shard_key, shard_prefix
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -135,8 +135,9 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         shard, _ = await asyncio.to_thread(page_shard, rows, spec.documentConfig, cmd.seq)
         batch.shardKey = shard_key(task, cmd.seq)
         await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
-        if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: no leftovers
-            await asyncio.to_thread(ctx.store.delete_prefix, batch.shardKey)
+        if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
+            # task's cleanup may have run before this shard landed; leave nothing behind
+            await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
             forget_ahead(ctx, task)
             return []
     except BaseException:

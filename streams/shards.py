@@ -19,7 +19,7 @@ from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
 from streams.files import decode_shard, drop, encode_shard, finish, grow, success
-from streams.layout import cleanup, shard_key
+from streams.layout import cleanup, shard_key, shard_prefix
 
 
 def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes | None]:
@@ -58,8 +58,9 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         await asyncio.to_thread(ctx.store.put_bytes, key, data)
     doc = page.spec.documentConfig
     await asyncio.to_thread(grow, ctx, page.taskId, page.seq, batch, quality, doc)
-    if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile
-        await asyncio.to_thread(ctx.store.delete_prefix, key)
+    if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile: the
+        # task's cleanup may have run before this shard landed; leave nothing behind
+        await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
         drop(ctx, page.taskId)
         return []
     emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
