@@ -26,7 +26,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   the second.
 - Webhook attempts run as background tasks (bounded by ``delivery.timeout``)
   and report back with a ``result`` command to the same partition.
-- Per-partition counters go to Redis (``<redis_prefix>:alerts:counters``)
+- Per-partition counters go to Redis (``plait.keys.alert_counters``)
   for the API (``GET /alerts/counters``, ``/metrics``).
 
 The agents run on the kernel's agent runtime (``plait.agent``): nothing
@@ -46,17 +46,19 @@ from typing import Any
 
 import faust
 
+from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
-from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
+from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
-from alerting.topics import COUNTERS_KEY
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
+from plait import keys as K
 from plait import topics as T
 from plait.agent import Agent, AgentRuntime, Hooks
 from plait.clock import parse_iso
 from plait.lifecycle import TERMINAL
+from plait.projection import Projection
 from plait.events import Lifecycle, decode
 from plait.kafka_admin import create_topics
 from plait.settings import Settings
@@ -157,13 +159,26 @@ class AlertingService:
         """Turn export lifecycle events into raw alerts (FAILED, TIMEOUT, slow)."""
         if not isinstance(payload, Lifecycle):
             return
-        alert = lifecycle_alert(payload)
+        alert = lifecycle_alert(payload, self.config.rules.failed_resolve_after)
+        redis, p = self._redis(), self.settings.redis_prefix
+        marker = K.export_failed_marker(p, payload.sysCode or "unknown", payload.bizType or "unknown")
         if alert is not None:
+            await redis.set(marker, payload.taskId, ex=7 * 24 * 3600)
             await self._raise(alert, payload.taskId, f"lifecycle-{payload.taskId}-{payload.status}")
+        elif payload.status == "SUCCESS":
+            failed = await redis.getdel(marker)
+            if failed:
+                failed = failed.decode() if isinstance(failed, bytes) else str(failed)
+                await self._raise_many(recovery_alerts(payload, failed), payload.taskId,
+                                       f"lifecycle-{payload.taskId}-{payload.status}")
         await self._slow_task(payload)
 
     async def _raise(self, alert: dict[str, Any], key: str, event_id: str | None = None) -> None:
-        _eid, value = raw_envelope([alert], source="plait-rules", event_id=event_id)
+        await self._raise_many([alert], key, event_id)
+
+    async def _raise_many(self, alerts: list[dict[str, Any]], key: str,
+                          event_id: str | None = None) -> None:
+        _eid, value = raw_envelope(alerts, source="plait-rules", event_id=event_id)
         await self.raw.send(key=key.encode(), value=value)
 
     async def _slow_task(self, event: Lifecycle) -> None:
@@ -173,14 +188,14 @@ class AlertingService:
         if after is None or event.status in ("CREATED", "WAITING"):
             return
         redis, p = self._redis(), self.settings.redis_prefix
-        marker = f"{p}:alerts:slow:{event.taskId}"
+        marker = K.slow_task_marker(p, event.taskId)
         fired = bool(await redis.exists(marker))
         if event.status in TERMINAL and not fired:
             return
-        raw = await redis.get(f"{p}:task:{event.taskId}")
-        if raw is None:
+        state = await Projection(redis, p).get(event.taskId)
+        if state is None:
             return
-        created = parse_iso(json.loads(raw)["createdAt"])
+        created = parse_iso(state["createdAt"])
         alert = slow_task_alert(event, created, time.time(), after, fired)
         if alert is None:
             return
@@ -221,6 +236,7 @@ class AlertingService:
         await self._effects(msg.partition, fx)
         if cmd["kind"] in ("tick", "result", "silence", "expire"):
             await self._publish_counters(msg.partition)
+            await alert_view.publish(self, msg.partition)  # GET /api/v2/alerts reads it
 
     async def _effects(self, partition: int, fx: Effects) -> None:
         for entry in fx.ledger:
@@ -241,7 +257,7 @@ class AlertingService:
     async def _deliver(self, partition: int, message: Message) -> None:
         """One webhook attempt, reported back to the message's partition."""
         if self.sender is None:
-            self.sender = WebhookSender(self.config)
+            self.sender = WebhookSender(self.config, external_url=self.settings.external_url)
         try:
             result = await self.sender.send(message)
         except Exception as e:  # unknown receiver or a bug: retried like a network error
@@ -304,7 +320,7 @@ class AlertingService:
         try:
             counters["updated_at"] = time.time()
             await asyncio.wait_for(self._redis().hset(
-                COUNTERS_KEY.format(prefix=self.settings.redis_prefix), str(partition),
+                K.alert_counters(self.settings.redis_prefix), str(partition),
                 json.dumps(counters, separators=(",", ":"))), 3)
         except Exception as e:  # counters are a view; the funnel goes on without Redis
             log.warning("cannot publish alert counters: %s", e)

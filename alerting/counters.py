@@ -1,20 +1,21 @@
 """Funnel counters across partitions, and their Prometheus view.
 
 Each funnel partition publishes its own counters (a consistent snapshot of
-one funnel) to the Redis hash ``<prefix>:alerts:counters``; readers add them
+one funnel) to the Redis hash ``plait.keys.alert_counters``; readers add them
 up. Because each snapshot balances, so does the sum:
-``received = delivered + deduplicated + silenced + merged + rejected + pending``.
+``received = delivered + deduplicated + silenced + inhibited + merged + rejected + pending``.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Iterable
 
-OUTCOMES = ("delivered", "deduplicated", "silenced", "merged", "rejected", "pending")
+OUTCOMES = ("delivered", "deduplicated", "silenced", "inhibited", "merged", "rejected", "pending")
 #: Counters exported as ``plait_alert_<name>_total``.
 EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "attempts_failed",
                   "attempts_lost", "http_429", "http_5xx", "client_errors", "network_errors",
-                  "deescalations", "transient_suppressed", "rate_limited_ticks")
+                  "deescalations", "transient_suppressed", "rate_limited_ticks",
+                  "invalid_unicode")
 
 
 def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -55,9 +56,10 @@ class CountersCollector:
     scrape (a local Redis ``HGETALL`` bounded by ``timeout`` seconds).
 
     Metrics: ``plait_alerts_received_total``, ``plait_alerts_outcome_total{outcome}``
-    (delivered, deduplicated, silenced, merged, rejected), ``plait_alerts_pending``
+    (delivered, deduplicated, silenced, inhibited, merged, rejected), ``plait_alerts_pending``
     (gauge), ``plait_alert_<event>_total`` (webhook attempts, 429s, 5xx...),
-    ``plait_alerts_silenced_by_total{silence}``.
+    ``plait_alerts_silenced_by_total{silence}``,
+    ``plait_alerts_inhibited_by_rule_total{rule}``.
     """
 
     def __init__(self, redis_url: str, key: str, timeout: float = 0.5) -> None:
@@ -99,4 +101,10 @@ class CountersCollector:
                                   labels=["silence"])
         for sid, v in sorted(c.get("silenced_by", {}).items()):
             fam.add_metric([sid], v)
+        yield fam
+        fam = CounterMetricFamily("plait_alerts_inhibited_by_rule",
+                                  "Raw alerts inhibited, per inhibit rule (index in inhibit_rules)",
+                                  labels=["rule"])
+        for rule, v in sorted(c.get("inhibited_by_rule", {}).items()):
+            fam.add_metric([rule], v)
         yield fam

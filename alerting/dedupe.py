@@ -1,5 +1,22 @@
 """Fingerprints and the dedupe verdict: one episode per fingerprint.
 
+Identity (which raw alerts are "the same alert"; docs/alerting.md,
+"Identity: which alerts are the same alert"):
+
+- an alert that arrived in Alertmanager / Prometheus form (``POST
+  /api/v2/alerts``, or a raw alert carrying ``labels`` and no ``rule``;
+  ``Alert.source == "alertmanager"``) is identified by its whole label set,
+  exactly as Alertmanager identifies it: :func:`labelset_fingerprint`
+  (``model.LabelSet.Fingerprint()`` of prometheus/common). Two alerts that
+  differ in any label (``pod="api-1"`` / ``pod="api-2"``) are two alerts;
+  ``dedupe.fingerprint_labels`` does not apply to them;
+- a native Plait alert (``rule``, ``asset``...) is identified by the values
+  of ``dedupe.fingerprint_labels`` (default ``[rule, asset]``): its labels
+  are description, a changing label does not make a new alert.
+
+Dedupe cooldown, escalation, episodes, inhibition and grouping members all
+key on that fingerprint.
+
 An *episode* is the life of one fingerprint from its first firing alert to
 the delivered resolve. Its state is a plain dict (JSON data)::
 
@@ -38,10 +55,40 @@ DEDUPED = {"duplicate": "repeat", "deescalation": "deescalation",
            "resolve_repeat": "resolve_repeat"}
 
 
+_FNV_OFFSET = 14695981039346656037
+_FNV_PRIME = 1099511628211
+_MASK = (1 << 64) - 1
+
+
+def labelset_fingerprint(labels: dict[str, str]) -> str:
+    """Alertmanager's fingerprint of a label set, as 16 lower-case hex digits.
+
+    Rule (prometheus/common ``model/signature.go`` ``labelSetToFingerprint``
+    and ``model/fnv.go``): FNV-1a 64 over the label names in sorted byte
+    order, each name and value followed by the separator byte 0xff, both as
+    UTF-8; the empty set hashes to the FNV offset basis
+    (``cbf29ce484222325``); printed with ``%016x``. Python's code-point
+    order equals Go's byte order on UTF-8, so the sort agrees.
+    """
+    h = _FNV_OFFSET
+    for name in sorted(labels):
+        for part in (name, labels[name]):
+            for byte in part.encode("utf-8", "surrogatepass"):
+                h = ((h ^ byte) * _FNV_PRIME) & _MASK
+            h = ((h ^ 0xFF) * _FNV_PRIME) & _MASK
+    return f"{h:016x}"
+
+
 def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule", "asset")) -> str:
-    """16 hex digits (like Alertmanager's fingerprints) identifying the alert
-    by the values of ``label_names`` (vocabulary names or source labels;
-    absent labels count as ``""``)."""
+    """The alert's identity as 16 hex digits (see the module doc).
+
+    Alertmanager-form alerts (``alert.source == "alertmanager"``): the
+    Alertmanager fingerprint of their whole label set as sent
+    (:func:`labelset_fingerprint`), whatever ``label_names`` says. Native
+    alerts: a hash of the values of ``label_names`` (vocabulary names or
+    source labels; absent labels count as ``""``)."""
+    if alert.source == "alertmanager":
+        return labelset_fingerprint(alert.labels)
     labels = alert.match_labels()
     key = [[n, labels.get(n, "")] for n in sorted(set(label_names))]
     canonical = json.dumps(key, separators=(",", ":"), ensure_ascii=False)

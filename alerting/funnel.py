@@ -11,7 +11,22 @@ tables); ``Funnel(config, state)`` resumes from it.
 
 Ledger: every raw alert gets an id (``r<n>``) and ends in exactly one
 outcome; at all times ``received = delivered + deduplicated + silenced +
-merged + rejected + pending`` where ``pending`` is counted from the state.
+inhibited + merged + rejected + pending`` where ``pending`` is counted from
+the state.
+
+Inhibition (docs/alerting.md, "Inhibition"; Alertmanager's ``inhibit_rules``): a
+firing alert matching a rule's ``source_matchers`` mutes the alerts matching
+its ``target_matchers`` whose ``equal`` labels agree; an alert matching both
+sides does not inhibit an alert that matches both too (nor itself), as in
+Alertmanager. Inhibition comes before silences (Alertmanager's pipeline
+order). An inhibited raw alert is final at once as ``inhibited`` (the entry
+names the source fingerprints in ``inhibited_by``); its episode stays open,
+marked ``inhibited_by``, and joins its group (is delivered) at the first tick
+after its last source resolved, like an alert whose silence ended. A member
+already grouped when its source fires is muted at the group's next
+evaluation. Sources are indexed per rule by their ``equal`` values (an
+in-memory index rebuilt from the episodes, holding firing sources only), so
+a lookup costs one dict access per rule, not a scan of all alerts.
 
 Per receiver one message is in flight at a time. While it is retried, due
 groups are built into the receiver's outbox; when the in-flight message had
@@ -24,6 +39,7 @@ receiver may have acted) the same message is retried with the same key.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from alerting import bucket as tb
@@ -33,22 +49,36 @@ from alerting.dedupe import DEDUPED, decide, fingerprint
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             new_group, settle)
-from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
+from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
-from alerting.silence import Silence, create_silence, parse_matcher, silenced_by
+from alerting.routing import Route, muted_at, route_by_id, routes_for
+from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
 
 STATE_VERSION = 1
-_COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "rejected",
+_COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "inhibited", "rejected",
              "deescalations", "transient_suppressed", "messages_delivered", "messages_superseded",
              "attempts", "attempts_failed", "attempts_lost", "http_429", "http_5xx",
-             "client_errors", "network_errors", "rate_limited_ticks")
+             "client_errors", "network_errors", "rate_limited_ticks", "invalid_unicode")
+
+
+def _critical_first(outbox: list[dict[str, Any]]) -> None:
+    """Order ``outbox`` in place so that every section of a group holding a
+    critical alert comes before the sections of other groups (stable: queue
+    order otherwise, numbered parts keep their order); a message takes
+    sections from the front, so critical groups are sent first and the rest
+    wait to be merged into later messages."""
+    hot = {s["group_id"] for s in outbox
+           if any(a["severity"] == "critical" for a in s["alerts"])}
+    if hot and len(hot) < len({s["group_id"] for s in outbox}):
+        outbox.sort(key=lambda s: s["group_id"] not in hot)
 
 
 def new_state() -> dict[str, Any]:
     """An empty funnel state."""
     return {"version": STATE_VERSION, "seq": {"raw": 0, "message": 0, "silence": 0},
             "episodes": {}, "groups": {}, "silences": {}, "silenced": {}, "receivers": {},
-            "counters": dict.fromkeys(_COUNTERS, 0) | {"silenced_by": {}, "dedupe_reasons": {}},
+            "counters": dict.fromkeys(_COUNTERS, 0) | {"silenced_by": {}, "dedupe_reasons": {},
+                                                       "inhibited_by_rule": {}},
             "ledger_out": []}
 
 
@@ -65,8 +95,29 @@ class Funnel:
         self.config = config
         self.state = state if state is not None else new_state()
         self._silences = [Silence.from_dict(s) for s in self.state["silences"].values()]
-        self._routes = [([parse_matcher(m) for m in r.matchers], r.receiver)
-                        for r in config.route.routes]
+        self._inhibit: list[tuple[list[Matcher], list[Matcher], tuple[str, ...]]] = [
+            ([parse_matcher(m) for m in r.source_matchers],
+             [parse_matcher(m) for m in r.target_matchers], tuple(r.equal))
+            for r in config.inhibit_rules]
+        #: per rule: equal-label values -> {source fp: source also matches the target side}
+        self._sources: list[dict[tuple[str, ...], dict[str, bool]]] = [{} for _ in self._inhibit]
+        #: source fp -> [(rule index, equal values)] where it is indexed
+        self._source_keys: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+        #: fingerprints of firing episodes currently marked inhibited
+        self._inhibited: set[str] = set()
+        #: a source left the index since the last tick: inhibited alerts are
+        #: re-checked (only then; True after a load, to be safe)
+        self._sources_left = True
+        if self._inhibit:
+            for fp, ep in self.state["episodes"].items():
+                self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
+                if ep.get("inhibited_by"):
+                    self._inhibited.add(fp)
+        if "next_expiry" not in self.state and self.state["episodes"]:
+            self.state["next_expiry"] = 0.0  # state from before expiry: one scan backfills ends
+        #: the routing tree has more than first-match routing (continue,
+        #: nested routes, per-route grouping / timing / time intervals)
+        self._tree = bool(config.route.routes)
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for r in config.receivers:
@@ -81,8 +132,9 @@ class Funnel:
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
-            ``deduplicated`` or ``silenced`` entry, or none when the alert
-            passed and is pending in a group. Never raises for bad input.
+            ``deduplicated``, ``inhibited`` or ``silenced`` entry, or none
+            when the alert passed and is pending in a group. Never raises for
+            bad input.
         """
         st, c = self.state, self.state["counters"]
         st["seq"]["raw"] += 1
@@ -92,24 +144,105 @@ class Funnel:
             alert = normalize(raw, now, **self._norm)
         except AlertRejected as e:
             return [self._final(rid, Outcome.REJECTED, now, reason=str(e))]
-        fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
-        verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
+        if alert.invalid_unicode:
+            c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
+        try:
+            fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+            labels = alert.match_labels()
+            routes = routes_for(self.config, labels) if self._tree else [None]
+        except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
+            return [self._final(rid, Outcome.REJECTED, now,
+                                reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
+        out = self._take(alert, fp, labels, rid, routes[0], now)
+        for route in routes[1:]:  # ``continue``: one copy per further route (docs/alerting.md, "Routes")
+            st["seq"]["raw"] += 1
+            c["received"] += 1
+            out += self._take(alert, f"{fp}~{route.id}", labels, f"{rid}~{route.receiver}", route, now)
+        return out
+
+    def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
+              now: float) -> list[LedgerEntry]:
+        """One alert (or its copy for a further route) through dedupe,
+        inhibition, silences and grouping; see :meth:`ingest`."""
+        st, c = self.state, self.state["counters"]
+        try:
+            verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
+        except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
+            return [self._final(rid, Outcome.REJECTED, now,
+                                reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
         if ep is not None:
             ep["fp"] = fp
+            if route is not None and route.id != "0":
+                ep["route"] = route.id
             st["episodes"][fp] = ep
-        sid = silenced_by(self._silences, alert.match_labels(), now) if self._silences else None
+            if ep["status"] == "firing" and alert.status.value == "firing":
+                self._set_expiry(ep, alert, now)
+            if self._inhibit:
+                self._index_source(fp, ep, labels)
+        inhibited = self._inhibitors(fp, labels) if self._inhibit else None
+        if inhibited is not None:
+            self._muted_alert(fp, verdict, ep, "inhibited_by", inhibited[1], now)
+            return [self._final(rid, Outcome.INHIBITED, now, fp=fp, inhibited_by=inhibited)]
+        sid = silenced_by(self._silences, labels, now) if self._silences else None
         if sid is not None:
-            self._silenced_alert(fp, verdict, ep, sid, now)
+            self._muted_alert(fp, verdict, ep, "silenced_by", sid, now)
             return [self._final(rid, Outcome.SILENCED, now, fp=fp, silence_id=sid)]
         if verdict in DEDUPED:
             if verdict == "deescalation":
                 c["deescalations"] += 1
             return [self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])]
-        if ep.get("silenced_by"):
-            ep["silenced_by"] = None
-            st["silenced"].pop(fp, None)
+        if ep.get("silenced_by") or ep.get("inhibited_by"):
+            self._unmute(fp, ep)
         apply_verdict(self._group_for(ep, now), verdict, ep, rid, now)
         return []
+
+    def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
+        """When the firing episode ``ep`` resolves unless re-sent (docs/alerting.md,
+        "Resolution without a human"): the alert's own future ``endsAt``, else
+        ``now + timing.resolve_timeout`` (Alertmanager's rule). Every firing
+        receipt, duplicates included, moves it."""
+        ends = alert.ends_at
+        ep["expires_at"] = ends if ends is not None and ends > now \
+            else now + self.config.timing.resolve_timeout
+        nxt = self.state.get("next_expiry")
+        if nxt is None or ep["expires_at"] < nxt:
+            self.state["next_expiry"] = ep["expires_at"]
+
+    def _expire(self, now: float) -> None:
+        """Resolve every firing episode whose ``expires_at`` passed, as if a
+        resolved alert with ``endsAt`` = ``expires_at`` had arrived (no raw
+        alert, so nothing is added to the ledger). Scans the episodes only
+        when the earliest known expiry is due."""
+        st = self.state
+        nxt = st.get("next_expiry")
+        if nxt is None or now + 1e-9 < nxt:
+            return
+        upcoming = None
+        for fp, ep in list(st["episodes"].items()):
+            if ep["status"] != "firing":
+                continue
+            exp = ep.get("expires_at")
+            if exp is None:  # state from before expiry existed
+                exp = ep["expires_at"] = ep["last_seen"] + self.config.timing.resolve_timeout
+            if exp > now + 1e-9:
+                upcoming = exp if upcoming is None else min(upcoming, exp)
+                continue
+            alert = Alert.from_dict(ep["alert"])
+            resolved = dataclasses.replace(alert, status=Status.RESOLVED, ends_at=exp, time=exp)
+            verdict, new = decide(ep, resolved, now, self.config.dedupe.cooldown)
+            new["fp"] = fp
+            new["auto_resolved"] = True
+            st["episodes"][fp] = new
+            st["counters"]["auto_resolved"] = st["counters"].get("auto_resolved", 0) + 1
+            if self._inhibit:
+                self._index_source(fp, new, resolved.match_labels())
+            if new.get("silenced_by") or new.get("inhibited_by"):
+                self._muted_alert(fp, verdict, new, "silenced_by", new.get("silenced_by"), now)
+            elif new["group"] is not None and new["group"] in st["groups"]:
+                apply_verdict(st["groups"][new["group"]], verdict, new, None, now)
+            else:
+                st["episodes"].pop(fp, None)  # never grouped: nothing to tell
+        st["next_expiry"] = upcoming
 
     def reject(self, reason: str, now: float, raw_id: str | None = None) -> LedgerEntry:
         """Count a raw alert that an earlier stage could not normalize
@@ -119,36 +252,143 @@ class Funnel:
         return self._final(raw_id or f"r{self.state['seq']['raw']}", Outcome.REJECTED, now,
                            reason=reason)
 
-    def _silenced_alert(self, fp: str, verdict: str, ep: dict | None, sid: str, now: float) -> None:
+    def _muted_alert(self, fp: str, verdict: str, ep: dict | None, key: str, by: Any,
+                     now: float) -> None:
+        """The episode of a raw alert that a silence (``key`` = ``silenced_by``,
+        ``by`` = silence id) or inhibition (``inhibited_by``, source
+        fingerprints) hides: a firing one is marked and watched for release;
+        a resolved one ends (told to its group if it was grouped)."""
         st = self.state
         if ep is None:
             return
         if ep["status"] == "resolved":
-            st["silenced"].pop(fp, None)
+            self._unmute(fp, ep)
             if ep["group"] is None or ep["group"] not in st["groups"]:
                 st["episodes"].pop(fp, None)  # began and ended unseen: nothing to tell
             elif verdict == "resolved":
                 apply_verdict(st["groups"][ep["group"]], "resolved", ep, None, now)
             return
-        ep["silenced_by"] = sid
-        st["silenced"][fp] = sid
+        self._mark(fp, ep, key, by)
+
+    def _mark(self, fp: str, ep: dict[str, Any], key: str, by: Any) -> None:
+        """Mark a firing episode silenced (``key`` = ``silenced_by``) or
+        inhibited (``inhibited_by``); the other mark is cleared."""
+        if key == "inhibited_by":
+            if ep.get("silenced_by"):
+                ep["silenced_by"] = None
+                self.state["silenced"].pop(fp, None)
+            ep["inhibited_by"] = by
+            self._inhibited.add(fp)
+        else:
+            if ep.get("inhibited_by"):
+                ep["inhibited_by"] = None
+                self._inhibited.discard(fp)
+            ep["silenced_by"] = by
+            self.state["silenced"][fp] = by
+
+    def _unmute(self, fp: str, ep: dict[str, Any] | None) -> None:
+        """Clear both marks of an episode (it passed, resolved or ended)."""
+        if ep is not None:
+            if ep.get("silenced_by"):
+                ep["silenced_by"] = None
+            if ep.get("inhibited_by"):
+                ep["inhibited_by"] = None
+        self.state["silenced"].pop(fp, None)
+        self._inhibited.discard(fp)
+
+    # ------------------------------------------------------------- inhibition
+    def _index_source(self, fp: str, ep: dict[str, Any], labels: dict[str, str]) -> None:
+        """Keep the source index in step with episode ``fp``: indexed under
+        every rule whose source side its labels match while it fires,
+        nowhere once it resolved."""
+        keys: list[tuple[int, tuple[str, ...]]] = []
+        if ep["status"] == "firing":
+            for i, (src, tgt, equal) in enumerate(self._inhibit):
+                if all(m.matches(labels) for m in src):
+                    key = tuple(labels.get(n, "") for n in equal)
+                    self._sources[i].setdefault(key, {})[fp] = all(m.matches(labels) for m in tgt)
+                    keys.append((i, key))
+        for i, key in self._source_keys.pop(fp, ()):
+            if (i, key) in keys:
+                continue
+            bucket = self._sources[i].get(key)
+            if bucket is not None:
+                bucket.pop(fp, None)
+                self._sources_left = True  # some inhibited alert may be free now
+                if not bucket:
+                    del self._sources[i][key]
+        if keys:
+            self._source_keys[fp] = keys
+
+    def _inhibitors(self, fp: str, labels: dict[str, str]) -> tuple[int, list[str]] | None:
+        """(rule index, [source fingerprint]) of the first rule inhibiting the
+        alert ``fp`` with ``labels``, or None. Alertmanager's rule: target side
+        matches, a firing source with equal ``equal`` values exists, and when
+        the alert matches the source side too, sources that also match the
+        target side are skipped (so nothing inhibits itself)."""
+        for i, (src, tgt, equal) in enumerate(self._inhibit):
+            candidates = self._sources[i].get(tuple(labels.get(n, "") for n in equal))
+            if not candidates or not all(m.matches(labels) for m in tgt):
+                continue
+            two_sided = all(m.matches(labels) for m in src)
+            for sfp, both in candidates.items():
+                if sfp != fp and not (two_sided and both):
+                    return i, [sfp]
+        return None
+
+    def _release_muted(self, now: float) -> None:
+        """Firing episodes whose silence ended or whose inhibiting sources
+        resolved, and that nothing else mutes now, join their group as new
+        (case A10; Alertmanager releases an inhibited alert when its source
+        resolves)."""
+        st = self.state
+        recheck = [f for f in self._inhibited if f not in st["silenced"]] if self._sources_left else []
+        self._sources_left = False
+        for fp in list(st["silenced"]) + recheck:
+            ep = st["episodes"].get(fp)
+            if ep is None or ep["status"] != "firing":
+                self._unmute(fp, ep)
+                continue
+            labels = Alert.from_dict(ep["alert"]).match_labels()
+            inhibited = self._inhibitors(fp, labels) if self._inhibit else None
+            if inhibited is not None:
+                if ep.get("inhibited_by") != inhibited[1]:
+                    self._mark(fp, ep, "inhibited_by", inhibited[1])
+                continue
+            still = silenced_by(self._silences, labels, now) if self._silences else None
+            if still is not None:
+                if ep.get("silenced_by") != still:
+                    self._mark(fp, ep, "silenced_by", still)
+                continue
+            self._unmute(fp, ep)
+            apply_verdict(self._group_for(ep, now), "release", ep, None, now)
 
     def _receiver_for(self, alert: Alert) -> str:
-        labels = alert.match_labels()
-        for matchers, receiver in self._routes:
-            if all(m.matches(labels) for m in matchers):
-                return receiver
-        return self.config.route.receiver
+        return routes_for(self.config, alert.match_labels())[0].receiver
+
+    def _route(self, ep: dict[str, Any]) -> Route:
+        """The route of an episode: the one it was taken for (``continue``
+        copies), else the first the alert reaches now."""
+        rid = ep.get("route")
+        route = route_by_id(self.config, rid) if rid else None
+        if route is None:
+            route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
+        return route
 
     def _group_for(self, ep: dict[str, Any], now: float) -> dict[str, Any]:
         groups = self.state["groups"]
         if ep["group"] in groups:
             return groups[ep["group"]]
         alert = Alert.from_dict(ep["alert"])
-        receiver = self._receiver_for(alert)
-        gid, labels = group_key(receiver, alert, self.config.grouping.group_by)
+        route = self._route(ep)
+        # the route id is part of the key below the root (nested routes group apart)
+        key = route.receiver if route.id == "0" else f"{route.receiver}@{route.id}"
+        gid, labels = group_key(key, alert, list(route.group_by))
         if gid not in groups:
-            groups[gid] = new_group(gid, receiver, labels, now)
+            groups[gid] = new_group(gid, route.receiver, labels, now)
+            if route.id != "0":
+                groups[gid]["route"] = route.id
+                groups[gid]["timing"] = route.timing()
         ep["group"] = gid
         return groups[gid]
 
@@ -184,24 +424,37 @@ class Funnel:
         """Every known silence (active, pending or expired)."""
         return list(self._silences)
 
-    def _release_silenced(self, now: float) -> None:
-        """Episodes whose silence ended (and no other silence matches) join
-        their group as new, so a problem that outlived its maintenance window
-        is told on the group's schedule (case A10)."""
-        st = self.state
-        for fp, sid in list(st["silenced"].items()):
-            ep = st["episodes"].get(fp)
-            if ep is None or ep["status"] != "firing":
-                st["silenced"].pop(fp, None)
+    def open_alerts(self, now: float) -> list[dict[str, Any]]:
+        """Every firing alert this funnel knows, in the shape of Alertmanager's
+        ``gettableAlert`` (API v2 ``GET /api/v2/alerts``): ``fingerprint``,
+        ``labels`` (as sent for Alertmanager-form alerts; the vocabulary labels
+        for native ones), ``annotations``, ``startsAt``, ``updatedAt``,
+        ``endsAt`` (when it resolves unless re-sent: its own endsAt or last
+        receipt + ``resolve_timeout``), ``generatorURL``, ``receivers`` (``[{"name"}]``)
+        and ``status`` = ``{"state": "active"|"suppressed", "silencedBy":
+        [silence ids], "inhibitedBy": [source fingerprints]}``. Times RFC 3339.
+        Cost: one pass over the open episodes (bounded by firing alerts)."""
+        from alerting.intake import format_time
+
+        out = []
+        for fp, ep in self.state["episodes"].items():
+            if ep["status"] != "firing":
                 continue
-            labels = Alert.from_dict(ep["alert"]).match_labels()
-            still = silenced_by(self._silences, labels, now)
-            if still is not None:
-                st["silenced"][fp] = ep["silenced_by"] = still
-                continue
-            del st["silenced"][fp]
-            ep["silenced_by"] = None
-            apply_verdict(self._group_for(ep, now), "release", ep, None, now)
+            alert = Alert.from_dict(ep["alert"])
+            silenced = [ep["silenced_by"]] if ep.get("silenced_by") else []
+            inhibited = list(ep.get("inhibited_by") or [])
+            out.append({
+                "fingerprint": fp,
+                "labels": dict(alert.labels) if alert.source == "alertmanager" else alert.match_labels(),
+                "annotations": dict(alert.annotations),
+                "startsAt": format_time(ep["started_at"]), "updatedAt": format_time(ep["last_seen"]),
+                # when it resolves unless re-sent (Alertmanager shows the same)
+                "endsAt": format_time(ep.get("expires_at")), "generatorURL": alert.generator_url,
+                "receivers": [{"name": self._receiver_for(alert)}],
+                "status": {"state": "suppressed" if silenced or inhibited else "active",
+                           "silencedBy": silenced, "inhibitedBy": inhibited},
+            })
+        return out
 
     # ------------------------------------------------------------------- tick
     def tick(self, now: float) -> list[Message]:
@@ -211,24 +464,69 @@ class Funnel:
         or a retry whose backoff has elapsed). Entries made final here
         (suppressed transients, alerts resolved under a silence) are returned
         by :meth:`drain_ledger`."""
-        self._release_silenced(now)
+        self._release_muted(now)
+        self._expire(now)
         t = self.config.timing
+        later: dict[str, list[tuple[float, str]]] = {}
         for gid, g in list(self.state["groups"].items()):
-            due = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
-            if due is not None and due <= now + 1e-9:
+            gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
+            due = due_at(g, gw, gi, ri)
+            if due is None:
+                continue
+            if g.get("route") and self._held(g, now):
+                continue  # a mute / outside an active time interval: sent when it ends
+            if due <= now + 1e-9:
                 self._evaluate(g, now)
+            else:
+                later.setdefault(g["receiver"], []).append((due, gid))
         out = []
         for name in self.state["receivers"]:
+            if name in later:
+                self._pull_forward(name, later[name], now)
             msg = self._dispatch(name, now)
             if msg is not None:
                 out.append(msg)
         return out
 
+    def _held(self, g: dict[str, Any], now: float) -> bool:
+        """True while the group's route is inside a mute time interval or
+        outside all of its active ones (docs/alerting.md, "Routes")."""
+        route = route_by_id(self.config, g["route"])
+        return route is not None and muted_at(self.config, route, now)
+
+    def _pull_forward(self, name: str, later: list[tuple[float, str]], now: float) -> None:
+        """Critical first when tokens are scarce (docs/alerting.md, "Critical first").
+
+        Rule: when receiver ``name`` is about to build a message (sections
+        queued, nothing in flight, a token free) and the groups queued plus
+        its groups due within one refill interval outnumber the tokens in its
+        bucket, so they could not each have a message of their own, those
+        groups are evaluated now (at most ``refill_interval`` seconds early)
+        and share this message; :meth:`_dispatch` then takes sections of
+        groups holding critical alerts first. Without scarcity nothing moves:
+        Alertmanager's timers hold as configured."""
+        rs = self.state["receivers"][name]
+        if not rs["outbox"] or rs["inflight"] is not None:
+            return
+        bc = self.config.receiver(name).bucket
+        bucket = tb.refill(rs["bucket"] or tb.new_bucket(bc.burst, now), now, bc.burst,
+                           bc.refill_interval)
+        tokens = int(bucket["tokens"] + tb.EPSILON)
+        if tokens < 1:
+            return
+        soon = sorted((due, gid) for due, gid in later if due <= now + bc.refill_interval + 1e-9)
+        queued = len({s["group_id"] for s in rs["outbox"]})
+        if not soon or queued + len(soon) <= tokens:
+            return
+        for _due, gid in soon:
+            g = self.state["groups"].get(gid)
+            if g is not None:
+                self._evaluate(g, now)
+
     def _evaluate(self, g: dict[str, Any], now: float) -> None:
         st, c = self.state, self.state["counters"]
         rc = self.config.receiver(g["receiver"])
-        muted = (lambda m: silenced_by(self._silences, Alert.from_dict(m["alert"]).match_labels(), now)) \
-            if self._silences else (lambda m: None)
+        muted = self._muter(now) if self._silences or self._inhibit else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]
         stale = outbox_.unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
         if stale is None:
@@ -246,19 +544,35 @@ class Funnel:
             for r in m["raw"]:
                 st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
                                                     reason="transient").to_dict())
-        for fp, sid in effects["muted"].items():
+        for fp, (key, by) in effects["muted"].items():
             m = g["members"][fp]
             if m["status"] == "resolved":
                 del g["members"][fp]
-                st["episodes"].pop(fp, None)
+                self._unmute(fp, st["episodes"].pop(fp, None))
                 for r in m["raw"]:
-                    st["ledger_out"].append(self._final(r, Outcome.SILENCED, now, fp=fp,
-                                                        silence_id=sid).to_dict())
+                    entry = (self._final(r, Outcome.SILENCED, now, fp=fp, silence_id=by)
+                             if key == "silenced_by" else
+                             self._final(r, Outcome.INHIBITED, now, fp=fp, inhibited_by=by))
+                    st["ledger_out"].append(entry.to_dict())
             elif fp in st["episodes"]:
-                st["silenced"][fp] = st["episodes"][fp]["silenced_by"] = sid
+                self._mark(fp, st["episodes"][fp], key, by[1] if key == "inhibited_by" else by)
         if not g["members"]:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
+
+    def _muter(self, now: float):
+        """``muted(member)`` for :func:`alerting.group.build_sections`:
+        ``("inhibited_by", (rule index, [source fps]))``, ``("silenced_by",
+        silence id)`` or None; inhibition first (Alertmanager's order)."""
+        def muted(m: dict[str, Any]):
+            labels = Alert.from_dict(m["alert"]).match_labels()
+            if self._inhibit:
+                inhibited = self._inhibitors(m["fp"], labels)
+                if inhibited is not None:
+                    return "inhibited_by", inhibited
+            sid = silenced_by(self._silences, labels, now) if self._silences else None
+            return ("silenced_by", sid) if sid is not None else None
+        return muted
 
     def _dispatch(self, name: str, now: float) -> Message | None:
         rs, c = self.state["receivers"][name], self.state["counters"]
@@ -277,6 +591,7 @@ class Funnel:
                 outbox_.wait(rs)
                 return None
             if not inf["maybe_delivered"] and rs["outbox"]:
+                _critical_first(rs["outbox"])
                 sections = outbox_.fill(rs, inf["sections"], self.config.grouping.batch_size)
                 c["messages_superseded"] += 1
                 inf = rs["inflight"] = self._inflight(name, sections, now, inf["failures"])
@@ -284,6 +599,7 @@ class Funnel:
             return outbox_.to_message(inf)
         if not rs["outbox"]:
             return None
+        _critical_first(rs["outbox"])
         b = rs["bucket"] or tb.new_bucket(rc.bucket.burst, now)
         ok, rs["bucket"] = tb.take(b, now, rc.bucket.burst, rc.bucket.refill_interval)
         if not ok:
@@ -375,11 +691,16 @@ class Funnel:
     # ----------------------------------------------------------------- ledger
     def _final(self, rid: str, outcome: Outcome, now: float, fp: str = "",
                message_id: str | None = None, silence_id: str | None = None,
-               reason: str = "") -> LedgerEntry:
+               reason: str = "", inhibited_by: tuple[int, list[str]] | None = None) -> LedgerEntry:
         c = self.state["counters"]
-        c[outcome.value] += 1
+        c[outcome.value] = c.get(outcome.value, 0) + 1
         if outcome is Outcome.SILENCED:
             c["silenced_by"][silence_id] = c["silenced_by"].get(silence_id, 0) + 1
+        if inhibited_by is not None:  # counted per rule (index in inhibit_rules): bounded
+            per_rule = c.setdefault("inhibited_by_rule", {})
+            per_rule[str(inhibited_by[0])] = per_rule.get(str(inhibited_by[0]), 0) + 1
+            return LedgerEntry(rid, outcome.value, now, fp, message_id, silence_id, reason,
+                               list(inhibited_by[1]))
         if outcome is Outcome.DEDUPLICATED:
             c["dedupe_reasons"][reason] = c["dedupe_reasons"].get(reason, 0) + 1
         return LedgerEntry(rid, outcome.value, now, fp, message_id, silence_id, reason)
@@ -402,9 +723,13 @@ class Funnel:
 
     def counters(self) -> dict[str, Any]:
         """A copy of every counter plus ``pending`` and ``balanced`` (True when
-        received = delivered + deduplicated + silenced + merged + rejected + pending)."""
+        received = delivered + deduplicated + silenced + inhibited + merged +
+        rejected + pending); ``inhibited_by_rule`` counts inhibited raw alerts
+        per rule (its index in ``inhibit_rules``, as a string)."""
         c = copy.deepcopy(self.state["counters"])
+        c.setdefault("inhibited", 0)
+        c.setdefault("inhibited_by_rule", {})
         c["pending"] = self.pending()
         c["balanced"] = c["received"] == sum(c[k] for k in (
-            "delivered", "deduplicated", "silenced", "merged", "rejected", "pending"))
+            "delivered", "deduplicated", "silenced", "inhibited", "merged", "rejected", "pending"))
         return c

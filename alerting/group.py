@@ -140,15 +140,17 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
 
     Lists members with news (resolved, escalated, new); lists unchanged firing
     members too when ``include_context`` (Alertmanager format: the whole
-    group) or when there is no news (a reminder). ``muted(member)`` gives the
-    id of a silence hiding the member, which is then left out. Pure: the group
-    is not modified; :func:`commit_sections` applies the returned effects.
+    group) or when there is no news (a reminder). ``muted(member)`` gives
+    what hides the member (opaque to this function: the funnel passes
+    ``("silenced_by", silence id)`` or ``("inhibited_by", (rule, [source
+    fps]))``), or None; a hidden member is left out. Pure: the group is not
+    modified; :func:`commit_sections` applies the returned effects.
 
     Returns:
         (sections, effects). A section is ``{"group_id", "group_labels",
         "receiver", "part", "parts", "merged", "reminder", "counts", "alerts",
         "snapshot"}``; ``snapshot`` lists ``[fp, news_seq or None, raw ids]``
-        that delivery settles. ``effects`` = ``{"muted": {fp: silence id},
+        that delivery settles. ``effects`` = ``{"muted": {fp: what muted() gave},
         "transient": [fp]}``.
     """
     muted_now: dict[str, str] = {}

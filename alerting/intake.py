@@ -18,10 +18,24 @@ in the past is resolved; a missing or future ``endsAt`` means firing
 
 A bad alert raises :class:`AlertRejected` naming the field; nothing else
 escapes, whatever the input.
+
+Limits (docs/alerting.md, "Limits of one alert"): at most
+:data:`MAX_LABELS` labels and :data:`MAX_ANNOTATIONS` annotations; names of
+at most :data:`MAX_NAME` characters (non-empty; any UTF-8, as Alertmanager
+0.28 allows); every value at most :data:`MAX_TEXT` characters. Label and
+annotation values must be strings (numbers are taken as their text; objects,
+lists, booleans and null are refused naming ``labels.<name>``).
+
+Invalid Unicode (a lone UTF-16 surrogate such as ``"\\ud83d"`` from a JSON
+escape) anywhere in a name or value is replaced by U+FFFD, so the alert can be
+stored, hashed and sent on; ``Alert.invalid_unicode`` counts the strings
+repaired and the funnel counts such alerts (counter ``invalid_unicode``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import time as _time
 from datetime import datetime, timezone
 from typing import Any
@@ -40,7 +54,20 @@ SEVERITY_ALIASES = {
 }
 #: Alertmanager's "zero time": Go's time.Time{} rendered in RFC3339.
 ZERO_TIME = "0001-01-01T00:00:00Z"
-_MAX_TEXT = 8192
+#: Most characters in any one value (label, annotation, rule, asset, URL).
+MAX_TEXT = 8192
+_MAX_TEXT = MAX_TEXT
+#: Most characters in a label or annotation name.
+MAX_NAME = 256
+#: Most labels one alert may carry (Prometheus' ``label_limit`` is off by
+#: default; an alert with more is refused naming ``labels``).
+MAX_LABELS = 128
+#: Most annotations one alert may carry.
+MAX_ANNOTATIONS = 128
+#: Deepest nesting the Unicode repair walks (deeper values are refused by
+#: the type checks anyway).
+_REPAIR_DEPTH = 4
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: Spellings of native keys that are refused, with the one accepted instead.
 _SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url": "generatorURL"}
 
@@ -80,9 +107,73 @@ def format_time(ts: float | None) -> str:
     if ts is None:
         return ZERO_TIME
     dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    year = f"{dt.year:04d}"  # strftime's %Y does not pad years before 1000 on Linux
     if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return year + dt.strftime("-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return year + dt.strftime("-%m-%dT%H:%M:%SZ")
+
+
+def repair_text(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and 1 when
+    something was replaced (else the same string and 0). A Python str can
+    only hold a surrogate code point unpaired (JSON pairs are decoded into
+    one character), and such a string cannot be encoded as UTF-8."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text, 0
+    return _SURROGATE.sub("\ufffd", text), 1
+
+
+def _repair(value: Any, depth: int = 0) -> tuple[Any, int]:
+    """``value`` (JSON data) with invalid Unicode repaired in every string,
+    keys included, down to :data:`_REPAIR_DEPTH` levels; the same object when
+    nothing needed repair. Returns (value, strings repaired)."""
+    if isinstance(value, str):
+        return repair_text(value)
+    if depth >= _REPAIR_DEPTH:
+        return value, 0
+    if isinstance(value, dict):
+        fixed, out = 0, {}
+        for k, v in value.items():
+            k2, n1 = repair_text(k) if isinstance(k, str) else (k, 0)
+            v2, n2 = _repair(v, depth + 1)
+            fixed += n1 + n2
+            out[k2] = v2
+        return (out, fixed) if fixed else (value, 0)
+    if isinstance(value, list):
+        fixed, out = 0, []
+        for v in value:
+            v2, n = _repair(v, depth + 1)
+            fixed += n
+            out.append(v2)
+        return (out, fixed) if fixed else (value, 0)
+    return value, 0
+
+
+def repair_alert(alert: Alert) -> Alert:
+    """An :class:`Alert` built elsewhere (a funnel command read from Kafka)
+    checked and with invalid Unicode repaired as in intake; the same object
+    when clean.
+
+    Raises:
+        AlertRejected: a field of the wrong type (``labels.<name>``...), or
+            labels / annotations over the limits.
+    """
+    for name in ("rule", "asset", "generator_url"):
+        if not isinstance(getattr(alert, name), str):
+            raise AlertRejected(name, "must be a string")
+    for field, most in (("labels", MAX_LABELS), ("annotations", MAX_ANNOTATIONS)):
+        value = getattr(alert, field)
+        if not isinstance(value, dict) or len(value) > most:
+            raise AlertRejected(field, f"must be an object of at most {most} strings")
+        for k, v in value.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise AlertRejected(f"{field}.{k}", "must be a string")
+    d = {"rule": alert.rule, "asset": alert.asset, "labels": alert.labels,
+         "annotations": alert.annotations, "generator_url": alert.generator_url}
+    fixed, n = _repair(d)
+    if not n:
+        return alert
+    return dataclasses.replace(alert, **fixed, invalid_unicode=alert.invalid_unicode + n)
 
 
 def _text(value: Any, field: str, required: bool = True) -> str:
@@ -98,15 +189,22 @@ def _text(value: Any, field: str, required: bool = True) -> str:
     return text
 
 
-def _str_map(value: Any, field: str) -> dict[str, str]:
+def _str_map(value: Any, field: str, most: int = MAX_LABELS) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise AlertRejected(field, f"must be an object of strings, got {type(value).__name__}")
+        raise AlertRejected(field, f"must be an object of strings, got {type(value).__name__}",
+                            "an object of string names to string values", "type")
+    if len(value) > most:
+        raise AlertRejected(field, f"has {len(value)} entries, at most {most} are accepted",
+                            f"at most {most} names", "limit")
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k:
             raise AlertRejected(field, f"keys must be non-empty strings, got {k!r}")
+        if len(k) > MAX_NAME:
+            raise AlertRejected(field, f"name {k[:40]!r}... is longer than {MAX_NAME} characters",
+                                f"names of at most {MAX_NAME} characters", "limit")
         out[k] = _text(v, f"{field}.{k}", required=False)
     return out
 
@@ -135,6 +233,7 @@ def from_native(raw: Any, now: float) -> Alert:
     """
     if not isinstance(raw, dict):
         raise AlertRejected("(alert)", f"expected a JSON object, got {type(raw).__name__}")
+    raw, repaired = _repair(raw)
     for snake, camel in _SNAKE_SPELLINGS.items():
         if snake in raw:
             raise AlertRejected(snake, "snake_case spelling is not accepted", camel, "spelling")
@@ -156,10 +255,12 @@ def from_native(raw: Any, now: float) -> Alert:
     return Alert(
         rule=rule, asset=asset, severity=severity, status=status,
         labels=_str_map(raw.get("labels"), "labels"),
-        annotations=_str_map(raw.get("annotations"), "annotations"),
-        time=t, starts_at=starts, ends_at=ends if status is Status.RESOLVED else None,
+        annotations=_str_map(raw.get("annotations"), "annotations", MAX_ANNOTATIONS),
+        # a firing alert keeps a future endsAt: it resolves then unless re-sent
+        # (docs/alerting.md, "Resolution without a human")
+        time=t, starts_at=starts, ends_at=ends,
         generator_url=_text(raw.get("generatorURL"), "generatorURL", required=False),
-        source="native",
+        source="native", invalid_unicode=repaired,
     )
 
 
@@ -181,6 +282,7 @@ def from_alertmanager_alert(raw: Any, now: float,
                             f"must be a JSON object, got {type(raw).__name__}",
                             "an object with labels, annotations, startsAt, endsAt, generatorURL",
                             "type")
+    raw, repaired = _repair(raw)
     labels = _str_map(raw.get("labels"), prefix + "labels")
     if not labels:
         raise AlertRejected(prefix + "labels", "is required and must not be empty")
@@ -196,11 +298,11 @@ def from_alertmanager_alert(raw: Any, now: float,
         rule=rule, asset=asset, severity=severity,
         status=Status.RESOLVED if resolved else Status.FIRING,
         labels=labels,
-        annotations=_str_map(raw.get("annotations"), prefix + "annotations"),
+        annotations=_str_map(raw.get("annotations"), prefix + "annotations", MAX_ANNOTATIONS),
         time=ends if resolved else now, starts_at=starts,
-        ends_at=ends if resolved else None,
+        ends_at=ends,  # firing: the future endsAt, when it resolves unless re-sent
         generator_url=_text(raw.get("generatorURL"), prefix + "generatorURL", required=False),
-        source="alertmanager",
+        source="alertmanager", invalid_unicode=repaired,
     )
 
 
@@ -233,7 +335,10 @@ def normalize(raw: Any, now: float, **options: Any) -> Alert:
         AlertRejected: naming the bad field; never any other exception.
     """
     if isinstance(raw, Alert):
-        return raw
+        try:
+            return repair_alert(raw)
+        except Exception as e:  # a forged Alert (wrong types inside)
+            raise AlertRejected("(alert)", f"unreadable alert: {type(e).__name__}: {e}") from None
     try:
         if isinstance(raw, dict) and "rule" not in raw and "labels" in raw:
             return from_alertmanager_alert(raw, now, **options)

@@ -40,6 +40,8 @@ class Outcome(str, enum.Enum):
     """The fate of one raw alert in the ledger (exactly one per raw alert).
 
     ``delivered``: carried by webhook message M that the receiver accepted;
+    ``inhibited``: muted by a firing source alert of an ``inhibit_rules``
+    rule (``inhibited_by`` names the source fingerprints);
     ``merged``: its group waited for a token and was merged into message M,
     which the receiver accepted; ``deduplicated``: a repeat inside the cooldown,
     a de-escalation, a resolve repeat, or a suppressed transient (see
@@ -51,6 +53,7 @@ class Outcome(str, enum.Enum):
     MERGED = "merged"
     DEDUPLICATED = "deduplicated"
     SILENCED = "silenced"
+    INHIBITED = "inhibited"
     REJECTED = "rejected"
 
 
@@ -86,7 +89,10 @@ class Alert:
             seconds, or None when the source did not say.
         ends_at: when it ended (``endsAt``), epoch seconds, or None.
         generator_url: link back to the source (``generatorURL``).
-        source: ``"native"`` or ``"alertmanager"``.
+        source: ``"native"`` or ``"alertmanager"`` (decides identity, see
+            :mod:`alerting.dedupe`).
+        invalid_unicode: how many of its strings held invalid Unicode (lone
+            surrogates) that intake replaced by U+FFFD; 0 for clean input.
     """
 
     rule: str
@@ -100,6 +106,7 @@ class Alert:
     ends_at: float | None = None
     generator_url: str = ""
     source: str = "native"
+    invalid_unicode: int = 0
 
     def match_labels(self) -> dict[str, str]:
         """Labels that matchers, fingerprints and grouping see: the source
@@ -143,6 +150,8 @@ class LedgerEntry:
         silence_id: silence S for ``silenced``.
         reason: detail (``"repeat"``, ``"deescalation"``, ``"resolve_repeat"``,
             ``"transient"``, or the rejection text naming the field).
+        inhibited_by: for ``inhibited``, the fingerprints of the firing
+            source alerts that muted it (Alertmanager's ``inhibitedBy``).
     """
 
     raw_id: str
@@ -152,6 +161,7 @@ class LedgerEntry:
     message_id: str | None = None
     silence_id: str | None = None
     reason: str = ""
+    inhibited_by: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data."""

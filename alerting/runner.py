@@ -16,6 +16,7 @@ from typing import Any, Callable, MutableMapping
 from alerting.config import AlertingConfig
 from alerting.dedupe import fingerprint
 from alerting.group import due_at
+from alerting.intake import repair_alert
 from alerting.model import Alert, LedgerEntry, Message
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
@@ -123,7 +124,7 @@ class FunnelRunner:
         f, touched = ps.funnel, []
         if "alert" in cmd:
             try:
-                alert = Alert.from_dict(cmd["alert"])
+                alert = repair_alert(Alert.from_dict(cmd["alert"]))
             except Exception as e:  # a producer forged a normalized command
                 entries = [f.reject(f"(alert): unreadable normalized alert: {e}", now, cmd["id"])]
             else:

@@ -26,7 +26,6 @@ from alerting.intake import parse_time
 from plait.errors import FieldError
 
 OPERATORS = ("=~", "!~", "!=", "=")
-_MATCHER = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$', re.S)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
@@ -83,12 +82,164 @@ class Matcher:
         return hit if self.op == "=~" else not hit
 
     def __str__(self) -> str:
-        return f"{self.name}{self.op}{json.dumps(self.value)}"
+        """Text :func:`parse_matcher` reads back: ``env="prod"``; a name that
+        is not a classic label name is quoted (``"cloud.account.name"="x"``)."""
+        name = self.name if _LEGACY_NAME.match(self.name) else json.dumps(self.name, ensure_ascii=False)
+        return f"{name}{self.op}{json.dumps(self.value, ensure_ascii=False)}"
+
+
+#: Characters that end an unquoted name or value (Alertmanager 0.27+ lexer).
+_RESERVED = set('{}!=~,\\"\'`')
+_OPS_BY_LENGTH = ("=~", "!~", "!=", "=")
+_LEGACY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNQUOTED_VALUE_BAD = re.compile(r"[\"'=~!\s]")
+
+
+def _unquote(text: str, what: str, spec: str) -> str:
+    """The content of a double-quoted string (quotes included in ``text``):
+    JSON/Go escapes (``\\n``, ``\\"``, ``\\u00e9``); any other escape is kept
+    as written (``"a\\.b"`` -> ``a\\.b``, as Alertmanager's classic parser
+    keeps it, so regexes survive)."""
+    try:
+        value = json.loads(text)
+        if isinstance(value, str):
+            return value
+    except ValueError:
+        pass
+    out, i, body = [], 0, text[1:-1]
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append({"n": "\n", "t": "\t", '"': '"', "\\": "\\"}.get(nxt, "\\" + nxt))
+            i += 2
+            continue
+        if ch == '"':
+            raise ValueError(f"bad matcher {spec!r}: unescaped double quote in the {what}")
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _quoted_end(text: str, start: int) -> int:
+    """Index just past the double-quoted string opening at ``start``; -1 when unclosed."""
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i + 1
+        i += 1
+    return -1
+
+
+def _parse_text(spec: str) -> tuple[str, str, str]:
+    """(name, op, value) of one matcher written as text (see :func:`parse_matcher`)."""
+    hint = 'expected name="value" with =, !=, =~ or !~'
+    s = spec.strip()
+    if s.startswith("{") and s.endswith("}"):
+        s = s[1:-1].strip()
+    if not s:
+        raise ValueError(f"bad matcher {spec!r}: {hint}")
+    if s[0] == '"':  # UTF-8 label name in quotes (Alertmanager 0.28)
+        end = _quoted_end(s, 0)
+        if end < 0:
+            raise ValueError(f"bad matcher {spec!r}: the quoted label name is not closed")
+        name, i = _unquote(s[:end], "label name", spec), end
+    else:
+        i = 0
+        while i < len(s) and s[i] not in _RESERVED and not s[i].isspace():
+            i += 1
+        name = s[:i]
+        if not name or not (name[0].isalpha() or name[0] == "_"):
+            raise ValueError(f"bad matcher {spec!r}: {hint} (a name starts with a letter or _; "
+                             f'quote any other name: "1st.name"="v")')
+    rest = s[i:].lstrip()
+    op = next((o for o in _OPS_BY_LENGTH if rest.startswith(o)), None)
+    if op is None:
+        raise ValueError(f"bad matcher {spec!r}: {hint}")
+    raw = rest[len(op):].strip()
+    if raw.startswith('"'):
+        end = _quoted_end(raw, 0)
+        if end != len(raw):
+            raise ValueError(f"bad matcher {spec!r}: the quoted value must be closed and "
+                             "end the matcher")
+        value = _unquote(raw, "value", spec)
+    elif len(raw) >= 2 and raw[0] == raw[-1] == "'":
+        value = raw[1:-1]
+    elif _UNQUOTED_VALUE_BAD.search(raw):
+        raise ValueError(f"bad matcher {spec!r}: quote a value with spaces or =~!\"' in it")
+    else:
+        value = raw
+    if not name:
+        raise ValueError(f"bad matcher {spec!r}: the label name is empty")
+    return name, op, value
+
+
+def split_matchers(text: str) -> list[str]:
+    """The matcher texts of one Alertmanager selector: ``{a="1", b=~"x,y"}``,
+    ``a="1",b="2"`` or a single matcher; commas inside quotes do not split;
+    a trailing comma is allowed (as in Alertmanager).
+
+    Raises:
+        ValueError: an unclosed ``{`` or quote, or an empty matcher between commas.
+    """
+    s = text.strip()
+    if s.startswith("{") or s.endswith("}"):
+        if not (s.startswith("{") and s.endswith("}")):
+            raise ValueError(f"bad matchers {text!r}: unbalanced braces")
+        s = s[1:-1]
+    parts, buf, quoted, i = [], [], False, 0
+    while i < len(s):
+        ch = s[i]
+        if quoted and ch == "\\" and i + 1 < len(s):
+            buf.append(s[i:i + 2])
+            i += 2
+            continue
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            parts.append("".join(buf).strip())
+            buf = []
+        else:
+            buf.append(ch)
+        i += 1
+    if quoted:
+        raise ValueError(f"bad matchers {text!r}: a quote is not closed")
+    last = "".join(buf).strip()
+    if last or not parts:
+        parts.append(last)
+    if any(not p for p in parts):
+        raise ValueError(f"bad matchers {text!r}: an empty matcher between commas")
+    return parts
+
+
+def parse_matchers(spec: Any) -> list[Matcher]:
+    """Every matcher of ``spec``: a selector string (``{a="1", b!="2"}``, see
+    :func:`split_matchers`), one matcher object, or a list of either.
+
+    Raises:
+        ValueError: as :func:`parse_matcher`, naming the bad matcher.
+    """
+    if isinstance(spec, list):
+        return [m for item in spec for m in parse_matchers(item)]
+    if isinstance(spec, str):
+        return [parse_matcher(t) for t in split_matchers(spec)]
+    return [parse_matcher(spec)]
 
 
 def parse_matcher(spec: Any) -> Matcher:
-    """A :class:`Matcher` from ``'env!~"prod.*"'``, ``{"name", "op", "value"}``
-    or Alertmanager API's ``{"name", "value", "isRegex", "isEqual"}``.
+    """A :class:`Matcher` from text, ``{"name", "op", "value"}`` or
+    Alertmanager API's ``{"name", "value", "isRegex", "isEqual"}``.
+
+    Text follows Alertmanager 0.25-0.28 (``pkg/labels`` classic parser and the
+    0.27+ UTF-8 parser): ``name op value`` with ``op`` one of ``=``, ``!=``,
+    ``=~``, ``!~``; the name is a bare word starting with a letter or ``_``
+    (``pod``, ``cloud.account.name``) or any UTF-8 text in double quotes
+    (``"cloud.account.name"``); the value is double-quoted (JSON/Go escapes),
+    single-quoted, or bare without spaces or ``"'=~!``; one pair of braces
+    around it is allowed (``{"a.b"="c"}``).
 
     Raises:
         ValueError: bad syntax, unknown operator or invalid regex.
@@ -100,22 +251,15 @@ def parse_matcher(spec: Any) -> Matcher:
         if "op" in spec:
             op = spec["op"]
         else:
-            is_regex, equal = bool(spec.get("isRegex", False)), bool(spec.get("isEqual", True))
+            is_regex, equal = spec.get("isRegex", False), spec.get("isEqual", True)
+            if not isinstance(is_regex, bool) or not isinstance(equal, bool):
+                raise ValueError(f"matcher isRegex and isEqual must be booleans: {spec!r}")
             op = {(False, True): "=", (False, False): "!=", (True, True): "=~",
                   (True, False): "!~"}[(is_regex, equal)]
         if not isinstance(name, str) or not name or not isinstance(value, str):
             raise ValueError(f"matcher needs a string name and value: {spec!r}")
     elif isinstance(spec, str):
-        m = _MATCHER.match(spec)
-        if not m:
-            raise ValueError(f"bad matcher {spec!r}: expected name=\"value\" with =, !=, =~ or !~")
-        name, op, value = m.groups()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = json.loads(value)  # Go/JSON escapes, as in Alertmanager
-        elif len(value) >= 2 and value[0] == value[-1] == "'":
-            value = value[1:-1]
-        elif re.search(r"[\"'=~!\s]", value):
-            raise ValueError(f"bad matcher {spec!r}: quote a value with spaces or =~!\"' in it")
+        name, op, value = _parse_text(spec)
     else:
         raise ValueError(f"bad matcher {spec!r}")
     if op not in OPERATORS:
@@ -282,7 +426,7 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
     matchers = []
     for i, m in enumerate(raw):
         try:
-            matchers.append(parse_matcher(m))
+            matchers.extend(parse_matchers(m) if isinstance(m, str) else [parse_matcher(m)])
         except ValueError as e:
             raise SilenceRefused(f"matchers.{i}", str(e),
                                  'name="value" with =, !=, =~ or !~ (a string), or '

@@ -1,4 +1,6 @@
-"""Topics and Redis keys the alerting room adds, in one place.
+"""Topics the alerting room adds, in one place (its Redis keys are in
+``plait.keys``: ``alert_counters``, ``alert_silences``, ``alert_view``,
+``slow_task_marker``).
 
 ``alerts.funnel`` (internal, keyed by receiver) and the changelog of the
 ``alerting-state`` table are created by ``alerting.agents.register_alerting``
@@ -12,10 +14,5 @@ from __future__ import annotations
 
 from alerting.wire import FUNNEL_TOPIC
 
-#: Redis hash: field = funnel partition, value = that partition's counters (JSON).
-COUNTERS_KEY = "{prefix}:alerts:counters"
-#: Redis hash: field = silence id, value = the silence (JSON, as created).
-SILENCES_KEY = "{prefix}:alerts:silences"
-
-__all__ = ["COUNTERS_KEY", "SILENCES_KEY", "FUNNEL_TOPIC"]
+__all__ = ["FUNNEL_TOPIC"]
 

@@ -31,8 +31,7 @@ from typing import Any
 
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
-from alerting.intake import normalize
-from alerting.silence import parse_matcher
+from alerting.intake import normalize, repair_text
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
 
@@ -63,7 +62,7 @@ def ordering_key(alert: Any) -> str:
     labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
     rule = alert.get("rule") or labels.get("alertname") or ""
     asset = alert.get("asset") or labels.get("instance") or labels.get("asset") or ""
-    return f"{rule}|{asset}"
+    return repair_text(f"{rule}|{asset}")[0]  # always encodable as UTF-8
 
 
 def raw_envelope(alerts: list[Any], source: str = "plait-api",
@@ -72,13 +71,25 @@ def raw_envelope(alerts: list[Any], source: str = "plait-api",
 
     Returns:
         (event id, UTF-8 JSON bytes); the raw ids are ``<event id>:<i>``.
+        Alerts holding invalid Unicode (lone surrogates) travel as JSON
+        ``\\u`` escapes, so the funnel's intake repairs and counts them.
     """
     eid = event_id or uuid.uuid4().hex
     env = {"specversion": "1.0", "id": eid, "source": source, "type": RAW_TYPE,
            "time": utcnow_iso(), "datacontenttype": "application/json",
            "data": {"alerts": alerts,
                     "receivedAt": time.time() if received_at is None else received_at}}
-    return eid, json.dumps(env, separators=(",", ":"), ensure_ascii=False).encode()
+    return eid, _json_bytes(env)
+
+
+def _json_bytes(doc: Any) -> bytes:
+    """Compact UTF-8 JSON; ASCII escapes when a string holds a lone surrogate
+    (which UTF-8 cannot carry)."""
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(doc, separators=(",", ":"), default=str).encode()
 
 
 def parse_raw(value: bytes | str | None, partition: int, offset: int,
@@ -112,13 +123,12 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
 
 
 def receiver_for(config: AlertingConfig, alert: Alert) -> str:
-    """The receiver an alert is routed to: the first sub-route whose matchers
-    all match, else the default (same rule as the funnel's own routing)."""
-    labels = alert.match_labels()
-    for r in config.route.routes:
-        if all(parse_matcher(m).matches(labels) for m in r.matchers):
-            return r.receiver
-    return config.route.receiver
+    """The receiver an alert is routed to: that of the first route it reaches
+    in the routing tree (:func:`alerting.routing.routes_for`, the funnel's
+    own rule); copies for further ``continue`` routes are made by the funnel
+    of that receiver's partition."""
+    from alerting.routing import routes_for
+    return routes_for(config, alert.match_labels())[0].receiver
 
 
 def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
@@ -149,8 +159,7 @@ def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, A
 
 def command(kind: str, **fields: Any) -> bytes:
     """An ``alerts.funnel`` command as JSON bytes."""
-    return json.dumps({"v": 1, "kind": kind, **fields}, separators=(",", ":"),
-                      ensure_ascii=False, default=str).encode()
+    return _json_bytes({"v": 1, "kind": kind, **fields})
 
 
 def parse_command(value: bytes | str | None) -> dict[str, Any]:

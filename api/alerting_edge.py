@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from alerting.intake import format_time
 from alerting.model import AlertRejected
@@ -35,6 +36,34 @@ _PUBLIC = {"starts_at": "startsAt", "ends_at": "endsAt", "author": "createdBy",
 _PUBLIC_RE = re.compile(r"\b(" + "|".join(re.escape(k) for k in _PUBLIC if k[0] != "(") + r")\b")
 RFC3339_EXAMPLE = "an RFC 3339 timestamp such as 2026-11-30T17:00:00Z"
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_text(doc: Any) -> tuple[Any, int]:
+    """``doc`` (parsed JSON) with every lone UTF-16 surrogate (``"cut \\ud83d"``,
+    which JSON allows and UTF-8 cannot carry) replaced by U+FFFD, in keys and
+    values at any depth; returns (document, characters replaced). A valid
+    surrogate pair was already joined by the JSON parser, so any surrogate
+    left is lone."""
+    count = 0
+
+    def fix(value: Any) -> Any:
+        nonlocal count
+        if isinstance(value, str):
+            if value.isascii():
+                return value
+            fixed, n = _SURROGATE.subn("\ufffd", value)
+            count += n
+            return fixed
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {fix(k): fix(v) for k, v in value.items()}
+        return value
+
+    return fix(doc), count
 
 
 def camel(name: str) -> str:
@@ -70,7 +99,8 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
 
     Raises:
         FieldError (or ``error``): a number, or a string that is not RFC 3339
-            with a zone (``Z`` or ``+hh:mm``).
+            with a zone (``Z`` or ``+hh:mm``), or names no real time
+            (``2024-01-01T12:99:00Z``).
     """
     if value is None:
         return None
@@ -79,7 +109,11 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
         raise error(field, f"must be an RFC 3339 timestamp with a time zone, got {got}",
                     RFC3339_EXAMPLE, "time")
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError):  # month 99, hour 25...
+        raise error(field, f"is not a real date and time: {value[:40]!r}", RFC3339_EXAMPLE,
+                    "time") from None
 
 
 def rfc3339(ts: float | None) -> str | None:
@@ -127,6 +161,14 @@ def _interval(spec: Any, where: str) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise SilenceRefused(where, "must be an object", "{weekdays, times, location}", "type")
     check_keys(spec, INTERVAL_KEYS, f"{where}.", SilenceRefused)
+    weekdays = spec.get("weekdays") or []
+    if not isinstance(weekdays, list) or not all(isinstance(d, str) for d in weekdays):
+        raise SilenceRefused(f"{where}.weekdays", "must be a list of day names",
+                             '["monday", "tuesday:friday"] (monday..sunday, ranges a:b)', "type")
+    location = spec.get("location") or "UTC"
+    if not isinstance(location, str) or not _zone_exists(location):
+        raise SilenceRefused(f"{where}.location", f"is not an IANA time zone, got {location!r:.40}",
+                             "an IANA time zone name such as UTC or Europe/Paris", "time_zone")
     times = spec.get("times") or []
     if not isinstance(times, list):
         raise SilenceRefused(f"{where}.times", "must be a list", '[{"startTime": "22:00", '
@@ -138,8 +180,15 @@ def _interval(spec: Any, where: str) -> dict[str, Any]:
                                  '{"startTime": "HH:MM", "endTime": "HH:MM"}', "type")
         check_keys(t, RANGE_KEYS, f"{where}.times.{i}.", SilenceRefused)
         out_times.append({"start_time": t.get("startTime"), "end_time": t.get("endTime")})
-    return {"weekdays": spec.get("weekdays") or [], "times": out_times,
-            "location": spec.get("location") or "UTC"}
+    return {"weekdays": weekdays, "times": out_times, "location": location}
+
+
+def _zone_exists(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except Exception:  # not found, malformed ("../x", NUL), a directory...
+        return False
+    return True
 
 
 def parse_silence_request(doc: Any, now: float, silence_id: str) -> Silence:

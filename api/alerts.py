@@ -3,9 +3,9 @@
 - ``POST /alerts``: one native alert or a list (``rule``, ``asset``,
   ``severity``, ``status``, ``labels``, ``annotations``, ``time``); 202 with
   the raw ids (``<event id>:<index>``) the ledger will name.
-- ``POST /api/v2/alerts``: Alertmanager's API body (a list of alerts with
-  ``labels``, ``annotations``, ``startsAt``, ``endsAt``, ``generatorURL``),
-  so a Prometheus server can point at Plait unchanged; 200.
+- ``/api/v2/...``: Alertmanager's API v2 (alerts, groups, silences, status,
+  receivers), so Prometheus and amtool point at Plait unchanged
+  (``api.alertmanager``).
 - ``POST /silences`` (refuses broad ones unless ``allowBroad``),
   ``GET /silences``, ``DELETE /silences/{id}``.
 - ``GET /alerts/counters``: counters per outcome, summed over partitions.
@@ -20,14 +20,19 @@ Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): ``POST
 ``Authorization: Bearer <token>`` (``PLAIT_ALERTMANAGER_TOKEN`` or a caller's
 ``alertmanagerToken``) whenever a registry or that token is set.
 
-Both ingest routes validate every alert first and answer 422 naming the field
-(``[1].labels.alertname: ...``); nothing reaches Kafka unless all are valid.
-Valid alerts go to ``alerts.raw`` as one event per request (chunks of 500).
+Both ingest routes validate every alert on its own: a bad alert is refused
+naming its index and field (``[1].labels.alertname: ...``) and the valid ones
+of the same request go on (``POST /alerts``: 202 listing the refused ones, or
+422 when none is valid; ``/api/v2/alerts``: Alertmanager's 400). A lone
+UTF-16 surrogate in a string becomes U+FFFD and is counted
+(``plait_alert_edge_replaced_characters_total``, and ``replacedCharacters``
+in the answer). Valid alerts go to ``alerts.raw`` as one event per ordering
+key and request (chunks of 500).
 Errors are raised (``plait.errors``) and answered by the app's one handler
 (``api.envelope.install_error_handlers``).
 
 State: the API has no Faust tables. Silences are kept in Redis
-(``<redis_prefix>:alerts:silences``, for listing) and sent as commands to
+(``plait.keys.alert_silences``, for listing) and sent as commands to
 every partition of ``alerts.funnel``, where each funnel applies them;
 counters are read from the Redis hash the funnel partitions publish.
 """
@@ -35,36 +40,49 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, Request
+from prometheus_client import Counter
 
 from alerting.config import AlertingConfig, load_config
 from alerting.counters import CountersCollector, decode_hash, merge
-from alerting.intake import from_alertmanager, normalize
+from alerting.intake import normalize
 from alerting.model import AlertRejected
-from alerting.topics import COUNTERS_KEY, SILENCES_KEY
+from alerting.silence import Silence
 from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope
-from api.alerting_edge import check_native_alert, counters_view, parse_silence_request, silence_view
+from api.alerting_edge import (check_native_alert, counters_view, parse_silence_request, scrub_text,
+                               silence_view)
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
+from api.openapi import Envelope, ErrorEnvelope, NativeAlert, SilenceBody, errors, link, request_body
+from plait import keys as K
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
-from plait.errors import FieldError, Forbidden, NotFound, Unavailable
+from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid, Unavailable
 from plait.settings import Settings
 
 CHUNK = 500
+#: Largest request body the alerting routes read, bytes.
+MAX_BODY = 16 * 1024 * 1024
+#: Most alerts one request may carry (``alerting.wire.MAX_ALERTS`` per raw event).
+MAX_ALERTS = 10_000
 _COLLECTOR: CountersCollector | None = None
+REPLACED = Counter("plait_alert_edge_replaced_characters_total",
+                   "Lone UTF-16 surrogates in alert or silence input replaced by U+FFFD")
+REFUSED = Counter("plait_alert_edge_refused_total",
+                  "Alerts refused at the HTTP edge (bad field), by route", ["route"])
 
 
 def _register_collector(settings: Settings) -> None:
     """Expose the funnel counters on the default Prometheus registry (once per
     process; a later router just repoints it)."""
     global _COLLECTOR
-    key = COUNTERS_KEY.format(prefix=settings.redis_prefix)
+    key = K.alert_counters(settings.redis_prefix)
     if _COLLECTOR is None:
         from prometheus_client import REGISTRY
 
@@ -76,6 +94,9 @@ def _register_collector(settings: Settings) -> None:
 
 class _Kafka:
     """A lazily created confluent-kafka producer (murmur2_random, PITFALLS.md #8)."""
+
+    #: Seconds to wait for the broker's acks (and topic metadata) before a 503.
+    ack_timeout: float = 10.0
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -90,7 +111,8 @@ class _Kafka:
             self._producer = Producer({
                 "bootstrap.servers": self.settings.broker_url, "enable.idempotence": True,
                 "acks": "all", "partitioner": "murmur2_random", "compression.type": "lz4",
-                "linger.ms": 2, "message.max.bytes": 2 * 1024 * 1024})
+                "linger.ms": 2, "message.max.bytes": 2 * 1024 * 1024},
+                logger=logging.getLogger("plait.kafka"))  # librdkafka logs via logging
         return self._producer
 
     def _send_sync(self, records: list[tuple[str, bytes, bytes, int | None]]) -> None:
@@ -104,7 +126,7 @@ class _Kafka:
         for topic, key, value, partition in records:
             kwargs = {"partition": partition} if partition is not None else {}
             p.produce(topic, key=key, value=value, on_delivery=done, **kwargs)
-        remaining = p.flush(10.0)
+        remaining = p.flush(self.ack_timeout)
         if remaining or errors:
             raise RuntimeError(f"Kafka did not take the events: {errors or f'{remaining} unsent'}")
 
@@ -112,7 +134,7 @@ class _Kafka:
         """Produce and wait for the broker's acks (in a thread: never blocks the loop).
 
         Raises:
-            RuntimeError: an event was not acknowledged within 10 s.
+            RuntimeError: an event was not acknowledged within :attr:`ack_timeout` s.
         """
         await asyncio.to_thread(self._send_sync, records)
 
@@ -122,7 +144,8 @@ class _Kafka:
             name = self.topics.name(FUNNEL_TOPIC)
 
             def look() -> int | None:
-                meta = self.producer().list_topics(name, timeout=5).topics.get(name)
+                meta = self.producer().list_topics(
+                    name, timeout=min(5.0, self.ack_timeout)).topics.get(name)
                 return len(meta.partitions) if meta is not None and meta.partitions else None
 
             try:
@@ -150,8 +173,8 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     kafka = _Kafka(settings)
     names = T.Topics(settings.topic_prefix)
     state: dict[str, Any] = {}
-    silences_key = SILENCES_KEY.format(prefix=settings.redis_prefix)
-    counters_key = COUNTERS_KEY.format(prefix=settings.redis_prefix)
+    silences_key = K.alert_silences(settings.redis_prefix)
+    counters_key = K.alert_counters(settings.redis_prefix)
     callers: CallerRegistry | None = (services.callers if services is not None else
                                       load_callers(settings.callers_file) if settings.callers_file
                                       else None)
@@ -188,13 +211,32 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         return verify_bearer(request.headers, callers, shared_token)
 
     router = APIRouter(tags=["alerting"])
-    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)])
+    am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)], responses={
+        401: {"model": ErrorEnvelope, "description": "A bearer token is required and was "
+              "missing or not accepted (Plait envelope)"},
+        403: {"model": ErrorEnvelope, "description": "The token's caller lacks alertIngest "
+              "(or silenceManage for silence changes)"},
+        503: {"model": str, "description": "A dependency (Kafka, Redis) did not answer; retry "
+              "later (Alertmanager's shape: a JSON string)"}})
 
-    async def body(request: Request) -> Any:
+    async def body(request: Request) -> tuple[Any, int]:
+        """(the JSON body with lone surrogates replaced, characters replaced).
+
+        Raises:
+            AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON.
+        """
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            raise AlertRejected("body", f"is {len(raw)} bytes", f"at most {MAX_BODY} bytes; "
+                                "split the alerts over several requests", "size")
         try:
-            return parse_json_body(await request.body())
+            doc = parse_json_body(raw)
         except FieldError as e:  # the body itself: same field, as an alert rejection
             raise AlertRejected(e.field, e.rule, e.accepted, e.code) from None
+        doc, replaced = scrub_text(doc)
+        if replaced:
+            REPLACED.inc(replaced)
+        return doc, replaced
 
     async def publish(alerts: list[Any], source: str, received_at: float) -> list[str]:
         """Send alerts keyed by what identifies them (rule and asset), so a
@@ -202,7 +244,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         raw ids in input order.
 
         Raises:
-            Unavailable: Kafka did not acknowledge within 10 s (503).
+            Unavailable: Kafka did not acknowledge in time (503).
         """
         by_key: dict[str, list[int]] = {}
         for i, alert in enumerate(alerts):
@@ -226,38 +268,52 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         except RuntimeError as e:
             raise Unavailable(str(e)) from None
 
-    @router.post("/alerts", status_code=202)
+    @router.post("/alerts", status_code=202, operation_id="postAlerts",
+                 response_model=Envelope,
+                 responses=errors(401, 403, 503), openapi_extra=request_body(
+                     NativeAlert, "one native alert or a non-empty list of them", either=True))
     async def post_alerts(request: Request,
                           caller: Caller | None = Depends(signed("alertIngest", "send alerts"))):
-        """Accept one native alert or a list (camelCase keys, RFC 3339 times);
-        422 names the first bad field (``[1].severity``)."""
+        """Accept one native alert or a list (camelCase keys, RFC 3339 times).
+
+        Each alert is checked on its own: the valid ones go on (202 with their
+        raw ids, ``rejected`` listing each refused one by ``index`` and
+        ``field``); when none is valid the answer is 422 naming every bad
+        field (``[1].severity``)."""
         now = time.time()
-        doc = await body(request)
+        doc, replaced = await body(request)
         alerts = doc if isinstance(doc, list) else [doc]
         if not alerts:
             raise AlertRejected("body", "has no alerts", "an alert object or a non-empty list",
                                 "required")
+        if len(alerts) > MAX_ALERTS:
+            raise AlertRejected("body", f"has {len(alerts)} alerts", f"at most {MAX_ALERTS}", "size")
+        good, errors, rejected = [], [], []
         for i, a in enumerate(alerts):
             where = f"[{i}]." if isinstance(doc, list) else ""
-            check_native_alert(a, where)
             try:
-                normalize(a, now, **options)
+                check_native_alert(a, where)
+                try:
+                    normalize(a, now, **options)
+                except AlertRejected as e:
+                    raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
             except AlertRejected as e:
-                raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
-        ids = await publish(alerts, "plait-api", now)
-        return envelope(202, "accepted", {"accepted": len(ids), "ids": ids})
-
-    @am_router.post("/api/v2/alerts")
-    async def post_alertmanager(request: Request):
-        """Alertmanager / Prometheus alert list (``POST /api/v2/alerts``,
-        Alertmanager's names)."""
-        now = time.time()
-        doc = await body(request)
-        from_alertmanager(doc, now, **options)
-        if not doc:
-            return envelope(200, "ok", {"accepted": 0, "ids": []})
-        ids = await publish(doc, "plait-api-v2", now)
-        return envelope(200, "ok", {"accepted": len(ids), "ids": ids})
+                errors.append(e)
+                rejected.append({"index": i, **e.entry()})
+                continue
+            good.append(a)
+        if errors:
+            REFUSED.labels("/alerts").inc(len(errors))
+        if not good:
+            raise RequestInvalid(errors)
+        ids = await publish(good, "plait-api", now)
+        data: dict[str, Any] = {"accepted": len(ids), "ids": ids}
+        if rejected:
+            data["rejected"] = rejected
+        if replaced:
+            data["replacedCharacters"] = replaced
+        message = "accepted" if not rejected else f"accepted {len(ids)}, refused {len(rejected)}"
+        return envelope(202, message, data)
 
     async def broadcast(kind: str, **fields: Any) -> None:
         n = await kafka.funnel_partitions()
@@ -267,56 +323,107 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     async def counters() -> dict[str, Any]:
         return merge(decode_hash(await redis().hgetall(counters_key)))
 
-    @router.post("/silences", status_code=201)
+    async def save_silence(silence: Silence, now: float) -> dict[str, Any]:
+        """Store ``silence`` (the one silence store of ``/silences`` and
+        ``/api/v2/silences``) and send it to every funnel partition; returns
+        the stored form (``Silence.to_dict`` plus ``updated_at``).
+
+        Raises:
+            Unavailable: Kafka did not take the command (the store is rolled back).
+        """
+        d = silence.to_dict()
+        old = await redis().hget(silences_key, silence.id)
+        await redis().hset(silences_key, silence.id, json.dumps(d | {"updated_at": now}))
+        try:
+            await broadcast("silence", silence=d)
+        except Unavailable:
+            if old is None:
+                await redis().hdel(silences_key, silence.id)
+            else:
+                await redis().hset(silences_key, silence.id, old)
+            raise
+        return d | {"updated_at": now}
+
+    async def load_silence(silence_id: str) -> dict[str, Any] | None:
+        """The stored silence ``silence_id``, or None."""
+        raw = await redis().hget(silences_key, silence_id)
+        return json.loads(raw) if raw is not None else None
+
+    async def all_silences() -> list[dict[str, Any]]:
+        """Every stored silence (active, pending or expired)."""
+        return [json.loads(v) for v in (await redis().hgetall(silences_key)).values()]
+
+    async def end_silence(silence_id: str, now: float) -> dict[str, Any]:
+        """Expire a silence now (a no-op for an expired one) on every partition.
+
+        Raises:
+            NotFound: no such silence (404).
+        """
+        d = await load_silence(silence_id)
+        if d is None:
+            raise NotFound(f"silence {silence_id} not found")
+        if d["ends_at"] is None or d["ends_at"] > now:
+            d["ends_at"] = max(now, d["starts_at"])
+            d["updated_at"] = now
+            await redis().hset(silences_key, silence_id, json.dumps(d))
+        await broadcast("expire", id=silence_id)
+        return d
+
+    @router.post("/silences", status_code=201, operation_id="createSilence",
+                 response_model=Envelope,
+                 responses={201: {"links": {"ExpireSilence": link(
+                     "expireSilence", "/data/silenceId", "silenceId", "end the silence")}},
+                     **errors(401, 403, 503)},
+                 openapi_extra=request_body(SilenceBody, "the silence"))
     async def post_silence(request: Request, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
         """Create a silence (``matchers``, ``startsAt``, ``endsAt``, ``createdBy``,
         ``comment``, ``allowBroad``, ``timeIntervals``; times RFC 3339);
         422 names the bad key as sent and the accepted spelling."""
         now = time.time()
-        spec = parse_json_body(await request.body())
-        silence = parse_silence_request(spec, now, f"s-{uuid.uuid4().hex[:12]}")
-        d = silence.to_dict()
-        await redis().hset(silences_key, silence.id, json.dumps(d))
-        try:
-            await broadcast("silence", silence=d)
-        except Unavailable:
-            await redis().hdel(silences_key, silence.id)
-            raise
+        spec, _replaced = scrub_text(parse_json_body(await request.body()))
+        silence = parse_silence_request(spec, now, str(uuid.uuid4()))
+        d = await save_silence(silence, now)
         return envelope(201, "created", {"silenceId": silence.id,
                                          "silence": silence_view(d, now, {})})
 
-    @router.get("/silences")
+    @router.get("/silences", operation_id="listSilences",
+                response_model=Envelope,
+                responses=errors(503, validated=False))
     async def list_silences():
         """Every silence with its status and how many alerts it silenced."""
         now = time.time()
-        raw = await redis().hgetall(silences_key)
         counts = (await counters()).get("silenced_by", {})
-        items = [silence_view(json.loads(v), now, counts) for v in raw.values()]
+        items = [silence_view(d, now, counts) for d in await all_silences()]
         items.sort(key=lambda s: s["startsAt"])
         return envelope(200, "ok", {"silences": items})
 
-    @router.delete("/silences/{silence_id}")
-    async def expire_silence(silence_id: str, caller: Caller | None = Depends(
+    @router.delete("/silences/{silenceId}", operation_id="expireSilence",
+                   response_model=Envelope,
+                   responses=errors(401, 403, 404, 503))
+    async def expire_silence(silenceId: str, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
         """End a silence now (Alertmanager's expire); 404 if unknown."""
+        silence_id = silenceId
         now = time.time()
-        raw = await redis().hget(silences_key, silence_id)
-        if raw is None:
-            raise NotFound(f"silence {silence_id} not found")
-        d = json.loads(raw)
-        if d["ends_at"] is None or d["ends_at"] > now:
-            d["ends_at"] = max(now, d["starts_at"])
-            await redis().hset(silences_key, silence_id, json.dumps(d))
-        await broadcast("expire", id=silence_id)
+        d = await end_silence(silence_id, now)
         return envelope(200, "expired", {"silence": silence_view(d, now, {})})
 
-    @router.get("/alerts/counters")
+    @router.get("/alerts/counters", operation_id="alertCounters",
+                response_model=Envelope,
+                responses=errors(503, validated=False))
     async def get_counters():
         """Counters per outcome (``received = delivered + deduplicated + silenced
         + merged + rejected + pending``), webhook attempts, per-silence counts;
         camelCase keys (``silencedBy``, ``http5xx``)."""
         return envelope(200, "ok", counters_view(await counters()))
 
+    from api.alertmanager import AlertingContext, add_alertmanager_routes
+
+    add_alertmanager_routes(am_router, AlertingContext(
+        settings=settings, config=config, options=options, redis=redis, bearer=bearer,
+        read_body=body, publish=publish, partitions=kafka.funnel_partitions,
+        save_silence=save_silence, load_silence=load_silence, all_silences=all_silences,
+        end_silence=end_silence, refused=REFUSED))
     router.include_router(am_router)
     return router

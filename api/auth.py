@@ -20,6 +20,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from plait import keys as K
 from plait.callers import Caller, CallerRegistry
 from plait.errors import AuthError, Forbidden  # noqa: F401  (re-exported)
 from plait.signature import (HEADER_APP_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEADER_TIMESTAMP,
@@ -27,11 +28,6 @@ from plait.signature import (HEADER_APP_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEA
 
 #: Largest allowed difference between the request's timestamp and now, seconds.
 DEFAULT_SKEW_SECONDS = 300
-
-
-def nonce_key(prefix: str, app_key: str, nonce: str) -> str:
-    """Redis key remembering a used nonce: ``{prefix}:nonce:{appKey}:{nonce}``."""
-    return f"{prefix}:nonce:{app_key}:{nonce}"
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
@@ -88,7 +84,7 @@ async def verify_request(method: str, path: str, query: QueryLike, body: bytes,
         raise AuthError("bad signature: it does not match the request (method, path, query, "
                         "body, timestamp, nonce) signed with this appKey's secret")
     try:
-        fresh = await redis.set(nonce_key(prefix, app_key, nonce), b"1", nx=True, ex=2 * skew)
+        fresh = await redis.set(K.nonce(prefix, app_key, nonce), b"1", nx=True, ex=2 * skew)
     except (RedisError, OSError, TimeoutError) as exc:
         raise AuthError(f"cannot check the request nonce now ({type(exc).__name__}); retry",
                         status=503) from None

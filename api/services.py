@@ -9,12 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from confluent_kafka import KafkaException
 from fastapi import Request
 
 from api.auth import task_visible, verify_starlette_request
+from plait import keys as K
 from plait import topics as T
 from plait.audit import Audit
 from plait.callers import Caller, CallerRegistry, load_callers
+from plait.errors import Unavailable
 from plait.logs import get_logger
 from plait.projection import Projection
 from plait.settings import Settings
@@ -51,10 +54,22 @@ class Services:
                               settings.s3_endpoint_url, settings.s3_region,
                               settings.s3_public_url), callers)
 
+    #: Seconds ``emit`` waits for the broker's ack before answering 503.
+    emit_timeout: float = 10.0
+
     async def emit(self, topic: str, key: str, payload) -> None:
-        """Send one event and wait for the broker's ack (in a thread)."""
-        self.producer.send(topic, key, payload)
-        await asyncio.to_thread(self.producer.flush, 10.0)
+        """Send one event and wait for the broker's ack (in a thread).
+
+        Raises:
+            Unavailable: the broker did not acknowledge within
+                :attr:`emit_timeout` seconds, refused the event, or the local
+                queue is full (503: the caller may retry).
+        """
+        try:
+            self.producer.send(topic, key, payload)
+            await asyncio.to_thread(self.producer.flush, self.emit_timeout)
+        except (RuntimeError, BufferError, KafkaException) as exc:
+            raise Unavailable(f"Kafka did not take the event; retry later ({exc})") from None
 
     async def authenticate(self, request: Request) -> Caller | None:
         """The signed caller of ``request``; None when authentication is off.
@@ -101,7 +116,7 @@ class Services:
         try:
             entry = Audit(action=action, sysCode=sys_code, clientIp=client, userAgent=agent,
                           appKey=caller.appKey if caller else None, **fields)
-            key = f"{self.settings.redis_prefix}:audit:{sys_code or '-'}"
+            key = K.audit(self.settings.redis_prefix, sys_code)
             async with self.projection.redis.pipeline(transaction=False) as pipe:
                 pipe.lpush(key, entry.model_dump_json(exclude_none=True))
                 pipe.ltrim(key, 0, AUDIT_KEEP - 1)
@@ -113,7 +128,7 @@ class Services:
     async def audit_entries(self, sys_code: str, task_id: str | None,
                             limit: int) -> list[dict[str, Any]]:
         """Newest audit entries of a caller (optionally of one task)."""
-        key = f"{self.settings.redis_prefix}:audit:{sys_code}"
+        key = K.audit(self.settings.redis_prefix, sys_code)
         raws = await self.projection.redis.lrange(key, 0, AUDIT_KEEP - 1)
         entries = (json.loads(r) for r in raws)
         picked = [e for e in entries if task_id is None or e.get("taskId") == task_id]

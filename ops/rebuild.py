@@ -14,6 +14,7 @@ import uuid
 import redis.asyncio as aioredis
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from plait import keys as K
 from plait import topics as T
 from plait.errors import PoisonError
 from plait.events import Lifecycle, decode
@@ -21,9 +22,6 @@ from plait.logs import kafka_logger
 from plait.projection import Projection
 from plait.settings import Settings
 from plait.topics import Topics
-
-MARKER = "projection:built"
-
 
 async def rebuild(settings: Settings, flush: bool = True, idle: float = 3.0,
                   connect_timeout: float = 5.0) -> int:
@@ -74,7 +72,7 @@ async def rebuild(settings: Settings, flush: bool = True, idle: float = 3.0,
                 if isinstance(event, Lifecycle):
                     await projection.apply(event)
                     applied += 1
-        await redis.set(f"{settings.redis_prefix}:{MARKER}", int(time.time()))
+        await redis.set(K.projection_built(settings.redis_prefix), int(time.time()))
     finally:
         consumer.close()
         await redis.aclose()
@@ -86,7 +84,7 @@ async def ensure_built(settings: Settings) -> int | None:
     deployment, or Redis was flushed). Returns events applied, or None."""
     redis = aioredis.Redis.from_url(settings.redis_url)
     try:
-        if await redis.exists(f"{settings.redis_prefix}:{MARKER}"):
+        if await redis.exists(K.projection_built(settings.redis_prefix)):
             return None
     finally:
         await redis.aclose()

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from ops.infra import Broker, free_port, resolve_redis_url, start_broker
+from plait import keys as K
 from plait.kafka_admin import create_topics
 from plait.settings import Settings
 from plait.topics import Topics
@@ -26,7 +27,7 @@ def drop_prefix(redis_url: str, prefix: str) -> int:
     import redis
 
     client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    keys = list(client.scan_iter(match=K.everything(prefix), count=1000))
     for i in range(0, len(keys), 500):
         client.delete(*keys[i:i + 500])
     return len(keys)
@@ -76,7 +77,7 @@ class Stack:
             # Redis state of another run must not leak in (reuse, slots, tasks)
             tag = (uuid.uuid4().hex[:8] if self.broker_storage.startswith("memory:")
                    else hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:8])
-            self.overrides["PLAIT_REDIS_PREFIX"] = f"plait-{tag}"
+            self.overrides["PLAIT_REDIS_PREFIX"] = K.dev_stack_prefix(tag)
             self.ephemeral_prefix = self.broker_storage.startswith("memory:")
         scalar = ("PLAIT_TOPIC_PREFIX", "PLAIT_PARTITIONS", "PLAIT_REDIS_URL", "PLAIT_BROKER_URL")
         base = Settings(**{k.removeprefix("PLAIT_").lower(): v
@@ -119,13 +120,11 @@ class Stack:
 
         import redis
 
-        from streams.readiness import ready_pattern
-
         prefix = {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX", Settings().redis_prefix)
         client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
         try:
             found = {}
-            for key in client.scan_iter(match=ready_pattern(prefix), count=100):
+            for key in client.scan_iter(match=K.ready_pattern(prefix), count=100):
                 raw = client.get(key)
                 if raw:
                     state = json.loads(raw)

@@ -1,27 +1,277 @@
-"""Redis key formats, in one place (``P`` = ``Settings.redis_prefix``).
+"""Every Redis key Plait reads or writes, in one place (issue 9, item 5).
 
-Only the keys moved here so far; the others are still documented where they
-are written (``plait.projection``, ``streams.checkpoints``, ``streams.slots``,
-``alerting.topics``).
+Each function returns the key (or ``SCAN`` pattern, or pub/sub channel) for
+``prefix`` = ``Settings.redis_prefix`` (env ``PLAIT_REDIS_PREFIX``, default
+``plait``; tests and dev stacks use their own so runs never share state).
+No other module builds a ``prefix:...`` string (``tests/kernel/test_keys.py``
+checks the source), so the full key space is the list below; the docstring of
+each function says the Redis type, what it holds, who writes and reads it, and
+its TTL.
 
-``P:worker:{workerId}``
-    String ``1``, set by every worker heartbeat with a TTL of
-    ``Settings.stale_after_seconds``: present while the worker lives. The
-    sweeper re-drives a stale task only when its last worker's key is gone;
-    the container health check (``streams.health``) looks for it.
+The strings are a storage format: changing one orphans the data under the old
+key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
 
-``P:sweeper``
-    String: the id of the worker whose sweeper turn it is, set NX with a TTL
-    of 0.9 x ``Settings.sweep_interval_seconds`` (one sweep per interval).
+``P`` = prefix::
+
+    P:task:{taskId}            string  task state (JSON)          projection
+    P:tasks:{sysCode}          zset    a caller's tasks           projection
+    P:tasks:{sysCode}:{userId} zset    a user's tasks             projection
+    P:active                   zset    unfinished tasks           projection
+    P:events:{taskId}          channel task state changes (SSE)   projection
+    P:fp:{fingerprint}         string  task owning a fingerprint  projection
+    P:projection:built         string  the projection is built    ops.rebuild
+    P:ckpt:{taskId}            hash    checkpoints of a task      streams.checkpoints
+    P:slots:{scope}            zset    slot leases of a scope     streams.slots
+    P:wait:{sysCode}           zset    a caller's waiting tasks   streams.slots
+    P:waitreq                  hash    requests of waiting tasks  streams.slots
+    P:waiting                  set     callers with waiting tasks streams.slots
+    P:pass                     hash    stride pass per caller     streams.slots
+    P:worker:{workerId}        string  worker heartbeat           streams.workers
+    P:sweeper                  string  sweeper turn (lock)        streams.workers
+    P:ready:{workerId}         string  worker readiness (JSON)    streams.readiness
+    P:nonce:{appKey}:{nonce}   string  used request nonce         api.auth
+    P:audit:{sysCode}          list    recent audit entries       api.services
+    P:alerts:counters          hash    funnel counters            alerting.agents
+    P:alerts:silences          hash    silences                   api.alerts
+    P:alerts:view:{partition}  hash    current alerts (view)      alerting.view
+    P:alerts:slow:{taskId}     string  ExportSlow fired           alerting.agents
 """
 from __future__ import annotations
 
+# ------------------------------------------------------------------ whole prefix
 
-def worker_key(prefix: str, worker_id: str) -> str:
-    """Redis key a live worker refreshes on every heartbeat (expires when it dies)."""
+
+def everything(prefix: str) -> str:
+    """``SCAN`` pattern ``P:*``: every key under the prefix (all of a deployment's
+    or test run's Redis state). Used by ``ops.stack.drop_prefix`` to clear an
+    ephemeral dev stack's keys, and by tests to clean up."""
+    return f"{prefix}:*"
+
+
+def dev_stack_prefix(tag: str) -> str:
+    """The prefix ``plait-{tag}`` that ``ops.stack.Stack`` gives a dev stack
+    running its own broker (``tag``: 8 hex chars, random for a memory broker,
+    from the data directory otherwise), so that Redis state of another run
+    (reuse, slots, tasks) does not leak in."""
+    return f"plait-{tag}"
+
+
+# ------------------------------------------------------------------ projection
+
+
+def task(prefix: str, task_id: str) -> str:
+    """``P:task:{taskId}``, string: the task's projected state, compact JSON
+    (``plait.lifecycle`` shape: status, counts, progress, file, RFC 3339 times).
+
+    Written by ``plait.projection.Projection.apply`` (projector agent, API on
+    create, ``ops.rebuild``); read through ``Projection.get`` by the API,
+    handlers, sweeper and alerting. No TTL (deleted only by ``Projection.flush``).
+    """
+    return f"{prefix}:task:{task_id}"
+
+
+def task_pattern(prefix: str) -> str:
+    """``SCAN`` pattern ``P:task:*`` of every :func:`task` key; used by
+    ``Projection.flush`` (``plait rebuild``) to drop the projected states."""
+    return f"{prefix}:task:*"
+
+
+def caller_tasks(prefix: str, sys_code: str) -> str:
+    """``P:tasks:{sysCode}``, sorted set: ids of a caller's tasks, score =
+    createdAt in epoch milliseconds. Written by ``Projection.apply``; read by
+    ``Projection.list`` (``GET /export/tasks``). No TTL."""
+    return f"{prefix}:tasks:{sys_code}"
+
+
+def user_tasks(prefix: str, sys_code: str, user_id: str) -> str:
+    """``P:tasks:{sysCode}:{userId}``, sorted set: the same as
+    :func:`caller_tasks` for one user of the caller. Written by
+    ``Projection.apply``; read by ``Projection.list``. No TTL."""
+    return f"{prefix}:tasks:{sys_code}:{user_id}"
+
+
+def task_index_pattern(prefix: str) -> str:
+    """``SCAN`` pattern of every :func:`caller_tasks` and :func:`user_tasks`
+    key (``Projection.flush``)."""
+    return f"{prefix}:tasks:*"
+
+
+def active(prefix: str) -> str:
+    """``P:active``, sorted set: ids of tasks not yet in a terminal status,
+    score = createdAt in epoch milliseconds. Written by ``Projection.apply``
+    (added while active, removed when terminal); read by ``Projection.active``
+    (sweeper). No TTL."""
+    return f"{prefix}:active"
+
+
+def task_events(prefix: str, task_id: str) -> str:
+    """``P:events:{taskId}``, pub/sub channel (not a stored key, no TTL): every
+    new state of the task (the JSON of :func:`task`). Published by
+    ``Projection.apply``; subscribed by the API's SSE route
+    (``GET /export/tasks/{id}/events``)."""
+    return f"{prefix}:events:{task_id}"
+
+
+def fingerprint(prefix: str, fp: str) -> str:
+    """``P:fp:{fingerprint}``, string: id of the latest task with this task
+    fingerprint (dedupe of unfinished tasks, reuse of recent successes).
+    Written and read by ``Projection.claim_fingerprint`` (API on create); TTL
+    the reuse window (at least 1 s) + 7 days, renewed on every claim."""
+    return f"{prefix}:fp:{fp}"
+
+
+def projection_built(prefix: str) -> str:
+    """``P:projection:built``, string: epoch seconds of the last full replay of
+    ``export.lifecycle`` into the projection. Written by ``ops.rebuild.rebuild``;
+    read by ``ops.rebuild.ensure_built`` (rebuild at start-up when missing). No TTL."""
+    return f"{prefix}:projection:built"
+
+
+# ------------------------------------------------------------------ export workers
+
+
+def checkpoint(prefix: str, task_id: str) -> str:
+    """``P:ckpt:{taskId}``, hash: a task's progress markers (``admitted``,
+    ``request``, ``fetched``, ``next_seq``, ``next_ctx``, ``rows_before``,
+    ``last_seq``, ``finalized``, ``absorbed``, ``redrives``, ...). Written by the
+    handlers' after-hooks and the sweeper, read by handlers (skip duplicates)
+    and the sweeper (re-drive), all via ``streams.checkpoints.Checkpoints``.
+    TTL ``streams.checkpoints.TTL`` (14 days), renewed on every write."""
+    return f"{prefix}:ckpt:{task_id}"
+
+
+def slots(prefix: str, scope: str) -> str:
+    """``P:slots:{scope}``, sorted set: ids of the tasks holding a slot of one
+    limit scope (``plait.limits.Limits.scopes`` names), score = lease expiry in
+    epoch seconds (expired members are dropped by the start script). Written
+    and read by ``streams.slots.Slots`` (admission, projector, sweeper; a
+    ``KEYS`` argument of its Lua start script). No TTL."""
+    return f"{prefix}:slots:{scope}"
+
+
+def wait_queue(prefix: str, sys_code: str) -> str:
+    """``P:wait:{sysCode}``, sorted set: a caller's waiting task ids, score =
+    enqueue time in epoch seconds (FIFO). Written and read by
+    ``streams.slots.Slots`` (the last ``KEYS`` argument of its Lua start
+    script). No TTL."""
+    return f"{prefix}:wait:{sys_code}"
+
+
+def wait_requests(prefix: str) -> str:
+    """``P:waitreq``, hash: task id -> the waiting task's ``ExportRequested``
+    (JSON), removed when it starts or is released. ``streams.slots.Slots``. No TTL."""
+    return f"{prefix}:waitreq"
+
+
+def waiting(prefix: str) -> str:
+    """``P:waiting``, set: sysCodes that may have waiting tasks (pruned when
+    their queue is found empty). ``streams.slots.Slots``. No TTL."""
+    return f"{prefix}:waiting"
+
+
+def passes(prefix: str) -> str:
+    """``P:pass``, hash: sysCode -> stride pass (float; grows by 1/weight per
+    started task, the lowest pass starts next). ``streams.slots.Slots``. No TTL."""
+    return f"{prefix}:pass"
+
+
+def worker(prefix: str, worker_id: str) -> str:
+    """``P:worker:{workerId}``, string ``1``: present while the worker lives.
+    Set by every worker heartbeat (``streams.workers.Workers.beat``) with a TTL
+    of ``Settings.stale_after_seconds``; read by the sweeper (re-drive a stale
+    task only when its last worker's key is gone) and the container health
+    check (``streams.health``)."""
     return f"{prefix}:worker:{worker_id}"
 
 
-def sweeper_key(prefix: str) -> str:
-    """Redis key of the sweeper's turn (one sweep per interval across workers)."""
+def sweeper(prefix: str) -> str:
+    """``P:sweeper``, string: id of the worker whose sweeper turn it is. Set NX
+    by ``streams.workers.Workers`` with a TTL of 0.9 x
+    ``Settings.sweep_interval_seconds`` (one sweep per interval across workers)."""
     return f"{prefix}:sweeper"
+
+
+def ready(prefix: str, worker_id: str) -> str:
+    """``P:ready:{workerId}``, string: JSON ``{"workerId", "pid", "generation",
+    "partitions"}`` while the worker consumes. Set (TTL
+    ``streams.readiness.TTL_SECONDS``, 5 s, refreshed every 0.5 s) or deleted
+    (while rebalancing) by ``streams.readiness.report``; read by
+    ``ops.stack.Stack.ready_workers``."""
+    return f"{prefix}:ready:{worker_id}"
+
+
+def ready_pattern(prefix: str) -> str:
+    """``SCAN`` pattern ``P:ready:*`` of every worker's :func:`ready` key; used
+    by ``ops.stack.Stack.ready_workers``."""
+    return f"{prefix}:ready:*"
+
+
+#: Aliases kept for existing callers (``streams.workers``, ``streams.health``, tests).
+worker_key = worker
+sweeper_key = sweeper
+
+
+# ------------------------------------------------------------------ API
+
+
+def nonce(prefix: str, app_key: str, nonce_: str) -> str:
+    """``P:nonce:{appKey}:{nonce}``, string ``1``: a request nonce already
+    used by this caller (replay protection). Set NX by
+    ``api.auth.verify_request`` after the signature checks, TTL 2 x the
+    allowed clock skew (``Settings.auth_skew_seconds``)."""
+    return f"{prefix}:nonce:{app_key}:{nonce_}"
+
+
+def audit(prefix: str, sys_code: str | None) -> str:
+    """``P:audit:{sysCode}``, list: a caller's newest audit entries (JSON,
+    newest first, trimmed to ``api.services.AUDIT_KEEP``); ``sys_code`` None
+    (no caller known) files under ``-``. Written by ``Services.audit``, read by
+    ``Services.audit_entries`` (``GET /audit``). No TTL."""
+    return f"{prefix}:audit:{sys_code or '-'}"
+
+
+# ------------------------------------------------------------------ alerting
+
+
+def alert_counters(prefix: str) -> str:
+    """``P:alerts:counters``, hash: funnel partition -> that partition's
+    counters (JSON, with ``updated_at``). Written by the alerting agents after
+    each funnel step; read by ``alerting.counters.CountersCollector``
+    (Prometheus) and ``api.alerts`` (``GET /alerts/counters``, silence
+    counts). No TTL."""
+    return f"{prefix}:alerts:counters"
+
+
+def alert_silences(prefix: str) -> str:
+    """``P:alerts:silences``, hash: silence id -> the silence (JSON, with
+    ``updated_at``), the one silence store the API lists (the funnel's own copy
+    lives in its Faust table); an expired silence stays with its ``ends_at``
+    set. Written and read by ``api.alerts`` (native ``/silences`` and
+    Alertmanager ``/api/v2/silences`` routes). No TTL."""
+    return f"{prefix}:alerts:silences"
+
+
+def alert_view(prefix: str, partition: int) -> str:
+    """``P:alerts:view:{partition}``, hash: the current firing alerts of one
+    funnel partition, episode key -> Alertmanager ``gettableAlert`` JSON, plus
+    the field ``alerting.view.META_FIELD``. Written by ``alerting.view``'s
+    ``ViewPublisher`` (a worker hook, at most every ``PUBLISH_EVERY`` s); read
+    by ``alerting.view.read_views`` (``GET /api/v2/alerts``). TTL
+    ``alerting.view.VIEW_TTL`` (30 s) after the last publish."""
+    return f"{prefix}:alerts:view:{partition}"
+
+
+def export_failed_marker(prefix: str, sys_code: str, biz_type: str) -> str:
+    """``P:alerts:failed:{sysCode}/{bizType}``, string = the failed task id: an
+    ``ExportFailed`` / ``ExportTimeout`` alert was raised for this
+    sysCode/bizType and no task of it has succeeded since. Set by
+    ``alerting.agents`` on FAILED / TIMEOUT (TTL 7 days), taken (GETDEL) by
+    the next SUCCESS, which then sends the resolved alerts."""
+    return f"{prefix}:alerts:failed:{sys_code}/{biz_type}"
+
+
+def slow_task_marker(prefix: str, task_id: str) -> str:
+    """``P:alerts:slow:{taskId}``, string ``1``: ``ExportSlow`` has fired for
+    this task (fire once, resolve when it ends). Set NX by
+    ``alerting.agents`` when it fires, TTL 7 days; deleted when it resolves."""
+    return f"{prefix}:alerts:slow:{task_id}"

@@ -2,13 +2,10 @@
 file info, per-user task lists). It is derived from ``export.lifecycle`` only,
 so it can be flushed and rebuilt from the topic.
 
-Keys (``P`` = ``Settings.redis_prefix``):
-  ``P:task:{taskId}``                 JSON of the task state
-  ``P:tasks:{sysCode}``               sorted set of task ids, score = created ms
-  ``P:tasks:{sysCode}:{userId}``      the same per user
-  ``P:active``                        sorted set of unfinished task ids, score = created ms
-  ``P:events:{taskId}``               pub/sub channel of state changes (SSE)
-  ``P:fp:{fingerprint}``              the latest task with this fingerprint (dedupe, reuse)
+Keys (formats and TTLs in ``plait.keys``): ``task`` (JSON of the task state),
+``caller_tasks`` / ``user_tasks`` (task ids by creation time), ``active``
+(unfinished task ids), ``task_events`` (pub/sub channel of state changes, SSE),
+``fingerprint`` (the latest task with this fingerprint: dedupe, reuse).
 """
 from __future__ import annotations
 
@@ -19,6 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
+from plait import keys as K
 from plait.clock import parse_iso
 from plait.events import Lifecycle
 from plait.lifecycle import ACTIVE, TERMINAL, apply
@@ -42,11 +40,11 @@ class Projection:
 
     def task_key(self, task_id: str) -> str:
         """Redis key of one task's state."""
-        return f"{self.prefix}:task:{task_id}"
+        return K.task(self.prefix, task_id)
 
     def channel(self, task_id: str) -> str:
         """Pub/sub channel of one task's state changes."""
-        return f"{self.prefix}:events:{task_id}"
+        return K.task_events(self.prefix, task_id)
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
         """The task's state, or None when unknown."""
@@ -76,13 +74,13 @@ class Projection:
                     pipe.set(key, body)
                     if new.get("sysCode") and new.get("userId"):
                         score = parse_iso(new["createdAt"]) * 1000
-                        pipe.zadd(f"{self.prefix}:tasks:{new['sysCode']}", {event.taskId: score})
-                        pipe.zadd(f"{self.prefix}:tasks:{new['sysCode']}:{new['userId']}",
+                        pipe.zadd(K.caller_tasks(self.prefix, new['sysCode']), {event.taskId: score})
+                        pipe.zadd(K.user_tasks(self.prefix, new['sysCode'], new['userId']),
                                   {event.taskId: score})
                     if new["status"] in TERMINAL:
-                        pipe.zrem(f"{self.prefix}:active", event.taskId)
+                        pipe.zrem(K.active(self.prefix), event.taskId)
                     else:
-                        pipe.zadd(f"{self.prefix}:active",
+                        pipe.zadd(K.active(self.prefix),
                                   {event.taskId: parse_iso(new["createdAt"]) * 1000})
                     pipe.publish(self.channel(event.taskId), body)
                     await pipe.execute()
@@ -93,7 +91,8 @@ class Projection:
     async def list(self, sys_code: str, user_id: str | None = None,
                    limit: int = 100) -> list[dict[str, Any]]:
         """Tasks of a caller (and user), newest first, at most ``limit``."""
-        index = f"{self.prefix}:tasks:{sys_code}" + (f":{user_id}" if user_id else "")
+        index = (K.user_tasks(self.prefix, sys_code, user_id) if user_id
+                 else K.caller_tasks(self.prefix, sys_code))
         ids = await self.redis.zrevrange(index, 0, limit - 1)
         if not ids:
             return []
@@ -109,7 +108,7 @@ class Projection:
         ``reuse_window`` seconds ago (``reused`` True); else ``(None, False)``
         and ``task_id`` now owns the fingerprint.
         """
-        key = f"{self.prefix}:fp:{fingerprint}"
+        key = K.fingerprint(self.prefix, fingerprint)
         ttl = max(int(reuse_window), 1) + 7 * 24 * 3600
         for _ in range(3):
             owner = await self.redis.get(key)
@@ -132,13 +131,14 @@ class Projection:
 
     async def active(self) -> list[str]:
         """Ids of tasks not yet ended, oldest first."""
-        return [i.decode() for i in await self.redis.zrange(f"{self.prefix}:active", 0, -1)]
+        return [i.decode() for i in await self.redis.zrange(K.active(self.prefix), 0, -1)]
 
     async def flush(self) -> int:
         """Delete the projection's keys (tasks, indexes, active set; not worker
         checkpoints or slots); returns how many."""
         n = 0
-        for pattern in ("task:*", "tasks:*", "active"):
-            async for key in self.redis.scan_iter(match=f"{self.prefix}:{pattern}", count=500):
+        p = self.prefix
+        for pattern in (K.task_pattern(p), K.task_index_pattern(p), K.active(p)):
+            async for key in self.redis.scan_iter(match=pattern, count=500):
                 n += await self.redis.delete(key)
         return n

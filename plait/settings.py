@@ -68,6 +68,10 @@ class Settings(BaseSettings):
             requests without a valid one (401); with neither it is open (dev mode).
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
+        external_url: the console's base URL as people reach it
+            (``https://plait.example.com``); alert messages link to
+            ``<external_url>/ui/tasks/<id>`` and silences, and Alertmanager-format
+            webhooks carry it as ``externalURL``. Empty: no links.
     """
 
     model_config = SettingsConfigDict(env_prefix="PLAIT_", extra="ignore")
@@ -75,6 +79,7 @@ class Settings(BaseSettings):
     broker_url: str = "127.0.0.1:9092"
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "plait"
+    external_url: str = ""
     storage_url: str = "file://./.plait/storage"
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"

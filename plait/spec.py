@@ -134,6 +134,12 @@ class DataConfig(_Model):
     ``runtimeContext`` is the initial cursor sent on the first call.
     """
 
+    # the OpenAPI document states the cross-field rule of _url_for_pull
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"mode": {"const": "push"}}, "required": ["mode"]},
+        {"properties": {"dataApiUrl": {"type": "string", "pattern": "^https?://"}},
+         "required": ["dataApiUrl"]}]})
+
     mode: Literal["pull", "push"] = "pull"
     dataApiUrl: str | None = Field(default=None, max_length=2048)
     queryConditions: dict[str, Any] = Field(default_factory=dict)

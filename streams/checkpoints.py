@@ -6,9 +6,9 @@ the broker) and only then sets the marker; a crash in between repeats work
 whose effects are idempotent (shards overwrite themselves, lifecycle repeats
 are ignored) and a duplicate next command is skipped here.
 
-Keys (``P`` = redis prefix): ``P:ckpt:{taskId}`` hash with ``admitted``,
-``fetched`` (last fetched seq), ``next_seq``, ``next_ctx``, ``rows_before``,
-``finalized``, ``request``, ``last_seq``, ``redrives``, ``absorbed``.
+Key: ``plait.keys.checkpoint``, a hash with ``admitted``, ``fetched`` (last
+fetched seq), ``next_seq``, ``next_ctx``, ``rows_before``, ``finalized``,
+``request``, ``last_seq``, ``redrives``, ``absorbed``.
 """
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import json
 from typing import Any
 
 import redis.asyncio as aioredis
+
+from plait import keys as K
 
 #: Markers outlive any task by far, then expire (seconds).
 TTL = 14 * 24 * 3600
@@ -29,7 +31,7 @@ class Checkpoints:
         self.prefix = prefix
 
     def _key(self, task_id: str) -> str:
-        return f"{self.prefix}:ckpt:{task_id}"
+        return K.checkpoint(self.prefix, task_id)
 
     async def get(self, task_id: str) -> dict[str, str]:
         """All markers of a task (strings)."""

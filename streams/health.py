@@ -2,7 +2,7 @@
 Kubernetes ``livenessProbe`` / ``readinessProbe``).
 
 A worker proves it is alive by refreshing its Redis key
-``{PLAIT_REDIS_PREFIX}:worker:{worker id}`` on every heartbeat (every
+(``plait.keys.worker``) on every heartbeat (every
 ``PLAIT_HEARTBEAT_INTERVAL_SECONDS``, expiring after
 ``PLAIT_STALE_AFTER_SECONDS``; ``streams.runtime.Runtime.heartbeat``). The key
 is written from the worker's event loop, so it goes stale when the loop is

@@ -1,7 +1,7 @@
 """Worker readiness: a worker says it consumes only once it has joined its
 consumer group, been assigned its partitions and recovered its tables.
 
-Each worker keeps ``{prefix}:ready:{workerId}`` in Redis while it is ready
+Each worker keeps ``plait.keys.ready`` in Redis while it is ready
 (JSON ``{"workerId", "pid", "generation", "partitions"}``, expiring after
 :data:`TTL_SECONDS` unless refreshed) and deletes it while it rebalances.
 ``ops.stack.Stack`` waits until every worker it started has a key with the
@@ -14,20 +14,12 @@ import os
 
 import faust
 
+from plait import keys as K
+
 #: Readiness keys expire this many seconds after the last refresh (a dead worker).
 TTL_SECONDS = 5
 #: How often a worker refreshes its readiness, seconds.
 INTERVAL_SECONDS = 0.5
-
-
-def ready_key(prefix: str, worker_id: str) -> str:
-    """Redis key of one worker's readiness."""
-    return f"{prefix}:ready:{worker_id}"
-
-
-def ready_pattern(prefix: str) -> str:
-    """``SCAN`` pattern matching every worker's readiness key."""
-    return f"{prefix}:ready:*"
 
 
 def worker_state(app: faust.App, worker_id: str) -> dict | None:
@@ -49,7 +41,7 @@ def worker_state(app: faust.App, worker_id: str) -> dict | None:
 async def report(app: faust.App, redis, prefix: str, worker_id: str) -> None:
     """Set or delete this worker's readiness key (one Faust timer tick)."""
     state = worker_state(app, worker_id)
-    key = ready_key(prefix, worker_id)
+    key = K.ready(prefix, worker_id)
     if state is None:
         await redis.delete(key)
     else:

@@ -79,16 +79,13 @@ class ExportHooks(Hooks):
         self._jobs: set[asyncio.Task] = set()
 
     async def before_send(self, rt: AgentRuntime, emits: list[Emit]) -> None:
-        """State changes (not PROGRESS) are applied to the projection first, so
-        the next handler that checks a task's status sees them at once. A
-        PROGRESS sent together with its task's end (the last page's handler
-        finishes the file) is applied first too, in order, so the live
-        projection folds the same events as a rebuild from the topic."""
-        ending = {e.payload.taskId for e in emits
-                  if isinstance(e.payload, Lifecycle) and e.payload.status in TERMINAL}
+        """Lifecycle events are applied to the projection first, so the next
+        handler that checks a task's status sees them at once, and a task reads
+        as ended only once the reports sent before its end are in (PROGRESS too:
+        else the end can overtake them and the API shows a state the replay of
+        ``export.lifecycle`` differs from)."""
         for e in emits:
-            if isinstance(e.payload, Lifecycle) and (e.payload.status != "PROGRESS"
-                                                     or e.payload.taskId in ending):
+            if isinstance(e.payload, Lifecycle):
                 await self.ctx.projection.apply(e.payload)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
@@ -243,8 +240,11 @@ class Runtime:
         now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
         task whose beat stopped and whose last worker is gone)."""
         await self.ctx.workers.beat(self.ctx.worker_id, self.ctx.settings.stale_after_seconds)
+        # only RUNNING tasks: a WAITING task's request being admitted is in flight too, and a
+        # RUNNING beat would start it in the projection without a slot
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
-                 for task_id, (_, spec) in list(self.inflight.items())]
+                 for task_id, (_, spec) in list(self.inflight.items())
+                 if await self.ctx.projection.status(task_id) == "RUNNING"]
         if emits:
             await self.send(emits)
         for task_id in list(self.ctx.files):  # growing files of tasks that ended elsewhere

@@ -1,9 +1,9 @@
 """Concurrency slots and the fair waiting queue, atomic in Redis.
 
 A task holds one slot in each scope it counts against (``plait.limits``):
-a member of the sorted set ``P:slots:{scope}`` scored by its lease expiry, so
+a member of the sorted set ``plait.keys.slots`` scored by its lease expiry, so
 a slot of a task whose every worker died frees itself when the lease ends.
-Tasks over a limit wait in ``P:wait:{sysCode}`` (FIFO per caller); when a slot
+Tasks over a limit wait in ``plait.keys.wait_queue`` (FIFO per caller); when a slot
 frees, the caller with the lowest stride pass starts its oldest task next, so
 one tenant's flood cannot starve the others.
 """
@@ -13,11 +13,12 @@ import time
 
 import redis.asyncio as aioredis
 
+from plait import keys as K
 from plait.events import ExportRequested
 from plait.limits import Limits
 
 #: Start a waiting task atomically: still waiting, and a slot free in every scope.
-#: KEYS: slot sets..., wait set. ARGV: now, lease_until, task id, limits...
+#: KEYS: slot sets (``K.slots``)..., wait set (``K.wait_queue``). ARGV: now, lease_until, task id, limits...
 #: Returns 1 started, 0 a scope is full, -1 no longer waiting.
 _TRY_START = """
 local wait = KEYS[#KEYS]
@@ -52,15 +53,15 @@ class Slots:
     async def enqueue(self, req: ExportRequested) -> None:
         """Put a task at the end of its caller's queue (idempotent)."""
         sys_code = req.spec.sysCode
-        passes = await self.redis.hgetall(f"{self.p}:pass")
-        waiting = await self.redis.smembers(f"{self.p}:waiting")
+        passes = await self.redis.hgetall(K.passes(self.p))
+        waiting = await self.redis.smembers(K.waiting(self.p))
         floor = min((float(passes.get(s, 0)) for s in waiting), default=0.0)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zadd(f"{self.p}:wait:{sys_code}", {req.taskId: time.time()}, nx=True)
-            pipe.hset(f"{self.p}:waitreq", req.taskId, req.model_dump_json())
-            pipe.sadd(f"{self.p}:waiting", sys_code)
+            pipe.zadd(K.wait_queue(self.p, sys_code), {req.taskId: time.time()}, nx=True)
+            pipe.hset(K.wait_requests(self.p), req.taskId, req.model_dump_json())
+            pipe.sadd(K.waiting(self.p), sys_code)
             if float(passes.get(sys_code.encode(), 0)) < floor:
-                pipe.hset(f"{self.p}:pass", sys_code, floor)
+                pipe.hset(K.passes(self.p), sys_code, floor)
             await pipe.execute()
 
     async def promote(self, now: float | None = None) -> list[ExportRequested]:
@@ -71,20 +72,20 @@ class Slots:
         while True:
             heads = await self._heads()
             for _, sys_code, task_id in heads:
-                raw = await self.redis.hget(f"{self.p}:waitreq", task_id)
+                raw = await self.redis.hget(K.wait_requests(self.p), task_id)
                 if raw is None:
-                    await self.redis.zrem(f"{self.p}:wait:{sys_code}", task_id)
+                    await self.redis.zrem(K.wait_queue(self.p, sys_code), task_id)
                     break
                 req = ExportRequested.model_validate_json(raw)
                 scopes = self._scopes(req)
-                keys = [f"{self.p}:slots:{name}" for name, _ in scopes]
+                keys = [K.slots(self.p, name) for name, _ in scopes]
                 lease = now + req.spec.jobConfig.timeout + LEASE_SLACK
                 result = await self._try_start(
-                    keys=[*keys, f"{self.p}:wait:{sys_code}"],
+                    keys=[*keys, K.wait_queue(self.p, sys_code)],
                     args=[now, lease, task_id, *[limit for _, limit in scopes]])
                 if result == 1:
-                    await self.redis.hdel(f"{self.p}:waitreq", task_id)
-                    await self.redis.hincrbyfloat(f"{self.p}:pass", sys_code,
+                    await self.redis.hdel(K.wait_requests(self.p), task_id)
+                    await self.redis.hincrbyfloat(K.passes(self.p), sys_code,
                                                   1 / self.limits.weight(sys_code))
                     started.append(req)
                     break
@@ -96,13 +97,13 @@ class Slots:
     async def _heads(self) -> list[tuple[float, str, str]]:
         """(pass, sysCode, oldest task) of every caller with waiting tasks, by pass."""
         heads = []
-        for raw in await self.redis.smembers(f"{self.p}:waiting"):
+        for raw in await self.redis.smembers(K.waiting(self.p)):
             sys_code = raw.decode()
-            head = await self.redis.zrange(f"{self.p}:wait:{sys_code}", 0, 0)
+            head = await self.redis.zrange(K.wait_queue(self.p, sys_code), 0, 0)
             if not head:
-                await self.redis.srem(f"{self.p}:waiting", sys_code)
+                await self.redis.srem(K.waiting(self.p), sys_code)
                 continue
-            pass_ = float(await self.redis.hget(f"{self.p}:pass", sys_code) or 0)
+            pass_ = float(await self.redis.hget(K.passes(self.p), sys_code) or 0)
             heads.append((pass_, sys_code, head[0].decode()))
         return sorted(heads)
 
@@ -111,7 +112,7 @@ class Slots:
         scopes = self.limits.scopes(sys_code, biz_type, user_id)
         async with self.redis.pipeline(transaction=True) as pipe:
             for name, _ in scopes:
-                pipe.zrem(f"{self.p}:slots:{name}", task_id)
-            pipe.zrem(f"{self.p}:wait:{sys_code}", task_id)
-            pipe.hdel(f"{self.p}:waitreq", task_id)
+                pipe.zrem(K.slots(self.p, name), task_id)
+            pipe.zrem(K.wait_queue(self.p, sys_code), task_id)
+            pipe.hdel(K.wait_requests(self.p), task_id)
             await pipe.execute()

@@ -26,7 +26,11 @@ def case_config(**overrides: Any) -> AlertingConfig:
                            **overrides.pop("receiver", {}))],
         "route": {"receiver": "oncall"},
         "grouping": {"group_by": ["rule"], "batch_size": 50},
-        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+        # the cases hold alerts firing without re-sending them: resolve_timeout
+        # (default 5 m) is set past every case's end (tests/alerting/test_resolution.py
+        # covers it)
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300,
+                   "resolve_timeout": 86400},
         "dedupe": {"fingerprint_labels": ["rule", "asset"], "cooldown": 300},
         "delivery": {"timeout": 10, "backoff_initial": 1, "backoff_max": 60},
     }
@@ -85,10 +89,11 @@ class Run:
             self.funnel = Funnel(self.funnel.config, state)
 
     def check_invariant(self) -> None:
-        """received = delivered + deduplicated + silenced + merged + rejected +
-        pending, and every final raw alert has exactly one ledger entry."""
+        """received = delivered + deduplicated + silenced + inhibited + merged +
+        rejected + pending, and every final raw alert has exactly one ledger entry."""
         c = self.funnel.counters()
-        total = c["delivered"] + c["deduplicated"] + c["silenced"] + c["merged"] + c["rejected"]
+        total = (c["delivered"] + c["deduplicated"] + c["silenced"] + c["inhibited"] + c["merged"]
+                 + c["rejected"])
         assert c["received"] == total + c["pending"], c
         ids = [e.raw_id for e in self.ledger]
         assert len(ids) == len(set(ids)), "a raw alert has two outcomes"

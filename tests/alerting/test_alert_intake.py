@@ -60,8 +60,9 @@ def test_alertmanager_alert_firing_and_resolved():
     ]
     # when normalized at 10:00
     firing, resolved = from_alertmanager(body, now=NOW)
-    # then endsAt in the future means firing, in the past resolved (Alertmanager's rule)
-    assert (firing.rule, firing.asset, firing.status, firing.ends_at) == ("HighLoad", "web1:9100", Status.FIRING, None)
+    # then endsAt in the future means firing (kept: it resolves then unless re-sent),
+    # in the past resolved (Alertmanager's rule)
+    assert (firing.rule, firing.asset, firing.status, firing.ends_at) == ("HighLoad", "web1:9100", Status.FIRING, NOW + 240)
     assert firing.starts_at == pytest.approx(NOW - 3600 + 0.123456) and firing.generator_url == "http://prom/graph"
     assert (resolved.status, resolved.ends_at, resolved.severity) == (Status.RESOLVED, NOW - 60, Severity.WARNING)
 
@@ -103,3 +104,90 @@ def test_native_snake_case_spellings_are_rejected_naming_the_accepted_one():
     with pytest.raises(AlertRejected) as err:
         from_native({"rule": "R", "asset": "a", "severity": "info", "starts_at": 5}, 10)
     assert err.value.field == "starts_at" and err.value.accepted == "startsAt"
+
+
+# ------------------------------------------------------------------ bad input (issue 11, item 4)
+def test_lone_surrogates_become_replacement_characters_and_are_counted():
+    # given Prometheus-form and native alerts with lone surrogates in names and values
+    am = {"labels": {"alertname": "Cut", "pod": "cut \ud83d", "k\udc00": "v"},
+          "annotations": {"summary": "\ud83d end"}}
+    native = {"rule": "R\ud800", "asset": "h1", "severity": "info", "labels": {"x": "\udfff"}}
+    a, n = normalize(am, NOW), normalize(native, NOW)
+    # then each such string holds U+FFFD instead, the repairs are counted, the
+    # alert encodes as UTF-8 (the state store and the wire can take it)
+    assert a.labels == {"alertname": "Cut", "pod": "cut \ufffd", "k\ufffd": "v"}
+    assert a.annotations == {"summary": "\ufffd end"} and a.invalid_unicode == 3
+    assert (n.rule, n.labels, n.invalid_unicode) == ("R\ufffd", {"x": "\ufffd"}, 2)
+    import orjson
+    orjson.dumps(a.to_dict()) and orjson.dumps(n.to_dict())
+    # and a clean alert is untouched (pass-through keeps the object)
+    clean = normalize({"labels": {"alertname": "Ok", "emoji": "\U0001F600"}}, NOW)
+    assert clean.invalid_unicode == 0 and normalize(clean, NOW) is clean
+    # and an Alert built elsewhere (a command read from Kafka) is repaired too
+    forged = Alert.from_dict(dict(clean.to_dict(), labels={"alertname": "Ok", "p": "\ud83d"}))
+    assert normalize(forged, NOW).labels["p"] == "\ufffd"
+
+
+@pytest.mark.parametrize("raw, field, words", [
+    ({"labels": {f"l{i}": "v" for i in range(129)} | {"alertname": "A"}}, "labels", "at most 128"),
+    ({"labels": {"alertname": "A", "x" * 257: "v"}}, "labels", "256"),
+    ({"labels": {"alertname": "A", "big": "v" * 8193}}, "labels.big", "8192"),
+    ({"labels": {"alertname": "A"}, "annotations": {f"a{i}": "v" for i in range(129)}},
+     "annotations", "at most 128"),
+    ({"labels": {"alertname": "A", "n": [1]}}, "labels.n", "string"),
+    ({"labels": {"alertname": "A", "n": True}}, "labels.n", "string"),
+    ({"labels": "alertname=A"}, "labels", "object"),
+    ({"rule": "R", "asset": "h", "severity": "info", "annotations": {"s": {"deep": "\ud83d"}}},
+     "annotations.s", "string"),
+])
+def test_wrong_types_and_huge_label_sets_are_rejected_naming_the_field(raw, field, words):
+    with pytest.raises(AlertRejected) as err:
+        normalize(raw, NOW)
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+def test_the_funnel_counts_repaired_alerts_and_never_raises_on_junk():
+    from alert_harness import case_config
+
+    from alerting.funnel import Funnel
+    f = Funnel(case_config())
+    # given a repaired alert and a pile of junk, none raises
+    assert f.ingest({"labels": {"alertname": "Cut", "pod": "cut \ud83d"}}, NOW) == []
+    junk = [None, 42, "x", [], {}, {"labels": None}, {"labels": {"alertname": None}},
+            {"labels": {"alertname": "A"}, "startsAt": {"x": 1}}, {"rule": {}, "labels": 5},
+            {"labels": {"alertname": "A\ud800" * 5000}}, {"rule": "R", "asset": "a", "severity": 3},
+            [[[[[[[["deep"]]]]]]]], {"labels": {"alertname": "A"}, "endsAt": float("inf")}]
+    entries = [e for j in junk for e in f.ingest(j, NOW)]
+    # then every junk alert is one rejected ledger entry, the repaired one is counted
+    assert [e.outcome for e in entries] == ["rejected"] * len(junk)
+    c = f.counters()
+    assert c["invalid_unicode"] == 1 and c["rejected"] == len(junk) and c["balanced"]
+
+
+def test_forged_normalized_alerts_are_rejected_not_raised():
+    from alert_harness import case_config
+
+    from alerting.funnel import Funnel
+    f = Funnel(case_config())
+    good = normalize({"labels": {"alertname": "A"}}, NOW)
+    for forged in (dict(good.to_dict(), labels={"alertname": 5}),
+                   dict(good.to_dict(), rule=None), dict(good.to_dict(), annotations=[1])):
+        [e] = f.ingest(Alert.from_dict(forged) if not isinstance(forged["annotations"], list)
+                       else Alert(**{**good.__dict__, "annotations": forged["annotations"]}), NOW)
+        assert e.outcome == "rejected"
+    assert f.counters()["balanced"]
+
+
+def test_invalid_unicode_travels_through_the_wire_and_is_repaired_by_the_router():
+    from alert_harness import case_config
+
+    from alerting.wire import ordering_key, parse_raw, raw_envelope, route_alert
+    raw = {"labels": {"alertname": "Cut\ud83d", "pod": "cut \ud83d"}}
+    # the Kafka key and the raw event encode (no 500 at the edge)
+    assert ordering_key(raw).encode() == "Cut\ufffd|".encode()
+    _eid, value = raw_envelope([raw])
+    [ra] = parse_raw(value, 0, 0, NOW)
+    # and the router's intake repairs and marks it
+    _receiver, cmd = route_alert(case_config(), ra)
+    assert cmd["alert"]["labels"] == {"alertname": "Cut\ufffd", "pod": "cut \ufffd"}
+    assert cmd["alert"]["invalid_unicode"] == 2

@@ -248,7 +248,7 @@ def test_a13_alertmanager_in_alertmanager_out():
     payload = render_alertmanager(msg)
     assert payload["version"] == "4" and payload["status"] == "firing"
     assert payload["truncatedAlerts"] == 0
-    assert payload["groupLabels"] == {"rule": "HighLoad"}
+    assert payload["groupLabels"] == {"alertname": "HighLoad"}  # group_by [rule] = [alertname]
     assert payload["commonLabels"] == {"alertname": "HighLoad", "severity": "critical"}
     assert len(payload["alerts"]) == 2
     for a in payload["alerts"]:

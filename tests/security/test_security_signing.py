@@ -14,7 +14,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from security_helpers import SECRET, make_caller, make_registry
 
-from api.auth import AuthError, nonce_key, verify_request, verify_starlette_request
+from api.auth import AuthError, verify_request, verify_starlette_request
+from plait import keys as K
 from plait.signature import canonical_query, canonical_request, sign_request
 from producers.signing import PlaitAuth, signed_headers
 
@@ -167,7 +168,7 @@ async def test_replayed_request_is_401_and_the_nonce_lives_twice_the_skew(redis_
         await _verify(redis_prefix, headers, now=NOW + 60)
     # then 401, and the nonce key sits under the deployment prefix with TTL 2 x skew
     assert err.value.status == 401
-    ttl = await client.ttl(nonce_key(prefix, "crm-app", headers["X-Plait-Nonce"]))
+    ttl = await client.ttl(K.nonce(prefix, "crm-app", headers["X-Plait-Nonce"]))
     assert 590 <= ttl <= 600
 
 
@@ -179,7 +180,7 @@ async def test_a_badly_signed_request_does_not_burn_the_nonce(redis_prefix):
     with pytest.raises(AuthError, match="bad signature"):
         await _verify(redis_prefix, forged)
     # when the real request arrives, then it is accepted
-    assert await client.exists(nonce_key(prefix, "crm-app", good["X-Plait-Nonce"])) == 0
+    assert await client.exists(K.nonce(prefix, "crm-app", good["X-Plait-Nonce"])) == 0
     assert await _verify(redis_prefix, good)
 
 

@@ -1,0 +1,271 @@
+"""The read model of current alerts: what ``GET /api/v2/alerts`` answers.
+
+The funnel state lives in the worker's changelog table; the API runs in
+another process and has no Faust tables. So each funnel partition publishes
+its *current* alerts to Redis, the way it publishes its counters
+(``alerting.agents._publish_counters``), and the API reads them:
+
+- Redis hash ``plait.keys.alert_view`` (one per funnel partition):
+  field = the funnel's episode key, value = the alert as Alertmanager's
+  ``gettableAlert`` JSON (``labels``, ``annotations``, ``startsAt``,
+  ``endsAt``, ``updatedAt``, ``generatorURL``, ``fingerprint``,
+  ``receivers``, ``status`` {``state``, ``silencedBy``, ``inhibitedBy``})
+  plus ``_group`` (the group labels, for ``/api/v2/alerts/groups``) and
+  ``_m`` (``rule``, ``asset``, ``severity``: what silences also match); field
+  :data:`META_FIELD` holds ``{"updatedAt", "total", "shown"}``.
+- Bounded: only firing episodes are listed (a resolved alert leaves the hash
+  at the next publish, as Alertmanager's API stops listing it), at most
+  :data:`MAX_VIEW_ALERTS` per partition (most recently seen first), and the
+  key expires :data:`VIEW_TTL` seconds after the last publish, so a partition
+  whose worker died or moved stops being listed instead of going stale.
+- Batched and incremental: a partition publishes at most every
+  :data:`PUBLISH_EVERY` seconds, in one Redis pipeline carrying only the
+  fields that changed since its last publish (HSET / HDEL) and the TTL; the
+  first publish of a partition in a process rewrites the hash whole (the
+  partition may have moved here from another worker).
+
+The worker calls :func:`publish` (a hook in ``alerting.agents``); the API
+calls :func:`read_views`. Nothing here raises into the funnel: a Redis
+failure is logged and the view is skipped (the view is a view).
+
+Alert state follows Alertmanager (``types.AlertState``): ``suppressed`` when
+silenced or inhibited, else ``active``. An episode's inhibition is read from
+its ``inhibited_by`` (a source fingerprint or a list of them) when the funnel
+sets one.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, Iterable
+
+from alerting.group import group_key
+from alerting.intake import format_time
+from alerting.model import Alert
+from alerting.wire import receiver_for
+from plait import keys as K
+
+log = logging.getLogger("plait.alerting")
+
+#: Most alerts one partition lists; beyond, the most recently seen are kept.
+MAX_VIEW_ALERTS = 10_000
+#: Seconds a partition's view outlives its last publish.
+VIEW_TTL = 30
+#: Least seconds between two publishes of one partition.
+PUBLISH_EVERY = 1.0
+#: Alertmanager's default ``resolve_timeout``: a firing alert without an
+#: ``endsAt`` is shown ending this long after it was last seen (seconds).
+RESOLVE_TIMEOUT = 300.0
+#: Hash field holding the partition's publish metadata (not an alert).
+META_FIELD = "~meta"
+
+_FNV_OFFSET = 14695981039346656037
+_FNV_PRIME = 1099511628211
+_MASK = (1 << 64) - 1
+
+
+def am_fingerprint(labels: dict[str, str]) -> str:
+    """Alertmanager's fingerprint of a label set: FNV-1a 64 over the label
+    names in sorted order, each name and value followed by the byte 0xFF
+    (``prometheus/common`` ``model.LabelSet.Fingerprint``), as 16 hex digits."""
+    h = _FNV_OFFSET
+    for name in sorted(labels):
+        for part in (name, labels[name]):
+            for b in part.encode("utf-8", "surrogatepass"):
+                h = ((h ^ b) * _FNV_PRIME) & _MASK
+            h = ((h ^ 0xFF) * _FNV_PRIME) & _MASK
+    return f"{h:016x}"
+
+
+def am_labels(alert: Alert) -> dict[str, str]:
+    """The label set an Alertmanager client sees: an Alertmanager/Prometheus
+    alert's own labels; a native alert's labels plus ``alertname`` (rule),
+    ``asset`` and ``severity``."""
+    if alert.source == "alertmanager":
+        return dict(alert.labels)
+    out = dict(alert.labels)
+    out.setdefault("alertname", alert.rule)
+    out.setdefault("asset", alert.asset)
+    out.setdefault("severity", alert.severity.label)
+    return out
+
+
+def _inhibitors(ep: dict[str, Any]) -> list[str]:
+    value = ep.get("inhibited_by")
+    if not value:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[str, Any]:
+    """One firing episode as Alertmanager's ``gettableAlert`` (plus ``_group``).
+
+    Args:
+        ep: a funnel episode (``alerting.dedupe``: ``alert``, ``started_at``,
+            ``last_seen``, ``group``, ``silenced_by``, optional ``inhibited_by``).
+        config: the :class:`~alerting.config.AlertingConfig` (routes, group_by).
+        groups: the funnel's open groups (the episode's receiver when grouped).
+    """
+    alert = Alert.from_dict(ep["alert"])
+    group = groups.get(ep.get("group") or "")
+    receiver = group["receiver"] if group else receiver_for(config, alert)
+    _gid, glabels = group_key(receiver, alert, list(config.grouping.group_by))
+    labels = am_labels(alert)
+    silenced = [ep["silenced_by"]] if ep.get("silenced_by") else []
+    inhibited = _inhibitors(ep)
+    seen = float(ep.get("last_seen") or alert.time)
+    started = ep.get("started_at")
+    return {
+        "labels": labels, "annotations": dict(alert.annotations),
+        "startsAt": format_time(started if started is not None else seen),
+        "endsAt": format_time(alert.ends_at if alert.ends_at else seen + RESOLVE_TIMEOUT),
+        "updatedAt": format_time(seen), "generatorURL": alert.generator_url,
+        "fingerprint": am_fingerprint(labels), "receivers": [{"name": receiver}],
+        "status": {"state": "suppressed" if silenced or inhibited else "active",
+                   "silencedBy": silenced, "inhibitedBy": inhibited},
+        "_group": glabels,
+        "_m": {"rule": alert.rule, "asset": alert.asset, "severity": alert.severity.label},
+    }
+
+
+def _signature(ep: dict[str, Any], groups: dict[str, Any]) -> tuple:
+    """What a view depends on: unchanged signature -> the bytes are reused."""
+    group = groups.get(ep.get("group") or "")
+    return (ep.get("last_seen"), ep.get("started_at"), ep.get("silenced_by"),
+            str(ep.get("inhibited_by")), ep.get("group"), group["receiver"] if group else None,
+            ep["alert"].get("time"), ep["alert"].get("severity"))
+
+
+class ViewPublisher:
+    """Publishes the current alerts of funnel partitions (see module doc).
+
+    Args:
+        redis: a ``redis.asyncio`` client (or a zero-argument callable giving one).
+        prefix: ``Settings.redis_prefix``.
+        config: the alerting configuration.
+        limit, ttl, every: :data:`MAX_VIEW_ALERTS`, :data:`VIEW_TTL`,
+            :data:`PUBLISH_EVERY`.
+    """
+
+    def __init__(self, redis: Any, prefix: str, config: Any, limit: int = MAX_VIEW_ALERTS,
+                 ttl: int = VIEW_TTL, every: float = PUBLISH_EVERY) -> None:
+        self._redis = redis
+        self.prefix, self.config = prefix, config
+        self.limit, self.ttl, self.every = limit, ttl, every
+        self._last: dict[int, dict[str, tuple[tuple, bytes]]] = {}
+        self._at: dict[int, float] = {}
+
+    def key(self, partition: int) -> str:
+        """The Redis key of ``partition``'s view."""
+        return K.alert_view(self.prefix, partition)
+
+    def views(self, partition: int, state: dict[str, Any]) -> tuple[dict[str, tuple[tuple, bytes]], int]:
+        """(episode key -> (signature, view JSON bytes), firing total) for
+        ``state``, reusing unchanged views of the last publish."""
+        last = self._last.get(partition, {})
+        groups = state.get("groups", {})
+        firing = [(fp, ep) for fp, ep in state.get("episodes", {}).items()
+                  if ep.get("status") == "firing" and ep.get("alert")]
+        total = len(firing)
+        if total > self.limit:
+            firing.sort(key=lambda item: item[1].get("last_seen") or 0, reverse=True)
+            firing = firing[:self.limit]
+        out: dict[str, tuple[tuple, bytes]] = {}
+        for fp, ep in firing:
+            sig = _signature(ep, groups)
+            old = last.get(fp)
+            if old is not None and old[0] == sig:
+                out[fp] = old
+                continue
+            try:
+                view = alert_view(ep, self.config, groups)
+            except Exception as e:  # one odd episode must not hide the others
+                log.warning("alert view of %s skipped: %s", fp, e)
+                continue
+            out[fp] = (sig, json.dumps(view, separators=(",", ":"), ensure_ascii=False,
+                                       default=str).encode("utf-8", "replace"))
+        return out, total
+
+    async def publish(self, partition: int, state: dict[str, Any], now: float | None = None,
+                      force: bool = False) -> int | None:
+        """Publish ``partition``'s current alerts unless it published less than
+        ``every`` seconds ago (``force`` ignores that). Returns the number of
+        Redis commands sent, or None when skipped or when Redis failed
+        (logged; never raises)."""
+        now = time.time() if now is None else now
+        if not force and now - self._at.get(partition, float("-inf")) < self.every:
+            return None
+        self._at[partition] = now
+        try:
+            current, total = self.views(partition, state)
+            last = self._last.get(partition)
+            redis = self._redis() if callable(self._redis) else self._redis
+            pipe = redis.pipeline(transaction=True)
+            key, commands = self.key(partition), 0
+            if last is None:
+                pipe.delete(key)
+                changed = {fp: v for fp, (_s, v) in current.items()}
+                removed: list[str] = []
+            else:
+                changed = {fp: v for fp, (s, v) in current.items() if last.get(fp, (None,))[0] != s}
+                removed = [fp for fp in last if fp not in current]
+            items = list(changed.items())
+            for i in range(0, len(items), 1000):
+                pipe.hset(key, mapping=dict(items[i:i + 1000]))
+                commands += 1
+            for i in range(0, len(removed), 1000):
+                pipe.hdel(key, *removed[i:i + 1000])
+                commands += 1
+            meta = {"updatedAt": now, "total": total, "shown": len(current), "partition": partition}
+            pipe.hset(key, META_FIELD, json.dumps(meta))
+            pipe.expire(key, self.ttl)
+            await asyncio.wait_for(pipe.execute(), 3)
+            self._last[partition] = current
+            return commands + 2 + (last is None)
+        except Exception as e:  # the view is a view: the funnel goes on without Redis
+            self._last.pop(partition, None)  # next publish rewrites the hash whole
+            log.warning("cannot publish the alert view of partition %s: %s", partition, e)
+            return None
+
+    def forget(self, partition: int) -> None:
+        """Drop what was published for ``partition`` (it was revoked)."""
+        self._last.pop(partition, None)
+        self._at.pop(partition, None)
+
+
+async def publish(service: Any, partition: int) -> None:
+    """The worker hook: publish ``partition``'s view from an
+    ``alerting.agents.AlertingService`` (its runner's in-memory funnel of the
+    partition). Never raises."""
+    try:
+        pub = getattr(service, "_alert_view", None)
+        if pub is None:
+            pub = service._alert_view = ViewPublisher(
+                service._redis, service.settings.redis_prefix, service.config)
+        ps = service.runner.partitions.get(partition)
+        if ps is not None:
+            await pub.publish(partition, ps.funnel.state)
+    except Exception as e:
+        log.warning("alert view hook failed on partition %s: %s", partition, e)
+
+
+async def read_views(redis: Any, prefix: str, partitions: Iterable[int]) -> list[dict[str, Any]]:
+    """Every alert view published by ``partitions`` (one pipelined HGETALL
+    each); unreadable values are skipped. Raises what Redis raises."""
+    parts = list(partitions)
+    pipe = redis.pipeline(transaction=False)
+    for p in parts:
+        pipe.hgetall(K.alert_view(prefix, p))
+    out: list[dict[str, Any]] = []
+    for found in await pipe.execute():
+        for field, raw in (found or {}).items():
+            name = field.decode() if isinstance(field, bytes) else field
+            if name == META_FIELD:
+                continue
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                continue
+    return out

@@ -1,0 +1,540 @@
+"""Alertmanager's API v2, the part clients use, so Prometheus, amtool and
+Grafana point at Plait unchanged (issue 11 item 2).
+
+Paths, bodies and status codes follow Alertmanager's OpenAPI
+(``api/v2/openapi.yaml`` of prometheus/alertmanager)::
+
+    POST   /api/v2/alerts            200; 400 (a JSON string naming each bad alert)
+    GET    /api/v2/alerts            gettableAlerts (filter, silenced, inhibited,
+                                     active, unprocessed, receiver)
+    GET    /api/v2/alerts/groups     alertGroups
+    GET    /api/v2/silences          gettableSilences (filter, creator)
+    POST   /api/v2/silences          200 {"silenceID"}; 400; 404 (unknown id to update)
+    GET    /api/v2/silence/{id}      gettableSilence; 404
+    DELETE /api/v2/silence/{id}      200; 404
+    GET    /api/v2/status            alertmanagerStatus (config secrets redacted)
+    GET    /api/v2/receivers         [receiver]
+
+Errors are raised (``plait.errors``) like everywhere else; the one handler
+(``api.envelope``) answers them on these paths the way Alertmanager does: a
+JSON string body, 400 for caller input (``[3].labels.alertname: is
+required...``), 404 for an unknown silence. Authentication errors keep the
+Plait envelope (Alertmanager has none).
+
+Alertmanager behaviours kept: a POST with some bad alerts takes the valid ones
+and answers 400 naming the others (index and field); labels with an empty
+value are dropped before validation; a new silence starting in the past
+starts now, one ending in the past is refused; updating a silence (``id`` in
+the body) keeps its id when matchers are unchanged and it has not expired,
+else expires it and creates a new one; silences are listed active first
+(ending soonest), then pending, then expired; filters match like
+``matchFilterLabels`` (an ``=""`` filter matches an absent label).
+
+State: alerts come from the read model the funnel partitions publish
+(:mod:`alerting.view`, bounded, at most ~2 s old); their ``silencedBy`` is
+also computed at query time against the silence store (as Alertmanager's API
+does), so a silence just created shows at once. Silences are the one store
+of ``/silences`` (same ids, same funnel commands).
+"""
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, Literal
+
+import yaml
+from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from alerting.intake import format_time, from_alertmanager_alert
+from alerting.model import AlertRejected
+from alerting.silence import (Matcher, Silence, SilenceRefused, _anchored, create_silence,
+                              parse_matcher, parse_matchers, regex_hit)
+from alerting.view import read_views
+from api.alerting_edge import _public_field, _public_text, scrub_text
+from plait.callers import Caller
+from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid
+
+#: ``endsAt`` shown for a recurring native silence without an end.
+FAR_FUTURE = "9999-12-31T23:59:59Z"
+MAX_ALERTS = 10_000
+MATCHER_FORMS = ('name="value" with =, !=, =~ or !~ (Alertmanager 0.25-0.28 syntax, UTF-8 names '
+                 'quoted: "cloud.account.name"="prod")')
+_STARTED = time.time()
+
+
+# -- schemas (OpenAPI; answers are built as plain JSON) ----------------------------------
+
+class Receiver(BaseModel):
+    """``receiver``."""
+    name: str
+
+
+class AlertStatus(BaseModel):
+    """``alertStatus``: ``suppressed`` when silenced or inhibited."""
+    state: Literal["unprocessed", "active", "suppressed"]
+    silencedBy: list[str]
+    inhibitedBy: list[str]
+
+
+class GettableAlert(BaseModel):
+    """``gettableAlert``."""
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    receivers: list[Receiver]
+    fingerprint: str = Field(description="Alertmanager's fingerprint of the label set (16 hex)")
+    startsAt: datetime
+    updatedAt: datetime
+    endsAt: datetime
+    generatorURL: str | None = None
+    status: AlertStatus
+
+
+class PostableAlert(BaseModel):
+    """``postableAlert`` (what Prometheus sends)."""
+    labels: dict[str, str]
+    annotations: dict[str, str] | None = None
+    startsAt: datetime | None = None
+    endsAt: datetime | None = None
+    generatorURL: str | None = None
+
+
+class AlertGroup(BaseModel):
+    """``alertGroup``."""
+    labels: dict[str, str]
+    receiver: Receiver
+    alerts: list[GettableAlert]
+
+
+class AMMatcher(BaseModel):
+    """``matcher``: ``isRegex`` / ``isEqual`` pick ``=``, ``!=``, ``=~``, ``!~``."""
+    name: str
+    value: str
+    isRegex: bool
+    isEqual: bool = True
+
+
+class PostableSilence(BaseModel):
+    """``postableSilence``; ``id`` updates that silence."""
+    id: str | None = None
+    matchers: list[AMMatcher] = Field(min_length=1)
+    startsAt: datetime
+    endsAt: datetime
+    createdBy: str
+    comment: str
+
+
+class SilenceStatus(BaseModel):
+    """``silenceStatus``."""
+    state: Literal["expired", "active", "pending"]
+
+
+class GettableSilence(BaseModel):
+    """``gettableSilence``."""
+    id: str
+    status: SilenceStatus
+    updatedAt: datetime
+    matchers: list[AMMatcher]
+    startsAt: datetime
+    endsAt: datetime
+    createdBy: str
+    comment: str
+
+
+class SilenceCreated(BaseModel):
+    """The ``postSilences`` answer."""
+    silenceID: str
+
+
+class PeerStatus(BaseModel):
+    name: str
+    address: str
+
+
+class ClusterStatus(BaseModel):
+    name: str | None = None
+    status: Literal["ready", "settling", "disabled"]
+    peers: list[PeerStatus] = []
+
+
+class VersionInfo(BaseModel):
+    version: str
+    revision: str
+    branch: str
+    buildUser: str
+    buildDate: str
+    goVersion: str
+
+
+class AlertmanagerConfig(BaseModel):
+    original: str
+
+
+class AlertmanagerStatus(BaseModel):
+    """``alertmanagerStatus``."""
+    cluster: ClusterStatus
+    versionInfo: VersionInfo
+    config: AlertmanagerConfig
+    uptime: datetime
+
+
+_BAD = {"model": str, "description": "Bad request: a text naming each bad field"}
+_NOT_FOUND = {"model": str, "description": "No silence with that id"}
+
+
+# -- context ------------------------------------------------------------------------------
+
+@dataclass
+class AlertingContext:
+    """What ``api.alerts`` shares with these routes (one Kafka producer, one
+    Redis client, one silence store, one bearer gate)."""
+
+    settings: Any
+    config: Any
+    options: dict[str, Any]
+    redis: Callable[[], Any]
+    bearer: Callable[..., Awaitable[Caller | None]]
+    read_body: Callable[[Request], Awaitable[tuple[Any, int]]]
+    publish: Callable[[list[Any], str, float], Awaitable[list[str]]]
+    partitions: Callable[[], Awaitable[int]]
+    save_silence: Callable[[Silence, float], Awaitable[dict[str, Any]]]
+    load_silence: Callable[[str], Awaitable[dict[str, Any] | None]]
+    all_silences: Callable[[], Awaitable[list[dict[str, Any]]]]
+    end_silence: Callable[[str, float], Awaitable[dict[str, Any]]]
+    refused: Any
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def parse_filters(values: list[str] | None, field: str = "filter") -> list[Matcher]:
+    """The matchers of every ``filter`` query value (each one matcher or a
+    selector ``{a="1",b="2"}``).
+
+    Raises:
+        FieldError: naming ``filter`` and the bad text (400 on these routes).
+    """
+    out: list[Matcher] = []
+    for text in values or []:
+        try:
+            out.extend(parse_matchers(text))
+        except ValueError as e:
+            raise FieldError(field, str(e), MATCHER_FORMS, "matcher") from None
+    return out
+
+
+def filter_matches(matchers: list[Matcher], labels: dict[str, str]) -> bool:
+    """Alertmanager's ``matchFilterLabels``: every matcher matches ``labels``,
+    except that ``name=""`` passes when the label is absent and
+    ``name!=""`` passes when it is present."""
+    for m in matchers:
+        present = m.name in labels
+        if m.value == "" and (present if m.op in ("!=", "!~") else not present):
+            continue
+        if not m.matches(labels):
+            return False
+    return True
+
+
+def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
+    """A predicate on ``receivers`` for the ``receiver`` regex (anchored).
+
+    Raises:
+        FieldError: an invalid regex (400).
+    """
+    if pattern is None:
+        return None
+    try:
+        _anchored(pattern)
+    except Exception as e:
+        raise FieldError("receiver", f"is not a valid regex: {e}", "a regex such as oncall|ops.*",
+                         "regex") from None
+    return lambda receivers: any(regex_hit(pattern, r.get("name", "")) for r in receivers)
+
+
+def silence_state(d: dict[str, Any], now: float) -> str:
+    """``pending`` / ``active`` / ``expired`` of a stored silence at ``now``."""
+    if d.get("ends_at") is not None and now >= d["ends_at"]:
+        return "expired"
+    return "pending" if now < d["starts_at"] else "active"
+
+
+def _am_matcher(m: dict[str, str]) -> dict[str, Any]:
+    return {"name": m["name"], "value": m["value"], "isRegex": m["op"] in ("=~", "!~"),
+            "isEqual": m["op"] in ("=", "=~")}
+
+
+def gettable_silence(d: dict[str, Any], now: float) -> dict[str, Any]:
+    """A stored silence as Alertmanager's ``gettableSilence``."""
+    return {"id": d["id"], "status": {"state": silence_state(d, now)},
+            "updatedAt": format_time(d.get("updated_at") or d["starts_at"]),
+            "matchers": [_am_matcher(m) for m in d["matchers"]],
+            "startsAt": format_time(d["starts_at"]),
+            "endsAt": format_time(d["ends_at"]) if d.get("ends_at") is not None else FAR_FUTURE,
+            "createdBy": d["author"], "comment": d["comment"]}
+
+
+def sort_silences(items: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """Alertmanager's order: active (ending soonest first), pending (starting
+    soonest first), expired (ended most recently first)."""
+    def key(d: dict[str, Any]) -> tuple:
+        state = silence_state(d, now)
+        ends = d["ends_at"] if d.get("ends_at") is not None else float("inf")
+        if state == "active":
+            return (0, ends)
+        if state == "pending":
+            return (1, d["starts_at"])
+        return (2, -ends)
+    return sorted(items, key=key)
+
+
+def _ts(value: datetime) -> float:
+    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _redacted_config(config: Any) -> str:
+    """The alerting YAML with receiver secrets and header values redacted
+    (Alertmanager shows ``<secret>``)."""
+    if config is None:
+        return ""
+    data = config.model_dump(mode="json")
+    for r in data.get("receivers", []):
+        if r.get("secret"):
+            r["secret"] = "<secret>"
+        r["headers"] = {k: "<secret>" for k in r.get("headers") or {}}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("plait")
+    except Exception:
+        return "unknown"
+
+
+# -- routes -----------------------------------------------------------------------------------
+
+def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
+    """Add the ``/api/v2`` routes to ``router`` (whose dependencies gate them
+    with the bearer token)."""
+
+    async def current(now: float) -> list[dict[str, Any]]:
+        """Every current alert with its status at ``now`` (silences applied now)."""
+        views = await read_views(ctx.redis(), ctx.settings.redis_prefix,
+                                 range(await ctx.partitions()))
+        stored = await ctx.all_silences()
+        active = {d["id"]: s for d in stored if (s := Silence.from_dict(d)).active(now)}
+        out = []
+        for v in views:
+            m = v.pop("_m", None) or {}
+            labels = v.get("labels") or {}
+            seen = dict(labels)
+            seen.setdefault("alertname", m.get("rule", ""))
+            seen.update(m)
+            status = v.get("status") or {}
+            silenced = {sid for sid in status.get("silencedBy") or [] if sid in active}
+            silenced |= {sid for sid, s in active.items()
+                         if all(x.matches(seen) for x in s.matchers)}
+            inhibited = list(status.get("inhibitedBy") or [])
+            v["status"] = {"state": "suppressed" if silenced or inhibited else "active",
+                           "silencedBy": sorted(silenced), "inhibitedBy": inhibited}
+            out.append(v)
+        return out
+
+    def keep(v: dict[str, Any], matchers: list[Matcher], receivers, active: bool,
+             silenced: bool, inhibited: bool, unprocessed: bool = True) -> bool:
+        st = v["status"]
+        if receivers is not None and not receivers(v.get("receivers") or []):
+            return False
+        if not filter_matches(matchers, v.get("labels") or {}):
+            return False
+        if not active and st["state"] == "active":
+            return False
+        if not unprocessed and st["state"] == "unprocessed":
+            return False
+        if not silenced and st["silencedBy"]:
+            return False
+        if not inhibited and st["inhibitedBy"]:
+            return False
+        return True
+
+    @router.post("/api/v2/alerts", response_class=Response, responses={
+        200: {"description": "Alerts accepted: no body (X-Plait-Accepted: how many)"},
+        400: _BAD}, openapi_extra={"requestBody": {
+        "required": True, "description": "postableAlerts: a list of alerts",
+        "content": {"application/json": {"schema": {
+            "type": "array", "items": PostableAlert.model_json_schema()}}}}})
+    async def post_alerts(request: Request):
+        """Create alerts (``postAlerts``): each valid alert goes on; the bad
+        ones are answered with 400 naming their index and field."""
+        now = time.time()
+        doc, replaced = await ctx.read_body(request)
+        if not isinstance(doc, list):
+            raise AlertRejected("body", f"must be a JSON list of alerts, got {type(doc).__name__}",
+                                "a list of Alertmanager postableAlert objects", "type")
+        if len(doc) > MAX_ALERTS:
+            raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
+        good, errors = [], []
+        for i, a in enumerate(doc):
+            if isinstance(a, dict) and isinstance(a.get("labels"), dict):  # removeEmptyLabels
+                a = dict(a, labels={k: v for k, v in a["labels"].items() if v != ""})
+            try:
+                from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
+            except AlertRejected as e:
+                errors.append(e)
+                continue
+            good.append(a)
+        if good:
+            await ctx.publish(good, "plait-api-v2", now)
+        headers = {"X-Plait-Accepted": str(len(good))}
+        if replaced:
+            headers["X-Plait-Replaced-Characters"] = str(replaced)
+        if errors:
+            ctx.refused.labels("/api/v2/alerts").inc(len(errors))
+            err = RequestInvalid(errors)
+            err.message = (f"{len(errors)} of {len(doc)} alerts refused, {len(good)} accepted: "
+                           + err.message)
+            raise err
+        return Response(status_code=200, headers=headers)
+
+    @router.get("/api/v2/alerts", responses={200: {"model": list[GettableAlert]}, 400: _BAD})
+    async def get_alerts(active: bool = True, silenced: bool = True, inhibited: bool = True,
+                         unprocessed: bool = True,
+                         filter: list[str] | None = Query(None, description="matchers"),
+                         receiver: str | None = Query(None, description="regex on receiver names")):
+        """Current (firing) alerts with their status (``getAlerts``), sorted by fingerprint."""
+        now = time.time()
+        matchers, receivers = parse_filters(filter), receiver_filter(receiver)
+        out = [v for v in await current(now)
+               if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
+        for v in out:
+            v.pop("_group", None)
+        out.sort(key=lambda v: v.get("fingerprint", ""))
+        return JSONResponse(out)
+
+    @router.get("/api/v2/alerts/groups", responses={200: {"model": list[AlertGroup]}, 400: _BAD})
+    async def get_alert_groups(active: bool = True, silenced: bool = True, inhibited: bool = True,
+                               filter: list[str] | None = Query(None, description="matchers"),
+                               receiver: str | None = Query(None, description="regex on receiver names")):
+        """Current alerts by receiver and group labels (``getAlertGroups``)."""
+        now = time.time()
+        matchers, receivers = parse_filters(filter), receiver_filter(receiver)
+        groups: dict[tuple, dict[str, Any]] = {}
+        for v in await current(now):
+            if not keep(v, matchers, receivers, active, silenced, inhibited):
+                continue
+            glabels = v.pop("_group", None) or {}
+            for r in v.get("receivers") or []:
+                key = (tuple(sorted(glabels.items())), r["name"])
+                g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},
+                                            "alerts": []})
+                g["alerts"].append(v)
+        for g in groups.values():
+            g["alerts"].sort(key=lambda v: v.get("fingerprint", ""))
+        return JSONResponse([groups[k] for k in sorted(groups)])
+
+    @router.get("/api/v2/silences", responses={200: {"model": list[GettableSilence]}, 400: _BAD})
+    async def get_silences(filter: list[str] | None = Query(None, description="matchers"),
+                           creator: list[str] | None = Query(None, description="createdBy values")):
+        """Every silence (``getSilences``), Alertmanager's order."""
+        now = time.time()
+        matchers = parse_filters(filter)
+        out = []
+        for d in sort_silences(await ctx.all_silences(), now):
+            pattern = {m["name"]: m["value"] for m in d["matchers"]}
+            if matchers and not filter_matches(matchers, pattern):
+                continue
+            if creator and d["author"] not in creator:
+                continue
+            out.append(gettable_silence(d, now))
+        return JSONResponse(out)
+
+    @router.post("/api/v2/silences", responses={200: {"model": SilenceCreated}, 400: _BAD,
+                                                404: _NOT_FOUND})
+    async def post_silences(silence: PostableSilence = Body(...),
+                            caller: Caller | None = Depends(ctx.bearer)):
+        """Create a silence, or update the one named by ``id`` (``postSilences``)."""
+        if caller is not None and not caller.silenceManage:
+            raise Forbidden(f"caller {caller.sysCode} may not manage silences: its registry "
+                            "entry needs 'silenceManage: true'")
+        now = time.time()
+        body, _replaced = scrub_text(silence.model_dump())
+        starts, ends = _ts(silence.startsAt), _ts(silence.endsAt)
+        if ends < now:
+            raise FieldError("endsAt", "is in the past", "a time after now", "order")
+        matchers = []
+        for i, m in enumerate(body["matchers"]):
+            try:
+                matchers.append(parse_matcher(m))
+            except ValueError as e:
+                raise FieldError(f"matchers.{i}", str(e), "a valid regex when isRegex is true",
+                                 "matcher") from None
+        prev = await ctx.load_silence(body["id"]) if body.get("id") else None
+        if body.get("id") and prev is None:
+            raise NotFound(f"silence {body['id']} not found")
+        sid, extra = None, {}
+        if prev is not None:
+            state = silence_state(prev, now)
+            same = tuple(matchers) == Silence.from_dict(prev).matchers
+            if same and state != "expired" and (
+                    (state == "active" and abs(starts - prev["starts_at"]) < 0.001)
+                    or (state == "pending" and starts >= now)):
+                sid = prev["id"]
+                extra = {"allow_broad": prev.get("allow_broad", False),
+                         "time_intervals": prev.get("time_intervals") or []}
+            elif state != "expired":
+                await ctx.end_silence(prev["id"], now)
+        if sid is None:
+            sid, starts = str(uuid.uuid4()), max(starts, now)
+        spec = {"matchers": matchers, "starts_at": starts, "ends_at": ends,
+                "author": body["createdBy"], "comment": body["comment"], **extra}
+        try:
+            created = create_silence(spec, now, sid)
+        except SilenceRefused as e:
+            raise FieldError(_public_field(e.field), _public_text(e.rule).replace(
+                "or allowBroad: true", "(the Alertmanager API has no allowBroad; use POST "
+                "/silences)"), _public_text(e.accepted) if e.accepted else None, e.code) from None
+        await ctx.save_silence(created, now)
+        return JSONResponse({"silenceID": created.id})
+
+    @router.get("/api/v2/silence/{silenceID}",
+                responses={200: {"model": GettableSilence}, 404: _NOT_FOUND})
+    async def get_silence(silenceID: str):  # noqa: N803 - Alertmanager's parameter name
+        """One silence (``getSilence``); 404 when unknown."""
+        d = await ctx.load_silence(silenceID)
+        if d is None:
+            raise NotFound(f"silence {silenceID} not found")
+        return JSONResponse(gettable_silence(d, time.time()))
+
+    @router.delete("/api/v2/silence/{silenceID}", response_class=Response, responses={
+        200: {"description": "Expired: no body"}, 404: _NOT_FOUND})
+    async def delete_silence(silenceID: str,  # noqa: N803
+                             caller: Caller | None = Depends(ctx.bearer)):
+        """Expire a silence now (``deleteSilence``); 200 with no body; 404 when
+        unknown; expiring an expired silence is a no-op."""
+        if caller is not None and not caller.silenceManage:
+            raise Forbidden(f"caller {caller.sysCode} may not manage silences: its registry "
+                            "entry needs 'silenceManage: true'")
+        await ctx.end_silence(silenceID, time.time())
+        return Response(status_code=200)
+
+    @router.get("/api/v2/status", responses={200: {"model": AlertmanagerStatus}})
+    async def get_status():
+        """Status (``getStatus``): no cluster; the alerting config, secrets redacted."""
+        return JSONResponse({
+            "cluster": {"name": socket.gethostname(), "status": "disabled", "peers": []},
+            "versionInfo": {"version": _version(), "revision": "", "branch": "plait",
+                            "buildUser": "", "buildDate": "", "goVersion": "none (Plait, Python)"},
+            "config": {"original": _redacted_config(ctx.config)},
+            "uptime": format_time(_STARTED)})
+
+    @router.get("/api/v2/receivers", responses={200: {"model": list[Receiver]}})
+    async def get_receivers():
+        """Receiver names of the alerting config (``getReceivers``)."""
+        names = [r.name for r in ctx.config.receivers] if ctx.config is not None else []
+        return JSONResponse([{"name": n} for n in names])

@@ -1,0 +1,121 @@
+"""The read model of current alerts (``alerting.view``) on a real Redis:
+bounded (firing only, a cap per partition, a TTL), incremental (only changed
+fields are written), Alertmanager's fingerprint, and the worker hook."""
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from alerting import view
+from alerting.config import load_config
+from alerting.funnel import Funnel
+from alerting.view import META_FIELD, ViewPublisher, am_fingerprint, read_views
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+CONFIG = load_config(Path(__file__).resolve().parents[2] / "examples" / "alerting.yaml")
+
+
+@pytest.fixture
+def prefix():
+    p = f"plait-viewtest-{uuid.uuid4().hex[:10]}"
+    yield p
+    r = redis.Redis.from_url(REDIS_URL)
+    for key in r.scan_iter(match=f"{p}:*"):
+        r.delete(key)
+    r.close()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def firing(n: int, t: float = 1000.0) -> Funnel:
+    f = Funnel(CONFIG)
+    for i in range(n):
+        f.ingest({"rule": "Disk", "asset": f"h{i}", "severity": "critical"}, t + i)
+    return f
+
+
+def test_alertmanager_fingerprint_matches_prometheus_common():
+    # values from prometheus/common model.LabelSet{...}.Fingerprint()
+    assert am_fingerprint({}) == "cbf29ce484222325"  # FNV-1a 64 offset basis
+    fp = am_fingerprint({"alertname": "PodDown", "pod": "api-1"})
+    assert len(fp) == 16 and fp != am_fingerprint({"alertname": "PodDown", "pod": "api-2"})
+    assert am_fingerprint({"b": "1", "a": "2"}) == am_fingerprint({"a": "2", "b": "1"})
+
+
+def test_publish_is_bounded_incremental_and_expires(prefix):
+    async def go():
+        r = aioredis.Redis.from_url(REDIS_URL)
+        pub = ViewPublisher(r, prefix, CONFIG, limit=5, ttl=30)
+        f = firing(8)
+        first = await pub.publish(0, f.state, now=2000.0)
+        key = pub.key(0)
+        fields = await r.hkeys(key)
+        meta = json.loads(await r.hget(key, META_FIELD))
+        ttl = await r.ttl(key)
+        # nothing changed: only the meta and the TTL are written
+        again = await pub.publish(0, f.state, now=2010.0)
+        # one alert resolves: it leaves the view
+        f.ingest({"rule": "Disk", "asset": "h7", "severity": "critical", "status": "resolved"},
+                 2020.0)
+        await pub.publish(0, f.state, now=2020.0)
+        after = await r.hkeys(key)
+        views = await read_views(r, prefix, [0, 1])
+        await r.aclose()
+        return first, fields, meta, ttl, again, after, views
+
+    first, fields, meta, ttl, again, after, views = run(go())
+    assert len(fields) == 6 and meta == {"updatedAt": 2000.0, "total": 8, "shown": 5,
+                                         "partition": 0}
+    assert 0 < ttl <= 30
+    assert again == 2  # meta + expire, no alert rewritten
+    assert len(after) == 6  # h7 resolved and left; h2 (next most recent) came in
+    assert {v["labels"]["asset"] for v in views} == {"h2", "h3", "h4", "h5", "h6"}
+    assert all(v["status"]["state"] == "active" for v in views)
+
+
+def test_publish_is_throttled_per_partition(prefix):
+    async def go():
+        r = aioredis.Redis.from_url(REDIS_URL)
+        pub = ViewPublisher(r, prefix, CONFIG, every=1.0)
+        f = firing(1)
+        out = [await pub.publish(0, f.state, now=100.0), await pub.publish(0, f.state, now=100.5),
+               await pub.publish(1, f.state, now=100.5), await pub.publish(0, f.state, now=101.1)]
+        await r.aclose()
+        return out
+
+    a, b, c, d = run(go())
+    assert a is not None and b is None and c is not None and d is not None
+
+
+def test_redis_down_never_raises_into_the_funnel():
+    pub = ViewPublisher(aioredis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2),
+                        "p", CONFIG)
+    assert run(pub.publish(0, firing(1).state, force=True)) is None
+
+
+def test_worker_hook_publishes_the_runner_partition(prefix):
+    f = firing(2)
+    svc = SimpleNamespace(settings=SimpleNamespace(redis_prefix=prefix), config=CONFIG,
+                          runner=SimpleNamespace(partitions={3: SimpleNamespace(funnel=f)}))
+
+    async def go():
+        r = aioredis.Redis.from_url(REDIS_URL)
+        svc._redis = lambda: r
+        await view.publish(svc, 3)
+        await view.publish(svc, 9)  # a partition the runner does not hold: nothing, no error
+        got = await read_views(r, prefix, range(10))
+        await r.aclose()
+        return got
+
+    got = run(go())
+    assert sorted(v["labels"]["asset"] for v in got) == ["h0", "h1"]
+    assert got[0]["labels"]["alertname"] == "Disk" and got[0]["receivers"] == [{"name": "oncall"}]

@@ -1,0 +1,329 @@
+"""Alertmanager's API v2 as clients use it (issue 11 items 2 and 4): paths,
+bodies and status codes of Alertmanager's OpenAPI; alerts read from the read
+model the funnel publishes (``alerting.view``); one silence store with
+``/silences``; bad input never a 500 (surrogates, wrong types, huge label
+sets, empty bodies, one bad alert in a batch)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from alerting.config import load_config
+from alerting.funnel import Funnel
+from alerting.view import ViewPublisher, am_fingerprint
+
+REDIS_URL = "redis://127.0.0.1:6379/0"  # as conftest's client
+ALERTING_YAML = Path(__file__).resolve().parents[2] / "examples" / "alerting.yaml"
+
+
+def _iso(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+NOW = datetime.now(timezone.utc)
+LATER = _iso(NOW + timedelta(hours=1))
+
+
+def am_alert(name: str = "PodDown", **labels: str) -> dict:
+    return {"labels": {"alertname": name, **labels}, "annotations": {"summary": "s"},
+            "startsAt": _iso(NOW - timedelta(minutes=1)), "generatorURL": "http://prom/graph"}
+
+
+def sent_alerts(sent) -> list[dict]:
+    """The alerts carried by the alerts.raw records the routes sent."""
+    out = []
+    for topic, _key, value, _p in sent:
+        if topic.endswith("alerts.raw"):
+            out.extend(json.loads(value)["data"]["alerts"])
+    return out
+
+
+def prefix_of(client) -> str:
+    return client.app.state.services.settings.redis_prefix
+
+
+def publish_view(client, alerts: list[dict], partition: int = 0, mutate=None) -> dict:
+    """Run the funnel on ``alerts`` (Alertmanager format) and publish its view
+    as a worker would; returns the funnel state."""
+    config = load_config(ALERTING_YAML)
+    funnel = Funnel(config)
+    now = NOW.timestamp()
+    for a in alerts:
+        funnel.ingest(a, now)
+    if mutate:
+        mutate(funnel.state)
+
+    async def go():
+        r = aioredis.Redis.from_url(REDIS_URL)
+        try:
+            await ViewPublisher(r, prefix_of(client), config).publish(partition, funnel.state,
+                                                                     force=True)
+        finally:
+            await r.aclose()
+
+    asyncio.run(go())
+    return funnel.state
+
+
+SILENCE = {"matchers": [{"name": "alertname", "value": "PodDown", "isRegex": False,
+                         "isEqual": True},
+                        {"name": "instance", "value": "api-2", "isRegex": False}],
+           "startsAt": _iso(NOW), "endsAt": LATER, "createdBy": "ops", "comment": "x"}
+
+
+# -- POST /api/v2/alerts: item 4 -------------------------------------------------------------
+
+def test_one_bad_alert_in_a_batch_of_50_is_refused_alone(client, sent):
+    batch = [am_alert(instance=f"h{i}") for i in range(50)]
+    batch[17] = {"labels": {"instance": "h17"}}  # no alertname
+    resp = client.post("/api/v2/alerts", json=batch)
+    assert resp.status_code == 400
+    text = resp.json()
+    assert isinstance(text, str) and "[17].labels.alertname" in text
+    assert "1 of 50 alerts refused, 49 accepted" in text
+    assert len(sent_alerts(sent)) == 49
+    assert {a["labels"]["instance"] for a in sent_alerts(sent)} == {
+        f"h{i}" for i in range(50) if i != 17}
+
+
+def test_a_lone_surrogate_becomes_u_fffd_and_is_counted(client, sent):
+    raw = b'[{"labels": {"alertname": "A", "msg": "cut \\ud83d"}}]'
+    resp = client.post("/api/v2/alerts", content=raw, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["X-Plait-Replaced-Characters"] == "1"
+    assert sent_alerts(sent)[0]["labels"]["msg"] == "cut \ufffd"
+    native = b'{"rule": "Disk", "asset": "h\\udc00", "severity": "critical"}'
+    resp = client.post("/alerts", content=native, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 202, resp.text
+    assert resp.json()["data"]["replacedCharacters"] == 1
+    silence = json.dumps(SILENCE | {"comment": "x"}).replace('"x"', '"x \\ud83d"').encode()
+    resp = client.post("/api/v2/silences", content=silence,
+                       headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    metrics = client.get("/metrics").text
+    assert "plait_alert_edge_replaced_characters_total" in metrics
+
+
+@pytest.mark.parametrize("body, field", [
+    ([{"labels": ["alertname", "A"]}], "[0].labels"),
+    ([{"labels": {"alertname": "A", "x": {"nested": 1}}}], "[0].labels.x"),
+    ([{"labels": {"alertname": "A"}, "annotations": "text"}], "[0].annotations"),
+    ([{"labels": {"alertname": "A"}, "startsAt": "yesterday"}], "[0].startsAt"),
+    ([{"labels": {"alertname": "A"}, "startsAt": True}], "[0].startsAt"),
+    (["not an alert"], "[0]"),
+    ([{"labels": {"alertname": "A", **{f"l{i}": "v" for i in range(300)}}}], "[0].labels"),
+    ({"labels": {"alertname": "A"}}, "body"),
+    ([{"labels": {"alertname": "A" * 10_000}}], "[0].labels.alertname"),
+])
+def test_wrong_types_and_huge_label_sets_are_400_naming_the_field(client, sent, body, field):
+    resp = client.post("/api/v2/alerts", json=body)
+    assert resp.status_code == 400, resp.text
+    assert field in resp.json() and sent == []
+
+
+@pytest.mark.parametrize("raw", [b"", b"   ", b"[{", b"\xff\xfe", b"null"])
+def test_empty_or_broken_bodies_are_400_naming_the_body(client, sent, raw):
+    resp = client.post("/api/v2/alerts", content=raw, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400 and "body" in resp.json() and sent == []
+    resp = client.post("/alerts", content=raw, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 422 and resp.json()["data"]["errors"][0]["field"] == "body"
+    resp = client.post("/api/v2/silences", content=raw, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400 and "body" in resp.json()
+
+
+@pytest.mark.parametrize("path, status", [("/alerts", 422), ("/silences", 422)])
+def test_impossible_dates_are_refused_not_500(client, path, status):
+    body = ({"rule": "Disk", "asset": "h1", "severity": "info", "time": "2026-99-01T00:00:00Z"}
+            if path == "/alerts" else
+            {"matchers": ['a="b"'], "endsAt": "2026-02-30T25:00:00Z", "createdBy": "o",
+             "comment": "c"})
+    resp = client.post(path, json=body)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["data"]["errors"][0]["field"] in ("time", "endsAt")
+
+
+def test_native_batch_with_one_bad_alert_takes_the_others(client, sent):
+    alerts = [{"rule": "Disk", "asset": f"h{i}", "severity": "critical"} for i in range(50)]
+    alerts[3]["severity"] = "loud"
+    resp = client.post("/alerts", json=alerts)
+    assert resp.status_code == 202, resp.text
+    data = resp.json()["data"]
+    assert data["accepted"] == 49 and len(data["ids"]) == 49
+    assert data["rejected"] == [{"index": 3, "field": "[3].severity", "code": "literal",
+                                 "rule": "unknown severity 'loud'",
+                                 "accepted": data["rejected"][0]["accepted"]}]
+    assert len(sent_alerts(sent)) == 49
+    # every alert bad: 422 naming each
+    resp = client.post("/alerts", json=[{"rule": "X"}, {"asset": "y"}])
+    assert resp.status_code == 422
+    assert [e["field"] for e in resp.json()["data"]["errors"]] == ["[0].asset", "[1].rule"]
+
+
+# -- GET /api/v2/alerts and /alerts/groups ---------------------------------------------------
+
+def test_get_alerts_reads_the_published_view_with_status(client, sent):
+    publish_view(client, [am_alert(instance="api-1", team="web"),
+                          am_alert(instance="api-2", team="web"),
+                          am_alert("DiskFull", instance="db-1", team="db",
+                                   **{"cloud.account.name": "prod"})])
+    alerts = client.get("/api/v2/alerts").json()
+    assert len(alerts) == 3
+    assert [a["fingerprint"] for a in alerts] == sorted(a["fingerprint"] for a in alerts)
+    by_instance = {a["labels"]["instance"]: a for a in alerts}
+    a1 = by_instance["api-1"]
+    assert a1["fingerprint"] == am_fingerprint(a1["labels"])
+    assert a1["status"] == {"state": "active", "silencedBy": [], "inhibitedBy": []}
+    assert a1["receivers"] == [{"name": "oncall"}]
+    assert by_instance["db-1"]["receivers"] == [{"name": "dba"}]
+    assert {"startsAt", "endsAt", "updatedAt", "annotations", "labels", "generatorURL"} <= set(a1)
+    assert not any(k.startswith("_") for a in alerts for k in a)
+    # filters: Alertmanager matchers, UTF-8 names included; receiver regex
+    got = client.get("/api/v2/alerts", params={"filter": ['instance=~"api-.*"', "team=web"]}).json()
+    assert sorted(a["labels"]["instance"] for a in got) == ["api-1", "api-2"]
+    got = client.get("/api/v2/alerts", params={"filter": '{"cloud.account.name"="prod"}'}).json()
+    assert [a["labels"]["instance"] for a in got] == ["db-1"]
+    got = client.get("/api/v2/alerts", params={"receiver": "db."}).json()
+    assert [a["labels"]["instance"] for a in got] == ["db-1"]
+    assert client.get("/api/v2/alerts", params={"active": "false"}).json() == []
+    # a silence created on the API mutes at once (computed at query time, as Alertmanager)
+    sid = client.post("/api/v2/silences", json=SILENCE).json()["silenceID"]
+    got = {a["labels"]["instance"]: a for a in client.get("/api/v2/alerts").json()}
+    assert got["api-2"]["status"] == {"state": "suppressed", "silencedBy": [sid], "inhibitedBy": []}
+    hidden = client.get("/api/v2/alerts", params={"silenced": "false"}).json()
+    assert sorted(a["labels"]["instance"] for a in hidden) == ["api-1", "db-1"]
+    # groups: by receiver and the config's group_by (rule)
+    groups = client.get("/api/v2/alerts/groups").json()
+    assert sorted((g["receiver"]["name"], g["labels"]["rule"], len(g["alerts"])) for g in groups) == [
+        ("dba", "DiskFull", 1), ("oncall", "PodDown", 2)]
+    groups = client.get("/api/v2/alerts/groups", params={"silenced": "false",
+                                                         "filter": "alertname=PodDown"}).json()
+    assert [len(g["alerts"]) for g in groups] == [1]
+
+
+def test_inhibited_alerts_are_shown_and_filtered(client, sent):
+    def inhibit(state):
+        for ep in state["episodes"].values():
+            if ep["alert"]["labels"].get("instance") == "api-2":
+                ep["inhibited_by"] = ["0123456789abcdef"]
+
+    publish_view(client, [am_alert(instance="api-1"), am_alert(instance="api-2")], mutate=inhibit)
+    got = {a["labels"]["instance"]: a for a in client.get("/api/v2/alerts").json()}
+    assert got["api-2"]["status"] == {"state": "suppressed", "silencedBy": [],
+                                      "inhibitedBy": ["0123456789abcdef"]}
+    shown = client.get("/api/v2/alerts", params={"inhibited": "false"}).json()
+    assert [a["labels"]["instance"] for a in shown] == ["api-1"]
+
+
+@pytest.mark.parametrize("params, field", [({"filter": "1bad=x"}, "filter"),
+                                           ({"filter": 'a="unclosed'}, "filter"),
+                                           ({"receiver": "("}, "receiver"),
+                                           ({"active": "maybe"}, "active")])
+def test_bad_query_parameters_are_400_naming_them(client, params, field):
+    resp = client.get("/api/v2/alerts", params=params)
+    assert resp.status_code == 400 and resp.json().startswith(field), resp.text
+
+
+# -- silences: one store ---------------------------------------------------------------------
+
+def test_silences_round_trip_and_share_the_native_store(client, sent):
+    resp = client.post("/api/v2/silences", json=SILENCE)
+    assert resp.status_code == 200, resp.text
+    sid = resp.json()["silenceID"]
+    assert len(sid) == 36  # a UUID, as Alertmanager's
+    # every funnel partition got the command
+    assert [r[3] for r in sent if r[0].endswith("alerts.funnel")] == [0, 1]
+    s = client.get(f"/api/v2/silence/{sid}").json()
+    assert s["status"] == {"state": "active"} and s["createdBy"] == "ops"
+    assert s["matchers"] == [
+        {"name": "alertname", "value": "PodDown", "isRegex": False, "isEqual": True},
+        {"name": "instance", "value": "api-2", "isRegex": False, "isEqual": True}]
+    assert {"id", "updatedAt", "startsAt", "endsAt", "comment"} <= set(s)
+    # the native route lists the same silence, and its silences show on /api/v2
+    assert sid in [x["id"] for x in client.get("/silences").json()["data"]["silences"]]
+    native = client.post("/silences", json={"matchers": ['"cloud.account.name"="prod"'],
+                                            "endsAt": LATER, "createdBy": "ops", "comment": "y"})
+    assert native.status_code == 201, native.text
+    nid = native.json()["data"]["silenceId"]
+    listed = client.get("/api/v2/silences").json()
+    assert {x["id"] for x in listed} == {sid, nid}
+    got = client.get("/api/v2/silences", params={"filter": 'instance="api-2"'}).json()
+    assert [x["id"] for x in got] == [sid]
+    # expire: 200 with no body; then expired, listed last
+    resp = client.delete(f"/api/v2/silence/{sid}")
+    assert resp.status_code == 200 and resp.content == b""
+    assert client.get(f"/api/v2/silence/{sid}").json()["status"]["state"] == "expired"
+    assert [x["id"] for x in client.get("/api/v2/silences").json()] == [nid, sid]
+    assert client.delete(f"/api/v2/silence/{sid}").status_code == 200  # expiring again: no-op
+    # expire through the native route works on the same id
+    assert client.delete(f"/silences/{nid}").status_code == 200
+    assert client.get(f"/api/v2/silence/{nid}").json()["status"]["state"] == "expired"
+
+
+def test_unknown_silences_are_404(client):
+    unknown = "7d0d0c36-7a1d-4d8e-9a53-2f1d3c1b0a00"
+    resp = client.get(f"/api/v2/silence/{unknown}")
+    assert resp.status_code == 404 and unknown in resp.json()
+    assert client.delete(f"/api/v2/silence/{unknown}").status_code == 404
+    resp = client.post("/api/v2/silences", json=SILENCE | {"id": unknown})
+    assert resp.status_code == 404 and unknown in resp.json()
+
+
+def test_updating_a_silence_keeps_or_replaces_it_as_alertmanager(client, sent):
+    sid = client.post("/api/v2/silences", json=SILENCE).json()["silenceID"]
+    first = client.get(f"/api/v2/silence/{sid}").json()
+    # same matchers, same start, later end: updated in place
+    longer = SILENCE | {"id": sid, "startsAt": first["startsAt"],
+                        "endsAt": _iso(NOW + timedelta(hours=3))}
+    assert client.post("/api/v2/silences", json=longer).json()["silenceID"] == sid
+    assert client.get(f"/api/v2/silence/{sid}").json()["endsAt"] == longer["endsAt"]
+    # other matchers: a new silence, the old one expired
+    other = SILENCE | {"id": sid, "matchers": [{"name": "instance", "value": "api-3",
+                                                "isRegex": False}]}
+    new = client.post("/api/v2/silences", json=other).json()["silenceID"]
+    assert new != sid
+    assert client.get(f"/api/v2/silence/{sid}").json()["status"]["state"] == "expired"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"endsAt": _iso(NOW - timedelta(hours=1))}, "endsAt"),
+    ({"matchers": []}, "matchers"),
+    ({"matchers": [{"name": "a", "value": "x"}]}, "matchers.0.isRegex"),
+    ({"matchers": [{"name": "a", "value": "(", "isRegex": True}]}, "matchers.0"),
+    ({"matchers": [{"name": "a", "value": ".*", "isRegex": True}]}, "matchers"),
+    ({"createdBy": ""}, "createdBy"),
+    ({"comment": 42}, "comment"),
+    ({"startsAt": "tomorrow"}, "startsAt"),
+])
+def test_bad_silences_are_400_naming_the_field(client, sent, change, field):
+    resp = client.post("/api/v2/silences", json=SILENCE | change)
+    assert resp.status_code == 400, resp.text
+    assert resp.json().startswith(field) and sent == []
+
+
+# -- status and receivers ----------------------------------------------------------------------
+
+def test_status_and_receivers(client):
+    st = client.get("/api/v2/status").json()
+    assert st["cluster"]["status"] == "disabled"
+    assert set(st["versionInfo"]) == {"version", "revision", "branch", "buildUser", "buildDate",
+                                      "goVersion"}
+    assert "change-me" not in st["config"]["original"] and "<secret>" in st["config"]["original"]
+    assert st["uptime"].endswith("Z")
+    assert client.get("/api/v2/receivers").json() == [{"name": "oncall"}, {"name": "dba"}]
+
+
+def test_the_routes_are_described_in_openapi(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, methods in {"/api/v2/alerts": {"get", "post"}, "/api/v2/alerts/groups": {"get"},
+                          "/api/v2/silences": {"get", "post"},
+                          "/api/v2/silence/{silenceID}": {"get", "delete"},
+                          "/api/v2/status": {"get"}, "/api/v2/receivers": {"get"}}.items():
+        assert methods <= set(paths[path]), path
+    assert "requestBody" in paths["/api/v2/alerts"]["post"]
+    assert paths["/api/v2/alerts"]["post"]["responses"]["400"]["content"]["application/json"][
+        "schema"]["type"] == "string"
