@@ -1,19 +1,27 @@
 """Benchmark: the flights export (336,776 rows x 19 columns) through the whole
-pipeline, to xlsx and csv, beside a bare single-process writer and a naive
-pandas export of the same rows, so the pipeline's overhead reads as a ratio.
+pipeline, to xlsx, csv and parquet, beside a bare single-process writer (and,
+with ``--pandas``, a naive pandas export) of the same rows, so the pipeline's
+overhead reads as a ratio; then ten concurrent csv exports from ten users on
+one worker and on two (issue 12 targets).
 
 Prints one JSON object per line:
-``{"bench", "format", "rows", "seconds", "rows_per_s", "peak_rss_mb"}``.
-Pipeline seconds run from POST to SUCCESS; peak RSS is the worker's VmHWM
-(reset between runs). Baselines run in a fresh child process each and
+``{"bench", "format", "rows", "seconds", "rows_per_s", "peak_rss_mb"}``;
+``{"bench": "ratio", "format", "pipeline_s", "baseline", "baseline_s", "ratio",
+"target"}`` per format; ``{"bench": "concurrent", "workers", "tasks",
+"seconds", "tasks_per_min", "peak_rss_mb"}`` per worker count and
+``{"bench": "scaling", "ratio"}`` (two workers' tasks/min over one's).
+Pipeline seconds run from POST to SUCCESS; peak RSS is the workers' highest
+VmHWM (reset between runs). Baselines run in a fresh child process each and
 report their own ru_maxrss.
 
-Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv]``
+Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
+[--concurrent 10] [--pandas]``
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,6 +56,9 @@ elif fmt == "xlsx":
             ws.write_row(r, 0, row)
             r += 1
     wb.close()
+elif fmt == "parquet":
+    import pyarrow.parquet as pq
+    pq.write_table(table, out)
 else:
     with open(out, "w", newline="") as fh:
         w = csv.writer(fh)
@@ -55,7 +66,8 @@ else:
         for batch in table.to_batches(8192):
             w.writerows(zip(*(c.to_pylist() for c in batch.columns)))
 seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": seconds, "peak_rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime}))
 '''
 
 
@@ -67,6 +79,12 @@ def vm_hwm_mb(pid: int) -> float:
     raise RuntimeError("no VmHWM")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` used so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def reset_hwm(pid: int) -> None:
     """Reset a process's peak RSS counter (Linux: clear_refs 5)."""
     try:
@@ -75,17 +93,30 @@ def reset_hwm(pid: int) -> None:
         pass
 
 
-def line(bench: str, fmt: str, rows: int, seconds: float, rss: float) -> None:
+def line(bench: str, fmt: str, rows: int, seconds: float, rss: float,
+         cpu: float | None = None) -> None:
+    """One result line; ``cpu_s``: CPU seconds of the worker (pipeline) or the
+    process (baselines), steadier than wall time on a shared machine."""
     print(json.dumps({"bench": bench, "format": fmt, "rows": rows, "seconds": round(seconds, 2),
-                      "rows_per_s": round(rows / seconds), "peak_rss_mb": round(rss, 1)}),
-          flush=True)
+                      "rows_per_s": round(rows / seconds), "peak_rss_mb": round(rss, 1),
+                      "cpu_s": None if cpu is None else round(cpu, 2)}), flush=True)
+
+
+def submit(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -> str:
+    """POST one flights export as ``user``; its task id."""
+    spec = flights_spec(f"{stack.demo_data_api}/data", fmt, limit)
+    spec["userId"] = user
+    resp = httpx.post(f"{stack.api_url}/export/tasks", json=spec, timeout=30)
+    return resp.json()["data"]["taskId"]
 
 
 def export(stack: Stack, fmt: str, limit: int | None) -> dict:
     """Run one flights export through the API; returns the SUCCESS task."""
-    resp = httpx.post(f"{stack.api_url}/export/tasks",
-                      json=flights_spec(f"{stack.demo_data_api}/data", fmt, limit))
-    task_id = resp.json()["data"]["taskId"]
+    return wait(stack, submit(stack, fmt, limit), fmt)
+
+
+def wait(stack: Stack, task_id: str, fmt: str) -> dict:
+    """Poll a task until it ended; the SUCCESS task (exits otherwise)."""
     while True:
         task = httpx.get(f"{stack.api_url}/export/tasks/{task_id}").json()["data"]
         if task["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"):
@@ -96,40 +127,98 @@ def export(stack: Stack, fmt: str, limit: int | None) -> dict:
     return task
 
 
-def pipeline(formats: list[str], limit: int | None) -> None:
-    with tempfile.TemporaryDirectory() as tmp, Stack(Path(tmp), {
-            "PLAIT_TOPIC_PREFIX": "bench.", "PLAIT_REDIS_PREFIX": f"plait-bench-{time.time_ns()}",
-            "PLAIT_APP_ID": "plait-bench"}) as stack:
+def bench_stack(tmp: str, workers: int) -> Stack:
+    """A stack for one bench (own topics prefix and Redis keys)."""
+    return Stack(Path(tmp), {
+        "PLAIT_TOPIC_PREFIX": "bench.", "PLAIT_REDIS_PREFIX": f"plait-bench-{time.time_ns()}",
+        "PLAIT_APP_ID": "plait-bench"})
+
+
+def worker_pids(stack: Stack) -> list[int]:
+    return [p.pid for n, p in stack.procs.items() if n.startswith("worker")]
+
+
+def pipeline(formats: list[str], limit: int | None) -> dict[str, float]:
+    """One export per format on one worker; seconds per format."""
+    took = {}
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, 1) as stack:
         stack.start(workers=1)
         pid = stack.procs["worker-0"].pid
         export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
         for fmt in formats:
             reset_hwm(pid)
-            t0 = time.perf_counter()
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
             task = export(stack, fmt, limit)
-            line("pipeline", fmt, task["exportedRows"], time.perf_counter() - t0, vm_hwm_mb(pid))
+            took[fmt] = time.perf_counter() - t0
+            line("pipeline", fmt, task["exportedRows"], took[fmt], vm_hwm_mb(pid),
+                 cpu_seconds(pid) - c0)
+    return took
 
 
-def baseline(kind: str, fmt: str, limit: int) -> None:
+def concurrent(workers: int, tasks: int, limit: int | None) -> float:
+    """``tasks`` csv exports from ``tasks`` users at once on ``workers``
+    workers; prints and returns tasks per minute."""
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
+        stack.start(workers=workers)
+        export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
+        pids = worker_pids(stack)
+        for pid in pids:
+            reset_hwm(pid)
+        t0 = time.perf_counter()
+        ids = [submit(stack, "csv", limit, user=f"user-{i}") for i in range(tasks)]
+        rows = sum(wait(stack, t, "csv")["exportedRows"] for t in ids)
+        seconds = time.perf_counter() - t0
+        per_min = tasks / seconds * 60
+        print(json.dumps({"bench": "concurrent", "format": "csv", "workers": workers,
+                          "tasks": tasks, "rows": rows, "seconds": round(seconds, 2),
+                          "tasks_per_min": round(per_min, 2),
+                          "peak_rss_mb": round(max(vm_hwm_mb(p) for p in pids), 1)}), flush=True)
+    return per_min
+
+
+def baseline(kind: str, fmt: str, limit: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run([sys.executable, "-c", BASELINE, fmt, kind, str(limit),
                               f"{tmp}/out.{fmt}"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
-    line(kind, fmt, limit, res["seconds"], res["peak_rss_mb"])
+    line(kind, fmt, limit, res["seconds"], res["peak_rss_mb"], res["cpu_s"])
+    return res["seconds"]
+
+
+#: Issue 12's targets: pipeline seconds over the bare writer's.
+TARGETS = {"csv": 2.0, "parquet": 2.0, "xlsx": 0.3}
+BARE = {"csv": "bare_csv", "parquet": "bare_pyarrow_parquet", "xlsx": "bare_xlsxwriter",
+        "jsonl": None}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--formats", default="xlsx,csv")
+    parser.add_argument("--formats", default="xlsx,csv,parquet")
+    parser.add_argument("--concurrent", type=int, default=10,
+                        help="csv exports from as many users at once (0: skip)")
+    parser.add_argument("--pandas", action="store_true", help="also the pandas baselines")
     args = parser.parse_args()
     formats = args.formats.split(",")
-    pipeline(formats, args.limit)
+    took = pipeline(formats, args.limit)
     rows = args.limit or 336_776
     for fmt in formats:
-        baseline("bare_xlsxwriter" if fmt == "xlsx" else "bare_csv", fmt, rows)
-        baseline("pandas", fmt, rows)
+        if BARE.get(fmt) is None:
+            continue
+        bare = baseline(BARE[fmt], fmt, rows)
+        print(json.dumps({"bench": "ratio", "format": fmt, "pipeline_s": round(took[fmt], 2),
+                          "baseline": BARE[fmt], "baseline_s": round(bare, 2),
+                          "ratio": round(took[fmt] / bare, 2), "target": TARGETS[fmt]}),
+              flush=True)
+        if args.pandas and fmt != "parquet":
+            baseline("pandas", fmt, rows)
+    if args.concurrent:
+        one = concurrent(1, args.concurrent, args.limit)
+        two = concurrent(2, args.concurrent, args.limit)
+        print(json.dumps({"bench": "scaling", "format": "csv", "tasks": args.concurrent,
+                          "tasks_per_min_1": round(one, 2), "tasks_per_min_2": round(two, 2),
+                          "ratio": round(two / one, 2)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -60,14 +60,17 @@ class FetchPage(Payload):
 
 
 class PageBatch(Payload):
-    """``export.pages``: one page of rows; ``rows`` inline, or ``blobKey`` naming a
-    JSON array in object storage when the page is larger than the inline limit."""
+    """``export.pages``: one page of rows; ``rows`` inline, ``blobKey`` naming a
+    JSON array in object storage when the page is larger than the inline limit,
+    or ``shardKey`` naming the page already normalized into its Parquet shard
+    (pull mode: the fetcher writes it, so the rows cross the broker as a key)."""
 
     TYPE: ClassVar[str] = "plait.export.PageBatch.v1"
     taskId: str
     seq: int = Field(ge=0)
     rows: list[dict[str, Any]] | None = None
     blobKey: str | None = None
+    shardKey: str | None = None
     rowCount: int = Field(ge=0)
     rowsBefore: int = Field(default=0, ge=0)
     nextContext: dict[str, Any] | None = None

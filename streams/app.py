@@ -26,8 +26,10 @@ def routes(settings: Settings) -> list[Route]:
     fetch_bound = settings.fetch_retries * (settings.fetch_timeout_seconds + 65) + 30
     return [
         Route(T.REQUESTS, admit, after_admit, timeout=60),
-        Route(T.FETCH, fetch, after_fetch, timeout=fetch_bound, attempts=2, detached=True),
-        Route(T.PAGES, write_shard, after_write_shard, timeout=120),
+        Route(T.FETCH, fetch, after_fetch, timeout=fetch_bound, attempts=2, detached=True,
+              follow=True),
+        # the last page closes and publishes the file in place (where it grew)
+        Route(T.PAGES, write_shard, after_write_shard, timeout=3 * 3600),
         Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
         Route(T.CONTROL, cancel, after_cancel, timeout=60),
         Route(T.LIFECYCLE, with_notify(project), timeout=60),

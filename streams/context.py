@@ -109,6 +109,12 @@ class Context:
     workers: Liveness
     callers: CallerRegistry | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    #: task id -> its output file growing on this worker (``streams.files.TaskFile``);
+    #: process-local, the shards are the durable checkpoint.
+    files: dict[str, Any] = field(default_factory=dict)
+    #: task id -> ((seq, cursor), the data API's answer being fetched ahead);
+    #: at most one page ahead per task (``streams.handlers.fetch``).
+    ahead: dict[str, Any] = field(default_factory=dict)
 
 
 def build_context(settings: Settings) -> Context:

@@ -17,10 +17,10 @@ from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
-from sinks.values import dumps_rows
 from streams.datasource import fetch_page
 from streams.emits import lifecycle, start
-from streams.layout import page_key
+from streams.files import page_shard
+from streams.layout import shard_key, shard_prefix
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -81,7 +81,13 @@ def check_caller(ctx: Context, spec: ExportSpec) -> None:
 
 
 async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
-    """Fetch one page: emit its PageBatch and the FetchPage of the next page.
+    """Fetch one page: store it as its Parquet shard, emit its PageBatch
+    (``shardKey``) and the FetchPage of the next page (followed in process by
+    the runtime, ``Route.follow``).
+
+    Page n+1 is requested from the data API as soon as page n is in hand
+    (``Context.ahead``); the next step uses that answer when its cursor is the
+    one asked for, else asks again.
 
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
@@ -90,34 +96,67 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     """
     spec, task = cmd.spec, cmd.taskId
     if cmd.seq <= await ctx.checkpoints.fetched_seq(task):
+        forget_ahead(ctx, task)
         await ctx.checkpoints.count(task, "absorbed")
         return []
     state = await ctx.projection.get(task)
     if state and state["status"] in TERMINAL:
+        forget_ahead(ctx, task)
         return []
     s = ctx.settings
-    page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq, s.fetch_retries,
-                            s.fetch_backoff_seconds, data_token_headers(ctx, task, spec, state))
-    rows, last, truncated = page.rows, page.finished, False
-    cap = spec.jobConfig.maxRows
-    if cap is not None and cmd.rowsBefore + len(rows) >= cap:
-        truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
-        rows, last = rows[: cap - cmd.rowsBefore], True
-    batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows), rowsBefore=cmd.rowsBefore,
-                      nextContext=page.next_context, isLast=last, truncated=truncated,
-                      totalRows=page.total, spec=spec)
-    body, plain = dumps_rows(rows)  # Decimals, lone surrogates: only via the blob, exactly
-    if not plain or len(body) > s.page_inline_max_bytes:
-        batch.blobKey = page_key(task, cmd.seq)
-        await asyncio.to_thread(ctx.store.put_bytes, batch.blobKey, body)
-    else:
-        batch.rows = rows
+    headers = data_token_headers(ctx, task, spec, state)
+    try:
+        ahead = ctx.ahead.pop(task, None)
+        if ahead is not None and ahead[0] == (cmd.seq, cmd.runtimeContext):
+            page = await ahead[1]
+        else:
+            if ahead is not None:
+                ahead[1].cancel()
+            page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq,
+                                    s.fetch_retries, s.fetch_backoff_seconds, headers)
+        rows, last, truncated = page.rows, page.finished, False
+        cap = spec.jobConfig.maxRows
+        if cap is not None and cmd.rowsBefore + len(rows) >= cap:
+            truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
+            rows, last = rows[: cap - cmd.rowsBefore], True
+        if not last:
+            # The cursor makes pages sequential, not the broker: ask for page
+            # n+1 now, so the data API prepares it while page n is normalized,
+            # stored and sent (docs/architecture.md, "Write while fetching").
+            ctx.ahead[task] = ((cmd.seq + 1, page.next_context), asyncio.ensure_future(
+                fetch_page(ctx.http, spec, page.next_context, cmd.seq + 1, s.fetch_retries,
+                           s.fetch_backoff_seconds, headers)))
+        batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows),
+                          rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
+                          isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
+        # The page normalized once, here, into its shard (what a re-drive resumes
+        # from); only its key crosses the broker (docs/architecture.md, "Write
+        # while fetching"). A redelivered page overwrites its own shard.
+        shard, _ = await asyncio.to_thread(page_shard, rows, spec.documentConfig, cmd.seq)
+        batch.shardKey = shard_key(task, cmd.seq)
+        await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
+        if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
+            # task's cleanup may have run before this shard landed; leave nothing behind
+            await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
+            forget_ahead(ctx, task)
+            return []
+    except BaseException:
+        forget_ahead(ctx, task)
+        raise
     emits = [Emit(T.PAGES, task, batch)]
     if not last:
         emits.append(Emit(T.FETCH, task, FetchPage(
             taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
             rowsBefore=cmd.rowsBefore + len(rows), spec=spec)))
     return emits
+
+
+def forget_ahead(ctx: Context, task_id: str) -> None:
+    """Cancel and forget the page requested ahead for ``task_id``, if any."""
+    ahead = ctx.ahead.pop(task_id, None)
+    if ahead is not None:
+        ahead[1].cancel()
+        ahead[1].add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:

@@ -41,6 +41,9 @@ def page_key(task_id: str, seq: int) -> str:
 
 async def cleanup(ctx: Context, task_id: str) -> None:
     """Delete a task's shards and page blobs from object storage (in a thread,
-    docs/kafka-rules.md #6); idempotent."""
+    docs/kafka-rules.md #6) and its growing file on this worker; idempotent."""
+    tf = ctx.files.pop(task_id, None)
+    if tf is not None:
+        await asyncio.to_thread(tf.discard)
     await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
     await asyncio.to_thread(ctx.store.delete_prefix, page_prefix(task_id))

@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from plait.agent import Agent, AgentRuntime, Emit, Hooks
 from plait.errors import PermanentError, RetryableError
 from plait.events import Lifecycle, Payload, decode
+from plait.lifecycle import TERMINAL
 from plait.logs import get_logger
 from streams.context import Context
 from streams.emits import lifecycle
@@ -48,6 +49,13 @@ class Route:
     timeout: float = 300.0
     attempts: int = 3
     detached: bool = False
+    #: the handler's events on its own topic (the next command of the same
+    #: task, e.g. the FetchPage of page n+1) are not sent to the broker: the
+    #: runtime handles them in line, starting the next step while the current
+    #: step's events are being sent and acked (``docs/architecture.md``,
+    #: "Write while fetching"). ``after`` still sees them, so checkpoints
+    #: record the next command for re-drives.
+    follow: bool = False
 
 
 def _decode(event) -> tuple[dict, Payload]:
@@ -163,14 +171,21 @@ class Runtime:
     def agent(self, route: Route) -> Agent:
         """The kernel agent running ``route``: decode, handler under its time
         limit with retries, send its events, then ``route.after``."""
-        async def handle(event, payload: Payload, attrs: dict) -> None:
+        async def step(payload: Payload) -> list[Emit]:
             async for attempt in AsyncRetrying(stop=stop_after_attempt(route.attempts),
                                                wait=wait_exponential(multiplier=0.5, max=10),
                                                retry=retry_if_exception_type(TRANSIENT),
                                                reraise=True):
                 with attempt:
-                    emits = await asyncio.wait_for(route.handle(self.ctx, payload),
-                                                   route.timeout)
+                    return await asyncio.wait_for(route.handle(self.ctx, payload),
+                                                  route.timeout)
+            return []  # pragma: no cover (AsyncRetrying either returns or raises)
+
+        async def handle(event, payload: Payload, attrs: dict) -> None:
+            if route.follow:
+                await self.chain(route, step, payload, attrs.get("traceparent"))
+                return
+            emits = await step(payload)
             if emits:
                 await self.rt.send(emits, attrs.get("traceparent"))
                 if route.after is not None:
@@ -178,6 +193,38 @@ class Runtime:
 
         return Agent(route.topic, self.name(route), handle, _decode,
                      expected=(PermanentError,))
+
+    async def chain(self, route: Route, step: Callable[[Payload], Awaitable[list[Emit]]],
+                    payload: Payload, traceparent: str | None) -> None:
+        """Run a ``follow`` route: step after step of one task without a broker
+        round trip between them. The next step (fetching page n+1) starts as
+        soon as a step returned, while its events (page n) are sent and acked
+        and ``route.after`` records the checkpoint; events leave in step order.
+        A step that fails ends the chain (the failure is the handler's); a
+        worker that dies mid-chain is re-driven from the last checkpoint."""
+        current: asyncio.Task = asyncio.ensure_future(step(payload))
+        try:
+            while True:
+                emits = await current
+                own = [e for e in emits if e.topic == route.topic]
+                nxt = own[-1].payload if own else None
+                if nxt is not None:
+                    current = asyncio.ensure_future(step(nxt))
+                send = [e for e in emits if e.topic != route.topic]
+                if send:
+                    await self.rt.send(send, traceparent)
+                if emits and route.after is not None:
+                    await route.after(self.ctx, payload, emits)
+                if nxt is None:
+                    return
+                payload = nxt
+        finally:
+            if not current.done():
+                current.cancel()
+                try:
+                    await current
+                except BaseException:
+                    pass
 
     @property
     def inflight(self) -> dict[str, tuple[int, object]]:
@@ -200,6 +247,11 @@ class Runtime:
                  if await self.ctx.projection.status(task_id) == "RUNNING"]
         if emits:
             await self.send(emits)
+        for task_id in list(self.ctx.files):  # growing files of tasks that ended elsewhere
+            if await self.ctx.projection.status(task_id) in TERMINAL:
+                tf = self.ctx.files.pop(task_id, None)
+                if tf is not None:
+                    await asyncio.to_thread(tf.discard)
 
     async def sweep(self) -> None:
         """One sweeper turn, when this worker holds the lock for the interval."""

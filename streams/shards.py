@@ -1,62 +1,84 @@
-"""Shard writing: one Parquet file per page, at a key derived from
+"""Page writing: one Parquet shard per page, at a key derived from
 (task id, seq), so a redelivered page overwrites its own shard and nothing is
-counted twice (docs/architecture.md, "Data flow of an export", step 4)."""
+counted twice (docs/architecture.md, "Data flow of an export", step 4); and the page appended to the
+task's output file growing on this worker (``streams.files``), so after the
+last page only the tail is left to write. The last page's handler closes,
+uploads and reports the file in place: pages are keyed by task id, so one
+partition, hence one worker at a time, owns a task's pages
+(``docs/architecture.md``, "Write while fetching")."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from plait import topics as T
-from plait.events import FinalizeRequested, PageBatch
+from plait.events import PageBatch
 from plait.lifecycle import TERMINAL
 from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
-from streams.layout import QUALITY_KEY, shard_key
+from streams.files import decode_shard, drop, encode_shard, finish, grow, success
+from streams.layout import cleanup, shard_key, shard_prefix
 
-def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
-    """A record batch as Parquet bytes, quality counts in the schema metadata."""
-    meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
-    table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
-    return buf.getvalue()
+
+def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes | None]:
+    """Blocking: the page's rows as a batch, its quality counts and its shard
+    to store (None when the fetcher stored it already: ``shardKey``)."""
+    if page.shardKey is not None:
+        batch, quality = decode_shard(store.get_bytes(page.shardKey))
+        return batch, quality, None
+    rows = page.rows
+    if rows is None:
+        rows = json.loads(store.get_bytes(page.blobKey), parse_float=json_number)
+    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
+    return batch, quality, encode_shard(batch, quality)
 
 
 async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
-    """PageBatch -> shard in object storage, PROGRESS, and FinalizeRequested
-    after the last page. A page of an ended task is dropped.
+    """PageBatch -> shard in object storage, the page appended to the task's
+    growing file, PROGRESS; after the last page, the file closed, uploaded and
+    SUCCESS. A page of an ended task is dropped.
 
-    Raises ``PermanentError`` (task FAILED) when rows break the column spec.
+    Order matters for re-drives: the shard is stored before the page is
+    appended, and ``last_seq`` is recorded before the file is finished, so a
+    worker dying at any point leaves shards 0..seq for whoever takes over
+    (the redelivered page, or the sweeper's FinalizeRequested).
+
+    Raises ``PermanentError`` (task FAILED) when rows break the column spec or
+    the writer refuses them.
     """
     state = await ctx.projection.get(page.taskId)
     if state and state["status"] in TERMINAL:
+        drop(ctx, page.taskId)
         return []
-    rows = page.rows
-    if rows is None:
-        raw = await asyncio.to_thread(ctx.store.get_bytes, page.blobKey)
-        rows = json.loads(raw, parse_float=json_number)
-    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
-    data = encode_shard(batch, quality)
+    batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
     key = shard_key(page.taskId, page.seq)
-    await asyncio.to_thread(ctx.store.put_bytes, key, data)
-    if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile
-        await asyncio.to_thread(ctx.store.delete_prefix, key)
+    if data is not None:
+        await asyncio.to_thread(ctx.store.put_bytes, key, data)
+    doc = page.spec.documentConfig
+    await asyncio.to_thread(grow, ctx, page.taskId, page.seq, batch, quality, doc)
+    if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile: the
+        # task's cleanup may have run before this shard landed; leave nothing behind
+        await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
+        drop(ctx, page.taskId)
         return []
     emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
                        exportedRows=page.rowsBefore + page.rowCount,
                        totalRows=page.totalRows, workerId=ctx.worker_id)]
     if page.isLast:
-        emits.append(Emit(T.FINALIZE, page.taskId, FinalizeRequested(
-            taskId=page.taskId, lastSeq=page.seq, truncated=page.truncated, spec=page.spec)))
+        marks = await ctx.checkpoints.get(page.taskId)
+        if "finalized" in marks:
+            return emits
+        await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))
+        built = await asyncio.to_thread(finish, ctx, page.taskId, page.seq, doc)
+        emits.append(await success(ctx, page.spec, page.taskId, built, page.truncated))
     return emits
 
 
 async def after_write_shard(ctx: Context, page: PageBatch, emits: list[Emit]) -> None:
-    """After the last page: record where finalizing starts (for re-drives)."""
-    if page.isLast:
-        await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))
+    """After the last page's SUCCESS is acked: mark finalized and delete the
+    shards and page blobs."""
+    if page.isLast and any(getattr(e.payload, "status", None) == "SUCCESS" for e in emits):
+        await ctx.checkpoints.set(page.taskId, finalized=1)
+        await cleanup(ctx, page.taskId)

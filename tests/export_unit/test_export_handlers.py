@@ -70,7 +70,9 @@ async def test_fetch_emits_the_page_and_the_next_command_and_records_the_cursor(
     page, nxt = emits[0].payload, emits[1].payload
     assert (page.seq, page.rowCount, page.rowsBefore, page.isLast, page.totalRows) == (
         3, 100, 300, False, 1000)
-    assert page.rows[0] == {"id": 0} and page.blobKey is None
+    assert page.rows is None and page.shardKey == shard_key("t1", 3)  # only a key travels
+    shard = pq.read_table(io.BytesIO(ctx.store.get_bytes(shard_key("t1", 3))))
+    assert shard.column("id").to_pylist()[:2] == [0, 1]
     assert (nxt.seq, nxt.runtimeContext, nxt.rowsBefore) == (4, {"page": 4}, 400)
     assert data_api.requests[0]["runtimeContext"] == {"pageSize": 100, "page": 3}
     await after_fetch(ctx, cmd, emits)
@@ -101,17 +103,27 @@ async def test_max_rows_cuts_the_page_and_marks_the_export_truncated(make_ctx, d
     assert (page.rowCount, page.isLast, page.truncated) == (50, True, True)
 
 
-async def test_a_big_page_travels_through_the_object_store(make_ctx, data_api):
-    ctx = make_ctx(page_inline_max_bytes=1024)
+async def test_a_fetched_page_travels_as_its_shard_and_a_pushed_blob_still_works(make_ctx,
+                                                                                data_api):
+    ctx = make_ctx()
+    await running(ctx, "t1")
     rows = [{"id": i, "text": "x" * 50} for i in range(100)]
     data_api.pages[0] = (rows, True)
     [emit] = await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=spec()))
-    assert emit.payload.rows is None and emit.payload.blobKey == page_key("t1", 0)
-    assert json.loads(ctx.store.get_bytes(page_key("t1", 0))) == rows
+    assert emit.payload.rows is None and emit.payload.blobKey is None
+    table = pq.read_table(io.BytesIO(ctx.store.get_bytes(emit.payload.shardKey)))
+    assert table.to_pylist() == rows and QUALITY_KEY in table.schema.metadata
+    # a push-mode producer's page blob (JSON) is still read
+    ctx.store.put_bytes(page_key("t2", 0), json.dumps(rows).encode())
+    await running(ctx, "t2")
+    emits = await write_shard(ctx, PageBatch(taskId="t2", seq=0, blobKey=page_key("t2", 0),
+                                             rowCount=100, isLast=True, spec=spec()))
+    assert emits[-1].payload.status == "SUCCESS" and emits[-1].payload.file.rows == 100
 
 
 # --------------------------------------------------------------------- shards
-async def test_write_shard_stores_the_page_and_reports_progress_then_finalize(make_ctx):
+async def test_write_shard_stores_the_page_reports_progress_and_the_last_page_publishes(
+        make_ctx):
     ctx = make_ctx()
     await running(ctx, "t1")
     rows = [{"id": i, "name": f"n{i}"} for i in range(10)]
@@ -122,12 +134,15 @@ async def test_write_shard_stores_the_page_and_reports_progress_then_finalize(ma
     last = PageBatch(taskId="t1", seq=1, rows=rows, rowCount=10, rowsBefore=10, isLast=True,
                      truncated=True, spec=spec())
     emits = await write_shard(ctx, last)
-    assert kinds(emits) == [(T.LIFECYCLE, "PROGRESS"), (T.FINALIZE, "FinalizeRequested")]
+    assert kinds(emits) == [(T.LIFECYCLE, "PROGRESS"), (T.LIFECYCLE, "SUCCESS")]
     assert emits[0].payload.exportedRows == 20
-    assert (emits[1].payload.lastSeq, emits[1].payload.truncated) == (1, True)
-    await after_write_shard(ctx, last, emits)
-    marks = await ctx.checkpoints.get("t1")
+    done = emits[1].payload
+    assert (done.exportedRows, done.truncated, done.file.rows) == (20, True, 20)
+    marks = await ctx.checkpoints.get("t1")  # recorded before finishing: a re-drive finalizes
     assert (marks["last_seq"], marks["truncated"]) == ("1", "1")
+    await after_write_shard(ctx, last, emits)
+    assert (await ctx.checkpoints.get("t1"))["finalized"] == "1"
+    assert ctx.store.list("shards/t1/") == [] and ctx.files == {}
 
 
 async def test_a_page_of_an_ended_task_is_dropped(make_ctx):

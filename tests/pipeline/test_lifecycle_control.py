@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +54,26 @@ def test_kill_9_mid_export_new_worker_finishes_every_row_once(make_stack, tmp_pa
     print(f"\nre-drive after kill -9: SUCCESS {redrive_seconds:.1f} s after the kill; "
           f"duplicate fetch commands absorbed: {marks.get('absorbed', 0)}; "
           f"sweeper re-drives: {marks.get('redrives', 0)}")
+
+
+def test_kill_9_while_the_file_grows_the_new_worker_catches_up_from_shards(make_stack,
+                                                                            tmp_path):
+    # given a 40-page xlsx export whose file is growing on worker-0
+    stack = make_stack(**FAST)
+    spec = seq_spec(stack.demo_data_api, "xlsx", 4000, 100, query="?delay_ms=120")
+    task_id = submit(stack.api_url, spec)
+    wait_until_rows(stack.api_url, task_id, 1500)
+    growing = wait_for(lambda: list(Path(tempfile.gettempdir()).glob(f"plait-{task_id}-*")),
+                       10, "the growing file's directory")
+    # when worker-0 is killed with SIGKILL mid-append and a new worker starts
+    stack.kill("worker-0")
+    stack.spawn_worker("worker-1")
+    task = wait_task(stack.api_url, task_id, timeout=120)
+    # then the new worker resumed from the shards: every row exactly once, in order
+    assert task["status"] == "SUCCESS", task
+    data = read_rows(fetch_file(task, tmp_path))[1:]
+    assert [int(r[0]) for r in data] == source_ids(4000)
+    assert growing  # the killed worker's partial file was never published
 
 
 def wait_until_rows(api: str, task_id: str, rows: int, timeout: float = 60) -> dict:

@@ -1,0 +1,278 @@
+"""Write while fetching (issue 12, items 1 and 2) on in-memory members: the
+task's file grows page by page in page order, a redelivered page is not
+written twice, a worker that did not see the first pages catches up from
+their shards, a page that does not fit falls back to building from shards,
+and the fetch route follows its own next command in process (no broker round
+trip between pages), prefetching page n+1 while page n is sent."""
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import tracemalloc
+
+import pytest
+
+from export_harness import request, running, spec
+from plait import topics as T
+from plait.events import FetchPage, PageBatch
+from streams import files
+from streams.context import Context
+from streams.finalize import finalize
+from plait.events import FinalizeRequested
+from streams.handlers import after_fetch, fetch
+from streams.runtime import Route, Runtime
+from streams.shards import after_write_shard, write_shard
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def page(seq: int, rows: list[dict], last: bool = False, task: str = "t1", s=None) -> PageBatch:
+    return PageBatch(taskId=task, seq=seq, rows=rows, rowCount=len(rows),
+                     rowsBefore=seq * len(rows), isLast=last, spec=s or spec())
+
+
+def ids(seq: int, n: int = 10) -> list[dict]:
+    return [{"id": seq * n + i, "name": f"n{seq * n + i}"} for i in range(n)]
+
+
+def file_rows(ctx: Context, done) -> list[list[str]]:
+    text = ctx.store.get_bytes(done.file.key).decode("utf-8-sig")
+    return list(csv.reader(io.StringIO(text)))[1:]
+
+
+def no_rebuild(monkeypatch) -> None:
+    """Fail the test if the file is rebuilt from shards instead of grown."""
+    def refuse(*a, **k):
+        raise AssertionError("built from shards, not grown")
+    monkeypatch.setattr(files, "build_file", refuse)
+
+
+async def test_the_file_grows_page_by_page_and_the_last_page_only_closes_it(make_ctx,
+                                                                           monkeypatch):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    no_rebuild(monkeypatch)
+    for seq in range(3):
+        await write_shard(ctx, page(seq, ids(seq)))
+        tf = ctx.files["t1"]
+        assert tf.next_seq == seq + 1  # progress: pages 0..seq are in the file
+    emits = await write_shard(ctx, page(3, ids(3), last=True))
+    done = emits[-1].payload
+    assert done.status == "SUCCESS" and done.file.rows == 40
+    assert [int(r[0]) for r in file_rows(ctx, done)] == list(range(40))
+    await after_write_shard(ctx, page(3, ids(3), last=True), emits)
+    assert ctx.files == {} and ctx.store.list("shards/") == []
+
+
+async def test_a_redelivered_page_is_written_once(make_ctx, monkeypatch):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    no_rebuild(monkeypatch)
+    for seq in (0, 1, 1, 0, 1, 2):  # at-least-once: pages come again, in partition order
+        await write_shard(ctx, page(seq, ids(seq)))
+    emits = await write_shard(ctx, page(3, ids(3), last=True))
+    assert [int(r[0]) for r in file_rows(ctx, emits[-1].payload)] == list(range(40))
+
+
+async def test_a_new_worker_mid_task_catches_up_from_the_shards(make_ctx):
+    # given worker A wrote pages 0..2 (shards and its growing file) and was killed
+    a = make_ctx()
+    await running(a, "t1")
+    for seq in range(3):
+        await write_shard(a, page(seq, ids(seq)))
+    # when worker B (same store, checkpoints, projection; no file) gets page 2
+    # again (uncommitted offset) and then the last page
+    b = Context(a.settings, a.topics, a.store, a.projection, a.http, a.checkpoints, a.slots,
+                a.workers, worker_id="w-b")
+    await write_shard(b, page(2, ids(2)))
+    assert b.files["t1"].next_seq == 3  # caught up 0..1 from shards, then appended 2
+    emits = await write_shard(b, page(3, ids(3), last=True))
+    # then the file holds every row exactly once, in order
+    assert [int(r[0]) for r in file_rows(b, emits[-1].payload)] == list(range(40))
+
+
+async def test_killed_while_finishing_a_redrive_builds_the_same_file_from_shards(make_ctx):
+    # given the last page was written and last_seq recorded, but the worker died
+    # before SUCCESS (its growing file is gone with it)
+    a = make_ctx()
+    await running(a, "t1")
+    for seq in range(3):
+        await write_shard(a, page(seq, ids(seq)))
+    grown = await write_shard(a, page(3, ids(3), last=True))
+    expected = a.store.get_bytes(grown[-1].payload.file.key)
+    await a.checkpoints.set("t1", last_seq=3)
+    b = Context(a.settings, a.topics, a.store, a.projection, a.http, a.checkpoints, a.slots,
+                a.workers, worker_id="w-b")
+    # when the sweeper's FinalizeRequested reaches another worker
+    [done] = await finalize(b, FinalizeRequested(taskId="t1", lastSeq=3, spec=spec()))
+    # then it builds byte-identical output from the shards
+    assert b.store.get_bytes(done.payload.file.key) == expected
+    assert done.payload.file.sha256 == grown[-1].payload.file.sha256
+
+
+async def test_a_page_that_widens_a_type_falls_back_to_the_shards(make_ctx):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    await write_shard(ctx, page(0, [{"id": 1, "v": 1}, {"id": 2, "v": 2}]))
+    await write_shard(ctx, page(1, [{"id": 3, "v": 2.5}]))  # int -> float: does not fit
+    assert "t1" not in ctx.files
+    emits = await write_shard(ctx, page(2, [{"id": 4, "v": 3}], last=True))
+    assert [r for r in file_rows(ctx, emits[-1].payload)] == [
+        ["1", "1"], ["2", "2"], ["3", "2.5"], ["4", "3"]]
+
+
+async def test_a_cancelled_task_drops_its_growing_file(make_ctx):
+    from plait.events import Lifecycle
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    await write_shard(ctx, page(0, ids(0)))
+    tf = ctx.files["t1"]
+    await ctx.projection.apply(Lifecycle(taskId="t1", status="CANCELLED"))
+    assert await write_shard(ctx, page(1, ids(1))) == []
+    assert ctx.files == {} and not tf.dir.exists()
+
+
+async def test_memory_stays_flat_while_the_file_grows(make_ctx):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    rows = [{"id": i, "name": "x" * 40} for i in range(2000)]
+    tracemalloc.start()
+    try:
+        peaks = []
+        for seq in range(30):
+            await write_shard(ctx, page(seq, rows))
+            ctx.store.objects.clear()  # the store is elsewhere in production
+            peaks.append(tracemalloc.get_traced_memory()[0])
+            tracemalloc.reset_peak()
+    finally:
+        tracemalloc.stop()
+    # memory after page 29 is no larger than after page 5 (plus slack): flat
+    assert peaks[-1] < peaks[5] + 2 * 1024 * 1024, peaks
+
+
+# ------------------------------------------------------- following in process
+class FakeApp:
+    def topic(self, *a, **k):
+        return object()
+
+    def agent(self, *a, **k):
+        return lambda fn: fn
+
+
+async def test_the_fetch_route_follows_its_pages_without_a_broker_round_trip(make_ctx,
+                                                                            data_api):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(4):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], seq == 3)
+    runtime = Runtime(FakeApp(), ctx, [])
+    sent, marks_at_send = [], []
+
+    async def send(emits, tp=None):
+        await asyncio.sleep(0.01)  # the broker's ack takes a while: the next fetch runs
+        marks_at_send.append(len(data_api.requests))  # data API calls when page n is acked
+        sent.extend(emits)
+
+    runtime.rt.send = send
+    route = Route(T.FETCH, fetch, after_fetch, timeout=10, attempts=2, follow=True)
+    agent = runtime.agent(route)
+    await agent.handle(None, FetchPage(taskId="t1", seq=0, spec=spec(),
+                                       runtimeContext={"page": 0}), {})
+    # every page was sent in order, and no FetchPage went to the broker
+    assert [(e.topic, e.payload.seq) for e in sent] == [(T.PAGES, s) for s in range(4)]
+    # page n+1 was already being fetched while page n was sent
+    assert all(asked >= n + 2 for n, asked in enumerate(marks_at_send[:3])), marks_at_send
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2, 3]  # once each
+    marks = await ctx.checkpoints.get("t1")
+    assert marks["fetched"] == "3" and marks["next_seq"] == "3"
+
+
+async def test_a_chain_resumes_from_the_recorded_cursor(make_ctx, data_api):
+    # given pages 0..1 fetched and recorded, then the worker died
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(4):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], seq == 3)
+    await ctx.checkpoints.set("t1", request=request("t1").model_dump_json())
+    runtime = Runtime(FakeApp(), ctx, [])
+    sent = []
+
+    async def send(emits, tp=None):
+        sent.extend(emits)
+        if emits[-1].payload.seq == 1:
+            raise ConnectionError("worker killed")  # after page 1 is out, nothing more
+
+    runtime.rt.send = send
+    agent = runtime.agent(Route(T.FETCH, fetch, after_fetch, timeout=10, follow=True))
+    with pytest.raises(ConnectionError):
+        await agent.handle(None, FetchPage(taskId="t1", seq=0, spec=spec(),
+                                           runtimeContext={"page": 0}), {})
+    # when the sweeper re-drives from the checkpoint (last recorded: page 0)
+    from streams.sweeper import redrive
+    cmds = [e.payload for e in await redrive(ctx, "t1") if e.topic == T.FETCH]
+    assert [(c.seq, c.runtimeContext, c.rowsBefore) for c in cmds] == [(1, {"page": 1}, 10)]
+    sent.clear()
+    runtime.rt.send = lambda emits, tp=None: _extend(sent, emits)
+    await agent.handle(None, cmds[0], {})
+    # then the rest comes once from there (page 1 again: the page writer overwrites its shard)
+    assert [e.payload.seq for e in sent] == [1, 2, 3]
+
+
+async def _extend(sent, emits):
+    sent.extend(emits)
+
+
+async def test_page_n_plus_1_is_requested_while_page_n_is_processed(make_ctx, data_api):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(3):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], seq == 2)
+    cmd = FetchPage(taskId="t1", seq=0, spec=spec(), runtimeContext={"page": 0})
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        await asyncio.sleep(0.01)
+        pages_asked = [r["runtimeContext"]["page"] for r in data_api.requests]
+        # page seq+1 was asked for before its step ran, and never twice
+        assert pages_asked == list(range(min(seq + 2, 3))), pages_asked
+        if seq < 2:
+            cmd = emits[-1].payload
+    assert ctx.ahead == {}  # nothing left ahead after the last page
+
+
+async def test_a_failing_step_forgets_the_page_asked_ahead(make_ctx, data_api, monkeypatch):
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(3):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], False)
+    import streams.handlers as handlers
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(handlers, "page_shard", broken)
+    with pytest.raises(OSError):
+        await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=spec(), runtimeContext={"page": 0}))
+    assert ctx.ahead == {}
+
+
+async def test_the_last_progress_is_projected_before_success_as_a_rebuild_would(make_ctx):
+    from streams.runtime import ExportHooks
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(2):
+        await write_shard(ctx, page(seq, ids(seq)))
+    emits = await write_shard(ctx, page(2, ids(2), last=True))
+    applied = []
+    apply = ctx.projection.apply
+
+    async def recording(event):
+        applied.append(event.status)
+        return await apply(event)
+
+    ctx.projection.apply = recording
+    await ExportHooks(ctx, set()).before_send(None, emits)
+    # the same order the lifecycle topic holds: PROGRESS, then SUCCESS
+    assert applied == ["PROGRESS", "SUCCESS"]
+    state = await ctx.projection.get("t1")
+    assert state["status"] == "SUCCESS" and state["exportedRows"] == 30
