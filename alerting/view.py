@@ -41,6 +41,7 @@ import logging
 import time
 from typing import Any, Iterable
 
+from alerting.dedupe import labelset_fingerprint
 from alerting.group import group_key
 from alerting.intake import format_time
 from alerting.model import Alert
@@ -60,23 +61,6 @@ PUBLISH_EVERY = 1.0
 RESOLVE_TIMEOUT = 300.0
 #: Hash field holding the partition's publish metadata (not an alert).
 META_FIELD = "~meta"
-
-_FNV_OFFSET = 14695981039346656037
-_FNV_PRIME = 1099511628211
-_MASK = (1 << 64) - 1
-
-
-def am_fingerprint(labels: dict[str, str]) -> str:
-    """Alertmanager's fingerprint of a label set: FNV-1a 64 over the label
-    names in sorted order, each name and value followed by the byte 0xFF
-    (``prometheus/common`` ``model.LabelSet.Fingerprint``), as 16 hex digits."""
-    h = _FNV_OFFSET
-    for name in sorted(labels):
-        for part in (name, labels[name]):
-            for b in part.encode("utf-8", "surrogatepass"):
-                h = ((h ^ b) * _FNV_PRIME) & _MASK
-            h = ((h ^ 0xFF) * _FNV_PRIME) & _MASK
-    return f"{h:016x}"
 
 
 def am_labels(alert: Alert) -> dict[str, str]:
@@ -122,7 +106,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "startsAt": format_time(started if started is not None else seen),
         "endsAt": format_time(alert.ends_at if alert.ends_at else seen + RESOLVE_TIMEOUT),
         "updatedAt": format_time(seen), "generatorURL": alert.generator_url,
-        "fingerprint": am_fingerprint(labels), "receivers": [{"name": receiver}],
+        "fingerprint": labelset_fingerprint(labels), "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
         "_group": glabels,

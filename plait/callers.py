@@ -177,10 +177,6 @@ class CallerRegistry:
                 found = caller
         return found
 
-    def by_sys_code(self, sys_code: str) -> Caller | None:
-        """The caller registered as ``sys_code``, or None."""
-        return self._by_sys.get(sys_code)
-
     def __len__(self) -> int:
         return len(self._by_sys)
 

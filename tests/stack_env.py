@@ -1,7 +1,9 @@
 """Isolation of test stacks: own topic names, consumer group and Redis keys."""
 from __future__ import annotations
 
+import time
 import uuid
+from typing import Any, Callable
 
 import redis
 
@@ -24,3 +26,18 @@ def drop_redis_keys(stack: Stack) -> None:
     client = redis.Redis.from_url(stack.env["PLAIT_REDIS_URL"])
     for key in client.scan_iter(match=f"{prefix}:*", count=1000):
         client.delete(key)
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.05) -> Any:
+    """Poll ``check`` every ``every`` seconds until it returns something truthy
+    (returned). Tests that race the pipeline wait for the condition they check
+    this way; fails the test naming ``what`` and the last value seen when
+    ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")

@@ -6,7 +6,6 @@ import pytest
 from alert_harness import case_config, ev, run
 
 from alerting.dedupe import fingerprint, labelset_fingerprint
-from alerting.funnel import Funnel
 from alerting.intake import format_time, from_alertmanager_alert, from_native
 
 

@@ -19,19 +19,9 @@ import yaml
 from alerting.wire import raw_envelope
 from plait.settings import Settings
 from plait.topics import Topics
+from stack_env import wait_for as wait_until  # noqa: F401 (re-exported for the alerting tests)
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll ``check`` until it returns something truthy (returned); fails the
-    test naming ``what`` when ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 @dataclass

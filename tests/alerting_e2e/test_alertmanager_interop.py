@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

@@ -16,7 +16,8 @@ import redis.asyncio as aioredis
 from alerting import view
 from alerting.config import load_config
 from alerting.funnel import Funnel
-from alerting.view import META_FIELD, ViewPublisher, am_fingerprint, read_views
+from alerting.dedupe import labelset_fingerprint as am_fingerprint
+from alerting.view import META_FIELD, ViewPublisher, read_views
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 CONFIG = load_config(Path(__file__).resolve().parents[2] / "examples" / "alerting.yaml")

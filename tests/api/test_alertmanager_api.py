@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 
 from alerting.config import load_config
 from alerting.funnel import Funnel
-from alerting.view import ViewPublisher, am_fingerprint
+from alerting.dedupe import labelset_fingerprint as am_fingerprint
+from alerting.view import ViewPublisher
 
 REDIS_URL = "redis://127.0.0.1:6379/0"  # as conftest's client
 ALERTING_YAML = Path(__file__).resolve().parents[2] / "examples" / "alerting.yaml"

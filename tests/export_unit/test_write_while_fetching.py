@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import json
 import tracemalloc
 
 import pytest

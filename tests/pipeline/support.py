@@ -8,12 +8,13 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
 from plait.lifecycle import TERMINAL
 from producers.demo_api import seq_rows
+from stack_env import wait_for  # noqa: F401 (re-exported for the pipeline tests)
 
 
 def seq_spec(data_api: str, fmt: str, rows: int, page_size: int = 100,
@@ -51,25 +52,6 @@ def wait_task(api: str, task_id: str, timeout: float = 120, until=TERMINAL) -> d
                 return task
         time.sleep(0.2)
     raise AssertionError(f"task {task_id} not in {sorted(until)} after {timeout}s: {task}")
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll ``check`` until it returns something truthy, and return that.
-
-    For side effects that happen after a status is observable (shard cleanup
-    runs once SUCCESS is acknowledged, slots are released on the terminal
-    lifecycle event): a test waits for the condition it checks instead of
-    asserting right after the status. Fails the test naming ``what`` and the
-    last value seen when ``timeout`` seconds pass.
-    """
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def fetch_file(task: dict[str, Any], dest: Path) -> Path:

@@ -13,6 +13,7 @@ import redis
 
 from plait import keys as K
 from plait.spec import ExportSpec
+from stack_env import wait_for
 
 pytestmark = pytest.mark.integration
 FAST = {"PLAIT_SCHEDULE_TICK_SECONDS": "0.2", "PLAIT_SCHEDULE_LEASE_SECONDS": "3",
@@ -20,15 +21,6 @@ FAST = {"PLAIT_SCHEDULE_TICK_SECONDS": "0.2", "PLAIT_SCHEDULE_LEASE_SECONDS": "3
         "PLAIT_HEARTBEAT_INTERVAL_SECONDS": "1"}
 
 
-def wait_for(check, timeout: float, what: str, every: float = 0.02):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 def test_two_workers_kill_9_of_the_lease_holder_every_slot_fired_exactly_once(make_stack):

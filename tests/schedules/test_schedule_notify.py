@@ -2,7 +2,6 @@
 task and status, refused outside the caller's allowed prefixes."""
 from __future__ import annotations
 
-import asyncio
 import json
 
 import httpx
