@@ -279,14 +279,14 @@ class NativeXlsxWriter(SingleFileWriter):
         # widths come from the first batch: peek it before the library starts
         first = next(source["it"], None)
         source["pending"] = first
-        widths = state["widths"] or [min(max(len(h or "") + 2, 8), 60) for h in heads]
+        widths = state["widths"]  # None without rows: Excel's default widths, as xlsxwriter
         sheets = [(names[k], pa.RecordBatchReader.from_batches(out_schema, sheet_batches(k, source)))
                   for k in range(n_sheets)]
         _native.write_worksheets(
             sheets, str(self.path), freeze_panes={"general": {"row": 1}},
             bold_headers=True, inf_value=self.doc.infText,
             autofilter={n: True for n in names},
-            column_widths={n: widths for n in names},
+            column_widths={n: widths for n in names} if widths else None,
             column_formats={n: formats for n in names})
         self.sheets = n_sheets
         ints = [c for c, k in enumerate(self._kinds) if k == "int"]
