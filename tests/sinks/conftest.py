@@ -1,16 +1,21 @@
 """Registers the sink test fixtures (defined in sink_helpers) and, for every
 test here, the xlsx engine comparison (``engine_compare``): each xlsx the
-native engine writes is also written by xlsxwriter and compared cell by cell."""
+native engine writes is also written by xlsxwriter and compared cell by cell;
+each csv the vectorized writer writes is also written by the former cell-by-cell
+writer (``reference_csv``) and must be byte-identical."""
 import pytest
-from engine_compare import ENGINES, FALLBACKS, Comparing
+from engine_compare import ENGINES, FALLBACKS, Comparing, comparing_text
+from reference_csv import ReferenceCsvWriter
 from sink_helpers import export  # noqa: F401  (pytest fixture)
 
 from sinks import writers
+from sinks.writers.csv_writer import CsvWriter
 
 
 @pytest.fixture(autouse=True)
 def _compare_xlsx_engines(monkeypatch):
     monkeypatch.setitem(writers.WRITERS, "xlsx", Comparing)
+    monkeypatch.setitem(writers.WRITERS, "csv", comparing_text(CsvWriter, ReferenceCsvWriter))
     yield
 
 

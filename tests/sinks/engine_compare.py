@@ -97,3 +97,40 @@ class Comparing(xlsx_native.NativeXlsxWriter):
         finally:
             ref.path.unlink(missing_ok=True)
         return rep
+
+
+class ComparingText:
+    """A vectorized text writer (csv or jsonl) that also writes the same
+    batches with the former cell-by-cell writer (the oracle); ``close``
+    asserts byte-identical files and equal quality counts."""
+
+    def __init__(self, fast_cls, ref_cls, path, schema, doc):
+        self._fast = fast_cls(path, schema, doc)
+        self._ref = ref_cls(path.with_name("ref-" + path.name), schema, doc)
+
+    def write_batch(self, batch):
+        self._fast.write_batch(batch)
+        self._ref.write_batch(batch)
+
+    def close(self):
+        rep, ref = self._fast.close(), self._ref.close()
+        try:
+            fast_bytes, ref_bytes = rep.path.read_bytes(), ref.path.read_bytes()
+            if fast_bytes != ref_bytes:
+                at = next((i for i, (x, y) in enumerate(zip(fast_bytes, ref_bytes)) if x != y),
+                          min(len(fast_bytes), len(ref_bytes)))
+                raise AssertionError(f"{rep.path.name} differs at byte {at}: vectorized "
+                                     f"{fast_bytes[at - 40:at + 40]!r} != cell by cell "
+                                     f"{ref_bytes[at - 40:at + 40]!r}")
+            assert rep.quality == ref.quality, f"quality {rep.quality} != {ref.quality}"
+        finally:
+            ref.path.unlink(missing_ok=True)
+        return rep
+
+
+def comparing_text(fast_cls, ref_cls):
+    """A writer class (same constructor as the writers) for ``WRITERS``."""
+    def make(path, schema, doc):
+        return ComparingText(fast_cls, ref_cls, path, schema, doc)
+    make.ext = fast_cls.ext
+    return make
