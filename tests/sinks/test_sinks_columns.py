@@ -64,3 +64,53 @@ def test_iso_array_matches_iso_texts():
     assert iso_array(dates).to_pylist() == iso_texts(dates)
     far = pc.cast(pa.array([3_000_000, -800_000], pa.int32()), pa.date32())
     assert iso_array(far).to_pylist() == iso_texts(far)
+
+
+def _nasty_batch() -> pa.RecordBatch:
+    texts = ["plain", "", None, 'q"uote', "a,b", "a;b", "tab\there", "lf\nx", "cr\rx", "crlf\r\nx",
+             "=1+2", "+x", "-5", "@a", "\tlead", "\rlead", "\x01=hid", "ctl\x00\x07\x1f\x7f",
+             "back\\slash", "\ufffe\uffff", "\u2028\u0085", "emoji \U0001F600", "é", "'"]
+    n = len(texts)
+    rng = random.Random(5)
+    return pa.record_batch({
+        "t": pa.array(texts, pa.string()),
+        "i": pa.array([rng.choice([None, 0, -7, 2**62]) for _ in range(n)], pa.int64()),
+        "f": pa.array([rng.choice([None, float("nan"), float("inf"), float("-inf"), -0.0, 1.0,
+                                   2.5, 1e16, 5e-324]) for _ in range(n)], pa.float64()),
+        "b": pa.array([rng.choice([None, True, False]) for _ in range(n)]),
+        "ts": pa.array([rng.choice([None, 0, 1_234_567, -5_000_000_000_000_000])
+                        for _ in range(n)], pa.int64()).cast(pa.timestamp("us", "Europe/Paris")),
+        "d": pa.array([rng.choice([None, dt.date(1899, 1, 1), dt.date(2024, 2, 29)])
+                       for _ in range(n)], pa.date32()),
+        "n": pa.nulls(n),
+        "s": pa.array([rng.choice([None, {"k": 1}, {"k": None}]) for _ in range(n)],
+                      pa.struct([("k", pa.int64())])),
+    })
+
+
+def test_text_writers_match_the_cell_by_cell_writers_on_nasty_text(tmp_path):
+    from reference_csv import ReferenceCsvWriter
+    from reference_jsonl import ReferenceJsonlWriter
+    from sink_helpers import make_doc
+
+    from sinks.writers.csv_writer import CsvWriter
+    from sinks.writers.jsonl_writer import JsonlWriter
+
+    batch = _nasty_batch()
+    single = batch.select(["t"])
+    cases = [("csv", {"csvFlavour": f, "csvDelimiter": d, "escapeFormulas": e})
+             for f in ("excel", "plain") for d in (",", ";", "\t", "|") for e in (True, False)]
+    cases.append(("jsonl", {}))
+    for k, (fmt, kw) in enumerate(cases):
+        doc = make_doc(fmt, **kw)
+        fast_cls, ref_cls = ((CsvWriter, ReferenceCsvWriter) if fmt == "csv"
+                             else (JsonlWriter, ReferenceJsonlWriter))
+        for j, b in enumerate((batch, single)):
+            fast = fast_cls(tmp_path / f"a{k}_{j}.{fmt}", b.schema, doc)
+            ref = ref_cls(tmp_path / f"b{k}_{j}.{fmt}", b.schema, doc)
+            for w in (fast, ref):
+                w.write_batch(b)
+                w.write_batch(b.slice(3, 5))
+            rf, rr = fast.close(), ref.close()
+            assert rf.path.read_bytes() == rr.path.read_bytes(), (fmt, kw, j)
+            assert rf.quality == rr.quality
