@@ -38,7 +38,9 @@ this adapter:
 from __future__ import annotations
 
 import os
+import queue
 import re
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +82,13 @@ FALLBACK_RULES = {
     "no_native_engine": "rustpy-xlsxwriter is not installed",
     "native_error": "the native engine raised",
 }
+_ABORT = object()
+
+
+class _Aborted(Exception):
+    """Raised into the native engine to stop a stream that cannot be the file."""
+
+
 _FORMULA_AFTER_BAD = r"^[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]*[=+\-@\t\r]"
 #: Fixed creation/modification time of the native engine's files.
 FIXED_W3CDTF = "2000-01-01T00:00:00Z"
@@ -125,7 +134,14 @@ class NativeXlsxWriter(SingleFileWriter):
         for i, f in enumerate(schema):
             if is_mixed(f):
                 self._fail("mixed_types", f.name)
-        self._header_quality = None
+        heads = headers(schema, doc, with_zone=True)
+        if len(set(heads)) != len(heads) or not all(heads):
+            self._fail("header")
+        # streaming: the first sheet is written by a thread while batches arrive
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._stream_error: BaseException | None = None
+        self._stream_formats: list | None = None
 
     # -- scanning -----------------------------------------------------------
     def _fail(self, rule: str, column: str | None = None) -> None:
@@ -141,6 +157,65 @@ class NativeXlsxWriter(SingleFileWriter):
         if self.fallback is None:
             self._scan(batch)
         self.rows += batch.num_rows
+        self._stream(batch)
+
+    # -- streaming ------------------------------------------------------------
+    def _stream(self, batch: pa.RecordBatch) -> None:
+        """Hand ``batch`` to the streaming thread (started on the first batch),
+        or stop the stream when it can no longer be the final file: a fallback
+        rule fired, the rows need a second sheet, or a column's number format
+        (decided on the first batch) changed. ``close`` then writes the file
+        from the spool."""
+        if self._queue is None:
+            if self.fallback is None and self._thread is None and self.rows <= MAX_DATA_ROWS:
+                self._stream_formats = self._format_names()
+                self._queue = queue.Queue(maxsize=2)  # memory: a few batches
+                self._thread = threading.Thread(target=self._stream_main, daemon=True,
+                                                name=f"xlsx-native-{self.path.name}")
+                self._queue.put(batch)
+                self._thread.start()
+            return
+        if (self.fallback is not None or self.rows > MAX_DATA_ROWS
+                or self._format_names() != self._stream_formats):
+            self._stop_stream(abort=True)
+            return
+        self._put(batch)
+
+    def _put(self, item) -> None:
+        while self._thread.is_alive():
+            try:
+                self._queue.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+
+    def _queued(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if item is _ABORT:
+                raise _Aborted("stream stopped")
+            yield item
+
+    def _stream_main(self) -> None:
+        try:
+            self._write_native(self._queued(), 1, self._stream_formats)
+        except BaseException as exc:  # noqa: BLE001 - reported by close()
+            self._stream_error = exc
+
+    def _stop_stream(self, abort: bool) -> bool:
+        """End the stream; True when the thread wrote the whole file."""
+        if self._queue is None:
+            return False
+        self._put(_ABORT if abort else None)
+        self._thread.join()
+        q, self._queue = self._queue, None
+        del q
+        ok = not abort and self._stream_error is None
+        if not ok:
+            self.quality = type(self.quality)()  # counts start again from the spool
+        return ok
 
     def _scan(self, batch: pa.RecordBatch) -> None:
         escape = self.doc.escapeFormulas
@@ -207,12 +282,16 @@ class NativeXlsxWriter(SingleFileWriter):
         try:
             if self.fallback is None and getattr(self, "_tail_blank", False):
                 self._fail("trailing_blank_row")
-            heads = headers(self.schema, self.doc, with_zone=True)
-            if self.fallback is None and (len(set(heads)) != len(heads) or not all(heads)):
-                self._fail("header")
+            streamed = self._stop_stream(abort=self.fallback is not None)
+            if self._stream_error is not None and not isinstance(self._stream_error, _Aborted):
+                log.warning("xlsx_native_stream_failed", error=repr(self._stream_error)[:200])
+            if self.fallback is None and streamed:
+                self.engine = "rustpy-xlsxwriter"
+                return self.report()
             if self.fallback is None:
                 try:
-                    self._write_native()
+                    self._write_native(self._spooled(), max(1, -(-self.rows // MAX_DATA_ROWS)),
+                                       self._format_names())
                     self.engine = "rustpy-xlsxwriter"
                     return self.report()
                 except Exception as exc:  # noqa: BLE001 - the reference engine still can
@@ -237,23 +316,28 @@ class NativeXlsxWriter(SingleFileWriter):
             for i in range(reader.num_record_batches):
                 yield reader.get_batch(i)
 
-    def _write_native(self) -> None:
+    def _format_names(self) -> list:
+        spec_fmt = {c.fieldName: c.format for c in self.doc.columns or [] if c.format}
+        return [spec_fmt.get(f.name) or (MS_FORMAT if kind == "datetime" and sub and not whole
+                                         else _DEFAULT_FORMATS.get(kind))
+                for f, kind, sub, whole in zip(self.schema, self._kinds, self._sub, self._whole)]
+
+    def _write_native(self, batches: Iterator[pa.RecordBatch], n_sheets: int,
+                      format_names: list) -> None:
+        """Write ``batches`` (raw, in order) with the native engine into
+        ``n_sheets`` sheets with the columns' number formats ``format_names``,
+        then fix the package (:func:`finish_package`)."""
         heads = text_cells(pa.array(headers(self.schema, self.doc, with_zone=True), pa.string()),
                            self.quality, escape=False, mark=str, max_chars=XLSX_MAX_CELL_CHARS)
         out_schema = pa.schema([pa.field(h, _out_type(k)) for h, k in zip(heads, self._kinds)])
-        spec_fmt = {c.fieldName: c.format for c in self.doc.columns or [] if c.format}
-        formats, widths = [], None
-        for f, kind, sub, whole in zip(self.schema, self._kinds, self._sub, self._whole):
-            num = spec_fmt.get(f.name) or (MS_FORMAT if kind == "datetime" and sub and not whole
-                                           else _DEFAULT_FORMATS.get(kind))
-            formats.append(_native.Format().set_num_format(num) if num else None)
-        n_sheets = max(1, -(-self.rows // MAX_DATA_ROWS))
+        formats = [_native.Format().set_num_format(num) if num else None
+                   for num in format_names]
         names = [sheet_name(self.doc.sheetName, "" if k == 0 else f" ({k + 1})")
                  for k in range(n_sheets)]
         state = {"widths": None}
 
         def prepared() -> Iterator[pa.RecordBatch]:
-            for batch in self._spooled():
+            for batch in batches:
                 out = pa.RecordBatch.from_arrays(
                     [self._prepare(c, col) for c, col in enumerate(batch.columns)],
                     schema=out_schema)
