@@ -23,7 +23,7 @@ Prints one JSON object per line:
 - ``{"bench": "xlsx_columns", "cols", "rows", "seconds", "peak_rss_mb"}``:
   how the xlsx writer's memory grows with the number of columns.
 
-Usage: ``python bench/bench_writers.py [--runs 3] [--quick]``
+Usage: ``python bench/bench_writers.py [--runs 3] [--quick] [--reference]``
 (``--quick``: flights only, one run, for a smoke test).
 """
 from __future__ import annotations
@@ -172,8 +172,9 @@ PAIRS = [
     ("flights", "jsonl", "plait", None),
     ("flights", "parquet", "plait", 2.0),
     ("flights", "xlsx", "plait", 0.3),
-    ("flights", "xlsx", "xlsxwriter", None),
 ]
+#: ``--reference``: also time the reference xlsx engine (xlsxwriter, plait's rules).
+REFERENCE = [("flights", "xlsx", "xlsxwriter", None)]
 BASELINE_OF = {"csv": "csv", "jsonl": "csv", "parquet": "parquet", "xlsx": "xlsx"}
 BASELINE_NAME = {"csv": "bare_csv_module", "parquet": "bare_pyarrow_write_table",
                  "xlsx": "bare_xlsxwriter_constant_memory"}
@@ -217,7 +218,7 @@ def compare(case: str, pairs: list, runs: int) -> None:
 def main(argv: list[str]) -> None:
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 3
     quick = "--quick" in argv
-    compare("flights", PAIRS, 1 if quick else runs)
+    compare("flights", PAIRS + (REFERENCE if "--reference" in argv else []), 1 if quick else runs)
     if quick:
         return
     compare("wide100000x300", [("wide100000x300", "xlsx", "plait", 0.3)], 1)
