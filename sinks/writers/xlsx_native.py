@@ -10,9 +10,15 @@ this adapter:
    next to the output (memory: one batch) and scans it with Arrow compute for
    anything the native engine cannot hold (see :data:`FALLBACK_RULES`). The
    first such cell decides: the file goes to xlsxwriter.
-2. ``close``: replays the spool (memory-mapped, one batch at a time) into the
-   engine chosen. For the native one each batch is first *prepared* column-wise
-   with the rules rustpy-xlsxwriter 0.8.0 lacks:
+2. While every batch so far is clean, a thread streams them into the native
+   engine as they arrive (a ``RecordBatchReader`` over a bounded queue), so
+   the sheet grows while pages are fetched. The stream stops (the native
+   engine gets an exception from its reader) on a fallback, when the rows need
+   a second sheet (the library takes the list of sheets up front), or when a
+   column's number format decided on the first batch changes (F3).
+3. ``close``: ends the stream, or replays the spool (memory-mapped, one batch
+   at a time) into the engine chosen. For the native one each batch is first
+   *prepared* column-wise with the rules rustpy-xlsxwriter 0.8.0 lacks:
 
    - text: XML-forbidden control characters removed (``sanitized``), cut to
      32,767 UTF-16 units (``truncated``, before the library sees it: a longer
