@@ -148,6 +148,7 @@ class NativeXlsxWriter(SingleFileWriter):
         self._thread: threading.Thread | None = None
         self._stream_error: BaseException | None = None
         self._stream_formats: list | None = None
+        self._aborted = False
 
     # -- scanning -----------------------------------------------------------
     def _fail(self, rule: str, column: str | None = None) -> None:
@@ -214,6 +215,7 @@ class NativeXlsxWriter(SingleFileWriter):
         """End the stream; True when the thread wrote the whole file."""
         if self._queue is None:
             return False
+        self._aborted = abort
         self._put(_ABORT if abort else None)
         self._thread.join()
         q, self._queue = self._queue, None
@@ -289,7 +291,7 @@ class NativeXlsxWriter(SingleFileWriter):
             if self.fallback is None and getattr(self, "_tail_blank", False):
                 self._fail("trailing_blank_row")
             streamed = self._stop_stream(abort=self.fallback is not None)
-            if self._stream_error is not None and not isinstance(self._stream_error, _Aborted):
+            if self._stream_error is not None and not self._aborted:
                 log.warning("xlsx_native_stream_failed", error=repr(self._stream_error)[:200])
             if self.fallback is None and streamed:
                 self.engine = "rustpy-xlsxwriter"
@@ -525,6 +527,9 @@ def finish_package(path: Path, int_columns: list[int], keep_float_columns: bool)
     Entries are copied in order into a new zip next to ``path`` (sheets
     streamed in 4 MiB chunks), which then replaces ``path``.
     """
+    if not int_columns:
+        _fix_core_in_place(path)
+        return
     tmp = path.with_name(f".{path.name}.pkg")
     pattern = None
     if int_columns and keep_float_columns:
@@ -537,7 +542,7 @@ def finish_package(path: Path, int_columns: list[int], keep_float_columns: bool)
             new.external_attr = info.external_attr
             if info.filename == "docProps/core.xml":
                 dst.writestr(new, _CORE_XML.encode())
-            elif int_columns and info.filename.startswith("xl/worksheets/sheet"):
+            elif info.filename.startswith("xl/worksheets/sheet"):
                 new._compresslevel = SHEET_DEFLATE_LEVEL
                 with src.open(info) as fin, dst.open(new, "w", force_zip64=True) as fout:
                     carry = b""
@@ -556,6 +561,37 @@ def finish_package(path: Path, int_columns: list[int], keep_float_columns: bool)
             else:
                 dst.writestr(new, src.read(info))
     os.replace(tmp, path)
+
+
+def _fix_core_in_place(path: Path) -> None:
+    """Replace ``docProps/core.xml`` and the entries after it (the library
+    writes it next to last, before ``docProps/app.xml``) without touching the
+    sheets: the file is cut at core.xml's local header and the tail appended
+    again (zipfile's append mode rewrites the central directory)."""
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        names = [i.filename for i in infos]
+        if "docProps/core.xml" not in names:
+            return
+        k = names.index("docProps/core.xml")
+        if any(i.filename.startswith("xl/worksheets/") for i in infos[k:]):
+            raise RuntimeError("unexpected entry order in the native engine's package")
+        tail = [(i, _CORE_XML.encode() if i.filename == "docProps/core.xml" else zf.read(i))
+                for i in infos[k:]]
+    zf = zipfile.ZipFile(path, "a")
+    try:
+        cut = tail[0][0].header_offset
+        zf.filelist = [i for i in zf.filelist if i.header_offset < cut]
+        zf.NameToInfo = {i.filename: i for i in zf.filelist}
+        zf.start_dir = cut
+        zf.fp.seek(cut)
+        for info, data in tail:
+            new = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+            new.compress_type = zipfile.ZIP_DEFLATED
+            new.external_attr = info.external_attr
+            zf.writestr(new, data)
+    finally:
+        zf.close()
 
 
 def _strip(data: bytes, pattern) -> bytes:

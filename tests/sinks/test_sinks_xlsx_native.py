@@ -83,3 +83,14 @@ def test_native_bytes_are_deterministic_and_integers_stay_integers(tmp_path):
         sheet = zf.read("xl/worksheets/sheet1.xml").decode()
     assert "2000-01-01T00:00:00Z" in core
     assert '<c r="A2"><v>0</v></c>' in sheet and "<f>" not in sheet
+
+
+def test_text_only_files_are_deterministic_too(tmp_path):
+    # no integer column: only docProps/core.xml is rewritten, the sheets kept as written
+    batch = pa.record_batch({"t": pa.array(["a", "b", None, "c"])})
+    _, a = _write(NativeXlsxWriter, tmp_path / "a.xlsx", [batch], make_doc("xlsx"))
+    _, b = _write(NativeXlsxWriter, tmp_path / "b.xlsx", [batch], make_doc("xlsx"))
+    assert a.path.read_bytes() == b.path.read_bytes()
+    with zipfile.ZipFile(a.path) as zf:
+        assert zf.testzip() is None
+        assert "2000-01-01T00:00:00Z" in zf.read("docProps/core.xml").decode()
