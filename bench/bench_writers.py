@@ -23,7 +23,8 @@ Prints one JSON object per line:
 - ``{"bench": "xlsx_columns", "cols", "rows", "seconds", "peak_rss_mb"}``:
   how the xlsx writer's memory grows with the number of columns.
 
-Usage: ``python bench/bench_writers.py [--runs 3] [--quick] [--reference]``
+Usage: ``python bench/bench_writers.py [--runs 3] [--quick] [--reference]
+[--parts flights,wide,rollover,columns]``
 (``--quick``: flights only, one run, for a smoke test).
 """
 from __future__ import annotations
@@ -117,8 +118,9 @@ def _child(job: dict, conn) -> None:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         pass
+    result_rss = _rss_mb()
     fmt, engine = job["format"], job["engine"]
-    result = {"rows": rows, "cols": len(schema)}
+    result = {"rows": rows, "cols": len(schema), "rss_before_mb": result_rss}
     with tempfile.TemporaryDirectory(dir=job.get("tmp")) as tmp:
         doc = DocumentConfig(fileFormat=fmt, fileName="bench")
         started = time.perf_counter()
@@ -139,6 +141,14 @@ def _child(job: dict, conn) -> None:
     result["peak_rss_mb"] = _hwm_mb()
     conn.send(result)
     conn.close()
+
+
+def _rss_mb() -> float:
+    """Current RSS of this process (VmRSS), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def _hwm_mb() -> float:
@@ -209,6 +219,7 @@ def compare(case: str, pairs: list, runs: int) -> None:
               "engine": last.get("engine_used", engine), "fallback": last.get("fallback"),
               "rows": last["rows"], "cols": last["cols"], "runs": runs,
               "seconds": round(seconds, 2), "peak_rss_mb": round(median(i, "peak_rss_mb"), 1),
+              "rss_before_mb": round(median(i, "rss_before_mb"), 1),
               "baseline": BASELINE_NAME[BASELINE_OF[fmt]], "baseline_seconds": round(base_s, 2),
               "baseline_peak_rss_mb": round(median(b, "peak_rss_mb"), 1),
               "ratio": round(seconds / base_s, 3), "target": target,
@@ -218,19 +229,28 @@ def compare(case: str, pairs: list, runs: int) -> None:
 def main(argv: list[str]) -> None:
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 3
     quick = "--quick" in argv
-    compare("flights", PAIRS + (REFERENCE if "--reference" in argv else []), 1 if quick else runs)
+    parts = (argv[argv.index("--parts") + 1].split(",") if "--parts" in argv
+             else ["flights", "wide", "rollover", "columns"])
+    if "flights" in parts:
+        compare("flights", PAIRS + (REFERENCE if "--reference" in argv else []),
+                1 if quick else runs)
     if quick:
         return
-    compare("wide100000x300", [("wide100000x300", "xlsx", "plait", 0.3)], 1)
-    r = run({"case": "ids1048586", "format": "xlsx", "engine": "plait"})
-    emit({"bench": "xlsx_rollover", "rows": r["rows"], "sheets": r["sheets"],
-          "engine": r["engine_used"], "seconds": round(r["seconds"], 2),
-          "peak_rss_mb": round(r["peak_rss_mb"], 1)})
-    for cols in (10, 100, 300, 1000):
-        r = run({"case": f"cols{cols}", "format": "xlsx", "engine": "plait"})
-        emit({"bench": "xlsx_columns", "cols": cols, "rows": r["rows"],
+    if "wide" in parts:
+        compare("wide100000x300", [("wide100000x300", "xlsx", "plait", 0.3)], 1)
+    if "rollover" in parts:
+        r = run({"case": "ids1048586", "format": "xlsx", "engine": "plait"})
+        emit({"bench": "xlsx_rollover", "rows": r["rows"], "sheets": r["sheets"],
               "engine": r["engine_used"], "seconds": round(r["seconds"], 2),
-              "peak_rss_mb": round(r["peak_rss_mb"], 1)})
+              "peak_rss_mb": round(r["peak_rss_mb"], 1),
+              "rss_before_mb": round(r["rss_before_mb"], 1)})
+    if "columns" in parts:
+        for cols in (10, 100, 300, 1000):
+            r = run({"case": f"cols{cols}", "format": "xlsx", "engine": "plait"})
+            emit({"bench": "xlsx_columns", "cols": cols, "rows": r["rows"],
+                  "engine": r["engine_used"], "seconds": round(r["seconds"], 2),
+                  "peak_rss_mb": round(r["peak_rss_mb"], 1),
+                  "rss_before_mb": round(r["rss_before_mb"], 1)})
 
 
 if __name__ == "__main__":
