@@ -21,6 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
+	$(PY) bench/bench_writers.py
 	$(PY) bench/bench_export.py
 	$(PY) bench/bench_wide.py
 	$(PY) bench/bench_alert_funnel.py

@@ -20,12 +20,15 @@ from sinks.writers.csv_writer import CsvWriter
 from sinks.writers.jsonl_writer import JsonlWriter
 from sinks.writers.parquet_writer import ParquetFileWriter
 from sinks.writers.split import SplitWriter
+from sinks.writers.xlsx_native import NativeXlsxWriter
 from sinks.writers.xlsx_writer import XlsxWriter
 
-__all__ = ["FileEntry", "FileWriter", "WriteReport", "open_writer", "sanitize_file_name", "WRITERS"]
+__all__ = ["XlsxWriter", "NativeXlsxWriter", "FileEntry", "FileWriter", "WriteReport", "open_writer", "sanitize_file_name", "WRITERS"]
 
-#: Writer class per ``doc.fileFormat``.
-WRITERS = {"csv": CsvWriter, "xlsx": XlsxWriter, "parquet": ParquetFileWriter,
+#: Writer class per ``doc.fileFormat``. xlsx: the native engine
+#: (rustpy-xlsxwriter), falling back per file to :class:`XlsxWriter`
+#: (xlsxwriter, the reference engine) for what it cannot hold (issue 12).
+WRITERS = {"csv": CsvWriter, "xlsx": NativeXlsxWriter, "parquet": ParquetFileWriter,
            "jsonl": JsonlWriter}
 #: Longest file stem in UTF-8 bytes; leaves room for ``_part001.parquet`` under
 #: the 255-byte name limit of common file systems.

@@ -18,10 +18,19 @@
 - Text starting with = + - @ tab CR gets a ``'`` prefix when
   ``doc.escapeFormulas`` (OWASP CSV injection); XML-forbidden control
   characters are removed so csv and xlsx carry the same text.
+
+Rendering is column-wise with Arrow compute (issue 12 item 3,
+:mod:`sinks.writers.columns`): every column becomes a string array, quoting
+is applied with ``if_else``/``replace_substring``, the fields and the record
+terminator are joined with ``binary_join_element_wise`` and the joined
+buffer is written as is. The output is byte for byte what Python's ``csv``
+module writes with the dialect above (``tests/sinks/test_sinks_columns.py``
+checks it against the former cell-by-cell writer); only mixed columns and
+"other" types are still rendered cell by cell.
 """
 from __future__ import annotations
 
-import csv
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,67 +39,60 @@ import pyarrow.compute as pc
 from plait.spec import DocumentConfig
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
-    SingleFileWriter, float_cells, headers, iso_cells, kind_of_field, mixed_column, number_text,
-    other_cells, text_cells,
+    SingleFileWriter, headers, kind_of_field, mixed_column, number_text, other_cells,
 )
+from sinks.writers.columns import bool_texts, clean_text, float_texts, iso_array
 
 _BUFFER = 1 << 20
-
-
-def _prefix(s: str) -> str:
-    return "'" + s
+_BOM = "\ufeff".encode()
 
 
 class CsvWriter(SingleFileWriter):
     """Writes ``path`` as csv; see the module docstring for the rendering rules.
 
-    Memory: one batch of rendered cells plus a 1 MiB file buffer.
+    Memory: one batch of rendered columns plus a 1 MiB file buffer.
     """
 
     ext = "csv"
 
     def __init__(self, path: Path, schema: pa.Schema, doc: DocumentConfig) -> None:
         super().__init__(path, schema, doc)
-        excel = doc.csvFlavour == "excel"
-        self._file = open(path, "w", encoding="utf-8-sig" if excel else "utf-8",
-                          newline="", buffering=_BUFFER)
-        self._csv = csv.writer(self._file, delimiter=doc.csvDelimiter, quotechar='"',
-                               quoting=csv.QUOTE_MINIMAL, doublequote=True,
-                               lineterminator="\r\n" if excel else "\n")
-        head = text_cells(pa.array(headers(schema, doc, with_zone=False), pa.string()),
-                          self.quality, escape=doc.escapeFormulas, mark=_prefix)
-        self._csv.writerow(head)
+        self._excel = doc.csvFlavour == "excel"
+        self._delim = doc.csvDelimiter
+        self._term = "\r\n" if self._excel else "\n"
+        # QUOTE_MINIMAL: the delimiter, the quote and the line terminator's characters
+        specials = {self._delim, '"', *self._term}
+        self._needs_quote = "[" + "".join(re.escape(ch) for ch in sorted(specials)) + "]"
         self._kinds = [kind_of_field(f) for f in schema]
-        # rows with a CR in a field, when CR is not part of the line terminator
-        self._quote_all = None if excel else csv.writer(
-            self._file, delimiter=doc.csvDelimiter, quotechar='"', quoting=csv.QUOTE_ALL,
-            doublequote=True, lineterminator="\n")
+        self._file = open(path, "wb", buffering=_BUFFER)
+        if self._excel:
+            self._file.write(_BOM)
+        head = clean_text(pa.array(headers(schema, doc, with_zone=False), pa.string()),
+                          self.quality, None, escape=doc.escapeFormulas)
+        # the header is one record whose fields are the header texts
+        self._write_records([pa.array([h], pa.string()) for h in head.to_pylist()], cr_rows=None,
+                           header=True)
 
-    def _column(self, c: int, col: pa.Array) -> list:
-        kind = self._kinds[c]
+    def _column(self, c: int, col: pa.Array) -> pa.Array:
+        kind, name = self._kinds[c], self.schema.names[c]
+        if kind == "text":
+            return clean_text(col, self.quality, name, escape=self.doc.escapeFormulas)
+        if kind in ("int", "decimal"):
+            return col.cast(pa.string())
+        if kind == "float":
+            return float_texts(col, self.doc.infText)
+        if kind == "bool":
+            return bool_texts(col)
+        if kind in ("datetime", "date"):
+            return iso_array(col)
         if kind == "mixed":
             inf = self.doc.infText
-            values = mixed_column(col, self.schema.names[c], self.quality,
-                                  escape=self.doc.escapeFormulas, mark=_prefix)
-            return [v if v is None or type(v) is str else
-                    ("true" if v else "false") if type(v) is bool else number_text(v, inf)
-                    for v in values]
-        if kind == "decimal":
-            return pc.cast(col, pa.string()).to_pylist()
-        if kind == "text":
-            values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=_prefix,
-                                column=self.schema.names[c])
-        elif kind == "int":
-            values = pc.cast(col, pa.string()).to_pylist()
-        elif kind == "float":
-            values, _ = float_cells(col, self.doc.infText, as_text=True)
-        elif kind == "bool":
-            values = [None if v is None else ("true" if v else "false") for v in col.to_pylist()]
-        elif kind in ("datetime", "date"):
-            values = iso_cells(col)
-        else:
-            values = other_cells(col)
-        return values
+            values = mixed_column(col, name, self.quality, escape=self.doc.escapeFormulas,
+                                  mark=lambda s: "'" + s)
+            return pa.array([v if v is None or type(v) is str else
+                             ("true" if v else "false") if type(v) is bool else
+                             number_text(v, inf) for v in values], pa.string())
+        return pa.array(other_cells(col), pa.string())
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append the rows of ``batch`` (columns as the writer's schema)."""
@@ -98,31 +100,59 @@ class CsvWriter(SingleFileWriter):
         if batch.num_rows == 0:
             return
         columns = [self._column(c, col) for c, col in enumerate(batch.columns)]
-        # csv writes None as an empty field (the module's documented behaviour).
-        cr = self._rows_with_cr(batch, columns) if self._quote_all else None
-        if not cr:
-            self._csv.writerows(zip(*columns))
-        else:
-            for i, row in enumerate(zip(*columns)):
-                (self._quote_all if i in cr else self._csv).writerow(row)
+        cr_rows = None
+        if not self._excel:
+            # plain flavour: a CR is not part of the terminator, so the csv
+            # module would leave it unquoted; such a row is quoted whole
+            for c, kind in enumerate(self._kinds):
+                if kind in ("text", "mixed"):
+                    hit = pc.fill_null(pc.match_substring(columns[c], "\r"), False)
+                    cr_rows = hit if cr_rows is None else pc.or_(cr_rows, hit)
+            if cr_rows is not None and not pc.any(cr_rows).as_py():
+                cr_rows = None
+        self._write_records(columns, cr_rows)
         self.rows += batch.num_rows
 
-    def _rows_with_cr(self, batch: pa.RecordBatch, columns: list[list]) -> set[int]:
-        rows: set[int] = set()
-        for c, kind in enumerate(self._kinds):
-            if kind == "text":
-                col = batch.column(c)
-                if not pa.types.is_string(col.type):
-                    continue
-                hit = pc.fill_null(pc.match_substring(col, "\r"), False)
-                if pc.any(hit).as_py():
-                    rows.update(pc.indices_nonzero(hit).to_pylist())
-            elif kind == "mixed":
-                rows.update(i for i, v in enumerate(columns[c]) if type(v) is str and "\r" in v)
-        return rows
+    def _write_records(self, columns: list[pa.Array], cr_rows: pa.Array | None,
+                       header: bool = False) -> None:
+        out = []
+        for col in columns:
+            if col.null_count == len(col) and cr_rows is None:
+                out.append(col)
+                continue
+            need = pc.fill_null(pc.match_substring_regex(col, self._needs_quote), False)
+            if cr_rows is not None:
+                need = pc.or_(need, cr_rows)
+                col = pc.if_else(cr_rows, pc.fill_null(col, ""), col)
+            if pc.any(need).as_py():
+                quoted = pc.binary_join_element_wise(
+                    '"', pc.replace_substring(col, '"', '""'), '"', "")
+                col = pc.if_else(need, quoted, col)
+            out.append(col)
+        if len(out) == 1:
+            # the csv module writes a record of one empty field as ""
+            out[0] = pc.if_else(pc.equal(pc.fill_null(out[0], ""), ""), '""', out[0])
+        if not out:  # no columns: the header is an empty record, rows are nothing
+            if header:
+                self._file.write(self._term.encode())
+            return
+        lines = pc.binary_join_element_wise(*out, self._delim, null_handling="replace",
+                                            null_replacement="")
+        lines = pc.binary_join_element_wise(lines, self._term, "")
+        self._file.write(_joined_bytes(lines))
 
     def close(self) -> WriteReport:
         """Flush and close the file; returns the report."""
         if not self.closed:
             self._file.close()
         return self.report()
+
+
+def _joined_bytes(arr: pa.Array) -> memoryview | bytes:
+    """The concatenated UTF-8 bytes of a string array without nulls."""
+    if len(arr) == 0:
+        return b""
+    offsets = pa.Array.from_buffers(pa.int32(), len(arr) + 1, [None, arr.buffers()[1]],
+                                    offset=arr.offset)
+    first, last = offsets[0].as_py(), offsets[len(arr)].as_py()
+    return memoryview(arr.buffers()[2])[first:last]

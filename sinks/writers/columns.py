@@ -1,0 +1,126 @@
+"""Column-wise rendering with Arrow compute for the text writers (csv, jsonl).
+
+Issue 12 item 3: no Python loop per cell on the hot path. Each function takes
+one Arrow column of a batch and returns a ``pa.StringArray`` (null = no value)
+with the same text the cell-by-cell helpers of :mod:`sinks.writers.cells`
+produce; cells Arrow cannot format the same way (numbers needing Python's
+exponent style, instants outside years 1..9999 or with sub-minute zone
+offsets) are computed in Python, only those cells. The cell-by-cell helpers
+stay the definition: ``tests/sinks/test_sinks_columns.py`` compares both.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sinks.values import iso_texts
+from sinks.writers.cells import _BAD_RE2, Quality, shortest
+
+_TWO53 = float(2**53)
+_STR_NULL = pa.scalar(None, pa.string())
+_DAY_US = 86_400_000_000
+#: Microseconds since 1970 of 0001-01-01 and of 10000-01-01 (Python's datetime range).
+_FIRST_US = -62_135_596_800_000_000
+_END_US = 253_402_300_800_000_000
+
+
+def _patch(base: pa.Array, mask: pa.Array, fn, values: pa.Array) -> pa.Array:
+    """``base`` with the cells where ``mask`` holds replaced by ``fn(value)``."""
+    mask = pc.fill_null(mask, False)
+    if not pc.any(mask).as_py():
+        return base
+    picked = pc.filter(values, mask).to_pylist()
+    return pc.replace_with_mask(base, mask, pa.array([fn(v) for v in picked], pa.string()))
+
+
+def float_texts(col: pa.Array, inf_text: str, json_style: bool = False) -> pa.Array:
+    """Doubles as text: NaN -> null; +/-inf -> ``inf_text`` / ``-inf_text``.
+
+    ``json_style`` false (csv, F9): :func:`sinks.writers.cells.shortest`
+    (``1`` for an integral value below 2**53, ``-0.0`` -> ``0``, else
+    ``repr``). ``json_style`` true: Python's ``repr`` (``1.0``, ``-0.0``), as
+    ``json`` writes a float.
+    """
+    f = col.cast(pa.float64()) if col.type != pa.float64() else col
+    finite = pc.is_finite(f)
+    a = pc.abs(f)
+    integral = pc.and_(pc.and_(finite, pc.equal(pc.floor(f), f)), pc.less(a, _TWO53))
+    ints = pc.if_else(integral, f, 0.0).cast(pa.int64()).cast(pa.string())
+    gen = f.cast(pa.string())  # shortest round-trip digits (Arrow), own layout
+    if json_style:
+        ints = pc.binary_join_element_wise(ints, ".0", "")
+        small = pc.less(a, 1e16)
+        integral = pc.and_(integral, small)
+        # -0.0 keeps its sign in JSON
+        negzero = pc.and_(pc.equal(f, 0.0), pc.less(pc.divide(1.0, f), 0.0))
+        ints = pc.if_else(negzero, "-0.0", ints)
+    out = pc.if_else(integral, ints, gen)
+    # Python's repr: exponent form below 1e-4 and from 1e16; Arrow switches
+    # elsewhere, so those cells are formatted by Python.
+    odd = pc.and_(pc.and_(finite, pc.invert(integral)),
+                  pc.or_(pc.or_(pc.match_substring(gen, "e"), pc.less(a, 1e-4)),
+                         pc.greater_equal(a, _TWO53)))
+    out = _patch(out, odd, repr if json_style else shortest, f)
+    out = pc.if_else(finite, out, _STR_NULL)
+    inf = pc.fill_null(pc.is_inf(f), False)
+    if pc.any(inf).as_py():
+        out = pc.if_else(inf, pc.if_else(pc.greater(f, 0.0), inf_text, "-" + inf_text), out)
+    return out
+
+
+def iso_array(col: pa.Array) -> pa.Array:
+    """Timestamps (in their zone, ISO-8601 with offset) and dates as text,
+    exactly as :func:`sinks.values.iso_texts` writes them."""
+    if col.null_count == len(col):
+        return pa.nulls(len(col), pa.string())
+    if pa.types.is_date32(col.type):
+        lo, hi = pc.min_max(col.cast(pa.int32())).values()
+        if lo.as_py() >= _FIRST_US // _DAY_US and hi.as_py() < _END_US // _DAY_US:
+            return col.cast(pa.string())
+        return pa.array(iso_texts(col), pa.string())
+    if not pa.types.is_timestamp(col.type) or col.type.unit != "us":
+        return pa.array(iso_texts(col), pa.string())
+    utc = col.cast(pa.int64())
+    wall = pc.local_timestamp(col).cast(pa.int64()) if col.type.tz else utc
+    lo, hi = pc.min_max(wall).values()
+    if lo.as_py() < _FIRST_US or hi.as_py() >= _END_US:
+        return pa.array(iso_texts(col), pa.string())
+    if col.type.tz:
+        off = pc.subtract(wall, utc)
+        if pc.any(pc.not_equal(pc.subtract(off, pc.multiply(pc.divide(off, 60_000_000),
+                                                            60_000_000)), 0)).as_py():
+            return pa.array(iso_texts(col), pa.string())  # LMT offsets with seconds
+        text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S%z")
+        text = pc.replace_substring_regex(text, r"\.000000([+-])", r"\1")
+        return pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
+    text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S")
+    return pc.replace_substring_regex(text, r"\.000000$", "")
+
+
+def clean_text(col: pa.Array, quality: Quality, column: str | None, *, escape: bool,
+               sanitize: bool = True, prefix: str = "'") -> pa.Array:
+    """Text cells as :func:`sinks.writers.cells.text_cells` renders them for
+    csv: XML-forbidden control characters removed (``sanitized``), then a
+    formula-like start gets ``prefix`` (``formula_escaped``) when ``escape``."""
+    if not pa.types.is_string(col.type):
+        col = col.cast(pa.string())
+    if col.null_count == len(col):
+        return col
+    if sanitize:
+        bad = pc.fill_null(pc.match_substring_regex(col, _BAD_RE2), False)
+        n = pc.sum(bad).as_py() or 0
+        if n:
+            col = pc.replace_substring_regex(col, _BAD_RE2, "")
+            quality.add("sanitized", n, column)
+    if escape:
+        hit = pc.fill_null(pc.match_substring_regex(col, r"^[=+\-@\t\r]"), False)
+        n = pc.sum(hit).as_py() or 0
+        if n:
+            col = pc.if_else(hit, pc.binary_join_element_wise(prefix, col, ""), col)
+            quality.add("formula_escaped", n, column)
+    return col
+
+
+def bool_texts(col: pa.Array) -> pa.Array:
+    """Booleans as ``true``/``false`` (null stays null)."""
+    return pc.if_else(col, "true", "false")
