@@ -164,7 +164,11 @@ class TaskFile:
         return upload(store, self.task_id, report, quality)
 
     def discard(self) -> None:
-        """Forget the file (its directory is removed; idempotent)."""
+        """Forget the file: a writer that streams from a thread (native xlsx)
+        is stopped, its directory removed; idempotent."""
+        abort = getattr(self.writer, "abort", None)
+        if abort is not None:
+            abort()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -211,6 +211,11 @@ class NativeXlsxWriter(SingleFileWriter):
         except BaseException as exc:  # noqa: BLE001 - reported by close()
             self._stream_error = exc
 
+    def abort(self) -> None:
+        """Drop the file unfinished: stop the streaming thread (it would wait
+        for batches until the process exits). Idempotent."""
+        self._stop_stream(abort=True)
+
     def _stop_stream(self, abort: bool) -> bool:
         """End the stream; True when the thread wrote the whole file."""
         if self._queue is None:

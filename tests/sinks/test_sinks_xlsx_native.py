@@ -94,3 +94,17 @@ def test_text_only_files_are_deterministic_too(tmp_path):
     with zipfile.ZipFile(a.path) as zf:
         assert zf.testzip() is None
         assert "2000-01-01T00:00:00Z" in zf.read("docProps/core.xml").decode()
+
+
+def test_abort_stops_the_streaming_thread(tmp_path):
+    # given a native writer whose first sheet is streaming from a thread
+    w = NativeXlsxWriter(tmp_path / "n.xlsx", _pages(1)[0].schema, make_doc("xlsx"))
+    for b in _pages(3):
+        w.write_batch(b)
+    thread = w._thread
+    assert thread is not None and thread.is_alive()
+    # when the task's file is dropped unfinished (cancel, failure)
+    w.abort()
+    w.abort()  # idempotent
+    # then the thread has ended instead of waiting for batches until the process exits
+    assert not thread.is_alive()
