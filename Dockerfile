@@ -7,5 +7,6 @@ COPY producers producers
 COPY sinks sinks
 COPY alerting alerting
 COPY api api
+COPY schedules schedules
 COPY ops ops
 RUN pip install --no-cache-dir .
