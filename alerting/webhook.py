@@ -87,6 +87,22 @@ class WebhookSender:
             headers={"User-Agent": USER_AGENT})
 
     async def send(self, message: Message) -> SendResult:
+        """One POST of ``message`` in a ``webhook.attempt`` span (W3C
+        ``traceparent`` header sent; outcome and latency recorded in
+        ``plait.metrics``); see :meth:`_send`."""
+        from plait import metrics, tracing
+
+        with tracing.span("webhook.attempt", **{"plait.receiver": message.receiver}) as sp:
+            result = await self._send(message)
+            outcome = ("success" if result.ok else "network_error" if result.status is None
+                       else f"http_{result.status // 100}xx")
+            metrics.WEBHOOK_SECONDS.labels(message.receiver).observe(result.elapsed or 0.0)
+            metrics.WEBHOOK_ATTEMPTS.labels(message.receiver, outcome).inc()
+            if sp is not None:
+                sp.set_attribute("plait.outcome", outcome)
+            return result
+
+    async def _send(self, message: Message) -> SendResult:
         """One POST of ``message`` to its receiver, body rendered in the
         receiver's format, with ``Idempotency-Key`` and (when a secret is
         set) ``X-Plait-Timestamp`` / ``X-Plait-Signature`` headers.
@@ -100,6 +116,9 @@ class WebhookSender:
         body = render_body(message, rc.format)
         start = self.clock()
         headers = dict(rc.headers) | request_headers(message, body, rc.secret, int(start))
+        from plait import tracing
+
+        tracing.inject(headers)
         t0 = time.monotonic()
         try:
             resp = await self.client.post(rc.url, content=body, headers=headers,

@@ -10,11 +10,13 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.parquet as pq
 
+from plait import tracing
 from plait.errors import PermanentError
-from plait.events import FileInfo, FinalizeRequested
+from plait.events import FileInfo, FinalizeRequested, Lifecycle
 from plait.lifecycle import TERMINAL
 from plait.spec import DocumentConfig
 from sinks.values import conform, unify_schemas
@@ -49,9 +51,12 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentConfig) -> Built:
+def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentConfig,
+               on_stage: Callable[[str], None] | None = None) -> Built:
     """Blocking: merge shards 0..last_seq into one file and upload it to
     ``results/{task_id}/{file name}``. Peak memory is one shard plus one batch.
+    ``on_stage("uploading")`` is called when the file is written and its
+    upload starts (spans ``export.write_file`` and ``export.upload``).
 
     Raises:
         PermanentError: a shard is missing (names the first missing pages).
@@ -76,23 +81,29 @@ def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentCon
         schema = unify_schemas(schemas)
         out = work / "out"
         out.mkdir()
-        writer = open_writer(out, schema, doc)
-        for seq, path in enumerate(paths):
-            try:
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-                    writer.write_batch(conform(batch, schema))
-            except PermanentError:
-                raise
-            except Exception as exc:  # a data problem never surfaces as "internal error"
-                raise PermanentError(f"page {seq}: cannot write its rows as {doc.fileFormat} "
-                                     f"({type(exc).__name__}: {str(exc)[:200]})") from exc
-            path.unlink()
-        report = writer.close()
+        writing = tracing.span("export.write_file", **{"plait.task_id": task_id,
+                                                       "plait.file_format": doc.fileFormat})
+        with writing:
+            writer = open_writer(out, schema, doc)
+            for seq, path in enumerate(paths):
+                try:
+                    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                        writer.write_batch(conform(batch, schema))
+                except PermanentError:
+                    raise
+                except Exception as exc:  # a data problem never surfaces as "internal error"
+                    raise PermanentError(f"page {seq}: cannot write its rows as {doc.fileFormat} "
+                                         f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+                path.unlink()
+            report = writer.close()
         for k, v in report.quality.items():
             quality[k] = quality.get(k, 0) + v
         key = f"results/{task_id}/{report.path.name}"
         size, digest = report.path.stat().st_size, sha256_file(report.path)
-        store.put_file(key, report.path)
+        if on_stage is not None:
+            on_stage("uploading")
+        with tracing.span("export.upload", **{"plait.task_id": task_id, "plait.bytes": size}):
+            store.put_file(key, report.path)
     return Built(key, report, size, digest, quality)
 
 
@@ -106,7 +117,22 @@ async def finalize(ctx: Context, cmd: FinalizeRequested) -> list[Emit]:
     if "finalized" in marks or (state and state["status"] in TERMINAL):
         return []
     doc = cmd.spec.documentConfig
-    built = await asyncio.to_thread(build_file, ctx.store, cmd.taskId, cmd.lastSeq, doc)
+    loop = asyncio.get_running_loop()
+
+    async def report_stage(stage: str) -> None:
+        # straight to the projection (and its SSE channel): the page shows the
+        # file being written/uploaded instead of a bar sitting at 100%
+        try:
+            await ctx.projection.apply(Lifecycle(taskId=cmd.taskId, status="PROGRESS",
+                                                 stage=stage, workerId=ctx.worker_id))
+        except Exception:  # a progress report never fails the export
+            pass
+
+    def on_stage(stage: str) -> None:
+        asyncio.run_coroutine_threadsafe(report_stage(stage), loop)
+
+    await report_stage("writing")
+    built = await asyncio.to_thread(build_file, ctx.store, cmd.taskId, cmd.lastSeq, doc, on_stage)
     ttl = ctx.settings.link_ttl_seconds
     name = built.report.path.name
     url = await asyncio.to_thread(ctx.store.link, built.key, name, ttl)

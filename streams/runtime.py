@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from plait.agent import Agent, AgentRuntime, Emit, Hooks
 from plait.errors import PermanentError, RetryableError
 from plait.events import Lifecycle, Payload, decode
+from plait import metrics
 from plait.logs import get_logger
 from streams.context import Context
 from streams.emits import lifecycle
@@ -75,7 +76,10 @@ class ExportHooks(Hooks):
         the next handler that checks a task's status sees them at once."""
         for e in emits:
             if isinstance(e.payload, Lifecycle) and e.payload.status != "PROGRESS":
-                await self.ctx.projection.apply(e.payload)
+                before = await self.ctx.projection.status(e.payload.taskId)
+                new = await self.ctx.projection.apply(e.payload)
+                if new is not None:
+                    metrics.task_changed(before, new)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
                        run: Callable[[], Awaitable[None]]) -> None:

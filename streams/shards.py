@@ -49,7 +49,7 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         return []
     emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
                        exportedRows=page.rowsBefore + page.rowCount,
-                       totalRows=page.totalRows, workerId=ctx.worker_id)]
+                       totalRows=page.totalRows, workerId=ctx.worker_id, stage="fetching")]
     if page.isLast:
         emits.append(Emit(T.FINALIZE, page.taskId, FinalizeRequested(
             taskId=page.taskId, lastSeq=page.seq, truncated=page.truncated, spec=page.spec)))
