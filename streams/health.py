@@ -148,13 +148,14 @@ def dependencies(settings: Settings, timeout: float = 3.0) -> dict:
     def bucket():
         store = open_store(settings.storage_url, settings.api_url, settings.signing_secret,
                            settings.s3_endpoint_url, settings.s3_region, settings.s3_public_url)
-        key = f"_health/{uuid.uuid4().hex}"
+        folder = f"_health/{uuid.uuid4().hex}/"
+        key = folder + "probe"
         store.put_bytes(key, b"ok")
         try:
             if store.get_bytes(key) != b"ok":
                 raise RuntimeError("probe object read back differs")
         finally:
-            store.delete_prefix(key)
+            store.delete_prefix(folder)
         return "writable"
 
     checks["objectStore"] = _probe(bucket, timeout)
