@@ -109,6 +109,9 @@ class Context:
     workers: Liveness
     callers: CallerRegistry | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    #: send events now, in the middle of a handler (acked; set by
+    #: ``streams.runtime.Runtime``): finalize reports its stages with it
+    report: Any = None
 
 
 def build_context(settings: Settings) -> Context:

@@ -18,6 +18,7 @@ from plait import tracing
 from plait.errors import PermanentError
 from plait.events import FileInfo, FinalizeRequested, Lifecycle
 from plait.lifecycle import TERMINAL
+from plait.logs import get_logger
 from plait.spec import DocumentConfig
 from sinks.values import conform, unify_schemas
 from sinks.store import ObjectStore
@@ -26,6 +27,8 @@ from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
 from streams.emits import lifecycle
 from streams.layout import QUALITY_KEY, cleanup, shard_key, shard_prefix
+
+log = get_logger("plait.finalize")
 
 #: Rows per record batch handed to a writer.
 BATCH_ROWS = 8192
@@ -120,13 +123,18 @@ async def finalize(ctx: Context, cmd: FinalizeRequested) -> list[Emit]:
     loop = asyncio.get_running_loop()
 
     async def report_stage(stage: str) -> None:
-        # straight to the projection (and its SSE channel): the page shows the
-        # file being written/uploaded instead of a bar sitting at 100%
+        # a PROGRESS event on export.lifecycle (so a rebuilt projection reads the
+        # same): the page shows the file being written/uploaded instead of a bar
+        # sitting at 100%
         try:
-            await ctx.projection.apply(Lifecycle(taskId=cmd.taskId, status="PROGRESS",
-                                                 stage=stage, workerId=ctx.worker_id))
+            if ctx.report is not None:
+                await ctx.report([lifecycle(cmd.spec, cmd.taskId, "PROGRESS", stage=stage,
+                                            workerId=ctx.worker_id)])
+            else:  # handler unit tests: no runtime
+                await ctx.projection.apply(Lifecycle(taskId=cmd.taskId, status="PROGRESS",
+                                                     stage=stage, workerId=ctx.worker_id))
         except Exception:  # a progress report never fails the export
-            pass
+            log.warning("cannot report stage", taskId=cmd.taskId, stage=stage)
 
     def on_stage(stage: str) -> None:
         asyncio.run_coroutine_threadsafe(report_stage(stage), loop)

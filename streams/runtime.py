@@ -153,6 +153,7 @@ class Runtime:
         self.hooks = ExportHooks(ctx, {self.name(r) for r in routes if r.detached})
         self.rt = AgentRuntime(app, ctx.topics, ctx.settings.partitions, ctx.worker_id,
                                [self.hooks], exit_when_lost=True)
+        ctx.report = self.rt.send
         for route in routes:
             self.rt.register(self.agent(route))
 
