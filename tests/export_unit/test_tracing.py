@@ -46,6 +46,7 @@ class Topic:
     async def send(self, key: bytes, value: bytes, partition: int | None = None,
                    headers: dict | None = None):
         self.app.headers.append((headers or {}).get(tracing.TRACEPARENT, b"").decode())
+        self.app.sent.append(Event(key, value, Msg(self.name, 0, 0, [])))
         self.app.queue.append(Event(key, value, Msg(self.name, 0, len(self.app.queue),
                                                     list((headers or {}).items()))))
         fut = asyncio.get_running_loop().create_future()
@@ -59,6 +60,7 @@ class App:
     def __init__(self) -> None:
         self.queue: list[Event] = []
         self.headers: list[str] = []
+        self.sent: list[Event] = []
 
     def topic(self, name: str, **kw) -> Topic:
         return Topic(name, self)
@@ -67,7 +69,9 @@ class App:
         return lambda fn: fn
 
 
-async def test_one_export_is_one_trace_covering_every_stage(make_ctx):
+async def run_export(make_ctx):
+    """One 3-page export through the agents; returns (final state, stages the
+    projection saw in order, the app, traceparent headers the data API got)."""
     EXPORTER.clear()
     seen_headers: list[str] = []
 
@@ -85,6 +89,16 @@ async def test_one_export_is_one_trace_covering_every_stage(make_ctx):
     rt = Runtime(app, ctx, routes(ctx.settings))
     agents = {ctx.topics.name(r.topic): rt.agent(r) for r in routes(ctx.settings)}
 
+    stages: list[str] = []
+    apply = ctx.projection.apply
+
+    async def recording_apply(event):
+        new = await apply(event)
+        if new is not None and new.get("stage") and (not stages or stages[-1] != new["stage"]):
+            stages.append(new["stage"])
+        return new
+
+    ctx.projection.apply = recording_apply
     task_id, spec = new_task_id(), make_spec()
     with tracing.span("export.request", **{"plait.task_id": task_id}):  # what the API does
         tp = tracing.current_traceparent()
@@ -108,7 +122,24 @@ async def test_one_export_is_one_trace_covering_every_stage(make_ctx):
             break
     await ctx.http.aclose()
     assert state["status"] == "SUCCESS", state
+    return state, stages, app, seen_headers
 
+
+async def test_progress_goes_through_fetching_writing_uploading(make_ctx):
+    """The page's bar must not sit at 100% while the file is written: the
+    projection (and so its SSE channel) sees each stage in order, and the
+    stage reports are on export.lifecycle too (a rebuild reads the same)."""
+    state, stages, app, _ = await run_export(make_ctx)
+    assert stages == ["fetching", "writing", "uploading"]
+    from plait.events import decode
+
+    sent = [decode(ev.value)[1] for ev in app.sent if ev.message.topic.endswith(T.LIFECYCLE)]
+    assert [e.stage for e in sent if e.status == "PROGRESS" and e.stage != "fetching"] == \
+        ["writing", "uploading"]
+
+
+async def test_one_export_is_one_trace_covering_every_stage(make_ctx):
+    state, _stages, app, seen_headers = await run_export(make_ctx)
     spans = EXPORTER.get_finished_spans()
     mine = [s for s in spans if s.context.trace_id == spans[0].context.trace_id]
     root = next(s for s in spans if s.name == "export.request")
@@ -128,3 +159,4 @@ async def test_one_export_is_one_trace_covering_every_stage(make_ctx):
     # every Kafka record sent carried it in its traceparent header
     assert app.headers and all(h.split("-")[1] == trace_hex for h in app.headers), app.headers
     assert state.get("stage") is None  # the stage is dropped once the task ended
+
