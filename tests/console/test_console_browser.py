@@ -122,3 +122,64 @@ def test_export_center_and_alert_console(console_stack, page, tmp_path):
     shot = ARTIFACTS / "alert-console.png"
     page.screenshot(path=str(shot), full_page=True)
     print(f"screenshot: {shot}")
+
+
+ACME, GLOBEX = "acme-secret-" + "a" * 32, "globex-secret-" + "g" * 32
+
+
+@pytest.fixture
+def signed_stack(tmp_path):
+    """A stack whose API requires signed requests (two registered callers)."""
+    import yaml
+
+    from ops.stack import Stack
+    from stack_env import drop_redis_keys, isolated_env
+
+    stack = Stack(tmp_path / "stack", isolated_env())
+    stack.start(workers=0, api=False)
+    try:
+        callers = {"callers": {
+            name: {"appKey": f"{name}-key", "appSecret": secret, "bizTypes": ["seq"],
+                   "dataApiPrefixes": [f"{stack.demo_data_api}/data"], "fileFormats": ["csv"],
+                   "maxRows": 100_000, "linkTtlSeconds": 600}
+            for name, secret in (("acme", ACME), ("globex", GLOBEX))}}
+        path = tmp_path / "callers.yaml"
+        path.write_text(yaml.safe_dump(callers))
+        stack.env["PLAIT_CALLERS_FILE"] = str(path)
+        stack.spawn_worker("worker-0")
+        stack.start_api()
+        stack.wait_workers_ready()
+        yield stack
+    finally:
+        stack.stop()
+        drop_redis_keys(stack)
+
+
+def test_signed_in_caller_sees_and_cancels_only_its_own_tasks(signed_stack, page):
+    """With a caller registry the page signs every call in the browser
+    (WebCrypto HMAC of plait/signature.py's canonical request): list, SSE,
+    cancel; another caller's task never shows."""
+    from producers.signing import PlaitAuth
+
+    stack = signed_stack
+
+    def create(name: str, secret: str, rows: int, query: str = "") -> str:
+        spec = seq_spec(stack.demo_data_api, "csv", rows, 100, query=query, sys_code=name, user="u1")
+        with httpx.Client(base_url=stack.api_url, auth=PlaitAuth(f"{name}-key", secret),
+                          timeout=10) as c:
+            resp = c.post("/export/tasks", json=spec)
+        assert resp.status_code == 202, resp.text
+        return resp.json()["data"]["taskId"]
+
+    mine, theirs = create("acme", ACME, 300), create("globex", GLOBEX, 300)
+    page.goto(f"{stack.api_url}/ui/exports")
+    page.fill("#login [name=appKey]", "acme-key")
+    page.fill("#login [name=secret]", ACME)
+    page.fill("#login [name=userId]", "u1")
+    page.click("#login button")
+    page.wait_for_selector(f'tr[data-task="{mine}"][data-status="SUCCESS"]', timeout=60_000)
+    assert page.locator(f'tr[data-task="{theirs}"]').count() == 0
+    slow = create("acme", ACME, 20000, "?delay_ms=300")
+    page.locator(f'tr[data-task="{slow}"] button.cancel').click(timeout=20_000)
+    page.wait_for_selector(f'tr[data-task="{slow}"][data-status="CANCELLED"]', timeout=60_000)
+    assert "cannot list" not in page.inner_text("#count")
