@@ -13,7 +13,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   is on one partition; dedupe episodes follow (a fingerprint routes to one
   receiver). Poison (not JSON) goes to ``export.dlq``; a JSON alert that
   fails validation travels on and is ledgered ``rejected``.
-- The **funnel** agent (concurrency 1, PITFALLS.md #2) is the only writer of
+- The **funnel** agent (concurrency 1, docs/kafka-rules.md #2) is the only writer of
   the funnel state of its partitions: alerts, ticks, webhook results and
   silence commands all arrive as events on ``alerts.funnel``, so every state
   change happens in event context and is written to the changelog table
@@ -30,7 +30,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   for the API (``GET /alerts/counters``, ``/metrics``).
 
 The agents run on the kernel's agent runtime (``plait.agent``): nothing
-escapes an agent's ``async for`` (PITFALLS.md #3), errors are logged and the
+escapes an agent's ``async for`` (docs/kafka-rules.md #3), errors are logged and the
 event is kept in ``export.dlq``. The funnel policy (:class:`FunnelHooks`):
 dead letters are best-effort (a lost one is logged, the worker goes on), and
 after a failed funnel command the partition's in-memory funnel is reloaded
@@ -49,7 +49,7 @@ import faust
 from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
-from alerting.rules import DlqWatch, lifecycle_alert, slow_task_alert
+from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
@@ -162,13 +162,26 @@ class AlertingService:
         """Turn export lifecycle events into raw alerts (FAILED, TIMEOUT, slow)."""
         if not isinstance(payload, Lifecycle):
             return
-        alert = lifecycle_alert(payload)
+        alert = lifecycle_alert(payload, self.config.rules.failed_resolve_after)
+        redis, p = self._redis(), self.settings.redis_prefix
+        marker = K.export_failed_marker(p, payload.sysCode or "unknown", payload.bizType or "unknown")
         if alert is not None:
+            await redis.set(marker, payload.taskId, ex=7 * 24 * 3600)
             await self._raise(alert, payload.taskId, f"lifecycle-{payload.taskId}-{payload.status}")
+        elif payload.status == "SUCCESS":
+            failed = await redis.getdel(marker)
+            if failed:
+                failed = failed.decode() if isinstance(failed, bytes) else str(failed)
+                await self._raise_many(recovery_alerts(payload, failed), payload.taskId,
+                                       f"lifecycle-{payload.taskId}-{payload.status}")
         await self._slow_task(payload)
 
     async def _raise(self, alert: dict[str, Any], key: str, event_id: str | None = None) -> None:
-        _eid, value = raw_envelope([alert], source="plait-rules", event_id=event_id)
+        await self._raise_many([alert], key, event_id)
+
+    async def _raise_many(self, alerts: list[dict[str, Any]], key: str,
+                          event_id: str | None = None) -> None:
+        _eid, value = raw_envelope(alerts, source="plait-rules", event_id=event_id)
         await self.raw.send(key=key.encode(), value=value)
 
     async def _slow_task(self, event: Lifecycle) -> None:
@@ -247,7 +260,7 @@ class AlertingService:
     async def _deliver(self, partition: int, message: Message) -> None:
         """One webhook attempt, reported back to the message's partition."""
         if self.sender is None:
-            self.sender = WebhookSender(self.config)
+            self.sender = WebhookSender(self.config, external_url=self.settings.external_url)
         try:
             result = await self.sender.send(message)
         except Exception as e:  # unknown receiver or a bug: retried like a network error

@@ -5,16 +5,27 @@ Shape (every duration is seconds, or a Prometheus-style string ``"30s"``,
 
     receivers:
       - name: oncall
+        type: webhook             # webhook | slack | teams | pagerduty | opsgenie | email
         url: https://hooks.example.com/plait
-        format: native            # native | alertmanager
+        format: native            # native | alertmanager (webhook only)
         secret: change-me         # HMAC-SHA256 key of the signature header
         bucket: {burst: 3, refill_interval: 10s}
+        send_resolved: true
+        max_alerts: 0             # 0 = all
+        templates: {title: "", text: ""}   # Jinja2 (sandboxed); "" = defaults
+      - {name: pd, type: pagerduty, routing_key: <32 chars>}
+      - {name: mail, type: email, email: {to: a@example.com, from: plait@example.com,
+                                          smarthost: "smtp.example.com:587"}}
     route:
       receiver: oncall            # default receiver
-      routes:                     # first match wins (optional)
-        - {matchers: ['team="db"'], receiver: dba}
+      routes:                     # Alertmanager's tree (docs/alerting.md, "Routes")
+        - {matchers: ['team="db"'], receiver: dba, continue: true, group_by: [asset],
+           group_wait: 10s, mute_time_intervals: [night], routes: [...]}
+    time_intervals:
+      - {name: night, time_intervals: [{times: [{start_time: "00:00", end_time: "06:00"}]}]}
+    external_url: https://plait.example.com   # console links (else PLAIT_EXTERNAL_URL)
     grouping: {group_by: [rule], batch_size: 50}
-    timing: {group_wait: 30s, group_interval: 30s, repeat_interval: 5m}
+    timing: {group_wait: 30s, group_interval: 30s, repeat_interval: 5m, resolve_timeout: 5m}
     dedupe: {fingerprint_labels: [rule, asset], cooldown: 5m, suppress_transient: false}
     delivery: {timeout: 10s, backoff_initial: 1s, backoff_max: 60s}
     inhibit_rules:                # Alertmanager's (optional)
@@ -76,29 +87,109 @@ class BucketConfig(_Model):
     refill_interval: Seconds = Field(default=10.0, gt=0)
 
 
+RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email")
+#: Default endpoint per receiver type (the services' documented URLs).
+DEFAULT_URLS = {"pagerduty": "https://events.pagerduty.com/v2/enqueue",
+                "opsgenie": "https://api.opsgenie.com/v2/alerts"}
+
+
+class TemplatesConfig(_Model):
+    """Jinja2 templates (sandboxed) of a receiver's message: ``title`` (one
+    line) and ``text`` (the body). Empty: Plait's defaults
+    (:mod:`alerting.templates`). Checked at start-up: an error names the
+    template and its line."""
+
+    title: str = ""
+    text: str = ""
+
+
+class EmailConfig(_Model):
+    """SMTP delivery (``type: email``): ``to`` (comma-separated or a list),
+    ``from``, ``smarthost`` ``host:port``, optional AUTH and STARTTLS."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    to: list[str] = Field(min_length=1)
+    from_: str = Field(alias="from", min_length=3)
+    smarthost: str = Field(pattern=r"^[^:\s]+:\d+$")
+    auth_username: str = ""
+    auth_password: str = ""
+    require_tls: bool = False
+
+    @field_validator("to", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        return [a.strip() for a in v.split(",") if a.strip()] if isinstance(v, str) else v
+
+
 class ReceiverConfig(_Model):
-    """A webhook receiver: where messages go and how they look."""
+    """One receiver: where messages go and how they look.
+
+    ``type``: ``webhook`` (``format`` native | alertmanager), ``slack``
+    (incoming webhook URL), ``teams`` (workflow webhook URL), ``pagerduty``
+    (``routing_key``), ``opsgenie`` (``api_key``), ``email`` (``email``).
+    ``send_resolved`` (default true): resolved alerts are sent; ``max_alerts``
+    (0 = all): most alerts listed in one message, the rest counted
+    (Alertmanager's ``max_alerts``); ``templates``: title/text."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    url: str = Field(min_length=1)
+    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email"] = "webhook"
+    url: str = ""
     format: Literal["native", "alertmanager"] = "native"
     secret: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
     bucket: BucketConfig = Field(default_factory=BucketConfig)
+    send_resolved: bool = True
+    max_alerts: int = Field(default=0, ge=0)
+    templates: TemplatesConfig = Field(default_factory=TemplatesConfig)
+    routing_key: str = ""
+    api_key: str = ""
+    email: EmailConfig | None = None
 
     @field_validator("url")
     @classmethod
     def _http_url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
+        if v and not v.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return v
 
+    @model_validator(mode="after")
+    def _by_type(self) -> "ReceiverConfig":
+        if self.type == "email":
+            if self.email is None:
+                raise ValueError("email: required for type email (to, from, smarthost)")
+            return self
+        if not self.url:
+            if self.type not in DEFAULT_URLS:
+                raise ValueError(f"url: required for type {self.type}")
+            object.__setattr__(self, "url", DEFAULT_URLS[self.type])
+        if self.type == "pagerduty" and not self.routing_key:
+            raise ValueError("routing_key: required for type pagerduty (Events API v2 integration key)")
+        if self.type == "opsgenie" and not self.api_key:
+            raise ValueError("api_key: required for type opsgenie (GenieKey)")
+        return self
+
 
 class SubRoute(_Model):
-    """Alerts matching every matcher (``name="v"``, ``!=``, ``=~``, ``!~``) go to ``receiver``."""
+    """A route (Alertmanager's ``route``): alerts matching every matcher
+    (``name="v"``, ``!=``, ``=~``, ``!~``) go to ``receiver`` (default: the
+    parent's). ``continue``: matching goes on to the next sibling (one alert
+    to several receivers); ``routes``: nested routes, tried first;
+    ``group_by`` / timings: override the parent's; ``mute_time_intervals`` /
+    ``active_time_intervals``: names from ``time_intervals``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     matchers: list[str] = Field(min_length=1)
-    receiver: str
+    receiver: str | None = None
+    continue_: bool = Field(default=False, alias="continue")
+    routes: list["SubRoute"] = Field(default_factory=list)
+    group_by: list[str] | None = None
+    group_wait: Seconds | None = Field(default=None, ge=0)
+    group_interval: Seconds | None = Field(default=None, gt=0)
+    repeat_interval: Seconds | None = Field(default=None, gt=0)
+    mute_time_intervals: list[str] = Field(default_factory=list)
+    active_time_intervals: list[str] = Field(default_factory=list)
 
     @field_validator("matchers")
     @classmethod
@@ -109,6 +200,90 @@ class SubRoute(_Model):
         reads back."""
         from alerting.silence import parse_matchers  # one matcher grammar everywhere
         return [str(m) for text in v for m in parse_matchers(text)]
+
+
+_WEEKDAYS = {d: i for i, d in enumerate(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
+_HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
+
+
+class TimeRange(_Model):
+    """``start_time`` / ``end_time`` ``HH:MM`` (end exclusive, ``24:00`` allowed)."""
+
+    start_time: str
+    end_time: str
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _hhmm(cls, v: str) -> str:
+        if not _HHMM.match(v) or (v.startswith("24") and v != "24:00"):
+            raise ValueError(f"expected HH:MM (00:00..24:00), got {v!r}")
+        return v
+
+    def minutes(self) -> tuple[int, int]:
+        """(start, end) minutes of the day."""
+        a, b = (int(x[:2]) * 60 + int(x[3:]) for x in (self.start_time, self.end_time))
+        return a, b
+
+
+class TimeInterval(_Model):
+    """One Alertmanager ``time_interval``: every given field must match
+    (``times``, ``weekdays`` like ``monday:friday`` or ``saturday``,
+    ``days_of_month`` like ``1:5``, ``months`` 1-12 or names, ``location`` an
+    IANA zone, default UTC); an absent field matches everything."""
+
+    times: list[TimeRange] = Field(default_factory=list)
+    weekdays: list[str] = Field(default_factory=list)
+    days_of_month: list[str] = Field(default_factory=list)
+    months: list[str] = Field(default_factory=list)
+    location: str = "UTC"
+
+    @field_validator("weekdays")
+    @classmethod
+    def _days(cls, v: list[str]) -> list[str]:
+        for item in v:
+            for part in item.lower().split(":"):
+                if part not in _WEEKDAYS:
+                    raise ValueError(f"unknown weekday {part!r} (monday..sunday, ranges a:b)")
+        return v
+
+    @field_validator("days_of_month")
+    @classmethod
+    def _mdays(cls, v: list[str]) -> list[str]:
+        for item in v:
+            for part in item.split(":"):
+                if not part.isdigit() or not 1 <= int(part) <= 31:
+                    raise ValueError(f"bad day of month {part!r} (1..31, ranges a:b; "
+                                     "negative days are not supported)")
+        return v
+
+    @field_validator("months")
+    @classmethod
+    def _months(cls, v: list[str]) -> list[str]:
+        names = ["january", "february", "march", "april", "may", "june", "july", "august",
+                 "september", "october", "november", "december"]
+        for item in v:
+            for part in item.lower().split(":"):
+                if part not in names and not (part.isdigit() and 1 <= int(part) <= 12):
+                    raise ValueError(f"bad month {part!r} (1..12 or january..december, ranges a:b)")
+        return v
+
+    @field_validator("location")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo
+        try:
+            ZoneInfo(v)
+        except Exception:
+            raise ValueError(f"unknown time zone {v!r} (IANA name like Europe/Paris)") from None
+        return v
+
+
+class NamedTimeIntervals(_Model):
+    """``{name, time_intervals: [...]}`` (Alertmanager's top-level ``time_intervals``)."""
+
+    name: str = Field(min_length=1)
+    time_intervals: list[TimeInterval] = Field(min_length=1)
 
 
 def _matcher_list(v: list[str]) -> list[str]:
@@ -151,7 +326,8 @@ class InhibitRule(_Model):
 
 
 class RouteConfig(_Model):
-    """Default receiver plus optional first-match sub-routes."""
+    """The root route: default receiver plus sub-routes (first match wins
+    unless a route says ``continue``; nested ``routes`` allowed)."""
 
     receiver: str
     routes: list[SubRoute] = Field(default_factory=list)
@@ -177,6 +353,9 @@ class TimingConfig(_Model):
     group_wait: Seconds = Field(default=30.0, ge=0)
     group_interval: Seconds = Field(default=300.0, gt=0)
     repeat_interval: Seconds = Field(default=4 * 3600.0, gt=0)
+    #: a firing alert without ``endsAt`` that is not re-sent within this
+    #: many seconds resolves (Alertmanager's ``global.resolve_timeout``)
+    resolve_timeout: Seconds = Field(default=300.0, gt=0)
 
 
 class DedupeConfig(_Model):
@@ -204,6 +383,10 @@ class RulesConfig(_Model):
     dead letters within ``dlq_window`` seconds raise ``DLQGrowth``."""
 
     slow_task_after: Seconds | None = Field(default=900.0, gt=0)
+    #: ``ExportFailed`` / ``ExportTimeout`` carry ``endsAt`` = event time +
+    #: this: they resolve then even if no later export of the same
+    #: sysCode/bizType succeeds (one succeeding resolves them at once)
+    failed_resolve_after: Seconds = Field(default=24 * 3600.0, gt=0)
     dlq_window: Seconds = Field(default=300.0, gt=0)
     dlq_threshold: int = Field(default=10, ge=1)
 
@@ -228,6 +411,9 @@ class AlertingConfig(_Model):
     normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)
     inhibit_rules: list[InhibitRule] = Field(default_factory=list)
+    time_intervals: list[NamedTimeIntervals] = Field(default_factory=list)
+    #: the console's base URL for links (empty: ``PLAIT_EXTERNAL_URL``)
+    external_url: str = ""
 
     @model_validator(mode="after")
     def _references(self) -> "AlertingConfig":
@@ -235,11 +421,30 @@ class AlertingConfig(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"receivers: duplicate name(s) {dupes}")
-        wanted = [("route.receiver", self.route.receiver)] + [
-            (f"route.routes.{i}.receiver", r.receiver) for i, r in enumerate(self.route.routes)]
+        intervals = [t.name for t in self.time_intervals]
+        wanted = [("route.receiver", self.route.receiver)]
+        def walk(routes: list[SubRoute], path: str) -> None:
+            for i, r in enumerate(routes):
+                key = f"{path}.{i}"
+                if r.receiver is not None:
+                    wanted.append((f"{key}.receiver", r.receiver))
+                for field in ("mute_time_intervals", "active_time_intervals"):
+                    for j, n in enumerate(getattr(r, field)):
+                        if n not in intervals:
+                            raise ValueError(f"{key}.{field}.{j}: unknown time interval {n!r} "
+                                             f"(known: {intervals})")
+                walk(r.routes, f"{key}.routes")
+        walk(self.route.routes, "route.routes")
         for key, name in wanted:
             if name not in names:
                 raise ValueError(f"{key}: unknown receiver {name!r} (known: {names})")
+        if not self.external_url:
+            import os
+            object.__setattr__(self, "external_url",
+                               os.environ.get("PLAIT_EXTERNAL_URL", "").rstrip("/"))
+        from alerting.templates import check_templates  # start-up check, names template + line
+        for i, r in enumerate(self.receivers):
+            check_templates(r, f"receivers.{i}.templates")
         return self
 
     def receiver(self, name: str) -> ReceiverConfig:

@@ -98,16 +98,30 @@ def _common(dicts: list[dict[str, str]]) -> dict[str, str]:
     return common
 
 
-def render_alertmanager(message: Message, external_url: str = "") -> dict[str, Any]:
+def am_group_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Group labels as Alertmanager users know them: Plait's ``rule`` is
+    their ``alertname`` (grouping ``[rule]`` is grouping ``[alertname]``)."""
+    return {("alertname" if k == "rule" else k): v for k, v in labels.items()}
+
+
+def render_alertmanager(message: Message, external_url: str = "",
+                        max_alerts: int = 0) -> dict[str, Any]:
     """Alertmanager's webhook body (docs, "webhook_config"): ``version`` "4",
-    ``groupKey``, ``truncatedAlerts`` 0 (Plait splits, never truncates),
-    ``status``, ``receiver``, ``groupLabels``, ``commonLabels``,
-    ``commonAnnotations``, ``externalURL``, ``alerts[]`` with ``status``,
+    ``groupKey``, ``truncatedAlerts`` (alerts left out by ``max_alerts``;
+    0 otherwise: Plait splits, never truncates), ``status``, ``receiver``,
+    ``groupLabels`` (the configured ``group_by`` labels, ``rule`` spelt
+    ``alertname``), ``commonLabels``, ``commonAnnotations``, ``externalURL``
+    (the console, ``PLAIT_EXTERNAL_URL``), ``alerts[]`` with ``status``,
     ``labels``, ``annotations``, ``startsAt``, ``endsAt`` (zero time while
     firing), ``generatorURL``, ``fingerprint``. Several merged sections share
     one body: group labels are those common to every section."""
     alerts = []
-    for view in message.alerts():
+    views = message.alerts()
+    truncated = 0
+    if max_alerts and len(views) > max_alerts:
+        truncated = len(views) - max_alerts
+        views = views[:max_alerts]
+    for view in views:
         alerts.append({
             "status": view["status"], "labels": _am_labels(view),
             "annotations": dict(view["annotations"]),
@@ -119,10 +133,10 @@ def render_alertmanager(message: Message, external_url: str = "") -> dict[str, A
     return {
         "version": "4",
         "groupKey": "|".join(s["group_id"] for s in sections),
-        "truncatedAlerts": 0,
-        "status": "firing" if any(a["status"] == "firing" for a in alerts) else "resolved",
+        "truncatedAlerts": truncated,
+        "status": "firing" if any(a["status"] == "firing" for a in message.alerts()) else "resolved",
         "receiver": message.receiver,
-        "groupLabels": _common([s["group_labels"] for s in sections]),
+        "groupLabels": am_group_labels(_common([s["group_labels"] for s in sections])),
         "commonLabels": _common([a["labels"] for a in alerts]),
         "commonAnnotations": _common([a["annotations"] for a in alerts]),
         "externalURL": external_url,
@@ -150,14 +164,32 @@ def camel_keys(value: Any) -> Any:
     return value
 
 
-def render_native(message: Message) -> dict[str, Any]:
+def render_native(message: Message, external_url: str = "", receiver: Any = None) -> dict[str, Any]:
     """Plait's own body, public JSON (camelCase keys, RFC 3339 times):
-    ``version``, ``id``, ``receiver``, ``createdAt``, ``alertCount``,
+    ``title`` and ``text`` (the receiver's templates, :mod:`alerting.templates`),
+    ``externalURL``, ``version``, ``id``, ``receiver``, ``createdAt``, ``alertCount``,
     ``mergedGroups``, ``mergedAlerts`` and ``groups[]`` (``groupId``,
     ``groupLabels``, ``part``/``parts``, ``merged``, ``reminder``, ``counts``
     {new, escalated, resolved, stillFiring}, ``alerts[]`` with ``startsAt``,
     ``endsAt``, ``escalatedFrom``, ``generatorURL``...)."""
-    return camel_keys(_native(message))
+    from alerting.templates import render
+    title, text, _ctx = render(message, receiver if receiver is not None else _DEFAULT_RECEIVER,
+                               external_url)
+    return camel_keys(_native(message)) | {"title": title, "text": text, "externalURL": external_url}
+
+
+class _DefaultReceiver:
+    """Template settings of a receiver without any (defaults, everything listed)."""
+
+    max_alerts = 0
+    send_resolved = True
+
+    class templates:  # noqa: N801 - mirrors ReceiverConfig.templates
+        title = ""
+        text = ""
+
+
+_DEFAULT_RECEIVER = _DefaultReceiver()
 
 
 def _native(message: Message) -> dict[str, Any]:
@@ -178,18 +210,20 @@ def _native(message: Message) -> dict[str, Any]:
     }
 
 
-def render_body(message: Message, fmt: str, external_url: str = "") -> bytes:
+def render_body(message: Message, fmt: str, external_url: str = "", receiver: Any = None) -> bytes:
     """The exact request body (compact, key-sorted JSON, UTF-8) for ``fmt``
     ``"native"`` or ``"alertmanager"``; deterministic, so retries send the
-    same bytes.
+    same bytes. ``receiver`` (a ``ReceiverConfig``) gives templates and
+    ``max_alerts``.
 
     Raises:
         ValueError: unknown format.
     """
     if fmt == "alertmanager":
-        payload = render_alertmanager(message, external_url)
+        payload = render_alertmanager(message, external_url,
+                                      getattr(receiver, "max_alerts", 0) if receiver else 0)
     elif fmt == "native":
-        payload = render_native(message)
+        payload = render_native(message, external_url, receiver)
     else:
         raise ValueError(f"unknown payload format {fmt!r}")
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

@@ -39,6 +39,7 @@ receiver may have acted) the same message is retried with the same key.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from alerting import bucket as tb
@@ -48,8 +49,9 @@ from alerting.dedupe import DEDUPED, decide, fingerprint
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             new_group, settle)
-from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
+from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
+from alerting.routing import Route, muted_at, route_by_id, routes_for
 from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
 
 STATE_VERSION = 1
@@ -111,8 +113,11 @@ class Funnel:
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
                 if ep.get("inhibited_by"):
                     self._inhibited.add(fp)
-        self._routes = [([parse_matcher(m) for m in r.matchers], r.receiver)
-                        for r in config.route.routes]
+        if "next_expiry" not in self.state and self.state["episodes"]:
+            self.state["next_expiry"] = 0.0  # state from before expiry: one scan backfills ends
+        #: the routing tree has more than first-match routing (continue,
+        #: nested routes, per-route grouping / timing / time intervals)
+        self._tree = bool(config.route.routes)
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for r in config.receivers:
@@ -143,14 +148,35 @@ class Funnel:
             c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
         try:
             fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+            labels = alert.match_labels()
+            routes = routes_for(self.config, labels) if self._tree else [None]
+        except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
+            return [self._final(rid, Outcome.REJECTED, now,
+                                reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
+        out = self._take(alert, fp, labels, rid, routes[0], now)
+        for route in routes[1:]:  # ``continue``: one copy per further route (docs/alerting.md, "Routes")
+            st["seq"]["raw"] += 1
+            c["received"] += 1
+            out += self._take(alert, f"{fp}~{route.id}", labels, f"{rid}~{route.receiver}", route, now)
+        return out
+
+    def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
+              now: float) -> list[LedgerEntry]:
+        """One alert (or its copy for a further route) through dedupe,
+        inhibition, silences and grouping; see :meth:`ingest`."""
+        st, c = self.state, self.state["counters"]
+        try:
             verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
-        labels = alert.match_labels() if self._inhibit or self._silences else {}
         if ep is not None:
             ep["fp"] = fp
+            if route is not None and route.id != "0":
+                ep["route"] = route.id
             st["episodes"][fp] = ep
+            if ep["status"] == "firing" and alert.status.value == "firing":
+                self._set_expiry(ep, alert, now)
             if self._inhibit:
                 self._index_source(fp, ep, labels)
         inhibited = self._inhibitors(fp, labels) if self._inhibit else None
@@ -169,6 +195,54 @@ class Funnel:
             self._unmute(fp, ep)
         apply_verdict(self._group_for(ep, now), verdict, ep, rid, now)
         return []
+
+    def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
+        """When the firing episode ``ep`` resolves unless re-sent (docs/alerting.md,
+        "Resolution without a human"): the alert's own future ``endsAt``, else
+        ``now + timing.resolve_timeout`` (Alertmanager's rule). Every firing
+        receipt, duplicates included, moves it."""
+        ends = alert.ends_at
+        ep["expires_at"] = ends if ends is not None and ends > now \
+            else now + self.config.timing.resolve_timeout
+        nxt = self.state.get("next_expiry")
+        if nxt is None or ep["expires_at"] < nxt:
+            self.state["next_expiry"] = ep["expires_at"]
+
+    def _expire(self, now: float) -> None:
+        """Resolve every firing episode whose ``expires_at`` passed, as if a
+        resolved alert with ``endsAt`` = ``expires_at`` had arrived (no raw
+        alert, so nothing is added to the ledger). Scans the episodes only
+        when the earliest known expiry is due."""
+        st = self.state
+        nxt = st.get("next_expiry")
+        if nxt is None or now + 1e-9 < nxt:
+            return
+        upcoming = None
+        for fp, ep in list(st["episodes"].items()):
+            if ep["status"] != "firing":
+                continue
+            exp = ep.get("expires_at")
+            if exp is None:  # state from before expiry existed
+                exp = ep["expires_at"] = ep["last_seen"] + self.config.timing.resolve_timeout
+            if exp > now + 1e-9:
+                upcoming = exp if upcoming is None else min(upcoming, exp)
+                continue
+            alert = Alert.from_dict(ep["alert"])
+            resolved = dataclasses.replace(alert, status=Status.RESOLVED, ends_at=exp, time=exp)
+            verdict, new = decide(ep, resolved, now, self.config.dedupe.cooldown)
+            new["fp"] = fp
+            new["auto_resolved"] = True
+            st["episodes"][fp] = new
+            st["counters"]["auto_resolved"] = st["counters"].get("auto_resolved", 0) + 1
+            if self._inhibit:
+                self._index_source(fp, new, resolved.match_labels())
+            if new.get("silenced_by") or new.get("inhibited_by"):
+                self._muted_alert(fp, verdict, new, "silenced_by", new.get("silenced_by"), now)
+            elif new["group"] is not None and new["group"] in st["groups"]:
+                apply_verdict(st["groups"][new["group"]], verdict, new, None, now)
+            else:
+                st["episodes"].pop(fp, None)  # never grouped: nothing to tell
+        st["next_expiry"] = upcoming
 
     def reject(self, reason: str, now: float, raw_id: str | None = None) -> LedgerEntry:
         """Count a raw alert that an earlier stage could not normalize
@@ -290,21 +364,31 @@ class Funnel:
             apply_verdict(self._group_for(ep, now), "release", ep, None, now)
 
     def _receiver_for(self, alert: Alert) -> str:
-        labels = alert.match_labels()
-        for matchers, receiver in self._routes:
-            if all(m.matches(labels) for m in matchers):
-                return receiver
-        return self.config.route.receiver
+        return routes_for(self.config, alert.match_labels())[0].receiver
+
+    def _route(self, ep: dict[str, Any]) -> Route:
+        """The route of an episode: the one it was taken for (``continue``
+        copies), else the first the alert reaches now."""
+        rid = ep.get("route")
+        route = route_by_id(self.config, rid) if rid else None
+        if route is None:
+            route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
+        return route
 
     def _group_for(self, ep: dict[str, Any], now: float) -> dict[str, Any]:
         groups = self.state["groups"]
         if ep["group"] in groups:
             return groups[ep["group"]]
         alert = Alert.from_dict(ep["alert"])
-        receiver = self._receiver_for(alert)
-        gid, labels = group_key(receiver, alert, self.config.grouping.group_by)
+        route = self._route(ep)
+        # the route id is part of the key below the root (nested routes group apart)
+        key = route.receiver if route.id == "0" else f"{route.receiver}@{route.id}"
+        gid, labels = group_key(key, alert, list(route.group_by))
         if gid not in groups:
-            groups[gid] = new_group(gid, receiver, labels, now)
+            groups[gid] = new_group(gid, route.receiver, labels, now)
+            if route.id != "0":
+                groups[gid]["route"] = route.id
+                groups[gid]["timing"] = route.timing()
         ep["group"] = gid
         return groups[gid]
 
@@ -345,7 +429,8 @@ class Funnel:
         ``gettableAlert`` (API v2 ``GET /api/v2/alerts``): ``fingerprint``,
         ``labels`` (as sent for Alertmanager-form alerts; the vocabulary labels
         for native ones), ``annotations``, ``startsAt``, ``updatedAt``,
-        ``endsAt`` (zero time), ``generatorURL``, ``receivers`` (``[{"name"}]``)
+        ``endsAt`` (when it resolves unless re-sent: its own endsAt or last
+        receipt + ``resolve_timeout``), ``generatorURL``, ``receivers`` (``[{"name"}]``)
         and ``status`` = ``{"state": "active"|"suppressed", "silencedBy":
         [silence ids], "inhibitedBy": [source fingerprints]}``. Times RFC 3339.
         Cost: one pass over the open episodes (bounded by firing alerts)."""
@@ -363,7 +448,8 @@ class Funnel:
                 "labels": dict(alert.labels) if alert.source == "alertmanager" else alert.match_labels(),
                 "annotations": dict(alert.annotations),
                 "startsAt": format_time(ep["started_at"]), "updatedAt": format_time(ep["last_seen"]),
-                "endsAt": format_time(None), "generatorURL": alert.generator_url,
+                # when it resolves unless re-sent (Alertmanager shows the same)
+                "endsAt": format_time(ep.get("expires_at")), "generatorURL": alert.generator_url,
                 "receivers": [{"name": self._receiver_for(alert)}],
                 "status": {"state": "suppressed" if silenced or inhibited else "active",
                            "silencedBy": silenced, "inhibitedBy": inhibited},
@@ -379,12 +465,16 @@ class Funnel:
         (suppressed transients, alerts resolved under a silence) are returned
         by :meth:`drain_ledger`."""
         self._release_muted(now)
+        self._expire(now)
         t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
         for gid, g in list(self.state["groups"].items()):
-            due = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
+            gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
+            due = due_at(g, gw, gi, ri)
             if due is None:
                 continue
+            if g.get("route") and self._held(g, now):
+                continue  # a mute / outside an active time interval: sent when it ends
             if due <= now + 1e-9:
                 self._evaluate(g, now)
             else:
@@ -397,6 +487,12 @@ class Funnel:
             if msg is not None:
                 out.append(msg)
         return out
+
+    def _held(self, g: dict[str, Any], now: float) -> bool:
+        """True while the group's route is inside a mute time interval or
+        outside all of its active ones (docs/alerting.md, "Routes")."""
+        route = route_by_id(self.config, g["route"])
+        return route is not None and muted_at(self.config, route, now)
 
     def _pull_forward(self, name: str, later: list[tuple[float, str]], now: float) -> None:
         """Critical first when tokens are scarce (docs/alerting.md, "Critical first").

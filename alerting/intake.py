@@ -107,9 +107,10 @@ def format_time(ts: float | None) -> str:
     if ts is None:
         return ZERO_TIME
     dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    year = f"{dt.year:04d}"  # strftime's %Y does not pad years before 1000 on Linux
     if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return year + dt.strftime("-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return year + dt.strftime("-%m-%dT%H:%M:%SZ")
 
 
 def repair_text(text: str) -> tuple[str, int]:
@@ -255,7 +256,9 @@ def from_native(raw: Any, now: float) -> Alert:
         rule=rule, asset=asset, severity=severity, status=status,
         labels=_str_map(raw.get("labels"), "labels"),
         annotations=_str_map(raw.get("annotations"), "annotations", MAX_ANNOTATIONS),
-        time=t, starts_at=starts, ends_at=ends if status is Status.RESOLVED else None,
+        # a firing alert keeps a future endsAt: it resolves then unless re-sent
+        # (docs/alerting.md, "Resolution without a human")
+        time=t, starts_at=starts, ends_at=ends,
         generator_url=_text(raw.get("generatorURL"), "generatorURL", required=False),
         source="native", invalid_unicode=repaired,
     )
@@ -297,7 +300,7 @@ def from_alertmanager_alert(raw: Any, now: float,
         labels=labels,
         annotations=_str_map(raw.get("annotations"), prefix + "annotations", MAX_ANNOTATIONS),
         time=ends if resolved else now, starts_at=starts,
-        ends_at=ends if resolved else None,
+        ends_at=ends,  # firing: the future endsAt, when it resolves unless re-sent
         generator_url=_text(raw.get("generatorURL"), prefix + "generatorURL", required=False),
         source="alertmanager", invalid_unicode=repaired,
     )

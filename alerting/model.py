@@ -1,4 +1,4 @@
-"""The one vocabulary of the alert funnel (DESIGN.md, "The alert funnel").
+"""The one vocabulary of the alert funnel (docs/alerting.md, "Steps").
 
 Every source (native JSON, Alertmanager / Prometheus) is normalized into an
 :class:`Alert`: rule, asset, severity, status, labels, annotations, time.

@@ -11,6 +11,15 @@
 The first two are firing alerts on asset ``<sysCode>/<bizType>`` (so repeats of the
 same kind of export are deduplicated and grouped), with the task id and its
 owner in the labels and the error in the annotations.
+
+Resolution without a human (docs/alerting.md, "Resolution without a human"):
+``ExportFailed`` / ``ExportTimeout`` carry ``endsAt`` = event time +
+``rules.failed_resolve_after`` (their own timeout), and the next task of the
+same sysCode/bizType that ends ``SUCCESS`` resolves them at once
+(:func:`recovery_alerts`; the agent sends them only when a failure of that
+sysCode/bizType is on record, ``plait.keys.export_failed_marker``).
+``DLQGrowth`` resolves when a window passes without a dead letter (the DLQ
+stopped growing).
 """
 from __future__ import annotations
 
@@ -20,26 +29,62 @@ from typing import Any
 from plait.events import Lifecycle
 from plait.lifecycle import TERMINAL
 
+from alerting.intake import format_time, parse_time
+
 RULES = {"FAILED": ("ExportFailed", "critical"), "TIMEOUT": ("ExportTimeout", "warning")}
 
 
-def lifecycle_alert(event: Lifecycle) -> dict[str, Any] | None:
-    """The native raw alert for ``event``, or None when no rule applies."""
+def export_asset(event: Lifecycle) -> str:
+    """``<sysCode>/<bizType>`` (``unknown`` for a missing part)."""
+    return f"{event.sysCode or 'unknown'}/{event.bizType or 'unknown'}"
+
+
+def lifecycle_alert(event: Lifecycle, resolve_after: float | None = None) -> dict[str, Any] | None:
+    """The native raw alert for ``event``, or None when no rule applies.
+
+    ``resolve_after`` (seconds): the alert carries ``endsAt`` = the event
+    time + this, so it resolves then unless sent again."""
     rule = RULES.get(event.status)
     if rule is None:
         return None
     name, severity = rule
-    asset = f"{event.sysCode or 'unknown'}/{event.bizType or 'unknown'}"
+    asset = export_asset(event)
     labels = {"taskId": event.taskId, "sysCode": event.sysCode or "",
               "bizType": event.bizType or "", "source": "plait.export"}
     if event.userId:
         labels["userId"] = event.userId
-    summary = f"export {event.taskId} {event.status.lower()}"
+    what = "failed" if event.status == "FAILED" else "timed out"
+    summary = f"export of {event.bizType or 'unknown'} for {event.sysCode or 'unknown'} {what} (task {event.taskId})"
     annotations = {"summary": summary}
     if event.errorMessage:
         annotations["description"] = event.errorMessage[:2000]
-    return {"rule": name, "asset": asset, "severity": severity, "status": "firing",
-            "labels": labels, "annotations": annotations, "time": event.at}
+    alert = {"rule": name, "asset": asset, "severity": severity, "status": "firing",
+             "labels": labels, "annotations": annotations, "time": event.at}
+    if resolve_after is not None:
+        at = parse_time(event.at, "at")
+        if at is not None:
+            alert["endsAt"] = format_time(at + resolve_after)
+    return alert
+
+
+def recovery_alerts(event: Lifecycle, failed_task: str | None = None) -> list[dict[str, Any]]:
+    """Resolved ``ExportFailed`` and ``ExportTimeout`` for the asset of a task
+    that ended ``SUCCESS`` (empty for any other status): the same
+    fingerprint (rule, asset) as the firing ones, so they end that episode.
+    ``failed_task``: the task whose failure is resolved (kept as ``taskId``,
+    so the resolved message links to it); the succeeding task is
+    ``resolvedBy``."""
+    if event.status != "SUCCESS":
+        return []
+    labels = {"taskId": failed_task or event.taskId, "sysCode": event.sysCode or "",
+              "bizType": event.bizType or "", "source": "plait.export",
+              "resolvedBy": event.taskId}
+    return [{"rule": name, "asset": export_asset(event), "severity": severity,
+             "status": "resolved", "labels": dict(labels), "time": event.at, "endsAt": event.at,
+             "annotations": {"summary": f"export of {event.bizType or 'unknown'} for "
+                                        f"{event.sysCode or 'unknown'} succeeded again "
+                                        f"(task {event.taskId})"}}
+            for name, severity in RULES.values()]
 
 
 def slow_task_alert(event: Lifecycle, created_at: float, now: float, after: float,

@@ -5,7 +5,7 @@
 ``alerts.funnel`` (internal, keyed by receiver) and the changelog of the
 ``alerting-state`` table are created by ``alerting.agents.register_alerting``
 with ``plait.kafka_admin.create_topics``, explicitly, with the deployment's
-partition count (PITFALLS.md #7: Faust runs with ``topic_allow_declare=False``
+partition count (docs/kafka-rules.md #7: Faust runs with ``topic_allow_declare=False``
 and broker auto-creation picks its own defaults). The changelog and the
 funnel topic must have the same partition count: a table partition is
 written from the event partition it belongs to.

@@ -4,7 +4,7 @@ The retry schedule is not here: the sender makes one attempt and returns a
 :class:`SendResult`; :func:`report` hands it to the pure funnel, which
 decides when the next attempt is due (:mod:`alerting.delivery`). Every
 attempt has a bounded time (``delivery.timeout`` seconds), so a rebalance
-never waits on a hung receiver (PITFALLS.md, 5).
+never waits on a hung receiver (docs/kafka-rules.md #5).
 
 Errors are classified for the idempotency rules:
 
@@ -16,6 +16,8 @@ Errors are classified for the idempotency rules:
 """
 from __future__ import annotations
 
+import asyncio
+import smtplib
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -24,7 +26,8 @@ from typing import Callable
 import httpx
 
 from alerting.config import AlertingConfig
-from alerting.delivery import is_success, render_body, request_headers
+from alerting.delivery import is_success
+from alerting.receivers import Request, build_requests
 from alerting.funnel import Funnel
 from alerting.model import LedgerEntry, Message
 
@@ -78,8 +81,10 @@ class WebhookSender:
     """
 
     def __init__(self, config: AlertingConfig, client: httpx.AsyncClient | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, external_url: str = "") -> None:
         self.config = config
+        #: console base URL for links / ``externalURL`` (else ``config.external_url``)
+        self.external_url = external_url.rstrip("/")
         self.clock = clock
         self._own = client is None
         self.client = client or httpx.AsyncClient(
@@ -87,9 +92,9 @@ class WebhookSender:
             headers={"User-Agent": USER_AGENT})
 
     async def send(self, message: Message) -> SendResult:
-        """One POST of ``message`` in a ``webhook.attempt`` span (W3C
-        ``traceparent`` header sent; outcome and latency recorded in
-        ``plait.metrics``); see :meth:`_send`."""
+        """:meth:`_send` in a ``webhook.attempt`` span (the W3C ``traceparent``
+        header goes with each request), its outcome and latency recorded per
+        receiver in ``plait.metrics``."""
         from plait import metrics, tracing
 
         with tracing.span("webhook.attempt", **{"plait.receiver": message.receiver}) as sp:
@@ -103,9 +108,12 @@ class WebhookSender:
             return result
 
     async def _send(self, message: Message) -> SendResult:
-        """One POST of ``message`` to its receiver, body rendered in the
-        receiver's format, with ``Idempotency-Key`` and (when a secret is
-        set) ``X-Plait-Timestamp`` / ``X-Plait-Signature`` headers.
+        """Deliver ``message`` to its receiver in the receiver's own format
+        (:mod:`alerting.receivers`): webhook bodies with ``Idempotency-Key``
+        and (when a secret is set) ``X-Plait-Timestamp`` /
+        ``X-Plait-Signature`` headers; PagerDuty / Opsgenie one request per
+        group (all must succeed; a retry resends all, which their
+        de-duplication keys make harmless); email over SMTP.
 
         Never raises for network or HTTP problems; they are in the result.
 
@@ -113,16 +121,25 @@ class WebhookSender:
             KeyError: the message names a receiver that is not configured.
         """
         rc = self.config.receiver(message.receiver)
-        body = render_body(message, rc.format)
-        start = self.clock()
-        headers = dict(rc.headers) | request_headers(message, body, rc.secret, int(start))
-        from plait import tracing
-
-        tracing.inject(headers)
+        external_url = self.external_url or self.config.external_url
         t0 = time.monotonic()
+        if rc.type == "email":
+            return await self._send_email(message, rc, external_url, t0)
+        requests = build_requests(message, rc, external_url, int(self.clock()))
+        result = SendResult(True, 204)  # nothing to say (send_resolved: false): done
+        for req in requests:  # several for PagerDuty / Opsgenie (one per group)
+            result = await self._post(req, t0)
+            if not result.ok:
+                return result
+        return result
+
+    async def _post(self, req: Request, t0: float) -> SendResult:
         try:
-            resp = await self.client.post(rc.url, content=body, headers=headers,
-                                          timeout=self.config.delivery.timeout)
+            from plait import tracing
+
+            resp = await self.client.request(req.method, req.url, content=req.body,
+                                             headers=tracing.inject(dict(req.headers)),
+                                             timeout=self.config.delivery.timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
             return SendResult(False, None, error=f"{type(e).__name__}: {e}",
                               elapsed=time.monotonic() - t0)
@@ -132,6 +149,28 @@ class WebhookSender:
         return SendResult(is_success(resp.status_code), resp.status_code,
                           retry_after=parse_retry_after(resp.headers.get("Retry-After"), self.clock()),
                           elapsed=time.monotonic() - t0)
+
+    async def _send_email(self, message: Message, rc, external_url: str, t0: float) -> SendResult:
+        """SMTP in a worker thread, bounded by ``delivery.timeout``; a
+        refused recipient or message is a definite failure (status None,
+        not maybe-delivered), a drop mid-DATA may have delivered."""
+        from alerting.receivers import without_resolved
+        from alerting.receivers.email import build_email, send
+
+        if not rc.send_resolved:
+            message = without_resolved(message)
+            if not message.sections:
+                return SendResult(True, 250)
+        mail = build_email(message, rc, external_url)
+        try:
+            await asyncio.to_thread(send, mail, rc, self.config.delivery.timeout)
+        except smtplib.SMTPServerDisconnected as e:
+            return SendResult(False, None, maybe_delivered=True, error=f"SMTP: {e}",
+                              elapsed=time.monotonic() - t0)
+        except (OSError, smtplib.SMTPException) as e:
+            return SendResult(False, None, error=f"{type(e).__name__}: {e}",
+                              elapsed=time.monotonic() - t0)
+        return SendResult(True, 250, elapsed=time.monotonic() - t0)
 
     async def aclose(self) -> None:
         """Close the HTTP client if this sender created it."""

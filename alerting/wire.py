@@ -32,7 +32,6 @@ from typing import Any
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
 from alerting.intake import normalize, repair_text
-from alerting.silence import parse_matcher
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
 
@@ -124,13 +123,12 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
 
 
 def receiver_for(config: AlertingConfig, alert: Alert) -> str:
-    """The receiver an alert is routed to: the first sub-route whose matchers
-    all match, else the default (same rule as the funnel's own routing)."""
-    labels = alert.match_labels()
-    for r in config.route.routes:
-        if all(parse_matcher(m).matches(labels) for m in r.matchers):
-            return r.receiver
-    return config.route.receiver
+    """The receiver an alert is routed to: that of the first route it reaches
+    in the routing tree (:func:`alerting.routing.routes_for`, the funnel's
+    own rule); copies for further ``continue`` routes are made by the funnel
+    of that receiver's partition."""
+    from alerting.routing import routes_for
+    return routes_for(config, alert.match_labels())[0].receiver
 
 
 def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from alerting.intake import format_time
 from alerting.model import AlertRejected
@@ -98,7 +99,8 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
 
     Raises:
         FieldError (or ``error``): a number, or a string that is not RFC 3339
-            with a zone (``Z`` or ``+hh:mm``).
+            with a zone (``Z`` or ``+hh:mm``), or names no real time
+            (``2024-01-01T12:99:00Z``).
     """
     if value is None:
         return None
@@ -159,6 +161,14 @@ def _interval(spec: Any, where: str) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise SilenceRefused(where, "must be an object", "{weekdays, times, location}", "type")
     check_keys(spec, INTERVAL_KEYS, f"{where}.", SilenceRefused)
+    weekdays = spec.get("weekdays") or []
+    if not isinstance(weekdays, list) or not all(isinstance(d, str) for d in weekdays):
+        raise SilenceRefused(f"{where}.weekdays", "must be a list of day names",
+                             '["monday", "tuesday:friday"] (monday..sunday, ranges a:b)', "type")
+    location = spec.get("location") or "UTC"
+    if not isinstance(location, str) or not _zone_exists(location):
+        raise SilenceRefused(f"{where}.location", f"is not an IANA time zone, got {location!r:.40}",
+                             "an IANA time zone name such as UTC or Europe/Paris", "time_zone")
     times = spec.get("times") or []
     if not isinstance(times, list):
         raise SilenceRefused(f"{where}.times", "must be a list", '[{"startTime": "22:00", '
@@ -170,8 +180,15 @@ def _interval(spec: Any, where: str) -> dict[str, Any]:
                                  '{"startTime": "HH:MM", "endTime": "HH:MM"}', "type")
         check_keys(t, RANGE_KEYS, f"{where}.times.{i}.", SilenceRefused)
         out_times.append({"start_time": t.get("startTime"), "end_time": t.get("endTime")})
-    return {"weekdays": spec.get("weekdays") or [], "times": out_times,
-            "location": spec.get("location") or "UTC"}
+    return {"weekdays": weekdays, "times": out_times, "location": location}
+
+
+def _zone_exists(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except Exception:  # not found, malformed ("../x", NUL), a directory...
+        return False
+    return True
 
 
 def parse_silence_request(doc: Any, now: float, silence_id: str) -> Silence:

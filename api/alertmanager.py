@@ -363,7 +363,9 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
             return False
         return True
 
-    @router.post("/api/v2/alerts", responses={400: _BAD}, openapi_extra={"requestBody": {
+    @router.post("/api/v2/alerts", response_class=Response, responses={
+        200: {"description": "Alerts accepted: no body (X-Plait-Accepted: how many)"},
+        400: _BAD}, openapi_extra={"requestBody": {
         "required": True, "description": "postableAlerts: a list of alerts",
         "content": {"application/json": {"schema": {
             "type": "array", "items": PostableAlert.model_json_schema()}}}}})
@@ -509,7 +511,8 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
             raise NotFound(f"silence {silenceID} not found")
         return JSONResponse(gettable_silence(d, time.time()))
 
-    @router.delete("/api/v2/silence/{silenceID}", responses={404: _NOT_FOUND})
+    @router.delete("/api/v2/silence/{silenceID}", response_class=Response, responses={
+        200: {"description": "Expired: no body"}, 404: _NOT_FOUND})
     async def delete_silence(silenceID: str,  # noqa: N803
                              caller: Caller | None = Depends(ctx.bearer)):
         """Expire a silence now (``deleteSilence``); 200 with no body; 404 when

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from typing import Any
@@ -58,6 +59,7 @@ from api.alerting_edge import (check_native_alert, counters_view, parse_silence_
                                silence_view)
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
+from api.openapi import Envelope, ErrorEnvelope, NativeAlert, SilenceBody, errors, link, request_body
 from plait import keys as K
 from plait import topics as T
 from plait.callers import Caller, CallerRegistry, load_callers
@@ -91,7 +93,10 @@ def _register_collector(settings: Settings) -> None:
 
 
 class _Kafka:
-    """A lazily created confluent-kafka producer (murmur2_random, PITFALLS.md #8)."""
+    """A lazily created confluent-kafka producer (murmur2_random, docs/kafka-rules.md #8)."""
+
+    #: Seconds to wait for the broker's acks (and topic metadata) before a 503.
+    ack_timeout: float = 10.0
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -106,7 +111,8 @@ class _Kafka:
             self._producer = Producer({
                 "bootstrap.servers": self.settings.broker_url, "enable.idempotence": True,
                 "acks": "all", "partitioner": "murmur2_random", "compression.type": "lz4",
-                "linger.ms": 2, "message.max.bytes": 2 * 1024 * 1024})
+                "linger.ms": 2, "message.max.bytes": 2 * 1024 * 1024},
+                logger=logging.getLogger("plait.kafka"))  # librdkafka logs via logging
         return self._producer
 
     def _send_sync(self, records: list[tuple[str, bytes, bytes, int | None]]) -> None:
@@ -125,7 +131,7 @@ class _Kafka:
             if tp:
                 kwargs["headers"] = [(tracing.TRACEPARENT, tp.encode())]
             p.produce(topic, key=key, value=value, on_delivery=done, **kwargs)
-        remaining = p.flush(10.0)
+        remaining = p.flush(self.ack_timeout)
         if remaining or errors:
             raise RuntimeError(f"Kafka did not take the events: {errors or f'{remaining} unsent'}")
 
@@ -133,7 +139,7 @@ class _Kafka:
         """Produce and wait for the broker's acks (in a thread: never blocks the loop).
 
         Raises:
-            RuntimeError: an event was not acknowledged within 10 s.
+            RuntimeError: an event was not acknowledged within :attr:`ack_timeout` s.
         """
         await asyncio.to_thread(self._send_sync, records)
 
@@ -143,7 +149,8 @@ class _Kafka:
             name = self.topics.name(FUNNEL_TOPIC)
 
             def look() -> int | None:
-                meta = self.producer().list_topics(name, timeout=5).topics.get(name)
+                meta = self.producer().list_topics(
+                    name, timeout=min(5.0, self.ack_timeout)).topics.get(name)
                 return len(meta.partitions) if meta is not None and meta.partitions else None
 
             try:
@@ -210,10 +217,12 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
 
     router = APIRouter(tags=["alerting"])
     am_router = APIRouter(tags=["alertmanager"], dependencies=[Depends(bearer)], responses={
-        401: {"description": "A bearer token is required and was missing or not accepted "
-                             "(Plait envelope)"},
-        403: {"description": "The token's caller lacks alertIngest (or silenceManage for "
-                             "silence changes)"}})
+        401: {"model": ErrorEnvelope, "description": "A bearer token is required and was "
+              "missing or not accepted (Plait envelope)"},
+        403: {"model": ErrorEnvelope, "description": "The token's caller lacks alertIngest "
+              "(or silenceManage for silence changes)"},
+        503: {"model": str, "description": "A dependency (Kafka, Redis) did not answer; retry "
+              "later (Alertmanager's shape: a JSON string)"}})
 
     async def body(request: Request) -> tuple[Any, int]:
         """(the JSON body with lone surrogates replaced, characters replaced).
@@ -240,7 +249,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         raw ids in input order.
 
         Raises:
-            Unavailable: Kafka did not acknowledge within 10 s (503).
+            Unavailable: Kafka did not acknowledge in time (503).
         """
         by_key: dict[str, list[int]] = {}
         for i, alert in enumerate(alerts):
@@ -268,7 +277,10 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         except RuntimeError as e:
             raise Unavailable(str(e)) from None
 
-    @router.post("/alerts", status_code=202)
+    @router.post("/alerts", status_code=202, operation_id="postAlerts",
+                 response_model=Envelope,
+                 responses=errors(401, 403, 503), openapi_extra=request_body(
+                     NativeAlert, "one native alert or a non-empty list of them", either=True))
     async def post_alerts(request: Request,
                           caller: Caller | None = Depends(signed("alertIngest", "send alerts"))):
         """Accept one native alert or a list (camelCase keys, RFC 3339 times).
@@ -366,7 +378,12 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         await broadcast("expire", id=silence_id)
         return d
 
-    @router.post("/silences", status_code=201)
+    @router.post("/silences", status_code=201, operation_id="createSilence",
+                 response_model=Envelope,
+                 responses={201: {"links": {"ExpireSilence": link(
+                     "expireSilence", "/data/silenceId", "silenceId", "end the silence")}},
+                     **errors(401, 403, 503)},
+                 openapi_extra=request_body(SilenceBody, "the silence"))
     async def post_silence(request: Request, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
         """Create a silence (``matchers``, ``startsAt``, ``endsAt``, ``createdBy``,
@@ -379,7 +396,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         return envelope(201, "created", {"silenceId": silence.id,
                                          "silence": silence_view(d, now, {})})
 
-    @router.get("/silences")
+    @router.get("/silences", operation_id="listSilences",
+                response_model=Envelope,
+                responses=errors(503, validated=False))
     async def list_silences():
         """Every silence with its status and how many alerts it silenced."""
         now = time.time()
@@ -388,15 +407,20 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         items.sort(key=lambda s: s["startsAt"])
         return envelope(200, "ok", {"silences": items})
 
-    @router.delete("/silences/{silence_id}")
-    async def expire_silence(silence_id: str, caller: Caller | None = Depends(
+    @router.delete("/silences/{silenceId}", operation_id="expireSilence",
+                   response_model=Envelope,
+                   responses=errors(401, 403, 404, 503))
+    async def expire_silence(silenceId: str, caller: Caller | None = Depends(
             signed("silenceManage", "manage silences"))):
         """End a silence now (Alertmanager's expire); 404 if unknown."""
+        silence_id = silenceId
         now = time.time()
         d = await end_silence(silence_id, now)
         return envelope(200, "expired", {"silence": silence_view(d, now, {})})
 
-    @router.get("/alerts/counters")
+    @router.get("/alerts/counters", operation_id="alertCounters",
+                response_model=Envelope,
+                responses=errors(503, validated=False))
     async def get_counters():
         """Counters per outcome (``received = delivered + deduplicated + silenced
         + merged + rejected + pending``), webhook attempts, per-silence counts;

@@ -1,4 +1,4 @@
-"""The Plait API (DESIGN.md, "The API contract").
+"""The Plait API (docs/events.md, "The export request contract").
 
 ``POST /export/tasks`` validates and emits ExportRequested, answering the task
 id at once; reads come from the Redis projection; downloads are served behind
@@ -15,6 +15,7 @@ from fastapi.responses import Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.envelope import envelope, install_error_handlers, refuse_snake_query
+from api.openapi import Envelope, errors, install_openapi, required_query
 from api.services import Services
 from api.tasks import create_tasks_router
 from plait.errors import AuthError, FieldError, Forbidden, NotFound
@@ -66,6 +67,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         await sv.audit(request, action, reason=str(exc))
 
     install_error_handlers(app, refused)
+    install_openapi(app)
 
     app.include_router(create_tasks_router(sv))
     from api.console import install_console
@@ -73,13 +75,24 @@ def create_api(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(create_health_router(settings))
     install_console(app, settings, sv)
+    from api.schedules import create_schedules_router, refresh_lag
+
+    app.include_router(create_schedules_router(sv))
     if settings.alerting_config:
         from api.alerts import create_alerts_router
 
         app.include_router(create_alerts_router(settings, sv))
 
-    @app.get("/download/{key:path}")
-    async def download(key: str, request: Request, expires: int, name: str, sig: str):
+    @app.get("/download/{key:path}", operation_id="download", tags=["export"],
+             response_class=StreamingResponse, responses={
+                 200: {"description": "the file's bytes (Content-Disposition names it)",
+                       "content": {"application/octet-stream": {
+                           "schema": {"type": "string", "format": "binary"}}}},
+                 **errors(403, 404, 503)})
+    async def download(key: str, request: Request,
+                       expires: int = Query(description="Unix time (s) the link expires"),
+                       name: str = Query(description="the file name to save as"),
+                       sig: str = Query(description="HMAC-SHA256 of key, expires and name")):
         """Serve a file behind a signed link; 403 when expired or tampered."""
         reason = verify_link(settings.signing_secret, key, expires, name, sig)
         if reason is not None:  # audited as access.refused by the error handler
@@ -108,8 +121,14 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         return StreamingResponse(chunks(), media_type=media,
                                  headers={"Content-Disposition": content_disposition(name)})
 
-    @app.get("/audit")
-    async def audit(request: Request, sysCode: str | None = None, taskId: str | None = None,
+    @app.get("/audit", operation_id="audit",
+             response_model=Envelope, tags=["audit"], responses=errors(401, 503),
+             openapi_extra=required_query("sysCode") if sv.callers is None else None)
+    async def audit(request: Request,
+                    sysCode: str | None = Query(None, description=(
+                        "whose entries: required without a caller registry; with one, the "
+                        "signed caller's")),
+                    taskId: str | None = Query(None, description="only this task's entries"),
                     limit: int = Query(100, ge=1, le=1000)):
         """Newest audit entries of the signed caller (optionally one task's)."""
         caller = await sv.authenticate(request)
@@ -119,7 +138,9 @@ def create_api(settings: Settings | None = None) -> FastAPI:
                              "the query parameter sysCode=<your sysCode>", "required")
         return envelope(200, "ok", {"entries": await sv.audit_entries(sys_code, taskId, limit)})
 
-    @app.get("/health")
+    @app.get("/health", operation_id="health", tags=["ops"],
+             responses={200: {"model": Envelope, "description": "Redis answers"},
+                        503: {"model": Envelope, "description": "Redis does not answer"}})
     async def health():
         """200 when Redis answers; 503 otherwise."""
         try:
@@ -128,9 +149,13 @@ def create_api(settings: Settings | None = None) -> FastAPI:
             return envelope(503, f"redis: {exc}")
         return envelope(200, "ok", {"status": "ok"})
 
-    @app.get("/metrics")
+    @app.get("/metrics", operation_id="metrics", tags=["ops"], response_class=Response,
+             responses={200: {"description": "Prometheus text exposition format",
+                              "content": {CONTENT_TYPE_LATEST.split(";")[0]: {
+                                  "schema": {"type": "string"}}}}})
     async def metrics():
         """Prometheus metrics."""
+        await refresh_lag(sv)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -24,7 +24,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid, Unavailable
 
 #: Called with (request, error) for every 401/403/503 AuthError (the audit trail).
 OnRefused = Callable[[Request, AuthError], Awaitable[None]]
@@ -162,7 +165,9 @@ def field_error(err: dict[str, Any], model: Any = None, content_type: str | None
             msg = first[1]
         return FieldError(field, msg, None, "value")
     if kind == "missing":
-        return FieldError(field, "is required", _JSON_BODY if field == "body" else None, "required")
+        accepted = (_JSON_BODY if field == "body" else
+                    f"the query parameter {field}=<value>" if loc and loc[0] == "query" else None)
+        return FieldError(field, "is required", accepted, "required")
     if kind == "extra_forbidden":
         name = str(loc[-1]) if loc else field
         path = [str(p) for p in loc[1:-1]] if loc and loc[0] == "body" else []
@@ -208,18 +213,22 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """Unknown routes (404), wrong methods (405), unparsable bodies (400 -> 422
-    naming ``body``): the same envelope as the rest."""
+    naming ``body``, also for bytes that are not UTF-8): the same envelope as
+    the rest."""
     if exc.status_code == 400 and "JSON" in str(exc.detail):
         return _answer(request, _json_error(exc))
+    if exc.status_code == 400:  # "There was an error parsing the body": not UTF-8 text
+        return _answer(request, FieldError("body", "could not be read: it is not UTF-8 JSON "
+                                           "text", _JSON_BODY, "json"))
     return envelope(exc.status_code, str(exc.detail))
 
 
 def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) -> None:
     """Map every error to its HTTP answer, for the whole app: request
     validation -> 422 naming each field; :class:`PlaitError` -> its ``status``
-    with its ``data()``; Starlette HTTP errors -> the envelope. On
-    Alertmanager's paths (``/api/v2/``) the same errors take Alertmanager's
-    shape (:func:`alertmanager_error`).
+    with its ``data()``; Redis unreachable or timing out -> 503; Starlette
+    HTTP errors -> the envelope. On Alertmanager's paths (``/api/v2/``) the
+    same errors take Alertmanager's shape (:func:`alertmanager_error`).
     ``on_refused(request, error)`` runs first for each :class:`AuthError`."""
 
     async def plait_error(request: Request, exc: PlaitError) -> JSONResponse:
@@ -227,7 +236,13 @@ def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) ->
             await on_refused(request, exc)
         return _answer(request, exc)
 
+    async def redis_down(request: Request, exc: Exception) -> JSONResponse:
+        return _answer(request, Unavailable(f"Redis did not answer; retry later "
+                                            f"({type(exc).__name__})"))
+
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(RedisConnectionError, redis_down)
+    app.add_exception_handler(RedisTimeoutError, redis_down)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(PlaitError, plait_error)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from confluent_kafka import KafkaException
 from fastapi import Request
 
 from api.auth import task_visible, verify_starlette_request
@@ -16,6 +17,7 @@ from plait import keys as K
 from plait import topics as T
 from plait.audit import Audit
 from plait.callers import Caller, CallerRegistry, load_callers
+from plait.errors import Unavailable
 from plait.logs import get_logger
 from plait.projection import Projection
 from plait.settings import Settings
@@ -52,10 +54,22 @@ class Services:
                               settings.s3_endpoint_url, settings.s3_region,
                               settings.s3_public_url), callers)
 
+    #: Seconds ``emit`` waits for the broker's ack before answering 503.
+    emit_timeout: float = 10.0
+
     async def emit(self, topic: str, key: str, payload) -> None:
-        """Send one event and wait for the broker's ack (in a thread)."""
-        self.producer.send(topic, key, payload)
-        await asyncio.to_thread(self.producer.flush, 10.0)
+        """Send one event and wait for the broker's ack (in a thread).
+
+        Raises:
+            Unavailable: the broker did not acknowledge within
+                :attr:`emit_timeout` seconds, refused the event, or the local
+                queue is full (503: the caller may retry).
+        """
+        try:
+            self.producer.send(topic, key, payload)
+            await asyncio.to_thread(self.producer.flush, self.emit_timeout)
+        except (RuntimeError, BufferError, KafkaException) as exc:
+            raise Unavailable(f"Kafka did not take the event; retry later ({exc})") from None
 
     async def authenticate(self, request: Request) -> Caller | None:
         """The signed caller of ``request``; None when authentication is off.

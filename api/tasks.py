@@ -8,18 +8,19 @@ for an unknown task.
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
+from typing import Annotated, AsyncIterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import Counter
 
 from api.envelope import envelope
+from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
 from plait import topics as T
 from plait import tracing
 from plait.callers import NotAllowed, check_spec
-from plait.errors import Conflict, FieldError, NotFound
+from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
 from plait.events import CancelRequested, ExportRequested, Lifecycle
 from plait.lifecycle import TERMINAL
@@ -53,6 +54,21 @@ async def sse_stream(projection: Projection, task_id: str) -> AsyncIterator[str]
         await pubsub.aclose()
 
 
+SYS_CODE_DOC = ("the caller's sysCode: required without a caller registry; with one, the "
+                "signed caller's is used")
+USER_ID_DOC = ("the end user acted for: required with a caller registry (another user's or "
+               "no user's task is a 404); without one, narrows a list to that user")
+UserId = Annotated[str | None, Query(description=USER_ID_DOC)]
+
+
+#: One Server-Sent Event of ``/events`` (the schema of each event, as
+#: OpenAPI 3.2's ``itemSchema`` says; keep-alive comments are not events).
+SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
+    "event": {"type": "string", "description": "the task's status (CREATED, RUNNING, ...)"},
+    "data": {"type": "string", "contentMediaType": "application/json",
+             "description": "the task's state, as GET /export/tasks/{taskId} answers it"}}}
+
+
 def not_found(task_id: str) -> NotFound:
     """The one error for unknown and invisible tasks alike (404)."""
     return NotFound(f"task {task_id} not found")
@@ -60,10 +76,23 @@ def not_found(task_id: str) -> NotFound:
 
 def create_tasks_router(services: Services) -> APIRouter:
     """The ``/export/tasks`` routes over ``services``."""
-    router = APIRouter()
+    router = APIRouter(tags=["export"])
     sv = services
+    task_links = {"links": {
+        "GetTask": link("getTask", "/data/taskId", "taskId", "the task's state"),
+        "TaskEvents": link("taskEvents", "/data/taskId", "taskId", "the task's progress events"),
+        "CancelTask": link("cancelTask", "/data/taskId", "taskId", "cancel the task")}}
+    # with a caller registry the signed caller is the sysCode and userId is
+    # required; without one, sysCode is: the document says which, per mode
+    list_required = required_query("sysCode" if sv.callers is None else "userId")
 
-    @router.post("/export/tasks", status_code=202)
+    @router.post("/export/tasks", status_code=202, operation_id="createTask",
+                 response_model=Envelope,
+                 responses={202: task_links,
+                            **ok(200, "An identical task is running, or a recent identical "
+                                      "export is reused: that task (data.reused / "
+                                      "data.deduplicated)", **task_links),
+                            **errors(401, 403, 503)})
     async def create_task(spec: ExportSpec, request: Request):
         """Accept an export (the written contract's request, see ``plait.spec``).
 
@@ -101,8 +130,13 @@ def create_tasks_router(services: Services) -> APIRouter:
             bizType=spec.bizType, bizDesc=spec.bizDesc, userId=spec.userId,
             fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fingerprint,
             timeout=spec.jobConfig.timeout))
-        await sv.emit(T.REQUESTS, task_id, ExportRequested(
-            taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
+        try:
+            await sv.emit(T.REQUESTS, task_id, ExportRequested(
+                taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
+        except Unavailable as exc:  # never queued: it ends now, the fingerprint is free
+            await sv.projection.apply(Lifecycle(taskId=task_id, status="FAILED",
+                                                errorMessage=f"not queued: {exc.message}"))
+            raise
         TASKS_CREATED.labels(spec.sysCode).inc()
         await sv.audit(request, "task.created", caller, taskId=task_id, userId=spec.userId,
                        bizType=spec.bizType, fileName=doc.fileName, fileFormat=doc.fileFormat,
@@ -112,9 +146,13 @@ def create_tasks_router(services: Services) -> APIRouter:
             "taskId": task_id, "status": "CREATED", "reused": False, "deduplicated": False}},
             status_code=202)
 
-    @router.get("/export/tasks/{task_id}")
-    async def get_task(task_id: str, request: Request, userId: str | None = None):
+    task_errors = errors(401, 404, 503)
+
+    @router.get("/export/tasks/{taskId}", operation_id="getTask",
+                response_model=Envelope, responses=task_errors)
+    async def get_task(taskId: str, request: Request, userId: UserId = None):
         """One task's state: status, counts, progress, file info with a fresh link."""
+        task_id = taskId
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):
@@ -122,9 +160,13 @@ def create_tasks_router(services: Services) -> APIRouter:
         await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
         return envelope(200, "ok", await sv.with_fresh_link(task, caller))
 
-    @router.get("/export/tasks")
-    async def list_tasks(request: Request, sysCode: str | None = None,
-                         userId: str | None = None, limit: int = Query(100, ge=1, le=1000)):
+    @router.get("/export/tasks", operation_id="listTasks",
+                response_model=Envelope, responses=errors(401, 503),
+                openapi_extra=list_required)
+    async def list_tasks(request: Request,
+                         sysCode: str | None = Query(None, description=SYS_CODE_DOC),
+                         userId: UserId = None,
+                         limit: int = Query(100, ge=1, le=1000)):
         """Tasks of a caller (and user), newest first. With authentication the
         caller is the signed one and ``userId`` is required."""
         caller = await sv.authenticate(request)
@@ -140,10 +182,16 @@ def create_tasks_router(services: Services) -> APIRouter:
         await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
         return envelope(200, "ok", {"tasks": [await sv.with_fresh_link(t, caller) for t in tasks]})
 
-    @router.get("/export/tasks/{task_id}/events")
-    async def task_events(task_id: str, request: Request, userId: str | None = None):
+    @router.get("/export/tasks/{taskId}/events", operation_id="taskEvents",
+                response_class=StreamingResponse, responses={
+                    200: {"description": "text/event-stream: one event per state, until the "
+                                         "task ends",
+                          "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+                    **task_errors})
+    async def task_events(taskId: str, request: Request, userId: UserId = None):
         """Server-Sent Events: the task's state now, then every change, until it
         ends (``event:`` = status, ``data:`` = the task JSON)."""
+        task_id = taskId
         caller = await sv.authenticate(request)
         if not sv.visible(await sv.projection.get(task_id), caller, userId):
             raise not_found(task_id)
@@ -151,9 +199,12 @@ def create_tasks_router(services: Services) -> APIRouter:
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
-    @router.post("/export/tasks/{task_id}/cancel", status_code=202)
-    async def cancel_task(task_id: str, request: Request, userId: str | None = None):
+    @router.post("/export/tasks/{taskId}/cancel", status_code=202, operation_id="cancelTask",
+                 response_model=Envelope,
+                 responses=errors(401, 404, 409, 503))
+    async def cancel_task(taskId: str, request: Request, userId: UserId = None):
         """Ask to cancel; 409 when the task already ended."""
+        task_id = taskId
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):

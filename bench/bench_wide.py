@@ -1,4 +1,4 @@
-"""Wide-table export benchmark (case E16 of shared/cases/export.md).
+"""Wide-table export benchmark (case E16 of docs/fidelity.md).
 
 For each configuration, a fresh child process (multiprocessing ``spawn``)
 generates the rows page by page (1,000 rows a page, never the whole table),

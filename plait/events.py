@@ -1,4 +1,4 @@
-"""Versioned event schemas: the contract between rooms (DESIGN.md, "Topics").
+"""Versioned event schemas: the contract between rooms (docs/events.md).
 
 Every Kafka value is a JSON envelope with CloudEvents 1.0 attribute names
 (``specversion``, ``id``, ``source``, ``type``, ``time``, ``subject`` = task id,

@@ -1,7 +1,7 @@
 """Kafka topic creation (admin client), the one place Plait creates topics.
 
 Topics are created explicitly with the deployment's partition count
-(PITFALLS.md #7: Faust runs with ``topic_allow_declare=False`` and broker
+(docs/kafka-rules.md #7: Faust runs with ``topic_allow_declare=False`` and broker
 auto-creation picks its own defaults, 1 partition on Kafka, 4 on Tansu).
 Used by the CLI and the dev stack (every topic of ``plait.topics``) and by
 the alert funnel (its internal topic and its table's compacted changelog).

@@ -35,6 +35,13 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:alerts:silences          hash    silences                   api.alerts
     P:alerts:view:{partition}  hash    current alerts (view)      alerting.view
     P:alerts:slow:{taskId}     string  ExportSlow fired           alerting.agents
+    P:schedules                hash    schedule definitions       schedules.store
+    P:schedule:{id}:state      string  schedule runtime state     schedules.store
+    P:schedule:{id}:slot:{ms}  string  claim of one slot          schedules.store
+    P:schedule:{id}:probe      hash    probe target up/down       schedules.store
+    P:schedules:owner          string  scheduler turn (lease)     schedules.store
+    P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
+    P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
 """
 from __future__ import annotations
 
@@ -261,8 +268,81 @@ def alert_view(prefix: str, partition: int) -> str:
     return f"{prefix}:alerts:view:{partition}"
 
 
+def export_failed_marker(prefix: str, sys_code: str, biz_type: str) -> str:
+    """``P:alerts:failed:{sysCode}/{bizType}``, string = the failed task id: an
+    ``ExportFailed`` / ``ExportTimeout`` alert was raised for this
+    sysCode/bizType and no task of it has succeeded since. Set by
+    ``alerting.agents`` on FAILED / TIMEOUT (TTL 7 days), taken (GETDEL) by
+    the next SUCCESS, which then sends the resolved alerts."""
+    return f"{prefix}:alerts:failed:{sys_code}/{biz_type}"
+
+
 def slow_task_marker(prefix: str, task_id: str) -> str:
     """``P:alerts:slow:{taskId}``, string ``1``: ``ExportSlow`` has fired for
     this task (fire once, resolve when it ends). Set NX by
     ``alerting.agents`` when it fires, TTL 7 days; deleted when it resolves."""
     return f"{prefix}:alerts:slow:{task_id}"
+
+
+# ------------------------------------------------------------------ schedules
+
+
+def schedules(prefix: str) -> str:
+    """``P:schedules``, hash: schedule id -> its definition (JSON: the
+    ``POST /schedules`` body plus ``id``, ``sysCode``, ``createdAt``,
+    ``updatedAt``). Written by the API (``api.schedules``), read by the API and
+    the scheduler (``schedules.runner``), both via ``schedules.store.Store``. No TTL."""
+    return f"{prefix}:schedules"
+
+
+def schedule_state(prefix: str, schedule_id: str) -> str:
+    """``P:schedule:{id}:state``, string: the schedule's runtime state (JSON of
+    ``schedules.core.State``: cursor, running slots, buffered and backfill
+    slots, paused, counters, history). Written by the scheduler while it holds
+    :func:`schedule_owner` (fenced: a write by a worker that lost the lease is
+    refused), and by the API for pause/trigger/backfill requests; read by both.
+    Deleted with the schedule. No TTL."""
+    return f"{prefix}:schedule:{schedule_id}:state"
+
+
+def schedule_slot(prefix: str, schedule_id: str, slot_ms: int) -> str:
+    """``P:schedule:{id}:slot:{slotMs}``, string: the claim of one slot (the
+    slot's idempotency key, issue 14): JSON ``{"state": "claimed"|"fired",
+    "ref": task id, "worker", "at"}``. Set NX by ``schedules.runner`` before a
+    slot fires (the task id is chosen in the claim, so a re-driven slot
+    re-sends the same task, never a second one). TTL 8 days."""
+    return f"{prefix}:schedule:{schedule_id}:slot:{slot_ms}"
+
+
+def schedule_probe(prefix: str, schedule_id: str) -> str:
+    """``P:schedule:{id}:probe``, hash: probe target (asset) -> ``up`` or
+    ``down``, the last state seen; a change emits a ``TargetDown`` raw alert.
+    Written and read by ``schedules.probes`` (scheduler). No TTL; deleted with
+    the schedule."""
+    return f"{prefix}:schedule:{schedule_id}:probe"
+
+
+def schedule_owner(prefix: str) -> str:
+    """``P:schedules:owner``, string: id of the worker whose scheduler turn it
+    is (lease). Set NX PX by ``schedules.store.Store.take_turn`` for
+    ``Settings.schedule_lease_seconds``, released at the end of a turn; one worker
+    decides slots at a time."""
+    return f"{prefix}:schedules:owner"
+
+
+def schedule_requests(prefix: str, schedule_id: str) -> str:
+    """``P:schedule:{id}:requests``, list: manual requests (JSON ``{"kind":
+    "trigger", "at"}`` or ``{"kind": "backfill", "start", "end"}``, epoch ms)
+    pushed by the API (``POST /schedules/{id}/trigger`` / ``backfill``) and
+    popped by the scheduler on its next turn. No TTL; deleted with the schedule."""
+    return f"{prefix}:schedule:{schedule_id}:requests"
+
+
+def notify(prefix: str, task_id: str, status: str) -> str:
+    """``P:notify:{taskId}:{status}``, string ``sending`` / ``sent`` /
+    ``failed``: the completion webhook (``jobConfig.notifyUrl``) of a task's
+    final status; the pair is also its ``Idempotency-Key``. Set NX by
+    ``schedules.notify`` before the first attempt (TTL 10 min, so a worker
+    that died mid-delivery lets a redelivered lifecycle event try again), then
+    ``sent``/``failed`` with a TTL of 7 days."""
+    return f"{prefix}:notify:{task_id}:{status}"

@@ -50,6 +50,10 @@ class Settings(BaseSettings):
         stale_after_seconds: a RUNNING task without a heartbeat this long is re-driven.
         sweep_interval_seconds: how often the sweeper looks for stale, timed-out
             and waiting tasks.
+        schedule_tick_seconds: how often a worker takes its scheduler turn
+            (``schedules.runner``; one worker decides slots at a time).
+        schedule_lease_seconds: how long one scheduler turn may hold the lease
+            (a worker killed mid-turn delays the schedules this long).
         max_redrives: re-drives of one page without progress before the task FAILS.
         max_parallel_fetches: data-API pages one worker fetches at once (one per
             task), so a slow data API does not hold up other tasks.
@@ -68,6 +72,10 @@ class Settings(BaseSettings):
             requests without a valid one (401); with neither it is open (dev mode).
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
+        external_url: the console's base URL as people reach it
+            (``https://plait.example.com``); alert messages link to
+            ``<external_url>/ui/tasks/<id>`` and silences, and Alertmanager-format
+            webhooks carry it as ``externalURL``. Empty: no links.
     """
 
     model_config = SettingsConfigDict(env_prefix="PLAIT_", extra="ignore")
@@ -75,6 +83,7 @@ class Settings(BaseSettings):
     broker_url: str = "127.0.0.1:9092"
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "plait"
+    external_url: str = ""
     storage_url: str = "file://./.plait/storage"
     s3_endpoint_url: str = ""
     s3_region: str = "us-east-1"
@@ -104,6 +113,8 @@ class Settings(BaseSettings):
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
     stale_after_seconds: float = Field(default=30.0, gt=0)
     sweep_interval_seconds: float = Field(default=2.0, gt=0)
+    schedule_tick_seconds: float = Field(default=0.5, gt=0, le=60)
+    schedule_lease_seconds: float = Field(default=15.0, ge=1, le=300)
     max_redrives: int = Field(default=3, ge=1)
     max_parallel_fetches: int = Field(default=8, ge=1, le=256)
     log_level: str = "INFO"

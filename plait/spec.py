@@ -1,4 +1,4 @@
-"""The export task spec: what a caller asks for (DESIGN.md, "The API contract").
+"""The export task spec: what a caller asks for (docs/events.md, "The export request contract").
 
 Field names follow the camelCase contract (``sysCode``, ``dataConfig``...).
 Pydantic validation errors name the field path (``documentConfig.fileFormat``)
@@ -134,6 +134,12 @@ class DataConfig(_Model):
     ``runtimeContext`` is the initial cursor sent on the first call.
     """
 
+    # the OpenAPI document states the cross-field rule of _url_for_pull
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"mode": {"const": "push"}}, "required": ["mode"]},
+        {"properties": {"dataApiUrl": {"type": "string", "pattern": "^https?://"}},
+         "required": ["dataApiUrl"]}]})
+
     mode: Literal["pull", "push"] = "pull"
     dataApiUrl: str | None = Field(default=None, max_length=2048)
     queryConditions: dict[str, Any] = Field(default_factory=dict)
@@ -238,11 +244,16 @@ class JobConfig(_Model):
     """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap
     (the task succeeds truncated, it never fails for it), ``pageSize`` rows per
     page (1..10,000; the contract's spelling of ``dataConfig.pageSize``, see the
-    module docstring)."""
+    module docstring), ``notifyUrl`` a completion webhook (http/https; with a
+    caller registry it must be under the caller's ``notifyUrlPrefixes``) that
+    receives the final status and the signed link (``schedules.notify``); not
+    part of the fingerprint."""
 
     timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
     maxRows: int | None = Field(default=None, ge=1)
     pageSize: int | None = Field(default=None, ge=1, le=MAX_PAGE_SIZE, strict=True)
+    notifyUrl: str | None = Field(default=None, max_length=2048,
+                                  pattern=r"^https?://[^\s]+$")
 
 
 class ExportSpec(_Model):
@@ -279,7 +290,7 @@ class ExportSpec(_Model):
         data.pageSize = job
         return self
 
-    def fingerprint(self) -> str:
+    def fingerprint(self, slot: str | None = None) -> str:
         """sha256 (hex) of the canonical JSON (sorted keys) of everything that
         decides the file: sysCode, bizType, userId, the data source (mode,
         dataApiUrl, queryConditions, initial runtimeContext), the whole
@@ -287,7 +298,11 @@ class ExportSpec(_Model):
         options, flavour, zone, split...) and jobConfig.maxRows. Not in it:
         bizDesc, timeout and the page size (they do not change the file), nor
         which spelling named the sheet. Two requests with one fingerprint give
-        the same file, so dedupe and reuse may answer one with the other's task."""
+        the same file, so dedupe and reuse may answer one with the other's task.
+
+        ``slot``: a schedule slot's idempotency key (``"{scheduleId}:{slotMs}"``,
+        ``schedules.runner``), added to the inputs when given, so each slot's
+        export is its own task and a repeated fire of one slot finds it."""
         data = self.dataConfig
         # sheetName holds the name in force; xlsx.sheetName is only its other spelling
         document = self.documentConfig.model_dump(exclude_none=True,
@@ -302,5 +317,7 @@ class ExportSpec(_Model):
             "document": document,
             "maxRows": self.jobConfig.maxRows,
         }
+        if slot is not None:
+            key["scheduleSlot"] = slot
         canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()

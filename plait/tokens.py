@@ -3,7 +3,7 @@ really comes from Plait, for this task and this user.
 
 Plait mints a token per page request and sends it in the
 ``X-Plait-Data-Token`` header, with the task id in ``X-Plait-Task-Id``; the
-body carries ``userId`` (DESIGN.md, pull contract). The business system
+body carries ``userId`` (docs/events.md, "Business data API (pull contract)"). The business system
 checks it with :func:`verify_data_token` and its own ``appSecret``::
 
     verify_data_token(app_secret, request.headers["X-Plait-Data-Token"],

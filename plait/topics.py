@@ -1,6 +1,6 @@
 """Topic names of Plait, in one place.
 
-Every topic is keyed by task id unless said otherwise (DESIGN.md, "Topics").
+Every topic is keyed by task id unless said otherwise (docs/topics.md).
 Names get ``Settings.topic_prefix`` in front so test runs never share topics.
 """
 from __future__ import annotations
@@ -18,9 +18,10 @@ ALERTS_RAW = "alerts.raw"
 ALERTS_NOTIFICATIONS = "alerts.notifications"
 ALERTS_LEDGER = "alerts.ledger"
 AUDIT = "audit"  # keyed by sysCode
+SCHEDULE_SLOTS = "schedules.slots"  # keyed by schedule id; docs/topics.md
 
 ALL = (REQUESTS, FETCH, PAGES, FINALIZE, LIFECYCLE, CONTROL, DLQ,
-       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT)
+       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT, SCHEDULE_SLOTS)
 
 
 @dataclass(frozen=True)

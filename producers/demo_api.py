@@ -1,5 +1,5 @@
 """The demo business data API: serves a dataset through the pull contract
-(DESIGN.md) with a ``lastId`` cursor.
+(docs/events.md, "Business data API (pull contract)") with a ``lastId`` cursor.
 
 Datasets (``queryConditions.dataset``):
 - ``flights`` (default): the real 336,776-row ``flights`` table of the

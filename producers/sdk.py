@@ -3,7 +3,7 @@ Kafka directly, keyed by task id, without going through the API.
 
 Uses confluent-kafka with the idempotent producer and ``murmur2_random``
 partitioning, the Java client's and aiokafka's (Faust's) key hash, so a
-task's events land on the same partition whoever sends them (PITFALLS.md #8).
+task's events land on the same partition whoever sends them (docs/kafka-rules.md #8).
 """
 from __future__ import annotations
 

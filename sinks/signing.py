@@ -9,15 +9,20 @@ from urllib.parse import quote
 
 def sign_link(secret: str, key: str, expires: int, file_name: str) -> str:
     """HMAC-SHA256 (hex) over ``key``, ``expires`` (Unix seconds) and ``file_name``."""
-    msg = f"{key}\n{expires}\n{file_name}".encode()
+    msg = f"{key}\n{expires}\n{file_name}".encode("utf-8", "surrogatepass")
     return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()
 
 
 def verify_link(secret: str, key: str, expires: int, file_name: str, sig: str,
                 now: float | None = None) -> str | None:
     """Check a link; returns None when valid, else the reason
-    (``"expired"`` or ``"bad signature"``)."""
-    if not hmac.compare_digest(sign_link(secret, key, expires, file_name), sig):
+    (``"expired"`` or ``"bad signature"``).
+
+    Any text is accepted: the signature is compared as UTF-8 bytes
+    (``hmac.compare_digest`` refuses non-ASCII ``str``), so a forged link with a
+    non-ASCII ``sig`` is a bad signature, never an error."""
+    expected = sign_link(secret, key, expires, file_name).encode()
+    if not hmac.compare_digest(expected, sig.encode("utf-8", "surrogatepass")):
         return "bad signature"
     if (now if now is not None else time.time()) > expires:
         return "expired"

@@ -2,7 +2,7 @@
 or S3 through boto3 (multipart uploads, presigned GET URLs).
 
 Every method is blocking: callers on the event loop run them in a thread
-(``asyncio.to_thread``, PITFALLS.md #6). Keys are ``/``-separated and built
+(``asyncio.to_thread``, docs/kafka-rules.md #6). Keys are ``/``-separated and built
 from server-side ids only.
 """
 from __future__ import annotations

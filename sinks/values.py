@@ -4,7 +4,7 @@ The shard writer calls :func:`rows_to_batch` for every page; the finalizer calls
 :func:`unify_schemas` over the shards of a task and :func:`conform` on each
 shard batch before handing it to a file writer (``sinks.writers``).
 
-Rules (each one is a case in ``shared/cases/export.md`` E1..E16 or in
+Rules (each one is a case in ``docs/fidelity.md`` E1..E16 or in
 ``docs/fidelity-rules.md`` F1..F12):
 
 - Integers stay ``int64`` while ``|n| <= 2**53``; beyond that a double (and so

@@ -1,4 +1,4 @@
-"""The Faust app: one agent per route, each at concurrency 1 (PITFALLS.md #2);
+"""The Faust app: one agent per route, each at concurrency 1 (docs/kafka-rules.md #2);
 scale with partitions and worker processes."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import faust
 from plait import topics as T
 from plait.logs import get_logger
 from plait.settings import Settings
+from schedules.notify import with_notify
 from streams import readiness
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project
@@ -29,7 +30,7 @@ def routes(settings: Settings) -> list[Route]:
         Route(T.PAGES, write_shard, after_write_shard, timeout=120),
         Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
         Route(T.CONTROL, cancel, after_cancel, timeout=60),
-        Route(T.LIFECYCLE, project, timeout=60),
+        Route(T.LIFECYCLE, with_notify(project), timeout=60),
     ]
 
 
@@ -80,7 +81,7 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=1.0,
         broker_rebalance_timeout=max(20.0, settings.session_timeout_seconds * 3),
-        # memory bound (PITFALLS.md #10): at most 128 buffered events per agent,
+        # memory bound (docs/kafka-rules.md #10): at most 128 buffered events per agent,
         # pages inline only up to page_inline_max_bytes (256 KiB): <= 32 MiB.
         # 20 records per poll capped small events (alerts) at ~200/s on Tansu.
         broker_max_poll_records=500,
@@ -106,6 +107,9 @@ def create_app(settings: Settings) -> faust.App:
     _every(app, readiness.INTERVAL_SECONDS, partial(
         readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
         runtime.ctx.worker_id), "readiness")
+    from schedules.worker import register_scheduler
+
+    register_scheduler(runtime, settings, partial(_every, app))
     if settings.alerting_config:
         from alerting.agents import register_alerting
 

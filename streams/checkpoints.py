@@ -1,6 +1,6 @@
 """Per-task progress markers in Redis that make redelivered commands harmless.
 
-At-least-once delivery (PITFALLS.md #1) means any command may arrive twice.
+At-least-once delivery (docs/kafka-rules.md #1) means any command may arrive twice.
 A handler checks its marker first, does its work, sends its events (acked by
 the broker) and only then sets the marker; a crash in between repeats work
 whose effects are idempotent (shards overwrite themselves, lifecycle repeats

@@ -1,4 +1,4 @@
-"""The business data API client (DESIGN.md, "Business data API contract").
+"""The business data API client (docs/events.md, "Business data API (pull contract)").
 
 ``POST {dataApiUrl}`` with ``{"queryConditions", "runtimeContext", "userId"}``
 answers ``{"code": 200, "data": {"status": "continue"|"finish",

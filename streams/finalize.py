@@ -1,6 +1,6 @@
 """Finalizing: stream a task's shards in seq order into the requested format,
 upload the file, and report SUCCESS with rows, bytes, sha256 and a signed link
-(DESIGN.md, export flow step 5)."""
+(docs/architecture.md, "Data flow of an export", step 5)."""
 from __future__ import annotations
 
 import asyncio

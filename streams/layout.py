@@ -5,7 +5,7 @@
 - ``shards/{taskId}/{seq:08d}.parquet``: one Parquet shard per page, the
   page's quality counts (JSON) in the schema metadata under ``QUALITY_KEY``.
   Keys derive from (task id, seq), so a redelivered page overwrites its own
-  shard (PITFALLS.md #1).
+  shard (docs/kafka-rules.md #1).
 
 Final files go to ``results/{taskId}/{file name}`` (``streams.finalize``).
 """
@@ -41,6 +41,6 @@ def page_key(task_id: str, seq: int) -> str:
 
 async def cleanup(ctx: Context, task_id: str) -> None:
     """Delete a task's shards and page blobs from object storage (in a thread,
-    PITFALLS.md #6); idempotent."""
+    docs/kafka-rules.md #6); idempotent."""
     await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
     await asyncio.to_thread(ctx.store.delete_prefix, page_prefix(task_id))

@@ -2,8 +2,8 @@
 wraps every export handler besides what every agent gets.
 
 The kernel decodes, dead-letters poison and unexpected failures, keeps
-anything from escaping the loop (PITFALLS.md #3) and exits when events cannot
-be sent at all (PITFALLS.md #4). On top of it, per route: a time limit,
+anything from escaping the loop (docs/kafka-rules.md #3) and exits when events cannot
+be sent at all (docs/kafka-rules.md #4). On top of it, per route: a time limit,
 retries with backoff for transient infrastructure failures, sending the
 handler's events (acked) and then its ``after`` hook. As hooks
 (:class:`ExportHooks`): a failed handler ends its task FAILED (a
@@ -72,13 +72,17 @@ class ExportHooks(Hooks):
         self._jobs: set[asyncio.Task] = set()
 
     async def before_send(self, rt: AgentRuntime, emits: list[Emit]) -> None:
-        """State changes (not PROGRESS) are applied to the projection first, so
-        the next handler that checks a task's status sees them at once."""
+        """Lifecycle events are applied to the projection first, so the next
+        handler that checks a task's status sees them at once, and a task reads
+        as ended only once the reports sent before its end are in (PROGRESS too:
+        else the end can overtake them and the API shows a state the replay of
+        ``export.lifecycle`` differs from)."""
         for e in emits:
-            if isinstance(e.payload, Lifecycle) and e.payload.status != "PROGRESS":
-                before = await self.ctx.projection.status(e.payload.taskId)
+            if isinstance(e.payload, Lifecycle):
+                final = e.payload.status != "PROGRESS"
+                before = await self.ctx.projection.status(e.payload.taskId) if final else None
                 new = await self.ctx.projection.apply(e.payload)
-                if new is not None:
+                if new is not None and final:
                     metrics.task_changed(before, new)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
@@ -195,8 +199,11 @@ class Runtime:
         now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
         task whose beat stopped and whose last worker is gone)."""
         await self.ctx.workers.beat(self.ctx.worker_id, self.ctx.settings.stale_after_seconds)
+        # only RUNNING tasks: a WAITING task's request being admitted is in flight too, and a
+        # RUNNING beat would start it in the projection without a slot
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
-                 for task_id, (_, spec) in list(self.inflight.items())]
+                 for task_id, (_, spec) in list(self.inflight.items())
+                 if await self.ctx.projection.status(task_id) == "RUNNING"]
         if emits:
             await self.send(emits)
 

@@ -1,6 +1,6 @@
 """Shard writing: one Parquet file per page, at a key derived from
 (task id, seq), so a redelivered page overwrites its own shard and nothing is
-counted twice (DESIGN.md, export flow step 4)."""
+counted twice (docs/architecture.md, "Data flow of an export", step 4)."""
 from __future__ import annotations
 
 import asyncio

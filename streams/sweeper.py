@@ -1,6 +1,6 @@
 """The sweeper: ends tasks past their timeout, re-drives RUNNING tasks whose
 heartbeat went stale (a worker died) from the last recorded cursor, and
-starts waiting tasks that fit the limits (DESIGN.md, export flow step 7).
+starts waiting tasks that fit the limits (docs/architecture.md, "Data flow of an export", step 7).
 
 Every worker runs it on a timer; a short Redis lock lets one sweep per interval.
 A task is re-driven only when its heartbeat is stale *and* the worker that

@@ -1,5 +1,5 @@
 """Fixture factories for the alert funnel tests: the common configuration of
-shared/cases/alerting.md, native events, and a fake-clock driver that ticks
+docs/alerting.md ("The alerting cases"), native events, and a fake-clock driver that ticks
 the funnel every second, plays a scripted webhook, and checks the ledger
 invariant after every tick."""
 from __future__ import annotations
@@ -26,7 +26,11 @@ def case_config(**overrides: Any) -> AlertingConfig:
                            **overrides.pop("receiver", {}))],
         "route": {"receiver": "oncall"},
         "grouping": {"group_by": ["rule"], "batch_size": 50},
-        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+        # the cases hold alerts firing without re-sending them: resolve_timeout
+        # (default 5 m) is set past every case's end (tests/alerting/test_resolution.py
+        # covers it)
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300,
+                   "resolve_timeout": 86400},
         "dedupe": {"fingerprint_labels": ["rule", "asset"], "cooldown": 300},
         "delivery": {"timeout": 10, "backoff_initial": 1, "backoff_max": 60},
     }

@@ -67,7 +67,10 @@ def test_two_pods_of_one_rule_are_two_alerts(restart):
 def test_one_pod_resolving_leaves_the_other_firing():
     # given both pods firing, then api-2 resolved by Prometheus (endsAt in the past)
     resolved = dict(prom("api-2", 0), endsAt=format_time(90))
+    # (Prometheus re-sends the firing api-1 on every evaluation, each time a later endsAt)
     events = [(0, prom("api-1", 0)), (0, prom("api-2", 0)), (100, resolved)]
+    events += [(t, prom("api-1", t)) for t in range(30, 200, 30)]
+    events.sort(key=lambda e: e[0])
     r = run(case_config(), events, 200)
     # then the second message tells api-2 resolved, api-1 still firing
     (_, m1), (_, m2) = r.messages()

@@ -25,7 +25,9 @@ def am(name: str, instance: str, severity: str, t: float, resolved_at: float | N
     """A Prometheus-form alert sent at ``t`` (resolved when ``resolved_at`` is given)."""
     return {"labels": {"alertname": name, "instance": instance, "severity": severity},
             "startsAt": format_time(0.0),
-            "endsAt": format_time(resolved_at if resolved_at is not None else t + 60)}
+            # a long evaluation window: the alerts stay firing through the test
+            # unless resolved (a firing alert resolves at its endsAt)
+            "endsAt": format_time(resolved_at if resolved_at is not None else t + 600)}
 
 
 def fp(alert: dict) -> str:

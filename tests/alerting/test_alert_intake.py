@@ -60,8 +60,9 @@ def test_alertmanager_alert_firing_and_resolved():
     ]
     # when normalized at 10:00
     firing, resolved = from_alertmanager(body, now=NOW)
-    # then endsAt in the future means firing, in the past resolved (Alertmanager's rule)
-    assert (firing.rule, firing.asset, firing.status, firing.ends_at) == ("HighLoad", "web1:9100", Status.FIRING, None)
+    # then endsAt in the future means firing (kept: it resolves then unless re-sent),
+    # in the past resolved (Alertmanager's rule)
+    assert (firing.rule, firing.asset, firing.status, firing.ends_at) == ("HighLoad", "web1:9100", Status.FIRING, NOW + 240)
     assert firing.starts_at == pytest.approx(NOW - 3600 + 0.123456) and firing.generator_url == "http://prom/graph"
     assert (resolved.status, resolved.ends_at, resolved.severity) == (Status.RESOLVED, NOW - 60, Severity.WARNING)
 

@@ -133,7 +133,8 @@ def test_render_alertmanager_payload():
     assert a1["endsAt"] == "0001-01-01T00:00:00Z" and a2["endsAt"] == "1970-01-01T00:01:00Z"
     assert a1["labels"] == {"env": "prod", "alertname": "Lat", "severity": "warning", "asset": "h1"}
     assert payload["commonLabels"] == {"env": "prod", "alertname": "Lat", "severity": "warning"}
-    assert payload["groupLabels"] == {"rule": "Lat"}
+    # group_by [rule] is Alertmanager's [alertname] (issue 16)
+    assert payload["groupLabels"] == {"alertname": "Lat"}
 
 
 def test_render_body_is_deterministic_json():

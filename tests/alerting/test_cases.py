@@ -1,4 +1,4 @@
-"""Cases A1..A13 of shared/cases/alerting.md through the pure funnel.
+"""Cases A1..A13 of docs/alerting.md ("The alerting cases") through the pure funnel.
 
 A fake clock ticks the funnel every second; a scripted webhook answers each
 message; the ledger invariant is checked after every tick (alert_harness).
@@ -248,7 +248,7 @@ def test_a13_alertmanager_in_alertmanager_out():
     payload = render_alertmanager(msg)
     assert payload["version"] == "4" and payload["status"] == "firing"
     assert payload["truncatedAlerts"] == 0
-    assert payload["groupLabels"] == {"rule": "HighLoad"}
+    assert payload["groupLabels"] == {"alertname": "HighLoad"}  # group_by [rule] = [alertname]
     assert payload["commonLabels"] == {"alertname": "HighLoad", "severity": "critical"}
     assert len(payload["alerts"]) == 2
     for a in payload["alerts"]:

@@ -188,6 +188,22 @@ class AlertApi:
     def counters(self) -> dict[str, Any]:
         return httpx.get(f"{self.url}/alerts/counters", timeout=10).json()["data"]
 
+    def partitions_ticked_since(self, since: float) -> set[int]:
+        """The ``alerts.funnel`` partitions whose funnel published its counters
+        after epoch second ``since`` (each does after every tick): the
+        partitions some worker owns, has recovered and runs."""
+        import redis
+
+        from alerting.topics import COUNTERS_KEY
+
+        settings = stack_settings(self.stack)
+        client = redis.Redis.from_url(settings.redis_url)
+        try:
+            raw = client.hgetall(COUNTERS_KEY.format(prefix=settings.redis_prefix))
+        finally:
+            client.close()
+        return {int(p) for p, v in raw.items() if json.loads(v).get("updated_at", 0) > since}
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True

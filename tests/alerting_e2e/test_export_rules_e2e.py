@@ -50,3 +50,39 @@ def test_failed_and_slow_exports_page_the_receiver(make_stack, tmp_path):
                    10, "the alert counters to count both alerts")
     finally:
         receiver.stop()
+
+
+def test_failed_export_resolves_when_the_next_run_succeeds(make_stack, tmp_path):
+    # given a funnel with fast timers, no slow-task rule, and the console's URL set
+    receiver = Receiver().start()
+    try:
+        config = write_config(
+            tmp_path / "alerting.yaml",
+            [{"name": "oncall", "url": receiver.url("/hook"), "format": "native"}],
+            timing={"group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
+            rules={"slow_task_after": None})
+        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config),
+                           PLAIT_EXTERNAL_URL="https://plait.example.com")
+        # when an export fails ...
+        failing = submit(stack.api_url, seq_spec(
+            stack.demo_data_api, "csv", 300, 100, query="?fail_status=400&fail_times=9&run=rr"))
+        assert wait_task(stack.api_url, failing)["status"] == "FAILED"
+
+        def messages(status):
+            return [h for h in receiver.accepted()
+                    if any(a["rule"] == "ExportFailed" and a["status"] == status for a in native_alerts(h))]
+
+        [fired] = wait_until(lambda: messages("firing") or None, 60, "ExportFailed firing")
+        # ... then the next run of the same sysCode/bizType succeeds
+        ok = submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100))
+        assert wait_task(stack.api_url, ok)["status"] == "SUCCESS"
+        # then exactly one firing and one resolved message, both about the failed task
+        [resolved] = wait_until(lambda: messages("resolved") or None, 60, "ExportFailed resolved")
+        assert len(messages("firing")) == 1
+        [a] = [a for a in native_alerts(resolved) if a["rule"] == "ExportFailed"]
+        assert a["labels"]["taskId"] == failing and a["labels"]["resolvedBy"] == ok
+        assert fired.body["title"].startswith("[FIRING:1] ExportFailed")
+        assert f"https://plait.example.com/ui/tasks/{failing}" in fired.body["text"]
+        assert resolved.body["title"].startswith("[RESOLVED] ExportFailed")
+    finally:
+        receiver.stop()

@@ -260,3 +260,42 @@ def test_counters_are_camel_case(client):
     data = client.get("/alerts/counters").json()["data"]
     assert {"silencedBy", "dedupeReasons", "received", "balanced"} <= set(data)
     assert not any("_" in k for k in data)
+
+
+def test_a_body_that_is_not_utf8_is_a_422_naming_the_body(client):
+    # found by schemathesis: bytes that are not UTF-8 were a bare 400
+    resp = client.post("/export/tasks", content=b"\x80\x81", headers={"Content-Type": "application/json"})
+    e = error(resp, "body")
+    assert "UTF-8" in e["rule"] and "application/json" in e["accepted"]
+
+
+@pytest.mark.parametrize("route,body,field", [
+    ("/silences", {**SILENCE, "startsAt": "2024-01-01T12:99:00Z"}, "startsAt"),
+    ("/alerts", {"rule": "r", "asset": "a", "severity": "info", "time": "2024-02-30T00:00:00Z"},
+     "time"),
+])
+def test_a_well_formed_time_that_does_not_exist_is_a_422_not_a_500(client, route, body, field):
+    # found by schemathesis: minute 99 / February 30 passed the form check and crashed
+    e = error(client.post(route, json=body), field)
+    assert "date and time" in e["rule"] and "RFC 3339" in e["accepted"]
+
+
+@pytest.mark.parametrize("interval,field", [
+    ({"location": [None, None]}, "timeIntervals.0.location"),
+    ({"location": "Mars/Olympus"}, "timeIntervals.0.location"),
+    ({"weekdays": 5}, "timeIntervals.0.weekdays"),
+    ({"weekdays": [1]}, "timeIntervals.0.weekdays"),
+])
+def test_a_bad_time_interval_is_a_422_naming_the_key_not_a_500(client, interval, field):
+    # found by schemathesis: a location that is not a string crashed ZoneInfo
+    body = {**SILENCE, "timeIntervals": [{"times": [], **interval}]}
+    e = error(client.post("/silences", json=body), field)
+    assert e["accepted"]
+
+
+def test_times_before_year_1000_are_answered_in_rfc3339(client):
+    # found by schemathesis: a silence from year 17 was listed as "17-01-01T00:01:01Z"
+    body = {**SILENCE, "startsAt": "0017-01-01T00:01:01Z"}
+    resp = client.post("/silences", json=body)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["data"]["silence"]["startsAt"] == "0017-01-01T00:01:01Z"

@@ -129,13 +129,13 @@ async def test_a_failed_handler_ends_its_task_failed_and_deletes_its_shards(make
     assert rt.sent[-1].payload.errorMessage == "internal error: 'x'"
 
 
-async def test_progress_is_not_projected_before_sending(make_ctx):
+async def test_progress_is_projected_before_sending_so_the_end_cannot_overtake_it(make_ctx):
     ctx = make_ctx()
     await running(ctx, "t1")
     hooks = ExportHooks(ctx, set())
     await hooks.before_send(None, [type("E", (), {"payload": Lifecycle(
         taskId="t1", status="PROGRESS", exportedRows=9)})()])
-    assert (await ctx.projection.get("t1"))["exportedRows"] == 0
+    assert (await ctx.projection.get("t1"))["exportedRows"] == 9
 
 
 async def test_detached_handlers_run_in_background_one_task_in_order(make_ctx):
@@ -204,6 +204,22 @@ async def test_heartbeat_reports_the_tasks_in_flight_and_marks_the_worker_alive(
     sent.clear()
     await runtime.heartbeat()
     assert sent == [] and runtime.inflight == {}
+
+
+async def test_heartbeat_never_reports_a_task_still_in_admission(make_ctx):
+    # given a task whose ExportRequested is being admitted (it may end WAITING)
+    ctx = make_ctx()
+    runtime = Runtime(FakeApp(), ctx, [])
+    sent = []
+    runtime.rt.send = lambda emits, tp=None: _record(sent, emits)
+    agent = Agent(T.REQUESTS, "plait.export.admission", None)
+    req = request("t-wait")
+    runtime.hooks.before_handle(runtime.rt, agent, req)
+    # when the worker beats
+    await runtime.heartbeat()
+    # then no RUNNING is sent for it: a WAITING task holds no slot
+    assert sent == []
+    runtime.hooks.after_handle(runtime.rt, agent, req)
 
 
 async def _record(sent, emits):

@@ -44,6 +44,14 @@ PINNED = [
     (K.alert_silences, ("P",), "P:alerts:silences"),
     (K.alert_view, ("P", 3), "P:alerts:view:3"),
     (K.slow_task_marker, ("P", "t1"), "P:alerts:slow:t1"),
+    (K.export_failed_marker, ("P", "BILL", "daily"), "P:alerts:failed:BILL/daily"),
+    (K.schedules, ("P",), "P:schedules"),
+    (K.schedule_state, ("P", "s1"), "P:schedule:s1:state"),
+    (K.schedule_slot, ("P", "s1", 1700000000000), "P:schedule:s1:slot:1700000000000"),
+    (K.schedule_probe, ("P", "s1"), "P:schedule:s1:probe"),
+    (K.schedule_owner, ("P",), "P:schedules:owner"),
+    (K.schedule_requests, ("P", "s1"), "P:schedule:s1:requests"),
+    (K.notify, ("P", "t1", "SUCCESS"), "P:notify:t1:SUCCESS"),
 ]
 
 

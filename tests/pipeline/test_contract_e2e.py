@@ -33,8 +33,7 @@ def device_row(i: int) -> dict[str, Any]:
 
 
 class ContractDataApi(BaseHTTPRequestHandler):
-    """``POST /data`` exactly as the contract says (DESIGN.md, "Business data
-    API contract"); every request body is kept in ``server.calls``."""
+    """``POST /data`` exactly as the contract says (docs/events.md, "Business data API (pull contract)"); every request body is kept in ``server.calls``."""
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -140,12 +140,10 @@ def test_flooding_tenant_does_not_starve_the_others(make_stack):
     calm = [submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100, query=slow,
                                            sys_code="calm")) for _ in range(3)]
     # when the calm tenant's tasks finish
-    max_running = 0
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         states = {t: httpx.get(f"{stack.api_url}/export/tasks/{t}").json()["data"]["status"]
                   for t in flood + calm}
-        max_running = max(max_running, sum(states[t] == "RUNNING" for t in flood))
         if all(states[t] == "SUCCESS" for t in calm):
             break
         time.sleep(0.2)
@@ -153,11 +151,19 @@ def test_flooding_tenant_does_not_starve_the_others(make_stack):
     assert all(states[t] == "SUCCESS" for t in calm), states
     unfinished_flood = sum(states[t] != "SUCCESS" for t in flood)
     assert unfinished_flood >= 15, unfinished_flood
-    assert max_running <= 2
     assert sum(states[t] == "WAITING" for t in flood) > 0
     # and the waiting flood tasks all finish in the end
-    for t in flood:
-        assert wait_task(stack.api_url, t, timeout=120)["status"] == "SUCCESS"
+    done = [wait_task(stack.api_url, t, timeout=120) for t in flood]
+    assert all(t["status"] == "SUCCESS" for t in done)
+    # never more than 2 at once: their [startedAt, finishedAt] spans, which lie within the
+    # slots they held (a poll of 33 tasks one by one is no snapshot: it can see 3 "at once")
+    edges = sorted([(parse(t["startedAt"]), 1) for t in done] + [(parse(t["finishedAt"]), -1)
+                                                                   for t in done])
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak <= 2, peak
 
 
 def test_identical_requests_give_one_task_then_reuse(stack):

@@ -126,3 +126,14 @@ def test_content_disposition_cannot_be_broken_out_of(name):
     fallback = value.split('filename="', 1)[1].split('"; filename*=', 1)[0]
     assert '"' not in fallback and "\\" not in fallback
     assert value.split("filename*=UTF-8''", 1)[1] == quote(name, safe="")
+
+
+def test_a_link_with_non_ascii_key_sig_and_name_is_403_not_500(api_and_store):
+    # given the link schemathesis found: non-ASCII key, sig and name, negative expires
+    client, _ = api_and_store
+    # when it is fetched
+    resp = client.get("/download/%C2%B9%F0%AE%A5%AA?sig=%C2%B8V&expires=-1643661"
+                      "&name=%F3%A8%8E%B0%C2%BF%C2%ADJ")
+    # then it is a forged link (403 in the envelope), not a server error
+    assert resp.status_code == 403, resp.text
+    assert resp.json()["message"] == "download link bad signature"

@@ -1,4 +1,4 @@
-"""Case E1 of shared/cases/export.md: more rows than one Excel sheet holds.
+"""Case E1 of docs/fidelity.md: more rows than one Excel sheet holds.
 
 One slow test (about a minute): 1,048,576 rows ``{"id": n}`` generated and
 normalized in pages of 50,000, streamed into one xlsx writer, read back with

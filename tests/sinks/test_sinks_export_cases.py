@@ -1,4 +1,4 @@
-"""Cases E2..E15 of shared/cases/export.md: rows -> rows_to_batch -> writer ->
+"""Cases E2..E15 of docs/fidelity.md: rows -> rows_to_batch -> writer ->
 read back with the tool a user would open the file with (E1 has its own file)."""
 from __future__ import annotations
 

@@ -1,0 +1,53 @@
+"""Email over SMTP: a ``multipart/alternative`` message (RFC 2046) with the
+rendered title as ``Subject`` and the text body as ``text/plain`` plus a
+minimal ``text/html`` rendering with clickable links; ``Message-ID`` derived
+from the idempotency key, so a retried message is recognisably the same.
+:func:`send` delivers it with :mod:`smtplib` (STARTTLS when
+``require_tls``, AUTH when a user is set), run in a thread by the sender."""
+from __future__ import annotations
+
+import html
+import re
+import smtplib
+from email.message import EmailMessage
+from email.utils import formatdate
+from typing import Any
+
+from alerting.model import Message
+from alerting.templates import render
+
+_URL = re.compile(r"(https?://[^\s<>\"]+)")
+
+
+def build_email(message: Message, receiver: Any, external_url: str = "") -> EmailMessage:
+    """The MIME message for ``message`` to ``receiver.email.to``."""
+    title, text, _ctx = render(message, receiver, external_url)
+    cfg = receiver.email
+    mail = EmailMessage()
+    mail["Subject"] = title
+    mail["From"] = cfg.from_
+    mail["To"] = ", ".join(cfg.to)
+    mail["Date"] = formatdate(message.created_at, usegmt=True)
+    mail["Message-ID"] = f"<{message.idempotency_key}@plait.alerting>"
+    mail["X-Plait-Message-Id"] = message.id
+    mail.set_content(text)
+    body = _URL.sub(lambda m: f'<a href="{m.group(1)}">{m.group(1)}</a>', html.escape(text, quote=False))
+    mail.add_alternative(f"<html><body><h3>{html.escape(title)}</h3><pre style=\"font-family:"
+                         f"monospace\">{body}</pre></body></html>", subtype="html")
+    return mail
+
+
+def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
+    """Blocking SMTP delivery of ``mail`` through ``receiver.email.smarthost``.
+
+    Raises:
+        OSError, smtplib.SMTPException: the server refused or is unreachable.
+    """
+    cfg = receiver.email
+    host, port = cfg.smarthost.rsplit(":", 1)
+    with smtplib.SMTP(host, int(port), timeout=timeout) as smtp:
+        if cfg.require_tls:
+            smtp.starttls()
+        if cfg.auth_username:
+            smtp.login(cfg.auth_username, cfg.auth_password)
+        smtp.send_message(mail)

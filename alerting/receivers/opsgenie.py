@@ -1,0 +1,61 @@
+"""Opsgenie Alert API v2 (Opsgenie docs, "Alert API"): header
+``Authorization: GenieKey <api_key>``.
+
+- create: ``POST https://api.opsgenie.com/v2/alerts`` with ``{"message"
+  (at most 130 chars), "alias" (at most 512, de-duplication), "description"
+  (at most 15000), "priority" "P1".."P5", "tags", "details", "entity",
+  "source"}``; while an open alert has the same alias, Opsgenie counts the
+  repeat instead of opening another;
+- close: ``POST https://api.opsgenie.com/v2/alerts/<alias>/close?identifierType=alias``
+  with ``{"source", "note"}``.
+
+Both answer 202 ``{"result": "Request will be processed", "requestId"}``.
+One request per group of the message: ``alias`` = Plait group id; create
+while any alert fires, close when the group is all resolved."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+from urllib.parse import quote
+
+from alerting.model import Message
+from alerting.receivers import Request, dumps
+from alerting.templates import render
+
+PRIORITY = {"critical": "P1", "warning": "P3", "info": "P5"}
+
+
+def requests(message: Message, receiver: Any, external_url: str = "") -> list[Request]:
+    """Create / close requests for ``message`` (see the module doc)."""
+    headers = {"Content-Type": "application/json", "Authorization": f"GenieKey {receiver.api_key}",
+               **receiver.headers}
+    base = receiver.url.rstrip("/")
+    out, done = [], set()
+    for s in message.sections:
+        gid = s["group_id"]
+        if gid in done:
+            continue
+        done.add(gid)
+        parts = [x for x in message.sections if x["group_id"] == gid]
+        one = replace(message, sections=parts, alert_count=sum(len(x["alerts"]) for x in parts))
+        firing = [a for x in parts for a in x["alerts"] if a["status"] == "firing"]
+        still = sum(x["counts"].get("still_firing", 0) for x in parts)
+        title, text, ctx = render(one, receiver, external_url)
+        if not firing and still == 0:
+            body = {"source": "Plait", "note": title[:25000]}
+            out.append(Request(f"{base}/{quote(gid, safe='')}/close?identifierType=alias",
+                               dumps(body), headers))
+            continue
+        top = max((a["severity"] for a in firing), key=["info", "warning", "critical"].index,
+                  default="warning")
+        details = {k: v for k, v in s["group_labels"].items()}
+        details["firing"] = str(len(firing))
+        tasks = [a["task_url"] for a in ctx["firing"] if a["task_url"]]
+        if tasks:
+            details["task"] = tasks[0]
+        body = {"message": title[:130], "alias": gid[:512], "description": text[:15000],
+                "priority": PRIORITY[top], "source": "Plait",
+                "entity": ", ".join(sorted({a["asset"] for a in firing if a["asset"]}))[:512],
+                "tags": sorted({a["rule"] for a in firing})[:20], "details": details}
+        out.append(Request(base, dumps(body), headers))
+    return out

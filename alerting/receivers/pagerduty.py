@@ -1,0 +1,76 @@
+"""PagerDuty Events API v2 (PagerDuty developer docs, "Send an Alert Event"):
+``POST https://events.pagerduty.com/v2/enqueue`` with JSON::
+
+    {"routing_key": <32-char integration key>, "event_action": "trigger"|"resolve",
+     "dedup_key": <group id, at most 255 chars>,
+     "payload": {"summary": <at most 1024>, "source", "severity":
+                 "critical"|"error"|"warning"|"info", "timestamp": RFC 3339,
+                 "component", "group", "class", "custom_details"},   # trigger only
+     "links": [{"href", "text"}], "client", "client_url"}
+
+One event per group of the message: ``trigger`` while any of its alerts
+fires (a later trigger with the same ``dedup_key`` updates the incident),
+``resolve`` once every alert of the group is resolved; ``dedup_key`` is the
+Plait group id, so PagerDuty's incident follows the group. The answer is 202
+``{"status": "success", "dedup_key": ...}``."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from alerting.intake import format_time
+from alerting.model import Message
+from alerting.receivers import Request, dumps
+from alerting.receivers.slack import links
+from alerting.templates import render
+
+SEVERITY = {"critical": "critical", "warning": "warning", "info": "info"}
+
+
+def events(message: Message, receiver: Any, external_url: str = "") -> list[dict[str, Any]]:
+    """One Events API v2 event per section group of ``message``."""
+    out, done = [], set()
+    for s in message.sections:
+        gid = s["group_id"]
+        if gid in done:  # parts of one group: one event with the group's state
+            continue
+        done.add(gid)
+        parts = [x for x in message.sections if x["group_id"] == gid]
+        one = replace(message, sections=parts, alert_count=sum(len(x["alerts"]) for x in parts))
+        firing = [a for x in parts for a in x["alerts"] if a["status"] == "firing"]
+        still = sum(x["counts"].get("still_firing", 0) for x in parts)
+        event: dict[str, Any] = {"routing_key": receiver.routing_key, "dedup_key": gid[:255]}
+        if not firing and still == 0:
+            event["event_action"] = "resolve"
+            out.append(event)
+            continue
+        title, text, ctx = render(one, receiver, external_url)
+        top = max(firing, key=lambda a: ["info", "warning", "critical"].index(a["severity"]),
+                  default=None)
+        event["event_action"] = "trigger"
+        event["payload"] = {
+            "summary": title[:1024],
+            "source": (top["asset"] if top and top["asset"] else "plait")[:255],
+            "severity": SEVERITY.get(top["severity"] if top else "warning", "warning"),
+            "timestamp": format_time(min(a["starts_at"] for a in firing)) if firing
+            else format_time(message.created_at),
+            "component": ", ".join(sorted({a["asset"] for a in firing if a["asset"]}))[:255],
+            "group": ", ".join(f"{k}={v}" for k, v in s["group_labels"].items())[:255],
+            "class": ", ".join(sorted({a["rule"] for a in firing}))[:255],
+            "custom_details": {"text": text, "firing": len(firing),
+                               "groupLabels": dict(s["group_labels"])},
+        }
+        event["client"] = "Plait"
+        if external_url:
+            event["client_url"] = external_url
+        ls = [{"href": url, "text": label} for label, url in links(ctx)]
+        if ls:
+            event["links"] = ls
+        out.append(event)
+    return out
+
+
+def requests(message: Message, receiver: Any, external_url: str = "") -> list[Request]:
+    """One POST per event to the receiver's URL (default the EU/US enqueue endpoint)."""
+    headers = {"Content-Type": "application/json", **receiver.headers}
+    return [Request(receiver.url, dumps(e), headers) for e in events(message, receiver, external_url)]

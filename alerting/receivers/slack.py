@@ -1,0 +1,73 @@
+"""Slack incoming webhook body (Slack docs, "Sending messages using incoming
+webhooks" and Block Kit reference).
+
+``{"text": <title>, "blocks": [header, section..., context, actions]}``:
+``text`` is the notification fallback; a ``header`` block (``plain_text``,
+at most 150 characters) with the title; the body in ``section`` blocks of
+``mrkdwn`` text, at most 3000 characters each (longer bodies are split over
+several sections, at most 45); a ``context`` line; an ``actions`` block of
+link buttons (``Open task``, ``Runbook``, ``Silence this group``; button
+text at most 75 characters, ``url`` at most 3000, unique ``action_id``).
+At most 50 blocks in all. ``&``, ``<`` and ``>`` are escaped in text
+(Slack markup)."""
+from __future__ import annotations
+
+from typing import Any
+
+from alerting.model import Message
+from alerting.templates import render
+
+HEADER_MAX, SECTION_MAX, BUTTON_MAX, MAX_BLOCKS = 150, 3000, 75, 50
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters escaped (``&amp;`` ``&lt;`` ``&gt;``)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    out, cur = [], ""
+    for line in text.splitlines(keepends=True):
+        while len(line) > size:
+            out.append(line[:size])
+            line = line[size:]
+        if len(cur) + len(line) > size:
+            out.append(cur)
+            cur = ""
+        cur += line
+    if cur.strip():
+        out.append(cur)
+    return out
+
+
+def links(ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, url) link buttons of a message: tasks, runbooks, one silence per group."""
+    out: list[tuple[str, str]] = []
+    seen = set()
+    for a in ctx["alerts"]:
+        for label, url in (("Open task", a["task_url"]), ("Runbook", a["runbook_url"])):
+            if url and url not in seen:
+                seen.add(url)
+                out.append((label, url))
+    for g in ctx["groups"]:
+        if g["silence_url"] and g["silence_url"] not in seen:
+            seen.add(g["silence_url"])
+            out.append(("Silence this group", g["silence_url"]))
+    return out
+
+
+def payload(message: Message, receiver: Any, external_url: str = "") -> dict[str, Any]:
+    """The JSON body for ``message`` (see the module doc)."""
+    title, text, ctx = render(message, receiver, external_url)
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:HEADER_MAX], "emoji": True}}]
+    for chunk in _chunks(escape(text), SECTION_MAX)[:MAX_BLOCKS - 5]:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": chunk}})
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(
+        f"Plait alerting · receiver {message.receiver} · message {message.id} · {ctx['created_at']}")}]})
+    buttons = [{"type": "button", "text": {"type": "plain_text", "text": label[:BUTTON_MAX]},
+                "url": url, "action_id": f"link-{i}"}
+               for i, (label, url) in enumerate(links(ctx)) if len(url) <= 3000][:25]
+    if buttons:
+        blocks.append({"type": "actions", "elements": buttons})
+    return {"text": title, "blocks": blocks[:MAX_BLOCKS]}

@@ -1,0 +1,41 @@
+"""Microsoft Teams via a Workflows webhook ("Send webhook alerts to a
+channel"; Microsoft Learn, "Create incoming webhooks with Workflows for
+Microsoft Teams"): the body is a message whose one attachment is an Adaptive
+Card::
+
+    {"type": "message",
+     "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive",
+                      "contentUrl": null,
+                      "content": {"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+                                  "type": "AdaptiveCard", "version": "1.4",
+                                  "body": [TextBlock...], "actions": [Action.OpenUrl...]}}]}
+
+The title is a bold, large ``TextBlock``; the body one wrapped
+``TextBlock`` per paragraph; links are ``Action.OpenUrl`` actions."""
+from __future__ import annotations
+
+from typing import Any
+
+from alerting.model import Message
+from alerting.receivers.slack import links
+from alerting.templates import render
+
+CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
+CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
+
+
+def payload(message: Message, receiver: Any, external_url: str = "") -> dict[str, Any]:
+    """The JSON body for ``message`` (see the module doc)."""
+    title, text, ctx = render(message, receiver, external_url)
+    color = "Attention" if ctx["status"] == "firing" else "Good"
+    body: list[dict[str, Any]] = [{"type": "TextBlock", "text": title, "weight": "Bolder",
+                                   "size": "Large", "wrap": True, "color": color}]
+    for para in [p for p in text.split("\n\n") if p.strip()]:
+        body.append({"type": "TextBlock", "text": para.strip(), "wrap": True})
+    card: dict[str, Any] = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": "1.4",
+                            "body": body, "msteams": {"width": "Full"}}
+    actions = [{"type": "Action.OpenUrl", "title": label, "url": url} for label, url in links(ctx)]
+    if actions:
+        card["actions"] = actions[:6]
+    return {"type": "message",
+            "attachments": [{"contentType": CONTENT_TYPE, "contentUrl": None, "content": card}]}

@@ -1,0 +1,261 @@
+"""What the OpenAPI document (``GET /openapi.json``) says about every route:
+the error envelope and which error statuses a route can answer, request
+bodies of routes that read their body themselves, and links between
+operations (issue 10.8: "the OpenAPI document tells the truth").
+
+Routes use:
+
+- ``responses=errors(401, 404, ...)``: each status documented with
+  :class:`ErrorEnvelope` (422 is added unless the route takes no input),
+  merged with ``ok(...)`` for extra success answers;
+- ``openapi_extra=request_body(Model, ...)`` for a body parsed by the route
+  itself (``api.envelope.parse_json_body``), so its own error messages stay;
+  the model is only the document, registered as a component by
+  :func:`install_openapi`;
+- ``link(...)``: an OpenAPI link (``$response.body#/data/taskId`` ->
+  ``taskId``) so clients and schemathesis' stateful tests can follow
+  ``POST /export/tasks`` to the task routes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+_REF = "#/components/schemas/{model}"
+#: Models only referenced from ``openapi_extra`` (request bodies), by name.
+_BODY_MODELS: dict[str, Any] = {}
+
+
+class FieldProblem(BaseModel):
+    """One invalid field of a 422 (``plait.errors.FieldError.entry``)."""
+
+    field: str = Field(description="where, as the caller spelt it: a dotted camelCase path "
+                                   "(documentConfig.fileName, [1].labels.alertname) or body")
+    rule: str = Field(description="what is wrong (is required, is not a known field, ...)")
+    accepted: str | None = Field(None, description="what would be accepted, when the rule "
+                                                   "does not say it already")
+    code: str = Field(description="machine-readable rule: required, unknown, spelling, type, "
+                                  "literal, json, ...")
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error answer: ``code`` equals the HTTP status; ``data`` is
+    ``{"errors": [FieldProblem...]}`` for a 422, the task's ``{"status"}`` for
+    a 409, else null (``api.envelope.error_response``)."""
+
+    code: int = Field(description="the HTTP status again")
+    message: str = Field(description="what went wrong and, where it helps, what to do")
+    data: dict[str, Any] | None = Field(None, description="details, or null")
+
+
+class Envelope(BaseModel):
+    """Every success answer: ``{"code", "message", "data"}``."""
+
+    code: int = Field(description="200 (also for the 202 of an accepted export, as the "
+                                  "written contract says), 201 or 202")
+    message: str
+    data: Any = None
+
+
+_MEANING = {
+    401: "Unauthenticated: unsigned, badly signed, stale or replayed request, unknown appKey, "
+         "or missing/unknown bearer token (only when a caller registry or token is configured)",
+    403: "Forbidden: the caller's registry entry lacks the allowance, or a download link is "
+         "expired or tampered",
+    404: "Not found (or not visible to this caller: answered alike)",
+    409: "Conflict: the resource's state refuses the call",
+    422: "Invalid request: data.errors names each field as sent, the rule and what is accepted",
+    503: "A dependency (Kafka, Redis) did not answer; retry later",
+}
+
+
+def errors(*statuses: int, validated: bool = True) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries for the error ``statuses`` a route can answer,
+    each with the :class:`ErrorEnvelope` schema; 422 is added unless the route
+    takes no input (``validated=False``)."""
+    codes = {*statuses, 422} if validated else set(statuses)
+    return {s: {"model": ErrorEnvelope, "description": _MEANING[s]} for s in sorted(codes)}
+
+
+def ok(status: int, description: str, **extra: Any) -> dict[int | str, dict[str, Any]]:
+    """A ``responses=`` entry for an extra success answer in the envelope."""
+    return {status: {"model": Envelope, "description": description, **extra}}
+
+
+def link(operation_id: str, body_pointer: str, parameter: str,
+         description: str = "") -> dict[str, Any]:
+    """One OpenAPI link object: ``parameter`` of ``operation_id`` taken from
+    the response body at ``body_pointer`` (a JSON pointer, ``/data/taskId``)."""
+    return {"operationId": operation_id, "description": description,
+            "parameters": {parameter: f"$response.body#{body_pointer}"}}
+
+
+def request_body(model: type[BaseModel] | Any, description: str, *,
+                 array_of: bool = False, either: bool = False,
+                 min_items: int = 1) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON body the route parses itself.
+
+    ``model`` is a pydantic model (registered as a component); ``array_of``
+    documents a list of it (at least ``min_items``), ``either`` the model or
+    such a list.
+    """
+    _BODY_MODELS[model.__name__] = model
+    one = {"$ref": _REF.format(model=model.__name__)}
+    many = {"type": "array", "items": one, "minItems": min_items}
+    schema = {"oneOf": [one, many]} if either else many if array_of else one
+    return {"requestBody": {"required": True, "description": description,
+                            "content": {"application/json": {"schema": schema}}}}
+
+
+_REQUIRED = "x-plait-required-query"
+
+
+def required_query(*names: str) -> dict[str, Any]:
+    """``openapi_extra`` marking query parameters ``names`` required in the
+    document, for a route that checks them itself (its 422 says how to send
+    them) or whose requirement depends on the deployment (caller registry)."""
+    return {_REQUIRED: list(names)}
+
+
+def _mark_required(doc: dict[str, Any]) -> None:
+    for item in doc.get("paths", {}).values():
+        for op in item.values():
+            if not isinstance(op, dict) or _REQUIRED not in op:
+                continue
+            names = set(op.pop(_REQUIRED))
+            for param in op.get("parameters", []):
+                if param.get("in") == "query" and param.get("name") in names:
+                    param["required"] = True
+                    schema = param.get("schema", {})
+                    # "str | None" documents a null the query string cannot carry
+                    schema.pop("anyOf", None)
+                    schema.pop("default", None)
+                    schema.update(type="string", minLength=1)
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Add the body models of :func:`request_body` to the document's
+    ``components.schemas`` (FastAPI only collects models it validates) and
+    apply :func:`required_query` marks."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = generate()
+        _mark_required(doc)
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        for name, model in _BODY_MODELS.items():
+            js = model.model_json_schema(ref_template=_REF, mode="validation")
+            schemas.update(js.pop("$defs", {}))
+            schemas[name] = js
+        app.openapi_schema = doc
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+# -- bodies the alerting routes parse themselves -----------------------------------
+
+_TEXT = Field(min_length=1, max_length=8192)
+_RFC3339 = "RFC 3339 timestamp with a time zone (2026-11-30T17:00:00Z)"
+#: Severity spellings the intake takes (``alerting.intake.SEVERITY_ALIASES``, any case).
+SEVERITIES = ("info", "information", "informational", "none", "low", "notice", "warning",
+              "warn", "minor", "medium", "critical", "crit", "error", "major", "high", "page",
+              "fatal", "emergency")
+_STR_MAP = dict(json_schema_extra={"propertyNames": {"minLength": 1},
+                                   "additionalProperties": {"type": "string",
+                                                            "maxLength": 8192}})
+
+
+class NativeAlert(BaseModel):
+    """One native alert (``POST /alerts``; ``alerting.intake.from_native``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    rule: str = Field(min_length=1, max_length=8192, description="what fired (the rule's name)")
+    asset: str = Field(min_length=1, max_length=8192, description="what it fired on")
+    severity: str = Field(json_schema_extra={"enum": list(SEVERITIES)},
+                          description="info, warning or critical, or an alias (any case)")
+    status: str = Field("firing", json_schema_extra={"enum": ["firing", "resolved"]})
+    labels: dict[str, str] = Field(default_factory=dict, **_STR_MAP)
+    annotations: dict[str, str] = Field(default_factory=dict, **_STR_MAP)
+    time: str = Field(None, json_schema_extra={"format": "date-time"},
+                             description=f"when it happened ({_RFC3339}); default now")
+    startsAt: str = Field(None, json_schema_extra={"format": "date-time"},
+                                 description=_RFC3339)
+    endsAt: str = Field(None, json_schema_extra={"format": "date-time"},
+                               description=f"{_RFC3339}; kept for resolved alerts")
+    generatorURL: str = Field(None, max_length=8192)
+
+
+class AlertmanagerLabels(BaseModel):
+    """Labels of an Alertmanager alert: ``alertname`` is required."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "additionalProperties": {"type": "string", "maxLength": 8192},
+        "propertyNames": {"minLength": 1}})
+    alertname: str = Field(min_length=1, max_length=8192)
+    severity: str = Field(None, json_schema_extra={"enum": list(SEVERITIES)})
+
+
+class AlertmanagerAlert(BaseModel):
+    """Alertmanager's ``postableAlert`` (``POST /api/v2/alerts``)."""
+
+    labels: AlertmanagerLabels
+    annotations: dict[str, str] = Field(default_factory=dict, **_STR_MAP)
+    startsAt: str = Field(None, json_schema_extra={"format": "date-time"})
+    endsAt: str = Field(None, json_schema_extra={"format": "date-time"},
+                               description="resolved when in the past")
+    generatorURL: str = Field(None, max_length=8192)
+
+
+#: The matcher form the document shows: ``name="value"``, never broad. The
+#: API also takes ``!=``, ``=~``, ``!~``, unquoted or single-quoted values and
+#: matcher objects (``alerting.silence.parse_matcher``; see the description).
+MATCHER_PATTERN = r'^[A-Za-z_][A-Za-z0-9_]*="[A-Za-z0-9_.-]+"$'
+
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+class TimeRange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    startTime: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    endTime: str = Field(pattern=r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$")
+
+
+class TimeIntervalBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    weekdays: list[str] = Field(default_factory=list, json_schema_extra={
+        "items": {"type": "string", "enum": list(WEEKDAYS)}},
+        description="monday..sunday (the API also takes ranges such as monday:friday)")
+    times: list[TimeRange] = Field(default_factory=list)
+    # not an enum of the ~600 zone names: schemathesis' coverage phase would
+    # try each one on every run
+    location: str = Field("UTC", description="an IANA time zone name this server knows",
+                          examples=["UTC", "Europe/Paris", "America/New_York"])
+
+
+class SilenceBody(BaseModel):
+    """A silence request (``POST /silences``; ``api.alerting_edge.parse_silence_request``).
+
+    Refused with 422: a silence whose every matcher matches the empty string
+    (or is negative) unless ``allowBroad``; ``endsAt`` not after ``startsAt``;
+    ``endsAt`` missing without ``timeIntervals``."""
+
+    model_config = ConfigDict(extra="forbid")
+    matchers: list[str] = Field(min_length=1, json_schema_extra={
+        "items": {"type": "string", "pattern": MATCHER_PATTERN}},
+        description='Alertmanager matchers: name="value" with =, !=, =~ or !~ '
+                    '(the schema shows the name="value" form, which is never broad), or objects '
+                    '{"name", "value", "isRegex", "isEqual"}')
+    startsAt: str = Field(None, json_schema_extra={"format": "date-time"},
+                                 description=f"{_RFC3339}; default now")
+    endsAt: str = Field(json_schema_extra={"format": "date-time"},
+                        description=f"{_RFC3339}, after startsAt (optional with timeIntervals)")
+    createdBy: str = Field(min_length=1, pattern=r"\S", description="who created it")
+    comment: str = Field(min_length=1, pattern=r"\S", description="why it exists")
+    allowBroad: bool = False
+    timeIntervals: list[TimeIntervalBody] = Field(default_factory=list)

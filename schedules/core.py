@@ -1,0 +1,474 @@
+"""The pure scheduling core (issue 14): slot math and policies, no I/O.
+
+Times are integer epoch **milliseconds** everywhere in this module (slots are
+identities: ``(schedule id, slot ms)`` is the idempotency key of a run, so no
+float rounding may move a slot). The caller injects "now"; nothing here reads
+a clock or sleeps.
+
+Triggers (:class:`Trigger`):
+
+- interval grid: slot ``n`` (n >= 0) is ``anchor + n * interval``; it never
+  drifts with run time, since a slot's time does not depend on when the
+  previous run ended (the issue's drift case).
+- cron in an IANA ``timeZone``: croniter iterates *wall* times (naive
+  datetimes) and :func:`wall_to_instant` maps each to an instant with
+  ``zoneinfo``. croniter 5's own aware-datetime mode is wrong across DST
+  (a ``30 2 * * *`` in Europe/Berlin gave 02:30+01:00 on the spring-forward
+  day and 03:30 the day after fall-back), hence this split. Rules: a wall
+  time that does not exist (spring-forward gap) fires once at the first
+  valid instant after the gap (03:00 CEST); a repeated one (fall-back)
+  fires once, at its first occurrence (``fold=0``); several wall times that
+  land on one instant fire once.
+- ``jitter``: a fraction (0..0.9) of the slot's period added to the fire
+  time, deterministic per schedule (sha256 of the id), so restarts keep it.
+  The slot (identity) stays on the grid; only ``fire_at`` moves.
+- ``startAt``/``endAt``: no slot before/after.
+
+Policies (:class:`Policy`), modelled on Kubernetes CronJob
+(``startingDeadlineSeconds``, ``concurrencyPolicy``), APScheduler
+(``misfire_grace_time``, ``coalesce``) and Temporal Schedules (overlap,
+``catchup_window``, pause, backfill):
+
+- catch-up: a slot later than ``ON_TIME_MS`` is *missed*; it runs only if
+  ``now - fire_at <= grace`` and only the newest ``maxCatchup`` of them; the
+  rest are skipped (``skipped_missed``, slot times kept).
+- overlap while a run is going: ``skip`` (default), ``bufferOne`` (keep one
+  slot, fire it when the run ends; later ones are skipped), ``allow``,
+  ``cancelPrevious`` (cancel the running ones, fire).
+- ``pauseOnFailure`` N: after N consecutive failed runs the schedule pauses,
+  with a note.
+- manual trigger and backfill (past slots queued, fired one at a time unless
+  overlap is ``allow``).
+
+The planner functions (:func:`tick`, :func:`finished`, :func:`trigger`,
+:func:`backfill`) mutate a :class:`State` and return :class:`Action` s the
+runner (``schedules.runner``) carries out.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, Literal
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+Overlap = Literal["skip", "bufferOne", "allow", "cancelPrevious"]
+OVERLAPS = ("skip", "bufferOne", "allow", "cancelPrevious")
+#: A slot fired within this many ms of its fire time is on time (not a catch-up).
+ON_TIME_MS = 5_000
+#: Runs and skips kept in a schedule's history.
+HISTORY = 50
+#: Slot times listed per skip record (the count is always exact).
+SKIP_SAMPLE = 100
+#: Largest number of slots one catch-up scan enumerates (cron); older ones are counted only.
+SCAN_LIMIT = 200_000
+
+
+# ---------------------------------------------------------------- wall time
+
+
+def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The instant (aware, UTC) of naive wall time ``wall`` in ``tz``.
+
+    A nonexistent wall time (DST gap) maps to the first valid instant after
+    the gap; an ambiguous one (DST overlap) to its first occurrence.
+    """
+    first = wall.replace(tzinfo=tz, fold=0)
+    utc = first.astimezone(timezone.utc)
+    if utc.astimezone(tz).replace(tzinfo=None) == wall:
+        return utc  # exists (fold=0 = the first of a repeated hour)
+    # in a gap: zoneinfo maps fold=0 with the offset before the gap, which
+    # lands after the gap by the gap's length; the gap ends at the first
+    # valid wall time after ``wall`` -> walk back to the transition
+    after = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)
+    lo, hi = min(utc, after), max(utc, after)
+    # the transition instant is the earliest instant whose wall time is > wall
+    while hi - lo > timedelta(seconds=1):
+        mid = lo + (hi - lo) / 2
+        if mid.astimezone(tz).replace(tzinfo=None) > wall:
+            hi = mid
+        else:
+            lo = mid
+    return hi.replace(microsecond=0)
+
+
+def _ms(dt: datetime) -> int:
+    return int(dt.timestamp() * 1000)
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc)
+
+
+# ---------------------------------------------------------------- triggers
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """When slots are. Exactly one of ``interval_ms`` (with ``anchor_ms``) or
+    ``cron`` (with ``time_zone``) is set.
+
+    Attributes:
+        interval_ms, anchor_ms: the grid (ms).
+        cron: a 5-field cron expression; ``time_zone``: IANA zone name.
+        jitter: fraction 0..0.9 of the period added to fire times.
+        start_at_ms, end_at_ms: bounds of the slots (inclusive), or None.
+
+    Raises ValueError (naming the camelCase field) when inconsistent.
+    """
+
+    interval_ms: int | None = None
+    anchor_ms: int = 0
+    cron: str | None = None
+    time_zone: str = "UTC"
+    jitter: float = 0.0
+    start_at_ms: int | None = None
+    end_at_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.interval_ms is None) == (self.cron is None):
+            raise ValueError("trigger: give exactly one of interval or cron")
+        if self.interval_ms is not None and self.interval_ms < 100:
+            raise ValueError("trigger.interval: must be at least 0.1 s")
+        if self.cron is not None and not croniter.is_valid(self.cron):
+            raise ValueError(f"trigger.cron: not a valid cron expression: {self.cron!r}")
+        ZoneInfo(self.time_zone)  # raises ZoneInfoNotFoundError
+        if not 0 <= self.jitter <= 0.9:
+            raise ValueError("trigger.jitter: must be a fraction between 0 and 0.9")
+
+    # -- slots -------------------------------------------------------------
+    def slots(self, after_ms: int, until_ms: int) -> Iterator[int]:
+        """Slots ``s`` with ``after_ms < s <= until_ms``, ascending, within
+        ``startAt``/``endAt``."""
+        lo = after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
+        hi = until_ms if self.end_at_ms is None else min(until_ms, self.end_at_ms)
+        if hi <= lo:
+            return
+        if self.interval_ms is not None:
+            n = max(0, (lo - self.anchor_ms) // self.interval_ms + 1)
+            s = self.anchor_ms + n * self.interval_ms
+            while s <= hi:
+                yield s
+                s += self.interval_ms
+            return
+        tz = ZoneInfo(self.time_zone)
+        wall = _dt(lo).astimezone(tz).replace(tzinfo=None) - timedelta(hours=3)
+        it = croniter(self.cron, wall)
+        last = None
+        while True:
+            w = it.get_next(datetime)
+            s = _ms(wall_to_instant(w, tz))
+            if s <= lo or s == last:
+                continue  # before the window, or a second wall time on one instant
+            if s > hi:
+                return
+            last = s
+            yield s
+
+    def count(self, after_ms: int, until_ms: int) -> int:
+        """Number of slots in ``(after_ms, until_ms]`` (exact, arithmetic for a grid)."""
+        lo = after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
+        hi = until_ms if self.end_at_ms is None else min(until_ms, self.end_at_ms)
+        if hi <= lo:
+            return 0
+        if self.interval_ms is not None:
+            first = max(0, (lo - self.anchor_ms) // self.interval_ms + 1)
+            last = (hi - self.anchor_ms) // self.interval_ms
+            return max(0, last - first + 1)
+        return sum(1 for _ in self.slots(after_ms, until_ms))
+
+    def next_slots(self, after_ms: int, n: int) -> list[int]:
+        """The next ``n`` slots after ``after_ms`` (fewer when ``endAt`` comes)."""
+        out: list[int] = []
+        horizon = after_ms
+        step = (self.interval_ms or 86_400_000) * max(n, 1) + 400 * 86_400_000 * (self.cron is not None)
+        for s in self.slots(after_ms, horizon + step):
+            out.append(s)
+            if len(out) == n:
+                break
+        return out
+
+    def period(self, slot_ms: int) -> int:
+        """The slot's period (ms): the interval, or the distance to the next cron slot."""
+        if self.interval_ms is not None:
+            return self.interval_ms
+        nxt = Trigger(cron=self.cron, time_zone=self.time_zone).next_slots(slot_ms, 1)
+        return (nxt[0] - slot_ms) if nxt else 60_000
+
+    def fire_at(self, schedule_id: str, slot_ms: int) -> int:
+        """When ``slot_ms`` fires: the slot plus the schedule's jitter share of its period."""
+        if not self.jitter:
+            return slot_ms
+        return slot_ms + int(jitter_fraction(schedule_id) * self.jitter * self.period(slot_ms))
+
+
+def jitter_fraction(schedule_id: str) -> float:
+    """A fraction in [0, 1) fixed by the schedule id (first 8 bytes of its sha256)."""
+    return int.from_bytes(hashlib.sha256(schedule_id.encode()).digest()[:8], "big") / 2 ** 64
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Catch-up, overlap and failure policies.
+
+    Attributes:
+        grace_ms: a missed slot runs only while ``now - fire_at <= grace_ms``.
+        max_catchup: at most this many missed slots run per scan (newest first kept).
+        overlap: ``skip`` | ``bufferOne`` | ``allow`` | ``cancelPrevious``.
+        pause_on_failure: pause after this many consecutive failures (0: never).
+    """
+
+    grace_ms: int = 60_000
+    max_catchup: int = 1
+    overlap: Overlap = "skip"
+    pause_on_failure: int = 0
+
+    def __post_init__(self) -> None:
+        if self.overlap not in OVERLAPS:
+            raise ValueError(f"policy.overlap: one of {', '.join(OVERLAPS)}")
+        if self.grace_ms < 0 or self.max_catchup < 0 or self.pause_on_failure < 0:
+            raise ValueError("policy: grace, maxCatchup and pauseOnFailure must be >= 0")
+
+
+# ---------------------------------------------------------------- state
+
+
+@dataclass
+class Run:
+    """A fired slot whose run has not ended. ``ref``: the task id (export) or
+    None until the runner sets it; ``kind``: scheduled | catchup | buffered |
+    manual | backfill."""
+
+    slot: int
+    fired_at: int
+    kind: str = "scheduled"
+    ref: str | None = None
+
+
+COUNTERS = ("fired", "skipped_missed", "skipped_overlap", "skipped_paused", "succeeded",
+            "failed", "cancelled")
+
+
+@dataclass
+class State:
+    """A schedule's runtime state (JSON-able via :meth:`to_dict`).
+
+    Attributes:
+        cursor: newest slot already decided (fired or skipped), ms.
+        running: runs going on now.
+        buffered: the one slot kept by ``bufferOne``, or None.
+        backfill: past slots queued by :func:`backfill`, ascending.
+        paused, note: paused and why.
+        failures: consecutive failed runs.
+        counters: :data:`COUNTERS` -> int.
+        history: newest-last records of runs and skips (at most :data:`HISTORY`).
+    """
+
+    cursor: int
+    running: list[Run] = field(default_factory=list)
+    buffered: int | None = None
+    backfill: list[int] = field(default_factory=list)
+    paused: bool = False
+    note: str | None = None
+    failures: int = 0
+    counters: dict[str, int] = field(default_factory=lambda: {c: 0 for c in COUNTERS})
+    history: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The state as plain JSON-able data."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "State":
+        """Inverse of :meth:`to_dict`."""
+        data = dict(data)
+        data["running"] = [Run(**r) for r in data.get("running", [])]
+        counters = {c: 0 for c in COUNTERS} | data.get("counters", {})
+        data["counters"] = counters
+        return cls(**data)
+
+    def record(self, entry: dict) -> None:
+        """Append a history entry, keeping the newest :data:`HISTORY`."""
+        self.history.append(entry)
+        del self.history[:-HISTORY]
+
+
+# ---------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the runner must do.
+
+    ``kind``: ``fire`` (run ``slot``; ``reason`` = scheduled|catchup|buffered|
+    manual|backfill; ``late`` = ms after its fire time), ``skip`` (``slots``
+    sample and ``count`` skipped for ``reason`` missed|overlap|paused),
+    ``cancel`` (cancel the run of ``slot``, ``ref``), ``pause`` (``reason`` = note).
+    """
+
+    kind: Literal["fire", "skip", "cancel", "pause"]
+    slot: int | None = None
+    reason: str = ""
+    late: int = 0
+    slots: tuple[int, ...] = ()
+    count: int = 0
+    ref: str | None = None
+
+
+def _skip(state: State, slots: list[int], count: int, reason: str, now: int) -> Action:
+    state.counters[f"skipped_{reason}"] += count
+    sample = tuple(slots[-SKIP_SAMPLE:])
+    state.record({"status": "skipped", "reason": reason, "count": count,
+                  "slots": list(sample), "at": now})
+    return Action("skip", slots=sample, count=count, reason=reason)
+
+
+def _fire(state: State, slot: int, reason: str, now: int, fire_at: int) -> Action:
+    state.running.append(Run(slot=slot, fired_at=now, kind=reason))
+    state.counters["fired"] += 1
+    return Action("fire", slot=slot, reason=reason, late=max(0, now - fire_at))
+
+
+def _admit(policy: Policy, state: State, slot: int, reason: str, now: int,
+           fire_at: int) -> list[Action]:
+    """Fire ``slot`` now, obeying the overlap policy."""
+    if not state.running or policy.overlap == "allow":
+        return [_fire(state, slot, reason, now, fire_at)]
+    if policy.overlap == "skip":
+        return [_skip(state, [slot], 1, "overlap", now)]
+    if policy.overlap == "bufferOne":
+        if state.buffered is None:
+            state.buffered = slot
+            return []
+        return [_skip(state, [slot], 1, "overlap", now)]
+    # cancelPrevious
+    out = [Action("cancel", slot=r.slot, ref=r.ref) for r in state.running]
+    for r in state.running:
+        state.counters["cancelled"] += 1
+        state.record({"slot": r.slot, "status": "cancelled", "ref": r.ref, "at": now,
+                      "kind": r.kind, "durationMs": now - r.fired_at})
+    state.running.clear()
+    return out + [_fire(state, slot, reason, now, fire_at)]
+
+
+# ---------------------------------------------------------------- planner
+
+
+def tick(schedule_id: str, trigger: Trigger, policy: Policy, state: State,
+         now: int) -> list[Action]:
+    """Decide every slot due at ``now`` (ms) after ``state.cursor``.
+
+    Due = ``fire_at(slot) <= now``. On-time slots (late <= :data:`ON_TIME_MS`)
+    fire (obeying overlap); missed ones within ``grace`` fire, newest
+    ``maxCatchup`` only; every other due slot is skipped and counted. While
+    paused, due slots are skipped as ``paused``. Then a queued backfill slot
+    fires when overlap allows. Returns the actions in order.
+    """
+    out: list[Action] = []
+    # slots are due up to ``now``; with jitter, a slot fires up to 0.9 period later
+    due: list[int] = []
+    horizon = now
+    total_old = 0
+    lo = state.cursor
+    oldest_in_grace = now - policy.grace_ms - 1
+    if trigger.interval_ms is not None and lo < oldest_in_grace - trigger.interval_ms:
+        # long downtime on a grid: count the slots far outside grace without listing them
+        cut = oldest_in_grace - trigger.interval_ms
+        total_old = trigger.count(lo, cut)
+        old_sample = list(trigger.slots(max(lo, cut - SKIP_SAMPLE * trigger.interval_ms), cut))
+        lo = cut
+    else:
+        old_sample = []
+    for s in trigger.slots(lo, horizon):
+        if trigger.fire_at(schedule_id, s) > now:
+            break
+        due.append(s)
+        if len(due) > SCAN_LIMIT:
+            break
+    if not due and not total_old:
+        return out + _drain_backfill(schedule_id, trigger, policy, state, now)
+    newest = due[-1] if due else old_sample[-1]
+    state.cursor = max(state.cursor, newest)
+    if state.paused:
+        out.append(_skip(state, old_sample + due, total_old + len(due), "paused", now))
+        return out
+    fire_at = {s: trigger.fire_at(schedule_id, s) for s in due}
+    on_time = [s for s in due if now - fire_at[s] <= ON_TIME_MS]
+    missed = [s for s in due if now - fire_at[s] > ON_TIME_MS]
+    in_grace = [s for s in missed if now - fire_at[s] <= policy.grace_ms]
+    catch = in_grace[len(in_grace) - policy.max_catchup:] if policy.max_catchup else []
+    skipped = [s for s in missed if s not in catch]
+    if skipped or total_old:
+        out.append(_skip(state, old_sample + skipped, total_old + len(skipped), "missed", now))
+    for s in catch:
+        out.extend(_admit(policy, state, s, "catchup", now, fire_at[s]))
+    for s in on_time:
+        out.extend(_admit(policy, state, s, "scheduled", now, fire_at[s]))
+    return out + _drain_backfill(schedule_id, trigger, policy, state, now)
+
+
+def _drain_backfill(schedule_id: str, trigger: Trigger, policy: Policy, state: State,
+                    now: int) -> list[Action]:
+    out: list[Action] = []
+    while state.backfill and not state.paused and (
+            not state.running or policy.overlap == "allow"):
+        slot = state.backfill.pop(0)
+        out.append(_fire(state, slot, "backfill", now, trigger.fire_at(schedule_id, slot)))
+    return out
+
+
+def finished(schedule_id: str, trigger: Trigger, policy: Policy, state: State, slot: int,
+             ok: bool, now: int, result: dict | None = None) -> list[Action]:
+    """The run of ``slot`` ended (``ok``: succeeded). Records it, counts it,
+    pauses after ``pauseOnFailure`` consecutive failures, and fires the
+    buffered slot or the next backfill slot. Unknown slots are ignored
+    (a cancelled run reporting late)."""
+    run = next((r for r in state.running if r.slot == slot), None)
+    if run is None:
+        return []
+    state.running.remove(run)
+    state.counters["succeeded" if ok else "failed"] += 1
+    state.failures = 0 if ok else state.failures + 1
+    state.record({"slot": slot, "status": "succeeded" if ok else "failed", "kind": run.kind,
+                  "ref": run.ref, "firedAt": run.fired_at, "durationMs": now - run.fired_at,
+                  "lateMs": max(0, run.fired_at - trigger.fire_at(schedule_id, slot)),
+                  "result": result or {}, "at": now})
+    out: list[Action] = []
+    if not ok and policy.pause_on_failure and state.failures >= policy.pause_on_failure:
+        state.paused = True
+        state.note = f"paused after {state.failures} consecutive failures"
+        out.append(Action("pause", reason=state.note))
+    if state.buffered is not None and not state.running and not state.paused:
+        slot, state.buffered = state.buffered, None
+        out.append(_fire(state, slot, "buffered", now, trigger.fire_at(schedule_id, slot)))
+    return out + _drain_backfill(schedule_id, trigger, policy, state, now)
+
+
+def trigger_now(schedule_id: str, trigger: Trigger, policy: Policy, state: State,
+                now: int) -> list[Action]:
+    """A manual run with slot = ``now`` (ms), obeying overlap (works while paused)."""
+    return _admit(policy, state, now, "manual", now, now)
+
+
+def backfill(trigger: Trigger, state: State, start_ms: int, end_ms: int,
+             limit: int = 1000) -> list[int]:
+    """Queue the slots in ``[start_ms, end_ms]`` for :func:`tick` to fire
+    (obeying overlap). Returns them. Raises ValueError over ``limit`` slots."""
+    slots = list(trigger.slots(start_ms - 1, end_ms))
+    if len(slots) > limit:
+        raise ValueError(f"end: the range holds {len(slots)} slots; at most {limit} per backfill")
+    queued = sorted(set(state.backfill) | set(slots))
+    state.backfill = queued
+    return slots
+
+
+def lag(schedule_id: str, trigger: Trigger, state: State, now: int) -> float:
+    """Schedule lag, seconds: ``now`` minus the fire time of the oldest due
+    slot not yet decided (0 when none is due)."""
+    nxt = trigger.next_slots(state.cursor, 1)
+    if not nxt:
+        return 0.0
+    at = trigger.fire_at(schedule_id, nxt[0])
+    return max(0.0, (now - at) / 1000)

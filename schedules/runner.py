@@ -1,0 +1,249 @@
+"""The scheduler: carries out what the pure core decides (issue 14).
+
+Every worker runs :meth:`Scheduler.turn` on a timer; a lease in Redis
+(``plait.keys.schedule_owner``) lets one worker decide slots at a time, and
+state writes are fenced by it (a worker that lost the lease mid-turn cannot
+overwrite the new owner's state).
+
+Exactly once per slot: before a slot fires it is claimed with ``SET NX``
+(``plait.keys.schedule_slot``), and the claim already holds the task id the
+export will have. A slot claimed but not marked ``fired`` (the worker died in
+between) is re-driven by the next owner with the same task id and the same
+fingerprint (``ExportSpec.fingerprint(slot=...)``), so the broker sees the
+same ``ExportRequested`` at most twice and admission drops the repeat
+(``streams.handlers.admit``); a slot marked ``fired`` is adopted, not fired.
+Slot lifecycle goes to ``schedules.slots`` (:class:`schedules.events.SlotEvent`).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Awaitable, Callable
+
+import httpx
+from prometheus_client import Counter
+
+from alerting.wire import ordering_key, raw_envelope
+from plait import keys as K
+from plait import topics as T
+from plait.audit import Audit
+from plait.clock import new_task_id
+from plait.events import CancelRequested, ExportRequested, Lifecycle, Payload, encode
+from plait.lifecycle import TERMINAL
+from plait.logs import get_logger
+from plait.projection import Projection
+from schedules import core
+from schedules.events import SlotEvent
+from schedules.model import ScheduleIn, rfc3339
+from schedules.probes import alerts_for_changes, run_probe
+from schedules.store import Store
+
+log = get_logger("plait.schedules")
+
+#: Audit entries kept per caller in Redis (as ``api.services.AUDIT_KEEP``).
+AUDIT_KEEP = 10_000
+#: Default scheduler lease (ms) when none is given (``Settings.schedule_lease_seconds``).
+LEASE_MS = 15_000
+#: ``send(records)``: records are (base topic, key, value bytes); returns once acked.
+Send = Callable[[list[tuple[str, str, bytes]]], Awaitable[None]]
+
+SLOTS = Counter("plait_schedule_slots_total", "Schedule slots decided by this worker",
+                ["status"])
+
+
+class Scheduler:
+    """One worker's scheduler.
+
+    Args:
+        store: schedules in Redis.
+        projection: the task projection (export runs: create, watch status).
+        send: sends records and waits for the broker's acks.
+        owner: this worker's id (lease value, ``workerId`` in events).
+        http: client for probes.
+        clock: epoch seconds (injected in tests).
+        lease_ms: how long a turn may hold the lease; a worker killed mid-turn
+            blocks scheduling this long. Probe timeouts (at most 10 s) fit in it.
+    """
+
+    def __init__(self, store: Store, projection: Projection, send: Send, owner: str,
+                 http: httpx.AsyncClient, clock: Callable[[], float] = time.time,
+                 lease_ms: int = LEASE_MS) -> None:
+        self.store, self.projection, self._send = store, projection, send
+        self.owner, self.http, self.clock, self.lease_ms = owner, http, clock, lease_ms
+
+    async def turn(self) -> int:
+        """One scheduler turn over every schedule, if this worker gets the
+        lease. Returns the number of schedules looked at (0: not our turn)."""
+        if not await self.store.take_turn(self.owner, self.lease_ms):
+            return 0
+        try:
+            docs = await self.store.all()
+            for doc in docs:
+                try:
+                    await self.run_schedule(doc)
+                except Exception:
+                    log.exception("schedule turn failed", schedule=doc.get("id"))
+            return len(docs)
+        finally:
+            await self.store.release(self.owner)
+
+    # ------------------------------------------------------------ one schedule
+    async def run_schedule(self, doc: dict) -> None:
+        """Decide and carry out one schedule's due slots, runs that ended and
+        manual requests; then save its state (fenced)."""
+        sid = doc["id"]
+        spec = ScheduleIn.model_validate(doc["spec"])
+        trig, pol = spec.trigger.core(doc["createdMs"]), spec.policy.core()
+        state = await self.store.state(sid) or core.State(cursor=doc["createdMs"] - 1)
+        if state.paused and not doc.get("paused"):
+            state.failures = 0  # resumed by hand: pauseOnFailure counts afresh
+        state.paused, state.note = bool(doc.get("paused")), doc.get("note")
+        now = self._now()
+        actions: list[core.Action] = []
+        # runs that ended (exports: the task reached a terminal status)
+        for run in list(state.running):
+            if spec.action.export is not None and run.ref:
+                status = await self.projection.status(run.ref)
+                if status in TERMINAL:
+                    actions += core.finished(sid, trig, pol, state, run.slot, status == "SUCCESS",
+                                             now, {"status": status})
+        for req in await self.store.take_requests(sid):
+            if req["kind"] == "trigger":
+                actions += core.trigger_now(sid, trig, pol, state, req["at"])
+            elif req["kind"] == "backfill":
+                core.backfill(trig, state, req["start"], req["end"])
+        actions += core.tick(sid, trig, pol, state, now)
+        await self.carry_out(sid, doc, spec, trig, pol, state, actions)
+        if not await self.store.save_state(sid, state, self.owner):
+            log.warning("lost the scheduler lease; state not saved", schedule=sid)
+
+    async def carry_out(self, sid: str, doc: dict, spec: ScheduleIn, trig: core.Trigger,
+                        pol: core.Policy, state: core.State, actions: list[core.Action]) -> None:
+        """Do ``actions`` in order (fires may finish at once and add more)."""
+        queue = list(actions)
+        while queue:
+            a = queue.pop(0)
+            SLOTS.labels(a.kind).inc()
+            if a.kind == "skip":
+                slots = [rfc3339(s) for s in a.slots]
+                await self.event(sid, "skipped", reason=a.reason, count=a.count, slots=slots)
+                await self.audit(doc, "schedule.skipped", reason=a.reason, count=a.count,
+                                 slots=slots)
+            elif a.kind == "cancel":
+                if a.ref:
+                    await self._send([(T.CONTROL, a.ref, encode(
+                        CancelRequested(taskId=a.ref), a.ref, self.owner))])
+                await self.event(sid, "cancelled", slot=a.slot, taskId=a.ref)
+            elif a.kind == "pause":
+                doc = (await self.store.get(sid)) or doc
+                doc.update(paused=True, note=a.reason)
+                await self.store.put(doc)
+                await self.event(sid, "paused", reason=a.reason)
+                await self.audit(doc, "schedule.paused", reason=a.reason)
+            elif a.kind == "fire":
+                queue += await self.fire(sid, spec, trig, pol, state, a)
+
+    async def fire(self, sid: str, spec: ScheduleIn, trig: core.Trigger, pol: core.Policy,
+                   state: core.State, a: core.Action) -> list[core.Action]:
+        """Fire one slot exactly once (claim, send, mark); returns follow-up
+        actions (a probe finishes at once).
+
+        The ``fired`` event is sent before the claim is marked ``fired``, so
+        a crash in between re-drives the slot (same task id: the event may
+        repeat, the task does not) and never loses the event."""
+        slot = a.slot
+        run = next(r for r in state.running if r.slot == slot)
+        claim = {"state": "claimed", "ref": new_task_id(), "worker": self.owner,
+                 "at": self._now()}
+        existing = await self.store.claim(sid, slot, claim)
+        adopted = existing is not None and existing.get("state") == "fired"
+        if existing is not None:
+            claim = existing | {"worker": self.owner}
+            log.info("slot claimed before; " + ("adopted" if adopted else "re-driving"),
+                     schedule=sid, slot=slot)
+        if spec.action.export is not None:
+            run.ref = claim.get("ref")
+            if not adopted:
+                await self.start_export(sid, spec, slot, run, a)
+                await self.store.mark(sid, slot, claim | {"state": "fired", "ref": run.ref})
+            return []
+        if not adopted:
+            await self.event(sid, "fired", slot=slot, reason=a.reason, lateMs=a.late)
+            await self.store.mark(sid, slot, claim | {"state": "fired", "ref": None})
+        probe = spec.action.probe
+        checks = await run_probe(probe, self.http)
+        last = await self.store.probe_states(sid)
+        alerts = alerts_for_changes(sid, spec.name, probe.severity, checks, last, self.clock())
+        if alerts:
+            records = []
+            for alert in alerts:
+                _, value = raw_envelope([alert], source=f"schedules@{self.owner}")
+                records.append((T.ALERTS_RAW, ordering_key(alert), value))
+            await self._send(records)
+        for c in checks:
+            await self.store.set_probe_state(sid, c.target, "up" if c.up else "down")
+        ok = all(c.up for c in checks)
+        result = {c.target: ("up" if c.up else f"down: {c.detail}") for c in checks}
+        now = self._now()
+        follow = core.finished(sid, trig, pol, state, slot, ok, now, result)
+        await self.event(sid, "succeeded" if ok else "failed", slot=slot, result=result,
+                         durationMs=now - run.fired_at)
+        return follow
+
+    async def start_export(self, sid: str, spec: ScheduleIn, slot: int, run: core.Run,
+                           a: core.Action) -> None:
+        """Create the slot's export task with the id chosen in the claim
+        (``run.ref``) and send it with the slot's ``fired`` event (acked).
+        The fingerprint holds the slot key: a repeated fire finds the same
+        task (``Projection.claim_fingerprint``)."""
+        export = spec.action.export
+        fp = export.fingerprint(slot=f"{sid}:{slot}")
+        existing, _ = await self.projection.claim_fingerprint(fp, run.ref, 0)
+        if existing is not None and existing.get("taskId") not in (None, run.ref):
+            run.ref = existing["taskId"]
+        task_id, now = run.ref, rfc3339(self._now())
+        if await self.projection.get(task_id) is None:
+            doc = export.documentConfig
+            await self.projection.apply(Lifecycle(
+                taskId=task_id, status="CREATED", at=now, sysCode=export.sysCode,
+                bizType=export.bizType, bizDesc=export.bizDesc, userId=export.userId,
+                fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fp,
+                timeout=export.jobConfig.timeout))
+        await self._send([(T.REQUESTS, task_id, encode(ExportRequested(
+            taskId=task_id, spec=export, fingerprint=fp, requestedAt=now), task_id, self.owner)),
+            self._event_record(sid, "fired", slot, reason=a.reason, taskId=task_id,
+                               lateMs=a.late)])
+
+    async def audit(self, doc: dict, action: str, **details) -> None:
+        """An audit entry for the schedule's owner (``audit`` topic and the
+        Redis list ``GET /audit`` reads, like ``api.services.Services.audit``);
+        never raises."""
+        try:
+            sys_code = doc.get("sysCode")
+            entry = Audit(action=action, sysCode=sys_code,
+                          details={"scheduleId": doc["id"], **details})
+            key = K.audit(self.store.prefix, sys_code)
+            await self.store.redis.lpush(key, entry.model_dump_json(exclude_none=True))
+            await self.store.redis.ltrim(key, 0, AUDIT_KEEP - 1)
+            await self._send([(T.AUDIT, sys_code or "-", encode(entry, sys_code or "-",
+                                                                self.owner))])
+        except Exception:
+            log.exception("audit entry not recorded", action=action)
+
+    async def event(self, sid: str, status: str, slot: int | None = None, **fields) -> None:
+        """Send a :class:`SlotEvent` to ``schedules.slots`` (acked)."""
+        await self._send([self._event_record(sid, status, slot, **fields)])
+
+    def _event_record(self, sid: str, status: str, slot: int | None = None,
+                      **fields) -> tuple[str, str, bytes]:
+        ev: Payload = SlotEvent(scheduleId=sid, status=status, slot=rfc3339(slot), slotMs=slot,
+                                workerId=self.owner, at=rfc3339(self._now()), **fields)
+        return (T.SCHEDULE_SLOTS, sid, encode(ev, sid, self.owner))
+
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+
+def new_schedule_id() -> str:
+    """A new schedule id (``sch_`` + 16 hex)."""
+    return f"sch_{uuid.uuid4().hex[:16]}"

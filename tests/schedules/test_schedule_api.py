@@ -1,0 +1,110 @@
+"""The /schedules routes on the real app and a real Redis (open mode)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+
+from api.app import create_api
+from plait import keys as K
+from plait.settings import Settings
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+EXPORT = {"sysCode": "crm", "bizType": "orders", "userId": "u1",
+          "dataConfig": {"dataApiUrl": "http://data.example/rows"}}
+
+
+@pytest.fixture
+def client(tmp_path):
+    from fastapi.testclient import TestClient
+
+    prefix = f"plait-schedapi-{uuid.uuid4().hex[:10]}"
+    settings = Settings(redis_url=REDIS_URL, redis_prefix=prefix,
+                        storage_url=f"file://{tmp_path}/store", broker_url="127.0.0.1:1")
+    with TestClient(create_api(settings)) as c:
+        c.prefix = prefix
+        yield c
+    r = redis.Redis.from_url(REDIS_URL)
+    for key in r.scan_iter(match=K.everything(prefix)):
+        r.delete(key)
+
+
+def body(**over):
+    return {"name": "weekly", "trigger": {"cron": "0 6 * * 1", "timeZone": "Europe/Berlin"},
+            "action": {"export": EXPORT}, **over}
+
+
+def test_create_get_patch_delete(client):
+    resp = client.post("/schedules", json=body(policy={"overlap": "bufferOne", "maxCatchup": 2}))
+    assert resp.status_code == 201, resp.text
+    sch = resp.json()["data"]
+    assert sch["id"].startswith("sch_") and sch["sysCode"] == "crm"
+    assert len(sch["nextFireTimes"]) == 5
+    assert all(t.endswith("Z") for t in sch["nextFireTimes"])
+    assert sch["counters"] == {"fired": 0, "skippedMissed": 0, "skippedOverlap": 0,
+                               "skippedPaused": 0, "succeeded": 0, "failed": 0, "cancelled": 0}
+    assert sch["policy"]["overlap"] == "bufferOne"
+    got = client.get(f"/schedules/{sch['id']}").json()["data"]
+    assert got["nextFireTimes"] == sch["nextFireTimes"]
+    assert [s["id"] for s in client.get("/schedules").json()["data"]["schedules"]] == [sch["id"]]
+    paused = client.patch(f"/schedules/{sch['id']}", json={"paused": True, "note": "holiday"})
+    assert paused.status_code == 200 and paused.json()["data"]["paused"] is True
+    assert paused.json()["data"]["note"] == "holiday" and paused.json()["data"]["nextFireTimes"] == []
+    assert client.delete(f"/schedules/{sch['id']}").status_code == 200
+    assert client.get(f"/schedules/{sch['id']}").status_code == 404
+    actions = [e["action"] for e in client.get("/audit?sysCode=crm").json()["data"]["entries"]]
+    assert actions == ["schedule.deleted", "schedule.updated", "schedule.created"]
+
+
+def test_interval_grid_next_fire_times_are_on_the_anchor_grid(client):
+    sch = client.post("/schedules", json=body(trigger={
+        "interval": 300, "anchor": "2026-01-01T00:00:00Z"})).json()["data"]
+    minutes = {t[14:16] for t in sch["nextFireTimes"]}
+    assert minutes <= {f"{m:02d}" for m in range(0, 60, 5)}
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"trigger": {"cron": "99 * * * *"}}, "trigger"),
+    ({"trigger": {"interval": 60, "cron": "* * * * *"}}, "trigger"),
+    ({"trigger": {"interval": 60, "timeZone": "Mars/Olympus"}}, "trigger"),
+    ({"policy": {"overlap": "sometimes"}}, "policy.overlap"),
+    ({"policy": {"maxCatchup": -1}}, "policy.maxCatchup"),
+    ({"action": {"probe": {"targets": [{"tcp": "nohost"}]}}, "sysCode": "ops"}, "action.probe.targets"),
+    ({"action": {"export": {**EXPORT, "jobConfig": {"timeoutt": 1}}}}, "action.export.jobConfig.timeoutt"),
+    ({"trigger": {"interval": 60, "jitterr": 0.1}}, "trigger.jitterr"),
+])
+def test_invalid_bodies_are_422_naming_the_field(client, over, field):
+    resp = client.post("/schedules", json=body(**over))
+    assert resp.status_code == 422, resp.text
+    fields = [e["field"] for e in resp.json()["data"]["errors"]]
+    assert any(f.startswith(field) for f in fields), fields
+
+
+def test_probe_without_sys_code_in_open_mode_is_422(client):
+    resp = client.post("/schedules", json=body(action={"probe": {"targets": [
+        {"http": "http://127.0.0.1:1/"}]}}))
+    assert resp.status_code == 422 and resp.json()["data"]["errors"][0]["field"] == "sysCode"
+
+
+def test_trigger_and_backfill_queue_requests(client):
+    sid = client.post("/schedules", json=body(trigger={
+        "interval": 60, "anchor": "2026-01-01T00:00:00Z"})).json()["data"]["id"]
+    t = client.post(f"/schedules/{sid}/trigger")
+    assert t.status_code == 202 and t.json()["data"]["slot"].endswith("Z")
+    b = client.post(f"/schedules/{sid}/backfill",
+                    json={"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:10:00Z"})
+    assert b.status_code == 202 and b.json()["data"]["slots"] == 11
+    too_many = client.post(f"/schedules/{sid}/backfill",
+                           json={"start": "2026-01-01T00:00:00Z", "end": "2026-02-01T00:00:00Z"})
+    assert too_many.status_code == 422 and too_many.json()["data"]["errors"][0]["field"] == "end"
+    r = redis.Redis.from_url(REDIS_URL)
+    assert r.llen(K.schedule_requests(client.prefix, sid)) == 2
+
+
+def test_metrics_show_schedule_lag(client):
+    sid = client.post("/schedules", json=body(trigger={
+        "interval": 60, "anchor": "2026-01-01T00:00:00Z"})).json()["data"]["id"]
+    text = client.get("/metrics").text
+    assert f'plait_schedule_lag_seconds{{schedule="{sid}"}}' in text

@@ -1,0 +1,257 @@
+"""The scheduler on a real Redis with Kafka replaced by a recorder and an
+injected clock: slot claims (exactly once, re-drive of a lost slot), probes
+(one firing and one resolved alert for a target that goes down and up)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import uuid
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from plait import keys as K
+from plait import topics as T
+from plait.projection import Projection
+from schedules.runner import Scheduler
+from schedules.store import Store
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+async def env():
+    r = aioredis.Redis.from_url(REDIS_URL, socket_timeout=5)
+    prefix = f"plait-schedtest-{uuid.uuid4().hex[:10]}"
+    sent: list[tuple[str, str, bytes]] = []
+    http = httpx.AsyncClient()
+    yield r, prefix, sent, http
+    await http.aclose()
+    async for key in r.scan_iter(match=K.everything(prefix)):
+        await r.delete(key)
+    await r.aclose()
+
+
+def scheduler(r, prefix, sent, http, clock, owner="w1", fail_on=None) -> Scheduler:
+    async def send(records):
+        for rec in records:
+            if fail_on and rec[0] == fail_on:
+                raise RuntimeError("broker gone (simulated crash)")
+            sent.append(rec)
+    return Scheduler(Store(r, prefix), Projection(r, prefix), send, owner, http, clock)
+
+
+def export_schedule(sid: str, interval: float = 1.0) -> dict:
+    return {"id": sid, "sysCode": "crm", "createdMs": int(T0 * 1000) - 1, "spec": {
+        "name": "every-second", "trigger": {"interval": interval, "anchor": "2026-01-01T00:00:00Z"},
+        "action": {"export": {"sysCode": "crm", "bizType": "orders", "userId": "u1",
+                              "dataConfig": {"dataApiUrl": "http://data.example/rows"}}},
+        "policy": {"overlap": "allow"}}}
+
+
+def of(sent, topic):
+    return [(k, json.loads(v)) for t, k, v in sent if t == topic]
+
+
+async def test_two_schedulers_racing_fire_every_slot_exactly_once(env):
+    r, prefix, sent, http = env
+    clock = Clock(T0)
+    await Store(r, prefix).put(export_schedule("s1"))
+    a = scheduler(r, prefix, sent, http, clock, "w1")
+    b = scheduler(r, prefix, sent, http, clock, "w2")
+    for i in range(20):
+        clock.t = T0 + i * 0.5
+        await asyncio.gather(a.turn(), b.turn())
+    reqs = of(sent, T.REQUESTS)
+    fired = [e["data"] for _, e in of(sent, T.SCHEDULE_SLOTS) if e["data"]["status"] == "fired"]
+    slots = [f["slotMs"] for f in fired]
+    assert slots == [int(T0 * 1000) + i * 1000 for i in range(10)]  # 0..9.5 s: 10 slots
+    assert len({e["data"]["taskId"] for _, e in reqs}) == len(reqs) == 10
+
+
+async def test_a_slot_lost_after_its_claim_is_re_driven_with_the_same_task(env):
+    r, prefix, sent, http = env
+    clock = Clock(T0 + 0.2)
+    store = Store(r, prefix)
+    await store.put(export_schedule("s1", interval=60))
+    # given worker 1 claimed slot 0 and died before the ExportRequested was acked
+    dying = scheduler(r, prefix, sent, http, clock, "w1", fail_on=T.REQUESTS)
+    await dying.turn()
+    claim = json.loads(await r.get(K.schedule_slot(prefix, "s1", int(T0 * 1000))))
+    assert claim["state"] == "claimed" and of(sent, T.REQUESTS) == []
+    # when worker 2 takes the next turn
+    clock.t += 1
+    await scheduler(r, prefix, sent, http, clock, "w2").turn()
+    # then the slot fires once, with the task id chosen in the claim
+    (req,) = of(sent, T.REQUESTS)
+    assert req[1]["data"]["taskId"] == claim["ref"]
+    again = json.loads(await r.get(K.schedule_slot(prefix, "s1", int(T0 * 1000))))
+    assert again["state"] == "fired" and again["ref"] == claim["ref"]
+    # and a further turn neither fires it again nor creates another task
+    clock.t += 1
+    await scheduler(r, prefix, sent, http, clock, "w1").turn()
+    assert len(of(sent, T.REQUESTS)) == 1
+    state = await store.state("s1")
+    assert state.counters["fired"] == 1 and state.running[0].ref == claim["ref"]
+
+
+async def test_a_slot_fired_by_an_owner_that_died_before_saving_is_adopted(env):
+    r, prefix, sent, http = env
+    clock = Clock(T0 + 0.2)
+    store = Store(r, prefix)
+    await store.put(export_schedule("s1", interval=60))
+    await scheduler(r, prefix, sent, http, clock, "w1").turn()
+    await r.delete(K.schedule_state(prefix, "s1"))  # the state save was lost
+    await scheduler(r, prefix, sent, http, clock, "w2").turn()
+    assert len(of(sent, T.REQUESTS)) == 1
+    assert (await store.state("s1")).running[0].ref == of(sent, T.REQUESTS)[0][0]
+
+
+async def test_lease_fences_state_writes(env):
+    r, prefix, *_ = env
+    store = Store(r, prefix)
+    from schedules.core import State
+    assert await store.take_turn("w1", 10_000)
+    assert not await store.take_turn("w2", 10_000)
+    assert await store.save_state("s", State(cursor=1), "w1")
+    assert not await store.save_state("s", State(cursor=2), "w2")
+    assert (await store.state("s")).cursor == 1
+
+
+class Target:
+    """A local HTTP server that can go down (port closed) and up again."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.server = None
+
+    async def _handle(self, reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    async def up(self):
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", self.port,
+                                                 reuse_address=True)
+
+    async def down(self):
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def test_probe_target_down_then_up_gives_one_firing_and_one_resolved_alert(env):
+    r, prefix, sent, http = env
+    target = Target()
+    await target.up()
+    url = f"http://127.0.0.1:{target.port}/health"
+    await Store(r, prefix).put({"id": "p1", "sysCode": "ops", "createdMs": int(T0 * 1000) - 1,
+                                "spec": {"name": "web", "trigger": {
+                                    "interval": 1, "anchor": "2026-01-01T00:00:00Z"},
+                                    "action": {"probe": {"targets": [
+                                        {"http": url, "timeout": 1},
+                                        {"tcp": f"127.0.0.1:{target.port}", "timeout": 1}]}}}})
+    clock = Clock(T0)
+    sch = scheduler(r, prefix, sent, http, clock)
+
+    async def ticks(n):
+        for _ in range(n):
+            await sch.turn()
+            clock.t += 1
+
+    await ticks(3)       # up: nothing to say
+    await target.down()
+    await ticks(3)       # down for 3 slots: fire once
+    await target.up()
+    await ticks(3)       # up again: resolve once
+    alerts = [a for _, e in of(sent, T.ALERTS_RAW) for a in e["data"]["alerts"]]
+    http_alerts = [(a["status"], a["asset"]) for a in alerts if a["asset"] == url]
+    assert http_alerts == [("firing", url), ("resolved", url)]
+    tcp = f"127.0.0.1:{target.port}"
+    assert [(a["status"], a["asset"]) for a in alerts if a["asset"] == tcp] == [
+        ("firing", tcp), ("resolved", tcp)]
+    assert all(a["rule"] == "TargetDown" for a in alerts)
+    state = await Store(r, prefix).state("p1")
+    assert state.counters["fired"] == 9 and state.counters["failed"] == 3
+    await target.down()
+
+
+async def test_missed_slots_are_skipped_in_history_on_the_topic_and_in_the_audit(env):
+    r, prefix, sent, http = env
+    doc = export_schedule("s1", interval=300)
+    doc["spec"]["policy"] = {"grace": 600, "maxCatchup": 1}
+    await Store(r, prefix).put(doc)
+    # the scheduler was down 6 h (state says the last slot decided was T0)
+    from schedules.core import State
+    await Store(r, prefix).save_state("s1", State(cursor=int(T0 * 1000)))
+    clock = Clock(T0 + 6 * 3600 + 120)
+    await scheduler(r, prefix, sent, http, clock).turn()
+    assert len(of(sent, T.REQUESTS)) == 1
+    (skip,) = [e["data"] for _, e in of(sent, T.SCHEDULE_SLOTS) if e["data"]["status"] == "skipped"]
+    assert skip["count"] == 71 and skip["reason"] == "missed" and len(skip["slots"]) == 71
+    (audit,) = of(sent, T.AUDIT)
+    assert audit[1]["data"]["action"] == "schedule.skipped"
+    assert audit[1]["data"]["details"]["count"] == 71
+    stored = json.loads(await r.lindex(K.audit(prefix, "crm"), 0))
+    assert stored["details"]["scheduleId"] == "s1"
+
+
+async def test_cancel_previous_cancels_the_running_export(env):
+    r, prefix, sent, http = env
+    doc = export_schedule("s1", interval=60)
+    doc["spec"]["policy"] = {"overlap": "cancelPrevious"}
+    await Store(r, prefix).put(doc)
+    clock = Clock(T0 + 0.1)
+    sch = scheduler(r, prefix, sent, http, clock)
+    await sch.turn()
+    first = of(sent, T.REQUESTS)[0][0]
+    clock.t = T0 + 60.1  # the first export is still CREATED (running)
+    await sch.turn()
+    (cancel,) = of(sent, T.CONTROL)
+    assert cancel[0] == first and cancel[1]["data"]["taskId"] == first
+    assert len(of(sent, T.REQUESTS)) == 2
+    state = await Store(r, prefix).state("s1")
+    assert state.counters["cancelled"] == 1 and len(state.running) == 1
+
+
+async def test_pause_on_failure_pauses_the_definition_and_later_slots_are_skipped(env):
+    r, prefix, sent, http = env
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    store = Store(r, prefix)
+    await store.put({"id": "p1", "sysCode": "ops", "createdMs": int(T0 * 1000) - 1, "spec": {
+        "name": "dead", "trigger": {"interval": 1, "anchor": "2026-01-01T00:00:00Z"},
+        "action": {"probe": {"targets": [{"tcp": f"127.0.0.1:{dead}", "timeout": 0.5}]}},
+        "policy": {"pauseOnFailure": 2}}})
+    clock = Clock(T0)
+    sch = scheduler(r, prefix, sent, http, clock)
+    for _ in range(4):
+        await sch.turn()
+        clock.t += 1
+    doc = await store.get("p1")
+    assert doc["paused"] and "2 consecutive failures" in doc["note"]
+    state = await store.state("p1")
+    assert state.counters["failed"] == 2 and state.counters["skipped_paused"] == 2
+    events = [e["data"]["status"] for _, e in of(sent, T.SCHEDULE_SLOTS)]
+    assert events[:5] == ["fired", "failed", "fired", "failed", "paused"]
+    assert [e["data"]["action"] for _, e in of(sent, T.AUDIT)][0] == "schedule.paused"
+    # resumed by hand, it fires again (and counts failures afresh)
+    doc.update(paused=False, note=None)
+    await store.put(doc)
+    await sch.turn()
+    state = await store.state("p1")
+    assert state.counters["fired"] == 3 and not state.paused and state.failures == 1
