@@ -160,3 +160,72 @@ async def test_one_export_is_one_trace_covering_every_stage(make_ctx):
     assert app.headers and all(h.split("-")[1] == trace_hex for h in app.headers), app.headers
     assert state.get("stage") is None  # the stage is dropped once the task ended
 
+
+
+def _recorder(ctx):
+    """``ctx.report`` as the runtime sets it, recording (status, stage, seq)
+    of what is sent, in order."""
+    sent: list[tuple] = []
+
+    async def report(emits):
+        for e in emits:
+            await ctx.projection.apply(e.payload)
+            sent.append((e.payload.status, e.payload.stage, e.payload.seq))
+    ctx.report = report
+    return sent
+
+
+async def _pages(ctx, task: str, n: int, last: bool):
+    from plait.events import PageBatch
+    from streams.shards import write_shard
+
+    emits = []
+    for seq in range(n):
+        rows = [{"id": seq * 10 + i, "name": f"r{i}"} for i in range(10)]
+        emits = await write_shard(ctx, PageBatch(
+            taskId=task, seq=seq, rows=rows, rowCount=10, rowsBefore=seq * 10,
+            isLast=last and seq == n - 1, spec=make_spec()))
+    return emits
+
+
+async def test_the_last_page_reports_writing_then_uploading_then_succeeds(make_ctx):
+    """Write while fetching: the last page's own PROGRESS says writing and is
+    sent before the tail is written; uploading before the upload; both before
+    SUCCESS, in the spans export.finalize > export.write_file, export.upload."""
+    from export_harness import running
+
+    EXPORTER.clear()
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    sent = _recorder(ctx)
+    with tracing.span("export.write_shard"):
+        emits = await _pages(ctx, "t1", 3, last=True)
+    assert sent == [("PROGRESS", "writing", 2), ("PROGRESS", "uploading", None)]
+    assert [e.payload.status for e in emits] == ["SUCCESS"]  # the PROGRESS went out already
+    spans = {s.name: s for s in EXPORTER.get_finished_spans()}
+    assert spans["export.write_file"].attributes["plait.grown"] is True
+    for name in ("export.write_file", "export.upload"):
+        assert spans[name].parent.span_id == spans["export.finalize"].context.span_id, name
+    assert (await ctx.projection.get("t1"))["stage"] == "uploading"
+
+
+async def test_a_redrive_reports_writing_then_uploading_around_building_from_shards(make_ctx):
+    """The sweeper's re-drive (FinalizeRequested on a worker without the grown
+    file) reports the same stages, and building from shards is traced."""
+    from export_harness import running
+    from plait.events import FinalizeRequested
+    from streams.finalize import finalize
+
+    EXPORTER.clear()
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    await _pages(ctx, "t1", 3, last=False)
+    ctx.files.clear()  # another worker: the grown file is not here
+    sent = _recorder(ctx)
+    emits = await finalize(ctx, FinalizeRequested(taskId="t1", lastSeq=2, spec=make_spec()))
+    assert [s[:2] for s in sent] == [("PROGRESS", "writing"), ("PROGRESS", "uploading")]
+    assert [e.payload.status for e in emits] == ["SUCCESS"]
+    assert emits[0].payload.file.rows == 30
+    spans = {s.name: s for s in EXPORTER.get_finished_spans()}
+    assert spans["export.write_file"].attributes["plait.grown"] is False
+    assert "export.upload" in spans
