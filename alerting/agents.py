@@ -55,6 +55,7 @@ from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
 from plait import keys as K
 from plait import topics as T
+from plait import tracing
 from plait.agent import Agent, AgentRuntime, Hooks
 from plait.clock import parse_iso
 from plait.lifecycle import TERMINAL
@@ -149,10 +150,12 @@ class AlertingService:
     async def route(self, event, raws: list, attrs: dict) -> None:
         """Forward the alerts of one ``alerts.raw`` event to ``alerts.funnel``."""
         msg = event.message
+        tp = tracing.current_traceparent()  # the router's span: parent of the funnel decision
+        extra = {"headers": {tracing.TRACEPARENT: tp.encode()}} if tp else {}
         for i, raw in enumerate(raws):
             receiver, cmd = route_alert(self.config, raw)
             cmd["src"] = [msg.partition, msg.offset, i]
-            await self.funnel.send(key=receiver.encode(), value=command(**cmd))
+            await self.funnel.send(key=receiver.encode(), value=command(**cmd), **extra)
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:

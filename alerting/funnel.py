@@ -646,6 +646,7 @@ class Funnel:
                     del st["groups"][g["id"]]
             entries += [self._final(r, outcome, now, fp=fp, message_id=message_id) for fp, r in raws]
         rs["inflight"] = None
+        rs["last"] = {"outcome": "delivered", "at": now, "messageId": message_id}  # console
         c["messages_delivered"] += 1
         c["attempts"] += 1
         return entries
@@ -668,6 +669,7 @@ class Funnel:
         _rs, inf = self._find(message_id)
         if inf is None:
             return None
+        _rs["last"] = {"outcome": "failed", "at": now, "status": status}  # console
         c, d = self.state["counters"], self.config.delivery
         inf["failures"] += 1
         c["attempts"] += 1

@@ -202,7 +202,8 @@ class ViewPublisher:
             for i in range(0, len(removed), 1000):
                 pipe.hdel(key, *removed[i:i + 1000])
                 commands += 1
-            meta = {"updatedAt": now, "total": total, "shown": len(current), "partition": partition}
+            meta = {"updatedAt": now, "total": total, "shown": len(current), "partition": partition,
+                    "receivers": receiver_levels(state, self.config, now)}
             pipe.hset(key, META_FIELD, json.dumps(meta))
             pipe.expire(key, self.ttl)
             await asyncio.wait_for(pipe.execute(), 3)
@@ -217,6 +218,53 @@ class ViewPublisher:
         """Drop what was published for ``partition`` (it was revoked)."""
         self._last.pop(partition, None)
         self._at.pop(partition, None)
+
+
+def receiver_levels(state: dict[str, Any], config: Any, now: float) -> dict[str, dict[str, Any]]:
+    """Per receiver of one partition's funnel ``state``: token-bucket level
+    (``tokens`` refilled to ``now``, ``burst``), ``outbox`` (sections waiting),
+    ``inflight`` (a message being delivered) and ``last`` (the last delivery
+    result ``{"outcome", "at", "status"?}``, None before any). The alert
+    console (``api.console``) sums them over partitions."""
+    from alerting import bucket as tb
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, rs in (state.get("receivers") or {}).items():
+        try:
+            bc = config.receiver(name).bucket
+            b = tb.refill(rs.get("bucket") or tb.new_bucket(bc.burst, now), now, bc.burst,
+                          bc.refill_interval)
+            out[name] = {"tokens": round(b["tokens"], 3), "burst": bc.burst,
+                         "outbox": len(rs.get("outbox") or []),
+                         "inflight": rs.get("inflight") is not None, "last": rs.get("last")}
+        except Exception:  # a receiver gone from the config: skip it
+            continue
+    return out
+
+
+async def read_receivers(redis: Any, prefix: str, partitions: Iterable[int]) -> dict[str, dict[str, Any]]:
+    """Receiver levels published by ``partitions`` (:func:`receiver_levels`),
+    merged: the lowest token level, outboxes added, the newest ``last``."""
+    pipe = redis.pipeline(transaction=False)
+    for p in partitions:
+        pipe.hget(K.alert_view(prefix, p), META_FIELD)
+    merged: dict[str, dict[str, Any]] = {}
+    for raw in await pipe.execute():
+        try:
+            levels = json.loads(raw).get("receivers") or {} if raw else {}
+        except ValueError:
+            continue
+        for name, r in levels.items():
+            m = merged.get(name)
+            if m is None:
+                merged[name] = dict(r)
+                continue
+            m["tokens"] = min(m["tokens"], r["tokens"])
+            m["outbox"] += r["outbox"]
+            m["inflight"] = m["inflight"] or r["inflight"]
+            if r.get("last") and (not m.get("last") or r["last"]["at"] > m["last"]["at"]):
+                m["last"] = r["last"]
+    return merged
 
 
 async def publish(service: Any, partition: int) -> None:

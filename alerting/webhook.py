@@ -92,6 +92,22 @@ class WebhookSender:
             headers={"User-Agent": USER_AGENT})
 
     async def send(self, message: Message) -> SendResult:
+        """:meth:`_send` in a ``webhook.attempt`` span (the W3C ``traceparent``
+        header goes with each request), its outcome and latency recorded per
+        receiver in ``plait.metrics``."""
+        from plait import metrics, tracing
+
+        with tracing.span("webhook.attempt", **{"plait.receiver": message.receiver}) as sp:
+            result = await self._send(message)
+            outcome = ("success" if result.ok else "network_error" if result.status is None
+                       else f"http_{result.status // 100}xx")
+            metrics.WEBHOOK_SECONDS.labels(message.receiver).observe(result.elapsed or 0.0)
+            metrics.WEBHOOK_ATTEMPTS.labels(message.receiver, outcome).inc()
+            if sp is not None:
+                sp.set_attribute("plait.outcome", outcome)
+            return result
+
+    async def _send(self, message: Message) -> SendResult:
         """Deliver ``message`` to its receiver in the receiver's own format
         (:mod:`alerting.receivers`): webhook bodies with ``Idempotency-Key``
         and (when a secret is set) ``X-Plait-Timestamp`` /
@@ -119,8 +135,10 @@ class WebhookSender:
 
     async def _post(self, req: Request, t0: float) -> SendResult:
         try:
+            from plait import tracing
+
             resp = await self.client.request(req.method, req.url, content=req.body,
-                                             headers=req.headers,
+                                             headers=tracing.inject(dict(req.headers)),
                                              timeout=self.config.delivery.timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
             return SendResult(False, None, error=f"{type(e).__name__}: {e}",

@@ -123,8 +123,13 @@ class _Kafka:
             if err is not None:
                 errors.append(str(err))
 
+        from plait import tracing
+
+        tp = tracing.current_traceparent()  # to_thread copied the caller's context
         for topic, key, value, partition in records:
             kwargs = {"partition": partition} if partition is not None else {}
+            if tp:
+                kwargs["headers"] = [(tracing.TRACEPARENT, tp.encode())]
             p.produce(topic, key=key, value=value, on_delivery=done, **kwargs)
         remaining = p.flush(self.ack_timeout)
         if remaining or errors:
@@ -259,7 +264,11 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
                 for n, i in enumerate(chunk):
                     ids[i] = f"{eid}:{n}"
                 records.append((names.name(T.ALERTS_RAW), key.encode(), value, None))
-        await send(records)
+        from plait import tracing
+
+        with tracing.span("alert.ingest", **{"plait.source": source,
+                                             "plait.alerts": len(alerts)}):
+            await send(records)  # the records carry this span's traceparent header
         return ids
 
     async def send(records: list[tuple[str, bytes, bytes, int | None]]) -> None:

@@ -24,6 +24,21 @@ from sinks.signing import content_disposition, verify_link
 from sinks.store import LocalStore
 
 
+_STATE_COLLECTOR = None
+
+
+def _register_state_collector(collector) -> None:
+    """Register the scrape-time state gauges once per process (the last API
+    built wins: tests build several)."""
+    global _STATE_COLLECTOR
+    from prometheus_client import REGISTRY
+
+    if _STATE_COLLECTOR is not None:
+        REGISTRY.unregister(_STATE_COLLECTOR)
+    REGISTRY.register(collector)
+    _STATE_COLLECTOR = collector
+
+
 def create_api(settings: Settings | None = None) -> FastAPI:
     """Build the API app for ``settings`` (default: from the environment).
 
@@ -31,6 +46,13 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     registry is invalid (the API does not start)."""
     settings = settings or get_settings()
     sv = Services.build(settings)
+    from plait import tracing
+    from plait.metrics import StateCollector
+    from plait.topics import DLQ, Topics
+
+    tracing.setup("plait-api")
+    _register_state_collector(StateCollector(settings.redis_url, settings.redis_prefix,
+                                             settings.broker_url, Topics(settings.topic_prefix).name(DLQ)))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -48,6 +70,11 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     install_openapi(app)
 
     app.include_router(create_tasks_router(sv))
+    from api.console import install_console
+    from api.health import create_health_router
+
+    app.include_router(create_health_router(settings))
+    install_console(app, settings, sv)
     from api.schedules import create_schedules_router, refresh_lag
 
     app.include_router(create_schedules_router(sv))

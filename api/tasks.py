@@ -18,6 +18,7 @@ from api.envelope import envelope
 from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
 from plait import topics as T
+from plait import tracing
 from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
@@ -101,6 +102,11 @@ def create_tasks_router(services: Services) -> APIRouter:
         or, for an identical running task / a recent identical result, that
         task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
         the field."""
+        with tracing.span("export.request", **{"http.route": "/export/tasks",
+                                                "plait.sys_code": spec.sysCode}) as sp:
+            return await _create(spec, request, sp)
+
+    async def _create(spec: ExportSpec, request: Request, sp):
         caller = await sv.authenticate(request)
         try:
             check_request(sv, caller, spec)
@@ -109,6 +115,8 @@ def create_tasks_router(services: Services) -> APIRouter:
                            userId=spec.userId, sysCode=spec.sysCode)
             raise
         task_id, now = new_task_id(), utcnow_iso()
+        if sp is not None:
+            sp.set_attribute("plait.task_id", task_id)
         fingerprint = spec.fingerprint()
         existing, reused = await sv.projection.claim_fingerprint(
             fingerprint, task_id, sv.reuse_window(caller))

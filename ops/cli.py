@@ -112,6 +112,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
         dev_file = write_dev_env(urls)
         for key, value in urls.items():
             print(f"export {key}={shlex.quote(value)}")
+        print(f"# console: {stack.api_url}/ui/exports (exports), {stack.api_url}/ui/alerts "
+              f"(alerts); health: {stack.api_url}/health/ready")
         print(f"# plait dev: ready, {args.workers} worker(s) consuming; these are also in "
               f"{_shown(dev_file)} (`source` it); Ctrl-C stops", flush=True)
         stop.wait()

@@ -28,10 +28,22 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from plait import topics as T
+from plait import metrics, tracing
 from plait.events import DeadLetter, Payload, encode
 from plait.logs import get_logger
 
 log = get_logger("plait.runtime")
+
+
+#: Span name of each consumed topic (one span per handled event, docs/architecture.md).
+SPAN_NAMES = {
+    T.REQUESTS: "export.admission", T.FETCH: "export.fetch_page", T.PAGES: "export.write_shard",
+    T.FINALIZE: "export.finalize", T.CONTROL: "export.cancel", T.LIFECYCLE: "export.lifecycle",
+    T.DLQ: "dlq.observe",
+    # the funnel's agents, by agent name (one topic may feed several agents)
+    "plait.alerts.router": "alert.route", "plait.alerts.funnel": "alert.funnel_decision",
+    "plait.alerts.rules": "alert.rules", "plait.alerts.dlq": "alert.dlq",
+}
 
 
 @dataclass
@@ -137,8 +149,14 @@ class AgentRuntime:
         each one. Raises what the producer raised."""
         for hook in self.hooks:
             await hook.before_send(self, emits)
+        # the handler's span, when tracing is on, is the parent of what it sends
+        # (W3C traceparent in the envelope and in the Kafka record header)
+        traceparent = tracing.current_traceparent() or traceparent
+        headers = {tracing.TRACEPARENT: traceparent.encode()} if traceparent else None
+        extra = {"headers": headers} if headers else {}
         futures = [await self.topic(e.topic).send(
-            key=e.key.encode(), value=encode(e.payload, e.key, self.source, traceparent))
+            key=e.key.encode(), value=encode(e.payload, e.key, self.source, traceparent),
+            **extra)
             for e in emits]
         await asyncio.gather(*futures)
 
@@ -186,7 +204,21 @@ class AgentRuntime:
             self._lost(agent)
 
     async def _guarded(self, agent: Agent, event, attrs: dict, payload: Any) -> None:
-        """The per-event wrapper: handler, failure report, hooks; never raises."""
+        """The per-event wrapper: handler, failure report, hooks; never raises.
+        The handler runs in a span (``plait.tracing``) named after the stage,
+        child of the event's ``traceparent`` (Kafka header, else envelope)."""
+        msg = getattr(event, "message", None)
+        parent = (tracing.from_headers(getattr(msg, "headers", None))
+                  or (attrs.get("traceparent") if isinstance(attrs, dict) else None))
+        with tracing.span(SPAN_NAMES.get(agent.name) or SPAN_NAMES.get(agent.topic, agent.name), parent,
+                          **{"plait.task_id": getattr(payload, "taskId", None),
+                             "plait.seq": getattr(payload, "seq", None),
+                             "messaging.destination.name": getattr(msg, "topic", None)}):
+            with metrics.StageTimer(SPAN_NAMES.get(agent.name)
+                                    or SPAN_NAMES.get(agent.topic, agent.name)):
+                await self._guarded_inner(agent, event, attrs, payload)
+
+    async def _guarded_inner(self, agent: Agent, event, attrs: dict, payload: Any) -> None:
         try:
             for hook in self.hooks:
                 hook.before_handle(self, agent, payload)

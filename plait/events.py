@@ -140,6 +140,9 @@ class Lifecycle(Payload):
     workerId: str | None = None
     file: FileInfo | None = None
     quality: dict[str, int] | None = None
+    #: what a RUNNING task is doing now: ``fetching`` (pages), ``writing`` (the
+    #: file is being built from its shards), ``uploading`` (to the object store)
+    stage: Literal["fetching", "writing", "uploading"] | None = None
 
 
 class DeadLetter(Payload):

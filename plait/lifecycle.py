@@ -1,7 +1,8 @@
 """Task states and the rules that move a task between them (pure functions).
 
 States: CREATED -> WAITING -> RUNNING -> SUCCESS | FAILED | CANCELLED | TIMEOUT.
-PROGRESS is a report, not a state: it updates counters of a RUNNING task.
+PROGRESS is a report, not a state: it updates counters of a RUNNING task and
+its ``stage`` (fetching -> writing -> uploading; dropped once the task ends).
 A terminal task never changes status again, whatever arrives late; repeats
 are ignored, so at-least-once delivery of lifecycle events is harmless.
 
@@ -35,7 +36,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 _COPIED = ("sysCode", "bizType", "bizDesc", "userId", "fileName", "fileFormat", "fingerprint",
-           "timeout", "totalRows", "truncated", "errorMessage", "workerId", "quality")
+           "timeout", "totalRows", "truncated", "errorMessage", "workerId", "quality", "stage")
 
 
 def can_move(current: str | None, new: str) -> bool:
@@ -76,6 +77,8 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
                          "exportedRows": 0, "status": "CREATED"})
     for key in _COPIED:
         value = getattr(event, key)
+        if key == "stage" and (new["status"] in TERMINAL or event.status in TERMINAL):
+            continue  # an ended task is in no stage, whatever report comes late
         # a late report only fills what the end did not say: in topic order the end came after
         if value is not None and not (late and new.get(key) is not None):
             new[key] = value
@@ -95,6 +98,7 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
             new.setdefault("startedAt", event.at)
         if event.status in TERMINAL:
             new["finishedAt"] = event.at
+            new.pop("stage", None)
     total = new.get("totalRows")  # timestamps below are max()ed: replay order does not matter
     if new["status"] == "SUCCESS":
         new["progress"] = 1.0

@@ -103,6 +103,8 @@ class Settings(BaseSettings):
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
     worker_id: str = ""
     alerting_config: str = ""
+    #: workers serve Prometheus metrics on this port when > 0 (plait.metrics.serve)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     callers_file: str = ""
     auth_skew_seconds: int = Field(default=300, ge=1, le=3600)
     alertmanager_token: SecretStr = SecretStr("")

@@ -74,8 +74,12 @@ class PlaitProducer:
     def send(self, topic: str, key: str, payload: Payload) -> None:
         """Queue one event (base topic name from ``plait.topics``); raises
         ``BufferError`` when the local queue is full (call ``flush``)."""
+        from plait import tracing
+
+        tp = tracing.current_traceparent()
         self._producer.produce(self.topics.name(topic), key=key.encode(),
-                               value=encode(payload, key, self.source),
+                               value=encode(payload, key, self.source, tp),
+                               headers=[(tracing.TRACEPARENT, tp.encode())] if tp else None,
                                on_delivery=self._delivered)
         self._producer.poll(0)
 

@@ -92,7 +92,18 @@ def create_app(settings: Settings) -> faust.App:
         producer_max_request_size=2 * 1024 * 1024,
     )
     tune_fetch_wait(settings.fetch_max_wait_ms)
+    from plait import metrics, tracing
+
+    tracing.setup("plait-worker")
+    metrics.serve(settings.metrics_port)
     runtime = Runtime(app, build_context(settings), routes(settings))
+    names = {runtime.ctx.topics.name(t): t for t in T.ALL}
+
+    async def gauges() -> None:
+        metrics.update_lag(app, names)
+        metrics.WORKER_INFLIGHT.set(len(runtime.inflight))
+
+    _every(app, 5.0, gauges, "gauges")
     _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
     _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
     _every(app, readiness.INTERVAL_SECONDS, partial(

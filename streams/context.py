@@ -115,6 +115,10 @@ class Context:
     #: task id -> ((seq, cursor), the data API's answer being fetched ahead);
     #: at most one page ahead per task (``streams.handlers.fetch``).
     ahead: dict[str, Any] = field(default_factory=dict)
+    #: send events now, in the middle of a handler (acked, projection first;
+    #: set by ``streams.runtime.Runtime``, None without a runtime): the page
+    #: writer and the finalizer report the ``writing``/``uploading`` stages with it
+    report: Any = None
 
 
 def build_context(settings: Settings) -> Context:

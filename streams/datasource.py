@@ -123,14 +123,33 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
             "userId": spec.userId}
 
     async def once() -> Page:
+        import time
+
+        from plait import metrics, tracing
+
+        t0 = time.monotonic()
         try:
-            resp = await client.post(spec.dataConfig.dataApiUrl, json=body, headers=headers,
-                                     follow_redirects=False)
+            with tracing.span("data_api.request", **{"http.request.method": "POST",
+                                                     "plait.seq": seq}):
+                resp = await client.post(spec.dataConfig.dataApiUrl, json=body,
+                                         headers=tracing.inject(dict(headers or {})),
+                                         follow_redirects=False)
         except httpx.TimeoutException as exc:
+            metrics.DATA_API_ERRORS.labels(spec.sysCode, "timeout").inc()
             raise RetryableError(f"page {seq}: data API timed out ({type(exc).__name__})")
         except httpx.TransportError as exc:
+            metrics.DATA_API_ERRORS.labels(spec.sysCode, "transport").inc()
             raise RetryableError(f"page {seq}: cannot reach data API ({exc})")
-        return parse_answer(seq, resp.status_code, resp.headers, resp.content)
+        finally:
+            metrics.DATA_API_SECONDS.labels(spec.sysCode).observe(time.monotonic() - t0)
+        try:
+            return parse_answer(seq, resp.status_code, resp.headers, resp.content)
+        except RetryableError:
+            metrics.DATA_API_ERRORS.labels(spec.sysCode, "retryable").inc()
+            raise
+        except PermanentError:
+            metrics.DATA_API_ERRORS.labels(spec.sysCode, "permanent").inc()
+            raise
 
     def check_progress(page: Page) -> Page:
         if not page.finished and page.next_context in (context, body["runtimeContext"]):

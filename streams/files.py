@@ -13,6 +13,11 @@ Shared floor of the page writer (``streams.shards``) and the finalizer
   did not see the earlier pages (a re-drive, a rebalance).
 - :func:`build_file`: the whole file from shards 0..last_seq (the re-drive
   path and the fallback whenever the growing file is in doubt).
+- :func:`report_stage`, :func:`stage_reporter`: the ``writing`` and
+  ``uploading`` PROGRESS reports of a task being finished (``docs/events.md``,
+  ``stage``). Wherever a file is finished (:meth:`TaskFile.finish`,
+  :func:`build_file`) writing it is the span ``export.write_file`` and the
+  upload the span ``export.upload`` (``plait.tracing``).
 """
 from __future__ import annotations
 
@@ -24,10 +29,12 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from plait import tracing
 from plait.errors import PermanentError
 from plait.events import FileInfo
 from plait.logs import get_logger
@@ -44,6 +51,10 @@ log = get_logger("plait.files")
 
 #: Rows per record batch handed to a writer.
 BATCH_ROWS = 8192
+
+#: Called (blocking, from the thread finishing a file) with ``"uploading"``
+#: when the file is written and its upload starts; see :func:`stage_reporter`.
+OnStage = Callable[[str], None]
 
 
 @dataclass
@@ -156,12 +167,18 @@ class TaskFile:
             raise PermanentError(f"page {seq}: cannot write its rows as {self.doc.fileFormat} "
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
 
-    def finish(self, store: ObjectStore) -> Built:
-        """Close the writer and upload to ``results/{task id}/{file name}``."""
-        report = self.writer.close()
+    def finish(self, store: ObjectStore, on_stage: OnStage | None = None) -> Built:
+        """Close the writer (the tail of the file is written: span
+        ``export.write_file``) and upload to ``results/{task id}/{file name}``
+        (:func:`upload`: ``on_stage("uploading")``, span ``export.upload``)."""
+        with tracing.span("export.write_file", **{"plait.task_id": self.task_id,
+                                                  "plait.file_format": self.doc.fileFormat,
+                                                  "plait.pages": self.next_seq,
+                                                  "plait.grown": True}):
+            report = self.writer.close()
         quality = dict(self.quality)
         _add(quality, report.quality)
-        return upload(store, self.task_id, report, quality)
+        return upload(store, self.task_id, report, quality, on_stage)
 
     def discard(self) -> None:
         """Forget the file: a writer that streams from a thread (native xlsx)
@@ -173,11 +190,16 @@ class TaskFile:
 
 
 def upload(store: ObjectStore, task_id: str, report: WriteReport,
-           quality: dict[str, int]) -> Built:
-    """Blocking: upload a closed writer's file; its sha256 and size."""
+           quality: dict[str, int], on_stage: OnStage | None = None) -> Built:
+    """Blocking: upload a closed writer's file; its sha256 and size.
+    ``on_stage("uploading")`` is called first; the upload is the span
+    ``export.upload``."""
     key = f"results/{task_id}/{report.path.name}"
     size, digest = report.path.stat().st_size, sha256_file(report.path)
-    store.put_file(key, report.path)
+    if on_stage is not None:
+        on_stage("uploading")
+    with tracing.span("export.upload", **{"plait.task_id": task_id, "plait.bytes": size}):
+        store.put_file(key, report.path)
     return Built(key, report, size, digest, quality)
 
 
@@ -258,23 +280,27 @@ def drop(ctx: Context, task_id: str) -> None:
         tf.discard()
 
 
-def finish(ctx: Context, task_id: str, last_seq: int, doc: DocumentConfig) -> Built:
+def finish(ctx: Context, task_id: str, last_seq: int, doc: DocumentConfig,
+           on_stage: OnStage | None = None) -> Built:
     """Blocking: the task's file, uploaded: the grown one when it holds pages
     0..last_seq, else built from the shards. The grown file is forgotten
-    either way."""
+    either way. ``on_stage("uploading")`` when the upload starts."""
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         try:
             if tf.next_seq == last_seq + 1:
-                return tf.finish(ctx.store)
+                return tf.finish(ctx.store, on_stage)
         finally:
             tf.discard()
-    return build_file(ctx.store, task_id, last_seq, doc)
+    return build_file(ctx.store, task_id, last_seq, doc, on_stage)
 
 
-def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentConfig) -> Built:
+def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentConfig,
+               on_stage: OnStage | None = None) -> Built:
     """Blocking: merge shards 0..last_seq into one file and upload it to
     ``results/{task_id}/{file name}``. Peak memory is one shard plus one batch.
+    Writing the file is the span ``export.write_file``; ``on_stage("uploading")``
+    is called when its upload (span ``export.upload``) starts.
 
     Raises:
         PermanentError: a shard is missing (names the first missing pages).
@@ -298,20 +324,75 @@ def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentCon
         schema = unify_schemas(schemas)
         out = work / "out"
         out.mkdir()
-        writer = open_writer(out, schema, doc)
-        for seq, path in enumerate(paths):
-            try:
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
-                    writer.write_batch(conform(batch, schema))
-            except PermanentError:
-                raise
-            except Exception as exc:  # a data problem never surfaces as "internal error"
-                raise PermanentError(f"page {seq}: cannot write its rows as {doc.fileFormat} "
-                                     f"({type(exc).__name__}: {str(exc)[:200]})") from exc
-            path.unlink()
-        report = writer.close()
+        with tracing.span("export.write_file", **{"plait.task_id": task_id,
+                                                  "plait.file_format": doc.fileFormat,
+                                                  "plait.pages": last_seq + 1,
+                                                  "plait.grown": False}):
+            writer = open_writer(out, schema, doc)
+            for seq, path in enumerate(paths):
+                try:
+                    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                        writer.write_batch(conform(batch, schema))
+                except PermanentError:
+                    raise
+                except Exception as exc:  # a data problem never surfaces as "internal error"
+                    raise PermanentError(f"page {seq}: cannot write its rows as "
+                                         f"{doc.fileFormat} ({type(exc).__name__}: "
+                                         f"{str(exc)[:200]})") from exc
+                path.unlink()
+            report = writer.close()
         _add(quality, report.quality)
-        return upload(store, task_id, report, quality)
+        return upload(store, task_id, report, quality, on_stage)
+
+
+async def report_stage(ctx: Context, spec: ExportSpec, task_id: str, stage: str,
+                       event: Emit | None = None) -> bool:
+    """Report that a RUNNING task is in ``stage`` now, in the middle of its
+    handler: a PROGRESS event on ``export.lifecycle`` (``event`` when given,
+    e.g. the last page's own PROGRESS, with its ``stage`` set), so a rebuilt
+    projection reads the same. Applied to the projection first (the projector
+    may consume it only after SUCCESS, which drops the stage, and a rebuild
+    would differ), then sent, acked, through ``ctx.report``.
+
+    Returns whether it was sent: False without a runtime (``ctx.report`` is
+    None: handler unit tests; the caller then returns ``event`` with its other
+    events) or when sending failed (logged: a progress report never fails the
+    export). Never raises."""
+    if event is None:
+        event = lifecycle(spec, task_id, "PROGRESS", stage=stage, workerId=ctx.worker_id)
+    else:
+        event.payload.stage = stage
+    try:
+        await ctx.projection.apply(event.payload)
+        if ctx.report is None:
+            return False
+        await ctx.report([event])
+        return True
+    except Exception as exc:
+        log.warning("cannot report stage", task=task_id, stage=stage,
+                    reason=f"{type(exc).__name__}: {exc}")
+        return False
+
+
+def stage_reporter(ctx: Context, spec: ExportSpec, task_id: str) -> OnStage:
+    """An ``on_stage`` for :func:`finish` / :func:`build_file`, which run in a
+    thread: it runs :func:`report_stage` on the calling event loop and waits
+    (up to 30 s) until it is done, so the report is on the lifecycle topic
+    before the upload starts and before SUCCESS. Call it from the event loop's
+    thread; the returned function only from another thread."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def on_stage(stage: str) -> None:
+        future = asyncio.run_coroutine_threadsafe(
+            report_stage(ctx, spec, task_id, stage), loop)
+        try:
+            future.result(timeout=30)
+        except Exception:  # TimeoutError: the upload does not wait any longer
+            log.warning("stage report still pending", task=task_id, stage=stage)
+
+    return on_stage
 
 
 async def success(ctx: Context, spec: ExportSpec, task_id: str, built: Built,

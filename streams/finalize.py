@@ -11,7 +11,8 @@ import asyncio
 from plait.events import FinalizeRequested
 from plait.lifecycle import TERMINAL
 from streams.context import Context, Emit
-from streams.files import Built, build_file, finish, sha256_file, success
+from streams.files import (Built, build_file, finish, report_stage, sha256_file,
+                           stage_reporter, success)
 from streams.layout import cleanup
 
 __all__ = ["Built", "after_finalize", "build_file", "finalize", "sha256_file"]
@@ -20,14 +21,20 @@ __all__ = ["Built", "after_finalize", "build_file", "finalize", "sha256_file"]
 async def finalize(ctx: Context, cmd: FinalizeRequested) -> list[Emit]:
     """FinalizeRequested -> the file in object storage and SUCCESS.
 
-    Skips a task already finalized or ended (cancelled, timed out).
+    Skips a task already finalized or ended (cancelled, timed out). Reports
+    the stages ``writing`` (before the file is built) and ``uploading`` (before
+    its upload) as PROGRESS (``docs/events.md``, ``stage``); the handler is
+    the span ``export.finalize`` (``plait.agent``), with ``export.write_file``
+    and ``export.upload`` inside.
     """
     marks = await ctx.checkpoints.get(cmd.taskId)
     state = await ctx.projection.get(cmd.taskId)
     if "finalized" in marks or (state and state["status"] in TERMINAL):
         return []
     doc = cmd.spec.documentConfig
-    built = await asyncio.to_thread(finish, ctx, cmd.taskId, cmd.lastSeq, doc)
+    await report_stage(ctx, cmd.spec, cmd.taskId, "writing")
+    built = await asyncio.to_thread(finish, ctx, cmd.taskId, cmd.lastSeq, doc,
+                                    stage_reporter(ctx, cmd.spec, cmd.taskId))
     return [await success(ctx, cmd.spec, cmd.taskId, built, cmd.truncated)]
 
 

@@ -13,6 +13,7 @@ Run in the worker's container::
 
     python -m streams.health            # exit 0: heartbeat fresh; 1: not
     python -m streams.health --broker   # also: the broker answers metadata
+    python -m streams.health --ready    # dependencies as JSON (as the API's /health/ready)
 
 The worker id is ``PLAIT_WORKER_ID`` when set; otherwise a worker names
 itself ``<hostname>:<pid>``, so any heartbeat key of this host counts (one
@@ -79,12 +80,103 @@ def check(settings: Settings, broker: bool = False, timeout: float = 5.0) -> tup
     return True, f"ok: heartbeat {', '.join(keys)}"
 
 
+def _probe(fn, timeout: float) -> dict:
+    """Run ``fn() -> detail`` (blocking) and time it: ``{"ok", "ms", "detail"|"error"}``."""
+    import time
+
+    t0 = time.monotonic()
+    try:
+        detail = fn()
+        return {"ok": True, "ms": round((time.monotonic() - t0) * 1000, 1), "detail": detail}
+    except Exception as exc:  # every failure is a state to report, never an exception
+        return {"ok": False, "ms": round((time.monotonic() - t0) * 1000, 1),
+                "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def dependencies(settings: Settings, timeout: float = 3.0) -> dict:
+    """Readiness of what a Plait process needs (blocking; run it in a thread).
+
+    Returns ``{"ready": bool, "checks": {name: {"ok", "ms", "detail"|"error"}}}``
+    with checks ``redis`` (PING), ``broker`` (metadata answered), ``topics``
+    (every Plait topic of ``plait.topics.Topics`` exists), ``objectStore``
+    (a probe object written, read back and deleted under ``_health/``: the
+    bucket is reachable and writable). Used by the API's ``/health/ready``
+    and ``python -m streams.health --ready``. Never raises.
+    """
+    import logging
+    import uuid
+
+    import redis
+
+    from plait.topics import Topics
+    from sinks.store import open_store
+
+    checks: dict[str, dict] = {}
+
+    def ping():
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=timeout,
+                                      socket_connect_timeout=timeout)
+        try:
+            client.ping()
+            return "PONG"
+        finally:
+            client.close()
+
+    checks["redis"] = _probe(ping, timeout)
+    found: dict = {}
+
+    def metadata():
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": settings.broker_url},
+                            logger=logging.getLogger("plait.kafka"))
+        found["topics"] = set(admin.list_topics(timeout=timeout).topics)
+        return f"{len(found['topics'])} topics"
+
+    checks["broker"] = _probe(metadata, timeout)
+
+    def topics():
+        if "topics" not in found:
+            raise RuntimeError("broker did not answer")
+        missing = [t for t in Topics(settings.topic_prefix).all() if t not in found["topics"]]
+        if missing:
+            raise RuntimeError(f"missing topics: {', '.join(missing)}")
+        return "all present"
+
+    checks["topics"] = _probe(topics, timeout)
+
+    def bucket():
+        store = open_store(settings.storage_url, settings.api_url, settings.signing_secret,
+                           settings.s3_endpoint_url, settings.s3_region, settings.s3_public_url)
+        folder = f"_health/{uuid.uuid4().hex}/"
+        key = folder + "probe"
+        store.put_bytes(key, b"ok")
+        try:
+            if store.get_bytes(key) != b"ok":
+                raise RuntimeError("probe object read back differs")
+        finally:
+            store.delete_prefix(folder)
+        return "writable"
+
+    checks["objectStore"] = _probe(bucket, timeout)
+    return {"ready": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: print one line, return 0 when healthy, 1 when not."""
     parser = argparse.ArgumentParser(prog="python -m streams.health", description=__doc__.split("\n")[0])
     parser.add_argument("--broker", action="store_true", help="also require the broker to answer")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per check")
+    parser.add_argument("--ready", action="store_true",
+                        help="check the dependencies (Redis, broker, topics, object store) "
+                             "and print each one's state as JSON")
     args = parser.parse_args(argv)
+    if args.ready:
+        import json
+
+        state = dependencies(Settings(), args.timeout)
+        print(json.dumps(state))
+        return 0 if state["ready"] else 1
     ok, line = check(Settings(), broker=args.broker, timeout=args.timeout)
     print(line)
     return 0 if ok else 1

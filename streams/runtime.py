@@ -21,9 +21,11 @@ from typing import Awaitable, Callable
 import redis.exceptions
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from plait.agent import Agent, AgentRuntime, Emit, Hooks
+from plait import tracing
+from plait.agent import SPAN_NAMES, Agent, AgentRuntime, Emit, Hooks
 from plait.errors import PermanentError, RetryableError
 from plait.events import Lifecycle, Payload, decode
+from plait import metrics
 from plait.lifecycle import TERMINAL
 from plait.logs import get_logger
 from streams.context import Context
@@ -86,7 +88,11 @@ class ExportHooks(Hooks):
         ``export.lifecycle`` differs from)."""
         for e in emits:
             if isinstance(e.payload, Lifecycle):
-                await self.ctx.projection.apply(e.payload)
+                final = e.payload.status != "PROGRESS"
+                before = await self.ctx.projection.status(e.payload.taskId) if final else None
+                new = await self.ctx.projection.apply(e.payload)
+                if new is not None and final:
+                    metrics.task_changed(before, new)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
                        run: Callable[[], Awaitable[None]]) -> None:
@@ -160,6 +166,7 @@ class Runtime:
         self.hooks = ExportHooks(ctx, {self.name(r) for r in routes if r.detached})
         self.rt = AgentRuntime(app, ctx.topics, ctx.settings.partitions, ctx.worker_id,
                                [self.hooks], exit_when_lost=True)
+        ctx.report = self.rt.send
         for route in routes:
             self.rt.register(self.agent(route))
 
@@ -201,18 +208,41 @@ class Runtime:
         soon as a step returned, while its events (page n) are sent and acked
         and ``route.after`` records the checkpoint; events leave in step order.
         A step that fails ends the chain (the failure is the handler's); a
-        worker that dies mid-chain is re-driven from the last checkpoint."""
-        current: asyncio.Task = asyncio.ensure_future(step(payload))
+        worker that dies mid-chain is re-driven from the last checkpoint.
+
+        Tracing and metrics as if each step were its own event: the first step
+        runs in the agent's span; each later step is a span of the route's
+        name (``plait.agent.SPAN_NAMES``, e.g. ``export.fetch_page``), child of
+        the step that made its command, and is timed in
+        ``plait_stage_duration_seconds``; a step's events carry its span as
+        their ``traceparent``."""
+        name = SPAN_NAMES.get(route.topic, self.name(route))
+
+        async def traced(p: Payload, first: bool,
+                         parent: str | None) -> tuple[list[Emit], str | None]:
+            if first:  # already in the agent's span (plait.agent)
+                return await step(p), tracing.current_traceparent()
+            with tracing.span(name, parent, **{"plait.task_id": getattr(p, "taskId", None),
+                                               "plait.seq": getattr(p, "seq", None),
+                                               "plait.followed": True}), \
+                    metrics.StageTimer(name):
+                return await step(p), tracing.current_traceparent()
+
+        current: asyncio.Task = asyncio.ensure_future(traced(payload, True, None))
         try:
             while True:
-                emits = await current
+                emits, step_tp = await current
                 own = [e for e in emits if e.topic == route.topic]
                 nxt = own[-1].payload if own else None
                 if nxt is not None:
-                    current = asyncio.ensure_future(step(nxt))
+                    current = asyncio.ensure_future(traced(nxt, False, step_tp))
                 send = [e for e in emits if e.topic != route.topic]
                 if send:
-                    await self.rt.send(send, traceparent)
+                    token = tracing.attach(step_tp)  # the step's span is their parent
+                    try:
+                        await self.rt.send(send, step_tp or traceparent)
+                    finally:
+                        tracing.detach(token)
                 if emits and route.after is not None:
                     await route.after(self.ctx, payload, emits)
                 if nxt is None:

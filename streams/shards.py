@@ -13,12 +13,14 @@ import json
 
 import pyarrow as pa
 
+from plait import metrics, tracing
 from plait.events import PageBatch
 from plait.lifecycle import TERMINAL
 from sinks.values import json_number, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
-from streams.files import decode_shard, drop, encode_shard, finish, grow, success
+from streams.files import (decode_shard, drop, encode_shard, finish, grow, report_stage,
+                           stage_reporter, success)
 from streams.layout import cleanup, shard_key, shard_prefix
 
 
@@ -45,6 +47,13 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     worker dying at any point leaves shards 0..seq for whoever takes over
     (the redelivered page, or the sweeper's FinalizeRequested).
 
+    Stages (``docs/events.md``, ``stage``): each page's PROGRESS says
+    ``fetching`` (the file grows along); the last page's PROGRESS says
+    ``writing`` and is sent at once (the tail is written and the file closed
+    next), then ``uploading`` before the upload; SUCCESS follows. Finishing is
+    the span ``export.finalize`` (with ``export.write_file`` and
+    ``export.upload``), as on the re-drive path.
+
     Raises ``PermanentError`` (task FAILED) when rows break the column spec or
     the writer refuses them.
     """
@@ -63,17 +72,25 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
         drop(ctx, page.taskId)
         return []
-    emits = [lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
-                       exportedRows=page.rowsBefore + page.rowCount,
-                       totalRows=page.totalRows, workerId=ctx.worker_id)]
-    if page.isLast:
-        marks = await ctx.checkpoints.get(page.taskId)
-        if "finalized" in marks:
-            return emits
-        await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))
-        built = await asyncio.to_thread(finish, ctx, page.taskId, page.seq, doc)
-        emits.append(await success(ctx, page.spec, page.taskId, built, page.truncated))
-    return emits
+    progress = lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
+                         exportedRows=page.rowsBefore + page.rowCount,
+                         totalRows=page.totalRows, workerId=ctx.worker_id, stage="fetching")
+    if not page.isLast:
+        return [progress]
+    marks = await ctx.checkpoints.get(page.taskId)
+    if "finalized" in marks:
+        return [progress]
+    await ctx.checkpoints.set(page.taskId, last_seq=page.seq, truncated=int(page.truncated))
+    with tracing.span("export.finalize", **{"plait.task_id": page.taskId,
+                                            "plait.last_seq": page.seq}), \
+            metrics.StageTimer("export.finalize"):
+        # the last page's PROGRESS goes out now (not after the handler), so
+        # the lifecycle topic reads fetching -> writing -> uploading -> SUCCESS
+        sent = await report_stage(ctx, page.spec, page.taskId, "writing", progress)
+        on_stage = stage_reporter(ctx, page.spec, page.taskId)
+        built = await asyncio.to_thread(finish, ctx, page.taskId, page.seq, doc, on_stage)
+        done = await success(ctx, page.spec, page.taskId, built, page.truncated)
+    return [done] if sent else [progress, done]
 
 
 async def after_write_shard(ctx: Context, page: PageBatch, emits: list[Emit]) -> None:

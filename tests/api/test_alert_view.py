@@ -74,8 +74,11 @@ def test_publish_is_bounded_incremental_and_expires(prefix):
         return first, fields, meta, ttl, again, after, views
 
     first, fields, meta, ttl, again, after, views = run(go())
+    receivers = meta.pop("receivers")  # the console's receiver levels (api.console)
     assert len(fields) == 6 and meta == {"updatedAt": 2000.0, "total": 8, "shown": 5,
                                          "partition": 0}
+    assert all({"tokens", "burst", "outbox", "inflight", "last"} <= set(r)
+               for r in receivers.values())
     assert 0 < ttl <= 30
     assert again == 2  # meta + expire, no alert rewritten
     assert len(after) == 6  # h7 resolved and left; h2 (next most recent) came in

@@ -19,7 +19,8 @@ class FakeTopic:
     def __init__(self, name: str, app: "FakeApp") -> None:
         self.name, self.app = name, app
 
-    async def send(self, key: bytes, value: bytes, partition: int | None = None):
+    async def send(self, key: bytes, value: bytes, partition: int | None = None,
+                   headers: dict | None = None):
         if self.app.broken:
             raise ConnectionError("broker gone")
         self.app.sent.append((self.name, key, value))

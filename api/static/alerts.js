@@ -1,0 +1,144 @@
+// Alert console: current alerts and groups (Alertmanager API v2), funnel counters,
+// receivers (token bucket, last delivery), silences with a matcher preview.
+"use strict";
+(() => {
+  const { el } = Plait;
+  let alerts = [];
+  let bearer = sessionStorage.getItem("plait.bearer") || "";
+
+  async function am(method, url, body) {
+    const headers = { Accept: "application/json" };
+    if (bearer) headers.Authorization = "Bearer " + bearer;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const resp = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await resp.text();
+    const data = text ? JSON.parse(text) : null;
+    if (!resp.ok) throw new Error(`${resp.status}: ${(data && (data.message || JSON.stringify(data))) || resp.statusText}`);
+    return data;
+  }
+  // matchers: Alertmanager/PromQL form, e.g. alertname="X", sev=~"crit.*", team!="a"
+  function parseMatchers(text) {
+    const out = [];
+    const re = /\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))\s*,?/y;
+    let m; const s = text.trim().replace(/^\{|\}$/g, "");
+    re.lastIndex = 0;
+    while (re.lastIndex < s.length && (m = re.exec(s))) {
+      const op = m[2];
+      out.push({ name: m[1], value: m[3] !== undefined ? m[3].replace(/\\(.)/g, "$1") : m[4],
+                 isRegex: op.includes("~"), isEqual: !op.startsWith("!") });
+    }
+    if (re.lastIndex < s.length && s.length) throw new Error(`cannot read matchers after "${s.slice(0, re.lastIndex)}"`);
+    return out;
+  }
+  function matches(mt, labels) {
+    const v = labels[mt.name] || "";
+    const hit = mt.isRegex ? new RegExp("^(?:" + mt.value + ")$").test(v) : v === mt.value;
+    return mt.isEqual ? hit : !hit;
+  }
+  const labelsOf = (a) => el("span", { class: "labels" }, Object.entries(a.labels || {}).map(([k, v]) => el("code", {}, `${k}="${v}"`)));
+  const stateOf = (a) => {
+    const st = a.status || {};
+    if ((st.silencedBy || []).length) return "silenced";
+    if ((st.inhibitedBy || []).length) return "inhibited";
+    return st.state === "active" ? "firing" : st.state || "firing";
+  };
+  function renderAlerts() {
+    document.getElementById("alert-count").textContent = `(${alerts.length})`;
+    document.querySelector("#alerts tbody").replaceChildren(...alerts.map((a) => {
+      const s = stateOf(a);
+      return el("tr", { dataset: { fingerprint: a.fingerprint, alertname: (a.labels || {}).alertname || "", state: s } },
+        el("td", {}, (a.labels || {}).alertname || "", el("div", { class: "muted" }, (a.annotations || {}).summary || "")),
+        el("td", {}, labelsOf(a)),
+        el("td", { class: "alert-state " + (s === "firing" ? "state-active" : "state-suppressed") }, s,
+           (a.status.silencedBy || []).length ? el("div", { class: "muted" }, "by " + a.status.silencedBy.join(", ")) : null),
+        el("td", {}, (a.receivers || []).map((r) => r.name).join(", ")),
+        el("td", { class: "muted" }, a.startsAt || ""));
+    }));
+    preview();
+  }
+  function renderGroups(groups) {
+    document.querySelector("#groups tbody").replaceChildren(...groups.map((g) => el("tr", {},
+      el("td", {}, g.receiver.name), el("td", {}, labelsOf({ labels: g.labels })),
+      el("td", {}, g.alerts.map((a) => `${(a.labels || {}).alertname || "?"} (${stateOf(a)})`).join(", ")))));
+  }
+  function renderFunnel(c) {
+    const steps = [["received", c.received], ["deduplicated", c.deduplicated], ["silenced", c.silenced],
+                   ["inhibited", c.inhibited], ["merged", c.merged], ["rejected", c.rejected],
+                   ["pending", c.pending], ["delivered", c.delivered]];
+    const max = Math.max(1, c.received || 0);
+    document.getElementById("funnel").replaceChildren(
+      ...steps.map(([name, n]) => el("div", { class: "row", dataset: { outcome: name } },
+        el("span", { class: "name" }, name), el("div", { class: "fill", style: `width:${Math.round(300 * (n || 0) / max)}px;` + (name === "received" ? "background:#374151" : name === "delivered" ? "background:#1a7f37" : "") }),
+        el("span", { class: "count" }, String(n || 0)))),
+      el("div", { class: "muted" }, `webhook attempts ${c.attempts || 0}, failed ${c.attemptsFailed || 0}, 429 ${c.http429 || 0}, 5xx ${c.http5xx || 0}` +
+        (c.balanced === false ? " — counters not balanced yet" : "")));
+  }
+  function renderReceivers(list) {
+    document.querySelector("#receivers tbody").replaceChildren(...list.map((r) => el("tr", { dataset: { receiver: r.name } },
+      el("td", {}, r.name),
+      el("td", {}, r.burst ? el("div", { class: "bar", title: `${(r.tokens ?? r.burst).toFixed(2)} of ${r.burst}` },
+        el("div", { style: `width:${Math.round(100 * (r.tokens ?? r.burst) / r.burst)}%` })) : "",
+        el("span", { class: "muted" }, r.burst ? ` ${(r.tokens ?? r.burst).toFixed(1)} / ${r.burst}` : "not reported yet")),
+      el("td", {}, String(r.outbox ?? "")),
+      el("td", { class: "muted" }, r.last ? `${r.last.outcome}${r.last.status ? " " + r.last.status : ""} at ${new Date(r.last.at * 1000).toISOString()}` : "none yet"))));
+  }
+  function renderSilences(list) {
+    document.querySelector("#silences tbody").replaceChildren(...list.map((s) => el("tr", { dataset: { silence: s.id, state: s.status.state } },
+      el("td", { class: "muted" }, s.id), el("td", {}, s.matchers.map((m) => `${m.name}${m.isEqual === false ? "!" : ""}${m.isRegex ? "=~" : "="}"${m.value}"`).join(", ")),
+      el("td", {}, s.status.state), el("td", { class: "muted" }, s.endsAt), el("td", {}, s.comment),
+      el("td", {}, s.status.state !== "expired" ? el("button", { type: "button", class: "danger expire", onclick: () => expire(s.id) }, "Expire") : null))));
+  }
+  function preview() {
+    const box = document.getElementById("preview");
+    const text = document.querySelector("#silence-form [name=matchers]").value;
+    if (!text.trim()) { box.textContent = "Type matchers to see which current alerts the silence would mute."; return; }
+    try {
+      const ms = parseMatchers(text);
+      const hit = alerts.filter((a) => ms.every((m) => matches(m, a.labels || {})));
+      box.replaceChildren(`Would mute ${hit.length} of ${alerts.length} current alerts`,
+        hit.length ? ": " : ".", hit.map((a) => el("code", { class: "would-mute" }, (a.labels || {}).alertname || a.fingerprint)));
+    } catch (e) { box.textContent = e.message; }
+  }
+  async function refresh() {
+    const [a, g, s, c, r] = await Promise.allSettled([am("GET", "/api/v2/alerts"), am("GET", "/api/v2/alerts/groups"),
+      am("GET", "/api/v2/silences"), am("GET", "/alerts/counters"), am("GET", "/ui/receivers")]);
+    if (a.status === "fulfilled") { alerts = a.value; renderAlerts(); }
+    if (g.status === "fulfilled") renderGroups(g.value);
+    if (s.status === "fulfilled") renderSilences(s.value);
+    if (c.status === "fulfilled") renderFunnel(c.value.data || c.value);
+    if (r.status === "fulfilled") renderReceivers(r.value.receivers);
+    const bad = [a, g, s, c, r].find((x) => x.status === "rejected");
+    document.getElementById("who").textContent = bad ? bad.reason.message : "updated " + new Date().toLocaleTimeString();
+  }
+  async function expire(id) {
+    try { await am("DELETE", `/api/v2/silence/${encodeURIComponent(id)}`); } catch (e) { alert(e.message); }
+    refresh();
+  }
+  async function create(ev) {
+    ev.preventDefault();
+    const f = Object.fromEntries(new FormData(ev.target));
+    try {
+      const now = new Date();
+      await am("POST", "/api/v2/silences", { matchers: parseMatchers(f.matchers), startsAt: now.toISOString(),
+        endsAt: new Date(now.getTime() + parseFloat(f.hours) * 3600e3).toISOString(), createdBy: f.createdBy, comment: f.comment });
+      ev.target.querySelector("[name=matchers]").value = "";
+    } catch (e) { alert(e.message); }
+    refresh();
+  }
+  async function start() {
+    const config = await (await fetch("/ui/config")).json();
+    if (!config.alerting) { document.getElementById("auth").textContent = "Alerting is not configured on this API (PLAIT_ALERTING_CONFIG)."; return; }
+    if (config.bearer && !bearer) {
+      const f = el("form", { class: "login" }, el("label", {}, "Alertmanager bearer token ", el("input", { name: "token", type: "password" })), el("button", {}, "Sign in"));
+      f.addEventListener("submit", (e) => { e.preventDefault(); sessionStorage.setItem("plait.bearer", new FormData(f).get("token")); location.reload(); });
+      document.getElementById("auth").replaceChildren(f);
+      return;
+    }
+    document.getElementById("console").hidden = false;
+    document.getElementById("silence-form").addEventListener("submit", create);
+    document.querySelector("#silence-form [name=matchers]").addEventListener("input", preview);
+    await refresh();
+    setInterval(refresh, 2000);
+  }
+  start();
+})();

@@ -1,0 +1,185 @@
+"""Issue 15: the console in a real headless browser (Debian ``chromium``,
+driven by Playwright for Python pointed at the system binary; never
+``playwright install``). One stack (``plait dev``'s ``ops.stack.Stack``) with
+the alert funnel; screenshots of both pages go to ``tests/artifacts/``
+(gitignored; the path is printed)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "alerting_e2e"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "pipeline"))
+
+from alert_e2e_support import Receiver, wait_until, write_config  # noqa: E402
+from support import seq_spec, submit, wait_task  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
+
+playwright_api = pytest.importorskip("playwright.sync_api",
+                                     reason="Playwright for Python is not installed "
+                                            "(pip install playwright; no browser download needed)")
+if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+    pytest.skip("Debian chromium is absent (apt-get install -y chromium): the browser tests "
+                "of the console cannot run", allow_module_level=True)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def console_stack(make_stack, tmp_path):
+    receiver = Receiver().start()
+    cfg = write_config(tmp_path / "alerting.yaml", [{"name": "oncall", "url": receiver.url("/hook")}],
+                       grouping={"group_by": ["alertname"]})
+    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg))
+    yield stack
+    receiver.stop()
+
+
+@pytest.fixture
+def page():
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+        pg = ctx.new_page()
+        yield pg
+        browser.close()
+
+
+def rows_shown(page, task_id: str) -> int:
+    text = page.locator(f'tr[data-task="{task_id}"] td.rows').inner_text()
+    return int(text.split("/")[0].strip() or 0)
+
+
+def test_export_center_and_alert_console(console_stack, page, tmp_path):
+    stack = console_stack
+    api = stack.api_url
+    ARTIFACTS.mkdir(exist_ok=True)
+    reloads = []
+    page.on("framenavigated", lambda frame: reloads.append(frame.url) if frame == page.main_frame else None)
+
+    # sign in (open mode: sysCode + userId), as the API's tenant rule wants
+    page.goto(f"{api}/ui/exports")
+    page.fill("#login [name=sysCode]", "tests")
+    page.fill("#login [name=userId]", "alice")
+    page.click("#login button")
+    page.wait_for_selector("#center:not([hidden])")
+    navigations = len(reloads)
+
+    # an export whose rows arrive over a few seconds (200 ms per page of 100)
+    slow = submit(api, seq_spec(stack.demo_data_api, "csv", 3000, 100, query="?delay_ms=200"))
+    row = page.locator(f'tr[data-task="{slow}"]')
+    row.wait_for(timeout=20_000)
+    seen = set()
+    wait_until(lambda: seen.add(rows_shown(page, slow)) or len({n for n in seen if 0 < n < 3000}) >= 2,
+               60, "the row count to rise on the page")
+    # and it ends SUCCESS on the page, still without a reload
+    page.wait_for_selector(f'tr[data-task="{slow}"][data-status="SUCCESS"]', timeout=90_000)
+    assert rows_shown(page, slow) == 3000
+    assert len(reloads) == navigations, f"the page navigated: {reloads}"
+    assert "quality" in row.inner_text()
+
+    # cancel a second export from the page
+    doomed = submit(api, seq_spec(stack.demo_data_api, "csv", 20000, 100, query="?delay_ms=300"))
+    page.locator(f'tr[data-task="{doomed}"] button.cancel').click(timeout=20_000)
+    page.wait_for_selector(f'tr[data-task="{doomed}"][data-status="CANCELLED"]', timeout=60_000)
+    assert wait_task(api, doomed, 30)["status"] == "CANCELLED"
+
+    # download the finished file from the page
+    page.wait_for_selector(f'tr[data-task="{slow}"] a.download', timeout=20_000)
+    with page.expect_download() as dl:
+        page.locator(f'tr[data-task="{slow}"] a.download').click()
+    path = tmp_path / "download.csv"
+    dl.value.save_as(path)
+    lines = path.read_text("utf-8-sig").splitlines()
+    assert len(lines) == 3001, lines[:3]
+
+    shot = ARTIFACTS / "export-center.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+
+    # an alert fires; the alert console shows it, then a silence made there mutes it
+    alert = [{"labels": {"alertname": "DiskFull", "severity": "critical", "instance": "h01"},
+              "annotations": {"summary": "disk 97% full on h01"}}]
+    assert httpx.post(f"{api}/api/v2/alerts", json=alert, timeout=10).status_code == 200
+    page.goto(f"{api}/ui/alerts")
+    page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="firing"]', timeout=60_000)
+    page.fill("#silence-form [name=matchers]", 'alertname="DiskFull"')
+    assert "Would mute 1 of" in page.inner_text("#preview")
+    page.click("#create-silence")
+    page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="silenced"]', timeout=30_000)
+    page.wait_for_selector('#silences tr[data-state="active"]', timeout=10_000)
+    page.wait_for_selector('#funnel [data-outcome="received"]', timeout=10_000)
+    silenced = httpx.get(f"{api}/api/v2/alerts", timeout=10).json()
+    assert silenced[0]["status"]["silencedBy"], silenced
+    shot = ARTIFACTS / "alert-console.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+
+
+ACME, GLOBEX = "acme-secret-" + "a" * 32, "globex-secret-" + "g" * 32
+
+
+@pytest.fixture
+def signed_stack(tmp_path):
+    """A stack whose API requires signed requests (two registered callers)."""
+    import yaml
+
+    from ops.stack import Stack
+    from stack_env import drop_redis_keys, isolated_env
+
+    stack = Stack(tmp_path / "stack", isolated_env())
+    stack.start(workers=0, api=False)
+    try:
+        callers = {"callers": {
+            name: {"appKey": f"{name}-key", "appSecret": secret, "bizTypes": ["seq"],
+                   "dataApiPrefixes": [f"{stack.demo_data_api}/data"], "fileFormats": ["csv"],
+                   "maxRows": 100_000, "linkTtlSeconds": 600}
+            for name, secret in (("acme", ACME), ("globex", GLOBEX))}}
+        path = tmp_path / "callers.yaml"
+        path.write_text(yaml.safe_dump(callers))
+        stack.env["PLAIT_CALLERS_FILE"] = str(path)
+        stack.spawn_worker("worker-0")
+        stack.start_api()
+        stack.wait_workers_ready()
+        yield stack
+    finally:
+        stack.stop()
+        drop_redis_keys(stack)
+
+
+def test_signed_in_caller_sees_and_cancels_only_its_own_tasks(signed_stack, page):
+    """With a caller registry the page signs every call in the browser
+    (WebCrypto HMAC of plait/signature.py's canonical request): list, SSE,
+    cancel; another caller's task never shows."""
+    from producers.signing import PlaitAuth
+
+    stack = signed_stack
+
+    def create(name: str, secret: str, rows: int, query: str = "") -> str:
+        spec = seq_spec(stack.demo_data_api, "csv", rows, 100, query=query, sys_code=name, user="u1")
+        with httpx.Client(base_url=stack.api_url, auth=PlaitAuth(f"{name}-key", secret),
+                          timeout=10) as c:
+            resp = c.post("/export/tasks", json=spec)
+        assert resp.status_code == 202, resp.text
+        return resp.json()["data"]["taskId"]
+
+    mine, theirs = create("acme", ACME, 300), create("globex", GLOBEX, 300)
+    page.goto(f"{stack.api_url}/ui/exports")
+    page.fill("#login [name=appKey]", "acme-key")
+    page.fill("#login [name=secret]", ACME)
+    page.fill("#login [name=userId]", "u1")
+    page.click("#login button")
+    page.wait_for_selector(f'tr[data-task="{mine}"][data-status="SUCCESS"]', timeout=60_000)
+    assert page.locator(f'tr[data-task="{theirs}"]').count() == 0
+    slow = create("acme", ACME, 20000, "?delay_ms=300")
+    page.locator(f'tr[data-task="{slow}"] button.cancel').click(timeout=20_000)
+    page.wait_for_selector(f'tr[data-task="{slow}"][data-status="CANCELLED"]', timeout=60_000)
+    assert "cannot list" not in page.inner_text("#count")
