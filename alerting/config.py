@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError,
+                      field_validator, model_validator)
 
 from plait.errors import ConfigError  # start-up branch; importable from here too
 
@@ -96,6 +97,8 @@ class SubRoute(_Model):
     matchers: list[str] = Field(min_length=1)
     receiver: str
 
+    _compiled: tuple = PrivateAttr(default=())
+
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
@@ -104,12 +107,30 @@ class SubRoute(_Model):
             parse_matcher(text)
         return v
 
+    def model_post_init(self, _context: Any) -> None:
+        """Compile the matchers once, at config load (issue 9.5: never per alert)."""
+        from alerting.silence import parse_matcher
+        self._compiled = tuple(parse_matcher(m) for m in self.matchers)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """True when every (compiled) matcher matches ``labels`` (match labels
+        of an :class:`~alerting.model.Alert`)."""
+        return all(m.matches(labels) for m in self._compiled)
+
 
 class RouteConfig(_Model):
     """Default receiver plus optional first-match sub-routes."""
 
     receiver: str
     routes: list[SubRoute] = Field(default_factory=list)
+
+    def receiver_for(self, labels: dict[str, str]) -> str:
+        """The first sub-route whose matchers all match ``labels``, else the
+        default receiver (matchers compiled at load)."""
+        for r in self.routes:
+            if r.matches(labels):
+                return r.receiver
+        return self.receiver
 
 
 class GroupingConfig(_Model):

@@ -29,13 +29,15 @@ from typing import Any
 from alerting import bucket as tb
 from alerting import outbox as outbox_
 from alerting.config import AlertingConfig
-from alerting.dedupe import DEDUPED, decide, fingerprint
+from alerting.dedupe import DEDUPED, decide
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             new_group, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
 from alerting.intake import normalize
-from alerting.silence import Silence, create_silence, parse_matcher, silenced_by
+from alerting.routing import Decision
+from alerting.routing import decide as decide_route
+from alerting.silence import Silence, create_silence, silenced_by
 
 STATE_VERSION = 1
 _COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "rejected",
@@ -65,19 +67,21 @@ class Funnel:
         self.config = config
         self.state = state if state is not None else new_state()
         self._silences = [Silence.from_dict(s) for s in self.state["silences"].values()]
-        self._routes = [([parse_matcher(m) for m in r.matchers], r.receiver)
-                        for r in config.route.routes]
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for r in config.receivers:
             self.state["receivers"].setdefault(r.name, {"bucket": None, "outbox": [], "inflight": None})
 
     # ----------------------------------------------------------------- ingest
-    def ingest(self, raw: Any, now: float, raw_id: str | None = None) -> list[LedgerEntry]:
+    def ingest(self, raw: Any, now: float, raw_id: str | None = None, *,
+               decision: Decision | None = None) -> list[LedgerEntry]:
         """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
         at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
         (default ``r<n>`` from the funnel's own sequence; the Kafka agents
         pass a globally unique id such as ``<event id>:<index>``).
+        ``decision``: receiver and fingerprint the router already decided
+        for this (normalized) alert (:mod:`alerting.routing`); None decides
+        here.
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
@@ -92,7 +96,9 @@ class Funnel:
             alert = normalize(raw, now, **self._norm)
         except AlertRejected as e:
             return [self._final(rid, Outcome.REJECTED, now, reason=str(e))]
-        fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+        if decision is None:
+            decision = decide_route(self.config, alert)
+        fp = decision.fingerprint
         verdict, ep = decide(st["episodes"].get(fp), alert, now, self.config.dedupe.cooldown)
         if ep is not None:
             ep["fp"] = fp
@@ -108,7 +114,7 @@ class Funnel:
         if ep.get("silenced_by"):
             ep["silenced_by"] = None
             st["silenced"].pop(fp, None)
-        apply_verdict(self._group_for(ep, now), verdict, ep, rid, now)
+        apply_verdict(self._group_for(ep, now, decision.receiver), verdict, ep, rid, now)
         return []
 
     def reject(self, reason: str, now: float, raw_id: str | None = None) -> LedgerEntry:
@@ -133,19 +139,14 @@ class Funnel:
         ep["silenced_by"] = sid
         st["silenced"][fp] = sid
 
-    def _receiver_for(self, alert: Alert) -> str:
-        labels = alert.match_labels()
-        for matchers, receiver in self._routes:
-            if all(m.matches(labels) for m in matchers):
-                return receiver
-        return self.config.route.receiver
-
-    def _group_for(self, ep: dict[str, Any], now: float) -> dict[str, Any]:
+    def _group_for(self, ep: dict[str, Any], now: float,
+                   receiver: str | None = None) -> dict[str, Any]:
         groups = self.state["groups"]
         if ep["group"] in groups:
             return groups[ep["group"]]
         alert = Alert.from_dict(ep["alert"])
-        receiver = self._receiver_for(alert)
+        if receiver is None:
+            receiver = self.config.route.receiver_for(alert.match_labels())
         gid, labels = group_key(receiver, alert, self.config.grouping.group_by)
         if gid not in groups:
             groups[gid] = new_group(gid, receiver, labels, now)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
 from alerting.config import AlertingConfig
-from alerting.dedupe import fingerprint
 from alerting.group import due_at
 from alerting.model import Alert, LedgerEntry, Message
+from alerting.routing import Decision, decide
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
 
@@ -41,6 +41,11 @@ class Effects:
     wake_at: float | None = None
     skipped: bool = False
     writes: int = 0
+
+    def wake(self, at: float | None) -> None:
+        """Want a tick at ``at`` (keeps the soonest; None: no wish)."""
+        if at is not None and (self.wake_at is None or at < self.wake_at):
+            self.wake_at = at
 
 
 class FunnelRunner:
@@ -76,50 +81,92 @@ class FunnelRunner:
         return ps.funnel.counters() if ps is not None else None
 
     def apply(self, partition: int, offset: int, cmd: dict[str, Any]) -> Effects:
-        """Apply one command read at ``offset`` of ``partition``.
+        """Apply one command read at ``offset`` of ``partition`` (a batch of one).
 
         Raises:
             Exception: only on a bug; the caller then calls :meth:`forget`
                 so the partition reloads its last persisted state.
         """
+        return self.apply_batch(partition, [(offset, cmd)])
+
+    def apply_batch(self, partition: int, commands: list[tuple[int, dict[str, Any]]]) -> Effects:
+        """Apply the commands read at increasing offsets of ``partition`` in
+        order, then persist once: each touched entity (group, member,
+        episode, receiver) is written once per batch, with the last offset,
+        so a replay of the batch is recognised as a whole (docs/kafka-rules.md).
+
+        Args:
+            commands: ``[(offset, command)]``, offsets increasing.
+
+        Returns:
+            the combined :class:`Effects` (ledger entries in decision order,
+            messages to send only after the caller made the writes durable,
+            the soonest wake-up).
+
+        Raises:
+            Exception: only on a bug; the caller then calls :meth:`forget`
+                so the partition reloads its last persisted state (the whole
+                batch is then redone from the table).
+        """
         ps = self.state(partition)
-        if ps.seen(offset):
-            return Effects(skipped=True)
-        now = self.clock()
-        kind = cmd["kind"]
-        if kind == "alert":
-            return self._alert(ps, offset, cmd, now)
         fx = Effects()
+        touched: set[str] | None = set()
+        last, applied = None, 0
+        for offset, cmd in commands:
+            if ps.seen(offset):
+                continue
+            last = offset
+            now = self.clock()
+            kind = cmd["kind"]
+            if kind in ("alert", "alerts"):
+                keys = []
+                for item in (cmd,) if kind == "alert" else cmd.get("items") or ():
+                    got = self._alert(ps, item, now, fx)
+                    if got is not None:
+                        keys += got
+                        applied += 1
+            else:
+                self._other(ps, kind, cmd, now, fx)
+                keys = None
+                applied += 1
+            if touched is not None:
+                touched = None if keys is None else touched | set(keys)
+        fx.skipped = applied == 0
+        if last is None:
+            return fx
+        fx.writes = ps.save(last, touched)
+        self._tag(fx.ledger, partition)
+        return fx
+
+    def _other(self, ps: PartitionState, kind: str, cmd: dict[str, Any], now: float,
+               fx: Effects) -> None:
         f = ps.funnel
         if kind == "tick":
-            fx.messages = f.tick(now)
-            fx.ledger = [e.to_dict() for e in f.drain_ledger()]
+            fx.messages += f.tick(now)
+            fx.ledger += [e.to_dict() for e in f.drain_ledger()]
         elif kind == "result":
             if cmd.get("ok"):
-                fx.ledger = [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
+                fx.ledger += [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
             else:
-                fx.wake_at = f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
-                                               retry_after=cmd.get("retry_after"),
-                                               maybe_delivered=bool(cmd.get("maybe_delivered")))
+                fx.wake(f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
+                                          retry_after=cmd.get("retry_after"),
+                                          maybe_delivered=bool(cmd.get("maybe_delivered"))))
         elif kind == "silence":
             try:
                 f.add_silence(cmd["silence"], now, silence_id=cmd["silence"].get("id"))
             except SilenceRefused as e:
                 log.warning("silence %s refused on partition %s: %s",
-                            cmd["silence"].get("id"), partition, e)
+                            cmd["silence"].get("id"), ps.partition, e)
         elif kind == "expire":
             f.expire_silence(cmd["id"], now)
-        fx.writes = ps.save(offset)
-        self._tag(fx.ledger, partition)
-        return fx
 
-    def _alert(self, ps: PartitionState, offset: int, cmd: dict[str, Any], now: float) -> Effects:
+    def _alert(self, ps: PartitionState, cmd: dict[str, Any], now: float,
+               fx: Effects) -> list[str] | None:
+        """Apply one alert; returns the table keys it may have changed, or
+        None when it is a replay of a raw alert already applied."""
         src = cmd.get("src") or [None, None, 0]
-        fx = Effects()
         if ps.seen_raw(*src):
-            fx.skipped = True
-            fx.writes = ps.save(offset, ())
-            return fx
+            return None
         f, touched = ps.funnel, []
         if "alert" in cmd:
             try:
@@ -127,10 +174,11 @@ class FunnelRunner:
             except Exception as e:  # a producer forged a normalized command
                 entries = [f.reject(f"(alert): unreadable normalized alert: {e}", now, cmd["id"])]
             else:
-                fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
+                d = Decision.from_command(cmd) or decide(self.config, alert)
+                fp = d.fingerprint
                 before = f.state["episodes"].get(fp)
                 old_group = before.get("group") if before else None
-                entries = f.ingest(alert, now, raw_id=cmd["id"])
+                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d)
                 ep = f.state["episodes"].get(fp)
                 new_group = ep.get("group") if ep else None
                 touched = [ps.key("ep", fp)] + [
@@ -139,14 +187,12 @@ class FunnelRunner:
                 g = f.state["groups"].get(new_group) if new_group else None
                 if g is not None:
                     t = self.config.timing
-                    fx.wake_at = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
+                    fx.wake(due_at(g, t.group_wait, t.group_interval, t.repeat_interval))
         else:
             entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
         ps.mark_raw(*src)
-        fx.ledger = [e.to_dict() for e in entries]
-        fx.writes = ps.save(offset, touched)
-        self._tag(fx.ledger, ps.partition)
-        return fx
+        fx.ledger += [e.to_dict() for e in entries]
+        return touched
 
     @staticmethod
     def _tag(entries: list[dict[str, Any]], partition: int) -> None:

@@ -17,7 +17,10 @@ but invalid travels on and ends ``rejected`` in the ledger, naming the field.
 ``alerts.funnel`` (internal, keyed by receiver name so one receiver's token
 bucket, groups and in-flight message live on one partition) carries
 funnel commands ``{"v": 1, "kind": ...}``: ``alert`` (normalized alert or the
-invalid raw payload), ``tick``, ``result`` (one webhook attempt), ``silence``
+invalid raw payload, with the router's decision ``receiver`` and ``fp``),
+``alerts`` (``items``: several ``alert`` commands of one receiver, at most
+:data:`MAX_ITEMS` and about :data:`MAX_COMMAND_BYTES`, so no record grows
+with a storm), ``tick``, ``result`` (one webhook attempt), ``silence``
 and ``expire``. Ticks, results and silence commands are sent to an explicit
 partition.
 """
@@ -32,7 +35,7 @@ from typing import Any
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
 from alerting.intake import normalize
-from alerting.silence import parse_matcher
+from alerting.routing import decide
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
 
@@ -41,6 +44,10 @@ FUNNEL_TOPIC = "alerts.funnel"
 #: Most alerts one raw event may carry (Alertmanager batches are ~64).
 MAX_ALERTS = 10_000
 _MAX_INVALID_BYTES = 16_384
+#: Most alerts one ``alerts`` command carries.
+MAX_ITEMS = 500
+#: An ``alerts`` command is cut once its items pass this size (bytes, JSON).
+MAX_COMMAND_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -114,11 +121,7 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
 def receiver_for(config: AlertingConfig, alert: Alert) -> str:
     """The receiver an alert is routed to: the first sub-route whose matchers
     all match, else the default (same rule as the funnel's own routing)."""
-    labels = alert.match_labels()
-    for r in config.route.routes:
-        if all(parse_matcher(m).matches(labels) for m in r.matchers):
-            return r.receiver
-    return config.route.receiver
+    return config.route.receiver_for(alert.match_labels())
 
 
 def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
@@ -130,7 +133,9 @@ def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
 
 
 def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, Any]]:
-    """Normalize one raw alert and build its ``alerts.funnel`` command.
+    """Normalize one raw alert, decide its receiver and fingerprint once
+    (:mod:`alerting.routing`) and build its ``alerts.funnel`` command
+    (``alert``, ``receiver``, ``fp``: the funnel takes them as decided).
 
     Returns:
         (receiver name = the Kafka key, command). An alert that cannot be
@@ -144,7 +149,26 @@ def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, A
     except AlertRejected as e:
         text = json.dumps(raw.payload, default=str)[:_MAX_INVALID_BYTES]
         return config.route.receiver, dict(cmd, invalid=text, reason=str(e))
-    return receiver_for(config, alert), dict(cmd, alert=alert.to_dict())
+    d = decide(config, alert)
+    return d.receiver, dict(cmd, alert=alert.to_dict(), **d.to_dict())
+
+
+def pack_alerts(items: list[tuple[dict[str, Any], bytes]]) -> list[bytes]:
+    """``alerts`` commands carrying ``items`` (``(command, its JSON bytes)``
+    from :func:`route_alert` + :func:`command`), in order, each with at most
+    :data:`MAX_ITEMS` items and cut once past :data:`MAX_COMMAND_BYTES`."""
+    out: list[bytes] = []
+    chunk: list[bytes] = []
+    size = 0
+    for _cmd, data in items:
+        chunk.append(data)
+        size += len(data) + 1
+        if len(chunk) >= MAX_ITEMS or size >= MAX_COMMAND_BYTES:
+            out.append(b'{"v":1,"kind":"alerts","items":[' + b",".join(chunk) + b"]}")
+            chunk, size = [], 0
+    if chunk:
+        out.append(b'{"v":1,"kind":"alerts","items":[' + b",".join(chunk) + b"]}")
+    return out
 
 
 def command(kind: str, **fields: Any) -> bytes:
@@ -163,6 +187,7 @@ def parse_command(value: bytes | str | None) -> dict[str, Any]:
         doc = json.loads(value) if value is not None else None
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.funnel event is not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "tick", "result", "silence", "expire"):
+    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "alerts", "tick", "result", "silence",
+                                                     "expire"):
         raise PoisonError("alerts.funnel event is not a funnel command")
     return doc
