@@ -56,12 +56,34 @@ def fill(rs: dict[str, Any], base: list[dict], limit: int) -> list[dict]:
     """Sections for the next message: ``base`` (a failed message being
     superseded) plus queued sections while the combined count stays within
     ``limit`` alerts (the first always goes: a part is never above it)."""
-    chosen = list(base)
-    while rs["outbox"]:
-        trial = combine(chosen + [rs["outbox"][0]])
-        if chosen and sum(len(s["alerts"]) for s in trial) > limit:
+    chosen: list[dict] = []
+    fps: dict[str, set] = {}  # unsplit group -> fingerprints listed (combine's count)
+    total = 0
+
+    def grow(s: dict) -> int:
+        if s["parts"] != 1:
+            return len(s["alerts"])
+        have = fps.get(s["group_id"], set())
+        return len(have | {a["fingerprint"] for a in s["alerts"]}) - len(have)
+
+    def take(s: dict) -> None:
+        nonlocal total
+        total += grow(s)
+        chosen.append(s)
+        if s["parts"] == 1:
+            fps.setdefault(s["group_id"], set()).update(a["fingerprint"] for a in s["alerts"])
+
+    for s in base:
+        take(s)
+    taken = 0
+    queue = rs["outbox"]
+    while taken < len(queue):  # linear: one pass, one slice (was a combine per step)
+        s = queue[taken]
+        if chosen and total + grow(s) > limit:
             break
-        chosen.append(rs["outbox"].pop(0))
+        take(s)
+        taken += 1
+    del queue[:taken]
     return combine(chosen)
 
 
