@@ -71,6 +71,8 @@ TICK_SECONDS = 1.0
 #: waits to fill (seconds; bounds the latency a batch adds).
 BATCH_SIZE = 1000
 BATCH_WITHIN = 0.005
+#: Table writes Faust may buffer before it stalls the stream (default 100).
+PRODUCER_BUFFER = 20_000
 
 
 class FunnelHooks(Hooks):
@@ -257,6 +259,11 @@ class AlertingService:
             last_event[msg.partition] = event
             if cmd["kind"] in ("tick", "result", "silence", "expire"):
                 counted.add(msg.partition)
+        buf = self.app.producer.buffer
+        if buf.max_messages < PRODUCER_BUFFER:
+            # Faust stalls the stream once >100 table writes wait (flushing them one
+            # by one with 0.1 s waits); a batch writes a few per alert
+            buf.max_messages = PRODUCER_BUFFER
         results = []
         for partition, cmds in by_part.items():
             set_current_event(last_event[partition])  # table writes: this partition's changelog
