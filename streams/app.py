@@ -130,7 +130,7 @@ def create_app(settings: Settings, role: str = "all") -> faust.App:
                                          socket_connect_timeout=2)
         _every(app, readiness.INTERVAL_SECONDS, partial(
             readiness.report, app, client, settings.redis_prefix,
-            f"{settings.worker_id or os.getpid()}-alerting"), "readiness")
+            settings.worker_id or f"{os.getpid()}-alerting"), "readiness")
     if settings.alerting_config and role in ("all", "alerting"):
         from alerting.agents import register_alerting
 
