@@ -126,8 +126,7 @@ class FunnelRunner:
                         keys += got
                         applied += 1
             else:
-                self._other(ps, kind, cmd, now, fx)
-                keys = None
+                keys = self._other(ps, kind, cmd, now, fx)
                 applied += 1
             if touched is not None:
                 touched = None if keys is None else touched | set(keys)
@@ -138,20 +137,59 @@ class FunnelRunner:
         self._tag(fx.ledger, partition)
         return fx
 
+    def _group_keys(self, ps: PartitionState, gids: set[str], fps: set[str]) -> set[str]:
+        """Table keys of groups ``gids`` (header and members) and of the
+        episodes of their members and of ``fps``, plus every receiver."""
+        st = ps.funnel.state
+        keys = {ps.key("rcv", name) for name in st["receivers"]}
+        for gid in gids:
+            keys.add(ps.key("grp", gid))
+            for fp in st["groups"].get(gid, {}).get("members", {}):
+                fps.add(fp)
+                keys.add(ps.member_key(gid, fp))
+        keys.update(ps.key("ep", fp) for fp in fps)
+        return keys
+
+    def _due_groups(self, ps: PartitionState, now: float) -> set[str]:
+        """Groups a tick at ``now`` evaluates (the rule of ``Funnel.tick``)."""
+        t = self.config.timing
+        return {gid for gid, g in ps.funnel.state["groups"].items()
+                if (d := due_at(g, t.group_wait, t.group_interval, t.repeat_interval)) is not None
+                and d <= now + 1e-9}
+
+    def _message_groups(self, ps: PartitionState, message_id: str) -> set[str]:
+        return {s["group_id"] for rs in ps.funnel.state["receivers"].values()
+                if rs["inflight"] is not None and rs["inflight"]["id"] == message_id
+                for s in rs["inflight"]["sections"]}
+
     def _other(self, ps: PartitionState, kind: str, cmd: dict[str, Any], now: float,
-               fx: Effects) -> None:
+               fx: Effects) -> list[str] | None:
+        """Apply a tick, result, silence or expire command; returns the table
+        keys it may have changed (None: compare everything)."""
         f = ps.funnel
+        st = f.state
         if kind == "tick":
+            silenced = set(st["silenced"])
+            gids = self._due_groups(ps, now) | {
+                st["episodes"][fp]["group"] for fp in silenced
+                if fp in st["episodes"] and st["episodes"][fp].get("group")}
+            before = self._group_keys(ps, gids, set(silenced))
             fx.messages += f.tick(now)
             fx.ledger += [e.to_dict() for e in f.drain_ledger()]
-        elif kind == "result":
+            gids |= {st["episodes"][fp]["group"] for fp in silenced
+                     if fp in st["episodes"] and st["episodes"][fp].get("group")}
+            return list(before | self._group_keys(ps, gids, set(silenced)))
+        if kind == "result":
+            gids = self._message_groups(ps, cmd["message_id"])
+            before = self._group_keys(ps, gids, set())
             if cmd.get("ok"):
                 fx.ledger += [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
             else:
                 fx.wake(f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
                                           retry_after=cmd.get("retry_after"),
                                           maybe_delivered=bool(cmd.get("maybe_delivered"))))
-        elif kind == "silence":
+            return list(before | self._group_keys(ps, gids, set()))
+        if kind == "silence":
             try:
                 f.add_silence(cmd["silence"], now, silence_id=cmd["silence"].get("id"))
             except SilenceRefused as e:
@@ -159,6 +197,7 @@ class FunnelRunner:
                             cmd["silence"].get("id"), ps.partition, e)
         elif kind == "expire":
             f.expire_silence(cmd["id"], now)
+        return None
 
     def _alert(self, ps: PartitionState, cmd: dict[str, Any], now: float,
                fx: Effects) -> list[str] | None:
