@@ -84,6 +84,69 @@ def wait(check, timeout: float, what: str):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def alertmanager_storm(n: int, per_post: int = 64) -> dict | None:
+    """The same storm (2,000 assets x 10 rules) POSTed to a real Alertmanager
+    (``alertmanager`` or Debian's ``prometheus-alertmanager``), group_by
+    [alertname, instance], group_wait 0, webhook to a local sink: ingest
+    rate and webhook POSTs once they stop growing. None when absent."""
+    import shutil
+    import socket
+    import subprocess
+
+    import httpx
+
+    binary = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
+    if binary is None:
+        return None
+    sink = Sink()
+    tmp = Path(tempfile.mkdtemp(prefix="plait-bench-am-"))
+    (tmp / "am.yml").write_text(yaml.safe_dump({
+        "route": {"receiver": "hook", "group_by": ["alertname", "instance"],
+                  "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
+        "receivers": [{"name": "hook", "webhook_configs": [{"url": sink.url}]}]}))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([binary, f"--config.file={tmp / 'am.yml'}", f"--storage.path={tmp}",
+                             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait(lambda: _ok(f"{base}/-/ready"), 30, "alertmanager")
+        rnd = random.Random(11)
+        keys = [(r, a) for r in range(10) for a in range(2000)]
+        order = (keys + [rnd.choice(keys) for _ in range(max(0, n - len(keys)))])[:n]
+        rnd.shuffle(order)
+        alerts = [{"labels": {"alertname": f"Storm{r}", "instance": f"s{a:04d}",
+                              "severity": "warning"}} for r, a in order]
+        t0 = time.monotonic()
+        with httpx.Client(timeout=30) as c:
+            for i in range(0, len(alerts), per_post):
+                c.post(f"{base}/api/v2/alerts", json=alerts[i:i + per_post]).raise_for_status()
+        ingest = time.monotonic() - t0
+        last, still = -1, time.monotonic()
+        while time.monotonic() - still < 5 and time.monotonic() - t0 < 180:
+            time.sleep(0.5)
+            if sink.messages != last:
+                last, still = sink.messages, time.monotonic()
+        return {"bench": "alertmanager_storm", "alerts": n, "ingest_seconds": round(ingest, 2),
+                "ingest_alerts_per_s": round(n / ingest, 1), "webhook_posts": sink.messages,
+                "settled_seconds": round(still - t0, 2)}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        sink.server.shutdown()
+
+
+def _ok(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--alerts", type=int, default=20_000)
@@ -96,9 +159,17 @@ def main() -> None:
     ap.add_argument("--scale", default="100,1000,10000,50000",
                     help="open-group counts at which the cost per alert is measured ('' skips)")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--alertmanager", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run Alertmanager on the same storm when its binary is present")
     args = ap.parse_args()
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    am = None
+    if args.storm and args.alertmanager:
+        am = alertmanager_storm(args.storm)
+        print(json.dumps(am or {"bench": "alertmanager_storm", "skipped": "no alertmanager binary"}),
+              flush=True)
 
     sink = Sink()
     tmp = Path(tempfile.mkdtemp(prefix="plait-bench-alerts-"))
@@ -230,6 +301,9 @@ def main() -> None:
                               "pending": pending,
                               "balanced": len(sids) == sum(by.values()) + pending,
                               "webhook_posts": sink.messages - msgs0,
+                              "posts_per_alertmanager_post": round(
+                                  (sink.messages - msgs0) / am["webhook_posts"], 5)
+                              if am and am.get("webhook_posts") else None,
                               "worker_rss_mb_before": rss0, "worker_rss_mb_after": rss_mb()}),
                   flush=True)
 
