@@ -214,10 +214,12 @@ class Funnel:
         by :meth:`drain_ledger`."""
         self._release_silenced(now)
         t = self.config.timing
+        queued = {name: {s["group_id"] for s in rs["outbox"]}
+                  for name, rs in self.state["receivers"].items()}
         for gid, g in list(self.state["groups"].items()):
             due = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
             if due is not None and due <= now + 1e-9:
-                self._evaluate(g, now)
+                self._evaluate(g, now, queued.get(g["receiver"]))
         out = []
         for name in self.state["receivers"]:
             msg = self._dispatch(name, now)
@@ -225,13 +227,13 @@ class Funnel:
                 out.append(msg)
         return out
 
-    def _evaluate(self, g: dict[str, Any], now: float) -> None:
+    def _evaluate(self, g: dict[str, Any], now: float, queued: set[str] | None = None) -> None:
         st, c = self.state, self.state["counters"]
         rc = self.config.receiver(g["receiver"])
         muted = (lambda m: silenced_by(self._silences, Alert.from_dict(m["alert"]).match_labels(), now)) \
             if self._silences else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]
-        stale = outbox_.unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
+        stale = outbox_.unqueue(g, outbox, queued)  # a queued, unsent section of this group is rebuilt
         if stale is None:
             return
         sections, effects = build_sections(g, self.config.grouping.batch_size,
@@ -260,6 +262,8 @@ class Funnel:
         if not g["members"]:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
+        if queued is not None and sections:
+            queued.add(g["id"])
 
     def _dispatch(self, name: str, now: float) -> Message | None:
         rs, c = self.state["receivers"][name], self.state["counters"]

@@ -17,7 +17,8 @@ from alerting.group import combine
 from alerting.model import Message
 
 
-def unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any] | None:
+def unqueue(g: dict[str, Any], outbox: list[dict],
+            queued: set[str] | None = None) -> dict[str, Any] | None:
     """Take this group's unsent sections out of ``outbox`` and give their
     raw alerts back to the members, so the group is rebuilt as one
     up-to-date set of sections instead of queueing stale ones behind a
