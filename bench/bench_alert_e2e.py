@@ -52,7 +52,7 @@ class Sink:
                 now = time.time()
                 with outer.lock:
                     outer.messages += 1
-                    for g in body["groups"]:
+                    for g in body.get("groups", []) if isinstance(body, dict) else []:
                         for a in g["alerts"]:
                             sent = a["annotations"].get("sent_at")
                             if sent and a["change"] == "new":
