@@ -13,6 +13,7 @@ from alert_e2e_support import Kafka, Receiver, wait_until, write_config
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("n", [4000, 20000])
 def test_a_storm_of_distinct_alerts_leaves_the_worker_alive_and_every_alert_ledgered(
         make_stack, tmp_path, n):
@@ -49,7 +50,7 @@ def test_a_storm_of_distinct_alerts_leaves_the_worker_alive_and_every_alert_ledg
 
         kafka._assign("alerts.ledger")
         # then the worker stays alive and ledgers every alert ...
-        wait_until(ledgered, 300, f"{n} ledger entries")
+        wait_until(ledgered, 480, f"{n} ledger entries")
         assert worker.poll() is None
         by = Counter(outcomes[i] for i in wanted)
         # ... delivered (each alert once: distinct identities), balanced
