@@ -8,4 +8,5 @@ COPY sinks sinks
 COPY alerting alerting
 COPY api api
 COPY ops ops
+COPY schedules schedules
 RUN pip install --no-cache-dir .

@@ -1,6 +1,6 @@
 """Health check of an alerting-role worker (``plait worker --role alerting``)
 for container probes: the worker refreshes its readiness key
-``{PLAIT_REDIS_PREFIX}:ready:{worker id}`` (``streams.readiness``, every 0.5 s,
+``{PLAIT_REDIS_PREFIX}:ready:{worker id}`` (:func:`plait.keys.ready`; written by ``streams.readiness``, every 0.5 s,
 expiring) from its event loop while it is in its consumer group and consuming,
 so the key goes stale when the process died, is wedged or is not consuming.
 
@@ -22,7 +22,7 @@ def main() -> int:
     """Exit status 0 when this alerting worker's readiness key exists."""
     import redis
 
-    from streams.readiness import ready_key
+    from plait import keys as K
 
     s = Settings()
     if not s.worker_id:
@@ -30,7 +30,7 @@ def main() -> int:
         return 1
     try:
         client = redis.Redis.from_url(s.redis_url, socket_timeout=3, socket_connect_timeout=3)
-        ok = bool(client.exists(ready_key(s.redis_prefix, s.worker_id)))
+        ok = bool(client.exists(K.ready(s.redis_prefix, s.worker_id)))
     except redis.RedisError as e:
         print(f"redis: {e}", file=sys.stderr)
         return 1

@@ -193,7 +193,7 @@ class AgentRuntime:
         raises, the hooks see ``after_batch_failure`` and every event of the
         batch is handled again one at a time with ``agent.handle`` (the
         per-event rules of :meth:`process`: the culprit is dead-lettered,
-        the others go on). Nothing escapes (PITFALLS.md #3)."""
+        the others go on). Nothing escapes (docs/kafka-rules.md #3)."""
         async def run(stream):
             async for events in stream.take_events(size, within):
                 await self.process_batch(agent, handle_batch, events)
