@@ -184,12 +184,12 @@ class AlertApi:
         partitions some worker owns, has recovered and runs."""
         import redis
 
-        from alerting.topics import COUNTERS_KEY
+        from plait import keys as K
 
         settings = stack_settings(self.stack)
         client = redis.Redis.from_url(settings.redis_url)
         try:
-            raw = client.hgetall(COUNTERS_KEY.format(prefix=settings.redis_prefix))
+            raw = client.hgetall(K.alert_counters(settings.redis_prefix))
         finally:
             client.close()
         return {int(p) for p, v in raw.items() if json.loads(v).get("updated_at", 0) > since}
