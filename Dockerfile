@@ -9,4 +9,5 @@ COPY alerting alerting
 COPY api api
 COPY schedules schedules
 COPY ops ops
+COPY schedules schedules
 RUN pip install --no-cache-dir .

@@ -45,6 +45,7 @@ import time
 from typing import Any
 
 import faust
+import orjson
 
 from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
@@ -52,11 +53,12 @@ from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.runner import Effects, FunnelRunner, ledger_key
 from alerting.webhook import SendResult, WebhookSender
-from alerting.wire import FUNNEL_TOPIC, command, parse_command, parse_raw, raw_envelope, route_alert
+from alerting.wire import (FUNNEL_TOPIC, command, pack_alerts, parse_command, parse_raw, raw_envelope,
+                           route_alerts)
 from plait import keys as K
 from plait import topics as T
 from plait import tracing
-from plait.agent import Agent, AgentRuntime, Hooks
+from plait.agent import Agent, AgentRuntime, Hooks, set_current_event
 from plait.clock import parse_iso
 from plait.lifecycle import TERMINAL
 from plait.projection import Projection
@@ -68,6 +70,12 @@ log = logging.getLogger("plait.alerting")
 
 TABLE_NAME = "alerting-state"
 TICK_SECONDS = 1.0
+#: Most events the router and the funnel take per batch, and how long a batch
+#: waits to fill (seconds; bounds the latency a batch adds).
+BATCH_SIZE = 1000
+BATCH_WITHIN = 0.005
+#: Table writes Faust may buffer before it stalls the stream (default 100).
+PRODUCER_BUFFER = 20_000
 
 
 class FunnelHooks(Hooks):
@@ -81,6 +89,11 @@ class FunnelHooks(Hooks):
     async def after_failure(self, rt, agent: Agent, event, payload, exc: Exception) -> None:
         if agent.topic == FUNNEL_TOPIC:
             self.runner.forget(event.message.partition)
+
+    async def after_batch_failure(self, rt, agent: Agent, events: list, exc: Exception) -> None:
+        if agent.topic == FUNNEL_TOPIC:
+            for event in events:
+                self.runner.forget(event.message.partition)
 
 
 def _decode_envelope(event) -> tuple[dict, Any]:
@@ -146,16 +159,31 @@ class AlertingService:
             Agent(T.DLQ, "plait.alerts.dlq", self.dead_letters, keep=False),
         ]
 
+    def batch_handlers(self) -> dict[str, Any]:
+        """Agents that take events in batches (name -> batch handler)."""
+        return {"plait.alerts.router": self.route_batch, "plait.alerts.funnel": self.apply_batch}
+
     # -------------------------------------------------------------- router
     async def route(self, event, raws: list, attrs: dict) -> None:
         """Forward the alerts of one ``alerts.raw`` event to ``alerts.funnel``."""
-        msg = event.message
+        await self.route_batch([(event, attrs, raws)])
+
+    async def route_batch(self, items: list[tuple[Any, dict, list]]) -> None:
+        """Normalize and decide (receiver, fingerprint) each alert of a batch
+        of ``alerts.raw`` events once, and forward them to ``alerts.funnel``
+        as ``alerts`` commands per receiver (bounded size, wire.pack_alerts)."""
+        per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
+        for event, _attrs, raws in items:
+            msg = event.message
+            for i, raw in enumerate(raws):
+                for receiver, cmd in route_alerts(self.config, raw):  # one per route reached
+                    cmd["src"] = [msg.partition, msg.offset, i]
+                    per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
         tp = tracing.current_traceparent()  # the router's span: parent of the funnel decision
         extra = {"headers": {tracing.TRACEPARENT: tp.encode()}} if tp else {}
-        for i, raw in enumerate(raws):
-            receiver, cmd = route_alert(self.config, raw)
-            cmd["src"] = [msg.partition, msg.offset, i]
-            await self.funnel.send(key=receiver.encode(), value=command(**cmd), **extra)
+        for receiver, cmds in per_receiver.items():
+            for value in pack_alerts(cmds):
+                await self.funnel.send(key=receiver.encode(), value=value, **extra)
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:
@@ -232,30 +260,62 @@ class AlertingService:
     # -------------------------------------------------------------- funnel
     async def apply(self, event, cmd: dict[str, Any], attrs: dict) -> None:
         """Apply one ``alerts.funnel`` command and carry out its effects."""
-        msg = event.message
-        fx = self.runner.apply(msg.partition, msg.offset, cmd)  # a bug: FunnelHooks reloads
-        if fx.skipped:
-            return
-        await self._effects(msg.partition, fx)
-        if cmd["kind"] in ("tick", "result", "silence", "expire"):
-            await self._publish_counters(msg.partition)
-            await alert_view.publish(self, msg.partition)  # GET /api/v2/alerts reads it
+        await self.apply_batch([(event, attrs, cmd)])
+
+    async def apply_batch(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> None:
+        """Apply a batch of ``alerts.funnel`` commands, per partition in
+        offset order (state written once per touched entity per batch,
+        :meth:`FunnelRunner.apply_batch`), then carry out the effects: ledger
+        entries produced without waiting for each ack, one producer flush, and
+        only then the webhook POSTs (docs/kafka-rules.md #13)."""
+        by_part: dict[int, list[tuple[int, dict]]] = {}
+        last_event: dict[int, Any] = {}
+        counted: set[int] = set()
+        for event, _attrs, cmd in items:
+            msg = event.message
+            by_part.setdefault(msg.partition, []).append((msg.offset, cmd))
+            last_event[msg.partition] = event
+            if cmd["kind"] in ("tick", "result", "silence", "expire"):
+                counted.add(msg.partition)
+        buf = self.app.producer.buffer
+        if buf.max_messages < PRODUCER_BUFFER:
+            # Faust stalls the stream once >100 table writes wait (flushing them one
+            # by one with 0.1 s waits); a batch writes a few per alert
+            buf.max_messages = PRODUCER_BUFFER
+        results = []
+        for partition, cmds in by_part.items():
+            set_current_event(last_event[partition])  # table writes: this partition's changelog
+            fx = self.runner.apply_batch(partition, cmds)  # a bug: FunnelHooks reloads
+            if not fx.skipped:
+                results.append((partition, fx))
+        await self._effects_all(results)
+        for partition in counted:
+            await self._publish_counters(partition)
+            await alert_view.publish(self, partition)  # GET /api/v2/alerts reads it
 
     async def _effects(self, partition: int, fx: Effects) -> None:
-        for entry in fx.ledger:
-            await self.ledger.send(key=ledger_key(entry).encode(),
-                                   value=json.dumps(entry, separators=(",", ":")).encode())
-        if fx.messages:
+        await self._effects_all([(partition, fx)])
+
+    async def _effects_all(self, results: list[tuple[int, Effects]]) -> None:
+        send_ledger, send_note = self.ledger.send, self.notifications.send
+        dumps = orjson.dumps
+        sending = False
+        for partition, fx in results:
+            for entry in fx.ledger:
+                await send_ledger(key=ledger_key(entry).encode(), value=dumps(entry))
             for m in fx.messages:
                 record = {"partition": partition, **m.to_dict()}
-                await self.notifications.send(key=m.receiver.encode(),
-                                              value=json.dumps(record, default=str).encode())
+                await send_note(key=m.receiver.encode(),
+                                value=json.dumps(record, default=str).encode())
+                sending = True
+        if sending:
             # the state saying "sending" must be durable before the POST leaves
             await self.app.producer.flush()
+        for partition, fx in results:
             for m in fx.messages:
                 self._spawn(self._deliver(partition, m))
-        if fx.wake_at is not None:
-            self.wake(partition, fx.wake_at)
+            if fx.wake_at is not None:
+                self.wake(partition, fx.wake_at)
 
     async def _deliver(self, partition: int, message: Message) -> None:
         """One webhook attempt, reported back to the message's partition."""
@@ -347,8 +407,12 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
     create_topics(settings.broker_url, [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()],
                   settings.partitions, compacted=[svc.changelog_topic()], exact=True)
     app.alerting = svc  # handy for operators and tests in-process
+    batched = svc.batch_handlers()
     for agent in svc.agents():
-        svc.rt.register(agent)
+        if agent.name in batched:
+            svc.rt.register_batch(agent, batched[agent.name], BATCH_SIZE, BATCH_WITHIN)
+        else:
+            svc.rt.register(agent)
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:

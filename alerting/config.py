@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError,
+                      field_validator, model_validator)
 
 from plait.errors import ConfigError  # start-up branch; importable from here too
 
@@ -191,6 +192,8 @@ class SubRoute(_Model):
     mute_time_intervals: list[str] = Field(default_factory=list)
     active_time_intervals: list[str] = Field(default_factory=list)
 
+    _compiled: tuple = PrivateAttr(default=())
+
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
@@ -200,6 +203,16 @@ class SubRoute(_Model):
         reads back."""
         from alerting.silence import parse_matchers  # one matcher grammar everywhere
         return [str(m) for text in v for m in parse_matchers(text)]
+
+    def model_post_init(self, _context: Any) -> None:
+        """Compile the matchers once, at config load (issue 9.5: never per alert)."""
+        from alerting.silence import parse_matcher
+        self._compiled = tuple(parse_matcher(m) for m in self.matchers)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """True when every (compiled) matcher matches ``labels`` (match labels
+        of an :class:`~alerting.model.Alert`)."""
+        return all(m.matches(labels) for m in self._compiled)
 
 
 _WEEKDAYS = {d: i for i, d in enumerate(

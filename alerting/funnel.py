@@ -45,13 +45,14 @@ from typing import Any
 from alerting import bucket as tb
 from alerting import outbox as outbox_
 from alerting.config import AlertingConfig
-from alerting.dedupe import DEDUPED, decide, fingerprint
+from alerting.dedupe import DEDUPED, decide
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             new_group, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
-from alerting.routing import Route, muted_at, route_by_id, routes_for
+from alerting.routing import Decision, Route, muted_at, route_by_id, routes_for
+from alerting.routing import decide as decide_routes
 from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
 
 STATE_VERSION = 1
@@ -118,17 +119,23 @@ class Funnel:
         #: the routing tree has more than first-match routing (continue,
         #: nested routes, per-route grouping / timing / time intervals)
         self._tree = bool(config.route.routes)
+        #: route id -> Route (settings inherited), for carried decisions
+        self._routes: dict[str, Route] = {}
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for r in config.receivers:
             self.state["receivers"].setdefault(r.name, {"bucket": None, "outbox": [], "inflight": None})
 
     # ----------------------------------------------------------------- ingest
-    def ingest(self, raw: Any, now: float, raw_id: str | None = None) -> list[LedgerEntry]:
+    def ingest(self, raw: Any, now: float, raw_id: str | None = None, *,
+               decision: Decision | None = None) -> list[LedgerEntry]:
         """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
         at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
         (default ``r<n>`` from the funnel's own sequence; the Kafka agents
         pass a globally unique id such as ``<event id>:<index>``).
+        ``decision``: receiver and fingerprint the router already decided
+        for this (normalized) alert (:mod:`alerting.routing`); None decides
+        here.
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
@@ -147,18 +154,32 @@ class Funnel:
         if alert.invalid_unicode:
             c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
         try:
-            fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
             labels = alert.match_labels()
-            routes = routes_for(self.config, labels) if self._tree else [None]
+            if decision is not None:  # the router decided (issue 9.5): taken as given
+                route = self._route_of(decision.route)
+                if route.receiver != decision.receiver:
+                    route = dataclasses.replace(route, receiver=decision.receiver)
+                return self._take(alert, decision.fingerprint, labels, rid, route, now)
+            decisions = decide_routes(self.config, alert)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
-        out = self._take(alert, fp, labels, rid, routes[0], now)
-        for route in routes[1:]:  # ``continue``: one copy per further route (docs/alerting.md, "Routes")
-            st["seq"]["raw"] += 1
+        routes = [self._route_of(d.route) for d in decisions] if self._tree else [None]
+        out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now)
+        for d, route in zip(decisions[1:], routes[1:]):  # ``continue``: one copy per further route
+            st["seq"]["raw"] += 1                       # (docs/alerting.md, "Routes")
             c["received"] += 1
-            out += self._take(alert, f"{fp}~{route.id}", labels, f"{rid}~{route.receiver}", route, now)
+            out += self._take(alert, d.fingerprint, labels, f"{rid}~{d.receiver}", route, now)
         return out
+
+    def _route_of(self, rid: str) -> Route:
+        """The route with id ``rid`` (cached per funnel; the root when the
+        config no longer has it)."""
+        route = self._routes.get(rid)
+        if route is None:
+            route = route_by_id(self.config, rid) or route_by_id(self.config, "0")
+            self._routes[rid] = route
+        return route
 
     def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
               now: float) -> list[LedgerEntry]:
@@ -193,7 +214,7 @@ class Funnel:
             return [self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])]
         if ep.get("silenced_by") or ep.get("inhibited_by"):
             self._unmute(fp, ep)
-        apply_verdict(self._group_for(ep, now), verdict, ep, rid, now)
+        apply_verdict(self._group_for(ep, now, route), verdict, ep, rid, now)
         return []
 
     def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
@@ -375,12 +396,14 @@ class Funnel:
             route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
         return route
 
-    def _group_for(self, ep: dict[str, Any], now: float) -> dict[str, Any]:
+    def _group_for(self, ep: dict[str, Any], now: float,
+                   route: Route | None = None) -> dict[str, Any]:
         groups = self.state["groups"]
         if ep["group"] in groups:
             return groups[ep["group"]]
         alert = Alert.from_dict(ep["alert"])
-        route = self._route(ep)
+        if route is None:  # the router's decision, else the episode's route
+            route = self._route(ep)
         # the route id is part of the key below the root (nested routes group apart)
         key = route.receiver if route.id == "0" else f"{route.receiver}@{route.id}"
         gid, labels = group_key(key, alert, list(route.group_by))
@@ -468,6 +491,8 @@ class Funnel:
         self._expire(now)
         t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
+        queued = {name: {s["group_id"] for s in rs["outbox"]}
+                  for name, rs in self.state["receivers"].items()}
         for gid, g in list(self.state["groups"].items()):
             gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
             due = due_at(g, gw, gi, ri)
@@ -476,7 +501,7 @@ class Funnel:
             if g.get("route") and self._held(g, now):
                 continue  # a mute / outside an active time interval: sent when it ends
             if due <= now + 1e-9:
-                self._evaluate(g, now)
+                self._evaluate(g, now, queued.get(g["receiver"]))
             else:
                 later.setdefault(g["receiver"], []).append((due, gid))
         out = []
@@ -515,20 +540,20 @@ class Funnel:
         if tokens < 1:
             return
         soon = sorted((due, gid) for due, gid in later if due <= now + bc.refill_interval + 1e-9)
-        queued = len({s["group_id"] for s in rs["outbox"]})
-        if not soon or queued + len(soon) <= tokens:
+        queued = {s["group_id"] for s in rs["outbox"]}
+        if not soon or len(queued) + len(soon) <= tokens:
             return
         for _due, gid in soon:
             g = self.state["groups"].get(gid)
             if g is not None:
-                self._evaluate(g, now)
+                self._evaluate(g, now, queued)
 
-    def _evaluate(self, g: dict[str, Any], now: float) -> None:
+    def _evaluate(self, g: dict[str, Any], now: float, queued: set[str] | None = None) -> None:
         st, c = self.state, self.state["counters"]
         rc = self.config.receiver(g["receiver"])
         muted = self._muter(now) if self._silences or self._inhibit else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]
-        stale = outbox_.unqueue(g, outbox)  # a queued, unsent section of this group is rebuilt
+        stale = outbox_.unqueue(g, outbox, queued)  # a queued, unsent section of this group is rebuilt
         if stale is None:
             return
         sections, effects = build_sections(g, self.config.grouping.batch_size,
@@ -559,6 +584,8 @@ class Funnel:
         if not g["members"]:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
+        if queued is not None and sections:
+            queued.add(g["id"])
 
     def _muter(self, now: float):
         """``muted(member)`` for :func:`alerting.group.build_sections`:

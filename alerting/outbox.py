@@ -17,7 +17,8 @@ from alerting.group import combine
 from alerting.model import Message
 
 
-def unqueue(g: dict[str, Any], outbox: list[dict]) -> dict[str, Any] | None:
+def unqueue(g: dict[str, Any], outbox: list[dict],
+            queued: set[str] | None = None) -> dict[str, Any] | None:
     """Take this group's unsent sections out of ``outbox`` and give their
     raw alerts back to the members, so the group is rebuilt as one
     up-to-date set of sections instead of queueing stale ones behind a
@@ -56,12 +57,34 @@ def fill(rs: dict[str, Any], base: list[dict], limit: int) -> list[dict]:
     """Sections for the next message: ``base`` (a failed message being
     superseded) plus queued sections while the combined count stays within
     ``limit`` alerts (the first always goes: a part is never above it)."""
-    chosen = list(base)
-    while rs["outbox"]:
-        trial = combine(chosen + [rs["outbox"][0]])
-        if chosen and sum(len(s["alerts"]) for s in trial) > limit:
+    chosen: list[dict] = []
+    fps: dict[str, set] = {}  # unsplit group -> fingerprints listed (combine's count)
+    total = 0
+
+    def grow(s: dict) -> int:
+        if s["parts"] != 1:
+            return len(s["alerts"])
+        have = fps.get(s["group_id"], set())
+        return len(have | {a["fingerprint"] for a in s["alerts"]}) - len(have)
+
+    def take(s: dict) -> None:
+        nonlocal total
+        total += grow(s)
+        chosen.append(s)
+        if s["parts"] == 1:
+            fps.setdefault(s["group_id"], set()).update(a["fingerprint"] for a in s["alerts"])
+
+    for s in base:
+        take(s)
+    taken = 0
+    queue = rs["outbox"]
+    while taken < len(queue):  # linear: one pass, one slice (was a combine per step)
+        s = queue[taken]
+        if chosen and total + grow(s) > limit:
             break
-        chosen.append(rs["outbox"].pop(0))
+        take(s)
+        taken += 1
+    del queue[:taken]
     return combine(chosen)
 
 

@@ -18,16 +18,25 @@ and timed by the route that matched it.
 Time intervals (Alertmanager's ``time_intervals``): a route's notifications
 are held while ``now`` is inside any of its mute intervals, or outside all
 of its active intervals (:func:`muted_at`).
+
+The router decides once per alert (issue 9.5): :func:`decide` walks the tree
+(matchers compiled at config load, :meth:`alerting.config.SubRoute.matches`)
+and computes the alert's Alertmanager identity
+(:func:`alerting.dedupe.fingerprint`), giving one :class:`Decision` per route
+reached; each travels in its own ``alerts.funnel`` command (keyed by its
+receiver) and :meth:`alerting.funnel.Funnel.ingest` takes it as given. The
+funnel decides itself only when called without one (unit tests, replays of
+commands written before these fields existed).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from alerting.silence import parse_matcher
+from alerting.dedupe import fingerprint
+from alerting.model import Alert
 
 _DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
@@ -76,19 +85,10 @@ def _child(parent: Route, sub: Any, rid: str) -> Route:
                  tuple(sub.mute_time_intervals), tuple(sub.active_time_intervals))
 
 
-@lru_cache(maxsize=1024)
-def _matchers(texts: tuple[str, ...]) -> tuple:
-    return tuple(parse_matcher(m) for m in texts)
-
-
-def _compiled(sub: Any) -> tuple:
-    return _matchers(tuple(sub.matchers))
-
-
 def _walk(node: Route, subs: list, labels: dict[str, str]) -> list[Route]:
     out: list[Route] = []
     for i, sub in enumerate(subs):
-        if not all(m.matches(labels) for m in _compiled(sub)):
+        if not sub.matches(labels):  # compiled at config load
             continue
         child = _child(node, sub, f"{node.id}.{i}")
         out += _walk(child, sub.routes, labels)
@@ -154,3 +154,42 @@ def muted_at(config: Any, route: Route, now: float) -> bool:
     if route.mute and inside(route.mute):
         return True
     return bool(route.active) and not inside(route.active)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the router decided for one alert on one route it reaches.
+
+    Attributes:
+        receiver: receiver name (the ``alerts.funnel`` Kafka key).
+        fingerprint: the episode identity: the alert's Alertmanager
+            fingerprint (16 hex digits) on the first route, ``<fp>~<route
+            id>`` on further ``continue`` routes (their own episodes).
+        route: id of the route (``"0"`` the root; :func:`route_by_id`).
+    """
+
+    receiver: str
+    fingerprint: str
+    route: str = "0"
+
+    def to_dict(self) -> dict[str, str]:
+        """The command fields: ``{"receiver", "fp", "route"}``."""
+        return {"receiver": self.receiver, "fp": self.fingerprint, "route": self.route}
+
+    @classmethod
+    def from_command(cls, cmd: dict[str, Any]) -> "Decision | None":
+        """The decision a command carries, or None (an older command)."""
+        r, fp, rid = cmd.get("receiver"), cmd.get("fp"), cmd.get("route", "0")
+        if isinstance(r, str) and isinstance(fp, str) and isinstance(rid, str):
+            return cls(r, fp, rid)
+        return None
+
+
+def decide(config: Any, alert: Alert) -> list[Decision]:
+    """Every (receiver, identity, route) of ``alert`` under ``config``, one per
+    route it reaches (:func:`routes_for`, tree order; never empty). Pure;
+    raises only on a forged alert (the caller rejects it)."""
+    fp = fingerprint(alert, config.dedupe.fingerprint_labels)
+    routes = routes_for(config, alert.match_labels())
+    return [Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id)
+            for i, r in enumerate(routes)]

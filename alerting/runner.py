@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
 from alerting.config import AlertingConfig
-from alerting.dedupe import fingerprint
 from alerting.group import due_at
 from alerting.intake import repair_alert
 from alerting.model import Alert, LedgerEntry, Message
+from alerting.routing import Decision, decide
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
 
@@ -42,6 +42,11 @@ class Effects:
     wake_at: float | None = None
     skipped: bool = False
     writes: int = 0
+
+    def wake(self, at: float | None) -> None:
+        """Want a tick at ``at`` (keeps the soonest; None: no wish)."""
+        if at is not None and (self.wake_at is None or at < self.wake_at):
+            self.wake_at = at
 
 
 class FunnelRunner:
@@ -77,50 +82,155 @@ class FunnelRunner:
         return ps.funnel.counters() if ps is not None else None
 
     def apply(self, partition: int, offset: int, cmd: dict[str, Any]) -> Effects:
-        """Apply one command read at ``offset`` of ``partition``.
+        """Apply one command read at ``offset`` of ``partition`` (a batch of one).
 
         Raises:
             Exception: only on a bug; the caller then calls :meth:`forget`
                 so the partition reloads its last persisted state.
         """
+        return self.apply_batch(partition, [(offset, cmd)])
+
+    def apply_batch(self, partition: int, commands: list[tuple[int, dict[str, Any]]]) -> Effects:
+        """Apply the commands read at increasing offsets of ``partition`` in
+        order, then persist once: each touched entity (group, member,
+        episode, receiver) is written once per batch, with the last offset,
+        so a replay of the batch is recognised as a whole (docs/kafka-rules.md).
+
+        Args:
+            commands: ``[(offset, command)]``, offsets increasing.
+
+        Returns:
+            the combined :class:`Effects` (ledger entries in decision order,
+            messages to send only after the caller made the writes durable,
+            the soonest wake-up).
+
+        Raises:
+            Exception: only on a bug; the caller then calls :meth:`forget`
+                so the partition reloads its last persisted state (the whole
+                batch is then redone from the table).
+        """
         ps = self.state(partition)
-        if ps.seen(offset):
-            return Effects(skipped=True)
-        now = self.clock()
-        kind = cmd["kind"]
-        if kind == "alert":
-            return self._alert(ps, offset, cmd, now)
         fx = Effects()
-        f = ps.funnel
-        if kind == "tick":
-            fx.messages = f.tick(now)
-            fx.ledger = [e.to_dict() for e in f.drain_ledger()]
-        elif kind == "result":
-            if cmd.get("ok"):
-                fx.ledger = [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
+        touched: set[str] | None = set()
+        last, applied = None, 0
+        for offset, cmd in commands:
+            if ps.seen(offset):
+                continue
+            last = offset
+            now = self.clock()
+            kind = cmd["kind"]
+            if kind in ("alert", "alerts"):
+                keys = []
+                for item in (cmd,) if kind == "alert" else cmd.get("items") or ():
+                    got = self._alert(ps, item, now, fx)
+                    if got is not None:
+                        keys += got
+                        applied += 1
             else:
-                fx.wake_at = f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
-                                               retry_after=cmd.get("retry_after"),
-                                               maybe_delivered=bool(cmd.get("maybe_delivered")))
-        elif kind == "silence":
+                keys = self._other(ps, kind, cmd, now, fx)
+                applied += 1
+            if touched is not None:
+                touched = None if keys is None else touched | set(keys)
+        fx.skipped = applied == 0
+        if last is None:
+            return fx
+        fx.writes = ps.save(last, touched)
+        self._tag(fx.ledger, partition)
+        return fx
+
+    def _group_keys(self, ps: PartitionState, gids: set[str], fps: set[str]) -> set[str]:
+        """Table keys of groups ``gids`` (header and members) and of the
+        episodes of their members and of ``fps``, plus every receiver."""
+        st = ps.funnel.state
+        keys = {ps.key("rcv", name) for name in st["receivers"]}
+        for gid in gids:
+            keys.add(ps.key("grp", gid))
+            for fp in st["groups"].get(gid, {}).get("members", {}):
+                fps.add(fp)
+                keys.add(ps.member_key(gid, fp))
+        keys.update(ps.key("ep", fp) for fp in fps)
+        return keys
+
+    def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
+        """A group's (group_wait, group_interval, repeat_interval): its
+        route's (nested routes) or the config's."""
+        t = self.config.timing
+        return tuple(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval))
+
+    def _due_groups(self, ps: PartitionState, now: float) -> set[str]:
+        """Groups a tick at ``now`` may evaluate (a superset of the rule of
+        ``Funnel.tick``: due now, or within the longest refill interval, as
+        critical-first may pull them forward)."""
+        ahead = max((r.bucket.refill_interval for r in self.config.receivers), default=0.0)
+        return {gid for gid, g in ps.funnel.state["groups"].items()
+                if (d := due_at(g, *self._timing(g))) is not None and d <= now + ahead + 1e-9}
+
+    @staticmethod
+    def _muted_or_expiring(ps: PartitionState, now: float) -> set[str]:
+        """Episodes a tick at ``now`` may change besides due groups' members:
+        silenced, inhibited (released when sources resolve) and firing ones
+        whose ``expires_at`` passed (resolve_timeout)."""
+        f = ps.funnel
+        st = f.state
+        fps = set(st["silenced"]) | set(f._inhibited)
+        nxt = st.get("next_expiry")
+        if nxt is not None and nxt <= now + 1e-9:
+            fps |= {fp for fp, ep in st["episodes"].items()
+                    if ep["status"] == "firing" and (ep.get("expires_at") is None
+                                                     or ep["expires_at"] <= now + 1e-9)}
+        return fps
+
+    def _message_groups(self, ps: PartitionState, message_id: str) -> set[str]:
+        return {s["group_id"] for rs in ps.funnel.state["receivers"].values()
+                if rs["inflight"] is not None and rs["inflight"]["id"] == message_id
+                for s in rs["inflight"]["sections"]}
+
+    def _other(self, ps: PartitionState, kind: str, cmd: dict[str, Any], now: float,
+               fx: Effects) -> list[str] | None:
+        """Apply a tick, result, silence or expire command; returns the table
+        keys it may have changed (None: compare everything)."""
+        f = ps.funnel
+        st = f.state
+        if kind == "tick":
+            silenced = self._muted_or_expiring(ps, now)
+            gids = self._due_groups(ps, now) | {
+                st["episodes"][fp]["group"] for fp in silenced
+                if fp in st["episodes"] and st["episodes"][fp].get("group")}
+            before = self._group_keys(ps, gids, set(silenced))
+            fx.messages += f.tick(now)
+            fx.ledger += [e.to_dict() for e in f.drain_ledger()]
+            gids |= {st["episodes"][fp]["group"] for fp in silenced
+                     if fp in st["episodes"] and st["episodes"][fp].get("group")}
+            return list(before | self._group_keys(ps, gids, set(silenced)))
+        if kind == "result":
+            gids = self._message_groups(ps, cmd["message_id"])
+            before = self._group_keys(ps, gids, set())
+            if cmd.get("ok"):
+                fx.ledger += [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
+            else:
+                fx.wake(f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
+                                          retry_after=cmd.get("retry_after"),
+                                          maybe_delivered=bool(cmd.get("maybe_delivered"))))
+            return list(before | self._group_keys(ps, gids, set()))
+        if kind == "silence":
             try:
                 f.add_silence(cmd["silence"], now, silence_id=cmd["silence"].get("id"))
             except SilenceRefused as e:
                 log.warning("silence %s refused on partition %s: %s",
-                            cmd["silence"].get("id"), partition, e)
+                            cmd["silence"].get("id"), ps.partition, e)
         elif kind == "expire":
             f.expire_silence(cmd["id"], now)
-        fx.writes = ps.save(offset)
-        self._tag(fx.ledger, partition)
-        return fx
+        return None
 
-    def _alert(self, ps: PartitionState, offset: int, cmd: dict[str, Any], now: float) -> Effects:
-        src = cmd.get("src") or [None, None, 0]
-        fx = Effects()
-        if ps.seen_raw(*src):
-            fx.skipped = True
-            fx.writes = ps.save(offset, ())
-            return fx
+    def _alert(self, ps: PartitionState, cmd: dict[str, Any], now: float,
+               fx: Effects) -> list[str] | None:
+        """Apply one alert; returns the table keys it may have changed, or
+        None when it is a replay of a raw alert already applied."""
+        src = (cmd.get("src") or [None, None, 0])[:3]
+        copy = int(cmd.get("copy") or 0)  # a further ``continue`` route's command
+        receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
+        if ps.seen_raw(*src, copy, receiver):
+            return None
         f, touched = ps.funnel, []
         if "alert" in cmd:
             try:
@@ -128,26 +238,28 @@ class FunnelRunner:
             except Exception as e:  # a producer forged a normalized command
                 entries = [f.reject(f"(alert): unreadable normalized alert: {e}", now, cmd["id"])]
             else:
-                fp = fingerprint(alert, self.config.dedupe.fingerprint_labels)
-                before = f.state["episodes"].get(fp)
-                old_group = before.get("group") if before else None
-                entries = f.ingest(alert, now, raw_id=cmd["id"])
-                ep = f.state["episodes"].get(fp)
-                new_group = ep.get("group") if ep else None
-                touched = [ps.key("ep", fp)] + [
-                    k for g in {old_group, new_group} if g
-                    for k in (ps.key("grp", g), ps.member_key(g, fp))]
-                g = f.state["groups"].get(new_group) if new_group else None
-                if g is not None:
-                    t = self.config.timing
-                    fx.wake_at = due_at(g, t.group_wait, t.group_interval, t.repeat_interval)
+                d = Decision.from_command(cmd)
+                try:  # an older command without a decision: the funnel takes every route
+                    fps = [d.fingerprint] if d else [x.fingerprint for x in decide(self.config, alert)]
+                except Exception:  # a forged alert: ingest rejects it
+                    fps = []
+                before = {fp: (f.state["episodes"].get(fp) or {}).get("group") for fp in fps}
+                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d)
+                touched = []
+                for fp in fps:
+                    ep = f.state["episodes"].get(fp)
+                    new_group = ep.get("group") if ep else None
+                    touched += [ps.key("ep", fp)] + [
+                        k for g in {before[fp], new_group} if g
+                        for k in (ps.key("grp", g), ps.member_key(g, fp))]
+                    g = f.state["groups"].get(new_group) if new_group else None
+                    if g is not None:
+                        fx.wake(due_at(g, *self._timing(g)))
         else:
             entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
-        ps.mark_raw(*src)
-        fx.ledger = [e.to_dict() for e in entries]
-        fx.writes = ps.save(offset, touched)
-        self._tag(fx.ledger, ps.partition)
-        return fx
+        ps.mark_raw(*src, copy, receiver)
+        fx.ledger += [e.to_dict() for e in entries]
+        return touched
 
     @staticmethod
     def _tag(entries: list[dict[str, Any]], partition: int) -> None:

@@ -11,7 +11,11 @@ one event rewrites only what it touched, not the whole state:
 - ``<p>|gm|<group id>|<fingerprint>``: one member of a group, so an alert
   rewrites its own member, not the whole group (a group of 500 alerts made
   every event re-serialize ~200 KB);
-- ``<p>|rcv|<receiver>``: token bucket, outbox and the message in flight.
+- ``<p>|rcv|<receiver>``: token bucket and the message in flight (at most
+  ``batch_size`` alerts) and how many outbox pages there are;
+- ``<p>|ob|<receiver>|<n>``: page n of the receiver's outbox, at most
+  ``PAGE_BYTES`` (a storm queues thousands of sections: kept in one value
+  they made a 2.5 MB record and the worker died, issue 11).
 
 Values are compact JSON bytes (immutable, so what the changelog carries is
 exactly what was meant at the time of the write). An entity that vanished
@@ -36,6 +40,9 @@ from alerting.config import AlertingConfig
 from alerting.funnel import Funnel
 
 _ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
+#: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``); far below the
+#: broker's 1 MB record limit.
+PAGE_BYTES = 256 * 1024
 
 
 def _dumps(value: Any) -> bytes:
@@ -84,6 +91,7 @@ class PartitionState:
         parts: dict[str, dict[str, Any]] = {k: {} for k in _ENTITIES}
         kinds = {v: k for k, v in _ENTITIES.items()}
         members: dict[str, dict[str, Any]] = {}
+        pages: dict[str, dict[int, list]] = {}
         for key in [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]:
             raw = self.table.get(key)
             if raw is None:
@@ -97,6 +105,10 @@ class PartitionState:
                 self.src = value.get("src", {})
                 continue
             kind, _, ident = rest.partition("|")
+            if kind == "ob":
+                name, _, page = ident.rpartition("|")
+                pages.setdefault(name, {})[int(page)] = value
+                continue
             if kind == "gm":
                 gid, _, fp = ident.partition("|")
                 members.setdefault(gid, {})[fp] = value
@@ -106,6 +118,11 @@ class PartitionState:
             found = members.get(gid, {})
             order = group.pop("member_order", list(found))
             group["members"] = {fp: found[fp] for fp in order if fp in found}
+        for name, rs in parts["receivers"].items():
+            n = rs.pop("outbox_pages", None)
+            if n is not None:
+                got = pages.get(name, {})
+                rs["outbox"] = [s for i in range(n) for s in got.get(i, [])]
         if state is not None:
             state.update(parts)
         return Funnel(self.config, state)
@@ -121,18 +138,31 @@ class PartitionState:
         """True when ``alerts.funnel`` offset ``offset`` was already applied."""
         return offset <= self.offset
 
-    def seen_raw(self, raw_partition: int | None, raw_offset: int | None, index: int) -> bool:
+    def seen_raw(self, raw_partition: int | None, raw_offset: int | None, index: int,
+                 copy: int = 0, receiver: str | None = None) -> bool:
         """True when the raw alert at (partition, offset, index) of
-        ``alerts.raw`` reached this funnel before (the router replayed it)."""
+        ``alerts.raw`` reached this funnel before (the router replayed it).
+        ``copy``: which of its routes' commands; ``receiver``: the command's
+        key. The router sends each receiver's commands in raw order, but
+        several receivers may share a funnel partition, so the watermark is
+        kept per (raw partition, receiver)."""
         if raw_partition is None or raw_offset is None:
             return False
-        last = self.src.get(str(raw_partition))
-        return last is not None and [raw_offset, index] <= last
+        last = self.src.get(self._src_key(raw_partition, receiver))
+        if last is None and receiver is not None:
+            last = self.src.get(str(raw_partition))  # state from before per-receiver marks
+        return last is not None and [raw_offset, index, copy] <= (list(last) + [0])[:3]
 
-    def mark_raw(self, raw_partition: int | None, raw_offset: int | None, index: int) -> None:
-        """Remember the last raw position applied from ``raw_partition``."""
+    def mark_raw(self, raw_partition: int | None, raw_offset: int | None, index: int,
+                 copy: int = 0, receiver: str | None = None) -> None:
+        """Remember the last raw position applied from ``raw_partition``
+        for ``receiver`` (see :meth:`seen_raw`)."""
         if raw_partition is not None and raw_offset is not None:
-            self.src[str(raw_partition)] = [raw_offset, index]
+            self.src[self._src_key(raw_partition, receiver)] = [raw_offset, index, copy]
+
+    @staticmethod
+    def _src_key(raw_partition: int, receiver: str | None) -> str:
+        return str(raw_partition) if receiver is None else f"{raw_partition}|{receiver}"
 
     # ------------------------------------------------------------------ save
     def _group_entities(self, gid: str, group: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +173,25 @@ class PartitionState:
             out[self.member_key(gid, fp)] = member
         return out
 
+    def _receiver_entities(self, name: str, rs: dict[str, Any]) -> dict[str, Any]:
+        """The receiver's header plus its outbox in pages of at most
+        :data:`PAGE_BYTES` (a section alone may be bigger: it lists at most
+        ``batch_size`` alerts), so no record grows with a storm's open groups."""
+        pages: list[list] = []
+        size = PAGE_BYTES
+        for sec in rs.get("outbox", []):
+            n = len(_dumps(sec))
+            if size + n > PAGE_BYTES:
+                pages.append([])
+                size = 0
+            pages[-1].append(sec)
+            size += n
+        head = {k: v for k, v in rs.items() if k != "outbox"} | {"outbox_pages": len(pages)}
+        out = {self.key("rcv", name): head}
+        for i, page in enumerate(pages):
+            out[f"{self.prefix}ob|{name}|{i}"] = page
+        return out
+
     def _entities(self, only: Iterable[str] | None) -> dict[str, Any]:
         st = self.funnel.state
         out: dict[str, Any] = {}
@@ -151,6 +200,8 @@ class PartitionState:
                 for ident, value in st[name].items():
                     if kind == "grp":
                         out |= self._group_entities(ident, value)
+                    elif kind == "rcv":
+                        out |= self._receiver_entities(ident, value)
                     else:
                         out[f"{self.prefix}{kind}|{ident}"] = value
             return out
@@ -161,6 +212,12 @@ class PartitionState:
                 member = st["groups"].get(gid, {}).get("members", {}).get(fp)
                 if member is not None:
                     out[key] = member
+                continue
+            if kind in ("rcv", "ob"):
+                rname = ident if kind == "rcv" else ident.rpartition("|")[0]
+                rs = st["receivers"].get(rname)
+                if rs is not None:
+                    out |= self._receiver_entities(rname, rs)
                 continue
             name = next(n for n, k in _ENTITIES.items() if k == kind)
             value = st[name].get(ident)

@@ -17,7 +17,10 @@ but invalid travels on and ends ``rejected`` in the ledger, naming the field.
 ``alerts.funnel`` (internal, keyed by receiver name so one receiver's token
 bucket, groups and in-flight message live on one partition) carries
 funnel commands ``{"v": 1, "kind": ...}``: ``alert`` (normalized alert or the
-invalid raw payload), ``tick``, ``result`` (one webhook attempt), ``silence``
+invalid raw payload, with the router's decision ``receiver`` and ``fp``),
+``alerts`` (``items``: several ``alert`` commands of one receiver, at most
+:data:`MAX_ITEMS` and about :data:`MAX_COMMAND_BYTES`, so no record grows
+with a storm), ``tick``, ``result`` (one webhook attempt), ``silence``
 and ``expire``. Ticks, results and silence commands are sent to an explicit
 partition.
 """
@@ -32,6 +35,7 @@ from typing import Any
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
 from alerting.intake import normalize, repair_text
+from alerting.routing import decide, routes_for
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
 
@@ -40,6 +44,10 @@ FUNNEL_TOPIC = "alerts.funnel"
 #: Most alerts one raw event may carry (Alertmanager batches are ~64).
 MAX_ALERTS = 10_000
 _MAX_INVALID_BYTES = 16_384
+#: Most alerts one ``alerts`` command carries.
+MAX_ITEMS = 500
+#: An ``alerts`` command is cut once its items pass this size (bytes, JSON).
+MAX_COMMAND_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -123,11 +131,9 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
 
 
 def receiver_for(config: AlertingConfig, alert: Alert) -> str:
-    """The receiver an alert is routed to: that of the first route it reaches
-    in the routing tree (:func:`alerting.routing.routes_for`, the funnel's
-    own rule); copies for further ``continue`` routes are made by the funnel
-    of that receiver's partition."""
-    from alerting.routing import routes_for
+    """The receiver an alert is routed to first: that of the first route it
+    reaches in the routing tree (:func:`alerting.routing.routes_for`); further
+    ``continue`` routes get their own commands (:func:`route_alerts`)."""
     return routes_for(config, alert.match_labels())[0].receiver
 
 
@@ -139,13 +145,18 @@ def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
             "default_severity": Severity[config.normalize.default_severity.upper()]}
 
 
-def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, Any]]:
-    """Normalize one raw alert and build its ``alerts.funnel`` command.
+def route_alerts(config: AlertingConfig, raw: RawAlert) -> list[tuple[str, dict[str, Any]]]:
+    """Normalize one raw alert, decide its routes and fingerprint once
+    (:func:`alerting.routing.decide`) and build one ``alerts.funnel`` command
+    per route it reaches (``alert``, ``receiver``, ``fp``, ``route``: the
+    funnel takes them as decided). A further ``continue`` route's copy has the
+    raw id ``<raw id>~<receiver>`` and the fingerprint ``<fp>~<route id>``
+    (docs/alerting.md, "Routes") and ``copy`` = its position.
 
     Returns:
-        (receiver name = the Kafka key, command). An alert that cannot be
-        normalized goes to the default receiver's partition carrying the
-        payload as sent (cut to 16 KB), so the funnel ledgers it ``rejected``.
+        [(receiver name = the Kafka key, command)], never empty. An alert that
+        cannot be normalized goes to the default receiver's partition carrying
+        the payload as sent (cut to 16 KB), so the funnel ledgers it ``rejected``.
     """
     cmd: dict[str, Any] = {"v": 1, "kind": "alert", "id": raw.raw_id,
                            "received_at": raw.received_at}
@@ -153,8 +164,43 @@ def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, A
         alert = normalize(raw.payload, raw.received_at, **normalize_options(config))
     except AlertRejected as e:
         text = json.dumps(raw.payload, default=str)[:_MAX_INVALID_BYTES]
-        return config.route.receiver, dict(cmd, invalid=text, reason=str(e))
-    return receiver_for(config, alert), dict(cmd, alert=alert.to_dict())
+        return [(config.route.receiver, dict(cmd, invalid=text, reason=str(e)))]
+    try:
+        decisions = decide(config, alert)
+    except Exception:  # a forged alert: the funnel decides (and rejects it) itself
+        return [(config.route.receiver, dict(cmd, alert=alert.to_dict()))]
+    doc = alert.to_dict()
+    out = []
+    for k, d in enumerate(decisions):
+        c = dict(cmd, alert=doc, **d.to_dict())
+        if k:
+            c.update(id=f"{raw.raw_id}~{d.receiver}", copy=k)
+        out.append((d.receiver, c))
+    return out
+
+
+def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, Any]]:
+    """The first of :func:`route_alerts` (the alert's first route; enough when
+    the config has no ``continue`` route)."""
+    return route_alerts(config, raw)[0]
+
+
+def pack_alerts(items: list[tuple[dict[str, Any], bytes]]) -> list[bytes]:
+    """``alerts`` commands carrying ``items`` (``(command, its JSON bytes)``
+    from :func:`route_alert` + :func:`command`), in order, each with at most
+    :data:`MAX_ITEMS` items and cut once past :data:`MAX_COMMAND_BYTES`."""
+    out: list[bytes] = []
+    chunk: list[bytes] = []
+    size = 0
+    for _cmd, data in items:
+        chunk.append(data)
+        size += len(data) + 1
+        if len(chunk) >= MAX_ITEMS or size >= MAX_COMMAND_BYTES:
+            out.append(b'{"v":1,"kind":"alerts","items":[' + b",".join(chunk) + b"]}")
+            chunk, size = [], 0
+    if chunk:
+        out.append(b'{"v":1,"kind":"alerts","items":[' + b",".join(chunk) + b"]}")
+    return out
 
 
 def command(kind: str, **fields: Any) -> bytes:
@@ -172,6 +218,7 @@ def parse_command(value: bytes | str | None) -> dict[str, Any]:
         doc = json.loads(value) if value is not None else None
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.funnel event is not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "tick", "result", "silence", "expire"):
+    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "alerts", "tick", "result", "silence",
+                                                     "expire"):
         raise PoisonError("alerts.funnel event is not a funnel command")
     return doc

@@ -52,7 +52,7 @@ class Sink:
                 now = time.time()
                 with outer.lock:
                     outer.messages += 1
-                    for g in body["groups"]:
+                    for g in body.get("groups", []) if isinstance(body, dict) else []:
                         for a in g["alerts"]:
                             sent = a["annotations"].get("sent_at")
                             if sent and a["change"] == "new":
@@ -84,15 +84,92 @@ def wait(check, timeout: float, what: str):
     raise TimeoutError(f"timed out waiting for {what}")
 
 
+def alertmanager_storm(n: int, per_post: int = 64) -> dict | None:
+    """The same storm (2,000 assets x 10 rules) POSTed to a real Alertmanager
+    (``alertmanager`` or Debian's ``prometheus-alertmanager``), group_by
+    [alertname, instance], group_wait 0, webhook to a local sink: ingest
+    rate and webhook POSTs once they stop growing. None when absent."""
+    import shutil
+    import socket
+    import subprocess
+
+    import httpx
+
+    binary = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
+    if binary is None:
+        return None
+    sink = Sink()
+    tmp = Path(tempfile.mkdtemp(prefix="plait-bench-am-"))
+    (tmp / "am.yml").write_text(yaml.safe_dump({
+        "route": {"receiver": "hook", "group_by": ["alertname", "instance"],
+                  "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
+        "receivers": [{"name": "hook", "webhook_configs": [{"url": sink.url}]}]}))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([binary, f"--config.file={tmp / 'am.yml'}", f"--storage.path={tmp}",
+                             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait(lambda: _ok(f"{base}/-/ready"), 30, "alertmanager")
+        rnd = random.Random(11)
+        keys = [(r, a) for r in range(10) for a in range(2000)]
+        order = (keys + [rnd.choice(keys) for _ in range(max(0, n - len(keys)))])[:n]
+        rnd.shuffle(order)
+        alerts = [{"labels": {"alertname": f"Storm{r}", "instance": f"s{a:04d}",
+                              "severity": "warning"}} for r, a in order]
+        t0 = time.monotonic()
+        with httpx.Client(timeout=30) as c:
+            for i in range(0, len(alerts), per_post):
+                c.post(f"{base}/api/v2/alerts", json=alerts[i:i + per_post]).raise_for_status()
+        ingest = time.monotonic() - t0
+        last, still = -1, time.monotonic()
+        while time.monotonic() - still < 5 and time.monotonic() - t0 < 180:
+            time.sleep(0.5)
+            if sink.messages != last:
+                last, still = sink.messages, time.monotonic()
+        return {"bench": "alertmanager_storm", "alerts": n, "ingest_seconds": round(ingest, 2),
+                "ingest_alerts_per_s": round(n / ingest, 1), "webhook_posts": sink.messages,
+                "settled_seconds": round(still - t0, 2)}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        sink.server.shutdown()
+
+
+def _ok(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--alerts", type=int, default=20_000)
     ap.add_argument("--per-event", type=int, default=1)
     ap.add_argument("--latency-alerts", type=int, default=500)
     ap.add_argument("--rate", type=float, default=50.0)
+    ap.add_argument("--storm", type=int, default=50_000,
+                    help="alerts of the storm over 2,000 assets x 10 rules (0: skip)")
+    ap.add_argument("--storm-per-event", type=int, default=50)
+    ap.add_argument("--scale", default="100,1000,10000,50000",
+                    help="open-group counts at which the cost per alert is measured ('' skips)")
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--alertmanager", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run Alertmanager on the same storm when its binary is present")
     args = ap.parse_args()
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    am = None
+    if args.storm and args.alertmanager:
+        am = alertmanager_storm(args.storm)
+        print(json.dumps(am or {"bench": "alertmanager_storm", "skipped": "no alertmanager binary"}),
+              flush=True)
 
     sink = Sink()
     tmp = Path(tempfile.mkdtemp(prefix="plait-bench-alerts-"))
@@ -100,7 +177,7 @@ def main() -> None:
     cfg.write_text(yaml.safe_dump({
         "receivers": [{"name": "bench", "url": sink.url, "bucket": {"burst": 1000, "refill_interval": "10ms"}}],
         "route": {"receiver": "bench"},
-        "grouping": {"group_by": ["rule", "asset"], "batch_size": 500},
+        "grouping": {"group_by": ["rule", "asset"], "batch_size": 1000},
         "timing": {"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"},
         "dedupe": {"cooldown": "1h"},
     }))
@@ -154,6 +231,111 @@ def main() -> None:
                           "max_ms": round(max(lat), 1), "mean_ms": round(statistics.mean(lat), 1),
                           "webhook_messages": sink.messages}), flush=True)
 
+        def produce_events(alerts: list, per_event: int) -> set[str]:
+            ids: set[str] = set()
+            for i in range(0, len(alerts), per_event):
+                chunk = alerts[i:i + per_event]
+                eid, v = raw_envelope(chunk)
+                ids.update(f"{eid}:{j}" for j in range(len(chunk)))
+                while True:
+                    try:
+                        producer.produce(raw, value=v)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                producer.poll(0)
+            producer.flush(30)
+            return ids
+
+        outcomes: dict[str, str] = {}
+
+        def drain_outcomes(budget: float = 0.2) -> None:
+            end = time.monotonic() + budget
+            while time.monotonic() < end:
+                for m in consumer.consume(5000, 0.05):
+                    if not m.error():
+                        e = json.loads(m.value())
+                        seen.add(e["raw_id"])
+                        outcomes[e["raw_id"]] = e["outcome"]
+
+        def rss_mb() -> float:
+            total = 0.0
+            for p in stack.workers().values():
+                try:
+                    for line in open(f"/proc/{p.pid}/status"):
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1]) / 1024
+                except OSError:
+                    pass
+            return round(total, 1)
+
+        if args.storm:
+            # the issue-11 storm: 2,000 assets x 10 rules, every identity at
+            # least once, the rest repeats (as a storm looks), Kafka in -> ledger out
+            drain_outcomes(1.0)
+            rnd = random.Random(11)
+            keys = [(r, a) for r in range(10) for a in range(2000)]
+            order = keys + [rnd.choice(keys) for _ in range(max(0, args.storm - len(keys)))]
+            order = order[:args.storm]
+            rnd.shuffle(order)
+            storm = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning"}
+                     for r, a in order]
+            msgs0, rss0 = sink.messages, rss_mb()
+            t0 = time.monotonic()
+            sids = produce_events(storm, args.storm_per_event)
+            produced = time.monotonic() - t0
+            deadline = time.monotonic() + 600
+            while not sids <= seen and time.monotonic() < deadline:
+                drain_outcomes(0.2)
+            secs = time.monotonic() - t0
+            done = len(sids & seen)
+            by = {}
+            for i in sids:
+                if i in outcomes:
+                    by[outcomes[i]] = by.get(outcomes[i], 0) + 1
+            pending = len(sids) - done
+            print(json.dumps({"bench": "alert_e2e_storm", "alerts": len(sids), "ledgered": done,
+                              "identities": len(set(order)), "per_event": args.storm_per_event,
+                              "produce_seconds": round(produced, 2), "seconds": round(secs, 2),
+                              "alerts_per_s": round(done / secs, 1), "outcomes": by,
+                              "pending": pending,
+                              "balanced": len(sids) == sum(by.values()) + pending,
+                              "webhook_posts": sink.messages - msgs0,
+                              "posts_per_alertmanager_post": round(
+                                  (sink.messages - msgs0) / am["webhook_posts"], 5)
+                              if am and am.get("webhook_posts") else None,
+                              "worker_rss_mb_before": rss0, "worker_rss_mb_after": rss_mb()}),
+                  flush=True)
+
+        if args.scale:
+            # cost per alert as open groups grow: open N groups (new identities,
+            # each its own group), then time 2,000 repeats (deduplicated at once)
+            opened = 0
+            for target in [int(x) for x in args.scale.split(",") if x]:
+                fresh = [{"rule": "Scale", "asset": f"g{i:06d}", "severity": "info"}
+                         for i in range(opened, target)]
+                if fresh:
+                    fids = produce_events(fresh, 100)
+                    deadline = time.monotonic() + 600
+                    while not fids <= seen and time.monotonic() < deadline:
+                        drain_outcomes(0.2)
+                    opened = target
+                rep = [{"rule": "Scale", "asset": f"g{random.randrange(opened):06d}",
+                        "severity": "info"} for _ in range(2000)]
+                t0 = time.monotonic()
+                rids = produce_events(rep, 50)
+                deadline = time.monotonic() + 300
+                while not rids <= seen and time.monotonic() < deadline:
+                    drain_outcomes(0.05)
+                secs = time.monotonic() - t0
+                print(json.dumps({"bench": "alert_e2e_cost_per_alert", "open_groups": opened,
+                                  "alerts": len(rids), "seconds": round(secs, 3),
+                                  "us_per_alert": round(secs / len(rids) * 1e6, 1),
+                                  "worker_rss_mb": rss_mb()}), flush=True)
+
+        if args.skip_throughput:
+            consumer.close()
+            return
         # throughput: a storm, mostly repeats
         drain(1.0)
         rnd = random.Random(7)

@@ -26,7 +26,9 @@ def cmd_topics(args: argparse.Namespace) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
-    """Run one export worker in the foreground (creates missing topics first)."""
+    """Run one worker in the foreground (creates missing topics first).
+    ``--role export|alerting|all``: the export agents, the alert funnel, or
+    both in one process (default)."""
     from faust import Worker
 
     import asyncio
@@ -44,7 +46,8 @@ def cmd_worker(args: argparse.Namespace) -> None:
     applied = asyncio.run(ensure_built(settings))
     if applied is not None:
         get_logger("plait.worker").info("projection rebuilt", events=applied)
-    app = create_app(settings)
+    role = getattr(args, "role", "all")
+    app = create_app(settings, role)
     Worker(app, loglevel=settings.log_level.lower(), quiet=True).execute_from_commandline()
 
 
@@ -101,7 +104,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     dev_file = None
     try:
-        stack.start(workers=args.workers)
+        # exports and alerting in separate processes, restarted when they exit
+        stack.start(workers=args.workers, split_roles=True, supervise=True)
         urls = {"PLAIT_API_URL": stack.api_url,
                 "PLAIT_DEMO_DATA_API_URL": f"{stack.demo_data_api}/data",
                 "PLAIT_BROKER_URL": stack.env["PLAIT_BROKER_URL"],
@@ -251,7 +255,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``plait`` command."""
     parser = argparse.ArgumentParser(prog="plait", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("worker", help=cmd_worker.__doc__).set_defaults(fn=cmd_worker)
+    p = sub.add_parser("worker", help=cmd_worker.__doc__)
+    p.add_argument("--role", choices=("all", "export", "alerting"), default="all",
+                   help="export agents, the alert funnel, or both (default)")
+    p.set_defaults(fn=cmd_worker)
     sub.add_parser("topics", help=cmd_topics.__doc__).set_defaults(fn=cmd_topics)
     for name, fn, port in (("api", cmd_api, 8000), ("demo-data-api", cmd_demo_data_api, 8001)):
         p = sub.add_parser(name, help=fn.__doc__)

@@ -4,10 +4,12 @@ the demo data API. Used by ``plait dev``, ``plait demo`` and the tests."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -53,22 +55,36 @@ class Stack:
     ephemeral_prefix: bool = False
     api_url: str = ""
     demo_data_api: str = ""
+    roles: dict[str, str] = field(default_factory=dict)
+    _supervisor: threading.Thread | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
-    def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True) -> "Stack":
+    def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True,
+              split_roles: bool = False, supervise: bool = False) -> "Stack":
         """Start everything and wait until the API and data API answer and
         every worker consumes (:meth:`wait_workers_ready`).
+
+        ``split_roles``: with an alerting config, the ``workers`` run
+        ``--role export`` and one more process ``worker-alerting`` runs
+        ``--role alerting`` (a crash or storm in one leaves the other
+        running). ``supervise``: restart a worker that exits
+        (:meth:`supervise`).
 
         Raises ``TimeoutError`` or ``RuntimeError`` naming the part that did
         not come up (its log is in ``data_dir/logs``); what was started is
         stopped first.
         """
         try:
-            return self._start(workers, api, demo_data_api)
+            self._start(workers, api, demo_data_api, split_roles)
+            if supervise:
+                self.supervise()
+            return self
         except BaseException:
             self.stop()
             raise
 
-    def _start(self, workers: int, api: bool, demo_data_api: bool) -> "Stack":
+    def _start(self, workers: int, api: bool, demo_data_api: bool,
+               split_roles: bool = False) -> "Stack":
         self.data_dir = self.data_dir.resolve()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_broker = "PLAIT_BROKER_URL" not in self.overrides
@@ -96,8 +112,12 @@ class Stack:
             "PLAIT_API_URL": self.api_url,
             **self.overrides,
         }
+        split = split_roles and bool(self.env.get("PLAIT_ALERTING_CONFIG")
+                                     or os.environ.get("PLAIT_ALERTING_CONFIG"))
         for i in range(workers):
-            self.spawn_worker(f"worker-{i}")
+            self.spawn_worker(f"worker-{i}", "export" if split else "all")
+        if split:
+            self.spawn_worker("worker-alerting", "alerting")
         if demo_data_api:
             port = free_port()
             self.demo_data_api = f"http://127.0.0.1:{port}"
@@ -171,9 +191,52 @@ class Stack:
         self.procs[name] = proc
         return proc
 
-    def spawn_worker(self, name: str) -> subprocess.Popen:
-        """Start one more worker process (joins the consumer group)."""
-        return self._spawn(name, ["worker"])
+    def spawn_worker(self, name: str, role: str = "all") -> subprocess.Popen:
+        """Start one more worker process (joins its role's consumer group)."""
+        self.roles[name] = role
+        return self._spawn(name, ["worker"] if role == "all" else ["worker", "--role", role])
+
+    def supervise(self, backoff_max: float = 30.0) -> None:
+        """Restart any worker that exits, in a daemon thread, until :meth:`stop`.
+        Backoff per worker: 1 s, doubling to ``backoff_max``, reset once a
+        worker ran 60 s; each restart is logged (``plait.stack``) and appended
+        to ``logs/supervisor.log``. Workers removed by :meth:`kill` stay down."""
+        if self._supervisor is not None:
+            return
+        self._stopping.clear()
+        self._supervisor = threading.Thread(target=self._watch, args=(backoff_max,),
+                                            name="plait-supervisor", daemon=True)
+        self._supervisor.start()
+
+    def _watch(self, backoff_max: float) -> None:
+        delay: dict[str, float] = {}
+        started: dict[str, float] = {}
+        due: dict[str, float] = {}
+        while not self._stopping.wait(0.2):
+            for name, proc in list(self.workers().items()):
+                if proc.poll() is None:
+                    if time.monotonic() - started.get(name, 0) > 60:
+                        delay.pop(name, None)
+                    continue
+                now = time.monotonic()
+                if name not in due:
+                    wait = delay.get(name, 0.5) * 2
+                    delay[name] = min(wait, backoff_max)
+                    due[name] = now + delay[name]
+                    self._note(f"{name} exited with {proc.returncode}; restarting in "
+                               f"{delay[name]:.0f} s")
+                elif now >= due[name]:
+                    del due[name]
+                    if self._stopping.is_set():
+                        return
+                    self.spawn_worker(name, self.roles.get(name, "all"))
+                    started[name] = time.monotonic()
+                    self._note(f"{name} restarted (pid {self.procs[name].pid})")
+
+    def _note(self, text: str) -> None:
+        logging.getLogger("plait.stack").warning(text)
+        with open(self.data_dir / "logs" / "supervisor.log", "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to a child (default: kill -9) and reap it."""
@@ -196,6 +259,10 @@ class Stack:
 
     def stop(self) -> None:
         """Stop every child (SIGTERM, then SIGKILL after 10 s) and the broker."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(5)
+            self._supervisor = None
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.terminate()

@@ -108,6 +108,23 @@ class Hooks:
         """After a handler raised ``exc`` (logged, and dead-lettered unless
         ``expected`` or the agent does not ``keep``)."""
 
+    async def after_batch_failure(self, rt: AgentRuntime, agent: Agent, events: list,
+                                  exc: Exception) -> None:
+        """After a batch handler raised ``exc``; the runtime then handles the
+        batch's events one at a time with ``agent.handle``."""
+
+
+def set_current_event(event: Any) -> None:
+    """Make ``event`` Faust's current event in this task, so table writes made
+    while handling a batch go to the changelog partition of ``event``'s
+    partition (Faust derives it from the current event, which
+    ``take_events`` leaves unset)."""
+    import weakref
+
+    from faust import streams
+
+    streams._current_event.set(weakref.ref(event))
+
 
 class AgentRuntime:
     """Topics, sending, dead letters and the never-escaping event loop of one
@@ -181,6 +198,54 @@ class AgentRuntime:
 
         run.__name__ = run.__qualname__ = agent.name.replace(".", "_")
         self.app.agent(self.topic(agent.topic), name=agent.name, concurrency=1)(run)
+
+    def register_batch(self, agent: Agent,
+                       handle_batch: Callable[[list[tuple[Any, dict, Any]]], Awaitable[None]],
+                       size: int, within: float) -> None:
+        """Add ``agent`` at concurrency 1, taking up to ``size`` events at a
+        time (or what came within ``within`` seconds; Faust
+        ``stream.take_events``), acked after the batch is handled.
+
+        ``handle_batch([(event, attrs, payload)])`` gets the decodable events
+        in order (poison is dead-lettered as by :meth:`process`). When it
+        raises, the hooks see ``after_batch_failure`` and every event of the
+        batch is handled again one at a time with ``agent.handle`` (the
+        per-event rules of :meth:`process`: the culprit is dead-lettered,
+        the others go on). Nothing escapes (docs/kafka-rules.md #3)."""
+        async def run(stream):
+            async for events in stream.take_events(size, within):
+                await self.process_batch(agent, handle_batch, events)
+
+        run.__name__ = run.__qualname__ = agent.name.replace(".", "_")
+        self.app.agent(self.topic(agent.topic), name=agent.name, concurrency=1)(run)
+
+    async def process_batch(self, agent: Agent, handle_batch, events: list) -> None:
+        """Handle a batch of Kafka events; never raises (see :meth:`register_batch`)."""
+        try:
+            good = []
+            for event in events:
+                try:
+                    attrs, payload = agent.decode(event) if agent.decode else ({}, event.value)
+                except Exception as exc:
+                    if agent.keep:
+                        log.warning("poison event", agent=agent.name, error=str(exc))
+                        await self.dead_letter(event, exc)
+                    continue
+                good.append((event, attrs, payload))
+            if not good:
+                return
+            try:
+                await handle_batch(good)
+                return
+            except Exception as exc:
+                log.exception("batch handler failed; handling its events one at a time",
+                              agent=agent.name, events=len(good))
+                for hook in self.hooks:
+                    await hook.after_batch_failure(self, agent, [e for e, _a, _p in good], exc)
+            for event, _attrs, _payload in good:
+                await self.process(agent, event)
+        except Exception:
+            self._lost(agent)
 
     async def process(self, agent: Agent, event) -> None:
         """Handle one Kafka event; never raises (docs/kafka-rules.md #3), but may exit

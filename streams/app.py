@@ -2,6 +2,7 @@
 scale with partitions and worker processes."""
 from __future__ import annotations
 
+import os
 import tempfile
 from functools import partial
 from pathlib import Path
@@ -67,10 +68,36 @@ def faust_datadir(app_id: str) -> Path:
     return base / f"{app_id}-data"
 
 
-def create_app(settings: Settings) -> faust.App:
-    """Build the worker app for ``settings`` (broker, topics, Redis, storage)."""
+#: ``plait worker --role``: which agents a worker process runs.
+ROLES = ("all", "export", "alerting")
+
+
+def app_id_for(settings: Settings, role: str) -> str:
+    """Faust app id (= consumer group) of a worker role: exports and ``all``
+    keep ``settings.app_id``; an alerting-only worker is its own group
+    (``<app id>-alerting``) so a crash or storm there never rebalances the
+    export workers, and vice versa."""
+    return f"{settings.app_id}-alerting" if role == "alerting" else settings.app_id
+
+
+def create_app(settings: Settings, role: str = "all") -> faust.App:
+    """Build the worker app for ``settings`` (broker, topics, Redis, storage).
+
+    Args:
+        role: ``all`` (export agents, plus the alert funnel when
+            ``settings.alerting_config`` is set), ``export`` (export agents
+            only) or ``alerting`` (the alert funnel only; needs
+            ``alerting_config``).
+
+    Raises:
+        ValueError: an unknown role, or ``alerting`` without a config.
+    """
+    if role not in ROLES:
+        raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
+    if role == "alerting" and not settings.alerting_config:
+        raise ValueError("role 'alerting' needs PLAIT_ALERTING_CONFIG (an alerting config file)")
     app = faust.App(
-        settings.app_id,
+        app_id_for(settings, role),
         broker=f"kafka://{settings.broker_url}",
         store="memory://",
         # Faust's own working directory (default: "<app id>-data" in the CWD)
@@ -96,23 +123,32 @@ def create_app(settings: Settings) -> faust.App:
 
     tracing.setup("plait-worker")
     metrics.serve(settings.metrics_port)
-    runtime = Runtime(app, build_context(settings), routes(settings))
-    names = {runtime.ctx.topics.name(t): t for t in T.ALL}
+    names = {T.Topics(settings.topic_prefix).name(t): t for t in T.ALL}
+    if role in ("all", "export"):
+        runtime = Runtime(app, build_context(settings), routes(settings))
 
-    async def gauges() -> None:
-        metrics.update_lag(app, names)
-        metrics.WORKER_INFLIGHT.set(len(runtime.inflight))
+        async def gauges() -> None:
+            metrics.update_lag(app, names)
+            metrics.WORKER_INFLIGHT.set(len(runtime.inflight))
 
-    _every(app, 5.0, gauges, "gauges")
-    _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
-    _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
-    _every(app, readiness.INTERVAL_SECONDS, partial(
-        readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
-        runtime.ctx.worker_id), "readiness")
-    from schedules.worker import register_scheduler
+        _every(app, 5.0, gauges, "gauges")
+        _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
+        _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
+        _every(app, readiness.INTERVAL_SECONDS, partial(
+            readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
+            runtime.ctx.worker_id), "readiness")
+        from schedules.worker import register_scheduler
 
-    register_scheduler(runtime, settings, partial(_every, app))
-    if settings.alerting_config:
+        register_scheduler(runtime, settings, partial(_every, app))
+    else:
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2,
+                                         socket_connect_timeout=2)
+        _every(app, readiness.INTERVAL_SECONDS, partial(
+            readiness.report, app, client, settings.redis_prefix,
+            settings.worker_id or f"{os.getpid()}-alerting"), "readiness")
+    if settings.alerting_config and role in ("all", "alerting"):
         from alerting.agents import register_alerting
 
         register_alerting(app, settings)

@@ -26,7 +26,10 @@ SERVICES: dict[str, dict] = COMPOSE["services"]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 KNOWN = {f"PLAIT_{name.upper()}" for name in Settings.model_fields}
 PLAIT_BUILT = {n for n, s in SERVICES.items() if s.get("build") == "."}
-WORKERS = sorted(n for n, s in SERVICES.items() if s.get("command") == ["plait", "worker"])
+WORKERS = sorted(n for n, s in SERVICES.items()
+                 if s.get("command") == ["plait", "worker", "--role", "export"])
+ALERTING = sorted(n for n, s in SERVICES.items()
+                  if s.get("command") == ["plait", "worker", "--role", "alerting"])
 
 
 def plait_keys(service: dict) -> set[str]:
@@ -85,7 +88,8 @@ def test_compose_values_validate_as_settings(monkeypatch):
 
 
 def test_every_plait_service_gets_the_same_settings():
-    envs = {n: {k: v for k, v in env_of(n).items() if k != "PLAIT_WORKER_ID"}
+    own = ("PLAIT_WORKER_ID", "PLAIT_ALERTING_CONFIG")  # the alerting worker's config
+    envs = {n: {k: v for k, v in env_of(n).items() if k not in own}
             for n in PLAIT_BUILT if n != "demo-data-api"}
     first = envs.pop("api")
     assert all(env == first for env in envs.values()), envs
@@ -297,6 +301,21 @@ def test_production_shape_has_kafka_kraft_redis_minio_api_two_workers():
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:")
     assert {"redis", "minio", "bucket", "topics", "api", "demo-data-api"} <= set(SERVICES)
     assert WORKERS == ["worker-1", "worker-2"]
+
+
+def test_exports_and_alerting_are_separate_worker_services_that_restart():
+    # issue 11.6: a crash or a storm in the alert funnel never stops exports
+    assert ALERTING == ["worker-alerting"]
+    for name in [*WORKERS, *ALERTING]:
+        assert SERVICES[name]["restart"] == "unless-stopped", name
+    alerting = SERVICES["worker-alerting"]
+    path = env_of("worker-alerting")["PLAIT_ALERTING_CONFIG"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in alerting["volumes"]}
+    assert path in mounts and (ROOT / mounts[path]).is_file()
+    from alerting.config import load_config
+
+    load_config(ROOT / mounts[path])  # the mounted config is valid
+    assert alerting["healthcheck"]["test"] == ["CMD", "python", "-m", "alerting.health"]
 
 
 def test_the_readme_compose_example_posts_a_valid_spec_to_a_service_that_exists():
