@@ -8,7 +8,8 @@ are ignored) and a duplicate next command is skipped here.
 
 Key: ``plait.keys.checkpoint``, a hash with ``admitted``, ``fetched`` (last
 fetched seq), ``next_seq``, ``next_ctx``, ``rows_before``, ``finalized``,
-``request``, ``last_seq``, ``redrives``, ``absorbed``.
+``request``, ``last_seq``, ``redrives``, ``absorbed``, ``fetcher`` (the worker
+whose in-process fetch chain recorded the last page).
 """
 from __future__ import annotations
 

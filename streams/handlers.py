@@ -160,9 +160,11 @@ def forget_ahead(ctx: Context, task_id: str) -> None:
 
 
 async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:
-    """Record the fetched seq and the next cursor (what a re-drive starts from)."""
+    """Record the fetched seq and the next cursor (what a re-drive starts from),
+    and this worker as the task's ``fetcher``: its fetch chain runs in process,
+    so when it dies the sweeper re-drives (``streams.sweeper.owner_alive``)."""
     nxt = next((e.payload for e in emits if isinstance(e.payload, FetchPage)), None)
-    fields = {"fetched": cmd.seq}
+    fields = {"fetched": cmd.seq, "fetcher": ctx.worker_id}
     if nxt is not None:
         fields |= {"next_seq": nxt.seq, "next_ctx": nxt.runtimeContext,
                    "rows_before": nxt.rowsBefore}

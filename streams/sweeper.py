@@ -70,11 +70,33 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
         elif state["status"] == "RUNNING":
             beat = parse_iso(state.get("heartbeatAt") or state["createdAt"])
             if (now - beat > ctx.settings.stale_after_seconds
-                    and not await worker_alive(ctx, state.get("workerId"))):
+                    and not await owner_alive(ctx, task_id, state)):
                 emits.extend(await redrive(ctx, task_id, state))
     for req in await ctx.slots.promote(now):
         emits.extend(start(ctx, req))
     return emits, ended_ids
+
+
+async def owner_alive(ctx: Context, task_id: str, state: dict) -> bool:
+    """Whether a live worker still drives the stale task ``task_id``: the
+    worker that last reported on it beats and, while pages are still to be
+    fetched, so does the worker whose fetch chain recorded the last page
+    (checkpoint ``fetcher``, ``streams.handlers.after_fetch``).
+
+    The fetch chain runs in process (``Route.follow``, docs/architecture.md,
+    "Write while fetching"): when its worker dies, no FetchPage is left on the
+    broker, so nobody else will fetch the next page. The last reporter alone
+    is not enough: a worker that wrote a redelivered page of the dead worker
+    (PROGRESS with its id) keeps beating without ever fetching again."""
+    if not await worker_alive(ctx, state.get("workerId")):
+        return False
+    marks = await ctx.checkpoints.get(task_id)
+    fetcher = marks.get("fetcher")
+    fetching = ("last_seq" not in marks
+                and int(marks.get("next_seq", -1)) > int(marks.get("fetched", -1)))
+    if fetcher and fetching:
+        return await worker_alive(ctx, fetcher)
+    return True
 
 
 async def worker_alive(ctx: Context, worker_id: str | None) -> bool:

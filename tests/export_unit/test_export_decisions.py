@@ -51,6 +51,36 @@ async def test_a_live_worker_keeps_its_stale_task_until_it_dies(make_ctx):
     assert any(e.key == "busy" and isinstance(e.payload, FetchPage) for e in emits)
 
 
+async def test_a_dead_fetchers_task_is_redriven_though_a_live_worker_wrote_its_last_page(
+        make_ctx):
+    # given worker A's in-process fetch chain recorded page 15 and A was killed;
+    # live worker B wrote a redelivered page of it (the last PROGRESS is B's)
+    clock = Clock(time.time())
+    ctx = make_ctx(clock=clock)
+    await running(ctx, "t1", worker="w-b")
+    await ctx.checkpoints.set("t1", request=request("t1").model_dump_json(), fetched=15,
+                              next_seq=16, next_ctx={"page": 16}, rows_before=1600,
+                              fetcher="w-a")
+    await ctx.workers.beat("w-b", ttl=30)
+    # when the heartbeat is stale, B still beats but A does not
+    emits, _ = await sweep(ctx, now=clock.now + 60)
+    # then the sweeper re-drives the next page (nobody else would fetch it)
+    [cmd] = [e.payload for e in emits if isinstance(e.payload, FetchPage)]
+    assert (cmd.seq, cmd.runtimeContext, cmd.rowsBefore) == (16, {"page": 16}, 1600)
+
+
+async def test_a_live_fetcher_or_a_fully_fetched_task_is_left_to_its_worker(make_ctx):
+    clock = Clock(time.time())
+    ctx = make_ctx(clock=clock)
+    await running(ctx, "t1", worker="w-b")
+    await ctx.workers.beat("w-b", ttl=30)
+    await ctx.checkpoints.set("t1", request=request("t1").model_dump_json(), fetched=15,
+                              next_seq=16, fetcher="w-b")
+    assert (await sweep(ctx, now=clock.now + 60))[0] == []  # B's chain is fetching
+    await ctx.checkpoints.set("t1", fetched=16, fetcher="w-a")  # last page fetched by A
+    assert (await sweep(ctx, now=clock.now + 60))[0] == []  # B writes the queued pages
+
+
 async def test_redrives_without_progress_end_the_task_failed(make_ctx):
     ctx = make_ctx()
     await ctx.checkpoints.set("t1", request=request("t1").model_dump_json(), next_seq=7)
