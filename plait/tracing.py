@@ -68,7 +68,8 @@ def setup(service: str) -> None:
 
 def use_exporter(exporter: Any) -> None:
     """Tests: send every span of this process to ``exporter`` (e.g. the SDK's
-    ``InMemorySpanExporter``) synchronously, installing a provider if needed."""
+    ``InMemorySpanExporter``) synchronously, installing a provider if needed.
+    Per-item spans (``optional``) also need :func:`item_spans`."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -78,15 +79,27 @@ def use_exporter(exporter: Any) -> None:
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    global _exporting
-    _exporting = True
 
 
 def exporting() -> bool:
-    """True when this process's spans go somewhere (OTLP configured, or a
-    test's exporter): per-alert spans (``span(..., optional=True)``) are
-    made only then, so a storm costs nothing extra without a collector."""
+    """True when this process's spans go to a collector (OTLP configured) or
+    a test asked for them (:func:`item_spans`): per-alert spans
+    (``span(..., optional=True)``) are made only then, so a storm costs
+    nothing extra without a collector."""
     return _exporting
+
+
+@contextlib.contextmanager
+def item_spans(on: bool = True) -> Iterator[None]:
+    """Tests: make the optional per-item spans (or not) inside the block.
+    :func:`use_exporter` alone does not: an exporter a test module installs
+    would otherwise slow every storm test of the session."""
+    global _exporting
+    before, _exporting = _exporting, on
+    try:
+        yield
+    finally:
+        _exporting = before
 
 
 def _tracer():

@@ -73,7 +73,7 @@ async def test_one_trace_per_message_and_merged_alerts_are_linked():
     the attempt. (End to end through the stack, exported over OTLP:
     ``tests/alerting_e2e/test_alert_e2e.py::test_receiver_down_then_up_gets_each_message_once_with_everything``.)"""
     EXPORTER.clear()
-    with Hook([(200, {})]) as hook:
+    with tracing.item_spans(), Hook([(200, {})]) as hook:
         cfg = parse_config({"receivers": [{"name": "oncall", "url": hook.url}],
                             "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule"]},
                             "timing": {"group_wait": 30, "group_interval": 30}})
