@@ -204,6 +204,16 @@ def test_worker_pods_expose_the_metrics_port_they_serve_and_are_annotated(varian
     assert (port == 9400) == (variant == "pod-monitor")  # the value reaches every place
 
 
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_api_pods_are_annotated_for_scraping_on_their_http_port(variant):
+    template = one(VARIANTS[variant], "Deployment", "api")["spec"]["template"]
+    [api] = template["spec"]["containers"]
+    http = {p["name"]: p["containerPort"] for p in api["ports"]}["http"]
+    notes = template["metadata"]["annotations"]
+    assert notes["prometheus.io/scrape"] == "true"
+    assert notes["prometheus.io/port"] == str(http) and notes["prometheus.io/path"] == "/metrics"
+
+
 #: Fields of the Prometheus Operator's PodMonitor (monitoring.coreos.com/v1):
 #: ``spec`` and one ``podMetricsEndpoints`` item.
 POD_MONITOR_SPEC = {
