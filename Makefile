@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(PY) -m ops.cli demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(PY) bench/bench_writers.py

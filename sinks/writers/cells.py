@@ -260,6 +260,9 @@ class SingleFileWriter:
 
     def __init__(self, path: Path, schema: pa.Schema, doc: DocumentConfig) -> None:
         self.path, self.schema, self.doc = path, schema, doc
+        # column names once: ``pa.Schema.names`` builds a new list on every
+        # access, so indexing it per column is quadratic in the column count
+        self.names: list[str] = schema.names
         self.rows = 0
         self.sheets = 0
         self.quality = Quality()

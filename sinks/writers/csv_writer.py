@@ -74,7 +74,7 @@ class CsvWriter(SingleFileWriter):
                            header=True)
 
     def _column(self, c: int, col: pa.Array) -> pa.Array:
-        kind, name = self._kinds[c], self.schema.names[c]
+        kind, name = self._kinds[c], self.names[c]
         if kind == "text":
             return clean_text(col, self.quality, name, escape=self.doc.escapeFormulas)
         if kind in ("int", "decimal"):

@@ -72,7 +72,7 @@ class JsonlWriter(SingleFileWriter):
 
     def _column(self, c: int, col: pa.Array) -> pa.Array:
         """One column as JSON fragments (``null`` for a missing value)."""
-        kind, name = self._kinds[c], self.schema.names[c]
+        kind, name = self._kinds[c], self.names[c]
         if kind == "text":
             out = self._json_strings(col if pa.types.is_string(col.type) else
                                      col.cast(pa.string()))

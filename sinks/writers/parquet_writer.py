@@ -65,7 +65,7 @@ class ParquetFileWriter(SingleFileWriter):
         columns = list(batch.columns)
         inf = self.doc.infText
         for i in self._mixed:
-            values = mixed_column(columns[i], self.schema.names[i], self.quality, escape=False,
+            values = mixed_column(columns[i], self.names[i], self.quality, escape=False,
                                   mark=str, sanitize=False)
             columns[i] = pa.array([v if v is None or type(v) is str else
                                    ("true" if v else "false") if type(v) is bool

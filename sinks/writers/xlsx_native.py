@@ -233,7 +233,7 @@ class NativeXlsxWriter(SingleFileWriter):
     def _scan(self, batch: pa.RecordBatch) -> None:
         escape = self.doc.escapeFormulas
         for c, col in enumerate(batch.columns):
-            kind, name = self._kinds[c], self.schema.names[c]
+            kind, name = self._kinds[c], self.names[c]
             if col.null_count == len(col):
                 continue
             if kind in ("text", "other"):
@@ -416,7 +416,7 @@ class NativeXlsxWriter(SingleFileWriter):
         return widths
 
     def _prepare(self, c: int, col: pa.Array) -> pa.Array:
-        kind, name = self._kinds[c], self.schema.names[c]
+        kind, name = self._kinds[c], self.names[c]
         if kind in ("text", "other"):
             return self._text(col if kind == "text" else _as_text(col), name)
         if kind == "int":

@@ -192,7 +192,7 @@ class XlsxWriter(SingleFileWriter):
             if kind == "other":
                 col = pa.array(other_cells(col), pa.string())
             values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=Quoted,
-                                max_chars=XLSX_MAX_CELL_CHARS, column=self.schema.names[c])
+                                max_chars=XLSX_MAX_CELL_CHARS, column=self.names[c])
             if pc.any(pc.equal(pc.binary_length(col), 0)).as_py():
                 values = [v or None for v in values]  # "" is a blank cell, not an empty string
             if not any(type(v) is Quoted for v in values):
@@ -202,7 +202,7 @@ class XlsxWriter(SingleFileWriter):
             def write_text(r, c, v, fmt):
                 ws.write_string(r, c, v, quoted if type(v) is Quoted else fmt)
             return values, write_text
-        name = self.schema.names[c]
+        name = self.names[c]
         if kind == "int":
             values = col.to_pylist()
             lo, hi = pc.min_max(col).values()
