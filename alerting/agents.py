@@ -96,6 +96,14 @@ class FunnelHooks(Hooks):
                 self.runner.forget(event.message.partition)
 
 
+def _json_bytes(value: Any) -> bytes:
+    """Compact JSON bytes (orjson; the stdlib's rules for what orjson refuses)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(value, default=str).encode()
+
+
 def _decode_envelope(event) -> tuple[dict, Any]:
     return decode(event.value)
 
@@ -305,8 +313,7 @@ class AlertingService:
                 await send_ledger(key=ledger_key(entry).encode(), value=dumps(entry))
             for m in fx.messages:
                 record = {"partition": partition, **m.to_dict()}
-                await send_note(key=m.receiver.encode(),
-                                value=json.dumps(record, default=str).encode())
+                await send_note(key=m.receiver.encode(), value=_json_bytes(record))
                 sending = True
         if sending:
             # the state saying "sending" must be durable before the POST leaves

@@ -92,7 +92,8 @@ class FunnelRunner:
 
     def apply_batch(self, partition: int, commands: list[tuple[int, dict[str, Any]]]) -> Effects:
         """Apply the commands read at increasing offsets of ``partition`` in
-        order, then persist once: each touched entity (group, member,
+        order (and, when something is due by then and the batch did not end
+        with a tick, a tick at its end), then persist once: each touched entity (group, member,
         episode, receiver) is written once per batch, with the last offset,
         so a replay of the batch is recognised as a whole (docs/kafka-rules.md).
 
@@ -112,7 +113,7 @@ class FunnelRunner:
         ps = self.state(partition)
         fx = Effects()
         touched: set[str] | None = set()
-        last, applied = None, 0
+        last, applied, ticked = None, 0, False
         for offset, cmd in commands:
             if ps.seen(offset):
                 continue
@@ -131,9 +132,18 @@ class FunnelRunner:
                 applied += 1
             if touched is not None:
                 touched = None if keys is None else touched | set(keys)
+            ticked = kind == "tick"
         fx.skipped = applied == 0
         if last is None:
             return fx
+        if not ticked and fx.wake_at is not None and fx.wake_at <= now + 1e-9:
+            # something is due already (a group with group_wait 0, a delivered
+            # message with more queued): tick here, not after a round trip
+            # through the broker and the 1 s timer
+            fx.wake_at = None
+            keys = self._other(ps, "tick", {"kind": "tick"}, now, fx)
+            if touched is not None:
+                touched |= set(keys)
         fx.writes = ps.save(last, touched)
         self._tag(fx.ledger, partition)
         return fx
@@ -207,6 +217,8 @@ class FunnelRunner:
             before = self._group_keys(ps, gids, set())
             if cmd.get("ok"):
                 fx.ledger += [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
+                if any(rs["outbox"] and rs["inflight"] is None for rs in st["receivers"].values()):
+                    fx.wake(now)  # the next message may leave at once
             else:
                 fx.wake(f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
                                           retry_after=cmd.get("retry_after"),
