@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
 from alerting.config import AlertingConfig
+from alerting.due import DueIndex
 from alerting.group import due_at
 from alerting.intake import repair_alert
 from alerting.model import Alert, LedgerEntry, Message
@@ -70,6 +71,8 @@ class FunnelRunner:
         ps = self.partitions.get(partition)
         if ps is None or ps.stale():
             ps = self.partitions[partition] = PartitionState(partition, self.table, self.config)
+            ps.due = DueIndex(self._timing)
+            ps.due.rebuild(ps.funnel.state["groups"], self.clock())
         return ps
 
     def forget(self, partition: int) -> None:
@@ -130,6 +133,7 @@ class FunnelRunner:
             else:
                 keys = self._other(ps, kind, cmd, now, fx)
                 applied += 1
+            self._reindex(ps, keys, now)
             if touched is not None:
                 touched = None if keys is None else touched | set(keys)
             ticked = kind == "tick"
@@ -142,11 +146,23 @@ class FunnelRunner:
             # through the broker and the 1 s timer
             fx.wake_at = None
             keys = self._other(ps, "tick", {"kind": "tick"}, now, fx)
+            self._reindex(ps, keys, now)
             if touched is not None:
                 touched |= set(keys)
         fx.writes = ps.save(last, touched)
         self._tag(fx.ledger, partition)
         return fx
+
+    @staticmethod
+    def _reindex(ps: PartitionState, keys: list[str] | None, now: float) -> None:
+        """Tell the partition's due index which groups a command may have
+        changed (``keys``: table keys; None: any, rebuild it)."""
+        groups = ps.funnel.state["groups"]
+        if keys is None:
+            ps.due.rebuild(groups, now)
+            return
+        head = ps.prefix + "grp|"
+        ps.due.update(groups, [k[len(head):] for k in keys if k.startswith(head)])
 
     def _group_keys(self, ps: PartitionState, gids: set[str], fps: set[str]) -> set[str]:
         """Table keys of groups ``gids`` (header and members) and of the
@@ -167,13 +183,15 @@ class FunnelRunner:
         t = self.config.timing
         return tuple(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval))
 
-    def _due_groups(self, ps: PartitionState, now: float) -> set[str]:
-        """Groups a tick at ``now`` may evaluate (a superset of the rule of
-        ``Funnel.tick``: due now, or within the longest refill interval, as
-        critical-first may pull them forward)."""
+    def _due_groups(self, ps: PartitionState, now: float) -> list[str]:
+        """Groups a tick at ``now`` may evaluate, in the groups' order: due
+        now, or within the longest refill interval, as critical-first may
+        pull them forward (from the due index, :mod:`alerting.due`; they
+        leave it until :meth:`_reindex` puts them back)."""
         ahead = max((r.bucket.refill_interval for r in self.config.receivers), default=0.0)
-        return {gid for gid, g in ps.funnel.state["groups"].items()
-                if (d := due_at(g, *self._timing(g))) is not None and d <= now + ahead + 1e-9}
+        if ps.due.stale(now):
+            ps.due.rebuild(ps.funnel.state["groups"], now)
+        return ps.due.due_by(now + ahead + 1e-9)
 
     @staticmethod
     def _muted_or_expiring(ps: PartitionState, now: float) -> set[str]:
@@ -203,11 +221,12 @@ class FunnelRunner:
         st = f.state
         if kind == "tick":
             silenced = self._muted_or_expiring(ps, now)
-            gids = self._due_groups(ps, now) | {
+            due = self._due_groups(ps, now)
+            gids = set(due) | {
                 st["episodes"][fp]["group"] for fp in silenced
                 if fp in st["episodes"] and st["episodes"][fp].get("group")}
             before = self._group_keys(ps, gids, set(silenced))
-            fx.messages += f.tick(now)
+            fx.messages += f.tick(now, only=due)
             fx.ledger += [e.to_dict() for e in f.drain_ledger()]
             gids |= {st["episodes"][fp]["group"] for fp in silenced
                      if fp in st["episodes"] and st["episodes"][fp].get("group")}

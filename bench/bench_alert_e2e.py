@@ -206,6 +206,22 @@ def main() -> None:
                     if not m.error():
                         seen.add(json.loads(m.value())["raw_id"])
 
+        def cpu_s() -> float:
+            """CPU seconds (user + system) the workers used so far: a figure
+            that load from other processes on the machine disturbs less than
+            wall time."""
+            import os
+
+            tick = os.sysconf("SC_CLK_TCK")
+            total = 0.0
+            for p in stack.workers().values():
+                try:
+                    fields = open(f"/proc/{p.pid}/stat").read().rpartition(")")[2].split()
+                    total += (int(fields[11]) + int(fields[12])) / tick
+                except OSError:
+                    pass
+            return total
+
         # warm-up: one alert through, so the worker has joined and recovered
         _eid, v = raw_envelope([{"rule": "Warmup", "asset": "w", "severity": "info"}])
         producer.produce(raw, value=v)
@@ -214,6 +230,7 @@ def main() -> None:
 
         # latency: steady rate, new fingerprints
         n, gap = args.latency_alerts, 1.0 / args.rate
+        cpu0 = cpu_s()
         start = time.monotonic()
         for i in range(n):
             target = start + i * gap
@@ -229,7 +246,8 @@ def main() -> None:
         print(json.dumps({"bench": "alert_e2e_latency", "alerts": n, "rate_per_s": args.rate,
                           "p50_ms": round(pct(lat, 0.5), 1), "p99_ms": round(pct(lat, 0.99), 1),
                           "max_ms": round(max(lat), 1), "mean_ms": round(statistics.mean(lat), 1),
-                          "webhook_messages": sink.messages}), flush=True)
+                          "webhook_messages": sink.messages,
+                          "worker_cpu_s": round(cpu_s() - cpu0, 2)}), flush=True)
 
         def produce_events(alerts: list, per_event: int) -> set[str]:
             ids: set[str] = set()
@@ -280,7 +298,7 @@ def main() -> None:
             rnd.shuffle(order)
             storm = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning"}
                      for r, a in order]
-            msgs0, rss0 = sink.messages, rss_mb()
+            msgs0, rss0, cpu0 = sink.messages, rss_mb(), cpu_s()
             t0 = time.monotonic()
             sids = produce_events(storm, args.storm_per_event)
             produced = time.monotonic() - t0
@@ -304,6 +322,7 @@ def main() -> None:
                               "posts_per_alertmanager_post": round(
                                   (sink.messages - msgs0) / am["webhook_posts"], 5)
                               if am and am.get("webhook_posts") else None,
+                              "worker_cpu_s": round(cpu_s() - cpu0, 2),
                               "worker_rss_mb_before": rss0, "worker_rss_mb_after": rss_mb()}),
                   flush=True)
 
