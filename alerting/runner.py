@@ -17,7 +17,7 @@ from alerting.config import AlertingConfig
 from alerting.due import DueIndex
 from alerting.group import due_at
 from alerting.intake import repair_alert
-from alerting.model import Alert, LedgerEntry, Message
+from alerting.model import Alert, Message
 from alerting.routing import Decision, decide
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
@@ -297,7 +297,3 @@ class FunnelRunner:
         for e in entries:
             e["partition"] = partition
 
-
-def ledger_key(entry: dict[str, Any] | LedgerEntry) -> str:
-    """Kafka key of a ledger entry: its raw id."""
-    return entry["raw_id"] if isinstance(entry, dict) else entry.raw_id

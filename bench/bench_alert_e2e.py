@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from alerting.wire import raw_envelope
+from alerting.wire import ledger_entries, raw_envelope
 from ops.stack import Stack
 from plait.topics import Topics
 
@@ -204,7 +204,7 @@ def main() -> None:
             while time.monotonic() < end:
                 for m in consumer.consume(1000, 0.05):
                     if not m.error():
-                        seen.add(json.loads(m.value())["raw_id"])
+                        seen.update(e["raw_id"] for e in ledger_entries(m.value()))
 
         def cpu_s() -> float:
             """CPU seconds (user + system) the workers used so far: a figure
@@ -272,9 +272,9 @@ def main() -> None:
             while time.monotonic() < end:
                 for m in consumer.consume(5000, 0.05):
                     if not m.error():
-                        e = json.loads(m.value())
-                        seen.add(e["raw_id"])
-                        outcomes[e["raw_id"]] = e["outcome"]
+                        for e in ledger_entries(m.value()):
+                            seen.add(e["raw_id"])
+                            outcomes[e["raw_id"]] = e["outcome"]
 
         def rss_mb() -> float:
             total = 0.0
