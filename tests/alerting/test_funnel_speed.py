@@ -21,3 +21,75 @@ def test_unqueue_does_not_scan_the_outbox_for_a_group_not_queued():
     got = unqueue(g, outbox, queued={"other0", "other1", "other2"})
     # then its sections go to the end, nothing scanned
     assert got == {"at": 3, "merged": False}
+
+
+# ---------------------------------------------------------------- outbox pages
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from alerting import store  # noqa: E402
+from alerting.config import parse_config  # noqa: E402
+from alerting.runner import FunnelRunner  # noqa: E402
+from alerting.wire import RawAlert, command, pack_alerts, parse_command, route_alert  # noqa: E402
+
+PAGED = parse_config({
+    "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
+                   "bucket": {"burst": 1, "refill_interval": 2}}],
+    "route": {"receiver": "oncall"},
+    "grouping": {"group_by": ["rule", "asset"], "batch_size": 20},
+    "timing": {"group_wait": 0, "group_interval": 5, "repeat_interval": 300},
+})
+
+
+class Counting(dict):
+    """A table that counts writes per key kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def __setitem__(self, key, value) -> None:
+        self.writes.append(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        self.writes.append(key)
+        super().__delitem__(key)
+
+
+def test_a_message_taken_from_the_outbox_rewrites_a_page_or_two_not_the_outbox(monkeypatch):
+    monkeypatch.setattr(store, "PAGE_BYTES", 4096)
+    table, now = Counting(), [1000.0]
+    runner = FunnelRunner(PAGED, table, lambda: now[0])
+    # given 600 distinct alerts queued in the outbox of a receiver with one token per 2 s
+    cmds = []
+    for i in range(600):
+        _r, cmd = route_alert(PAGED, RawAlert(f"e{i}:0", {"rule": "R", "asset": f"h{i:04d}", "severity": "warning"}, now[0]))
+        cmd["src"] = [0, i, 0]
+        cmds.append((cmd, command(**cmd)))
+    off, sent = 0, []
+    for v in pack_alerts(cmds):
+        sent += runner.apply(0, off, parse_command(v)).messages
+        off += 1
+    pages = [k for k in table if "|ob|" in k]
+    assert len(pages) > 20  # the outbox spans many pages
+    for step in range(6):
+        # when the message in flight is delivered and, a token later, the next one leaves
+        now[0] += 2.5
+        batch = [(off, {"kind": "result", "message_id": sent.pop().id, "ok": True}),
+                 (off + 1, {"kind": "tick"})]
+        off += 2
+        table.writes.clear()
+        fx = runner.apply_batch(0, batch)
+        sent += fx.messages
+        assert len(fx.messages) == 1
+        # then only the pages the message emptied or cut change (not every page of the outbox) ...
+        page_writes = [k for k in table.writes if "|ob|" in k]
+        assert len(page_writes) <= 8 < len(pages) // 2, page_writes  # one message spans a few pages
+        # ... and a restarted worker reads the same outbox, in order
+        again = FunnelRunner(PAGED, dict(table), lambda: now[0])
+        a = again.state(0).funnel.state["receivers"]["oncall"]["outbox"]
+        b = runner.state(0).funnel.state["receivers"]["oncall"]["outbox"]
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert runner.counters(0)["balanced"]
