@@ -95,6 +95,9 @@ class Funnel:
     def __init__(self, config: AlertingConfig, state: dict[str, Any] | None = None) -> None:
         self.config = config
         self.state = state if state is not None else new_state()
+        if "silenced" not in self.state:  # the store keeps it in the episodes only
+            self.state["silenced"] = {fp: ep["silenced_by"] for fp, ep in self.state["episodes"].items()
+                                      if ep.get("silenced_by")}
         self._silences = [Silence.from_dict(s) for s in self.state["silences"].values()]
         self._inhibit: list[tuple[list[Matcher], list[Matcher], tuple[str, ...]]] = [
             ([parse_matcher(m) for m in r.source_matchers],

@@ -3,11 +3,13 @@
 The funnel's state (:mod:`alerting.funnel`) is split into entities so that
 one event rewrites only what it touched, not the whole state:
 
-- ``<p>|meta``: sequences, counters, silences, silenced map, plus the Kafka
+- ``<p>|meta``: sequences, counters, silences (not the silenced map: rebuilt
+  from the episodes on load, it grew with silenced alerts), plus the Kafka
   bookkeeping ``offset`` (last ``alerts.funnel`` offset applied) and ``src``
   (last ``alerts.raw`` position seen per raw partition);
 - ``<p>|ep|<fingerprint>``: one dedupe episode (cooldowns live here);
-- ``<p>|grp|<group id>``: one open group's header (timers, labels);
+- ``<p>|grp|<group id>``: one open group's header (timers, labels; members
+  keep their own place ``o``, so no list in it grows with the group);
 - ``<p>|gm|<group id>|<fingerprint>``: one member of a group, so an alert
   rewrites its own member, not the whole group (a group of 500 alerts made
   every event re-serialize ~200 KB);
@@ -122,7 +124,9 @@ class PartitionState:
                 parts[kinds[kind]][ident] = value
         for gid, group in parts["groups"].items():
             found = members.get(gid, {})
-            order = group.pop("member_order", list(found))
+            order = group.pop("member_order", None)  # state from before members kept "o"
+            if order is None:
+                order = sorted(found, key=lambda fp: found[fp].get("o", 0))
             group["members"] = {fp: found[fp] for fp in order if fp in found}
         for name, rs in parts["receivers"].items():
             n = rs.pop("outbox_pages", None)
@@ -175,12 +179,17 @@ class PartitionState:
 
     # ------------------------------------------------------------------ save
     def _group_entities(self, gid: str, group: dict[str, Any]) -> dict[str, Any]:
-        members = group.get("members", {})
-        head = {k: v for k, v in group.items() if k != "members"} | {"member_order": list(members)}
-        out = {self.key("grp", gid): head}
-        for fp, member in members.items():
+        """The group's header (members left out: each member keeps its own
+        place ``o``, so the header does not grow with the group) and its
+        members."""
+        out = {self.key("grp", gid): self._group_head(group)}
+        for fp, member in group.get("members", {}).items():
             out[self.member_key(gid, fp)] = member
         return out
+
+    @staticmethod
+    def _group_head(group: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in group.items() if k != "members"}
 
     def _section_bytes(self, sec: dict[str, Any]) -> bytes:
         """JSON bytes of a queued section, serialized once: a queued section
@@ -307,8 +316,7 @@ class PartitionState:
             name = next(n for n, k in _ENTITIES.items() if k == kind)
             value = st[name].get(ident)
             if value is not None:
-                out[key] = (self._group_entities(ident, value)[key] if kind == "grp"
-                            else value)
+                out[key] = self._group_head(value) if kind == "grp" else value
         return out
 
     def member_key(self, gid: str, fp: str) -> str:
@@ -346,7 +354,9 @@ class PartitionState:
                 del self._written[key]
                 writes += 1
         self.offset = offset
-        meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES}
+        # ``silenced`` (fingerprint -> silence) is rebuilt from the episodes on
+        # load: kept in meta, the record rewritten every batch grew with silenced alerts
+        meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES and k != "silenced"}
         data = _dumps({"offset": offset, "src": self.src, "state": meta})
         self.table[self.prefix + "meta"] = data
         self._written[self.prefix + "meta"] = data

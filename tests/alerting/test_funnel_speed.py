@@ -93,3 +93,39 @@ def test_a_message_taken_from_the_outbox_rewrites_a_page_or_two_not_the_outbox(m
         b = runner.state(0).funnel.state["receivers"]["oncall"]["outbox"]
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert runner.counters(0)["balanced"]
+
+
+def test_meta_and_group_header_do_not_grow_with_silenced_alerts_or_members():
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule"]},
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+    })
+    table, now = {}, [1000.0]
+    runner = FunnelRunner(cfg, table, lambda: now[0])
+    # given a silence on half the assets and 3,000 firing alerts of one rule (one group)
+    runner.apply(0, 0, {"kind": "silence", "silence": {
+        "id": "s1", "matchers": ['asset=~"a.*"'], "author": "ops", "comment": "maintenance",
+        "starts_at": 0, "ends_at": 10**10}})
+    cmds = []
+    for i in range(3000):
+        asset = f"{'a' if i % 2 else 'b'}{i:05d}"
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:0", {"rule": "R", "asset": asset,
+                                                        "severity": "warning"}, now[0]))
+        cmd["src"] = [0, i, 0]
+        cmds.append((cmd, command(**cmd)))
+    off = 1
+    for v in pack_alerts(cmds):
+        runner.apply(0, off, parse_command(v))
+        off += 1
+    f = runner.state(0).funnel
+    assert len(f.state["silenced"]) == 1500 and len(f.state["groups"]) == 1
+    # then neither the meta record nor the group's header carries a list of them
+    meta = table["0|meta"]
+    head = next(v for k, v in table.items() if "|grp|" in k)
+    assert len(meta) < 4096 and len(head) < 4096, (len(meta), len(head))
+    # and a restarted worker knows the same silenced alerts and member order
+    again = FunnelRunner(cfg, dict(table), lambda: now[0]).state(0).funnel.state
+    assert again["silenced"] == f.state["silenced"]
+    g = next(iter(f.state["groups"].values()))
+    assert list(next(iter(again["groups"].values()))["members"]) == list(g["members"])
