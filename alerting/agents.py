@@ -51,7 +51,7 @@ from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
-from alerting.changelog import BatchedTable
+from alerting.changelog import BatchedTable, send_records
 from alerting.runner import Effects, FunnelRunner
 from alerting.webhook import SendResult, WebhookSender
 from alerting.wire import (FUNNEL_TOPIC, command, ledger_records, pack_alerts, parse_command, parse_raw,
@@ -314,8 +314,7 @@ class AlertingService:
         send_ledger, send_note = self.ledger.send, self.notifications.send
         acks = []
         try:
-            for partition, key, value in self.state_table.drain():
-                acks.append(await producer.send(changelog, key, value, partition, None, None))
+            acks += await send_records(producer, changelog, self.state_table.drain())
             for partition, fx in results:
                 for value in ledger_records(partition, fx.ledger):
                     acks.append(await send_ledger(key=str(partition).encode(), value=value))

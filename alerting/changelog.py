@@ -72,3 +72,46 @@ class BatchedTable(MutableMapping[str, bytes]):
     def pending(self) -> int:
         """Writes waiting for :meth:`drain`."""
         return len(self._pending)
+
+
+async def send_records(producer: Any, topic: str,
+                       records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:
+    """Hand ``records`` (``(partition, key, value)``, in order) to the Kafka
+    producer without waiting for their acks; returns the futures to await.
+
+    With Faust's aiokafka driver the records go into record batches built
+    per partition (aiokafka ``create_batch`` / ``send_batch``: the batch
+    builder is compiled code, about a tenth of ``send``'s cost per record),
+    queued in order behind what the producer already holds for that
+    partition. Otherwise, and for a record too big for an empty batch, one
+    ``send`` per record.
+
+    Args:
+        producer: Faust's ``app.producer``.
+        topic: the topic name.
+    """
+    futures: list[Any] = []
+    kafka = getattr(producer, "_ensure_producer", None)
+    kafka = kafka() if kafka is not None else None
+    if kafka is None or not hasattr(kafka, "create_batch"):
+        for partition, key, value in records:
+            futures.append(await producer.send(topic, key, value, partition, None, None))
+        return futures
+    batches: dict[int, Any] = {}
+    for partition, key, value in records:
+        batch = batches.get(partition)
+        if batch is None:
+            batch = batches[partition] = kafka.create_batch()
+        if batch.append(key=key, value=value, timestamp=None) is not None:
+            continue
+        if batch.record_count():  # full: send it, start the next one
+            futures.append(await kafka.send_batch(batch, topic, partition=partition))
+            batch = batches[partition] = kafka.create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is not None:
+                continue
+        batches.pop(partition)  # bigger than a batch: on its own
+        futures.append(await producer.send(topic, key, value, partition, None, None))
+    for partition, batch in batches.items():
+        if batch.record_count():
+            futures.append(await kafka.send_batch(batch, topic, partition=partition))
+    return futures

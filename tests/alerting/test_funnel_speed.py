@@ -129,3 +129,67 @@ def test_meta_and_group_header_do_not_grow_with_silenced_alerts_or_members():
     assert again["silenced"] == f.state["silenced"]
     g = next(iter(f.state["groups"].values()))
     assert list(next(iter(again["groups"].values()))["members"]) == list(g["members"])
+
+
+# --------------------------------------------------------------- changelog
+def test_changelog_records_go_in_batches_per_partition_in_order():
+    import asyncio
+
+    from alerting.changelog import BatchedTable, send_records
+
+    class Batch:
+        def __init__(self, cap):
+            self.cap, self.items = cap, []
+
+        def append(self, *, key, value, timestamp):
+            if len(self.items) >= self.cap or (value and len(value) > 100):
+                return None
+            self.items.append((key, value))
+            return object()
+
+        def record_count(self):
+            return len(self.items)
+
+    class Kafka:
+        def __init__(self):
+            self.sent = []
+
+        def create_batch(self):
+            return Batch(3)
+
+        async def send_batch(self, batch, topic, *, partition):
+            self.sent.append((partition, [k for k, _v in batch.items]))
+            return "ack"
+
+    class Producer:
+        def __init__(self):
+            self.kafka, self.single = Kafka(), []
+
+        def _ensure_producer(self):
+            return self.kafka
+
+        async def send(self, topic, key, value, partition, timestamp, headers):
+            self.kafka.sent.append((partition, [key]))
+            return "ack"
+
+    class FaustTable:
+        data: dict = {}
+
+    # given writes to two partitions, one key written twice, one deleted, one too big for a batch
+    table = BatchedTable(FaustTable())
+    table["0|a"], table["1|a"], table["0|b"] = b"1", b"1", b"1"
+    table["0|a"] = b"2"
+    del table["0|b"]
+    table["0|c"], table["0|d"], table["0|e"] = b"1", b"x" * 200, b"1"
+    records = table.drain()
+    # then one record per key (its last value; None for the delete), on the key's partition
+    assert [(p, k, v) for p, k, v in records][:2] == [(0, b'"0|a"', b"2"), (1, b'"1|a"', b"1")]
+    assert (0, b'"0|b"', None) in records and table.drain() == []
+    # and they are sent in batches per partition, in order, the big one on its own
+    producer = Producer()
+    acks = asyncio.run(send_records(producer, "changelog", records))
+    sent = producer.kafka.sent
+    assert [keys for p, keys in sent if p == 0] == [[b'"0|a"', b'"0|b"', b'"0|c"'], [b'"0|d"'],
+                                                    [b'"0|e"']]
+    assert [keys for p, keys in sent if p == 1] == [[b'"1|a"']]
+    assert acks == ["ack"] * 4
