@@ -419,6 +419,10 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
         RuntimeError: a topic could not be created (named).
     """
     config = load_config(settings.alerting_config)
+    # no standby copies of the funnel table: each would replay every changelog
+    # record of the other workers' partitions (as much work again per worker);
+    # a partition taking over recovers from the changelog instead
+    app.conf.table_standby_replicas = 0
     svc = AlertingService(app, settings, config)
     create_topics(settings.broker_url, [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()],
                   settings.partitions, compacted=[svc.changelog_topic()], exact=True)

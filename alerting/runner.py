@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
 from alerting.config import AlertingConfig
+from alerting.counters import observe_decision
 from alerting.due import DueIndex
 from alerting.group import due_at
 from alerting.intake import repair_alert
@@ -276,6 +277,9 @@ class FunnelRunner:
                     fps = []
                 before = {fp: (f.state["episodes"].get(fp) or {}).get("group") for fp in fps}
                 entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d)
+                received = cmd.get("received_at")
+                if isinstance(received, (int, float)) and not isinstance(received, bool):
+                    observe_decision(f.state["counters"], now - received)  # raw in -> decided
                 touched = []
                 for fp in fps:
                     ep = f.state["episodes"].get(fp)

@@ -193,3 +193,22 @@ def test_changelog_records_go_in_batches_per_partition_in_order():
                                                     [b'"0|e"']]
     assert [keys for p, keys in sent if p == 1] == [[b'"1|a"']]
     assert acks == ["ack"] * 4
+
+
+def test_the_funnel_counts_how_long_each_raw_alert_took_to_be_decided():
+    from alerting.counters import decision_quantile, merge
+
+    cfg = parse_config({"receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+                        "route": {"receiver": "oncall"}})
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    # given alerts received 3 ms, 40 ms and 2 s before the funnel decides on them
+    for i, ago in enumerate([0.003, 0.040, 2.0]):
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:0", {"rule": "R", "asset": f"h{i}",
+                                                        "severity": "warning"}, now[0] - ago))
+        cmd["src"] = [0, i, 0]
+        runner.apply(0, i, cmd)
+    # then the counters hold a bounded histogram of raw-in -> decision, summed across partitions
+    hist = merge([runner.counters(0), runner.counters(0)])["decision_ms"]
+    assert hist == {"5": 2, "50": 2, "2500": 2}
+    assert decision_quantile(hist, 0.5) == 50.0 and decision_quantile(hist, 0.99) == 2500.0
