@@ -105,6 +105,20 @@ def raw_envelope(alerts: list[Any], source: str = "plait-api",
     return eid, _json_bytes(env)
 
 
+def _loads(value: bytes | str) -> Any:
+    """JSON to Python: orjson (several times faster on a 256 KB command),
+    else the stdlib for what orjson refuses and the stdlib takes (lone
+    surrogate escapes, which intake repairs; ``NaN``; huge integers).
+
+    Raises:
+        ValueError: not JSON for either.
+    """
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return json.loads(value)
+
+
 def _json_bytes(doc: Any) -> bytes:
     """Compact UTF-8 JSON; ASCII escapes when a string holds a lone surrogate
     (which UTF-8 cannot carry)."""
@@ -125,7 +139,7 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
     if value is None:
         raise PoisonError("empty alerts.raw event")
     try:
-        doc = json.loads(value)
+        doc = _loads(value)
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.raw event is not JSON: {e}") from None
     base, received = f"{partition}@{offset}", now
@@ -230,7 +244,7 @@ def parse_command(value: bytes | str | None) -> dict[str, Any]:
         PoisonError: not a JSON object with a known ``kind``.
     """
     try:
-        doc = json.loads(value) if value is not None else None
+        doc = _loads(value) if value is not None else None
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.funnel event is not JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "alerts", "tick", "result", "silence",
