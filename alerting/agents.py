@@ -185,15 +185,23 @@ class AlertingService:
         per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
         for event, _attrs, raws in items:
             msg = event.message
-            for i, raw in enumerate(raws):
-                for receiver, cmd in route_alerts(self.config, raw):  # one per route reached
-                    cmd["src"] = [msg.partition, msg.offset, i]
-                    per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
-        tp = tracing.current_traceparent()  # the router's span: parent of the funnel decision
-        extra = {"headers": {tracing.TRACEPARENT: tp.encode()}} if tp else {}
+            # one ``alert.route`` span per raw event, child of its ingest (the
+            # record's traceparent header); each command carries the route
+            # span's traceparent (``tp``), as commands of many events share a record
+            with tracing.span("alert.route", tracing.from_headers(getattr(msg, "headers", None)),
+                              optional=True, **{"plait.alerts": len(raws),
+                                                "messaging.destination.name": getattr(msg, "topic", None)}
+                              ) as sp:
+                tp = tracing.current_traceparent() if sp is not None else None
+                for i, raw in enumerate(raws):
+                    for receiver, cmd in route_alerts(self.config, raw):  # one per route reached
+                        cmd["src"] = [msg.partition, msg.offset, i]
+                        if tp:
+                            cmd["tp"] = tp
+                        per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
         for receiver, cmds in per_receiver.items():
             for value in pack_alerts(cmds):
-                await self.funnel.send(key=receiver.encode(), value=value, **extra)
+                await self.funnel.send(key=receiver.encode(), value=value)
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:

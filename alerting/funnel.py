@@ -48,7 +48,7 @@ from alerting.config import AlertingConfig
 from alerting.dedupe import DEDUPED, decide
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
-                            new_group, settle)
+                            join_traces, new_group, set_trace, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
 from alerting.routing import Decision, Route, muted_at, route_by_id, routes_for
@@ -133,14 +133,18 @@ class Funnel:
 
     # ----------------------------------------------------------------- ingest
     def ingest(self, raw: Any, now: float, raw_id: str | None = None, *,
-               decision: Decision | None = None) -> list[LedgerEntry]:
+               decision: Decision | None = None,
+               traceparent: str | None = None) -> list[LedgerEntry]:
         """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
         at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
         (default ``r<n>`` from the funnel's own sequence; the Kafka agents
         pass a globally unique id such as ``<event id>:<index>``).
         ``decision``: receiver and fingerprint the router already decided
         for this (normalized) alert (:mod:`alerting.routing`); None decides
-        here.
+        here. ``traceparent``: the span of this decision (W3C); a group the
+        alert opens keeps it as the parent of its message's delivery, and a
+        member keeps it for the message's span links (docs/alerting.md,
+        "Traces").
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
@@ -164,17 +168,20 @@ class Funnel:
                 route = self._route_of(decision.route)
                 if route.receiver != decision.receiver:
                     route = dataclasses.replace(route, receiver=decision.receiver)
-                return self._take(alert, decision.fingerprint, labels, rid, route, now)
+                return self._take(alert, decision.fingerprint, labels, rid, route, now,
+                                  traceparent)
             decisions = decide_routes(self.config, alert)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
         routes = [self._route_of(d.route) for d in decisions] if self._tree else [None]
-        out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now)
+        out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now,
+                         traceparent)
         for d, route in zip(decisions[1:], routes[1:]):  # ``continue``: one copy per further route
             st["seq"]["raw"] += 1                       # (docs/alerting.md, "Routes")
             c["received"] += 1
-            out += self._take(alert, d.fingerprint, labels, f"{rid}~{d.receiver}", route, now)
+            out += self._take(alert, d.fingerprint, labels, f"{rid}~{d.receiver}", route, now,
+                              traceparent)
         return out
 
     def _route_of(self, rid: str) -> Route:
@@ -187,7 +194,7 @@ class Funnel:
         return route
 
     def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
-              now: float) -> list[LedgerEntry]:
+              now: float, traceparent: str | None = None) -> list[LedgerEntry]:
         """One alert (or its copy for a further route) through dedupe,
         inhibition, silences and grouping; see :meth:`ingest`."""
         st, c = self.state, self.state["counters"]
@@ -219,7 +226,7 @@ class Funnel:
             return [self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])]
         if ep.get("silenced_by") or ep.get("inhibited_by"):
             self._unmute(fp, ep)
-        apply_verdict(self._group_for(ep, now, route), verdict, ep, rid, now)
+        apply_verdict(self._group_for(ep, now, route), verdict, ep, rid, now, traceparent)
         return []
 
     def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
@@ -586,6 +593,8 @@ class Funnel:
         commit_sections(g, sections, now)
         for s in sections:
             s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
+            if stale["sections"]:  # rebuilt: the older queued sections' trace goes first
+                set_trace(s, *join_traces(stale["sections"] + [s]))
         for fp in effects["transient"]:
             m = g["members"].pop(fp)
             st["episodes"].pop(fp, None)

@@ -19,13 +19,21 @@ A group larger than the batch size is split into numbered parts ``1/n``..
 Group state (plain JSON data)::
 
     {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
-     "n": members ever added,
+     "tp", "n": members ever added,
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
                       "started_at", "resolved_at", "news", "news_seq",
-                      "sent_seq", "notified", "raw": [raw ids],
+                      "sent_seq", "notified", "raw": [raw ids], "tp",
                       "o": its place in the group (1..n, so the store can
                            restore the order without a list growing
                            with the group)}}}
+
+Traces (docs/alerting.md, "Traces"): ``tp`` (present only with tracing) is
+the W3C traceparent of the funnel decision of the alert whose news opened the
+group's next message: one string per group, not a list; a member's ``tp`` is
+its own latest decision with news. Sections built from the group carry the
+group's ``tp`` (the parent of the message's delivery spans) and ``links``
+(at most ``plait.tracing.MAX_LINKS`` members' traceparents of other traces);
+both are cleared from the group when its sections are taken.
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ import math
 from typing import Any, Callable
 
 from alerting.model import Alert, Severity
+from plait.tracing import parent_and_links
 
 _CHANGE_ORDER = {"resolved": 0, "escalated": 1, "new": 2, None: 3}
 
@@ -61,11 +70,13 @@ def _set_news(group: dict[str, Any], member: dict[str, Any], news: str | None, n
 
 
 def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
-                  raw_id: str | None, now: float) -> None:
+                  raw_id: str | None, now: float, traceparent: str | None = None) -> None:
     """Update ``group`` in place for a passing dedupe verdict (``new``,
     ``refire``, ``escalated``, ``resolved``, ``refresh``, or ``release`` when a
     silence ends) of ``episode``; ``raw_id`` (if any) waits on the member
-    until a message carrying it is delivered."""
+    until a message carrying it is delivered. ``traceparent``: the span of
+    the decision (W3C); when the member has news it becomes the member's
+    ``tp``, and the group's ``tp`` unless the group already has one."""
     fp = episode["fp"]
     m = group["members"].get(fp)
     if m is None:
@@ -98,6 +109,10 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
         m["alert"] = episode["alert"]
     if raw_id is not None:
         m["raw"].append(raw_id)
+    if traceparent and m["news"] is not None:
+        m["tp"] = traceparent
+        if not group.get("tp"):
+            group["tp"] = traceparent
 
 
 def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
@@ -192,6 +207,8 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     for i, chunk in enumerate(chunks):
         snap = [[m["fp"], m["news_seq"] if m["news"] is not None else None, list(m["raw"])]
                 for m in chunk]
+        tp, links = parent_and_links([group.get("tp")] + [m.get("tp") for m in chunk
+                                                           if m["news"] is not None])
         if i == len(chunks) - 1:  # raw alerts of unlisted, unmuted members ride on the last part
             snap += [[m["fp"], None, list(m["raw"])] for m in group["members"].values()
                      if m["fp"] not in listed_fps and m["fp"] not in muted_now
@@ -202,7 +219,29 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
             "merged": False, "reminder": reminder, "counts": counts,
             "alerts": [view(m) for m in chunk], "snapshot": snap,
         })
+        set_trace(sections[-1], tp, links)
     return sections, effects
+
+
+def set_trace(section: dict[str, Any], tp: str | None, links: list[str]) -> None:
+    """Give ``section`` its trace: ``tp`` (parent of the delivery spans) and
+    ``links``; keys absent when empty (no tracing: state as before)."""
+    section.pop("tp", None)
+    section.pop("links", None)
+    if tp:
+        section["tp"] = tp
+    if links:
+        section["links"] = links
+
+
+def join_traces(sections: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
+    """One trace for what ``sections`` carry: the first section's ``tp`` is
+    the parent, every other trace (other sections' ``tp`` and every
+    section's ``links``) a link, at most ``plait.tracing.MAX_LINKS``."""
+    cands: list[str | None] = [s.get("tp") for s in sections[:1]]
+    for i, s in enumerate(sections):
+        cands += ([s.get("tp")] if i else []) + list(s.get("links") or ())
+    return parent_and_links(cands)
 
 
 def commit_sections(group: dict[str, Any], sections: list[dict], now: float) -> None:
@@ -210,6 +249,7 @@ def commit_sections(group: dict[str, Any], sections: list[dict], now: float) -> 
     in flight), raw ids move from members into the sections' snapshots."""
     group["last_sent_at"] = now
     group["news_at"] = None
+    group.pop("tp", None)  # the sections carry it: later news opens the next message's trace
     for s in sections:
         for fp, seq, raws in s["snapshot"]:
             m = group["members"].get(fp)
@@ -221,6 +261,7 @@ def commit_sections(group: dict[str, Any], sections: list[dict], now: float) -> 
             m["raw"] = [r for r in m["raw"] if r not in taken]
     for m in group["members"].values():  # muted news is not pending either
         m["sent_seq"] = m["news_seq"]
+        m.pop("tp", None)
 
 
 def settle(group: dict[str, Any], snapshot: list, sent_at: float) -> list[dict[str, Any]]:
@@ -273,7 +314,8 @@ def combine(sections: list[dict]) -> list[dict]:
                                                        a["fingerprint"]))
         counts = dict(s["counts"], **{k: sum(a["change"] == k for a in alerts)
                                       for k in ("new", "escalated", "resolved")})
-        out[index[s["group_id"]]] = dict(
+        out[index[s["group_id"]]] = folded = dict(
             acc, alerts=alerts, counts=counts, snapshot=acc["snapshot"] + s["snapshot"],
             merged=acc["merged"] or s["merged"], reminder=acc["reminder"] and s["reminder"])
+        set_trace(folded, *join_traces([acc, s]))
     return out

@@ -191,6 +191,12 @@ class Message:
         merged_alerts: how many listed alerts those merged sections carry.
         alert_count: listed alerts in the message (never above batch size,
             except a lone section which is already a numbered part).
+        traceparent: W3C traceparent of the funnel decision whose alert
+            opened the message (its first group's): the parent of every
+            delivery attempt's span; None without tracing.
+        links: traceparents of other traces merged into the message (other
+            groups, later alerts), at most ``plait.tracing.MAX_LINKS``: the
+            delivery spans' links (docs/alerting.md, "Traces").
     """
 
     id: str
@@ -202,6 +208,8 @@ class Message:
     merged_groups: int = 0
     merged_alerts: int = 0
     alert_count: int = 0
+    traceparent: str | None = None
+    links: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data. ``sections`` is the message's own list, not a
@@ -212,7 +220,8 @@ class Message:
                 "idempotency_key": self.idempotency_key, "attempt": self.attempt,
                 "created_at": self.created_at, "sections": self.sections,
                 "merged_groups": self.merged_groups, "merged_alerts": self.merged_alerts,
-                "alert_count": self.alert_count}
+                "alert_count": self.alert_count, "traceparent": self.traceparent,
+                "links": list(self.links)}
 
     def alerts(self) -> list[dict[str, Any]]:
         """Every alert view listed in the message, in order."""

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from alerting.delivery import idempotency_key
-from alerting.group import combine
+from alerting.group import combine, join_traces
 from alerting.model import Message
 
 
@@ -33,26 +33,29 @@ def unqueue(g: dict[str, Any], outbox: list[dict],
 
     Returns:
         ``{"at": index to insert the rebuilt sections (the oldest queued
-        position keeps its turn), "merged": whether those had waited}``,
-        or None when part of a numbered set already left: the rest of
-        the set goes first and the group is evaluated after it.
+        position keeps its turn), "merged": whether those had waited,
+        "sections": the sections taken out (their traces are kept,
+        :func:`alerting.group.join_traces`)}``, or None when part of a
+        numbered set already left: the rest of the set goes first and the
+        group is evaluated after it.
     """
     if queued is not None and g["id"] not in queued:  # nothing of it queued: no scan
-        return {"at": len(outbox), "merged": False}
+        return {"at": len(outbox), "merged": False, "sections": []}
     mine = [s for s in outbox if s["group_id"] == g["id"]]
     for s in mine:
         if s["parts"] > 1 and sum(x.get("set") == s.get("set") for x in mine) < s["parts"]:
             return None
-    at, merged, keep = len(outbox), False, []
+    at, merged, keep, taken = len(outbox), False, [], []
     for s in outbox:
         if s["group_id"] != g["id"] or not all(fp in g["members"] for fp, _q, _r in s["snapshot"]):
             keep.append(s)
             continue
+        taken.append(s)
         at, merged = min(at, len(keep)), merged or s["merged"]
         for fp, _seq, raws in s["snapshot"]:
             g["members"][fp]["raw"] = raws + g["members"][fp]["raw"]
     outbox[:] = keep
-    return {"at": min(at, len(keep)), "merged": merged}
+    return {"at": min(at, len(keep)), "merged": merged, "sections": taken}
 
 
 def wait(rs: dict[str, Any]) -> None:
@@ -122,8 +125,11 @@ def _copy(data: Any) -> Any:
 
 def to_message(inf: dict[str, Any]) -> Message:
     """The :class:`Message` the sender sees (internal keys stripped, copied)."""
-    sections = [{k: v for k, v in s.items() if k not in ("snapshot", "set")} for s in inf["sections"]]
-    return Message(id=inf["id"], receiver=inf["receiver"], idempotency_key=inf["key"],
+    tp, links = join_traces(inf["sections"])
+    sections = [{k: v for k, v in s.items() if k not in ("snapshot", "set", "tp", "links")}
+                for s in inf["sections"]]
+    return Message(traceparent=tp, links=links,
+                   id=inf["id"], receiver=inf["receiver"], idempotency_key=inf["key"],
                    attempt=inf["failures"] + 1, created_at=inf["created_at"],
                    sections=_copy(sections), merged_groups=inf["merged_groups"],
                    merged_alerts=inf["merged_alerts"],

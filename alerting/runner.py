@@ -22,6 +22,7 @@ from alerting.model import Alert, Message
 from alerting.routing import Decision, decide
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
+from plait import tracing
 
 log = logging.getLogger("plait.alerting")
 
@@ -263,7 +264,19 @@ class FunnelRunner:
         receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
         if ps.seen_raw(*src, copy, receiver):
             return None
+        # the decision is a span of the alert's own trace (child of its route
+        # span, ``tp``); the group it opens keeps this span's traceparent as
+        # the parent of its message's delivery (docs/alerting.md, "Traces")
+        with tracing.span("alert.funnel_decision", cmd.get("tp"), optional=True,
+                          **{"plait.raw_id": cmd.get("id"), "plait.receiver": receiver}) as sp:
+            touched = self._decide(ps, cmd, now, fx, src, copy, receiver, sp)
+        return touched
+
+    def _decide(self, ps: PartitionState, cmd: dict[str, Any], now: float, fx: Effects,
+                src: list, copy: int, receiver: str | None, sp: Any) -> list[str]:
         f, touched = ps.funnel, []
+        tp = tracing.current_traceparent() if sp is not None else None
+        group = None
         if "alert" in cmd:
             try:
                 alert = repair_alert(Alert.from_dict(cmd["alert"]))
@@ -276,14 +289,14 @@ class FunnelRunner:
                 except Exception:  # a forged alert: ingest rejects it
                     fps = []
                 before = {fp: (f.state["episodes"].get(fp) or {}).get("group") for fp in fps}
-                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d)
+                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp)
                 received = cmd.get("received_at")
                 if isinstance(received, (int, float)) and not isinstance(received, bool):
                     observe_decision(f.state["counters"], now - received)  # raw in -> decided
                 touched = []
                 for fp in fps:
                     ep = f.state["episodes"].get(fp)
-                    new_group = ep.get("group") if ep else None
+                    new_group = group = ep.get("group") if ep else None
                     touched += [ps.key("ep", fp)] + [
                         k for g in {before[fp], new_group} if g
                         for k in (ps.key("grp", g), ps.member_key(g, fp))]
@@ -294,6 +307,10 @@ class FunnelRunner:
             entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
         ps.mark_raw(*src, copy, receiver)
         fx.ledger += [e.to_dict() for e in entries]
+        if sp is not None:
+            sp.set_attribute("plait.outcome", entries[0].outcome if entries else "grouped")
+            if group and not entries:
+                sp.set_attribute("plait.group_id", group)
         return touched
 
     @staticmethod

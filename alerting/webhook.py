@@ -94,10 +94,15 @@ class WebhookSender:
     async def send(self, message: Message) -> SendResult:
         """:meth:`_send` in a ``webhook.attempt`` span (the W3C ``traceparent``
         header goes with each request), its outcome and latency recorded per
-        receiver in ``plait.metrics``."""
+        receiver in ``plait.metrics``. The span is a child of the message's
+        ``traceparent`` (the decision of the alert that opened it; else of
+        the current span) and links the message's ``links`` (alerts merged
+        into it from other traces): docs/alerting.md, "Traces"."""
         from plait import metrics, tracing
 
-        with tracing.span("webhook.attempt", **{"plait.receiver": message.receiver}) as sp:
+        with tracing.span("webhook.attempt", message.traceparent, links=message.links,
+                          **{"plait.receiver": message.receiver, "plait.message_id": message.id,
+                             "plait.attempt": message.attempt}) as sp:
             result = await self._send(message)
             outcome = ("success" if result.ok else "network_error" if result.status is None
                        else f"http_{result.status // 100}xx")

@@ -17,7 +17,8 @@ but invalid travels on and ends ``rejected`` in the ledger, naming the field.
 ``alerts.funnel`` (internal, keyed by receiver name so one receiver's token
 bucket, groups and in-flight message live on one partition) carries
 funnel commands ``{"v": 1, "kind": ...}``: ``alert`` (normalized alert or the
-invalid raw payload, with the router's decision ``receiver`` and ``fp``),
+invalid raw payload, with the router's decision ``receiver`` and ``fp``, and
+``tp``: the W3C traceparent of its route span when traces are exported),
 ``alerts`` (``items``: several ``alert`` commands of one receiver, at most
 :data:`MAX_ITEMS` and about :data:`MAX_COMMAND_BYTES`, so no record grows
 with a storm), ``tick``, ``result`` (one webhook attempt), ``silence``

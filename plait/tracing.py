@@ -35,6 +35,8 @@ except ImportError:  # pragma: no cover
 #: Header / envelope attribute name (W3C Trace Context).
 TRACEPARENT = "traceparent"
 _configured = False
+#: spans leave the process (OTLP, or a test's exporter): see :func:`exporting`
+_exporting = False
 
 
 def setup(service: str) -> None:
@@ -58,13 +60,16 @@ def setup(service: str) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        global _exporting
+        _exporting = True
     trace.set_tracer_provider(provider)
     _configured = True
 
 
 def use_exporter(exporter: Any) -> None:
     """Tests: send every span of this process to ``exporter`` (e.g. the SDK's
-    ``InMemorySpanExporter``) synchronously, installing a provider if needed."""
+    ``InMemorySpanExporter``) synchronously, installing a provider if needed.
+    Per-item spans (``optional``) also need :func:`item_spans`."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -74,6 +79,27 @@ def use_exporter(exporter: Any) -> None:
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+
+def exporting() -> bool:
+    """True when this process's spans go to a collector (OTLP configured) or
+    a test asked for them (:func:`item_spans`): per-alert spans
+    (``span(..., optional=True)``) are made only then, so a storm costs
+    nothing extra without a collector."""
+    return _exporting
+
+
+@contextlib.contextmanager
+def item_spans(on: bool = True) -> Iterator[None]:
+    """Tests: make the optional per-item spans (or not) inside the block.
+    :func:`use_exporter` alone does not: an exporter a test module installs
+    would otherwise slow every storm test of the session."""
+    global _exporting
+    before, _exporting = _exporting, on
+    try:
+        yield
+    finally:
+        _exporting = before
 
 
 def _tracer():
@@ -88,17 +114,68 @@ def context_of(traceparent: str | None):
     return _PROP.extract({TRACEPARENT: traceparent})
 
 
+#: Most span links one span carries (a message's links to the alerts merged into it).
+MAX_LINKS = 32
+
+
+def trace_id(traceparent: str | None) -> str | None:
+    """The 32-hex trace id of a ``traceparent`` (``00-<trace id>-<span id>-<flags>``),
+    or None when absent or malformed."""
+    parts = traceparent.split("-") if traceparent else ()
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None
+
+
+def parent_and_links(candidates, limit: int = MAX_LINKS) -> tuple[str | None, list[str]]:
+    """One trace per message: of ``candidates`` (traceparents in order,
+    None and malformed ones skipped) the first is the parent, and each later
+    one from another trace becomes a link (one per trace, at most ``limit``).
+
+    Returns:
+        (parent traceparent or None, [traceparents to link]).
+    """
+    parent, links, seen = None, [], set()
+    for tp in candidates:
+        tid = trace_id(tp)
+        if tid is None or tid in seen:
+            continue
+        seen.add(tid)
+        if parent is None:
+            parent = tp
+        elif len(links) < limit:
+            links.append(tp)
+        else:
+            break
+    return parent, links
+
+
+def _links(traceparents) -> list[Any]:
+    out = []
+    for tp in traceparents or ():
+        ctx = context_of(tp)
+        sc = trace.get_current_span(ctx).get_span_context() if ctx is not None else None
+        if sc is not None and sc.is_valid:
+            out.append(trace.Link(sc))
+    return out[:MAX_LINKS]
+
+
 @contextlib.contextmanager
-def span(name: str, traceparent: str | None = None, **attributes: Any) -> Iterator[Any]:
+def span(name: str, traceparent: str | None = None, links=(), optional: bool = False,
+         **attributes: Any) -> Iterator[Any]:
     """A span named ``name``; child of ``traceparent`` when given, else of the
-    current span (or a new trace). Attributes with None values are dropped.
-    An exception leaving the block is recorded on the span and re-raised."""
-    if trace is None:
+    current span (or a new trace). ``links``: traceparents of spans this one
+    is related to but not a child of (OpenTelemetry span links, at most
+    :data:`MAX_LINKS`; malformed ones skipped). ``optional``: a span of the
+    hot path (one per alert): made only when :func:`exporting`, else None is
+    yielded and the current context is left as it is. Attributes with None
+    values are dropped. An exception leaving the block is recorded on the
+    span and re-raised."""
+    if trace is None or (optional and not _exporting):
         yield None
         return
     attrs = {k: v for k, v in attributes.items() if v is not None}
     ctx = context_of(traceparent) if traceparent else None
-    with _tracer().start_as_current_span(name, context=ctx, attributes=attrs) as s:
+    with _tracer().start_as_current_span(name, context=ctx, attributes=attrs,
+                                         links=_links(links) or None) as s:
         yield s
 
 

@@ -88,7 +88,8 @@ def test_compose_values_validate_as_settings(monkeypatch):
 
 
 def test_every_plait_service_gets_the_same_settings():
-    own = ("PLAIT_WORKER_ID", "PLAIT_ALERTING_CONFIG")  # the alerting worker's config
+    # a worker's own id and metrics port, the alerting worker's config
+    own = ("PLAIT_WORKER_ID", "PLAIT_ALERTING_CONFIG", "PLAIT_METRICS_PORT")
     envs = {n: {k: v for k, v in env_of(n).items() if k not in own}
             for n in PLAIT_BUILT if n != "demo-data-api"}
     first = envs.pop("api")
@@ -260,7 +261,7 @@ def test_every_dependency_waits_for_health_or_completion():
                 assert "healthcheck" in SERVICES[dep], f"{name} waits on {dep}, which has none"
 
 
-PINNED = re.compile(r"^[\w./-]+:(?!latest$)(RELEASE\.[\dT:-]+Z|\d+\.\d+\.\d+[\w.-]*)$")
+PINNED = re.compile(r"^[\w./-]+:(?!latest$)(RELEASE\.[\dT:-]+Z|v?\d+\.\d+\.\d+[\w.-]*)$")
 
 
 def test_every_image_is_pinned():
@@ -335,3 +336,66 @@ def test_the_readme_compose_example_posts_a_valid_spec_to_a_service_that_exists(
     assert "API=http://localhost:8000" in section and 8000 in published("api")
     assert "localhost:9094" in section and 9094 in published("kafka")
     assert "http://localhost:9000" in section and 9000 in published("minio")
+
+
+# -- metrics ----------------------------------------------------------------
+
+def prometheus_config() -> tuple[Path, dict]:
+    """(host path, parsed config) of the file the prometheus service runs with:
+    its ``--config.file`` mapped back through its volume mounts."""
+    service = SERVICES["prometheus"]
+    flag = next(a for a in service["command"] if a.startswith("--config.file="))
+    path = flag.split("=", 1)[1]
+    for volume in service["volumes"]:
+        host, container = volume.split(":")[:2]
+        if path.startswith(container.rstrip("/") + "/") and host.startswith("./"):
+            local = ROOT / host / path[len(container.rstrip("/")) + 1:]
+            return local, yaml.safe_load(local.read_text())
+    raise AssertionError(f"prometheus: {path} is not on a mounted repository directory")
+
+
+def scrape_targets(config: dict) -> dict[str, set[str]]:
+    """job name -> its static ``host:port`` targets."""
+    return {job["job_name"]: {t for sc in job.get("static_configs") or [] for t in sc["targets"]}
+            for job in config["scrape_configs"]}
+
+
+def test_every_worker_serves_metrics_and_prometheus_scrapes_exactly_them(monkeypatch):
+    # given every worker service (export and alerting roles)
+    workers = [*WORKERS, *ALERTING]
+    ports = {}
+    for w in workers:
+        # it sets PLAIT_METRICS_PORT, a valid setting that makes the worker serve
+        assert "PLAIT_METRICS_PORT" in env_of(w), f"{w} serves no metrics"
+        monkeypatch.setenv("PLAIT_METRICS_PORT", env_of(w)["PLAIT_METRICS_PORT"])
+        ports[w] = Settings().metrics_port
+        assert ports[w] > 0, w
+    # then Prometheus scrapes exactly those host:port pairs, and the API's /metrics
+    local, config = prometheus_config()
+    targets = scrape_targets(config)
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    worker_jobs = [n for n, t in targets.items() if t & {f"{w}:{ports[w]}" for w in workers}]
+    assert set().union(*(targets[n] for n in worker_jobs)) == {f"{w}:{ports[w]}" for w in workers}
+    api_port = int(SERVICES["api"]["command"][SERVICES["api"]["command"].index("--port") + 1])
+    api_jobs = [n for n, t in targets.items() if t == {f"api:{api_port}"}]
+    assert len(api_jobs) == 1 and jobs[api_jobs[0]].get("metrics_path", "/metrics") == "/metrics"
+    assert set(targets) == {*worker_jobs, *api_jobs}, "every scrape job is a Plait service"
+    # and it loads Plait's alert rules (the file tests/test_observability.py checks)
+    rules = [(local.parent / r).resolve() for r in config["rule_files"]]
+    assert (ROOT / "deploy" / "prometheus" / "plait-rules.yml").resolve() in rules
+    assert all(r.is_file() for r in rules)
+    assert 9090 in published("prometheus")
+
+
+def test_the_prometheus_config_passes_promtool():
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package prometheus)")
+    local, _config = prometheus_config()
+    done = subprocess.run([promtool, "check", "config", str(local)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout and "rule files found" in done.stdout

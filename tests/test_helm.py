@@ -51,6 +51,9 @@ VARIANTS = {
     "default": DEFAULT,
     "no-keda-own-secret": render({"keda": {"enabled": False}, "topicsJob": {"enabled": False},
                                   "secret": {"existingSecret": "plait-creds"}}, name="exports"),
+    "pod-monitor": render({"metrics": {"podMonitor": {"enabled": True,
+                                                      "labels": {"release": "kube-prometheus"}}},
+                           "worker": {"metricsPort": 9400}}),
 }
 
 
@@ -64,7 +67,7 @@ def test_chart_lints_clean():
 @pytest.mark.parametrize("kube", KUBE_VERSIONS)
 def test_every_kubernetes_object_validates_against_the_schemas(variant, kube):
     for doc in VARIANTS[variant]:
-        if doc["apiVersion"].startswith("keda.sh/"):
+        if doc["apiVersion"].startswith(("keda.sh/", "monitoring.coreos.com/")):
             continue  # a CRD: checked below
         kubernetes_validate.validate(doc, kube, strict=True)
 
@@ -176,3 +179,93 @@ def test_image_is_pinned_to_the_app_version():
     for doc in by_kind(DEFAULT, "Deployment") + by_kind(DEFAULT, "Job"):
         for c in doc["spec"]["template"]["spec"]["containers"]:
             assert c["image"] == f"plait:{version}"
+
+
+def worker_pod(docs: list[dict]) -> tuple[dict, dict]:
+    """(pod template metadata, worker container) of the worker Deployment."""
+    template = one(docs, "Deployment", "worker")["spec"]["template"]
+    return template["metadata"], template["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_worker_pods_expose_the_metrics_port_they_serve_and_are_annotated(variant):
+    meta, worker = worker_pod(VARIANTS[variant])
+    # the worker serves its metrics on PLAIT_METRICS_PORT (plait/metrics.py) ...
+    env = {e["name"]: e.get("value") for e in worker["env"]}
+    port = Settings(metrics_port=env["PLAIT_METRICS_PORT"]).metrics_port
+    assert port > 0
+    # ... which is the container port named "metrics"
+    ports = {p["name"]: p for p in worker["ports"]}
+    assert ports["metrics"]["containerPort"] == port and ports["metrics"]["protocol"] == "TCP"
+    # and the pod says so to annotation-based scraping
+    notes = meta["annotations"]
+    assert notes["prometheus.io/scrape"] == "true"
+    assert notes["prometheus.io/port"] == str(port) and notes["prometheus.io/path"] == "/metrics"
+    assert (port == 9400) == (variant == "pod-monitor")  # the value reaches every place
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_api_pods_are_annotated_for_scraping_on_their_http_port(variant):
+    template = one(VARIANTS[variant], "Deployment", "api")["spec"]["template"]
+    [api] = template["spec"]["containers"]
+    http = {p["name"]: p["containerPort"] for p in api["ports"]}["http"]
+    notes = template["metadata"]["annotations"]
+    assert notes["prometheus.io/scrape"] == "true"
+    assert notes["prometheus.io/port"] == str(http) and notes["prometheus.io/path"] == "/metrics"
+
+
+#: Fields of the Prometheus Operator's PodMonitor (monitoring.coreos.com/v1):
+#: ``spec`` and one ``podMetricsEndpoints`` item.
+POD_MONITOR_SPEC = {
+    "jobLabel", "podTargetLabels", "podMetricsEndpoints", "selector", "selectorMechanism",
+    "namespaceSelector", "sampleLimit", "targetLimit", "labelLimit", "labelNameLengthLimit",
+    "labelValueLengthLimit", "keepDroppedTargets", "attachMetadata", "scrapeClass",
+    "scrapeProtocols", "fallbackScrapeProtocol", "bodySizeLimit", "scrapeClassicHistograms",
+    "nativeHistogramBucketLimit", "nativeHistogramMinBucketFactor",
+    "convertClassicHistogramsToNHCB", "scrapeNativeHistograms"}
+POD_METRICS_ENDPOINT = {
+    "port", "portNumber", "targetPort", "path", "scheme", "params", "interval", "scrapeTimeout",
+    "honorLabels", "honorTimestamps", "trackTimestampsStaleness", "metricRelabelings",
+    "relabelings", "proxyUrl", "followRedirects", "enableHttp2", "filterRunning", "basicAuth",
+    "bearerTokenSecret", "oauth2", "authorization", "tlsConfig", "noProxy",
+    "proxyFromEnvironment", "proxyConnectHeader"}
+DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+
+
+def seconds(duration: str) -> float:
+    import re
+
+    units = {"y": 31536000, "w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", duration))
+
+
+def test_the_pod_monitor_is_off_by_default_and_scrapes_the_worker_metrics_port_when_on():
+    import re
+
+    assert by_kind(DEFAULT, "PodMonitor") == []
+    docs = VARIANTS["pod-monitor"]
+    monitor = one(docs, "PodMonitor")
+    meta, worker = worker_pod(docs)
+    # a PodMonitor of the Operator's API (a CRD: its fields checked one by one)
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(monitor) == {"apiVersion", "kind", "metadata", "spec"}
+    for kube in KUBE_VERSIONS:  # its metadata is valid object metadata
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": monitor["metadata"]}, kube, strict=True)
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
+    spec = monitor["spec"]
+    assert set(spec) <= POD_MONITOR_SPEC, sorted(set(spec) - POD_MONITOR_SPEC)
+    # selecting the worker pods (and nothing else the chart runs)
+    selector = spec["selector"]["matchLabels"]
+    assert selector.items() <= meta["labels"].items()
+    for doc in by_kind(docs, "Deployment"):
+        if doc is not one(docs, "Deployment", "worker"):
+            assert not selector.items() <= doc["spec"]["template"]["metadata"]["labels"].items()
+    # on the port the worker serves its metrics on, at the annotated path
+    [endpoint] = spec["podMetricsEndpoints"]
+    assert set(endpoint) <= POD_METRICS_ENDPOINT, sorted(set(endpoint) - POD_METRICS_ENDPOINT)
+    assert endpoint["port"] in {p["name"] for p in worker["ports"]} and endpoint["port"] == "metrics"
+    assert endpoint["path"] == meta["annotations"]["prometheus.io/path"]
+    for key in ("interval", "scrapeTimeout"):
+        assert re.match(DURATION, endpoint[key]), endpoint[key]
+    assert 0 < seconds(endpoint["scrapeTimeout"]) <= seconds(endpoint["interval"])

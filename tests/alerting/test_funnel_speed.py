@@ -20,7 +20,7 @@ def test_unqueue_does_not_scan_the_outbox_for_a_group_not_queued():
     # when g is evaluated and the caller knows g is not queued
     got = unqueue(g, outbox, queued={"other0", "other1", "other2"})
     # then its sections go to the end, nothing scanned
-    assert got == {"at": 3, "merged": False}
+    assert got == {"at": 3, "merged": False, "sections": []}
 
 
 # ---------------------------------------------------------------- outbox pages
@@ -212,3 +212,17 @@ def test_the_funnel_counts_how_long_each_raw_alert_took_to_be_decided():
     hist = merge([runner.counters(0), runner.counters(0)])["decision_ms"]
     assert hist == {"5": 2, "50": 2, "2500": 2}
     assert decision_quantile(hist, 0.5) == 50.0 and decision_quantile(hist, 0.99) == 2500.0
+
+
+def test_hand_written_to_dict_covers_every_field():
+    """``to_dict`` is written by hand (``dataclasses.asdict`` deep-copied
+    field by field, a tenth of a storm's CPU): a new field must not be lost."""
+    import dataclasses
+
+    from alerting.model import Alert, LedgerEntry, Message, Severity, Status
+
+    for obj in (Alert("r", "a", Severity.WARNING, Status.FIRING, labels={"x": "1"}),
+                LedgerEntry("e:0", "delivered", 1.0, inhibited_by=["f"]),
+                Message("m-1", "oncall", "k", 1, 1.0, [])):
+        assert obj.to_dict() == {**dataclasses.asdict(obj), **(
+            {"severity": "warning", "status": "firing"} if isinstance(obj, Alert) else {})}

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta, timezone
 import httpx
 import pytest
 
-from alert_e2e_support import AlertApi, Kafka, Receiver, native_alerts, wait_until, write_config
+from alert_e2e_support import (AlertApi, Kafka, OtlpReceiver, Receiver, native_alerts, wait_until,
+                               write_config)
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +29,13 @@ def receiver():
 
 @pytest.fixture
 def alerting(make_stack, tmp_path):
-    """Factory: ``alerting(config_path) -> (stack, api, kafka)`` with the funnel
-    running (every funnel partition has published its counters once)."""
+    """Factory: ``alerting(config_path, **env) -> (stack, api, kafka)`` with the
+    funnel running (every funnel partition has published its counters once);
+    ``env``: more environment for the stack's processes."""
     made = []
 
-    def make(config_path):
-        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config_path))
+    def make(config_path, **env):
+        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config_path), **env)
         api, kafka = AlertApi(stack), Kafka(stack)
         made.append((api, kafka))
         wait_until(lambda: api.counters()["partitions"] >= 4, 60, "the funnel worker to run")
@@ -128,12 +130,13 @@ def test_storm_of_500_reaches_the_webhook_as_a_handful_of_messages(alerting, rec
 
 
 def test_receiver_down_then_up_gets_each_message_once_with_everything(alerting, receiver, tmp_path):
-    # given a receiver that answers 503
+    # given a receiver that answers 503 (and the stack exporting its spans over OTLP)
     receiver.status = 503
+    otlp = OtlpReceiver().start()
     cfg = write_config(tmp_path / "alerting.yaml",
                        [{"name": "flaky", "url": receiver.url("/flaky")}],
                        grouping={"group_by": ["rule"], "batch_size": 50}, **FAST)
-    stack, api, kafka = alerting(cfg)
+    stack, api, kafka = alerting(cfg, **otlp.env())
     first = [{"rule": "Err", "asset": f"h{i}", "severity": "warning"} for i in range(1, 6)]
     later = [{"rule": "Err", "asset": f"h{i}", "severity": "warning"} for i in range(6, 11)]
     # when 5 alerts fire, the webhook fails a few times, 5 more fire meanwhile
@@ -161,6 +164,51 @@ def test_receiver_down_then_up_gets_each_message_once_with_everything(alerting, 
     c = wait_until(lambda: (lambda c: c if c["pending"] == 0 and c["received"] == 10 else None)(
         api.counters()), 10, "counters to settle")
     assert c["balanced"] and c["http5xx"] == failed and c["messagesSuperseded"] >= 1
+    _one_trace_per_message(otlp, receiver.on("/flaky"))
+    otlp.stop()
+
+
+def _one_trace_per_message(otlp: OtlpReceiver, hits: list) -> None:
+    """Issue 15 item 3, read back from what the API and the worker exported:
+    the first POST is one trace (ingest -> route -> funnel decision ->
+    every webhook attempt of the message its alerts opened, retries and the
+    superseding message included); the second POST, merged into that
+    message, is a trace of its own, linked from the attempts carrying it."""
+    def span_of(hit):
+        _v, tid, sid, _f = hit.headers["traceparent"].split("-")
+        return next((s for s in otlp.trace(tid) if s["span_id"] == sid), None)
+
+    attempts = wait_until(lambda: (lambda got: got if all(got) else None)(
+        [span_of(h) for h in hits]), 20, "a webhook.attempt span for every request")
+    first = attempts[0]["trace_id"]
+    assert {a["trace_id"] for a in attempts} == {first}, "every attempt is in one trace"
+    assert {a["name"] for a in attempts} == {"webhook.attempt"}
+    spans = otlp.trace(first)
+    by_id = {s["span_id"]: s for s in spans}
+    [ingest] = [s for s in spans if s["name"] == "alert.ingest"]
+    routes = [s for s in spans if s["name"] == "alert.route"]
+    decisions = [s for s in spans if s["name"] == "alert.funnel_decision"]
+    assert ingest["service"] == "plait-api"  # (its parent, if any, is the API's request span)
+    assert {s["service"] for s in spans} == {"plait-api", "plait-worker"}
+    assert routes and all(r["parent"] == ingest["span_id"] and r["service"] == "plait-worker"
+                          for r in routes)
+    assert len(decisions) == 5 and all(by_id[d["parent"]]["name"] == "alert.route"
+                                       for d in decisions)
+    assert all(by_id[a["parent"]]["name"] == "alert.funnel_decision" for a in attempts)
+    # the second POST: its own trace (ingest, route, 5 decisions, no delivery of its own) ...
+    ingests = otlp.named("alert.ingest")
+    [second] = [s for s in ingests if s["trace_id"] != first]
+    theirs = otlp.trace(second["trace_id"])
+    assert sorted({s["name"] for s in theirs if s["service"] == "plait-worker"}
+                  | {second["name"]}) == ["alert.funnel_decision", "alert.ingest", "alert.route"]
+    assert sum(s["name"] == "alert.funnel_decision" for s in theirs) == 5
+    # ... linked from every attempt that carried its alerts (and only from those)
+    their_decisions = {s["span_id"] for s in theirs if s["name"] == "alert.funnel_decision"}
+    for hit, attempt in zip(hits, attempts):
+        carried = len(native_alerts(hit)) == 10
+        linked = [sid for tid, sid in attempt["links"] if tid == second["trace_id"]]
+        assert (len(linked) == 1 and linked[0] in their_decisions) if carried else not linked, \
+            (len(native_alerts(hit)), attempt["links"])
 
 
 def _rfc3339(dt: datetime) -> str:
