@@ -19,7 +19,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   change happens in event context and is written to the changelog table
   ``alerting-state`` (memory store, recovered from the changelog on
   restart). Messages are sent only after the state saying "sending" is
-  flushed to the changelog, so a restarted worker resends a message with its
+  acked by the changelog, so a restarted worker resends a message with its
   original idempotency key rather than building a new one.
 - The **timer** sends a tick to each funnel partition this worker owns every
   second; sooner wake-ups are scheduled when a group or retry is due within
