@@ -19,7 +19,7 @@ Flow (topic names get ``Settings.topic_prefix``)::
   change happens in event context and is written to the changelog table
   ``alerting-state`` (memory store, recovered from the changelog on
   restart). Messages are sent only after the state saying "sending" is
-  flushed to the changelog, so a restarted worker resends a message with its
+  acked by the changelog, so a restarted worker resends a message with its
   original idempotency key rather than building a new one.
 - The **timer** sends a tick to each funnel partition this worker owns every
   second; sooner wake-ups are scheduled when a group or retry is due within
@@ -51,14 +51,15 @@ from alerting import view as alert_view
 from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
-from alerting.runner import Effects, FunnelRunner, ledger_key
+from alerting.changelog import BatchedTable, send_records
+from alerting.runner import Effects, FunnelRunner
 from alerting.webhook import SendResult, WebhookSender
-from alerting.wire import (FUNNEL_TOPIC, command, pack_alerts, parse_command, parse_raw, raw_envelope,
-                           route_alerts)
+from alerting.wire import (FUNNEL_TOPIC, command, ledger_records, pack_alerts, parse_command, parse_raw,
+                           raw_envelope, route_alerts)
 from plait import keys as K
 from plait import topics as T
 from plait import tracing
-from plait.agent import Agent, AgentRuntime, Hooks, set_current_event
+from plait.agent import Agent, AgentRuntime, Hooks
 from plait.clock import parse_iso
 from plait.lifecycle import TERMINAL
 from plait.projection import Projection
@@ -74,8 +75,6 @@ TICK_SECONDS = 1.0
 #: waits to fill (seconds; bounds the latency a batch adds).
 BATCH_SIZE = 1000
 BATCH_WITHIN = 0.005
-#: Table writes Faust may buffer before it stalls the stream (default 100).
-PRODUCER_BUFFER = 20_000
 
 
 class FunnelHooks(Hooks):
@@ -94,6 +93,14 @@ class FunnelHooks(Hooks):
         if agent.topic == FUNNEL_TOPIC:
             for event in events:
                 self.runner.forget(event.message.partition)
+
+
+def _json_bytes(value: Any) -> bytes:
+    """Compact JSON bytes (orjson; the stdlib's rules for what orjson refuses)."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(value, default=str).encode()
 
 
 def _decode_envelope(event) -> tuple[dict, Any]:
@@ -122,7 +129,10 @@ class AlertingService:
                               value_serializer="raw")
         self.table = app.Table(TABLE_NAME, partitions=n, schema=schema,
                                help="alert funnel state: episodes, groups, receivers, meta")
-        self.runner = FunnelRunner(config, self.table)
+        # writes reach the changelog once per key per batch, sent together
+        # (alerting/changelog.py), not one record at a time through Faust's buffer
+        self.state_table = BatchedTable(self.table)
+        self.runner = FunnelRunner(config, self.state_table)
         self.rt = AgentRuntime(app, self.names, n, "plait-alerting", [FunnelHooks(self.runner)],
                                exit_when_lost=False)
         topic = self.rt.topic
@@ -273,26 +283,20 @@ class AlertingService:
     async def apply_batch(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> None:
         """Apply a batch of ``alerts.funnel`` commands, per partition in
         offset order (state written once per touched entity per batch,
-        :meth:`FunnelRunner.apply_batch`), then carry out the effects: ledger
-        entries produced without waiting for each ack, one producer flush, and
-        only then the webhook POSTs (docs/kafka-rules.md #13)."""
+        :meth:`FunnelRunner.apply_batch`), then carry out the effects
+        (:meth:`_effects_all`): the batch's changelog records, ledger batches
+        and notifications sent together and acked together, and only then
+        the webhook POSTs (docs/kafka-rules.md #13); the batch's offsets are
+        acked after this returns."""
         by_part: dict[int, list[tuple[int, dict]]] = {}
-        last_event: dict[int, Any] = {}
         counted: set[int] = set()
         for event, _attrs, cmd in items:
             msg = event.message
             by_part.setdefault(msg.partition, []).append((msg.offset, cmd))
-            last_event[msg.partition] = event
             if cmd["kind"] in ("tick", "result", "silence", "expire"):
                 counted.add(msg.partition)
-        buf = self.app.producer.buffer
-        if buf.max_messages < PRODUCER_BUFFER:
-            # Faust stalls the stream once >100 table writes wait (flushing them one
-            # by one with 0.1 s waits); a batch writes a few per alert
-            buf.max_messages = PRODUCER_BUFFER
         results = []
         for partition, cmds in by_part.items():
-            set_current_event(last_event[partition])  # table writes: this partition's changelog
             fx = self.runner.apply_batch(partition, cmds)  # a bug: FunnelHooks reloads
             if not fx.skipped:
                 results.append((partition, fx))
@@ -305,20 +309,32 @@ class AlertingService:
         await self._effects_all([(partition, fx)])
 
     async def _effects_all(self, results: list[tuple[int, Effects]]) -> None:
+        """Send the batch's outputs without waiting for each ack: the table
+        writes (one changelog record per written key, :class:`BatchedTable`),
+        the ledger entries (batch records, :func:`alerting.wire.ledger_records`)
+        and the notifications; then wait for all their acks at once. Only
+        then do webhook POSTs leave (the state saying "sending" is durable,
+        docs/kafka-rules.md #13) and may the batch's offsets be acked. When
+        they cannot be sent the worker exits without acking
+        (docs/kafka-rules.md #4): the partitions are redelivered and the
+        state recovered from the changelog."""
+        producer, changelog = self.app.producer, self.changelog_topic()
         send_ledger, send_note = self.ledger.send, self.notifications.send
-        dumps = orjson.dumps
-        sending = False
-        for partition, fx in results:
-            for entry in fx.ledger:
-                await send_ledger(key=ledger_key(entry).encode(), value=dumps(entry))
-            for m in fx.messages:
-                record = {"partition": partition, **m.to_dict()}
-                await send_note(key=m.receiver.encode(),
-                                value=json.dumps(record, default=str).encode())
-                sending = True
-        if sending:
-            # the state saying "sending" must be durable before the POST leaves
-            await self.app.producer.flush()
+        acks = []
+        try:
+            acks += await send_records(producer, changelog, self.state_table.drain())
+            for partition, fx in results:
+                for value in ledger_records(partition, fx.ledger):
+                    acks.append(await send_ledger(key=str(partition).encode(), value=value))
+                for m in fx.messages:
+                    record = {"partition": partition, **m.to_dict()}
+                    acks.append(await send_note(key=m.receiver.encode(), value=_json_bytes(record)))
+            await asyncio.gather(*acks)
+        except Exception:
+            log.critical("cannot send the funnel's state, ledger or notifications; exiting "
+                         "so the partitions are redelivered", exc_info=True)
+            self.rt._fatal()
+            raise  # only when _fatal is stubbed out (tests)
         for partition, fx in results:
             for m in fx.messages:
                 self._spawn(self._deliver(partition, m))
@@ -411,6 +427,10 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
         RuntimeError: a topic could not be created (named).
     """
     config = load_config(settings.alerting_config)
+    # no standby copies of the funnel table: each would replay every changelog
+    # record of the other workers' partitions (as much work again per worker);
+    # a partition taking over recovers from the changelog instead
+    app.conf.table_standby_replicas = 0
     svc = AlertingService(app, settings, config)
     create_topics(settings.broker_url, [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()],
                   settings.partitions, compacted=[svc.changelog_topic()], exact=True)

@@ -18,6 +18,36 @@ EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "atte
                   "invalid_unicode")
 
 
+#: Upper bounds (milliseconds) of the buckets of ``decision_ms``: how long a
+#: raw alert took from its receipt (``receivedAt`` of its ``alerts.raw``
+#: event: the API's or the producer's clock) to the funnel's decision on it.
+DECISION_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+def observe_decision(counters: dict[str, Any], seconds: float) -> None:
+    """Count one decision that took ``seconds`` in ``counters["decision_ms"]``
+    (bucket label: its upper bound in ms, ``"inf"`` past the last); a fixed
+    number of buckets, so the counters never grow with alerts."""
+    ms = seconds * 1000.0
+    label = next((str(b) for b in DECISION_BUCKETS_MS if ms <= b), "inf")
+    hist = counters.setdefault("decision_ms", {})
+    hist[label] = hist.get(label, 0) + 1
+
+
+def decision_quantile(hist: dict[str, int], q: float) -> float | None:
+    """Upper bound (ms) of the bucket holding quantile ``q`` (0..1) of a
+    ``decision_ms`` histogram (``inf`` past the last bucket); None when empty."""
+    total = sum(hist.values())
+    if not total:
+        return None
+    seen = 0
+    for label in [str(b) for b in DECISION_BUCKETS_MS] + ["inf"]:
+        seen += hist.get(label, 0)
+        if seen >= q * total:
+            return float(label)
+    return float("inf")
+
+
 def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Sum per-partition counter snapshots (numbers add, nested maps add per
     key); ``balanced`` is recomputed and ``partitions`` counts the snapshots."""

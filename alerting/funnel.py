@@ -95,6 +95,9 @@ class Funnel:
     def __init__(self, config: AlertingConfig, state: dict[str, Any] | None = None) -> None:
         self.config = config
         self.state = state if state is not None else new_state()
+        if "silenced" not in self.state:  # the store keeps it in the episodes only
+            self.state["silenced"] = {fp: ep["silenced_by"] for fp, ep in self.state["episodes"].items()
+                                      if ep.get("silenced_by")}
         self._silences = [Silence.from_dict(s) for s in self.state["silences"].values()]
         self._inhibit: list[tuple[list[Matcher], list[Matcher], tuple[str, ...]]] = [
             ([parse_matcher(m) for m in r.source_matchers],
@@ -109,6 +112,8 @@ class Funnel:
         #: a source left the index since the last tick: inhibited alerts are
         #: re-checked (only then; True after a load, to be safe)
         self._sources_left = True
+        #: while a tick runs: groups it released or ended alerts into
+        self._ticked: set[str] | None = None
         if self._inhibit:
             for fp, ep in self.state["episodes"].items():
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
@@ -268,6 +273,8 @@ class Funnel:
                 self._muted_alert(fp, verdict, new, "silenced_by", new.get("silenced_by"), now)
             elif new["group"] is not None and new["group"] in st["groups"]:
                 apply_verdict(st["groups"][new["group"]], verdict, new, None, now)
+                if self._ticked is not None:
+                    self._ticked.add(new["group"])
             else:
                 st["episodes"].pop(fp, None)  # never grouped: nothing to tell
         st["next_expiry"] = upcoming
@@ -389,7 +396,10 @@ class Funnel:
                     self._mark(fp, ep, "silenced_by", still)
                 continue
             self._unmute(fp, ep)
-            apply_verdict(self._group_for(ep, now), "release", ep, None, now)
+            g = self._group_for(ep, now)
+            apply_verdict(g, "release", ep, None, now)
+            if self._ticked is not None:
+                self._ticked.add(g["id"])
 
     def _receiver_for(self, alert: Alert) -> str:
         return routes_for(self.config, alert.match_labels())[0].receiver
@@ -487,20 +497,34 @@ class Funnel:
         return out
 
     # ------------------------------------------------------------------- tick
-    def tick(self, now: float) -> list[Message]:
+    def tick(self, now: float, only: list[str] | None = None) -> list[Message]:
         """Advance to ``now`` (seconds): release ended silences, evaluate due
         groups into their receiver's outbox, and return the messages to send
         now (at most one per receiver: a new one when the token bucket allows,
         or a retry whose backoff has elapsed). Entries made final here
         (suppressed transients, alerts resolved under a silence) are returned
-        by :meth:`drain_ledger`."""
+        by :meth:`drain_ledger`.
+
+        ``only``: ids of the groups that may be due by ``now`` plus the
+        longest refill interval (the runner's due index), in order; the
+        groups this tick releases from silences or ends are looked at too.
+        None looks at every open group (cost grows with them)."""
+        self._ticked = set()
         self._release_muted(now)
         self._expire(now)
         t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
         queued = {name: {s["group_id"] for s in rs["outbox"]}
                   for name, rs in self.state["receivers"].items()}
-        for gid, g in list(self.state["groups"].items()):
+        groups = self.state["groups"]
+        if only is None:
+            items = list(groups.items())
+        else:
+            ids = dict.fromkeys(only)
+            ids.update(dict.fromkeys(sorted(self._ticked)))
+            items = [(gid, groups[gid]) for gid in ids if gid in groups]
+        self._ticked = None
+        for gid, g in items:
             gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
             due = due_at(g, gw, gi, ri)
             if due is None:

@@ -19,10 +19,13 @@ A group larger than the batch size is split into numbered parts ``1/n``..
 Group state (plain JSON data)::
 
     {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
-     "tp",
+     "tp", "n": members ever added,
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
                       "started_at", "resolved_at", "news", "news_seq",
-                      "sent_seq", "notified", "raw": [raw ids], "tp"}}}
+                      "sent_seq", "notified", "raw": [raw ids], "tp",
+                      "o": its place in the group (1..n, so the store can
+                           restore the order without a list growing
+                           with the group)}}}
 
 Traces (docs/alerting.md, "Traces"): ``tp`` (present only with tracing) is
 the W3C traceparent of the funnel decision of the alert whose news opened the
@@ -81,6 +84,7 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
              "severity": episode["severity"], "escalated_from": None,
              "started_at": episode["started_at"], "resolved_at": None, "news": None,
              "news_seq": 0, "sent_seq": 0, "notified": False, "raw": []}
+        group["n"] = m["o"] = group.get("n", 0) + 1  # member order, kept by each member
         group["members"][fp] = m
         _set_news(group, m, "new", now)
         if verdict == "resolved":  # opened and resolved before it was ever grouped

@@ -10,7 +10,7 @@ Times are float seconds since the Unix epoch (UTC) everywhere.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from plait.errors import FieldError
@@ -120,11 +120,15 @@ class Alert:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data (severity and status as lower-case strings)."""
-        d = asdict(self)
-        d["severity"] = self.severity.label
-        d["status"] = self.status.value
-        return d
+        """Plain JSON data (severity and status as lower-case strings; label
+        and annotation maps copied). Written by hand: ``dataclasses.asdict``
+        deep-copies field by field and was a tenth of the funnel's time."""
+        return {"rule": self.rule, "asset": self.asset, "severity": self.severity.label,
+                "status": self.status.value, "labels": dict(self.labels),
+                "annotations": dict(self.annotations), "time": self.time,
+                "starts_at": self.starts_at, "ends_at": self.ends_at,
+                "generator_url": self.generator_url, "source": self.source,
+                "invalid_unicode": self.invalid_unicode}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Alert":
@@ -164,8 +168,11 @@ class LedgerEntry:
     inhibited_by: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data."""
-        return asdict(self)
+        """Plain JSON data (``inhibited_by`` copied)."""
+        return {"raw_id": self.raw_id, "outcome": self.outcome, "time": self.time,
+                "fingerprint": self.fingerprint, "message_id": self.message_id,
+                "silence_id": self.silence_id, "reason": self.reason,
+                "inhibited_by": list(self.inhibited_by) if self.inhibited_by is not None else None}
 
 
 @dataclass(frozen=True)
@@ -205,8 +212,16 @@ class Message:
     links: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data."""
-        return asdict(self)
+        """Plain JSON data. ``sections`` is the message's own list, not a
+        copy (:func:`alerting.outbox.to_message` already copied it out of the
+        state; a deep copy of a 1,000-alert message cost ~0.3 s): do not
+        mutate it."""
+        return {"id": self.id, "receiver": self.receiver,
+                "idempotency_key": self.idempotency_key, "attempt": self.attempt,
+                "created_at": self.created_at, "sections": self.sections,
+                "merged_groups": self.merged_groups, "merged_alerts": self.merged_alerts,
+                "alert_count": self.alert_count, "traceparent": self.traceparent,
+                "links": list(self.links)}
 
     def alerts(self) -> list[dict[str, Any]]:
         """Every alert view listed in the message, in order."""

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
 from alerting.config import AlertingConfig
+from alerting.counters import observe_decision
+from alerting.due import DueIndex
 from alerting.group import due_at
 from alerting.intake import repair_alert
-from alerting.model import Alert, LedgerEntry, Message
+from alerting.model import Alert, Message
 from alerting.routing import Decision, decide
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
@@ -71,6 +73,8 @@ class FunnelRunner:
         ps = self.partitions.get(partition)
         if ps is None or ps.stale():
             ps = self.partitions[partition] = PartitionState(partition, self.table, self.config)
+            ps.due = DueIndex(self._timing)
+            ps.due.rebuild(ps.funnel.state["groups"], self.clock())
         return ps
 
     def forget(self, partition: int) -> None:
@@ -93,7 +97,8 @@ class FunnelRunner:
 
     def apply_batch(self, partition: int, commands: list[tuple[int, dict[str, Any]]]) -> Effects:
         """Apply the commands read at increasing offsets of ``partition`` in
-        order, then persist once: each touched entity (group, member,
+        order (and, when something is due by then and the batch did not end
+        with a tick, a tick at its end), then persist once: each touched entity (group, member,
         episode, receiver) is written once per batch, with the last offset,
         so a replay of the batch is recognised as a whole (docs/kafka-rules.md).
 
@@ -113,7 +118,7 @@ class FunnelRunner:
         ps = self.state(partition)
         fx = Effects()
         touched: set[str] | None = set()
-        last, applied = None, 0
+        last, applied, ticked = None, 0, False
         for offset, cmd in commands:
             if ps.seen(offset):
                 continue
@@ -130,14 +135,36 @@ class FunnelRunner:
             else:
                 keys = self._other(ps, kind, cmd, now, fx)
                 applied += 1
+            self._reindex(ps, keys, now)
             if touched is not None:
                 touched = None if keys is None else touched | set(keys)
+            ticked = kind == "tick"
         fx.skipped = applied == 0
         if last is None:
             return fx
+        if not ticked and fx.wake_at is not None and fx.wake_at <= now + 1e-9:
+            # something is due already (a group with group_wait 0, a delivered
+            # message with more queued): tick here, not after a round trip
+            # through the broker and the 1 s timer
+            fx.wake_at = None
+            keys = self._other(ps, "tick", {"kind": "tick"}, now, fx)
+            self._reindex(ps, keys, now)
+            if touched is not None:
+                touched |= set(keys)
         fx.writes = ps.save(last, touched)
         self._tag(fx.ledger, partition)
         return fx
+
+    @staticmethod
+    def _reindex(ps: PartitionState, keys: list[str] | None, now: float) -> None:
+        """Tell the partition's due index which groups a command may have
+        changed (``keys``: table keys; None: any, rebuild it)."""
+        groups = ps.funnel.state["groups"]
+        if keys is None:
+            ps.due.rebuild(groups, now)
+            return
+        head = ps.prefix + "grp|"
+        ps.due.update(groups, [k[len(head):] for k in keys if k.startswith(head)])
 
     def _group_keys(self, ps: PartitionState, gids: set[str], fps: set[str]) -> set[str]:
         """Table keys of groups ``gids`` (header and members) and of the
@@ -158,13 +185,15 @@ class FunnelRunner:
         t = self.config.timing
         return tuple(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval))
 
-    def _due_groups(self, ps: PartitionState, now: float) -> set[str]:
-        """Groups a tick at ``now`` may evaluate (a superset of the rule of
-        ``Funnel.tick``: due now, or within the longest refill interval, as
-        critical-first may pull them forward)."""
+    def _due_groups(self, ps: PartitionState, now: float) -> list[str]:
+        """Groups a tick at ``now`` may evaluate, in the groups' order: due
+        now, or within the longest refill interval, as critical-first may
+        pull them forward (from the due index, :mod:`alerting.due`; they
+        leave it until :meth:`_reindex` puts them back)."""
         ahead = max((r.bucket.refill_interval for r in self.config.receivers), default=0.0)
-        return {gid for gid, g in ps.funnel.state["groups"].items()
-                if (d := due_at(g, *self._timing(g))) is not None and d <= now + ahead + 1e-9}
+        if ps.due.stale(now):
+            ps.due.rebuild(ps.funnel.state["groups"], now)
+        return ps.due.due_by(now + ahead + 1e-9)
 
     @staticmethod
     def _muted_or_expiring(ps: PartitionState, now: float) -> set[str]:
@@ -194,11 +223,12 @@ class FunnelRunner:
         st = f.state
         if kind == "tick":
             silenced = self._muted_or_expiring(ps, now)
-            gids = self._due_groups(ps, now) | {
+            due = self._due_groups(ps, now)
+            gids = set(due) | {
                 st["episodes"][fp]["group"] for fp in silenced
                 if fp in st["episodes"] and st["episodes"][fp].get("group")}
             before = self._group_keys(ps, gids, set(silenced))
-            fx.messages += f.tick(now)
+            fx.messages += f.tick(now, only=due)
             fx.ledger += [e.to_dict() for e in f.drain_ledger()]
             gids |= {st["episodes"][fp]["group"] for fp in silenced
                      if fp in st["episodes"] and st["episodes"][fp].get("group")}
@@ -208,6 +238,8 @@ class FunnelRunner:
             before = self._group_keys(ps, gids, set())
             if cmd.get("ok"):
                 fx.ledger += [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
+                if any(rs["outbox"] and rs["inflight"] is None for rs in st["receivers"].values()):
+                    fx.wake(now)  # the next message may leave at once
             else:
                 fx.wake(f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
                                           retry_after=cmd.get("retry_after"),
@@ -258,6 +290,9 @@ class FunnelRunner:
                     fps = []
                 before = {fp: (f.state["episodes"].get(fp) or {}).get("group") for fp in fps}
                 entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp)
+                received = cmd.get("received_at")
+                if isinstance(received, (int, float)) and not isinstance(received, bool):
+                    observe_decision(f.state["counters"], now - received)  # raw in -> decided
                 touched = []
                 for fp in fps:
                     ep = f.state["episodes"].get(fp)
@@ -283,7 +318,3 @@ class FunnelRunner:
         for e in entries:
             e["partition"] = partition
 
-
-def ledger_key(entry: dict[str, Any] | LedgerEntry) -> str:
-    """Kafka key of a ledger entry: its raw id."""
-    return entry["raw_id"] if isinstance(entry, dict) else entry.raw_id

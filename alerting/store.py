@@ -3,11 +3,13 @@
 The funnel's state (:mod:`alerting.funnel`) is split into entities so that
 one event rewrites only what it touched, not the whole state:
 
-- ``<p>|meta``: sequences, counters, silences, silenced map, plus the Kafka
+- ``<p>|meta``: sequences, counters, silences (not the silenced map: rebuilt
+  from the episodes on load, it grew with silenced alerts), plus the Kafka
   bookkeeping ``offset`` (last ``alerts.funnel`` offset applied) and ``src``
   (last ``alerts.raw`` position seen per raw partition);
 - ``<p>|ep|<fingerprint>``: one dedupe episode (cooldowns live here);
-- ``<p>|grp|<group id>``: one open group's header (timers, labels);
+- ``<p>|grp|<group id>``: one open group's header (timers, labels; members
+  keep their own place ``o``, so no list in it grows with the group);
 - ``<p>|gm|<group id>|<fingerprint>``: one member of a group, so an alert
   rewrites its own member, not the whole group (a group of 500 alerts made
   every event re-serialize ~200 KB);
@@ -81,6 +83,12 @@ class PartitionState:
         self.config = config
         self.prefix = f"{partition}|"
         self._written: dict[str, bytes] = {}
+        #: receiver -> its outbox as last written: [[page number, [section]]]
+        self._layout: dict[str, list[list]] = {}
+        #: id(section) -> (section, its "merged" flag, its JSON bytes)
+        self._sections: dict[int, tuple[dict, bool, bytes]] = {}
+        #: outbox page key -> the section bytes it was last written from
+        self._parts: dict[str, list[bytes]] = {}
         self.offset = -1
         self.src: dict[str, list[int]] = {}
         self.funnel = self._load()
@@ -116,13 +124,18 @@ class PartitionState:
                 parts[kinds[kind]][ident] = value
         for gid, group in parts["groups"].items():
             found = members.get(gid, {})
-            order = group.pop("member_order", list(found))
+            order = group.pop("member_order", None)  # state from before members kept "o"
+            if order is None:
+                order = sorted(found, key=lambda fp: found[fp].get("o", 0))
             group["members"] = {fp: found[fp] for fp in order if fp in found}
         for name, rs in parts["receivers"].items():
             n = rs.pop("outbox_pages", None)
-            if n is not None:
+            if n is not None:  # a list of page numbers (an int n: pages 0..n-1, older state)
                 got = pages.get(name, {})
-                rs["outbox"] = [s for i in range(n) for s in got.get(i, [])]
+                numbers = list(range(n)) if isinstance(n, int) else list(n)
+                layout = [[i, list(got.get(i, []))] for i in numbers]
+                rs["outbox"] = [s for _i, page in layout for s in page]
+                self._layout[name] = layout
         if state is not None:
             state.update(parts)
         return Funnel(self.config, state)
@@ -166,31 +179,112 @@ class PartitionState:
 
     # ------------------------------------------------------------------ save
     def _group_entities(self, gid: str, group: dict[str, Any]) -> dict[str, Any]:
-        members = group.get("members", {})
-        head = {k: v for k, v in group.items() if k != "members"} | {"member_order": list(members)}
-        out = {self.key("grp", gid): head}
-        for fp, member in members.items():
+        """The group's header (members left out: each member keeps its own
+        place ``o``, so the header does not grow with the group) and its
+        members."""
+        out = {self.key("grp", gid): self._group_head(group)}
+        for fp, member in group.get("members", {}).items():
             out[self.member_key(gid, fp)] = member
         return out
 
+    @staticmethod
+    def _group_head(group: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in group.items() if k != "members"}
+
+    def _section_bytes(self, sec: dict[str, Any]) -> bytes:
+        """JSON bytes of a queued section, serialized once: a queued section
+        changes only its ``merged`` flag (:func:`alerting.outbox.wait`)."""
+        got = self._sections.get(id(sec))
+        if got is not None and got[0] is sec and got[1] == sec["merged"]:
+            return got[2]
+        data = _dumps(sec)
+        self._sections[id(sec)] = (sec, sec["merged"], data)
+        return data
+
     def _receiver_entities(self, name: str, rs: dict[str, Any]) -> dict[str, Any]:
-        """The receiver's header plus its outbox in pages of at most
+        """The receiver's header plus the pages of its outbox that changed
+        since the last save (None: a page to delete). Pages hold at most
         :data:`PAGE_BYTES` (a section alone may be bigger: it lists at most
-        ``batch_size`` alerts), so no record grows with a storm's open groups."""
-        pages: list[list] = []
-        size = PAGE_BYTES
-        for sec in rs.get("outbox", []):
-            n = len(_dumps(sec))
-            if size + n > PAGE_BYTES:
-                pages.append([])
-                size = 0
-            pages[-1].append(sec)
-            size += n
-        head = {k: v for k, v in rs.items() if k != "outbox"} | {"outbox_pages": len(pages)}
-        out = {self.key("rcv", name): head}
-        for i, page in enumerate(pages):
-            out[f"{self.prefix}ob|{name}|{i}"] = page
+        ``batch_size`` alerts), so no record grows with a storm's open groups.
+
+        A page keeps its number and its sections while they stay queued: a
+        message taking sections from the front rewrites the first page (or
+        deletes it), new sections fill the last page or new ones, so a save
+        writes what changed, not the whole outbox (it was rewritten on every
+        tick, shifted by one message: megabytes per tick in a storm). When
+        the order changed otherwise (a group rebuilt in place, critical
+        first), the outbox is written afresh."""
+        outbox = rs.get("outbox", [])
+        old = self._layout.get(name, [])
+        layout = self._relayout(old, outbox)
+        if layout is None:  # written afresh
+            layout = self._paginate([], outbox, 0)
+        old_pages = {n: secs for n, secs in old}
+        out: dict[str, Any] = {}
+        for n, secs in layout:
+            old_pages.pop(n, None)
+            key = f"{self.prefix}ob|{name}|{n}"
+            parts = [self._section_bytes(sec) for sec in secs]
+            before = self._parts.get(key)
+            if (before is not None and key in self._written and len(before) == len(parts)
+                    and all(a is b for a, b in zip(before, parts))):
+                out[key] = self._written[key]  # unchanged (same sections, same bytes)
+            else:
+                out[key] = b"[" + b",".join(parts) + b"]"
+                self._parts[key] = parts
+        for n in old_pages:
+            out[f"{self.prefix}ob|{name}|{n}"] = None
+            self._parts.pop(f"{self.prefix}ob|{name}|{n}", None)
+        self._layout[name] = layout
+        if len(self._sections) > 2 * sum(len(r.get("outbox", [])) for r in
+                                          self.funnel.state["receivers"].values()) + 1024:
+            live = {id(sec) for r in self.funnel.state["receivers"].values() for sec in r.get("outbox", [])}
+            self._sections = {k: v for k, v in self._sections.items() if k in live}
+        head = {k: v for k, v in rs.items() if k != "outbox"} | {"outbox_pages": [n for n, _ in layout]}
+        out[self.key("rcv", name)] = head
         return out
+
+    def _relayout(self, old: list[list], outbox: list[dict]) -> list[list] | None:
+        """The new page layout when ``outbox`` is the old one with sections
+        taken from anywhere and new ones added at the end (the usual case):
+        old pages keep their numbers and their remaining sections, emptied
+        pages go, new sections fill the last page and then new pages. None
+        when the order changed otherwise."""
+        where = {id(sec): i for i, sec in enumerate(outbox)}
+        kept, last = 0, -1
+        for _n, secs in old:
+            for sec in secs:
+                i = where.get(id(sec))
+                if i is None:
+                    continue
+                if i != last + 1:
+                    return None
+                last = i
+                kept += 1
+        layout = []
+        for n, secs in old:
+            left = [sec for sec in secs if id(sec) in where]
+            if left:
+                layout.append([n, left])
+        nxt = max((n for n, _ in old), default=-1) + 1
+        return self._paginate(layout, outbox[kept:], nxt)
+
+    def _paginate(self, layout: list[list], sections: list[dict], nxt: int) -> list[list]:
+        """Add ``sections`` to ``layout``: into its last page while it stays
+        within :data:`PAGE_BYTES`, then into new pages numbered from ``nxt``."""
+        if layout:
+            size = sum(len(self._section_bytes(sec)) + 1 for sec in layout[-1][1])
+        else:
+            size = PAGE_BYTES
+        for sec in sections:
+            n = len(self._section_bytes(sec)) + 1
+            if size + n > PAGE_BYTES:
+                layout.append([nxt, []])
+                nxt += 1
+                size = 0
+            layout[-1][1].append(sec)
+            size += n
+        return layout
 
     def _entities(self, only: Iterable[str] | None) -> dict[str, Any]:
         st = self.funnel.state
@@ -222,8 +316,7 @@ class PartitionState:
             name = next(n for n, k in _ENTITIES.items() if k == kind)
             value = st[name].get(ident)
             if value is not None:
-                out[key] = (self._group_entities(ident, value)[key] if kind == "grp"
-                            else value)
+                out[key] = self._group_head(value) if kind == "grp" else value
         return out
 
     def member_key(self, gid: str, fp: str) -> str:
@@ -249,8 +342,9 @@ class PartitionState:
         candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched
         writes = 0
         for key in candidates | set(current):
-            if key in current:
-                data = _dumps(current[key])
+            value = current.get(key)
+            if value is not None:
+                data = value if isinstance(value, bytes) else _dumps(value)
                 if self._written.get(key) != data:
                     self.table[key] = data
                     self._written[key] = data
@@ -260,7 +354,9 @@ class PartitionState:
                 del self._written[key]
                 writes += 1
         self.offset = offset
-        meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES}
+        # ``silenced`` (fingerprint -> silence) is rebuilt from the episodes on
+        # load: kept in meta, the record rewritten every batch grew with silenced alerts
+        meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES and k != "silenced"}
         data = _dumps({"offset": offset, "src": self.src, "state": meta})
         self.table[self.prefix + "meta"] = data
         self._written[self.prefix + "meta"] = data

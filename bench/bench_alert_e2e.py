@@ -13,8 +13,17 @@ webhook receiver. Prints one JSON object per line:
   Kafka event; alerts per second from the first produce until the ledger
   (``alerts.ledger``) holds an entry for every one.
 
+- storm: ``--storm`` alerts over 2,000 assets x 10 rules, Kafka in -> ledger
+  out, with the outcomes, webhook POSTs, the workers' CPU seconds and RSS;
+  Alertmanager on the same storm first when its binary is present.
+- scaling: ``--workers 2 --partitions 8 --receivers 8`` runs the same storm
+  on two worker processes, the 10 rules routed to 8 receivers (named to land
+  on distinct ``alerts.funnel`` partitions); compare ``alerts_per_s`` with
+  ``--workers 1`` and the same flags.
+
 Usage: ``python bench/bench_alert_e2e.py [--alerts 20000] [--per-event 1]
-[--latency-alerts 500] [--rate 50]``
+[--latency-alerts 500] [--rate 50] [--storm 50000] [--workers 1] [--partitions 0]
+[--receivers 1]``
 """
 from __future__ import annotations
 
@@ -32,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from alerting.wire import raw_envelope
+from alerting.wire import ledger_entries, raw_envelope
 from ops.stack import Stack
 from plait.topics import Topics
 
@@ -147,6 +156,27 @@ def _ok(url: str) -> bool:
         return False
 
 
+def receiver_names(n: int, partitions: int) -> list[str]:
+    """``n`` receiver names (``bench`` alone for one), chosen so that their
+    ``alerts.funnel`` partitions (murmur2 of the name, as the router keys)
+    differ while there are partitions left."""
+    if n <= 1:
+        return ["bench"]
+    from aiokafka.partitioner import murmur2
+
+    names, used, k = [], set(), 0
+    while len(names) < n:
+        name = f"bench{k}"
+        p = (murmur2(name.encode()) & 0x7FFFFFFF) % partitions
+        if p not in used or k > 10_000:
+            names.append(name)
+            used.add(p)
+            if len(used) == partitions:
+                used = set()
+        k += 1
+    return names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--alerts", type=int, default=20_000)
@@ -161,6 +191,12 @@ def main() -> None:
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--alertmanager", action=argparse.BooleanOptionalAction, default=True,
                     help="also run Alertmanager on the same storm when its binary is present")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (scaling)")
+    ap.add_argument("--partitions", type=int, default=0,
+                    help="partitions of every topic (0: the settings' default)")
+    ap.add_argument("--receivers", type=int, default=1,
+                    help="receivers the storm's 10 rules are routed to (rule i -> receiver i mod n), "
+                         "named to land on distinct alerts.funnel partitions where possible")
     args = ap.parse_args()
 
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -174,18 +210,25 @@ def main() -> None:
     sink = Sink()
     tmp = Path(tempfile.mkdtemp(prefix="plait-bench-alerts-"))
     cfg = tmp / "alerting.yaml"
+    names = receiver_names(args.receivers, args.partitions or 4)
     cfg.write_text(yaml.safe_dump({
-        "receivers": [{"name": "bench", "url": sink.url, "bucket": {"burst": 1000, "refill_interval": "10ms"}}],
-        "route": {"receiver": "bench"},
+        "receivers": [{"name": n, "url": sink.url, "bucket": {"burst": 1000, "refill_interval": "10ms"}}
+                      for n in names],
+        "route": {"receiver": names[0], "routes": [
+            {"matchers": [f'rule="Storm{i}"'], "receiver": names[i % len(names)]} for i in range(10)]
+            if len(names) > 1 else []},
         "grouping": {"group_by": ["rule", "asset"], "batch_size": 1000},
         "timing": {"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"},
         "dedupe": {"cooldown": "1h"},
     }))
     rid = uuid.uuid4().hex[:8]
-    stack = Stack(tmp / "stack", {"PLAIT_TOPIC_PREFIX": f"bench-{rid}.", "PLAIT_APP_ID": f"bench-{rid}",
-                                  "PLAIT_REDIS_PREFIX": f"bench-{rid}", "PLAIT_ALERTING_CONFIG": str(cfg),
-                                  "PLAIT_LOG_LEVEL": "WARNING"})
-    stack.start(workers=1, api=False, demo_data_api=False)
+    env = {"PLAIT_TOPIC_PREFIX": f"bench-{rid}.", "PLAIT_APP_ID": f"bench-{rid}",
+           "PLAIT_REDIS_PREFIX": f"bench-{rid}", "PLAIT_ALERTING_CONFIG": str(cfg),
+           "PLAIT_LOG_LEVEL": "WARNING"}
+    if args.partitions:
+        env["PLAIT_PARTITIONS"] = str(args.partitions)
+    stack = Stack(tmp / "stack", env)
+    stack.start(workers=args.workers, api=False, demo_data_api=False)
     try:
         topics = Topics(f"bench-{rid}.")
         bootstrap = stack.env["PLAIT_BROKER_URL"]
@@ -204,7 +247,38 @@ def main() -> None:
             while time.monotonic() < end:
                 for m in consumer.consume(1000, 0.05):
                     if not m.error():
-                        seen.add(json.loads(m.value())["raw_id"])
+                        seen.update(e["raw_id"] for e in ledger_entries(m.value()))
+
+        def cpu_s() -> float:
+            """CPU seconds (user + system) the workers used so far: a figure
+            that load from other processes on the machine disturbs less than
+            wall time."""
+            import os
+
+            tick = os.sysconf("SC_CLK_TCK")
+            total = 0.0
+            for p in stack.workers().values():
+                try:
+                    fields = open(f"/proc/{p.pid}/stat").read().rpartition(")")[2].split()
+                    total += (int(fields[11]) + int(fields[12])) / tick
+                except OSError:
+                    pass
+            return total
+
+        def decisions() -> dict[str, int]:
+            """The funnel's raw-in -> decision histogram (``decision_ms``),
+            summed over the partitions' counters in Redis."""
+            import redis
+
+            from alerting.counters import decode_hash, merge
+            from plait.keys import alert_counters
+
+            client = redis.Redis.from_url(stack.env["PLAIT_REDIS_URL"])
+            try:
+                return merge(decode_hash(client.hgetall(alert_counters(f"bench-{rid}")))).get(
+                    "decision_ms", {})
+            finally:
+                client.close()
 
         # warm-up: one alert through, so the worker has joined and recovered
         _eid, v = raw_envelope([{"rule": "Warmup", "asset": "w", "severity": "info"}])
@@ -214,6 +288,7 @@ def main() -> None:
 
         # latency: steady rate, new fingerprints
         n, gap = args.latency_alerts, 1.0 / args.rate
+        cpu0, dec0 = cpu_s(), decisions()
         start = time.monotonic()
         for i in range(n):
             target = start + i * gap
@@ -226,10 +301,25 @@ def main() -> None:
         producer.flush(10)
         wait(lambda: len(sink.latencies) >= n, 120, "every latency alert at the webhook")
         lat = sink.latencies[:n]
+        from alerting.counters import decision_quantile
+
+        def dec_delta() -> dict[str, int]:
+            now = decisions()
+            return {k: v - dec0.get(k, 0) for k, v in now.items()}
+
+        try:  # counters are published on the next tick (about a second)
+            wait(lambda: sum(dec_delta().values()) >= n, 30, "the decision histogram")
+        except TimeoutError:
+            pass
+        dec = dec_delta()
         print(json.dumps({"bench": "alert_e2e_latency", "alerts": n, "rate_per_s": args.rate,
+                          "decision_p50_ms_at_most": decision_quantile(dec, 0.5),
+                          "decision_p99_ms_at_most": decision_quantile(dec, 0.99),
+                          "decisions": sum(dec.values()),
                           "p50_ms": round(pct(lat, 0.5), 1), "p99_ms": round(pct(lat, 0.99), 1),
                           "max_ms": round(max(lat), 1), "mean_ms": round(statistics.mean(lat), 1),
-                          "webhook_messages": sink.messages}), flush=True)
+                          "webhook_messages": sink.messages,
+                          "worker_cpu_s": round(cpu_s() - cpu0, 2)}), flush=True)
 
         def produce_events(alerts: list, per_event: int) -> set[str]:
             ids: set[str] = set()
@@ -254,9 +344,9 @@ def main() -> None:
             while time.monotonic() < end:
                 for m in consumer.consume(5000, 0.05):
                     if not m.error():
-                        e = json.loads(m.value())
-                        seen.add(e["raw_id"])
-                        outcomes[e["raw_id"]] = e["outcome"]
+                        for e in ledger_entries(m.value()):
+                            seen.add(e["raw_id"])
+                            outcomes[e["raw_id"]] = e["outcome"]
 
         def rss_mb() -> float:
             total = 0.0
@@ -280,7 +370,7 @@ def main() -> None:
             rnd.shuffle(order)
             storm = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning"}
                      for r, a in order]
-            msgs0, rss0 = sink.messages, rss_mb()
+            msgs0, rss0, cpu0 = sink.messages, rss_mb(), cpu_s()
             t0 = time.monotonic()
             sids = produce_events(storm, args.storm_per_event)
             produced = time.monotonic() - t0
@@ -301,9 +391,12 @@ def main() -> None:
                               "pending": pending,
                               "balanced": len(sids) == sum(by.values()) + pending,
                               "webhook_posts": sink.messages - msgs0,
+                              "workers": args.workers, "receivers": len(names),
+                              "partitions": args.partitions or None,
                               "posts_per_alertmanager_post": round(
                                   (sink.messages - msgs0) / am["webhook_posts"], 5)
                               if am and am.get("webhook_posts") else None,
+                              "worker_cpu_s": round(cpu_s() - cpu0, 2),
                               "worker_rss_mb_before": rss0, "worker_rss_mb_after": rss_mb()}),
                   flush=True)
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import httpx
 import yaml
 
-from alerting.wire import raw_envelope
+from alerting.wire import ledger_entries, raw_envelope
 from plait.settings import Settings
 from plait.topics import Topics
 from stack_env import wait_for as wait_until  # noqa: F401 (re-exported for the alerting tests)
@@ -318,7 +318,7 @@ class Kafka:
             msg = self.consumer.poll(0.05)
             if msg is None or msg.error():
                 continue
-            self.ledger.append(json.loads(msg.value()))
+            self.ledger += ledger_entries(msg.value())  # version 2: a batch per record
         return self.ledger
 
     def ledger_by_id(self) -> dict[str, list[dict[str, Any]]]:

@@ -10,6 +10,8 @@ import pytest
 
 from alert_e2e_support import Kafka, Receiver, wait_until, write_config
 
+from alerting.wire import ledger_entries
+
 pytestmark = pytest.mark.integration
 
 
@@ -41,10 +43,8 @@ def test_a_storm_of_distinct_alerts_leaves_the_worker_alive_and_every_alert_ledg
         def ledgered() -> bool:
             for m in kafka.consumer.consume(5000, 0.2):
                 if not m.error():
-                    import json
-
-                    e = json.loads(m.value())
-                    outcomes[e["raw_id"]] = e["outcome"]
+                    for e in ledger_entries(m.value()):
+                        outcomes[e["raw_id"]] = e["outcome"]
             assert worker.poll() is None, "the worker died in the storm"
             return wanted <= set(outcomes)
 

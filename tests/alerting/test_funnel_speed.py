@@ -1,0 +1,228 @@
+"""Speed rules of the funnel (issue 11 item 5) that a unit test can hold:
+work per event must not grow with the storm (queued sections, open groups,
+alerts seen)."""
+from __future__ import annotations
+
+from alerting.outbox import unqueue
+
+
+class NoScan(list):
+    """An outbox that fails the test when scanned."""
+
+    def __iter__(self):
+        raise AssertionError("the outbox was scanned")
+
+
+def test_unqueue_does_not_scan_the_outbox_for_a_group_not_queued():
+    # given an outbox of many queued sections, none of group g
+    outbox = NoScan([{"group_id": f"other{i}"} for i in range(3)])
+    g = {"id": "g", "members": {}}
+    # when g is evaluated and the caller knows g is not queued
+    got = unqueue(g, outbox, queued={"other0", "other1", "other2"})
+    # then its sections go to the end, nothing scanned
+    assert got == {"at": 3, "merged": False, "sections": []}
+
+
+# ---------------------------------------------------------------- outbox pages
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from alerting import store  # noqa: E402
+from alerting.config import parse_config  # noqa: E402
+from alerting.runner import FunnelRunner  # noqa: E402
+from alerting.wire import RawAlert, command, pack_alerts, parse_command, route_alert  # noqa: E402
+
+PAGED = parse_config({
+    "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
+                   "bucket": {"burst": 1, "refill_interval": 2}}],
+    "route": {"receiver": "oncall"},
+    "grouping": {"group_by": ["rule", "asset"], "batch_size": 20},
+    "timing": {"group_wait": 0, "group_interval": 5, "repeat_interval": 300},
+})
+
+
+class Counting(dict):
+    """A table that counts writes per key kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def __setitem__(self, key, value) -> None:
+        self.writes.append(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        self.writes.append(key)
+        super().__delitem__(key)
+
+
+def test_a_message_taken_from_the_outbox_rewrites_a_page_or_two_not_the_outbox(monkeypatch):
+    monkeypatch.setattr(store, "PAGE_BYTES", 4096)
+    table, now = Counting(), [1000.0]
+    runner = FunnelRunner(PAGED, table, lambda: now[0])
+    # given 600 distinct alerts queued in the outbox of a receiver with one token per 2 s
+    cmds = []
+    for i in range(600):
+        _r, cmd = route_alert(PAGED, RawAlert(f"e{i}:0", {"rule": "R", "asset": f"h{i:04d}", "severity": "warning"}, now[0]))
+        cmd["src"] = [0, i, 0]
+        cmds.append((cmd, command(**cmd)))
+    off, sent = 0, []
+    for v in pack_alerts(cmds):
+        sent += runner.apply(0, off, parse_command(v)).messages
+        off += 1
+    pages = [k for k in table if "|ob|" in k]
+    assert len(pages) > 20  # the outbox spans many pages
+    for step in range(6):
+        # when the message in flight is delivered and, a token later, the next one leaves
+        now[0] += 2.5
+        batch = [(off, {"kind": "result", "message_id": sent.pop().id, "ok": True}),
+                 (off + 1, {"kind": "tick"})]
+        off += 2
+        table.writes.clear()
+        fx = runner.apply_batch(0, batch)
+        sent += fx.messages
+        assert len(fx.messages) == 1
+        # then only the pages the message emptied or cut change (not every page of the outbox) ...
+        page_writes = [k for k in table.writes if "|ob|" in k]
+        assert len(page_writes) <= 8 < len(pages) // 2, page_writes  # one message spans a few pages
+        # ... and a restarted worker reads the same outbox, in order
+        again = FunnelRunner(PAGED, dict(table), lambda: now[0])
+        a = again.state(0).funnel.state["receivers"]["oncall"]["outbox"]
+        b = runner.state(0).funnel.state["receivers"]["oncall"]["outbox"]
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert runner.counters(0)["balanced"]
+
+
+def test_meta_and_group_header_do_not_grow_with_silenced_alerts_or_members():
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule"]},
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+    })
+    table, now = {}, [1000.0]
+    runner = FunnelRunner(cfg, table, lambda: now[0])
+    # given a silence on half the assets and 3,000 firing alerts of one rule (one group)
+    runner.apply(0, 0, {"kind": "silence", "silence": {
+        "id": "s1", "matchers": ['asset=~"a.*"'], "author": "ops", "comment": "maintenance",
+        "starts_at": 0, "ends_at": 10**10}})
+    cmds = []
+    for i in range(3000):
+        asset = f"{'a' if i % 2 else 'b'}{i:05d}"
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:0", {"rule": "R", "asset": asset,
+                                                        "severity": "warning"}, now[0]))
+        cmd["src"] = [0, i, 0]
+        cmds.append((cmd, command(**cmd)))
+    off = 1
+    for v in pack_alerts(cmds):
+        runner.apply(0, off, parse_command(v))
+        off += 1
+    f = runner.state(0).funnel
+    assert len(f.state["silenced"]) == 1500 and len(f.state["groups"]) == 1
+    # then neither the meta record nor the group's header carries a list of them
+    meta = table["0|meta"]
+    head = next(v for k, v in table.items() if "|grp|" in k)
+    assert len(meta) < 4096 and len(head) < 4096, (len(meta), len(head))
+    # and a restarted worker knows the same silenced alerts and member order
+    again = FunnelRunner(cfg, dict(table), lambda: now[0]).state(0).funnel.state
+    assert again["silenced"] == f.state["silenced"]
+    g = next(iter(f.state["groups"].values()))
+    assert list(next(iter(again["groups"].values()))["members"]) == list(g["members"])
+
+
+# --------------------------------------------------------------- changelog
+def test_changelog_records_go_in_batches_per_partition_in_order():
+    import asyncio
+
+    from alerting.changelog import BatchedTable, send_records
+
+    class Batch:
+        def __init__(self, cap):
+            self.cap, self.items = cap, []
+
+        def append(self, *, key, value, timestamp):
+            if len(self.items) >= self.cap or (value and len(value) > 100):
+                return None
+            self.items.append((key, value))
+            return object()
+
+        def record_count(self):
+            return len(self.items)
+
+    class Kafka:
+        def __init__(self):
+            self.sent = []
+
+        def create_batch(self):
+            return Batch(3)
+
+        async def send_batch(self, batch, topic, *, partition):
+            self.sent.append((partition, [k for k, _v in batch.items]))
+            return "ack"
+
+    class Producer:
+        def __init__(self):
+            self.kafka, self.single = Kafka(), []
+
+        def _ensure_producer(self):
+            return self.kafka
+
+        async def send(self, topic, key, value, partition, timestamp, headers):
+            self.kafka.sent.append((partition, [key]))
+            return "ack"
+
+    class FaustTable:
+        data: dict = {}
+
+    # given writes to two partitions, one key written twice, one deleted, one too big for a batch
+    table = BatchedTable(FaustTable())
+    table["0|a"], table["1|a"], table["0|b"] = b"1", b"1", b"1"
+    table["0|a"] = b"2"
+    del table["0|b"]
+    table["0|c"], table["0|d"], table["0|e"] = b"1", b"x" * 200, b"1"
+    records = table.drain()
+    # then one record per key (its last value; None for the delete), on the key's partition
+    assert [(p, k, v) for p, k, v in records][:2] == [(0, b'"0|a"', b"2"), (1, b'"1|a"', b"1")]
+    assert (0, b'"0|b"', None) in records and table.drain() == []
+    # and they are sent in batches per partition, in order, the big one on its own
+    producer = Producer()
+    acks = asyncio.run(send_records(producer, "changelog", records))
+    sent = producer.kafka.sent
+    assert [keys for p, keys in sent if p == 0] == [[b'"0|a"', b'"0|b"', b'"0|c"'], [b'"0|d"'],
+                                                    [b'"0|e"']]
+    assert [keys for p, keys in sent if p == 1] == [[b'"1|a"']]
+    assert acks == ["ack"] * 4
+
+
+def test_the_funnel_counts_how_long_each_raw_alert_took_to_be_decided():
+    from alerting.counters import decision_quantile, merge
+
+    cfg = parse_config({"receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+                        "route": {"receiver": "oncall"}})
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    # given alerts received 3 ms, 40 ms and 2 s before the funnel decides on them
+    for i, ago in enumerate([0.003, 0.040, 2.0]):
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:0", {"rule": "R", "asset": f"h{i}",
+                                                        "severity": "warning"}, now[0] - ago))
+        cmd["src"] = [0, i, 0]
+        runner.apply(0, i, cmd)
+    # then the counters hold a bounded histogram of raw-in -> decision, summed across partitions
+    hist = merge([runner.counters(0), runner.counters(0)])["decision_ms"]
+    assert hist == {"5": 2, "50": 2, "2500": 2}
+    assert decision_quantile(hist, 0.5) == 50.0 and decision_quantile(hist, 0.99) == 2500.0
+
+
+def test_hand_written_to_dict_covers_every_field():
+    """``to_dict`` is written by hand (``dataclasses.asdict`` deep-copied
+    field by field, a tenth of a storm's CPU): a new field must not be lost."""
+    import dataclasses
+
+    from alerting.model import Alert, LedgerEntry, Message, Severity, Status
+
+    for obj in (Alert("r", "a", Severity.WARNING, Status.FIRING, labels={"x": "1"}),
+                LedgerEntry("e:0", "delivered", 1.0, inhibited_by=["f"]),
+                Message("m-1", "oncall", "k", 1, 1.0, [])):
+        assert obj.to_dict() == {**dataclasses.asdict(obj), **(
+            {"severity": "warning", "status": "firing"} if isinstance(obj, Alert) else {})}
