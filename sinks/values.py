@@ -53,9 +53,10 @@ import math
 import re
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal, InvalidOperation
-from itertools import repeat
+from itertools import chain, repeat
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -118,6 +119,42 @@ def json_number(literal: str) -> float | Decimal:
     if repr(f) == literal:
         return f
     return Decimal(literal)
+
+
+#: Types orjson may give for a literal the standard exact decode reads
+#: otherwise: a float (a fraction or exponent: ``json_number`` may make it a
+#: Decimal; an integer beyond 64 bits) and containers that may hold one.
+_MAYBE_INEXACT = frozenset({float, dict, list})
+
+
+def loads_exact(body: bytes) -> object:
+    """``json.loads(body, parse_float=json_number)``, faster where it can be:
+    orjson decodes first (~2x faster); its answer is kept when it holds no
+    float anywhere (checked in C over the values of a list of flat objects:
+    ints and strings come out the same), else the body is decoded again the
+    exact standard way. Anything orjson refuses (NaN/Infinity literals, lone
+    surrogates, a BOM, another encoding) takes the standard path, which also
+    raises what it always raised (``ValueError``)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body, parse_float=json_number)
+    return doc if _exact(doc) else json.loads(body, parse_float=json_number)
+
+
+def _exact(v: object) -> bool:
+    """Whether an orjson answer holds no float (see :func:`loads_exact`); a
+    list of objects is checked with one C pass over all their values."""
+    t = type(v)
+    if t is dict:
+        return all(map(_exact, v.values()))  # type: ignore[union-attr]
+    if t is list:
+        if v and all(type(x) is dict for x in v):  # type: ignore[union-attr]
+            kinds = set(map(type, chain.from_iterable(map(dict.values, v))))  # type: ignore[arg-type]
+            if not kinds & _MAYBE_INEXACT:
+                return True
+        return all(map(_exact, v))  # type: ignore[arg-type]
+    return t is not float
 
 
 def dumps_rows(rows: list) -> tuple[bytes, bool]:

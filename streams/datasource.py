@@ -21,7 +21,7 @@ from tenacity.wait import wait_base, wait_exponential_jitter
 
 from plait.errors import PermanentError, RetryableError
 from plait.spec import ExportSpec
-from sinks.values import json_number
+from sinks.values import loads_exact
 
 #: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
 MAX_RETRY_AFTER = 60.0
@@ -69,7 +69,8 @@ def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes
     try:
         # numbers exactly: a literal that is not a double's shortest repr stays a
         # Decimal (docs/fidelity-rules.md, F11)
-        doc = httpx.Response(200, content=body).json(parse_float=json_number)
+        # (loads_exact: orjson when that cannot change a value)
+        doc = loads_exact(body)
         code, data = doc.get("code"), doc.get("data")
     except (ValueError, AttributeError):
         raise PermanentError(f"page {seq}: data API answer is not a JSON object") from None

@@ -4,6 +4,7 @@ aside for every cell they cannot decide (issue 12: normalization without a
 Python loop per cell on the common path)."""
 from __future__ import annotations
 
+import json
 import random
 
 import pyarrow as pa
@@ -64,3 +65,18 @@ def test_fast_paths_take_the_common_page():
     assert ints is not None and ints.type == pa.int64()
     stamps = V._utc_texts(["2013-01-01T10:00:00Z", None], "UTC")
     assert stamps is not None and stamps.to_pylist()[0].isoformat() == "2013-01-01T10:00:00+00:00"
+
+
+EXACT_BODIES = [b'{"a": 1, "b": "x"}', b'[1.10, 2.5, 1e5, 1E+5, -0.0]', b'[NaN, Infinity]',
+                b'["\\ud83d"]', b'[12345678901234567890, -9223372036854775809]',
+                "\ufeff[1]".encode(), b'["N3E5", 2, "1.5"]', b'{"a": 1, "a": 2}',
+                b'[9007199254740993, "\\u00e9\\ud83d\\ude00"]', "[\"\u00e9\"]".encode()]
+
+
+@pytest.mark.parametrize("body", EXACT_BODIES)
+def test_loads_exact_is_the_standard_exact_decode(body):
+    # orjson is taken only where it gives the same values (F11: literals
+    # that are not a double's shortest repr stay Decimals; ints keep every digit)
+    want = json.loads(body, parse_float=V.json_number)
+    got = V.loads_exact(body)
+    assert repr(got) == repr(want)
