@@ -25,6 +25,13 @@ def cmd_topics(args: argparse.Namespace) -> None:
                                    settings.partitions)))
 
 
+#: glibc ``mallopt`` parameter: most malloc arenas (each thread otherwise may
+#: get its own, and each keeps what its thread freed: ~45 MB more peak RSS
+#: with ten exports in flight, measured).
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 1
+
+
 class _NoPandas:
     """Import hook refusing ``pandas`` (``ModuleNotFoundError``)."""
 
@@ -42,12 +49,23 @@ def lean_worker() -> None:
     - pandas is never imported: no worker code uses it, but pyarrow imports
       it lazily on the first ``pa.array`` of Python values (~35 MB RSS);
       pyarrow then treats pandas as absent.
-    - Arrow allocates from the system allocator (its default, mimalloc,
-      keeps freed pages of finished batches for reuse, which showed as RSS
-      growing with the tasks in flight).
+    - Arrow allocates from the system allocator, and glibc keeps one malloc
+      arena for all threads (each thread's own arena kept what it freed).
+      Peak RSS of one worker with ten csv exports in flight (10,000-row
+      pages), measured: Arrow's default mimalloc 395 MB, jemalloc (decay 0)
+      381, system 381, system with one arena 336.
     """
     if _NoPandas not in sys.meta_path:
         sys.meta_path.insert(0, _NoPandas)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import ctypes.util
+
+        try:  # glibc: before any thread starts, so threads share these arenas
+            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt(
+                M_ARENA_MAX, MALLOC_ARENAS)
+        except (OSError, AttributeError):  # not glibc (musl): nothing to tune
+            pass
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())

@@ -31,10 +31,12 @@ from streams.checkpoints import Checkpoints
 from streams.slots import Slots
 from streams.workers import Workers
 
-#: Pages decoded from JSON into Python rows at once per worker: the rows of a
-#: page take ~10x its JSON bytes until its Arrow batch is built, and the GIL
-#: gives no more throughput beyond two (one decoding, one in Arrow).
-DECODE_SLOTS = 2
+#: Pages decoded from JSON into Python rows and normalized at once per worker:
+#: the rows of a page take ~5x its JSON bytes (decoding peaks higher) until
+#: its Arrow batch is built, and that work holds the GIL, so a second slot
+#: gave more memory, not more pages per second (measured: ten exports in
+#: flight were faster with one).
+DECODE_SLOTS = 1
 
 __all__ = ["CheckpointStore", "Context", "Emit", "Liveness", "ProjectionView", "SlotStore",
            "build_context"]

@@ -82,7 +82,7 @@ def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
     meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
     table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd")
+    pq.write_table(table, buf, compression="lz4")  # transient: lz4 writes and reads ~2x faster
     return buf.getvalue()
 
 
@@ -107,7 +107,7 @@ def page_shard(rows: list[dict], doc: DocumentConfig,
 
 #: Bytes of normalized pages held for the page writer of this worker
 #: (:func:`hand_off`); past it the oldest are dropped (read back from shards).
-HANDOFF_BYTES = 16 << 20
+HANDOFF_BYTES = 8 << 20
 
 
 def hand_off(ctx: Context, key: str, batch: pa.RecordBatch, quality: dict[str, int]) -> None:

@@ -43,14 +43,16 @@ from sinks.writers.cells import (
 )
 from sinks.writers.columns import bool_texts, clean_text, float_texts, iso_array
 
-_BUFFER = 1 << 20
+#: File buffer: a batch is written as one joined buffer (larger than this),
+#: so a big buffer only costs memory per open file.
+_BUFFER = 64 << 10
 _BOM = "\ufeff".encode()
 
 
 class CsvWriter(SingleFileWriter):
     """Writes ``path`` as csv; see the module docstring for the rendering rules.
 
-    Memory: one batch of rendered columns plus a 1 MiB file buffer.
+    Memory: one batch of rendered columns plus a 64 KiB file buffer.
     """
 
     ext = "csv"
