@@ -8,7 +8,7 @@ Prints one JSON object per line:
 ``{"bench", "format", "rows", "seconds", "rows_per_s", "peak_rss_mb"}``;
 ``{"bench": "ratio", "format", "pipeline_s", "baseline", "baseline_s", "ratio",
 "target"}`` per format; ``{"bench": "concurrent", "workers", "tasks",
-"seconds", "tasks_per_min", "peak_rss_mb"}`` per worker count and
+"seconds", "tasks_per_min", "workers_cpu_s", "peak_rss_mb"}`` per worker count and
 ``{"bench": "scaling", "ratio"}`` (two workers' tasks/min over one's).
 Pipeline seconds run from POST to SUCCESS; peak RSS is the workers' highest
 VmHWM (reset between runs). Baselines run in a fresh child process each and
@@ -174,6 +174,7 @@ def concurrent(workers: int, tasks: int, limit: int | None) -> float:
         pids = worker_pids(stack)
         for pid in pids:
             reset_hwm(pid)
+        c0 = sum(cpu_seconds(p) for p in pids)
         t0 = time.perf_counter()
         ids = [submit(stack, "csv", limit, user=f"user-{i}") for i in range(tasks)]
         rows = sum(wait(stack, t, "csv")["exportedRows"] for t in ids)
@@ -182,6 +183,7 @@ def concurrent(workers: int, tasks: int, limit: int | None) -> float:
         print(json.dumps({"bench": "concurrent", "format": "csv", "workers": workers,
                           "tasks": tasks, "page_size": PAGE_SIZE, "rows": rows, "seconds": round(seconds, 2),
                           "tasks_per_min": round(per_min, 2),
+                          "workers_cpu_s": round(sum(cpu_seconds(p) for p in pids) - c0, 2),
                           "peak_rss_mb": round(max(vm_hwm_mb(p) for p in pids), 1)}), flush=True)
     return per_min
 
