@@ -114,8 +114,8 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                 ahead[1].cancel()
             answer = await fetch_answer(ctx.http, spec, cmd.runtimeContext, cmd.seq,
                                         s.fetch_retries, s.fetch_backoff_seconds, headers)
-        # Decoding a page makes it Python rows (~10x its bytes) until its
-        # batch is built: at most DECODE_SLOTS pages per worker at once, so
+        # Decoding a page makes it Python rows (~5x its JSON bytes) until its
+        # batch is built: DECODE_SLOTS (one) page at a time per worker, so that
         # memory does not grow with the tasks fetching (the GIL gives no more
         # throughput anyway). A page held ahead is only its bytes.
         async with ctx.decoding:
