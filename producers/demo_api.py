@@ -25,6 +25,7 @@ import zipfile
 from functools import lru_cache
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.csv as pacsv
 from fastapi import FastAPI, Request
@@ -106,10 +107,18 @@ async def data(request: Request) -> Response:
         raw = ('{"code": 200, "message": "ok", "data": {"status": "finish", "runtimeContext": '
                '{"lastId": 2}, "total": 2, "rows": %s}}' % FIDELITY_ROWS)
         return Response(raw.encode("ascii"), media_type="application/json")
-    rows, total = await asyncio.to_thread(page, body.get("queryConditions") or {}, last_id, size)
+    return Response(await asyncio.to_thread(answer, body.get("queryConditions") or {}, last_id,
+                                            size), media_type="application/json")
+
+
+def answer(conditions: dict[str, Any], last_id: int, size: int) -> bytes:
+    """Blocking: the JSON body of one page (rows after ``last_id``, at most
+    ``size``), encoded by orjson (compact, UTF-8; what ``JSONResponse`` gives,
+    several times faster), off the event loop."""
+    rows, total = page(conditions, last_id, size)
     new_last = last_id + len(rows)
     status = "finish" if new_last >= total else "continue"
-    return JSONResponse({"code": 200, "message": "ok", "data": {
+    return orjson.dumps({"code": 200, "message": "ok", "data": {
         "status": status, "runtimeContext": {"pageSize": size, "lastId": new_last},
         "rows": rows, "total": total}})
 

@@ -10,6 +10,7 @@ in-memory ones for unit tests of handler logic without Redis or a broker.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from dataclasses import dataclass, field
@@ -29,6 +30,13 @@ from sinks.store import ObjectStore, open_store
 from streams.checkpoints import Checkpoints
 from streams.slots import Slots
 from streams.workers import Workers
+
+#: Pages decoded from JSON into Python rows and normalized at once per worker:
+#: the rows of a page take ~5x its JSON bytes (decoding peaks higher) until
+#: its Arrow batch is built, and that work holds the GIL, so a second slot
+#: gave more memory, not more pages per second (measured: ten exports in
+#: flight were faster with one).
+DECODE_SLOTS = 1
 
 __all__ = ["CheckpointStore", "Context", "Emit", "Liveness", "ProjectionView", "SlotStore",
            "build_context"]
@@ -115,6 +123,11 @@ class Context:
     #: task id -> ((seq, cursor), the data API's answer being fetched ahead);
     #: at most one page ahead per task (``streams.handlers.fetch``).
     ahead: dict[str, Any] = field(default_factory=dict)
+    #: shard key -> (normalized batch, quality counts) of a page this worker
+    #: fetched, for its page writer (``streams.files.hand_off``; bounded)
+    handed: dict[str, Any] = field(default_factory=dict)
+    #: pages being decoded into rows at once on this worker (``streams.handlers.fetch``)
+    decoding: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DECODE_SLOTS))
     #: send events now, in the middle of a handler (acked, projection first;
     #: set by ``streams.runtime.Runtime``, None without a runtime): the page
     #: writer and the finalizer report the ``writing``/``uploading`` stages with it

@@ -17,9 +17,9 @@ from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
-from streams.datasource import fetch_page
+from streams.datasource import fetch_answer
 from streams.emits import lifecycle, start
-from streams.files import page_shard
+from streams.files import hand_off, page_shard
 from streams.layout import shard_key, shard_prefix
 
 
@@ -108,38 +108,52 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     try:
         ahead = ctx.ahead.pop(task, None)
         if ahead is not None and ahead[0] == (cmd.seq, cmd.runtimeContext):
-            page = await ahead[1]
+            answer = await ahead[1]
         else:
             if ahead is not None:
                 ahead[1].cancel()
-            page = await fetch_page(ctx.http, spec, cmd.runtimeContext, cmd.seq,
-                                    s.fetch_retries, s.fetch_backoff_seconds, headers)
-        rows, last, truncated = page.rows, page.finished, False
-        cap = spec.jobConfig.maxRows
-        if cap is not None and cmd.rowsBefore + len(rows) >= cap:
-            truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
-            rows, last = rows[: cap - cmd.rowsBefore], True
-        if not last:
-            # The cursor makes pages sequential, not the broker: ask for page
-            # n+1 now, so the data API prepares it while page n is normalized,
-            # stored and sent (docs/architecture.md, "Write while fetching").
-            ctx.ahead[task] = ((cmd.seq + 1, page.next_context), asyncio.ensure_future(
-                fetch_page(ctx.http, spec, page.next_context, cmd.seq + 1, s.fetch_retries,
-                           s.fetch_backoff_seconds, headers)))
-        batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows),
-                          rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
-                          isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
-        # The page normalized once, here, into its shard (what a re-drive resumes
-        # from); only its key crosses the broker (docs/architecture.md, "Write
-        # while fetching"). A redelivered page overwrites its own shard.
-        shard, _ = await asyncio.to_thread(page_shard, rows, spec.documentConfig, cmd.seq)
+            answer = await fetch_answer(ctx.http, spec, cmd.runtimeContext, cmd.seq,
+                                        s.fetch_retries, s.fetch_backoff_seconds, headers)
+        # Decoding a page makes it Python rows (~5x its JSON bytes) until its
+        # batch is built: DECODE_SLOTS (one) page at a time per worker, so that
+        # memory does not grow with the tasks fetching (the GIL gives no more
+        # throughput anyway). A page held ahead is only its bytes.
+        async with ctx.decoding:
+            page = await asyncio.to_thread(answer.page)
+            del answer
+            rows, last, truncated = page.rows, page.finished, False
+            cap = spec.jobConfig.maxRows
+            if cap is not None and cmd.rowsBefore + len(rows) >= cap:
+                truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
+                rows, last = rows[: cap - cmd.rowsBefore], True
+            if not last:
+                # The cursor makes pages sequential, not the broker: ask for page
+                # n+1 now, so the data API prepares it while page n is normalized,
+                # stored and sent (docs/architecture.md, "Write while fetching").
+                ctx.ahead[task] = ((cmd.seq + 1, page.next_context), asyncio.ensure_future(
+                    fetch_answer(ctx.http, spec, page.next_context, cmd.seq + 1,
+                                 s.fetch_retries, s.fetch_backoff_seconds, headers)))
+            batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows),
+                              rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
+                              isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
+            page.rows = []
+            # The page normalized once, here, into its shard (what a re-drive
+            # resumes from); only its key crosses the broker (docs/architecture.md,
+            # "Write while fetching"). A redelivered page overwrites its own shard.
+            shard, normalized, quality = await asyncio.to_thread(
+                page_shard, rows, spec.documentConfig, cmd.seq)
+            del rows
         batch.shardKey = shard_key(task, cmd.seq)
         await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
+        del shard
         if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
             # task's cleanup may have run before this shard landed; leave nothing behind
             await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
             forget_ahead(ctx, task)
             return []
+        # the page writer on this worker takes the batch as is, without reading
+        # the shard back (streams.files.hand_off; bounded, else it reads the shard)
+        hand_off(ctx, batch.shardKey, normalized, quality)
     except BaseException:
         forget_ahead(ctx, task)
         raise
@@ -147,7 +161,7 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     if not last:
         emits.append(Emit(T.FETCH, task, FetchPage(
             taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
-            rowsBefore=cmd.rowsBefore + len(rows), spec=spec)))
+            rowsBefore=cmd.rowsBefore + batch.rowCount, spec=spec)))
     return emits
 
 

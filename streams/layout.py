@@ -45,5 +45,8 @@ async def cleanup(ctx: Context, task_id: str) -> None:
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         await asyncio.to_thread(tf.discard)
+    prefix = shard_prefix(task_id)
+    for key in [k for k in ctx.handed if k.startswith(prefix)]:  # pages kept for the writer
+        ctx.handed.pop(key, None)
     await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
     await asyncio.to_thread(ctx.store.delete_prefix, page_prefix(task_id))

@@ -9,18 +9,17 @@ partition, hence one worker at a time, owns a task's pages
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pyarrow as pa
 
 from plait import metrics, tracing
 from plait.events import PageBatch
 from plait.lifecycle import TERMINAL
-from sinks.values import json_number, rows_to_batch
+from sinks.values import loads_exact, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
 from streams.files import (decode_shard, drop, encode_shard, finish, grow, report_stage,
-                           stage_reporter, success)
+                           stage_reporter, success, take_handed)
 from streams.layout import cleanup, shard_key, shard_prefix
 
 
@@ -32,7 +31,7 @@ def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int]
         return batch, quality, None
     rows = page.rows
     if rows is None:
-        rows = json.loads(store.get_bytes(page.blobKey), parse_float=json_number)
+        rows = loads_exact(store.get_bytes(page.blobKey))
     batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
     return batch, quality, encode_shard(batch, quality)
 
@@ -61,7 +60,11 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     if state and state["status"] in TERMINAL:
         drop(ctx, page.taskId)
         return []
-    batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
+    handed = take_handed(ctx, page.shardKey) if page.shardKey is not None else None
+    if handed is not None:  # fetched on this worker: no need to read its shard back
+        (batch, quality), data = handed, None
+    else:
+        batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
     key = shard_key(page.taskId, page.seq)
     if data is not None:
         await asyncio.to_thread(ctx.store.put_bytes, key, data)

@@ -90,10 +90,28 @@ def iso_array(col: pa.Array) -> pa.Array:
         if pc.any(pc.not_equal(pc.subtract(off, pc.multiply(pc.divide(off, 60_000_000),
                                                             60_000_000)), 0)).as_py():
             return pa.array(iso_texts(col), pa.string())  # LMT offsets with seconds
-        text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S%z")
-        text = pc.replace_substring_regex(text, r"\.000000([+-])", r"\1")
-        return pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
-    text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S")
+        # the wall clock as naive text, then each cell's offset: a zone has few
+        # distinct offsets, so they are formatted once and taken by index
+        # (strftime with %z looks the zone up per cell: ~5x slower)
+        minutes = pc.divide(off, 60_000_000)
+        offsets = pc.unique(minutes).drop_null()
+        labels = pa.array([f"{'-' if m < 0 else '+'}{abs(m) // 60:02d}:{abs(m) % 60:02d}"
+                           for m in offsets.to_pylist()], pa.string())
+        return pc.binary_join_element_wise(
+            _wall_texts(wall), pc.take(labels, pc.index_in(minutes, offsets)), "")
+    return _wall_texts(utc)
+
+
+def _wall_texts(wall: pa.Array) -> pa.Array:
+    """Microseconds since 1970 (int64, within years 1..9999) as naive ISO
+    text: seconds, and ``.ffffff`` only when the microseconds are not 0 (as
+    ``datetime.isoformat``)."""
+    whole = pc.fill_null(pc.equal(pc.subtract(wall, pc.multiply(pc.divide(wall, 1_000_000),
+                                                                1_000_000)), 0), True)
+    if pc.all(whole).as_py():  # the common case: whole seconds, no fraction to cut
+        return pc.strftime(pc.divide(wall, 1_000_000).cast(pa.timestamp("s")),
+                           format="%Y-%m-%dT%H:%M:%S")
+    text = pc.strftime(wall.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S")
     return pc.replace_substring_regex(text, r"\.000000$", "")
 
 

@@ -43,14 +43,21 @@ from sinks.writers.cells import (
 )
 from sinks.writers.columns import bool_texts, clean_text, float_texts, iso_array
 
-_BUFFER = 1 << 20
+#: File buffer: a batch is written as one joined buffer (larger than this),
+#: so a big buffer only costs memory per open file.
+_BUFFER = 64 << 10
 _BOM = "\ufeff".encode()
+#: Every character the text of a column of each kind may hold (floats: also
+#: ``doc.infText``); a kind not listed may hold anything.
+_CHARS = {"int": set("-0123456789"), "decimal": set("-0123456789."),
+          "float": set("-+.0123456789e"), "bool": set("truefals"),
+          "datetime": set("+-.:0123456789T"), "date": set("+-0123456789")}
 
 
 class CsvWriter(SingleFileWriter):
     """Writes ``path`` as csv; see the module docstring for the rendering rules.
 
-    Memory: one batch of rendered columns plus a 1 MiB file buffer.
+    Memory: one batch of rendered columns plus a 64 KiB file buffer.
     """
 
     ext = "csv"
@@ -64,6 +71,10 @@ class CsvWriter(SingleFileWriter):
         specials = {self._delim, '"', *self._term}
         self._needs_quote = "[" + "".join(re.escape(ch) for ch in sorted(specials)) + "]"
         self._kinds = [kind_of_field(f) for f in schema]
+        # columns whose text can never hold a special character (numbers,
+        # booleans, ISO dates with this delimiter) skip the quoting check
+        self._plain = [not (_CHARS.get(k, specials) | ({*doc.infText} if k == "float" else set()))
+                       & specials for k in self._kinds]
         self._file = open(path, "wb", buffering=_BUFFER)
         if self._excel:
             self._file.write(_BOM)
@@ -116,8 +127,8 @@ class CsvWriter(SingleFileWriter):
     def _write_records(self, columns: list[pa.Array], cr_rows: pa.Array | None,
                        header: bool = False) -> None:
         out = []
-        for col in columns:
-            if col.null_count == len(col) and cr_rows is None:
+        for c, col in enumerate(columns):
+            if cr_rows is None and (col.null_count == len(col) or not header and self._plain[c]):
                 out.append(col)
                 continue
             need = pc.fill_null(pc.match_substring_regex(col, self._needs_quote), False)

@@ -275,3 +275,51 @@ async def test_the_last_progress_is_projected_before_success_as_a_rebuild_would(
     assert applied == ["PROGRESS", "SUCCESS"]
     state = await ctx.projection.get("t1")
     assert state["status"] == "SUCCESS" and state["exportedRows"] == 30
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx", "parquet", "jsonl"])
+async def test_a_page_handed_off_in_process_writes_what_its_shard_gives(make_ctx, data_api,
+                                                                         fmt):
+    # given pages with the cells normalization treats specially (mixed
+    # types, big ints, decimals, instants, nested values, all-null columns)
+    nasty = [{"id": 2**53 + 1, "m": "N/A", "d": 0.10, "t": "2013-01-01T10:00:00Z",
+              "j": {"b": [1, 2]}, "z": None},
+             {"id": 7, "m": 3, "d": 12.5, "t": "2024-03-10T02:30:00", "j": None, "z": None}]
+    for seq in range(3):
+        data_api.pages[seq] = (nasty + ids(seq, 3), seq == 2)
+    outputs = []
+    for keep in (True, False):
+        ctx = make_ctx()
+        await running(ctx, "t1")
+        cmd = FetchPage(taskId="t1", seq=0, spec=spec(fmt=fmt), runtimeContext={"page": 0})
+        done = None
+        for seq in range(3):
+            emits = await fetch(ctx, cmd)
+            batch = emits[0].payload
+            # when the page writer of the same worker takes the page handed off
+            # (keep) or, as on another worker, reads its shard back
+            assert (batch.shardKey in ctx.handed) is True
+            if not keep:
+                ctx.handed.clear()
+            written = await write_shard(ctx, batch)
+            assert batch.shardKey not in ctx.handed  # taken, not kept
+            if seq < 2:
+                cmd = emits[-1].payload
+            else:
+                done = written[-1].payload
+        outputs.append(ctx.store.get_bytes(done.file.key))
+        assert done.status == "SUCCESS" and done.file.rows == 15
+    # then the file is the same bytes either way
+    assert outputs[0] == outputs[1]
+
+
+def test_handed_off_pages_are_bounded(make_ctx, monkeypatch):
+    import pyarrow as pa
+    ctx = make_ctx()
+    monkeypatch.setattr(files, "HANDOFF_BYTES", 3500)
+    batch = pa.RecordBatch.from_pydict({"x": list(range(200))})  # 1,600 bytes
+    for seq in range(5):
+        files.hand_off(ctx, f"shards/t1/{seq:08d}.parquet", batch, {})
+    # only the newest fit; the writer reads the older ones from their shards
+    assert list(ctx.handed) == ["shards/t1/00000003.parquet", "shards/t1/00000004.parquet"]
+    assert files.take_handed(ctx, "shards/t1/00000000.parquet") is None
