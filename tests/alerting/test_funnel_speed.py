@@ -287,3 +287,14 @@ def test_an_open_alert_costs_a_bounded_few_kilobytes_in_the_runner():
     # then each holds a few KB (docs/alerting.md, "Memory"): ~7.5 KB measured
     # with its section still queued; ~26 KB while stored values kept orjson's buffer
     assert per_alert < 12_000, per_alert
+
+
+def test_the_worker_freezes_its_start_up_objects_and_collects_young_objects_rarely():
+    import subprocess
+    import sys
+
+    # given a fresh interpreter (tune_gc changes the process's collector)
+    code = ("import gc; from streams.app import tune_gc, GC_GEN0_THRESHOLD; tune_gc(); "
+            "assert gc.get_freeze_count() > 0; assert gc.get_threshold()[0] == GC_GEN0_THRESHOLD")
+    # when the worker tunes its collector, then start-up objects are frozen and gen0 is large
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
