@@ -168,6 +168,12 @@ def repair_alert(alert: Alert) -> Alert:
         for k, v in value.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise AlertRejected(f"{field}.{k}", "must be a string")
+    # fast path (every funnel command): no surrogate in any of its strings,
+    # checked on them joined (the pattern matches one code point)
+    text = "".join((alert.rule, alert.asset, alert.generator_url, *alert.labels,
+                    *alert.labels.values(), *alert.annotations, *alert.annotations.values()))
+    if text.isascii() or not _SURROGATE.search(text):
+        return alert
     d = {"rule": alert.rule, "asset": alert.asset, "labels": alert.labels,
          "annotations": alert.annotations, "generator_url": alert.generator_url}
     fixed, n = _repair(d)

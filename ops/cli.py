@@ -85,7 +85,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     from ops.rebuild import ensure_built
     from plait.settings import get_settings
     from plait.topics import Topics
-    from streams.app import create_app
+    from streams.app import create_app, tune_gc
 
     settings = get_settings()
     setup_logging(settings.log_level)
@@ -95,7 +95,9 @@ def cmd_worker(args: argparse.Namespace) -> None:
         get_logger("plait.worker").info("projection rebuilt", events=applied)
     role = getattr(args, "role", "all")
     app = create_app(settings, role)
-    Worker(app, loglevel=settings.log_level.lower(), quiet=True).execute_from_commandline()
+    worker = Worker(app, loglevel=settings.log_level.lower(), quiet=True)
+    tune_gc()
+    worker.execute_from_commandline()
 
 
 def cmd_api(args: argparse.Namespace) -> None:

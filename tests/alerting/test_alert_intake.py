@@ -191,3 +191,17 @@ def test_invalid_unicode_travels_through_the_wire_and_is_repaired_by_the_router(
     _receiver, cmd = route_alert(case_config(), ra)
     assert cmd["alert"]["labels"] == {"alertname": "Cut\ufffd", "pod": "cut \ufffd"}
     assert cmd["alert"]["invalid_unicode"] == 2
+
+
+def test_repair_alert_returns_a_clean_alert_itself_and_repairs_a_lone_surrogate():
+    from alerting.intake import repair_alert
+    from alerting.model import Alert
+
+    # given an alert from a funnel command, clean, and one with a lone surrogate in a label value
+    clean = Alert.from_dict({"rule": "R", "asset": "h1", "severity": "warning", "status": "firing",
+                             "labels": {"k": "vé"}, "annotations": {"a": "b"}, "time": 1.0})
+    dirty = Alert.from_dict({**clean.to_dict(), "labels": {"k": "x\ud800"}})
+    # when they are checked, then the clean one is the same object, the other repaired
+    assert repair_alert(clean) is clean
+    fixed = repair_alert(dirty)
+    assert fixed.labels == {"k": "x\ufffd"} and fixed.invalid_unicode == dirty.invalid_unicode + 1
