@@ -234,7 +234,8 @@ def main() -> None:
     if args.fetch_wait_ms:
         env["PLAIT_FETCH_MAX_WAIT_MS"] = str(args.fetch_wait_ms)
     stack = Stack(tmp / "stack", env)
-    stack.start(workers=args.workers, api=False, demo_data_api=False)
+    # alerting-only workers, as production runs the funnel (`plait worker --role alerting`)
+    stack.start(workers=args.workers, api=False, demo_data_api=False, role="alerting")
     try:
         topics = Topics(f"bench-{rid}.")
         bootstrap = stack.env["PLAIT_BROKER_URL"]

@@ -96,7 +96,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     role = getattr(args, "role", "all")
     app = create_app(settings, role)
     worker = Worker(app, loglevel=settings.log_level.lower(), quiet=True)
-    tune_gc()
+    tune_gc(role)
     worker.execute_from_commandline()
 
 

@@ -60,7 +60,7 @@ class Stack:
     _stopping: threading.Event = field(default_factory=threading.Event)
 
     def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True,
-              split_roles: bool = False, supervise: bool = False) -> "Stack":
+              split_roles: bool = False, supervise: bool = False, role: str = "all") -> "Stack":
         """Start everything and wait until the API and data API answer and
         every worker consumes (:meth:`wait_workers_ready`).
 
@@ -68,14 +68,15 @@ class Stack:
         ``--role export`` and one more process ``worker-alerting`` runs
         ``--role alerting`` (a crash or storm in one leaves the other
         running). ``supervise``: restart a worker that exits
-        (:meth:`supervise`).
+        (:meth:`supervise`). ``role``: the ``--role`` of the ``workers``
+        without ``split_roles`` (``all``, ``export`` or ``alerting``).
 
         Raises ``TimeoutError`` or ``RuntimeError`` naming the part that did
         not come up (its log is in ``data_dir/logs``); what was started is
         stopped first.
         """
         try:
-            self._start(workers, api, demo_data_api, split_roles)
+            self._start(workers, api, demo_data_api, split_roles, role)
             if supervise:
                 self.supervise()
             return self
@@ -84,7 +85,7 @@ class Stack:
             raise
 
     def _start(self, workers: int, api: bool, demo_data_api: bool,
-               split_roles: bool = False) -> "Stack":
+               split_roles: bool = False, role: str = "all") -> "Stack":
         self.data_dir = self.data_dir.resolve()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_broker = "PLAIT_BROKER_URL" not in self.overrides
@@ -115,7 +116,7 @@ class Stack:
         split = split_roles and bool(self.env.get("PLAIT_ALERTING_CONFIG")
                                      or os.environ.get("PLAIT_ALERTING_CONFIG"))
         for i in range(workers):
-            self.spawn_worker(f"worker-{i}", "export" if split else "all")
+            self.spawn_worker(f"worker-{i}", "export" if split else role)
         if split:
             self.spawn_worker("worker-alerting", "alerting")
         if demo_data_api:

@@ -64,26 +64,32 @@ def tune_fetch_wait(max_wait_ms: int) -> None:
 GC_GEN0_THRESHOLD = 50_000
 
 
-def tune_gc() -> None:
+def tune_gc(role: str) -> None:
     """Make the cyclic garbage collector cheap for a long-lived worker.
 
-    Called once the app is built (``ops.cli`` ``worker``): ``gc.freeze()``
-    moves what start-up made (Faust, aiokafka, pydantic, OpenTelemetry:
-    modules and objects that live as long as the process) out of every
-    later full collection, and a young generation of 50,000 objects instead of 700
-    makes collections rarer. An alert storm allocates several dicts per
-    alert and the funnel keeps them while the alert is open, so with the
-    defaults the collector rescanned the open alerts over and over: ~20% of
-    the runner's CPU at 40,000 open alerts (in-process, the threshold
-    alone: 191 -> 154 us per alert; with the GC off: 141 us). Cyclic garbage waits a little longer to be collected; the
-    pipeline makes little of it (plain data).
+    Called once the app is built (``ops.cli`` ``worker``), with the worker's
+    ``--role`` (``export``, ``alerting`` or ``all``). Every role:
+    ``gc.freeze()`` moves what start-up made (Faust, aiokafka, pydantic,
+    OpenTelemetry: objects that live as long as the process) out of every
+    later full collection.
+
+    Only ``alerting``: a young generation of 50,000 objects instead of 700.
+    An alert storm allocates several dicts per alert and the funnel keeps them
+    while the alert is open, so with the defaults the collector rescanned the
+    open alerts over and over: ~20% of the runner's CPU at 40,000 open alerts
+    (in-process, the threshold alone: 191 -> 154 us per alert). Not for
+    export workers: there cyclic garbage from page decoding then waits long
+    enough to double peak RSS (`bench/bench_export.py --formats csv
+    --workers 1`: one export 243 -> 338 MB, ten concurrent 287 -> 624 MB, same
+    CPU), past the < 300 MB budget of docs/architecture.md.
     """
     import gc
 
     gc.collect()
     gc.freeze()
-    _, g1, g2 = gc.get_threshold()
-    gc.set_threshold(GC_GEN0_THRESHOLD, g1, g2)
+    if role == "alerting":
+        _, g1, g2 = gc.get_threshold()
+        gc.set_threshold(GC_GEN0_THRESHOLD, g1, g2)
 
 
 def faust_datadir(app_id: str) -> Path:
