@@ -441,20 +441,8 @@ def main() -> None:
         rnd = random.Random(7)
         alerts = [{"rule": f"R{rnd.randrange(5)}", "asset": f"h{rnd.randrange(100):03d}",
                    "severity": rnd.choice(["warning", "warning", "critical"])} for _ in range(args.alerts)]
-        ids: set[str] = set()
         t0 = time.monotonic()
-        for i in range(0, len(alerts), args.per_event):
-            chunk = alerts[i:i + args.per_event]
-            eid, v = raw_envelope(chunk)
-            ids.update(f"{eid}:{j}" for j in range(len(chunk)))
-            while True:
-                try:
-                    producer.produce(raw, value=v)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            producer.poll(0)
-        producer.flush(30)
+        ids = produce_events(alerts, args.per_event)
         produced = time.monotonic() - t0
         deadline = time.monotonic() + 600
         while not ids <= seen and time.monotonic() < deadline:
