@@ -753,7 +753,12 @@ def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
     1000..9998): parsed by Arrow, checked by formatting them back (so a day or
     hour ``datetime.fromisoformat`` refuses never slips through), as
     ``timestamp("us", zone_name)``. None when any cell is something else
-    (the per-value path then decides, and counts)."""
+    (the per-value path then decides, and counts).
+
+    A page holds few distinct instants (flights: ~1 per 50 rows), so the checks
+    and the parse run over the distinct texts only (``pc.unique``, in order of
+    first occurrence) and the result is taken by index: each cell gets what
+    its own text gives, so the result is the same as cell by cell."""
     first = next((v for v in values if v is not None), None)
     if type(first) is not str or not _UTC_TEXT.fullmatch(first):
         return None
@@ -761,23 +766,27 @@ def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
         texts = pa.array(values, pa.string())
     except (pa.ArrowException, UnicodeEncodeError):
         return None
-    ok = pc.match_substring_regex(texts, _UTC_TEXT_RE2)
-    if ok.null_count != len(ok) and not pc.all(ok).as_py():
+    uniq = pc.unique(texts).drop_null()
+    ok = pc.match_substring_regex(uniq, _UTC_TEXT_RE2)
+    if not pc.all(ok).as_py():
         return None
-    bare = pc.utf8_slice_codeunits(texts, 0, 19)
+    bare = pc.utf8_slice_codeunits(uniq, 0, 19)
     try:
         stamps = pc.strptime(bare, format="%Y-%m-%dT%H:%M:%S", unit="s")
     except pa.ArrowException:
         return None
     back = pc.strftime(stamps, format="%Y-%m-%dT%H:%M:%S")
     same = pc.equal(back, bare)
-    if same.null_count != len(same) and not pc.all(same).as_py():
+    if same.null_count or not pc.all(same).as_py():
         return None
     years = pc.year(stamps)
     lo, hi = pc.min_max(years).values()
-    if lo.as_py() is not None and (lo.as_py() < 1000 or hi.as_py() > 9998):
+    if lo.as_py() < 1000 or hi.as_py() > 9998:
         return None  # near year 1 or 10000 in the zone: the per-value path
-    return stamps.cast(pa.timestamp("us", tz=zone_name))
+    stamps = stamps.cast(pa.timestamp("us", tz=zone_name))
+    if len(uniq) == len(texts):  # no null, all distinct: already in cell order
+        return stamps
+    return pc.take(stamps, pc.index_in(texts, uniq))
 
 
 def _ints_exact(values: list) -> bool:
