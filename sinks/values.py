@@ -142,6 +142,15 @@ def loads_exact(body: bytes) -> object:
     return doc if _exact(doc) else json.loads(body, parse_float=json_number)
 
 
+_DICT_ONLY = {dict}
+
+
+def all_dicts(items: list) -> bool:
+    """Whether every item of ``items`` is a ``dict`` (or a subclass), with
+    one C pass over their types in the common case (plain dicts)."""
+    return set(map(type, items)) <= _DICT_ONLY or all(isinstance(r, dict) for r in items)
+
+
 def _exact(v: object) -> bool:
     """Whether an orjson answer holds no float (see :func:`loads_exact`); a
     list of objects is checked with one C pass over all their values."""
@@ -149,7 +158,7 @@ def _exact(v: object) -> bool:
     if t is dict:
         return all(map(_exact, v.values()))  # type: ignore[union-attr]
     if t is list:
-        if v and all(type(x) is dict for x in v):  # type: ignore[union-attr]
+        if v and set(map(type, v)) == _DICT_ONLY:  # type: ignore[arg-type]
             kinds = set(map(type, chain.from_iterable(map(dict.values, v))))  # type: ignore[arg-type]
             if not kinds & _MAYBE_INEXACT:
                 return True
@@ -266,7 +275,7 @@ def zone_of(name: str) -> ZoneInfo:
 
 
 def _column_specs(rows: list[dict], doc: DocumentConfig) -> list[ColumnSpec]:
-    for i, r in enumerate(rows):
+    for i, r in enumerate(() if all_dicts(rows) else rows):
         if not isinstance(r, dict):
             raise PermanentError(f"row {i} of the page is {type(r).__name__}, expected a JSON object")
     if doc.columns:
@@ -766,7 +775,18 @@ def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
         texts = pa.array(values, pa.string())
     except (pa.ArrowException, UnicodeEncodeError):
         return None
+    return utc_text_array(texts, zone_name)
+
+
+def utc_text_array(texts: pa.Array, zone_name: str) -> pa.Array | None:
+    """:func:`_utc_texts` of a ``string`` array: ``timestamp("us", zone_name)``
+    when every non-null text is a UTC instant in whole seconds
+    (``2013-01-01T10:00:00Z``, years 1000..9998) that ``datetime.fromisoformat``
+    reads (F10's form; the exact per-value path gives the same instant), else
+    None. At least one text must be non-null."""
     uniq = pc.unique(texts).drop_null()
+    if not len(uniq):
+        return None
     ok = pc.match_substring_regex(uniq, _UTC_TEXT_RE2)
     if not pc.all(ok).as_py():
         return None
