@@ -23,8 +23,10 @@ caller may ask for 1..10,000; the demo asks for 2,000), printed in every
 pipeline line. Each page costs the worker ~15 ms of CPU besides its rows
 (HTTP request, events, checkpoints, projection, per-call Arrow overhead):
 measured on the csv export, 6.05 s of worker CPU at 2,000 rows a page,
-4.3-4.8 s at 5,000; larger pages cost memory (one
-decoded page per worker, one response body per task fetching).
+4.3-4.8 s at 5,000 (5.3-6.6 s on a busier machine, 2.9-3.5 s there once pages
+are read straight into Arrow: docs/fidelity-rules.md, "Fast page decode");
+larger pages cost memory (one decoded page per worker, one response body per
+task fetching).
 
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]``

@@ -142,6 +142,15 @@ def loads_exact(body: bytes) -> object:
     return doc if _exact(doc) else json.loads(body, parse_float=json_number)
 
 
+_DICT_ONLY = {dict}
+
+
+def all_dicts(items: list) -> bool:
+    """Whether every item of ``items`` is a ``dict`` (or a subclass), with
+    one C pass over their types in the common case (plain dicts)."""
+    return set(map(type, items)) <= _DICT_ONLY or all(isinstance(r, dict) for r in items)
+
+
 def _exact(v: object) -> bool:
     """Whether an orjson answer holds no float (see :func:`loads_exact`); a
     list of objects is checked with one C pass over all their values."""
@@ -149,7 +158,7 @@ def _exact(v: object) -> bool:
     if t is dict:
         return all(map(_exact, v.values()))  # type: ignore[union-attr]
     if t is list:
-        if v and all(type(x) is dict for x in v):  # type: ignore[union-attr]
+        if v and set(map(type, v)) == _DICT_ONLY:  # type: ignore[arg-type]
             kinds = set(map(type, chain.from_iterable(map(dict.values, v))))  # type: ignore[arg-type]
             if not kinds & _MAYBE_INEXACT:
                 return True
@@ -266,7 +275,7 @@ def zone_of(name: str) -> ZoneInfo:
 
 
 def _column_specs(rows: list[dict], doc: DocumentConfig) -> list[ColumnSpec]:
-    for i, r in enumerate(rows):
+    for i, r in enumerate(() if all_dicts(rows) else rows):
         if not isinstance(r, dict):
             raise PermanentError(f"row {i} of the page is {type(r).__name__}, expected a JSON object")
     if doc.columns:
@@ -753,7 +762,12 @@ def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
     1000..9998): parsed by Arrow, checked by formatting them back (so a day or
     hour ``datetime.fromisoformat`` refuses never slips through), as
     ``timestamp("us", zone_name)``. None when any cell is something else
-    (the per-value path then decides, and counts)."""
+    (the per-value path then decides, and counts).
+
+    A page holds few distinct instants (flights: ~1 per 50 rows), so the checks
+    and the parse run over the distinct texts only (``pc.unique``, in order of
+    first occurrence) and the result is taken by index: each cell gets what
+    its own text gives, so the result is the same as cell by cell."""
     first = next((v for v in values if v is not None), None)
     if type(first) is not str or not _UTC_TEXT.fullmatch(first):
         return None
@@ -761,23 +775,38 @@ def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
         texts = pa.array(values, pa.string())
     except (pa.ArrowException, UnicodeEncodeError):
         return None
-    ok = pc.match_substring_regex(texts, _UTC_TEXT_RE2)
-    if ok.null_count != len(ok) and not pc.all(ok).as_py():
+    return utc_text_array(texts, zone_name)
+
+
+def utc_text_array(texts: pa.Array, zone_name: str) -> pa.Array | None:
+    """:func:`_utc_texts` of a ``string`` array: ``timestamp("us", zone_name)``
+    when every non-null text is a UTC instant in whole seconds
+    (``2013-01-01T10:00:00Z``, years 1000..9998) that ``datetime.fromisoformat``
+    reads (F10's form; the exact per-value path gives the same instant), else
+    None. At least one text must be non-null."""
+    uniq = pc.unique(texts).drop_null()
+    if not len(uniq):
         return None
-    bare = pc.utf8_slice_codeunits(texts, 0, 19)
+    ok = pc.match_substring_regex(uniq, _UTC_TEXT_RE2)
+    if not pc.all(ok).as_py():
+        return None
+    bare = pc.utf8_slice_codeunits(uniq, 0, 19)
     try:
         stamps = pc.strptime(bare, format="%Y-%m-%dT%H:%M:%S", unit="s")
     except pa.ArrowException:
         return None
     back = pc.strftime(stamps, format="%Y-%m-%dT%H:%M:%S")
     same = pc.equal(back, bare)
-    if same.null_count != len(same) and not pc.all(same).as_py():
+    if same.null_count or not pc.all(same).as_py():
         return None
     years = pc.year(stamps)
     lo, hi = pc.min_max(years).values()
-    if lo.as_py() is not None and (lo.as_py() < 1000 or hi.as_py() > 9998):
+    if lo.as_py() < 1000 or hi.as_py() > 9998:
         return None  # near year 1 or 10000 in the zone: the per-value path
-    return stamps.cast(pa.timestamp("us", tz=zone_name))
+    stamps = stamps.cast(pa.timestamp("us", tz=zone_name))
+    if len(uniq) == len(texts):  # no null, all distinct: already in cell order
+        return stamps
+    return pc.take(stamps, pc.index_in(texts, uniq))
 
 
 def _ints_exact(values: list) -> bool:

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import pyarrow as pa
 from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_base, wait_exponential_jitter
 
 from plait.errors import PermanentError, RetryableError
-from plait.spec import ExportSpec
-from sinks.values import loads_exact
+from plait.spec import DocumentConfig, ExportSpec
+from sinks.fastpage import decode_page
+from sinks.values import all_dicts, loads_exact
 
 #: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
 MAX_RETRY_AFTER = 60.0
@@ -36,6 +38,15 @@ class Page:
     next_context: dict[str, Any]
     finished: bool
     total: int | None = None
+    #: The rows already normalized (``rows`` is then empty): set when the page
+    #: was decoded with its documentConfig and the fast decode took it
+    #: (:func:`sinks.fastpage.decode_page`; its quality counts are none).
+    batch: pa.RecordBatch | None = None
+
+    @property
+    def row_count(self) -> int:
+        """Rows on the page (``rows`` or ``batch``)."""
+        return len(self.rows) if self.batch is None else self.batch.num_rows
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -67,9 +78,16 @@ def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes
                              f"{body[:200].decode(errors='replace')}")
 
 
-def parse_body(seq: int, body: bytes) -> Page:
+def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page:
     """Decode a 2xx answer's body for page ``seq`` (CPU: ~3 ms per 2,000
     flights rows; run it off the event loop for big pages).
+
+    With the export's ``doc``, the rows may come back already normalized as
+    ``Page.batch`` (``rows`` empty, no quality counts): the fast decode
+    (:func:`sinks.fastpage.decode_page`; docs/fidelity-rules.md,
+    "Fast page decode") takes the page when it can prove the batch is what
+    ``rows_to_batch`` gives; else the rows are decoded exactly as without
+    ``doc``. The envelope checks and their errors are the same either way.
 
     Raises:
         PermanentError: a body that breaks the contract; the message names the
@@ -79,25 +97,27 @@ def parse_body(seq: int, body: bytes) -> Page:
         # numbers exactly: a literal that is not a double's shortest repr stays a
         # Decimal (docs/fidelity-rules.md, F11); loads_exact: orjson when that
         # cannot change a value
-        doc = loads_exact(body)
-        code, data = doc.get("code"), doc.get("data")
+        fast = None if doc is None else decode_page(body, doc)
+        answer, batch = (loads_exact(body), None) if fast is None else fast
+        code, data = answer.get("code"), answer.get("data")
     except (ValueError, AttributeError):
         raise PermanentError(f"page {seq}: data API answer is not a JSON object") from None
     if code is None:
         raise PermanentError(f"page {seq}: data API answer has no 'code' (the contract is "
                              '{"code", "message", "data"})')
     if code != 200:
-        raise PermanentError(f"page {seq}: data API answered code {code}: {doc.get('message')}")
+        raise PermanentError(f"page {seq}: data API answered code {code}: {answer.get('message')}")
     if not isinstance(data, dict) or data.get("status") not in ("continue", "finish"):
         raise PermanentError(f"page {seq}: data.status must be 'continue' or 'finish'")
     rows = data.get("rows") or []
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+    if not isinstance(rows, list) or not all_dicts(rows):
         raise PermanentError(f"page {seq}: data.rows must be a list of objects")
     ctx = data.get("runtimeContext") or {}
     if not isinstance(ctx, dict):
         raise PermanentError(f"page {seq}: data.runtimeContext must be an object")
     total = data.get("total")
-    return Page(rows, ctx, data["status"] == "finish", total if isinstance(total, int) else None)
+    return Page(rows, ctx, data["status"] == "finish", total if isinstance(total, int) else None,
+                batch)
 
 
 def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes) -> Page:
@@ -125,13 +145,14 @@ class Answer:
     body: bytes
     sys_code: str = ""
 
-    def page(self) -> Page:
-        """Blocking (CPU): the decoded page (:func:`parse_body`). Raises
+    def page(self, doc: DocumentConfig | None = None) -> Page:
+        """Blocking (CPU): the decoded page (:func:`parse_body`; with ``doc``,
+        maybe already normalized as ``Page.batch``). Raises
         ``PermanentError`` when the body breaks the contract (counted in
         ``plait_data_api_errors_total``, ``permanent``) or the data API
         answered ``continue`` with the cursor it was given."""
         try:
-            page = parse_body(self.seq, self.body)
+            page = parse_body(self.seq, self.body, doc)
         except PermanentError:
             from plait import metrics
 

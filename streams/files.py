@@ -96,11 +96,15 @@ def decode_shard(data: bytes) -> tuple[pa.RecordBatch, dict[str, int]]:
     return batch, quality
 
 
-def page_shard(rows: list[dict], doc: DocumentConfig,
-               seq: int) -> tuple[bytes, pa.RecordBatch, dict[str, int]]:
+def page_shard(rows: list[dict], doc: DocumentConfig, seq: int,
+               batch: pa.RecordBatch | None = None) -> tuple[bytes, pa.RecordBatch, dict[str, int]]:
     """Blocking: one fetched page normalized (``rows_to_batch``) and encoded
-    as its shard; (shard bytes, the batch, its quality counts). Raises
-    ``PermanentError`` when rows break the column spec."""
+    as its shard; (shard bytes, the batch, its quality counts). ``batch``:
+    the page already normalized by the fast decode (``Page.batch``; no
+    counts), then ``rows`` is not read. Raises ``PermanentError`` when rows
+    break the column spec."""
+    if batch is not None:
+        return encode_shard(batch, {}), batch, {}
     batch, quality = rows_to_batch(rows, doc, page=seq)
     return encode_shard(batch, quality), batch, quality
 

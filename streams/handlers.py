@@ -119,10 +119,15 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         # memory does not grow with the tasks fetching (the GIL gives no more
         # throughput anyway). A page held ahead is only its bytes.
         async with ctx.decoding:
-            page = await asyncio.to_thread(answer.page)
+            cap = spec.jobConfig.maxRows
+            # Without a row cap the page may come back normalized already
+            # (page.batch: the fast decode, in C++ off the GIL; see
+            # docs/fidelity-rules.md, "Fast page decode"); with a cap, rows
+            # are cut before normalizing.
+            page = await asyncio.to_thread(
+                answer.page, spec.documentConfig if cap is None else None)
             del answer
             rows, last, truncated = page.rows, page.finished, False
-            cap = spec.jobConfig.maxRows
             if cap is not None and cmd.rowsBefore + len(rows) >= cap:
                 truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
                 rows, last = rows[: cap - cmd.rowsBefore], True
@@ -133,7 +138,8 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                 ctx.ahead[task] = ((cmd.seq + 1, page.next_context), asyncio.ensure_future(
                     fetch_answer(ctx.http, spec, page.next_context, cmd.seq + 1,
                                  s.fetch_retries, s.fetch_backoff_seconds, headers)))
-            batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=len(rows),
+            batch = PageBatch(taskId=task, seq=cmd.seq,
+                              rowCount=len(rows) if page.batch is None else page.row_count,
                               rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                               isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
             page.rows = []
@@ -141,7 +147,7 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
             # resumes from); only its key crosses the broker (docs/architecture.md,
             # "Write while fetching"). A redelivered page overwrites its own shard.
             shard, normalized, quality = await asyncio.to_thread(
-                page_shard, rows, spec.documentConfig, cmd.seq)
+                page_shard, rows, spec.documentConfig, cmd.seq, page.batch)
             del rows
         batch.shardKey = shard_key(task, cmd.seq)
         await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)

@@ -80,6 +80,22 @@ def iso_array(col: pa.Array) -> pa.Array:
         return pa.array(iso_texts(col), pa.string())
     if not pa.types.is_timestamp(col.type) or col.type.unit != "us":
         return pa.array(iso_texts(col), pa.string())
+    if len(col) >= _DISTINCT_MIN:
+        # a page holds few distinct instants (flights: ~1 per 50 rows): format
+        # each once and take the texts by index (a cell's text depends on its
+        # value only, so this is the same text, ~10x less formatting)
+        uniq = pc.unique(col)
+        if len(uniq) * 2 <= len(col):
+            return pc.take(_iso_timestamps(uniq), pc.index_in(col, uniq))
+    return _iso_timestamps(col)
+
+
+#: Shortest timestamp column :func:`iso_array` formats by its distinct values.
+_DISTINCT_MIN = 64
+
+
+def _iso_timestamps(col: pa.Array) -> pa.Array:
+    """:func:`iso_array` of a ``timestamp("us")`` column, cell by cell."""
     utc = col.cast(pa.int64())
     wall = pc.local_timestamp(col).cast(pa.int64()) if col.type.tz else utc
     lo, hi = pc.min_max(wall).values()

@@ -69,6 +69,21 @@ def test_iso_array_matches_iso_texts():
     assert iso_array(far).to_pylist() == iso_texts(far)
 
 
+def test_iso_array_of_repeated_instants_matches_iso_texts():
+    # given long columns with few distinct instants (formatted once each, taken
+    # by index), nulls, an instant beyond year 9999 and LMT offsets among them
+    rng = random.Random(4)
+    pool = [rng.randint(-62_135_596_800_000_000, 253_402_214_400_000_000) for _ in range(30)]
+    pool += [0, None, 1_356_998_400_000_000, -2_524_521_600_000_000]
+    beyond = 253_402_300_800_000_000 + 5
+    for extra in ([], [beyond]):
+        values = [rng.choice(pool + extra) for _ in range(500)]
+        for tz in (None, "UTC", "America/New_York", "Asia/Kolkata", "Europe/Amsterdam"):
+            col = pa.array(values, pa.int64()).cast(pa.timestamp("us", tz))
+            # when rendered column-wise, then each cell is what iso_texts gives
+            assert iso_array(col).to_pylist() == iso_texts(col), (tz, extra)
+
+
 def _nasty_batch() -> pa.RecordBatch:
     texts = ["plain", "", None, 'q"uote', "a,b", "a;b", "tab\there", "lf\nx", "cr\rx", "crlf\r\nx",
              "=1+2", "+x", "-5", "@a", "\tlead", "\rlead", "\x01=hid", "ctl\x00\x07\x1f\x7f",

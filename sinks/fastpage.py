@@ -1,0 +1,138 @@
+"""Fast page decode: a data API answer body straight into a typed Arrow batch.
+
+:func:`decode_page` is an optional shortcut for ``loads_exact(body)`` followed by
+``rows_to_batch(data.rows, doc)`` (``sinks.values``). It parses the body with
+Arrow's JSON reader (C++, releases the GIL; no Python object per cell) under an
+explicit schema built from the declared column types, and answers only when it
+can prove the result is what the exact path gives; otherwise it answers
+``None`` and the caller takes the exact path, which also raises what it always
+raised. Rules it keeps (docs/fidelity-rules.md, "Fast page decode"):
+
+- only pages whose ``documentConfig.columns`` are all declared ``int``,
+  ``string`` or ``datetime`` (no ``dictionary``/``mask``) and that end with
+  no cell change to count (quality counts ``{}``): an int beyond 2**53 (E8),
+  a datetime cell other than a UTC instant in whole seconds, a lone surrogate
+  (F1), a float/bool/object in a typed column (F7, F8, F11) all decline;
+- Arrow's reader is strict JSON: NaN/Infinity literals, leading zeros,
+  trailing commas, control characters and invalid UTF-8 in strings, and a key
+  given twice in a row are errors there, so they decline (the exact path
+  decides, F1/F12);
+- the envelope (``code``, ``message``, ``data.status``, ``runtimeContext``,
+  ``total``) is decoded exactly by ``loads_exact`` from the body with its rows
+  replaced by a marker, which also proves where ``data.rows`` lies.
+"""
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from plait.spec import XLSX_MAX_COLUMNS, DocumentConfig
+from sinks.values import MAX_EXACT_INT, _SURROGATE, loads_exact, utc_text_array, zone_of
+
+#: Declared column types the fast decode handles, and their Arrow type as read.
+_READ_TYPES = {"int": pa.int64(), "string": pa.string(), "datetime": pa.string()}
+_ROWS_AT = b'"rows":['
+#: Put in place of the rows to decode the envelope alone. The raw newlines
+#: cannot stand inside a JSON string (strict JSON), so a body that still
+#: parses has its rows array there; the integer cannot be spelled another way,
+#: and the body must not hold its digits, so ``data.rows == [MARK]`` proves
+#: the marker's array is the one the exact decode takes as ``data.rows``.
+_MARK = -918_273_645_546_372_819
+_MARK_DIGITS = str(-_MARK).encode()
+_MARK_TEXT = b"\n-" + _MARK_DIGITS + b"\n"
+
+
+def decode_page(body: bytes, doc: DocumentConfig) -> tuple[dict, pa.RecordBatch] | None:
+    """``(envelope, batch)`` for an answer ``body`` (bytes of one JSON object)
+    and the export's ``doc``, or ``None`` when the fast decode cannot prove
+    that ``batch`` is exactly ``rows_to_batch(rows, doc)[0]`` with no counts
+    (the caller then decodes the exact way: ``loads_exact``, ``rows_to_batch``).
+
+    ``envelope`` is ``loads_exact(body)`` with ``data.rows`` replaced by ``[]``
+    (code, message, status, runtimeContext, total, exactly). ``batch`` has one
+    field per declared column, in ``doc.columns`` order, without metadata:
+    ``int64`` (every |n| <= 2**53), ``string``, ``timestamp("us",
+    doc.timeZone)``; when it answers, see the module docstring and
+    docs/fidelity-rules.md, "Fast page decode". Never raises on bad data: a
+    body the exact path would refuse is declined. CPU: ~12 ms per 5,000
+    flights rows (GIL released while Arrow parses).
+    """
+    schema = _row_schema(doc)
+    if schema is None:
+        return None
+    start = body.find(_ROWS_AT)
+    end = body.rfind(b"]")
+    if start < 0 or b"\n" in body or b"\r" in body:
+        return None  # one line: Arrow's reader reads one JSON object per line
+    start += len(_ROWS_AT)
+    if end < start or body.find(b"]", start, end) >= 0 or _MARK_DIGITS in body:
+        return None  # a "]" inside the rows: the rows array might close before `end`
+    try:
+        envelope = loads_exact(body[:start] + _MARK_TEXT + body[end:])
+        rows = envelope["data"]["rows"]  # type: ignore[index]
+    except Exception:  # noqa: BLE001 - whatever it is, the exact path decides
+        return None
+    if type(rows) is not list or rows != [_MARK] or type(rows[0]) is not int:
+        return None
+    try:
+        zone_of(doc.timeZone)
+        table = pj.read_json(
+            io.BytesIO(body),
+            read_options=pj.ReadOptions(use_threads=False, block_size=len(body) + 1),
+            parse_options=pj.ParseOptions(explicit_schema=schema,
+                                          unexpected_field_behavior="ignore"))
+    except Exception:  # noqa: BLE001 - an Arrow parse error, an unknown zone: the exact path
+        return None
+    if table.num_rows != 1:
+        return None
+    data = table.column("data").chunk(0)
+    listed = data.field("rows")
+    if data.null_count or listed.null_count:
+        return None
+    structs = listed.flatten()
+    if structs.null_count:  # a null row: the exact path refuses the page
+        return None
+    batch = _typed(structs.flatten(), doc)
+    if batch is None:
+        return None
+    envelope["data"]["rows"] = []  # type: ignore[index]
+    return envelope, batch  # type: ignore[return-value]
+
+
+def _row_schema(doc: DocumentConfig) -> pa.Schema | None:
+    """The reader's schema ``{data: {rows: [{<declared columns>}]}}``, or None
+    when a column is not one the fast decode handles."""
+    columns = doc.columns or []
+    if not columns or len(columns) > XLSX_MAX_COLUMNS:
+        return None
+    names = [c.fieldName for c in columns]
+    if len(set(names)) != len(names) or any(_SURROGATE.search(n) for n in names):
+        return None
+    if any(c.type not in _READ_TYPES or c.dictionary or c.mask for c in columns):
+        return None
+    row = pa.struct([pa.field(c.fieldName, _READ_TYPES[c.type]) for c in columns])
+    return pa.schema([pa.field("data", pa.struct([pa.field("rows", pa.list_(row))]))])
+
+
+def _typed(cols: list[pa.Array], doc: DocumentConfig) -> pa.RecordBatch | None:
+    """The columns as ``rows_to_batch`` types them, or None when any cell
+    would take its per-value (counted) path."""
+    arrays, fields = [], []
+    for spec, col in zip(doc.columns or [], cols):
+        if spec.type == "int":
+            if col.null_count != len(col):
+                lo, hi = pc.min_max(col).values()
+                if lo.as_py() < -MAX_EXACT_INT or hi.as_py() > MAX_EXACT_INT:
+                    return None  # E8: beyond 2**53 becomes text, counted
+        elif spec.type == "datetime":
+            if col.null_count == len(col):
+                return None
+            col = utc_text_array(col, doc.timeZone)
+            if col is None:
+                return None
+        arrays.append(col)
+        fields.append(pa.field(spec.fieldName, col.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))

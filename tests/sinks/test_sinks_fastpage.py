@@ -1,0 +1,175 @@
+"""The fast page decode (``sinks.fastpage``; docs/fidelity-rules.md,
+"Fast page decode") gives exactly what the exact path gives (``loads_exact`` +
+``rows_to_batch``: batch, schema with metadata, counts, envelope) or declines.
+The whole sink corpus is also checked page by page (``fast_compare``, wired
+in conftest); here: generated answer bodies, hand-picked nasty ones, the
+flights demo pages, and that the check fails when the fast decode is wrong."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from fast_compare import check_body
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sinks.fastpage as F
+from plait.spec import DocumentConfig
+
+UTC_TEXTS = ["2013-01-01T10:00:00Z", "2024-02-29T23:59:59Z", "1000-01-01T00:00:00Z",
+             "9998-12-31T23:59:59Z"]
+BAD_TIMES = ["2013-02-30T10:00:00Z", "2013-01-01T24:00:00Z", "2013-01-01T10:00:60Z",
+             "0999-12-31T23:00:00Z", "9999-12-31T23:00:00Z", "2013-01-01T10:00:00+01:00",
+             "2013-01-01 10:00:00", "2013-01-01T10:00:00.5Z", "0000-00-00", "",
+             "2013-01-01t10:00:00z", "2013-01-01T10:00:00Z\\n"]
+#: JSON literals, spelled as a data API may spell them.
+LITERALS = ["0", "-0", "1", "-1", "9007199254740992", "9007199254740993", "-9007199254740993",
+            "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+            "-9223372036854775809", "18446744073709551616", "1.0", "1.5", "0.10", "1e2", "1E+5",
+            "-0.0", "1e400", "NaN", "Infinity", "-Infinity", "true", "false", "null", "{}",
+            "[]", "[1]", '{"k":1}', '"x]y"', '"a\\u0000b"', '"\\ud800"', '"\\udc00x"',
+            '"\\ud83d\\ude00"', '"\\/\\"\\\\\\b\\f\\n\\r\\t"', '"\\u00e9"', '"é"', '"\\u2028"',
+            '"12"', '" "', '""', '"N/A"', '"=1+2"']
+KEYS = ['"a"', '"b"', '"c"', '"\\u0061"', '"d"', '"A"']
+
+
+def doc_of(columns: list[tuple[str, str]], tz: str = "UTC", fmt: str = "csv") -> DocumentConfig:
+    return DocumentConfig.model_validate({
+        "fileName": "f", "fileFormat": fmt, "timeZone": tz,
+        "columns": [{"fieldName": n, "type": t} for n, t in columns]})
+
+
+def envelope(rows_text: str, tail: str = ',"total":12') -> bytes:
+    return ('{"code":200,"message":"ok","data":{"status":"continue","runtimeContext":'
+            '{"lastId":7,"x":0.10},"rows":%s%s}}' % (rows_text, tail)).encode()
+
+
+EDGE_INTS = [2**53, -(2**53), 2**53 + 1, -(2**53) - 1, 2**63 - 1, -(2**63), 2**63, 2**64]
+STRING_LITERALS = ['"x]y"', '"a\\u0000b"', '"\\ud800"', '"\\udc00x"', '"\\ud83d\\ude00"',
+                   '"\\/\\"\\\\\\b\\f\\n\\r\\t"', '"\\u00e9"', '"\\u2028"', '""', '" "']
+#: Per declared type: values of that type, edges of what the fast decode takes.
+GOOD = {"int": st.one_of(st.integers(-(2**53), 2**53).map(str),
+                         st.sampled_from(EDGE_INTS).map(str), st.just("null")),
+        "string": st.one_of(st.text(max_size=8).map(json.dumps),
+                            st.text(max_size=8).map(lambda s: json.dumps(s, ensure_ascii=False)),
+                            st.sampled_from(STRING_LITERALS), st.just("null")),
+        "datetime": st.sampled_from([json.dumps(t) for t in UTC_TEXTS + UTC_TEXTS + BAD_TIMES]
+                                    + ["null"])}
+ANY = st.one_of(st.sampled_from(LITERALS), st.sampled_from([json.dumps(t) for t in BAD_TIMES]),
+                st.integers(-(2**64), 2**64).map(str),
+                st.floats(allow_nan=False, allow_infinity=False).map(json.dumps))
+
+
+@st.composite
+def pages(draw):
+    """(body, doc): columns a, b, c declared int/string/datetime (some left
+    out), rows mostly of values fitting their column, the rest anything:
+    missing, extra and repeated keys, escaped keys, non-object rows."""
+    types = {k: draw(st.sampled_from(["int", "string", "datetime"])) for k in "abc"}
+    columns = [(k, t) for k, t in types.items() if draw(st.integers(0, 5))]
+    rows = []
+    for _ in range(draw(st.integers(0, 8))):
+        if draw(st.integers(0, 30)) == 0:
+            rows.append(draw(st.sampled_from(["null", "1", "[]", '"x"'])))
+            continue
+        members = []
+        for k in "abc":
+            if draw(st.integers(0, 9)):
+                value = draw(GOOD[types[k]] if draw(st.integers(0, 5)) else ANY)
+                members.append(f'"{k}":{value}')
+        if not draw(st.integers(0, 6)):
+            members.insert(draw(st.integers(0, len(members))),
+                           f"{draw(st.sampled_from(KEYS))}:{draw(ANY)}")
+        sep = draw(st.sampled_from([",", ", "]))
+        rows.append("{" + sep.join(members) + "}")
+    rows_text = "[" + draw(st.sampled_from([",", ", "])).join(rows) + "]"
+    tail = draw(st.sampled_from([',"total":12', "", ',"total":null', ',"x":[1],"total":3']))
+    tz = draw(st.sampled_from(["UTC", "America/New_York", "Asia/Kolkata"]))
+    fmt = draw(st.sampled_from(["csv", "parquet", "xlsx"]))
+    return envelope(rows_text, tail), doc_of(columns, tz, fmt)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pages())
+def test_generated_pages_decode_fast_to_the_exact_batch_or_decline(page):
+    # given an answer body and a doc; when decoded both ways, then the same or declined
+    body, doc = page
+    check_body(body, doc)
+
+
+NASTY = [
+    ('[{"a":1,"a":2}]', [("a", "int")]),  # repeated key: the last wins in the exact path
+    ('[{"a":"x","a":"2013-01-01T10:00:00Z"}]', [("a", "datetime")]),
+    ('[{"a":1.0}]', [("a", "int")]),  # F8: 1.0 is a float in the source
+    ('[{"a":1e2}]', [("a", "int")]),
+    ('[{"a":9007199254740993}]', [("a", "int")]),  # E8: beyond 2**53 -> text
+    ('[{"a":9223372036854775808}]', [("a", "int")]),  # beyond int64
+    ('[{"a":NaN}]', [("a", "int")]),
+    ('[{"a":"\\ud800"}]', [("a", "string")]),  # F1: lone surrogate, counted
+    ('[{"a":"x\\u0000y","\\u0061":"z"}]', [("a", "string")]),  # escaped key is "a" too
+    ('[{"a":true}]', [("a", "int")]),
+    ('[{"a":1}]', [("a", "string")]),
+    ('[{"a":"1"}]', [("a", "int")]),
+    ('[null]', [("a", "int")]),  # a non-object row: PermanentError in the exact path
+    ('[1]', [("a", "int")]),
+    ('[{"a":1},]', [("a", "int")]),  # not JSON
+    ('[{"a":01}]', [("a", "int")]),
+    ('[{"a":"2013-02-30T10:00:00Z"}]', [("a", "datetime")]),  # F5: invalid date, counted
+    ('[{"a":null}]', [("a", "datetime")]),
+    ('[{"a":"x]"}]', [("a", "string")]),
+    ('[{"a":"\x01"}]', [("a", "string")]),  # a raw control character: not JSON
+    ('[{"a":1}]', [("a", "float")]),  # a type the fast decode does not read
+    ('[]', [("a", "int"), ("b", "datetime")]),
+    ('[{"b":1,"a":2,"z":[1,{"q":null}]}]', [("a", "int"), ("b", "int")]),
+]
+
+
+@pytest.mark.parametrize("rows_text,columns", NASTY)
+def test_nasty_pages_decode_fast_to_the_exact_batch_or_decline(rows_text, columns):
+    for tail in (',"total":12', ',"rows":[{"a":5}]', ',"runtimeContext":{"lastId":9}',
+                 ',"runtimeContext":{"lastId":9},"y":[2]'):  # the last "]" is not the rows
+        check_body(envelope(rows_text, tail), doc_of(columns))
+
+
+def test_envelopes_the_exact_path_reads_otherwise_are_declined():
+    doc = doc_of([("a", "int")])
+    rows = '[{"a":1}]'
+    bodies = [
+        envelope(rows).replace(b'"code":200', b'"code":200.0'),
+        envelope(rows).replace(b'"rows":', b'"rows":\n'),
+        b"\xef\xbb\xbf" + envelope(rows),  # BOM
+        envelope(rows, ',"note":"-918273645546372819"'),  # the marker's digits
+        envelope(rows).replace(b'"data":{', b'"data":{"rows":[{"a":3}],'),  # rows twice
+        b'{"code":200,"data":{"status":"finish","rows":[{"a":1}]},"data":{"status":"finish",'
+        b'"rows":[{"a":2}]}}',
+        envelope(rows).replace(b'"status":"continue"', b'"status":"done"'),
+        envelope(rows).replace(b'{"code"', b'[{"code"') + b"]",
+    ]
+    for body in bodies:
+        check_body(body, doc)
+
+
+def test_flights_pages_take_the_fast_decode():
+    from ops.demo import FLIGHT_COLUMNS
+    from producers.demo_api import answer, flights
+
+    flights()
+    doc = doc_of(FLIGHT_COLUMNS, "UTC")
+    for last in (0, 5_000, 330_000):
+        assert check_body(answer({}, last, 5_000), doc), last
+
+
+def test_the_check_fails_when_the_fast_decode_is_wrong(monkeypatch):
+    # given a fast decode that gets one cell wrong
+    real = F._typed
+
+    def off_by_one(cols, doc):
+        batch = real(cols, doc)
+        return pa.RecordBatch.from_arrays(
+            [pa.compute.add(batch.column(0), 1)], schema=batch.schema)
+
+    monkeypatch.setattr(F, "_typed", off_by_one)
+    # then the comparison catches it
+    with pytest.raises(AssertionError):
+        check_body(envelope('[{"a":1}]'), doc_of([("a", "int")]))
