@@ -664,16 +664,29 @@ _DEFINED_END_RE = re.compile(rb'(:)\$([A-Z]+)\$(\d+)(</definedName>)')
 
 def _stripper(int_columns: list[int], keep_float_columns: bool):
     """The ``.0`` rewrite of :func:`finish_package` as a function of a piece
-    of row XML (whole ``<row>`` elements): none without integer columns, a
-    plain replace without float/decimal columns, else a regex on the integer
-    columns' cells."""
+    of row XML (whole ``<row>`` elements, bytes) returning a buffer: none
+    without integer columns, a literal replace without float/decimal columns,
+    else a regex (RE2, the same pattern) on the integer columns' cells. Both
+    run in Arrow, which releases the GIL (the worker's loop keeps running)."""
     if not int_columns:
         return lambda data: data
     if not keep_float_columns:
-        return lambda data: data.replace(_INT_SUFFIX, b"</v>")
-    letters = b"|".join(_column_letters(c) for c in int_columns)
-    pattern = re.compile(rb'(<c r="(?:' + letters + rb')\d+"(?: s="\d+")?><v>-?\d+)\.0</v>')
-    return lambda data: pattern.sub(rb"\1</v>", data)
+        return lambda data: _arrow_replace(pc.replace_substring, data, _INT_SUFFIX, b"</v>")
+    letters = "|".join(_column_letters(c).decode() for c in int_columns)
+    pattern = r'(<c r="(?:' + letters + r')\d+"(?: s="\d+")?><v>-?\d+)\.0</v>'
+    return lambda data: _arrow_replace(pc.replace_substring_regex, data, pattern, r"\1</v>")
+
+
+def _arrow_replace(fn, data: bytes, pattern, replacement) -> pa.Buffer:
+    arr = pa.Array.from_buffers(pa.large_binary(), 1, [
+        None, pa.array([0, len(data)], pa.int64()).buffers()[1], pa.py_buffer(data)])
+    return fn(arr, pattern, replacement)[0].as_buffer()
+
+
+def _rewrite_piece(strip, piece: bytes) -> tuple:
+    """``(rewritten piece, its deflate blocks)`` (:func:`_deflate_chunk`)."""
+    data = strip(piece)
+    return data, _deflate_chunk(data)
 
 
 def _gf2_times(mat: list[int], vec: int) -> int:
@@ -711,15 +724,15 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return crc1 ^ crc2
 
 
-def _pieces(body: bytes, size: int = _CHUNK) -> Iterator[bytes]:
-    """``body`` (whole ``<row>`` elements) in pieces of about ``size`` bytes,
-    each cut after a ``</row>``."""
-    start = 0
-    while start < len(body):
-        cut = body.find(b"</row>", start + size)
-        end = len(body) if cut < 0 else cut + 6
-        yield body[start:end]
-        start = end
+def _pieces(xml: bytes, begin: int, end: int, size: int = _CHUNK) -> Iterator[memoryview]:
+    """``xml[begin:end]`` (whole ``<row>`` elements) in pieces of about
+    ``size`` bytes, each cut after a ``</row>``; views, no copies."""
+    view = memoryview(xml)
+    while begin < end:
+        cut = xml.find(b"</row>", begin + size, end)
+        stop = end if cut < 0 else cut + 6
+        yield view[begin:stop]
+        begin = stop
 
 
 def write_chunked(path: Path, name: str, next_chunk, schema: pa.Schema, options: dict,
@@ -766,19 +779,19 @@ def write_chunked(path: Path, name: str, next_chunk, schema: pa.Schema, options:
             begin = xml.index(b"</row>", begin) + 6
         last_end["ref"] = _DIMENSION_RE.search(xml[:begin]).group(2)
         pending: deque = deque()
-        for piece in _pieces(xml[begin:end]):
-            piece = strip(piece)
-            acc["crc"] = zlib.crc32(piece, acc["crc"])
-            acc["size"] += len(piece)
-            pending.append(deflate.submit(_deflate_chunk, piece))
-            while len(pending) > _IN_FLIGHT or (pending and pending[0].done()):
-                data = pending.popleft().result()
-                out.write(data)
-                acc["compressed"] += len(data)
-        while pending:
-            data = pending.popleft().result()
-            out.write(data)
-            acc["compressed"] += len(data)
+
+        def drain(keep: int) -> None:
+            while len(pending) > keep or (pending and pending[0].done()):
+                data, compressed = pending.popleft().result()
+                acc["crc"] = zlib.crc32(data, acc["crc"])  # in order; releases the GIL
+                acc["size"] += len(data)
+                out.write(compressed)
+                acc["compressed"] += len(compressed)
+
+        for piece in _pieces(xml, begin, end):
+            pending.append(deflate.submit(_rewrite_piece, strip, piece))
+            drain(_IN_FLIGHT)
+        drain(0)
 
     try:
         with open(spool_path, "wb") as out, \

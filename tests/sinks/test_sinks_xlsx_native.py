@@ -164,3 +164,20 @@ def test_finish_package_removes_every_point_zero_whatever_the_chunk_cuts(tmp_pat
         monkeypatch.setattr(xlsx_native, "_CHUNK", size)
         xlsx_native.finish_package(path, [0], keep_float_columns=False)
         assert _sheet_xml(path) == xml.replace(b".0</v>", b"</v>"), size
+
+
+@pytest.mark.parametrize("keep_floats", [True, False])
+def test_arrow_stripper_rewrites_as_the_python_rewrite(keep_floats):
+    # cells: integer columns A and AB (styled, negative), float column B, a text ".0"
+    xml = ('<row r="2"><c r="A2"><v>517.0</v></c><c r="B2"><v>2.0</v></c>'
+           '<c r="AB2" s="3"><v>-40.0</v></c><c r="C2" t="inlineStr"><is><t>x.0</t></is></c>'
+           '<c r="AB3"><v>1.5</v></c><c r="AA2"><v>7.0</v></c></row>').encode()
+    pattern = None
+    if keep_floats:
+        letters = b"|".join(xlsx_native._column_letters(c) for c in (0, 27))
+        pattern = __import__("re").compile(
+            rb'(<c r="(?:' + letters + rb')\d+"(?: s="\d+")?><v>-?\d+)\.0</v>')
+    got = bytes(xlsx_native._stripper([0, 27], keep_floats)(xml))
+    assert got == xlsx_native._strip(xml, pattern)
+    assert b'<c r="A2"><v>517</v>' in got and b'<v>-40</v>' in got and b"<v>1.5</v>" in got
+    assert (b'<c r="B2"><v>2.0</v>' in got) == keep_floats
