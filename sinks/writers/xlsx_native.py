@@ -683,7 +683,7 @@ def _arrow_replace(fn, data: bytes, pattern, replacement) -> pa.Buffer:
     return fn(arr, pattern, replacement)[0].as_buffer()
 
 
-def _rewrite_piece(strip, piece: bytes) -> tuple:
+def _rewrite_piece(strip, piece: memoryview) -> tuple:
     """``(rewritten piece, its deflate blocks)`` (:func:`_deflate_chunk`)."""
     data = strip(piece)
     return data, _deflate_chunk(data)
