@@ -12,6 +12,7 @@ import pytest
 from engine_compare import assert_same_xlsx
 from sink_helpers import make_doc
 
+from sinks.writers import xlsx_native
 from sinks.writers.xlsx_native import NativeXlsxWriter, native_available
 from sinks.writers.xlsx_writer import XlsxWriter
 
@@ -108,3 +109,75 @@ def test_abort_stops_the_streaming_thread(tmp_path):
     w.abort()  # idempotent
     # then the thread has ended instead of waiting for batches until the process exits
     assert not thread.is_alive()
+
+
+def _sheet_xml(path) -> bytes:
+    with zipfile.ZipFile(path) as zf:
+        assert zf.testzip() is None  # every entry inflates to its CRC-32
+        return zf.read("xl/worksheets/sheet1.xml")
+
+
+@pytest.mark.parametrize("with_floats", [True, False])
+def test_chunked_sheet_is_the_one_write_sheet(tmp_path, monkeypatch, with_floats):
+    # given pages written natively in one chunk and in chunks of 300 rows (cut inside pages)
+    batches = _pages(4)
+    if not with_floats:  # no float column: the plain ``.0`` replace
+        batches = [b.drop_columns(["x"]) for b in batches]
+    doc = make_doc("xlsx")
+    _, one = _write(NativeXlsxWriter, tmp_path / "one.xlsx", batches, doc)
+    monkeypatch.setattr(xlsx_native, "CHUNK_CELLS", 300 * batches[0].num_columns)
+    w, a = _write(NativeXlsxWriter, tmp_path / "a.xlsx", batches, doc)
+    _, b = _write(NativeXlsxWriter, tmp_path / "b.xlsx", batches, doc)
+    _, ref = _write(XlsxWriter, tmp_path / "r.xlsx", batches, doc)
+    # then the chunked file holds the same sheet XML, range and filter as one write
+    assert w.engine == "rustpy-xlsxwriter"
+    assert _sheet_xml(a.path) == _sheet_xml(one.path)
+    with zipfile.ZipFile(a.path) as za, zipfile.ZipFile(one.path) as zo:
+        assert za.namelist() == zo.namelist()
+        assert all(za.read(n) == zo.read(n) for n in za.namelist())
+    sheet = _sheet_xml(a.path)
+    assert b'<dimension ref="A1:' in sheet and b"2001\"/>" in sheet  # 2,000 rows + header
+    assert sheet.count(b'<row r="301"') == 1 and b".0</v></c><c r=\"B" not in sheet
+    # bytes are deterministic and the cells those of xlsxwriter
+    assert a.path.read_bytes() == b.path.read_bytes()
+    assert_same_xlsx(a.path, ref.path, a.rows)
+    assert not list(tmp_path.glob(".*rows"))
+
+
+def test_crc32_combine_is_the_crc_of_the_concatenation():
+    import os
+    import zlib
+    for n1, n2 in [(0, 0), (5, 0), (0, 7), (100, 12_345), (1 << 20, 3_000_001)]:
+        a, b = os.urandom(n1), os.urandom(n2)
+        assert xlsx_native.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+def test_finish_package_removes_every_point_zero_whatever_the_chunk_cuts(tmp_path, monkeypatch):
+    # a value's ``.0</v>`` ending right at a read boundary was left in place (issue 12)
+    body = "".join(f'<row r="{r}"><c r="A{r}"><v>{r}.0</v></c></row>' for r in range(2, 40))
+    xml = f'<worksheet><sheetData>{body}</sheetData></worksheet>'.encode()
+    for size in range(20, 90):
+        path = tmp_path / f"s{size}.xlsx"
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("xl/worksheets/sheet1.xml", xml)
+            zf.writestr("docProps/core.xml", "<x/>")
+        monkeypatch.setattr(xlsx_native, "_CHUNK", size)
+        xlsx_native.finish_package(path, [0], keep_float_columns=False)
+        assert _sheet_xml(path) == xml.replace(b".0</v>", b"</v>"), size
+
+
+@pytest.mark.parametrize("keep_floats", [True, False])
+def test_arrow_stripper_rewrites_as_the_python_rewrite(keep_floats):
+    # cells: integer columns A and AB (styled, negative), float column B, a text ".0"
+    xml = ('<row r="2"><c r="A2"><v>517.0</v></c><c r="B2"><v>2.0</v></c>'
+           '<c r="AB2" s="3"><v>-40.0</v></c><c r="C2" t="inlineStr"><is><t>x.0</t></is></c>'
+           '<c r="AB3"><v>1.5</v></c><c r="AA2"><v>7.0</v></c></row>').encode()
+    pattern = None
+    if keep_floats:
+        letters = b"|".join(xlsx_native._column_letters(c) for c in (0, 27))
+        pattern = __import__("re").compile(
+            rb'(<c r="(?:' + letters + rb')\d+"(?: s="\d+")?><v>-?\d+)\.0</v>')
+    got = bytes(xlsx_native._stripper([0, 27], keep_floats)(xml))
+    assert got == xlsx_native._strip(xml, pattern)
+    assert b'<c r="A2"><v>517</v>' in got and b'<v>-40</v>' in got and b"<v>1.5</v>" in got
+    assert (b'<c r="B2"><v>2.0</v>' in got) == keep_floats
