@@ -301,3 +301,141 @@ def test_the_worker_freezes_its_start_up_objects_and_only_alerting_collects_rare
         # when the worker tunes its collector, then start-up objects are frozen,
         # and only an alerting-only worker has a large young generation
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# ------------------------------------------------- per-second work (view, pending)
+class FakeRedis:
+    """Just enough of ``redis.asyncio`` for :class:`alerting.view.ViewPublisher`:
+    hashes, applied when the pipeline executes."""
+
+    def __init__(self) -> None:
+        self.hashes: dict[str, dict[str, bytes]] = {}
+
+    def pipeline(self, transaction: bool = True):
+        return _FakePipe(self)
+
+
+class _FakePipe:
+    def __init__(self, r: FakeRedis) -> None:
+        self.r, self.ops = r, []
+
+    def delete(self, key):
+        self.ops.append(lambda: self.r.hashes.pop(key, None))
+
+    def hset(self, key, field=None, value=None, mapping=None):
+        items = dict(mapping or {})
+        if field is not None:
+            items[field] = value
+        self.ops.append(lambda: self.r.hashes.setdefault(key, {}).update(items))
+
+    def hdel(self, key, *fields):
+        self.ops.append(lambda: [self.r.hashes.get(key, {}).pop(f, None) for f in fields])
+
+    def expire(self, key, ttl):
+        pass
+
+    async def execute(self):
+        for op in self.ops:
+            op()
+
+
+def _storm(cfg, runner, now, lo, hi, off, status="firing", sent=None):
+    cmds = []
+    for i in range(lo, hi):
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:{status}", {
+            "rule": "R", "asset": f"h{i:05d}", "severity": "warning", "status": status}, now[0]))
+        cmd["src"] = [0, off * 100000 + i, 0]
+        cmds.append((cmd, command(**cmd)))
+    for v in pack_alerts(cmds):
+        fx = runner.apply(0, off, parse_command(v))
+        if sent is not None:
+            sent += fx.messages
+        off += 1
+    return off
+
+
+def _alerts(hashes):
+    return {k: v for k, v in hashes.items() if k != "~meta"}
+
+
+@pytest.mark.parametrize("limit", [10_000, 250])
+def test_a_view_publish_looks_at_the_alerts_that_changed_not_at_every_open_one(monkeypatch, limit):
+    import asyncio
+
+    from alerting import view
+    from alerting.view import ViewPublisher
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"]},
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+    })
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    calls = []
+    sig = view._signature
+    monkeypatch.setattr(view, "_signature", lambda ep, groups: calls.append(ep["fp"]) or sig(ep, groups))
+    # given 600 open alerts, published once
+    off = _storm(cfg, runner, now, 0, 600, 0)
+    ps = runner.state(0)
+    r = FakeRedis()
+    pub = ViewPublisher(r, "p", cfg, limit=limit)
+
+    def publish():
+        asyncio.run(pub.publish(0, ps.funnel.state, now=now[0], force=True, changes=ps.watch("view")))
+        return dict(r.hashes[pub.key(0)])
+
+    publish()
+    # when 5 new alerts fire and 3 resolve
+    now[0] += 1
+    off = _storm(cfg, runner, now, 600, 605, off)
+    off = _storm(cfg, runner, now, 10, 13, off, status="resolved")
+    calls.clear()
+    got = publish()
+    # then only those were looked at (the 597 unchanged ones were not: the old walk looked at all)
+    assert len(calls) <= 8 + 3, len(calls)
+    # and the hash is exactly what a publisher starting afresh writes
+    r2 = FakeRedis()
+    fresh = ViewPublisher(r2, "p", cfg, limit=limit)
+    asyncio.run(fresh.publish(0, ps.funnel.state, now=now[0], force=True))
+    want = r2.hashes[fresh.key(0)]
+    assert _alerts(got) == _alerts(want) and len(_alerts(got)) == min(limit, 602)
+    assert json.loads(got["~meta"]) == json.loads(want["~meta"])
+
+
+def test_counters_recount_the_groups_that_changed_not_every_open_group(monkeypatch):
+    from alerting.funnel import Funnel
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
+                       "bucket": {"burst": 1, "refill_interval": 1}}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"], "batch_size": 20},
+        "timing": {"group_wait": 0, "group_interval": 5, "repeat_interval": 300},
+    })
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    counted = []
+    orig = Funnel.group_pending
+    monkeypatch.setattr(Funnel, "group_pending",
+                        staticmethod(lambda g: counted.append(g["id"]) or orig(g)))
+    # given 1,000 open groups, counted once
+    sent = []
+    off = _storm(cfg, runner, now, 0, 1000, 0, sent=sent)
+    assert runner.counters(0)["balanced"]
+    for step in range(4):
+        # when a few alerts come, ticks send messages and deliveries settle them
+        now[0] += 1.5
+        off = _storm(cfg, runner, now, 5000 + step * 3, 5003 + step * 3, off, sent=sent)
+        fx = runner.apply_batch(0, [(off, {"kind": "tick"})])
+        off += 1
+        sent += fx.messages
+        while sent:
+            sent += runner.apply_batch(0, [(off, {"kind": "result", "message_id": sent.pop().id,
+                                                  "ok": True})]).messages
+            off += 1
+        counted.clear()
+        c = runner.counters(0)
+        # then the groups written were recounted, not all (the old count walked them all) ...
+        assert 0 < len(counted) < 100, len(counted)
+        # ... and the count is the funnel's own, balanced
+        assert c["pending"] == runner.state(0).funnel.pending() and c["balanced"]
