@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -148,7 +149,10 @@ def render_alertmanager(message: Message, external_url: str = "",
 _DATA_MAPS = frozenset({"labels", "annotations", "group_labels"})
 
 
+@functools.lru_cache(maxsize=1024)
 def _camel(name: str) -> str:
+    """``name`` in camelCase; cached: the keys are the body's own field
+    names (label and annotation maps are not renamed), a few dozen."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 

@@ -439,3 +439,17 @@ def test_counters_recount_the_groups_that_changed_not_every_open_group(monkeypat
         assert 0 < len(counted) < 100, len(counted)
         # ... and the count is the funnel's own, balanced
         assert c["pending"] == runner.state(0).funnel.pending() and c["balanced"]
+
+
+def test_format_time_memo_is_bounded_and_exact():
+    from alerting import intake
+
+    # given many distinct instants (a memo must not grow with alerts seen)
+    for i in range(10_000):
+        intake.format_time(1_700_000_000 + i * 0.5)
+    # then the memo stays bounded, and answers are the same from it or not
+    assert len(intake._TIMES) <= 4096
+    assert intake.format_time(1_700_000_000.5) == "2023-11-14T22:13:20.500Z"
+    intake._TIMES.clear()
+    assert intake.format_time(1_700_000_000.5) == "2023-11-14T22:13:20.500Z"
+    assert intake.format_time(-62135596800.0) == "0001-01-01T00:00:00Z"
