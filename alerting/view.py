@@ -46,8 +46,9 @@ import logging
 import time
 from typing import Any, Iterable
 
+import orjson
+
 from alerting.dedupe import labelset_fingerprint
-from alerting.group import group_key
 from alerting.intake import format_time
 from alerting.model import Alert
 from alerting.wire import receiver_for
@@ -100,7 +101,8 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     alert = Alert.from_dict(ep["alert"])
     group = groups.get(ep.get("group") or "")
     receiver = group["receiver"] if group else receiver_for(config, alert)
-    _gid, glabels = group_key(receiver, alert, list(config.grouping.group_by))
+    match = alert.match_labels()  # group_key's labels, without hashing a group id
+    glabels = {n: match.get(n, "") for n in config.grouping.group_by}
     labels = am_labels(alert)
     silenced = [ep["silenced_by"]] if ep.get("silenced_by") else []
     inhibited = _inhibitors(ep)
@@ -117,6 +119,18 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "_group": glabels,
         "_m": {"rule": alert.rule, "asset": alert.asset, "severity": alert.severity.label},
     }
+
+
+def view_json(view: dict[str, Any]) -> bytes:
+    """A view as compact UTF-8 JSON: orjson (~5x the stdlib's speed; the same
+    bytes for this plain data: strings, lists, dicts, None, booleans); a
+    value orjson refuses (a lone surrogate, an odd type) takes the stdlib's
+    rules, as before (``default=str``, unencodable characters as ``?``)."""
+    try:
+        return orjson.dumps(view)
+    except TypeError:
+        return json.dumps(view, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "replace")
 
 
 def _signature(ep: dict[str, Any], groups: dict[str, Any]) -> tuple:
@@ -160,8 +174,7 @@ class ViewPublisher:
         except Exception as e:  # one odd episode must not hide the others
             log.warning("alert view of %s skipped: %s", fp, e)
             return None
-        return json.dumps(view, separators=(",", ":"), ensure_ascii=False,
-                          default=str).encode("utf-8", "replace")
+        return view_json(view)
 
     def delta(self, partition: int, state: dict[str, Any],
               changed: tuple[set[str], set[str]]) -> tuple[dict[str, tuple[tuple, bytes]], list[str]] | None:

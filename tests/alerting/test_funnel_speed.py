@@ -453,3 +453,37 @@ def test_format_time_memo_is_bounded_and_exact():
     intake._TIMES.clear()
     assert intake.format_time(1_700_000_000.5) == "2023-11-14T22:13:20.500Z"
     assert intake.format_time(-62135596800.0) == "0001-01-01T00:00:00Z"
+
+
+def test_view_json_writes_the_bytes_the_stdlib_wrote():
+    from alerting.view import view_json
+
+    # given views holding escapes, non-ASCII, emoji, control characters and a lone surrogate
+    odd = 'a\u00e9\u20ac\n\t"\\\x01\x7f\U0001f600 <>&\u2028'
+    views = [{"labels": {odd: odd[::-1]}, "annotations": {}, "status": {"silencedBy": [], "x": None},
+              "receivers": [{"name": "r"}], "ok": True},
+             {"labels": {"a": "\ud800"}}]
+    for v in views:
+        # then the bytes are the old ones (json.dumps, compact, UTF-8, "?" for the unencodable)
+        want = json.dumps(v, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "replace")
+        assert view_json(v) == want
+
+
+def test_a_view_carries_the_group_labels_of_group_key():
+    from alerting.group import group_key
+    from alerting.model import Alert
+    from alerting.view import alert_view
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "dc", "asset"]},
+    })
+    runner = FunnelRunner(cfg, {}, lambda: 1000.0)
+    _r, cmd = route_alert(cfg, RawAlert("e1:0", {"rule": "R", "asset": "h1", "severity": "warning",
+                                                 "labels": {"dc": "eu"}}, 1000.0))
+    runner.apply(0, 0, parse_command(command(**cmd)))
+    st = runner.state(0).funnel.state
+    ep = next(iter(st["episodes"].values()))
+    _gid, want = group_key("oncall", Alert.from_dict(ep["alert"]), ["rule", "dc", "asset"])
+    assert alert_view(ep, cfg, st["groups"])["_group"] == want == {"rule": "R", "dc": "eu", "asset": "h1"}
