@@ -487,3 +487,36 @@ def test_a_view_carries_the_group_labels_of_group_key():
     ep = next(iter(st["episodes"].values()))
     _gid, want = group_key("oncall", Alert.from_dict(ep["alert"]), ["rule", "dc", "asset"])
     assert alert_view(ep, cfg, st["groups"])["_group"] == want == {"rule": "R", "dc": "eu", "asset": "h1"}
+
+
+def test_group_ids_and_fingerprints_hash_the_bytes_they_always_hashed():
+    import hashlib
+    import random
+
+    from alerting.dedupe import fingerprint
+    from alerting.group import group_key
+    from alerting.model import Alert
+
+    def old_fp(labels, names=("rule", "asset")):
+        key = [[n, labels.get(n, "")] for n in sorted(set(names))]
+        return hashlib.sha256(json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+                              .encode()).hexdigest()[:16]
+
+    def old_gid(receiver, glabels):
+        canonical = json.dumps([receiver, sorted(glabels.items())], separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    # given text with every ASCII character (DEL, controls, quotes), accents, CJK and emoji
+    rnd = random.Random(11)
+    pool = [chr(c) for c in range(128)] + list("\u00e9\u00df\u20ac\u4e2d\u2028\ufeff") + ["\U0001f600"]
+    for _ in range(3000):
+        text = "".join(rnd.choice(pool) for _ in range(rnd.randint(0, 6)))
+        alert = Alert.from_dict({"rule": "R" + text, "asset": text[::-1], "severity": "warning",
+                                 "status": "firing", "labels": {"dc": text}, "annotations": {},
+                                 "time": 1.0})
+        labels = alert.match_labels()
+        # then fingerprints and group ids are the old ones
+        assert fingerprint(alert) == old_fp(labels)
+        assert fingerprint(alert, ["dc", "rule"]) == old_fp(labels, ["dc", "rule"])
+        gid, glabels = group_key("r" + text, alert, ["rule", "dc"])
+        assert gid == old_gid("r" + text, glabels)
