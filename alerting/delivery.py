@@ -160,8 +160,9 @@ def _camel(name: str) -> str:
 def camel_keys(value: Any) -> Any:
     """``value`` with every dict key in camelCase (``alert_count`` ->
     ``alertCount``), recursively, except inside label / annotation maps."""
-    if isinstance(value, dict):
-        return {_camel(k): (dict(v) if k in _DATA_MAPS and isinstance(v, dict) else camel_keys(v))
+    if isinstance(value, dict):  # scalars are taken as they are, without a call
+        return {_camel(k): ((dict(v) if k in _DATA_MAPS and isinstance(v, dict) else camel_keys(v))
+                            if isinstance(v, (dict, list)) else v)
                 for k, v in value.items()}
     if isinstance(value, list):
         return [camel_keys(v) for v in value]

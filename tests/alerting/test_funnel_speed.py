@@ -520,3 +520,30 @@ def test_group_ids_and_fingerprints_hash_the_bytes_they_always_hashed():
         assert fingerprint(alert, ["dc", "rule"]) == old_fp(labels, ["dc", "rule"])
         gid, glabels = group_key("r" + text, alert, ["rule", "dc"])
         assert gid == old_gid("r" + text, glabels)
+
+
+def test_alert_from_dict_fast_path_builds_the_same_alert_and_refuses_the_same_input():
+    import dataclasses
+
+    from alerting.model import Alert, Severity, Status
+
+    full = {"rule": "R", "asset": "h1", "severity": "critical", "status": "resolved",
+            "labels": {"a": "b"}, "annotations": {"s": "x"}, "time": 5.0, "starts_at": 1.0,
+            "ends_at": 6.0, "generator_url": "u", "source": "alertmanager", "invalid_unicode": 1}
+    # given the dict an alert writes, and one missing the optional fields (older state)
+    for d in (full, {"rule": "R", "asset": "h1", "severity": "info", "status": "firing"}):
+        a = Alert.from_dict(d)
+        # then it is the alert the dataclass builds, field by field, and writes the same dict
+        want = Alert(**{**d, "severity": Severity[d["severity"].upper()], "status": Status(d["status"]),
+                        "labels": dict(d.get("labels") or {}),
+                        "annotations": dict(d.get("annotations") or {})})
+        assert a == want and hash(a.rule) == hash(want.rule)
+        assert [getattr(a, f.name) for f in dataclasses.fields(Alert)] == \
+               [getattr(want, f.name) for f in dataclasses.fields(Alert)]
+        assert Alert.from_dict(a.to_dict()) == a and a.labels is not d.get("labels")
+    assert Alert.from_dict({**full, "severity": "Warning"}).severity is Severity.WARNING
+    # and bad input still raises
+    for bad in ({**full, "extra": 1}, {"rule": "R", "severity": "info", "status": "firing"},
+                {**full, "severity": "loud"}, {**full, "status": "gone"}, {**full, "severity": 3}):
+        with pytest.raises((TypeError, KeyError, ValueError, AttributeError)):
+            Alert.from_dict(bad)
