@@ -46,6 +46,8 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
+
 from alerting.model import Alert, Status
 
 #: Verdicts that send the alert on to silencing/grouping.
@@ -91,8 +93,13 @@ def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule"
         return labelset_fingerprint(alert.labels)
     labels = alert.match_labels()
     key = [[n, labels.get(n, "")] for n in sorted(set(label_names))]
-    canonical = json.dumps(key, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    try:  # orjson writes json.dumps's bytes (ensure_ascii=False) for any text
+        canonical = orjson.dumps(key) if all(type(v) is str for _n, v in key) else None
+    except TypeError:  # a lone surrogate
+        canonical = None
+    if canonical is None:
+        canonical = json.dumps(key, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(canonical).hexdigest()[:16]
 
 
 def decide(episode: dict[str, Any] | None, alert: Alert, now: float,

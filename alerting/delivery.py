@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -148,7 +149,10 @@ def render_alertmanager(message: Message, external_url: str = "",
 _DATA_MAPS = frozenset({"labels", "annotations", "group_labels"})
 
 
+@functools.lru_cache(maxsize=1024)
 def _camel(name: str) -> str:
+    """``name`` in camelCase; cached: the keys are the body's own field
+    names (label and annotation maps are not renamed), a few dozen."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
@@ -156,8 +160,9 @@ def _camel(name: str) -> str:
 def camel_keys(value: Any) -> Any:
     """``value`` with every dict key in camelCase (``alert_count`` ->
     ``alertCount``), recursively, except inside label / annotation maps."""
-    if isinstance(value, dict):
-        return {_camel(k): (dict(v) if k in _DATA_MAPS and isinstance(v, dict) else camel_keys(v))
+    if isinstance(value, dict):  # scalars are taken as they are, without a call
+        return {_camel(k): ((dict(v) if k in _DATA_MAPS and isinstance(v, dict) else camel_keys(v))
+                            if isinstance(v, (dict, list)) else v)
                 for k, v in value.items()}
     if isinstance(value, list):
         return [camel_keys(v) for v in value]

@@ -775,23 +775,36 @@ class Funnel:
 
     def pending(self) -> int:
         """Raw alerts not final yet, counted from the state itself (waiting in
-        groups, in receivers' outboxes, or in flight)."""
-        st = self.state
-        n = sum(len(m["raw"]) for g in st["groups"].values() for m in g["members"].values())
-        for rs in st["receivers"].values():
+        groups, in receivers' outboxes, or in flight): the sum of
+        :meth:`group_pending` over the open groups plus :meth:`queued_pending`.
+        Walks every open alert; the worker counts groups incrementally
+        (``alerting.runner.FunnelRunner.counters``)."""
+        return sum(self.group_pending(g) for g in self.state["groups"].values()) + self.queued_pending()
+
+    @staticmethod
+    def group_pending(group: dict[str, Any]) -> int:
+        """Raw alerts waiting in one open group's members."""
+        return sum(len(m["raw"]) for m in group["members"].values())
+
+    def queued_pending(self) -> int:
+        """Raw alerts in the receivers' outboxes and messages in flight."""
+        n = 0
+        for rs in self.state["receivers"].values():
             sections = rs["outbox"] + (rs["inflight"]["sections"] if rs["inflight"] else [])
             n += sum(len(raws) for s in sections for _fp, _seq, raws in s["snapshot"])
         return n
 
-    def counters(self) -> dict[str, Any]:
+    def counters(self, pending: int | None = None) -> dict[str, Any]:
         """A copy of every counter plus ``pending`` and ``balanced`` (True when
         received = delivered + deduplicated + silenced + inhibited + merged +
         rejected + pending); ``inhibited_by_rule`` counts inhibited raw alerts
-        per rule (its index in ``inhibit_rules``, as a string)."""
+        per rule (its index in ``inhibit_rules``, as a string). ``pending``:
+        the caller's count of :meth:`pending` (kept incrementally from the
+        same state); None counts it here."""
         c = copy.deepcopy(self.state["counters"])
         c.setdefault("inhibited", 0)
         c.setdefault("inhibited_by_rule", {})
-        c["pending"] = self.pending()
+        c["pending"] = self.pending() if pending is None else pending
         c["balanced"] = c["received"] == sum(c[k] for k in (
             "delivered", "deduplicated", "silenced", "inhibited", "merged", "rejected", "pending"))
         return c

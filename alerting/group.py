@@ -42,6 +42,8 @@ import json
 import math
 from typing import Any, Callable
 
+import orjson
+
 from alerting.model import Alert, Severity
 from plait.tracing import parent_and_links
 
@@ -52,8 +54,16 @@ def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, di
     """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``."""
     labels = alert.match_labels()
     glabels = {n: labels.get(n, "") for n in group_by}
-    canonical = json.dumps([receiver, sorted(glabels.items())], separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16], glabels
+    doc = [receiver, sorted(glabels.items())]
+    try:  # orjson writes json.dumps's bytes for ASCII text but DEL (checked on the output)
+        if type(receiver) is not str or not all(type(v) is str for v in glabels.values()):
+            raise TypeError
+        canonical = orjson.dumps(doc)
+        if not canonical.isascii() or b"\x7f" in canonical:
+            raise TypeError
+    except TypeError:  # non-ASCII (json.dumps escapes it), a lone surrogate: the stdlib
+        canonical = json.dumps(doc, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()[:16], glabels
 
 
 def new_group(gid: str, receiver: str, labels: dict[str, str], now: float) -> dict[str, Any]:

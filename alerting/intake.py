@@ -106,11 +106,26 @@ def format_time(ts: float | None) -> str:
     ``None`` gives Alertmanager's zero time ``0001-01-01T00:00:00Z``."""
     if ts is None:
         return ZERO_TIME
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
-    year = f"{dt.year:04d}"  # strftime's %Y does not pad years before 1000 on Linux
-    if dt.microsecond:
-        return year + dt.strftime("-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-    return year + dt.strftime("-%m-%dT%H:%M:%SZ")
+    # a hot path (each webhook alert and alert view formats two or three
+    # times, issue 11 item 5): the same instants recur (an episode's start,
+    # a batch's now), so answers are memoized (bounded); one f-string, not
+    # strftime, with years padded to 4 digits (strftime's %Y is not)
+    text = _TIMES.get(ts)
+    if text is not None:
+        return text
+    dt = datetime.fromtimestamp(ts, _UTC)
+    text = (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}"
+            f"T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}")
+    text = f"{text}.{dt.microsecond // 1000:03d}Z" if dt.microsecond else text + "Z"
+    if len(_TIMES) >= 4096:
+        _TIMES.clear()
+    _TIMES[ts] = text
+    return text
+
+
+_UTC = timezone.utc
+#: format_time's memo: epoch seconds -> RFC3339 text (at most 4,096)
+_TIMES: dict[float, str] = {}
 
 
 def repair_text(text: str) -> tuple[str, int]:

@@ -9,6 +9,7 @@ Times are float seconds since the Unix epoch (UTC) everywhere.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,15 @@ class Severity(enum.IntEnum):
     @property
     def label(self) -> str:
         """Lower-case name used on the wire (``"warning"``)."""
-        return self.name.lower()
+        return _SEVERITY_LABELS[self._value_]
+
+
+#: Severity value -> its wire label (``Severity.label``: a hot path; the
+#: enum's ``name`` is a descriptor, lower-cased at each call)
+_SEVERITY_LABELS = {0: "info", 1: "warning", 2: "critical"}
+#: wire label -> Severity, for :meth:`Alert.from_dict`
+_SEVERITY_BY_LABEL = {"info": Severity.INFO, "warning": Severity.WARNING,
+                      "critical": Severity.CRITICAL}
 
 
 class Status(str, enum.Enum):
@@ -132,7 +141,24 @@ class Alert:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Alert":
-        """Inverse of :meth:`to_dict` (trusted data: no validation)."""
+        """Inverse of :meth:`to_dict` (trusted data: no validation).
+
+        Raises what the dataclass raises for missing or unknown fields, and
+        KeyError / ValueError / AttributeError for an unknown severity or
+        status (as ``Severity[...]`` and ``Status(...)`` do)."""
+        sev, status = d.get("severity"), d.get("status")
+        if (type(sev) is str and type(status) is str and sev in _SEVERITY_BY_LABEL
+                and status in _STATUSES and _REQUIRED <= d.keys() <= _FIELDS):
+            # the usual case (values this module wrote), ~4x faster than the
+            # frozen dataclass's __init__: the same attributes, set directly
+            obj = object.__new__(cls)
+            attrs = obj.__dict__
+            attrs.update(d)
+            attrs["severity"] = _SEVERITY_BY_LABEL[sev]
+            attrs["status"] = _STATUSES[status]
+            attrs["labels"] = dict(d.get("labels") or {})
+            attrs["annotations"] = dict(d.get("annotations") or {})
+            return obj
         d = dict(d)
         d["severity"] = Severity[d["severity"].upper()]
         d["status"] = Status(d["status"])
@@ -226,3 +252,9 @@ class Message:
     def alerts(self) -> list[dict[str, Any]]:
         """Every alert view listed in the message, in order."""
         return [a for s in self.sections for a in s["alerts"]]
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Alert))
+_REQUIRED = frozenset(f.name for f in dataclasses.fields(Alert)
+                      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+_STATUSES = {s.value: s for s in Status}

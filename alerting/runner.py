@@ -67,6 +67,9 @@ class FunnelRunner:
         self.table = table
         self.clock = clock
         self.partitions: dict[int, PartitionState] = {}
+        #: partition -> (its PartitionState, group id -> raw alerts pending
+        #: in it, their sum): :meth:`counters` recounts changed groups only
+        self._pending: dict[int, tuple[PartitionState, dict[str, int], int]] = {}
 
     def state(self, partition: int) -> PartitionState:
         """The partition's state, (re)loaded from the table when absent or stale."""
@@ -80,11 +83,39 @@ class FunnelRunner:
     def forget(self, partition: int) -> None:
         """Drop the in-memory copy (after an error: the table is the truth)."""
         self.partitions.pop(partition, None)
+        self._pending.pop(partition, None)
 
     def counters(self, partition: int) -> dict[str, Any] | None:
-        """The partition's counters (with ``pending`` and ``balanced``), if known."""
+        """The partition's counters (with ``pending`` and ``balanced``), if known.
+
+        ``pending`` is counted from the state as :meth:`Funnel.pending` does,
+        but per group only for the groups written since the last call (the
+        partition's ``"pending"`` :meth:`PartitionState.watch`), plus the
+        outboxes and messages in flight: the worker publishes counters every
+        second, and walking every open group's members each time grew with
+        the open alerts (issue 11 item 5)."""
         ps = self.partitions.get(partition)
-        return ps.funnel.counters() if ps is not None else None
+        if ps is None:
+            return None
+        return ps.funnel.counters(pending=self._pending_of(ps))
+
+    def _pending_of(self, ps: PartitionState) -> int:
+        f, groups = ps.funnel, ps.funnel.state["groups"]
+        changed = ps.watch("pending").take()
+        cached = self._pending.get(ps.partition)
+        if cached is None or cached[0] is not ps or changed is None:
+            counts = {gid: f.group_pending(g) for gid, g in groups.items()}
+            total = sum(counts.values())
+        else:
+            _ps, counts, total = cached
+            for gid in changed[1]:
+                total -= counts.pop(gid, 0)
+                g = groups.get(gid)
+                if g is not None:
+                    counts[gid] = n = f.group_pending(g)
+                    total += n
+        self._pending[ps.partition] = (ps, counts, total)
+        return total + f.queued_pending()
 
     def apply(self, partition: int, offset: int, cmd: dict[str, Any]) -> Effects:
         """Apply one command read at ``offset`` of ``partition`` (a batch of one).

@@ -69,6 +69,33 @@ def compact(data: bytes) -> bytes:
     return b"".join((data, b""))
 
 
+class Changes:
+    """Entities a save wrote (set or deleted) since a reader last took them,
+    so a periodic reader (the alert view, the pending counter) redoes only
+    what changed instead of walking every open alert.
+
+    Attributes:
+        everything: True until the first :meth:`take` (a reader starts with
+            a full walk: the state was just loaded).
+        episodes: fingerprints of episodes written.
+        groups: ids of groups whose header or a member was written.
+    """
+
+    __slots__ = ("everything", "episodes", "groups")
+
+    def __init__(self) -> None:
+        self.everything = True
+        self.episodes: set[str] = set()
+        self.groups: set[str] = set()
+
+    def take(self) -> tuple[set[str], set[str]] | None:
+        """``(episode fingerprints, group ids)`` written since the last take,
+        or None when the reader must walk everything; resets."""
+        out = None if self.everything else (self.episodes, self.groups)
+        self.everything, self.episodes, self.groups = False, set(), set()
+        return out
+
+
 def _as_bytes(raw: Any) -> bytes:
     """A stored value as JSON bytes: values written in this process are bytes;
     values recovered from the changelog may come back as str (or, with another
@@ -104,7 +131,19 @@ class PartitionState:
         self._parts: dict[str, list[bytes]] = {}
         self.offset = -1
         self.src: dict[str, list[int]] = {}
+        #: reader name -> what saves wrote since it last looked (:meth:`watch`)
+        self._watches: dict[str, Changes] = {}
         self.funnel = self._load()
+
+    def watch(self, reader: str) -> Changes:
+        """The :class:`Changes` of ``reader`` (created, "everything", on
+        first use): every later :meth:`save` adds the episodes and groups it
+        wrote. A reader of a reloaded partition gets a new object, so it
+        walks everything once."""
+        ch = self._watches.get(reader)
+        if ch is None:
+            ch = self._watches[reader] = Changes()
+        return ch
 
     # ------------------------------------------------------------------ load
     def _load(self) -> Funnel:
@@ -332,6 +371,22 @@ class PartitionState:
                 out[key] = self._group_head(value) if kind == "grp" else value
         return out
 
+    def _note(self, keys: list[str]) -> None:
+        """Tell every :meth:`watch` reader about the table ``keys`` written."""
+        eps, gids, n = set(), set(), len(self.prefix)
+        for key in keys:
+            kind, _, ident = key[n:].partition("|")
+            if kind == "ep":
+                eps.add(ident)
+            elif kind == "grp":
+                gids.add(ident)
+            elif kind == "gm":
+                gids.add(ident.partition("|")[0])
+        for ch in self._watches.values():
+            if not ch.everything:
+                ch.episodes |= eps
+                ch.groups |= gids
+
     def member_key(self, gid: str, fp: str) -> str:
         """Table key of the member ``fp`` of group ``gid``."""
         return f"{self.prefix}gm|{gid}|{fp}"
@@ -353,7 +408,7 @@ class PartitionState:
         touched = None if touched is None else set(touched)
         current = self._entities(touched)
         candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched
-        writes = 0
+        writes, done = 0, []
         for key in candidates | set(current):
             value = current.get(key)
             if value is not None:
@@ -362,10 +417,14 @@ class PartitionState:
                     self.table[key] = data
                     self._written[key] = data
                     writes += 1
+                    done.append(key)
             elif key in self._written:
                 del self.table[key]
                 del self._written[key]
                 writes += 1
+                done.append(key)
+        if self._watches and done:
+            self._note(done)
         self.offset = offset
         # ``silenced`` (fingerprint -> silence) is rebuilt from the episodes on
         # load: kept in meta, the record rewritten every batch grew with silenced alerts

@@ -301,3 +301,249 @@ def test_the_worker_freezes_its_start_up_objects_and_only_alerting_collects_rare
         # when the worker tunes its collector, then start-up objects are frozen,
         # and only an alerting-only worker has a large young generation
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# ------------------------------------------------- per-second work (view, pending)
+class FakeRedis:
+    """Just enough of ``redis.asyncio`` for :class:`alerting.view.ViewPublisher`:
+    hashes, applied when the pipeline executes."""
+
+    def __init__(self) -> None:
+        self.hashes: dict[str, dict[str, bytes]] = {}
+
+    def pipeline(self, transaction: bool = True):
+        return _FakePipe(self)
+
+
+class _FakePipe:
+    def __init__(self, r: FakeRedis) -> None:
+        self.r, self.ops = r, []
+
+    def delete(self, key):
+        self.ops.append(lambda: self.r.hashes.pop(key, None))
+
+    def hset(self, key, field=None, value=None, mapping=None):
+        items = dict(mapping or {})
+        if field is not None:
+            items[field] = value
+        self.ops.append(lambda: self.r.hashes.setdefault(key, {}).update(items))
+
+    def hdel(self, key, *fields):
+        self.ops.append(lambda: [self.r.hashes.get(key, {}).pop(f, None) for f in fields])
+
+    def expire(self, key, ttl):
+        pass
+
+    async def execute(self):
+        for op in self.ops:
+            op()
+
+
+def _storm(cfg, runner, now, lo, hi, off, status="firing", sent=None):
+    cmds = []
+    for i in range(lo, hi):
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:{status}", {
+            "rule": "R", "asset": f"h{i:05d}", "severity": "warning", "status": status}, now[0]))
+        cmd["src"] = [0, off * 100000 + i, 0]
+        cmds.append((cmd, command(**cmd)))
+    for v in pack_alerts(cmds):
+        fx = runner.apply(0, off, parse_command(v))
+        if sent is not None:
+            sent += fx.messages
+        off += 1
+    return off
+
+
+def _alerts(hashes):
+    return {k: v for k, v in hashes.items() if k != "~meta"}
+
+
+@pytest.mark.parametrize("limit", [10_000, 250])
+def test_a_view_publish_looks_at_the_alerts_that_changed_not_at_every_open_one(monkeypatch, limit):
+    import asyncio
+
+    from alerting import view
+    from alerting.view import ViewPublisher
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"]},
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+    })
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    calls = []
+    sig = view._signature
+    monkeypatch.setattr(view, "_signature", lambda ep, groups: calls.append(ep["fp"]) or sig(ep, groups))
+    # given 600 open alerts, published once
+    off = _storm(cfg, runner, now, 0, 600, 0)
+    ps = runner.state(0)
+    r = FakeRedis()
+    pub = ViewPublisher(r, "p", cfg, limit=limit)
+
+    def publish():
+        asyncio.run(pub.publish(0, ps.funnel.state, now=now[0], force=True, changes=ps.watch("view")))
+        return dict(r.hashes[pub.key(0)])
+
+    publish()
+    # when 5 new alerts fire and 3 resolve
+    now[0] += 1
+    off = _storm(cfg, runner, now, 600, 605, off)
+    off = _storm(cfg, runner, now, 10, 13, off, status="resolved")
+    calls.clear()
+    got = publish()
+    # then only those were looked at (the 597 unchanged ones were not: the old walk looked at all)
+    assert len(calls) <= 8 + 3, len(calls)
+    # and the hash is exactly what a publisher starting afresh writes
+    r2 = FakeRedis()
+    fresh = ViewPublisher(r2, "p", cfg, limit=limit)
+    asyncio.run(fresh.publish(0, ps.funnel.state, now=now[0], force=True))
+    want = r2.hashes[fresh.key(0)]
+    assert _alerts(got) == _alerts(want) and len(_alerts(got)) == min(limit, 602)
+    assert json.loads(got["~meta"]) == json.loads(want["~meta"])
+
+
+def test_counters_recount_the_groups_that_changed_not_every_open_group(monkeypatch):
+    from alerting.funnel import Funnel
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
+                       "bucket": {"burst": 1, "refill_interval": 1}}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"], "batch_size": 20},
+        "timing": {"group_wait": 0, "group_interval": 5, "repeat_interval": 300},
+    })
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    counted = []
+    orig = Funnel.group_pending
+    monkeypatch.setattr(Funnel, "group_pending",
+                        staticmethod(lambda g: counted.append(g["id"]) or orig(g)))
+    # given 1,000 open groups, counted once
+    sent = []
+    off = _storm(cfg, runner, now, 0, 1000, 0, sent=sent)
+    assert runner.counters(0)["balanced"]
+    for step in range(4):
+        # when a few alerts come, ticks send messages and deliveries settle them
+        now[0] += 1.5
+        off = _storm(cfg, runner, now, 5000 + step * 3, 5003 + step * 3, off, sent=sent)
+        fx = runner.apply_batch(0, [(off, {"kind": "tick"})])
+        off += 1
+        sent += fx.messages
+        while sent:
+            sent += runner.apply_batch(0, [(off, {"kind": "result", "message_id": sent.pop().id,
+                                                  "ok": True})]).messages
+            off += 1
+        counted.clear()
+        c = runner.counters(0)
+        # then the groups written were recounted, not all (the old count walked them all) ...
+        assert 0 < len(counted) < 100, len(counted)
+        # ... and the count is the funnel's own, balanced
+        assert c["pending"] == runner.state(0).funnel.pending() and c["balanced"]
+
+
+def test_format_time_memo_is_bounded_and_exact():
+    from alerting import intake
+
+    # given many distinct instants (a memo must not grow with alerts seen)
+    for i in range(10_000):
+        intake.format_time(1_700_000_000 + i * 0.5)
+    # then the memo stays bounded, and answers are the same from it or not
+    assert len(intake._TIMES) <= 4096
+    assert intake.format_time(1_700_000_000.5) == "2023-11-14T22:13:20.500Z"
+    intake._TIMES.clear()
+    assert intake.format_time(1_700_000_000.5) == "2023-11-14T22:13:20.500Z"
+    assert intake.format_time(-62135596800.0) == "0001-01-01T00:00:00Z"
+
+
+def test_view_json_writes_the_bytes_the_stdlib_wrote():
+    from alerting.view import view_json
+
+    # given views holding escapes, non-ASCII, emoji, control characters and a lone surrogate
+    odd = 'a\u00e9\u20ac\n\t"\\\x01\x7f\U0001f600 <>&\u2028'
+    views = [{"labels": {odd: odd[::-1]}, "annotations": {}, "status": {"silencedBy": [], "x": None},
+              "receivers": [{"name": "r"}], "ok": True},
+             {"labels": {"a": "\ud800"}}]
+    for v in views:
+        # then the bytes are the old ones (json.dumps, compact, UTF-8, "?" for the unencodable)
+        want = json.dumps(v, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8", "replace")
+        assert view_json(v) == want
+
+
+def test_a_view_carries_the_group_labels_of_group_key():
+    from alerting.group import group_key
+    from alerting.model import Alert
+    from alerting.view import alert_view
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "dc", "asset"]},
+    })
+    runner = FunnelRunner(cfg, {}, lambda: 1000.0)
+    _r, cmd = route_alert(cfg, RawAlert("e1:0", {"rule": "R", "asset": "h1", "severity": "warning",
+                                                 "labels": {"dc": "eu"}}, 1000.0))
+    runner.apply(0, 0, parse_command(command(**cmd)))
+    st = runner.state(0).funnel.state
+    ep = next(iter(st["episodes"].values()))
+    _gid, want = group_key("oncall", Alert.from_dict(ep["alert"]), ["rule", "dc", "asset"])
+    assert alert_view(ep, cfg, st["groups"])["_group"] == want == {"rule": "R", "dc": "eu", "asset": "h1"}
+
+
+def test_group_ids_and_fingerprints_hash_the_bytes_they_always_hashed():
+    import hashlib
+    import random
+
+    from alerting.dedupe import fingerprint
+    from alerting.group import group_key
+    from alerting.model import Alert
+
+    def old_fp(labels, names=("rule", "asset")):
+        key = [[n, labels.get(n, "")] for n in sorted(set(names))]
+        return hashlib.sha256(json.dumps(key, separators=(",", ":"), ensure_ascii=False)
+                              .encode()).hexdigest()[:16]
+
+    def old_gid(receiver, glabels):
+        canonical = json.dumps([receiver, sorted(glabels.items())], separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    # given text with every ASCII character (DEL, controls, quotes), accents, CJK and emoji
+    rnd = random.Random(11)
+    pool = [chr(c) for c in range(128)] + list("\u00e9\u00df\u20ac\u4e2d\u2028\ufeff") + ["\U0001f600"]
+    for _ in range(3000):
+        text = "".join(rnd.choice(pool) for _ in range(rnd.randint(0, 6)))
+        alert = Alert.from_dict({"rule": "R" + text, "asset": text[::-1], "severity": "warning",
+                                 "status": "firing", "labels": {"dc": text}, "annotations": {},
+                                 "time": 1.0})
+        labels = alert.match_labels()
+        # then fingerprints and group ids are the old ones
+        assert fingerprint(alert) == old_fp(labels)
+        assert fingerprint(alert, ["dc", "rule"]) == old_fp(labels, ["dc", "rule"])
+        gid, glabels = group_key("r" + text, alert, ["rule", "dc"])
+        assert gid == old_gid("r" + text, glabels)
+
+
+def test_alert_from_dict_fast_path_builds_the_same_alert_and_refuses_the_same_input():
+    import dataclasses
+
+    from alerting.model import Alert, Severity, Status
+
+    full = {"rule": "R", "asset": "h1", "severity": "critical", "status": "resolved",
+            "labels": {"a": "b"}, "annotations": {"s": "x"}, "time": 5.0, "starts_at": 1.0,
+            "ends_at": 6.0, "generator_url": "u", "source": "alertmanager", "invalid_unicode": 1}
+    # given the dict an alert writes, and one missing the optional fields (older state)
+    for d in (full, {"rule": "R", "asset": "h1", "severity": "info", "status": "firing"}):
+        a = Alert.from_dict(d)
+        # then it is the alert the dataclass builds, field by field, and writes the same dict
+        want = Alert(**{**d, "severity": Severity[d["severity"].upper()], "status": Status(d["status"]),
+                        "labels": dict(d.get("labels") or {}),
+                        "annotations": dict(d.get("annotations") or {})})
+        assert a == want and hash(a.rule) == hash(want.rule)
+        assert [getattr(a, f.name) for f in dataclasses.fields(Alert)] == \
+               [getattr(want, f.name) for f in dataclasses.fields(Alert)]
+        assert Alert.from_dict(a.to_dict()) == a and a.labels is not d.get("labels")
+    assert Alert.from_dict({**full, "severity": "Warning"}).severity is Severity.WARNING
+    # and bad input still raises
+    for bad in ({**full, "extra": 1}, {"rule": "R", "severity": "info", "status": "firing"},
+                {**full, "severity": "loud"}, {**full, "status": "gone"}, {**full, "severity": 3}):
+        with pytest.raises((TypeError, KeyError, ValueError, AttributeError)):
+            Alert.from_dict(bad)
