@@ -137,9 +137,11 @@ def submit(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -
     return resp.json()["data"]["taskId"]
 
 
-def export(stack: Stack, fmt: str, limit: int | None) -> dict:
-    """Run one flights export through the API; returns the SUCCESS task."""
-    return wait(stack, submit(stack, fmt, limit), fmt)
+def export(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -> dict:
+    """Run one flights export through the API as ``user``; returns the SUCCESS
+    task. (The same request again within the reuse window would answer the
+    first task: repeats use another user.)"""
+    return wait(stack, submit(stack, fmt, limit, user), fmt)
 
 
 def wait(stack: Stack, task_id: str, fmt: str) -> dict:
@@ -173,11 +175,11 @@ def pipeline(formats: list[str], limit: int | None, repeat: int = 1) -> dict[str
         stack.start(workers=1)
         pid = stack.procs["worker-0"].pid
         export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
-        for _ in range(repeat):
+        for r in range(repeat):
             for fmt in formats:
                 reset_hwm(pid)
                 c0, t0 = cpu_seconds(pid), time.perf_counter()
-                task = export(stack, fmt, limit)
+                task = export(stack, fmt, limit, user=f"bench-{r}")
                 took[fmt].append(time.perf_counter() - t0)
                 line("pipeline", fmt, task["exportedRows"], took[fmt][-1], vm_hwm_mb(pid),
                      cpu_seconds(pid) - c0)
