@@ -114,3 +114,21 @@ def test_cli_against_a_running_stack_through_its_dev_file(stack, tmp_path):
     assert out.returncode == 0, out.stderr
     assert re.fullmatch(r'\{"applied": [1-9][0-9]*\}', out.stdout.strip()), out.stdout
     assert httpx.get(f"{stack.api_url}/export/tasks/{task_id}").json()["data"]["status"] == "SUCCESS"
+
+
+def test_worker_at_warning_leaves_the_root_logger_at_its_level():
+    """Faust's spinner set the root logger to DEBUG at WARNING and above
+    (every aiokafka debug call then built a record); the worker has none."""
+    import logging
+
+    import faust
+
+    from ops.cli import faust_worker
+
+    app = faust.App("plait-test-spinner", broker="kafka://127.0.0.1:1")
+    worker = faust_worker(app, "WARNING")
+    logger = logging.Logger("plait-test-root", level=logging.WARNING)
+    logger.addHandler(logging.NullHandler())
+    worker.on_setup_root_logger(logger, logging.WARNING)
+    assert worker.spinner is None
+    assert logger.level == logging.WARNING
