@@ -20,13 +20,11 @@ pipeline over the bare write alone.
 
 Pages: the bench asks for ``--page-size`` rows per page (default 5,000; a
 caller may ask for 1..10,000; the demo asks for 2,000), printed in every
-pipeline line. Each page costs the worker ~15 ms of CPU besides its rows
-(HTTP request, events, checkpoints, projection, per-call Arrow overhead):
-measured on the csv export, 6.05 s of worker CPU at 2,000 rows a page,
-4.3-4.8 s at 5,000 (5.3-6.6 s on a busier machine, 2.9-3.5 s there once pages
-are read straight into Arrow: docs/fidelity-rules.md, "Fast page decode");
-larger pages cost memory (one decoded page per worker, one response body per
-task fetching).
+pipeline line. Measured on an idle machine with pages read straight into
+Arrow (docs/fidelity-rules.md, "Fast page decode"): the csv export takes
+2.6-2.7 s of worker CPU at 5,000 rows a page and no less at 10,000 (less of
+the next page's fetch overlaps); larger pages cost memory (one decoded page
+per worker, one response body per task fetching).
 
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]``
