@@ -707,22 +707,16 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     expose). O(log len2)."""
     if len2 <= 0:
         return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
-    even = [_gf2_times(odd, odd[n]) for n in range(32)]  # two
-    odd = [_gf2_times(even, even[n]) for n in range(32)]  # four
-    while True:
-        even = [_gf2_times(odd, odd[n]) for n in range(32)]
+
+    def square(m: list[int]) -> list[int]:
+        return [_gf2_times(m, m[n]) for n in range(32)]
+
+    op = square(square([0xEDB88320] + [1 << n for n in range(31)]))  # 1 -> 4 zero bits
+    while len2:  # squared once per bit of len2: 1, 2, 4... zero bytes
+        op = square(op)
         if len2 & 1:
-            crc1 = _gf2_times(even, crc1)
+            crc1 = _gf2_times(op, crc1)
         len2 >>= 1
-        if not len2:
-            break
-        odd = [_gf2_times(even, even[n]) for n in range(32)]
-        if len2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        len2 >>= 1
-        if not len2:
-            break
     return crc1 ^ crc2
 
 
