@@ -102,6 +102,9 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page
         code, data = answer.get("code"), answer.get("data")
     except (ValueError, AttributeError):
         raise PermanentError(f"page {seq}: data API answer is not a JSON object") from None
+    except RecursionError:
+        raise PermanentError(f"page {seq}: data API answer nests objects or arrays too deeply "
+                             "for Python's JSON decoder (about 500 levels)") from None
     if code is None:
         raise PermanentError(f"page {seq}: data API answer has no 'code' (the contract is "
                              '{"code", "message", "data"})')

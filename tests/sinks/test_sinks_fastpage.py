@@ -173,3 +173,41 @@ def test_the_check_fails_when_the_fast_decode_is_wrong(monkeypatch):
     # then the comparison catches it
     with pytest.raises(AssertionError):
         check_body(envelope('[{"a":1}]'), doc_of([("a", "int")]))
+
+
+#: Bodies Arrow's reader took and the exact path refuses or reads otherwise
+#: (found by trying to break the fast decode): invalid UTF-8, CESU-8 surrogate
+#: bytes (F1, counted in the exact path), non-finite numbers spelled Arrow's
+#: way, invalid UTF-8 in an ignored key, and objects nested in an ignored field.
+BROKEN_ONCE = [
+    (b'[{"a":"x\xffy"}]', "string"),
+    (b'[{"a":"x\xc0\xafy"}]', "string"),
+    (b'[{"a":"x\xe2\x82"}]', "string"),
+    (b'[{"a":"x\xf4\x90\x80\x80"}]', "string"),
+    (b'[{"a":"x\xed\xa0\x80y"}]', "string"),
+    (b'[{"a":"x","z\xff":1}]', "string"),
+    (b'[{"a":1,"z":-NaN}]', "int"),
+    (b'[{"a":1,"z":Inf}]', "int"),
+    (b'[{"a":1,"z":-Inf}]', "int"),
+    (b'[{"a":1,"z":NaN}]', "int"),
+    (b'[{"a":1,"z":' + b'{"z":' * 600 + b"1" + b"}" * 600 + b"}]", "int"),
+    (b'[{"a":1,"z":{"q":2}}]', "int"),
+]
+
+
+@pytest.mark.parametrize("rows,kind", BROKEN_ONCE)
+def test_bodies_arrow_reads_and_python_does_not_are_declined(rows, kind):
+    body = b'{"code":200,"data":{"status":"finish","rows":' + rows + b"}}"
+    doc = doc_of([("a", kind)])
+    assert F.decode_page(body, doc) is None
+    check_body(body, doc)
+
+
+def test_a_page_nested_too_deeply_is_a_permanent_error_naming_the_page():
+    from plait.errors import PermanentError
+    from streams.datasource import parse_body
+
+    body = (b'{"code":200,"data":{"status":"finish","rows":[{"a":1,"z":' + b'{"z":' * 5000
+            + b"1" + b"}" * 5000 + b"}]}}")
+    with pytest.raises(PermanentError, match="page 3: .*too deeply"):
+        parse_body(3, body)
