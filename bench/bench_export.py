@@ -5,7 +5,9 @@ overhead reads as a ratio; then ten concurrent csv exports from ten users on
 one worker and on two (issue 12 targets).
 
 Prints one JSON object per line:
-``{"bench", "format", "rows", "seconds", "rows_per_s", "peak_rss_mb"}``;
+``{"bench", "format", "rows", "seconds", "rows_per_s", "peak_rss_mb", "cpu_s"}``
+(pipeline lines add ``others_cpu_s``: what the API, the demo data API and the
+broker spent meanwhile on the same cores);
 ``{"bench": "ratio", "format", "runs", "pipeline_s", "baseline", "baseline_s",
 "ratio", "target"}`` per format (with ``--repeat N``: medians of N pipeline
 runs, formats interleaved, and of N baseline runs); ``{"bench": "concurrent", "workers", "tasks",
@@ -108,15 +110,29 @@ def reset_hwm(pid: int) -> None:
         pass
 
 
+def stack_pids(stack: Stack) -> dict[str, int]:
+    """The stack's processes other than its workers (API, demo data API,
+    broker) by name: pid."""
+    pids = {n: p.pid for n, p in stack.procs.items() if not n.startswith("worker")}
+    if stack.broker is not None:
+        pids["broker"] = stack.broker.proc.pid
+    return pids
+
+
 def line(bench: str, fmt: str, rows: int, seconds: float, rss: float,
-         cpu: float | None = None, load: float | None = None) -> None:
+         cpu: float | None = None, load: float | None = None,
+         others: dict[str, float] | None = None) -> None:
     """One result line; ``cpu_s``: CPU seconds of the worker (pipeline) or the
     process (baselines), steadier than wall time on a shared machine;
     ``load_s`` (baselines): of ``seconds``, reading the flights table from the
-    package's zip before writing it."""
+    package's zip before writing it; ``others_cpu_s`` (pipeline): CPU seconds
+    the stack's other processes (API, demo data API, broker) spent meanwhile,
+    on the same cores as the worker."""
     extra = {"page_size": PAGE_SIZE} if bench == "pipeline" else {}
     if load is not None:
         extra["load_s"] = round(load, 2)
+    if others is not None:
+        extra["others_cpu_s"] = {n: round(c, 2) for n, c in others.items()}
     print(json.dumps({"bench": bench, "format": fmt, "rows": rows, "seconds": round(seconds, 2),
                       "rows_per_s": round(rows / seconds), "peak_rss_mb": round(rss, 1),
                       "cpu_s": None if cpu is None else round(cpu, 2)} | extra), flush=True)
@@ -176,11 +192,13 @@ def pipeline(formats: list[str], limit: int | None, repeat: int = 1) -> dict[str
         for r in range(repeat):
             for fmt in formats:
                 reset_hwm(pid)
+                others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
                 c0, t0 = cpu_seconds(pid), time.perf_counter()
                 task = export(stack, fmt, limit, user=f"bench-{r}")
                 took[fmt].append(time.perf_counter() - t0)
                 line("pipeline", fmt, task["exportedRows"], took[fmt][-1], vm_hwm_mb(pid),
-                     cpu_seconds(pid) - c0)
+                     cpu_seconds(pid) - c0, others={n: cpu_seconds(p) - others0[n]
+                                                    for n, p in stack_pids(stack).items()})
     return took
 
 
