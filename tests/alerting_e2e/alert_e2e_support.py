@@ -24,6 +24,29 @@ from stack_env import wait_for as wait_until  # noqa: F401 (re-exported for the 
 
 
 
+def serve_posts(on_post: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, dict[str, str]]]
+                ) -> ThreadingHTTPServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port) answering every POST
+    with ``on_post(handler, body) -> (status, headers)`` and an empty body;
+    quiet. Stop it with ``shutdown()``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server API
+            status, headers = on_post(self, self.rfile.read(int(self.headers.get("Content-Length")
+                                                                 or 0)))
+            self.send_response(status)
+            for k, v in {**headers, "Content-Length": "0"}.items():
+                self.send_header(k, v)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 @dataclass
 class Hit:
     """One request the receiver got: when (epoch s), path, headers, JSON body, answer."""
@@ -55,30 +78,18 @@ class Receiver:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> "Receiver":
-        outer = self
+        def on_post(req: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, dict[str, str]]:
+            status = self.answer(req.path) if self.answer else self.status
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode(errors="replace")
+            with self.lock:
+                self.hits.append(Hit(time.time(), req.path,
+                                     {k.lower(): v for k, v in req.headers.items()}, body, status))
+            return status, {}
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                status = outer.answer(self.path) if outer.answer else outer.status
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = raw.decode(errors="replace")
-                with outer.lock:
-                    outer.hits.append(Hit(time.time(), self.path,
-                                          {k.lower(): v for k, v in self.headers.items()},
-                                          body, status))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_posts(on_post)
         return self
 
     def url(self, path: str) -> str:
@@ -116,40 +127,28 @@ class OtlpReceiver:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
             ExportTraceServiceRequest)
 
-        outer = self
+        def on_post(req: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, dict[str, str]]:
+            if req.headers.get("Content-Encoding") == "gzip":
+                import gzip
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server API
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    import gzip
+                raw = gzip.decompress(raw)
+            got = []
+            for rs in ExportTraceServiceRequest.FromString(raw).resource_spans:
+                service = next((a.value.string_value for a in rs.resource.attributes
+                                if a.key == "service.name"), "")
+                for ss in rs.scope_spans:
+                    for sp in ss.spans:
+                        got.append({
+                            "name": sp.name, "service": service, "trace_id": sp.trace_id.hex(),
+                            "span_id": sp.span_id.hex(), "parent": sp.parent_span_id.hex(),
+                            "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links],
+                            "attrs": {a.key: a.value.string_value or a.value.int_value
+                                      for a in sp.attributes}})
+            with self.lock:
+                self.spans += got
+            return 200, {"Content-Type": "application/x-protobuf"}
 
-                    raw = gzip.decompress(raw)
-                req = ExportTraceServiceRequest.FromString(raw)
-                got = []
-                for rs in req.resource_spans:
-                    service = next((a.value.string_value for a in rs.resource.attributes
-                                    if a.key == "service.name"), "")
-                    for ss in rs.scope_spans:
-                        for sp in ss.spans:
-                            got.append({
-                                "name": sp.name, "service": service, "trace_id": sp.trace_id.hex(),
-                                "span_id": sp.span_id.hex(), "parent": sp.parent_span_id.hex(),
-                                "links": [(ln.trace_id.hex(), ln.span_id.hex()) for ln in sp.links],
-                                "attrs": {a.key: a.value.string_value or a.value.int_value
-                                          for a in sp.attributes}})
-                with outer.lock:
-                    outer.spans += got
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_posts(on_post)
         return self
 
     @property
