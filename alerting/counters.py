@@ -8,6 +8,7 @@ up. Because each snapshot balances, so does the sum:
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from typing import Any, Iterable
 
 OUTCOMES = ("delivered", "deduplicated", "silenced", "inhibited", "merged", "rejected", "pending")
@@ -22,14 +23,15 @@ EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "atte
 #: raw alert took from its receipt (``receivedAt`` of its ``alerts.raw``
 #: event: the API's or the producer's clock) to the funnel's decision on it.
 DECISION_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+_BUCKET_LABELS = tuple(str(b) for b in DECISION_BUCKETS_MS) + ("inf",)
 
 
 def observe_decision(counters: dict[str, Any], seconds: float) -> None:
     """Count one decision that took ``seconds`` in ``counters["decision_ms"]``
     (bucket label: its upper bound in ms, ``"inf"`` past the last); a fixed
     number of buckets, so the counters never grow with alerts."""
-    ms = seconds * 1000.0
-    label = next((str(b) for b in DECISION_BUCKETS_MS if ms <= b), "inf")
+    i = bisect_left(DECISION_BUCKETS_MS, seconds * 1000.0)
+    label = _BUCKET_LABELS[i]
     hist = counters.setdefault("decision_ms", {})
     hist[label] = hist.get(label, 0) + 1
 

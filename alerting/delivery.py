@@ -21,7 +21,10 @@ import functools
 import hashlib
 import hmac
 import json
+import math
 from typing import Any
+
+import orjson
 
 from alerting.model import Message
 from alerting.intake import format_time
@@ -231,7 +234,37 @@ def render_body(message: Message, fmt: str, external_url: str = "", receiver: An
         payload = render_native(message, external_url, receiver)
     else:
         raise ValueError(f"unknown payload format {fmt!r}")
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return sorted_json(payload)
+
+
+def sorted_json(payload: Any) -> bytes:
+    """Compact, key-sorted UTF-8 JSON: the bytes of ``json.dumps(payload,
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` but for the
+    spelling of some floats (``5.96e-8``, not ``5.96e-08``: same value),
+    written by orjson (a tenth of the stdlib's time on a 1,000-alert body;
+    checked by ``tests/alerting/test_wire_json.py``); by the stdlib for what
+    orjson refuses (a lone surrogate, an integer past 64 bits, non-string
+    keys) or writes as ``null`` (a float that is not finite)."""
+    try:
+        data = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        data = None
+    if data is None or b"null" in data and _has_nonfinite(payload):
+        return json.dumps(payload, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False).encode()
+    return data
+
+
+def _has_nonfinite(value: Any) -> bool:
+    """Whether ``value`` holds a float NaN or infinity (which orjson writes
+    as ``null``, the stdlib as ``NaN`` / ``Infinity``)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nonfinite(v) for v in value)
+    return False
 
 
 def request_headers(message: Message, body: bytes, secret: str, timestamp: int) -> dict[str, str]:

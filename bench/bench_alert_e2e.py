@@ -56,6 +56,11 @@ class Sink:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            # keep-alive, as the receivers Plait posts to (Slack, PagerDuty,
+            # chat bridges) are: HTTP/1.0 closed every connection, and the
+            # worker paid a TCP connect per message
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 now = time.time()
