@@ -303,7 +303,7 @@ class AlertingService:
         await self._effects_all(results)
         for partition in counted:
             await self._publish_counters(partition)
-            await alert_view.publish(self, partition)  # GET /api/v2/alerts reads it
+            alert_view.schedule(self, partition)  # GET /api/v2/alerts reads it
 
     async def _effects(self, partition: int, fx: Effects) -> None:
         await self._effects_all([(partition, fx)])

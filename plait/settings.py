@@ -45,6 +45,10 @@ class Settings(BaseSettings):
             Tansu, when idle; 10 ms gained nothing measurable at 1,000
             alerts/s and costs ~5% of a core more per idle worker,
             docs/kafka-rules.md #11: the default stays 50).
+        fetch_prefetch_backoff_ms: longest a consumer holds back fetching from a
+            broker while records fetched from one of its partitions wait to be
+            consumed, milliseconds (aiokafka's 100 ms put a p99 of ~100 ms on
+            every alert hop; docs/kafka-rules.md #15).
         worker_id: name of this worker in lifecycle events (default host:pid).
         limits: concurrency limits and tenant tiers (JSON, see ``plait.limits``).
         reuse_window_seconds: an identical request within this time after a
@@ -104,6 +108,7 @@ class Settings(BaseSettings):
     page_inline_max_bytes: int = Field(default=256 * 1024, ge=1024)
     session_timeout_seconds: float = Field(default=6.0, gt=0)
     fetch_max_wait_ms: int = Field(default=50, ge=1, le=5000)
+    fetch_prefetch_backoff_ms: int = Field(default=5, ge=0, le=5000)
     worker_id: str = ""
     alerting_config: str = ""
     #: workers serve Prometheus metrics on this port when > 0 (plait.metrics.serve)

@@ -37,26 +37,39 @@ def routes(settings: Settings) -> list[Route]:
     ]
 
 
-def tune_fetch_wait(max_wait_ms: int) -> None:
-    """Cap the consumer's fetch long-poll at ``max_wait_ms``.
+def tune_fetch_wait(max_wait_ms: int, prefetch_backoff_ms: int = 5) -> None:
+    """Cap the consumer's fetch long-poll at ``max_wait_ms`` and its prefetch
+    backoff at ``prefetch_backoff_ms`` (docs/kafka-rules.md #11, #15).
 
     Faust hard-codes ``fetch_max_wait_ms=1500``. Kafka answers a long-poll as soon
     as data arrives, but Tansu (the embedded broker) waits the whole time when
     a fetch finds nothing, which turned every hop of the page loop into ~1 s.
     A short wait costs only a few more empty fetches on Kafka.
+
+    aiokafka sends no fetch to a broker while records it fetched from any
+    partition led by that broker wait to be consumed, for up to its
+    ``prefetch_backoff`` (0.1 s, not a consumer option): one agent's
+    unconsumed records held every other agent's partitions on that broker.
+    The worker's ``Fetcher`` is built with ``prefetch_backoff_ms`` instead.
     """
+    from aiokafka.consumer import consumer as aiokafka_consumer
+    from aiokafka.consumer.fetcher import Fetcher
     from faust.transport.drivers import aiokafka as driver
 
+    aiokafka_consumer.Fetcher = partial(Fetcher, prefetch_backoff=prefetch_backoff_ms / 1000)
     original = driver.AIOKafkaConsumerThread._create_worker_consumer
     if getattr(original, "_plait_tuned", False):
+        original._plait_wait[0] = max_wait_ms
         return
+    wait = [max_wait_ms]
 
     def create(self, transport):
         consumer = original(self, transport)
-        consumer._fetch_max_wait_ms = max_wait_ms
+        consumer._fetch_max_wait_ms = wait[0]
         return consumer
 
     create._plait_tuned = True
+    create._plait_wait = wait
     driver.AIOKafkaConsumerThread._create_worker_consumer = create
 
 
@@ -150,7 +163,7 @@ def create_app(settings: Settings, role: str = "all") -> faust.App:
         producer_compression_type="lz4",
         producer_max_request_size=2 * 1024 * 1024,
     )
-    tune_fetch_wait(settings.fetch_max_wait_ms)
+    tune_fetch_wait(settings.fetch_max_wait_ms, settings.fetch_prefetch_backoff_ms)
     from plait import metrics, tracing
 
     tracing.setup("plait-worker")

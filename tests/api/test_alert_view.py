@@ -123,3 +123,35 @@ def test_worker_hook_publishes_the_runner_partition(prefix):
     got = run(go())
     assert sorted(v["labels"]["asset"] for v in got) == ["h0", "h1"]
     assert got[0]["labels"]["alertname"] == "Disk" and got[0]["receivers"] == [{"name": "oncall"}]
+
+
+def test_schedule_publishes_in_the_background_one_flight_per_partition(prefix, monkeypatch):
+    """The funnel does not wait for its view: ``schedule`` returns at once;
+    asks while a publish is in flight make one more publish after it, so
+    what changed meanwhile is published too."""
+    calls: list[int] = []
+    gate = asyncio.Event()
+
+    async def slow_publish(service, partition):
+        calls.append(partition)
+        await gate.wait()
+
+    monkeypatch.setattr(view, "publish", slow_publish)
+
+    async def go():
+        tasks: set = set()
+        svc = SimpleNamespace(_spawn=lambda coro: tasks.add(asyncio.ensure_future(coro)))
+        view.schedule(svc, 0)
+        view.schedule(svc, 0)  # in flight: remembered, not started
+        view.schedule(svc, 0)
+        view.schedule(svc, 1)  # another partition: its own flight
+        await asyncio.sleep(0)
+        in_flight = list(calls)
+        gate.set()
+        await asyncio.gather(*tasks)
+        return in_flight, svc._view_flights
+
+    in_flight, flights = run(go())
+    assert in_flight == [0, 1]
+    assert sorted(calls) == [0, 0, 1]  # one follow-up for the three asks on partition 0
+    assert flights == {}
