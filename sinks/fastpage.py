@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,7 +49,9 @@ _MARK_DIGITS = str(-_MARK).encode()
 _MARK_TEXT = b"\n-" + _MARK_DIGITS + b"\n"
 
 
-def decode_page(body: bytes, doc: DocumentConfig) -> tuple[dict, pa.RecordBatch] | None:
+def decode_page(body: bytes, doc: DocumentConfig,
+                on_envelope: Callable[[dict], None] | None = None,
+                ) -> tuple[dict, pa.RecordBatch] | None:
     """``(envelope, batch)`` for an answer ``body`` (bytes of one JSON object)
     and the export's ``doc``, or ``None`` when the fast decode cannot prove
     that ``batch`` is exactly ``rows_to_batch(rows, doc)[0]`` with no counts
@@ -62,6 +65,13 @@ def decode_page(body: bytes, doc: DocumentConfig) -> tuple[dict, pa.RecordBatch]
     docs/fidelity-rules.md, "Fast page decode". Never raises on bad data: a
     body the exact path would refuse is declined. CPU: ~12 ms per 5,000
     flights rows (GIL released while Arrow parses).
+
+    ``on_envelope(envelope)`` is called (before the rows are parsed) once the
+    envelope is known exactly, as it will be returned but with ``data.rows``
+    still the marker's list, even when the rows are then declined: the
+    caller may act on the cursor while the rows are parsed (the exact path
+    gives the same envelope for a body it accepts). What it raises is
+    ignored.
     """
     schema = _row_schema(doc)
     if schema is None:
@@ -73,14 +83,19 @@ def decode_page(body: bytes, doc: DocumentConfig) -> tuple[dict, pa.RecordBatch]
     start += len(_ROWS_AT)
     if end < start or body.find(b"]", start, end) >= 0 or _MARK_DIGITS in body:
         return None  # a "]" inside the rows: the rows array might close before `end`
-    if not _plain_rows(body[start:end]):
-        return None
     try:
         envelope = loads_exact(body[:start] + _MARK_TEXT + body[end:])
         rows = envelope["data"]["rows"]  # type: ignore[index]
     except Exception:  # noqa: BLE001 - whatever it is, the exact path decides
         return None
     if type(rows) is not list or rows != [_MARK] or type(rows[0]) is not int:
+        return None
+    if on_envelope is not None:
+        try:
+            on_envelope(envelope)
+        except Exception:  # noqa: BLE001 - a hint for the caller, never the decode's failure
+            pass
+    if not _plain_rows(body[start:end]):
         return None
     try:
         zone_of(doc.timeZone)

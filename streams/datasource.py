@@ -13,7 +13,7 @@ from __future__ import annotations
 import email.utils
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import pyarrow as pa
@@ -78,7 +78,8 @@ def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes
                              f"{body[:200].decode(errors='replace')}")
 
 
-def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page:
+def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
+               on_envelope: Callable[[dict], None] | None = None) -> Page:
     """Decode a 2xx answer's body for page ``seq`` (CPU: ~3 ms per 2,000
     flights rows; run it off the event loop for big pages).
 
@@ -88,6 +89,8 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page
     "Fast page decode") takes the page when it can prove the batch is what
     ``rows_to_batch`` gives; else the rows are decoded exactly as without
     ``doc``. The envelope checks and their errors are the same either way.
+    ``on_envelope``: see :func:`sinks.fastpage.decode_page` (called only on
+    its path, before the rows are parsed).
 
     Raises:
         PermanentError: a body that breaks the contract; the message names the
@@ -97,7 +100,7 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page
         # numbers exactly: a literal that is not a double's shortest repr stays a
         # Decimal (docs/fidelity-rules.md, F11); loads_exact: orjson when that
         # cannot change a value
-        fast = None if doc is None else decode_page(body, doc)
+        fast = None if doc is None else decode_page(body, doc, on_envelope)
         answer, batch = (loads_exact(body), None) if fast is None else fast
         code, data = answer.get("code"), answer.get("data")
     except (ValueError, AttributeError):
@@ -148,14 +151,31 @@ class Answer:
     body: bytes
     sys_code: str = ""
 
-    def page(self, doc: DocumentConfig | None = None) -> Page:
+    def page(self, doc: DocumentConfig | None = None,
+             on_next: Callable[[dict[str, Any]], None] | None = None) -> Page:
         """Blocking (CPU): the decoded page (:func:`parse_body`; with ``doc``,
         maybe already normalized as ``Page.batch``). Raises
         ``PermanentError`` when the body breaks the contract (counted in
         ``plait_data_api_errors_total``, ``permanent``) or the data API
-        answered ``continue`` with the cursor it was given."""
+        answered ``continue`` with the cursor it was given.
+
+        ``on_next(cursor)``: called from this thread as soon as the envelope
+        (read apart from the rows by the fast decode) shows ``continue`` with
+        a new cursor, before the rows are parsed, so the next page can be
+        asked for meanwhile. It is a hint: the page may still be refused,
+        and the cursor is the returned ``next_context`` only when the page is
+        accepted (the caller compares); not called off the fast decode."""
+        def peeked(envelope: dict) -> None:
+            data = envelope.get("data")
+            if (on_next is None or envelope.get("code") != 200 or not isinstance(data, dict)
+                    or data.get("status") != "continue"):
+                return
+            nxt = data.get("runtimeContext") or {}
+            if isinstance(nxt, dict) and nxt not in (self.context, self.sent):
+                on_next(nxt)
+
         try:
-            page = parse_body(self.seq, self.body, doc)
+            page = parse_body(self.seq, self.body, doc, peeked if on_next else None)
         except PermanentError:
             from plait import metrics
 

@@ -105,6 +105,24 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         return []
     s = ctx.settings
     headers = data_token_headers(ctx, task, spec, state)
+
+    def ask_ahead(seq: int, cursor: dict) -> None:
+        """Ask the data API for page ``seq`` at ``cursor`` now, held in
+        ``ctx.ahead`` for the next step (which compares its own cursor)."""
+        forget_ahead(ctx, task)
+        ctx.ahead[task] = ((seq, cursor), asyncio.ensure_future(
+            fetch_answer(ctx.http, spec, cursor, seq, s.fetch_retries,
+                         s.fetch_backoff_seconds, headers)))
+
+    loop = asyncio.get_running_loop()
+    #: whether the page's decode may still ask ahead (``early``): closed once
+    #: the step decided itself, or failed (a late hint must not leave a request behind)
+    early_open = [True]
+
+    def early(cursor: dict) -> None:  # on the loop, from the decoding thread's hint
+        if early_open[0]:
+            ask_ahead(cmd.seq + 1, cursor)
+
     try:
         ahead = ctx.ahead.pop(task, None)
         if ahead is not None and ahead[0] == (cmd.seq, cmd.runtimeContext):
@@ -124,20 +142,28 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
             # (page.batch: the fast decode, in C++ off the GIL; see
             # docs/fidelity-rules.md, "Fast page decode"); with a cap, rows
             # are cut before normalizing.
+            # Without a cap, page n+1 is asked for as soon as page n's envelope
+            # gives its cursor (Answer.page's on_next), while page n's rows are
+            # still being parsed. With a cap, only once the rows are counted.
             page = await asyncio.to_thread(
-                answer.page, spec.documentConfig if cap is None else None)
+                answer.page, *((spec.documentConfig, lambda c: loop.call_soon_threadsafe(
+                    early, c)) if cap is None else ()))
+            # the hint, if any, ran before this (the loop runs callbacks in order)
+            early_open[0] = False
             del answer
             rows, last, truncated = page.rows, page.finished, False
             if cap is not None and cmd.rowsBefore + len(rows) >= cap:
                 truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
                 rows, last = rows[: cap - cmd.rowsBefore], True
-            if not last:
+            ahead = ctx.ahead.get(task)
+            if last:
+                forget_ahead(ctx, task)
+            elif ahead is None or ahead[0] != (cmd.seq + 1, page.next_context):
                 # The cursor makes pages sequential, not the broker: ask for page
-                # n+1 now, so the data API prepares it while page n is normalized,
-                # stored and sent (docs/architecture.md, "Write while fetching").
-                ctx.ahead[task] = ((cmd.seq + 1, page.next_context), asyncio.ensure_future(
-                    fetch_answer(ctx.http, spec, page.next_context, cmd.seq + 1,
-                                 s.fetch_retries, s.fetch_backoff_seconds, headers)))
+                # n+1 now (unless the envelope's hint asked already), so the data
+                # API prepares it while page n is normalized, stored and sent
+                # (docs/architecture.md, "Write while fetching").
+                ask_ahead(cmd.seq + 1, page.next_context)
             batch = PageBatch(taskId=task, seq=cmd.seq,
                               rowCount=len(rows) if page.batch is None else page.row_count,
                               rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
@@ -161,6 +187,7 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         # the shard back (streams.files.hand_off; bounded, else it reads the shard)
         hand_off(ctx, batch.shardKey, normalized, quality)
     except BaseException:
+        early_open[0] = False
         forget_ahead(ctx, task)
         raise
     emits = [Emit(T.PAGES, task, batch)]

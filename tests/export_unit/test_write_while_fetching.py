@@ -323,3 +323,73 @@ def test_handed_off_pages_are_bounded(make_ctx, monkeypatch):
     # only the newest fit; the writer reads the older ones from their shards
     assert list(ctx.handed) == ["shards/t1/00000003.parquet", "shards/t1/00000004.parquet"]
     assert files.take_handed(ctx, "shards/t1/00000000.parquet") is None
+
+
+async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx, data_api,
+                                                                        monkeypatch):
+    """The fast decode reads a page's envelope (its cursor) apart from its rows:
+    page n+1 is asked for while page n's rows are still being parsed, once,
+    and the next step takes that answer (docs/architecture.md, "Write while
+    fetching")."""
+    import threading
+
+    import sinks.fastpage as fastpage
+    from plait.spec import ExportSpec
+
+    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    for seq in range(3):
+        data_api.pages[seq] = (ids(seq), seq == 2)
+    asked_while_parsing = []
+    read_json = fastpage.pj.read_json
+
+    def parse(*a, **k):  # in the decoding thread: wait (a while) for the next page's request
+        n = len(data_api.requests)
+        for _ in range(200):
+            if len(data_api.requests) > n:
+                break
+            threading.Event().wait(0.01)
+        asked_while_parsing.append(len(data_api.requests) > n)
+        return read_json(*a, **k)
+
+    monkeypatch.setattr(fastpage.pj, "read_json", parse)
+    cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
+    batches = []
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        batches.append(emits[0].payload)
+        if seq < 2:
+            cmd = emits[-1].payload
+    # pages 1 and 2 were asked for while the rows of pages 0 and 1 were parsed
+    assert asked_while_parsing == [True, True, False]
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
+    assert [(b.seq, b.rowCount, b.isLast) for b in batches] == [(0, 10, False), (1, 10, False),
+                                                                (2, 10, True)]
+    assert ctx.ahead == {}
+
+
+async def test_a_page_refused_after_its_envelope_forgets_the_page_asked_ahead(make_ctx, data_api,
+                                                                              monkeypatch):
+    """The envelope's cursor is a hint: when the page's rows are then refused,
+    the request made for the next page is cancelled and forgotten."""
+    from plait.errors import PermanentError
+    from plait.spec import ExportSpec
+
+    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    data_api.pages[0] = ([{"id": 1, "name": "a"}, {"id": "x", "name": "b"}], False)  # an id that is no int
+    data_api.pages[1] = (ids(1), True)
+    import streams.handlers as handlers
+
+    def refuse(*a, **k):
+        raise PermanentError("page 0: refused")
+    monkeypatch.setattr(handlers, "page_shard", refuse)
+    with pytest.raises(PermanentError):
+        await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0}))
+    assert ctx.ahead == {}

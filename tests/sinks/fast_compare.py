@@ -44,10 +44,20 @@ def check_body(body: bytes, doc: DocumentConfig) -> bool:
         assert got is None or got.batch is None, (body[:300], doc)
         FAST["exact raised"] += 1
         return False
-    fast = parse_body(0, body, doc)
+    hints: list[dict] = []
+    fast = parse_body(0, body, doc, hints.append)
+    # the envelope handed out before the rows are parsed (the next page's
+    # cursor, asked for meanwhile) is the exact one whenever the page is accepted
+    for env in hints:
+        assert (env["code"], env["data"]["status"]) == (200, "finish" if exact.finished
+                                                       else "continue"), body[:300]
+        hinted = env["data"].get("runtimeContext") or {}
+        assert json.dumps(hinted, default=repr) == json.dumps(exact.next_context,
+                                                              default=repr), body[:300]
     if fast.batch is None:
         FAST["declined"] += 1
         return False
+    assert len(hints) == 1
     assert counts == {}, (body[:300], counts)
     assert fast.rows == [] and fast.row_count == want.num_rows
     assert (fast.next_context, fast.finished, fast.total) == \

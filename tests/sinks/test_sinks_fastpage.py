@@ -211,3 +211,26 @@ def test_a_page_nested_too_deeply_is_a_permanent_error_naming_the_page():
             + b"1" + b"}" * 5000 + b"}]}}")
     with pytest.raises(PermanentError, match="page 3: .*too deeply"):
         parse_body(3, body)
+
+
+def test_the_envelope_is_handed_out_before_the_rows_are_parsed(monkeypatch):
+    """``on_envelope`` sees the exact envelope before Arrow parses the rows
+    (the caller asks for the next page meanwhile), also for rows then
+    declined; what it raises does not change the decode."""
+    doc = doc_of([("a", "int")])
+    order = []
+    read_json = F.pj.read_json
+    monkeypatch.setattr(F.pj, "read_json", lambda *a, **k: order.append("rows") or read_json(*a, **k))
+    got = F.decode_page(envelope('[{"a":1}]'), doc, lambda env: order.append(
+        {k: v for k, v in env["data"].items() if k != "rows"}))
+    assert got is not None and got[1].column(0).to_pylist() == [1]
+    assert order == [{"status": "continue", "runtimeContext": {"lastId": 7, "x": F.loads_exact(b"0.10")},
+                      "total": 12}, "rows"]
+    order.clear()
+    assert F.decode_page(envelope('[{"a":1.5}]'), doc, order.append) is None  # declined rows
+    assert len(order) == 2 and order[0]["data"]["runtimeContext"]["lastId"] == 7
+
+    def broken(env):
+        raise RuntimeError("boom")
+    assert F.decode_page(envelope('[{"a":1}]'), doc, broken) is not None
+    assert F.decode_page(b'{"code":200,"data":{"rows":[1]}, "x":[2]}', doc, broken) is None
