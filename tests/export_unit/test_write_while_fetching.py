@@ -346,14 +346,18 @@ async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx
     asked_while_parsing = []
     read_json = fastpage.pj.read_json
 
-    def parse(*a, **k):  # in the decoding thread: wait (a while) for the next page's request
-        n = len(data_api.requests)
+    def parse(source, *a, **k):  # in the decoding thread: wait (a while) for the next page's request
+        import json
+        nxt = json.loads(source.getvalue())["data"]["runtimeContext"]["page"]
+
+        def asked():
+            return any(r["runtimeContext"].get("page") == nxt for r in data_api.requests)
         for _ in range(200):
-            if len(data_api.requests) > n:
+            if asked():
                 break
             threading.Event().wait(0.01)
-        asked_while_parsing.append(len(data_api.requests) > n)
-        return read_json(*a, **k)
+        asked_while_parsing.append(asked())
+        return read_json(source, *a, **k)
 
     monkeypatch.setattr(fastpage.pj, "read_json", parse)
     cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
@@ -393,3 +397,41 @@ async def test_a_page_refused_after_its_envelope_forgets_the_page_asked_ahead(ma
     with pytest.raises(PermanentError):
         await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0}))
     assert ctx.ahead == {}
+
+
+async def test_progress_is_reported_at_most_every_interval_and_always_for_the_last_page(
+        make_ctx, monkeypatch):
+    """The page writer reports the first page it writes of a task, then at
+    most every PROGRESS_EVERY seconds, and the last page always (its PROGRESS
+    says ``writing``); the projection still ends with every row."""
+    import streams.shards as shards
+    now = [1000.0]
+    monkeypatch.setattr(shards.time, "monotonic", lambda: now[0])
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    reported = []
+    for seq in range(5):
+        emits = await write_shard(ctx, page(seq, ids(seq)))
+        reported.append([e.payload.exportedRows for e in emits])
+        now[0] += shards.PROGRESS_EVERY / 2
+    assert reported == [[10], [], [30], [], [50]]
+    emits = await write_shard(ctx, page(5, ids(5), last=True))
+    assert [(e.payload.status, e.payload.exportedRows) for e in emits] == \
+        [("PROGRESS", 60), ("SUCCESS", 60)]
+    # a file that does not grow here (built from the shards at the end) reports every page
+    ctx.files.clear()
+    assert [e.payload.exportedRows for e in await write_shard(ctx, page(1, ids(1)))] == [20]
+
+
+async def test_a_worker_taking_over_a_task_reports_its_first_page_at_once(make_ctx):
+    """The last reporter's id is how the sweeper tells who drives a task
+    (streams.sweeper.owner_alive): a worker catching up reports at once."""
+    a = make_ctx()
+    await running(a, "t1")
+    for seq in range(2):
+        await write_shard(a, page(seq, ids(seq)))
+    b = make_ctx(worker_id="w-b")
+    b.store, b.projection, b.checkpoints = a.store, a.projection, a.checkpoints
+    b.worker_id = "w-b"
+    emits = await write_shard(b, page(2, ids(2)))
+    assert [(e.payload.status, e.payload.workerId) for e in emits] == [("PROGRESS", "w-b")]
