@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,8 +48,34 @@ _MARK_DIGITS = str(-_MARK).encode()
 _MARK_TEXT = b"\n-" + _MARK_DIGITS + b"\n"
 
 
+def read_envelope(body: bytes) -> tuple[dict, int, int] | None:
+    """The envelope of an answer ``body``, read apart from its rows:
+    ``(envelope, start, end)`` with ``data.rows`` the marker's list and the
+    rows' text at ``body[start:end]``, or None when that cannot be proven
+    (see the module docstring; the exact path then decides). Whenever the
+    exact decode accepts ``body``, ``envelope`` is its envelope (code,
+    message, status, runtimeContext, total, exactly). Cheap (scans of the
+    body, no row decoded): the fetcher reads the next page's cursor with it
+    before the rows are parsed. Never raises."""
+    start = body.find(_ROWS_AT)
+    end = body.rfind(b"]")
+    if start < 0 or b"\n" in body or b"\r" in body:
+        return None  # one line: Arrow's reader reads one JSON object per line
+    start += len(_ROWS_AT)
+    if end < start or body.find(b"]", start, end) >= 0 or _MARK_DIGITS in body:
+        return None  # a "]" inside the rows: the rows array might close before `end`
+    try:
+        envelope = loads_exact(body[:start] + _MARK_TEXT + body[end:])
+        rows = envelope["data"]["rows"]  # type: ignore[index]
+    except Exception:  # noqa: BLE001 - whatever it is, the exact path decides
+        return None
+    if type(rows) is not list or rows != [_MARK] or type(rows[0]) is not int:
+        return None
+    return envelope, start, end  # type: ignore[return-value]
+
+
 def decode_page(body: bytes, doc: DocumentConfig,
-                on_envelope: Callable[[dict], None] | None = None,
+                envelope: tuple[dict, int, int] | None = None,
                 ) -> tuple[dict, pa.RecordBatch] | None:
     """``(envelope, batch)`` for an answer ``body`` (bytes of one JSON object)
     and the export's ``doc``, or ``None`` when the fast decode cannot prove
@@ -66,35 +91,16 @@ def decode_page(body: bytes, doc: DocumentConfig,
     body the exact path would refuse is declined. CPU: ~12 ms per 5,000
     flights rows (GIL released while Arrow parses).
 
-    ``on_envelope(envelope)`` is called (before the rows are parsed) once the
-    envelope is known exactly, as it will be returned but with ``data.rows``
-    still the marker's list, even when the rows are then declined: the
-    caller may act on the cursor while the rows are parsed (the exact path
-    gives the same envelope for a body it accepts). What it raises is
-    ignored.
+    ``envelope`` (argument): what :func:`read_envelope` gave for this body
+    already, so it is not read again (its dict is reused).
     """
     schema = _row_schema(doc)
     if schema is None:
         return None
-    start = body.find(_ROWS_AT)
-    end = body.rfind(b"]")
-    if start < 0 or b"\n" in body or b"\r" in body:
-        return None  # one line: Arrow's reader reads one JSON object per line
-    start += len(_ROWS_AT)
-    if end < start or body.find(b"]", start, end) >= 0 or _MARK_DIGITS in body:
-        return None  # a "]" inside the rows: the rows array might close before `end`
-    try:
-        envelope = loads_exact(body[:start] + _MARK_TEXT + body[end:])
-        rows = envelope["data"]["rows"]  # type: ignore[index]
-    except Exception:  # noqa: BLE001 - whatever it is, the exact path decides
+    read = envelope if envelope is not None else read_envelope(body)
+    if read is None:
         return None
-    if type(rows) is not list or rows != [_MARK] or type(rows[0]) is not int:
-        return None
-    if on_envelope is not None:
-        try:
-            on_envelope(envelope)
-        except Exception:  # noqa: BLE001 - a hint for the caller, never the decode's failure
-            pass
+    envelope, start, end = read
     if not _plain_rows(body[start:end]):
         return None
     try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import email.utils
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pyarrow as pa
@@ -22,7 +22,7 @@ from tenacity.wait import wait_base, wait_exponential_jitter
 
 from plait.errors import PermanentError, RetryableError
 from plait.spec import DocumentConfig, ExportSpec
-from sinks.fastpage import decode_page
+from sinks.fastpage import decode_page, read_envelope
 from sinks.values import all_dicts, loads_exact
 
 #: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
@@ -96,7 +96,7 @@ def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes
 
 
 def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
-               on_envelope: Callable[[dict], None] | None = None) -> Page:
+               envelope: tuple[dict, int, int] | None = None) -> Page:
     """Decode a 2xx answer's body for page ``seq`` (CPU: ~3 ms per 2,000
     flights rows; run it off the event loop for big pages).
 
@@ -106,8 +106,8 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
     "Fast page decode") takes the page when it can prove the batch is what
     ``rows_to_batch`` gives; else the rows are decoded exactly as without
     ``doc``. The envelope checks and their errors are the same either way.
-    ``on_envelope``: see :func:`sinks.fastpage.decode_page` (called only on
-    its path, before the rows are parsed).
+    ``envelope``: :func:`sinks.fastpage.read_envelope` of ``body``, when
+    read already.
 
     Raises:
         PermanentError: a body that breaks the contract; the message names the
@@ -117,7 +117,7 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
         # numbers exactly: a literal that is not a double's shortest repr stays a
         # Decimal (docs/fidelity-rules.md, F11); loads_exact: orjson when that
         # cannot change a value
-        fast = None if doc is None else decode_page(body, doc, on_envelope)
+        fast = None if doc is None else decode_page(body, doc, envelope)
         answer, batch = (loads_exact(body), None) if fast is None else fast
         code, data = answer.get("code"), answer.get("data")
     except (ValueError, AttributeError):
@@ -167,32 +167,39 @@ class Answer:
     sent: dict[str, Any]
     body: bytes
     sys_code: str = ""
+    #: :func:`sinks.fastpage.read_envelope` of ``body`` once :meth:`next_cursor` read it
+    _envelope: tuple[dict, int, int] | None = None
 
-    def page(self, doc: DocumentConfig | None = None,
-             on_next: Callable[[dict[str, Any]], None] | None = None) -> Page:
+    def next_cursor(self) -> dict[str, Any] | None:
+        """The next page's cursor as this answer's envelope gives it, read
+        apart from the rows (:func:`sinks.fastpage.read_envelope`: scans of
+        the body, no row decoded), so the next page can be asked for before
+        this one is decoded: when it says ``continue`` with a cursor other
+        than the one sent; else None (finished, or not provable: ask once
+        decoded). A hint: the page may still be refused; whenever it is
+        accepted, its ``next_context`` is this cursor. The envelope is kept
+        for :meth:`page`."""
+        self._envelope = read = read_envelope(self.body)
+        if read is None:
+            return None
+        envelope = read[0]
+        data = envelope.get("data")
+        if envelope.get("code") != 200 or not isinstance(data, dict) \
+                or data.get("status") != "continue":
+            return None
+        nxt = data.get("runtimeContext") or {}
+        if not isinstance(nxt, dict) or nxt in (self.context, self.sent):
+            return None
+        return nxt
+
+    def page(self, doc: DocumentConfig | None = None) -> Page:
         """Blocking (CPU): the decoded page (:func:`parse_body`; with ``doc``,
         maybe already normalized as ``Page.batch``). Raises
         ``PermanentError`` when the body breaks the contract (counted in
         ``plait_data_api_errors_total``, ``permanent``) or the data API
-        answered ``continue`` with the cursor it was given.
-
-        ``on_next(cursor)``: called from this thread as soon as the envelope
-        (read apart from the rows by the fast decode) shows ``continue`` with
-        a new cursor, before the rows are parsed, so the next page can be
-        asked for meanwhile. It is a hint: the page may still be refused,
-        and the cursor is the returned ``next_context`` only when the page is
-        accepted (the caller compares); not called off the fast decode."""
-        def peeked(envelope: dict) -> None:
-            data = envelope.get("data")
-            if (on_next is None or envelope.get("code") != 200 or not isinstance(data, dict)
-                    or data.get("status") != "continue"):
-                return
-            nxt = data.get("runtimeContext") or {}
-            if isinstance(nxt, dict) and nxt not in (self.context, self.sent):
-                on_next(nxt)
-
+        answered ``continue`` with the cursor it was given."""
         try:
-            page = parse_body(self.seq, self.body, doc, peeked if on_next else None)
+            page = parse_body(self.seq, self.body, doc, self._envelope)
         except PermanentError:
             from plait import metrics
 

@@ -88,9 +88,11 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     (``shardKey``) and the FetchPage of the next page (followed in process by
     the runtime, ``Route.follow``).
 
-    Page n+1 is requested from the data API as soon as page n is in hand
-    (``Context.ahead``); the next step uses that answer when its cursor is the
-    one asked for, else asks again.
+    Page n+1 is requested from the data API as soon as its cursor is known
+    (``Context.ahead``): without a row cap, from page n's envelope before
+    page n is decoded (``Answer.next_cursor``), else once it is decoded; the
+    next step uses that answer when its cursor is the one asked for, else
+    asks again.
 
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
@@ -122,7 +124,7 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     #: the step decided itself, or failed (a late hint must not leave a request behind)
     early_open = [True]
 
-    def early(cursor: dict) -> None:  # on the loop, from the decoding thread
+    def early(cursor: dict) -> None:  # on the loop, hinted by the decoding thread
         if early_open[0]:
             ahead = ctx.ahead.get(task)
             if ahead is None or ahead[0] != (cmd.seq + 1, cursor):
@@ -140,6 +142,14 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                 ahead[1].cancel()
             answer = await fetch_answer(ctx.http, spec, cmd.runtimeContext, cmd.seq,
                                         s.fetch_retries, s.fetch_backoff_seconds, headers)
+        if spec.jobConfig.maxRows is None:
+            # The cursor makes pages sequential, not the broker: without a row
+            # cap, page n+1 is asked for now, at the cursor page n's envelope
+            # gives (read apart from its rows), while page n is decoded,
+            # stored and sent (docs/architecture.md, "Write while fetching").
+            cursor = answer.next_cursor()
+            if cursor is not None:
+                ask_ahead(cmd.seq + 1, cursor)
         # Decoding a page makes it Python rows (~5x its JSON bytes) until its
         # batch is built: DECODE_SLOTS (one) page at a time per worker, so that
         # memory does not grow with the tasks fetching (the GIL gives no more
@@ -186,19 +196,16 @@ def _take_page(answer: Answer, cmd: FetchPage, hint: Callable[[dict], None],
     ``jobConfig.maxRows``, normalized and encoded as its shard: ``(page, rows,
     last, truncated, shard bytes, normalized batch, quality counts)``.
 
-    ``hint(cursor)`` is called with the next page's cursor as soon as it is
-    known (the caller asks for that page meanwhile, ``Context.ahead``):
-    without a row cap, from the page's envelope, before its rows are parsed
-    (the fast decode, ``Answer.page``'s ``on_next``); else once the page is
-    decoded and not the last. The cursor makes pages sequential, not the
-    broker (docs/architecture.md, "Write while fetching"). Raises what
+    ``hint(cursor)`` is called with the next page's cursor once the page is
+    decoded and not the last (the caller asks for that page then, unless it
+    did already from the envelope: ``Answer.next_cursor``). Raises what
     decoding and normalizing raise."""
     spec = cmd.spec
     cap = spec.jobConfig.maxRows
     # Without a row cap the page may come back normalized already (page.batch:
     # the fast decode, in C++ off the GIL; see docs/fidelity-rules.md, "Fast
     # page decode"); with a cap, rows are cut before normalizing.
-    page = answer.page(spec.documentConfig, hint) if cap is None else answer.page()
+    page = answer.page(spec.documentConfig if cap is None else None)
     rows, last, truncated = page.rows, page.finished, False
     if cap is not None and cmd.rowsBefore + len(rows) >= cap:
         truncated = cmd.rowsBefore + len(rows) > cap or not page.finished

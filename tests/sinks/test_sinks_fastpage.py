@@ -213,24 +213,23 @@ def test_a_page_nested_too_deeply_is_a_permanent_error_naming_the_page():
         parse_body(3, body)
 
 
-def test_the_envelope_is_handed_out_before_the_rows_are_parsed(monkeypatch):
-    """``on_envelope`` sees the exact envelope before Arrow parses the rows
-    (the caller asks for the next page meanwhile), also for rows then
-    declined; what it raises does not change the decode."""
+def test_the_envelope_is_read_apart_from_the_rows_and_reused():
+    """``read_envelope`` gives the exact envelope without decoding a row (the
+    fetcher asks for the next page with its cursor), also for rows the fast
+    decode then declines; ``decode_page`` takes it instead of reading it again."""
     doc = doc_of([("a", "int")])
-    order = []
-    read_json = F.pj.read_json
-    monkeypatch.setattr(F.pj, "read_json", lambda *a, **k: order.append("rows") or read_json(*a, **k))
-    got = F.decode_page(envelope('[{"a":1}]'), doc, lambda env: order.append(
-        {k: v for k, v in env["data"].items() if k != "rows"}))
-    assert got is not None and got[1].column(0).to_pylist() == [1]
-    assert order == [{"status": "continue", "runtimeContext": {"lastId": 7, "x": F.loads_exact(b"0.10")},
-                      "total": 12}, "rows"]
-    order.clear()
-    assert F.decode_page(envelope('[{"a":1.5}]'), doc, order.append) is None  # declined rows
-    assert len(order) == 2 and order[0]["data"]["runtimeContext"]["lastId"] == 7
-
-    def broken(env):
-        raise RuntimeError("boom")
-    assert F.decode_page(envelope('[{"a":1}]'), doc, broken) is not None
-    assert F.decode_page(b'{"code":200,"data":{"rows":[1]}, "x":[2]}', doc, broken) is None
+    body = envelope('[{"a":1},{"a":2}]')
+    env, start, end = F.read_envelope(body)
+    assert body[start:end] == b'{"a":1},{"a":2}'
+    assert env == {"code": 200, "message": "ok", "data": {
+        "status": "continue", "runtimeContext": {"lastId": 7, "x": F.loads_exact(b"0.10")},
+        "rows": [F._MARK], "total": 12}}
+    got = F.decode_page(body, doc, (env, start, end))
+    assert got is not None and got[0] is env and got[1].column(0).to_pylist() == [1, 2]
+    assert got[0]["data"]["rows"] == []
+    declined = envelope('[{"a":1.5}]')
+    assert F.read_envelope(declined)[0]["data"]["runtimeContext"]["lastId"] == 7
+    assert F.decode_page(declined, doc, F.read_envelope(declined)) is None
+    for bad in (b'{"code":200,"data":{"rows":[1]}, "x":[2]}', b'{"code":200,\n"data":{"rows":[]}}',
+                b'{"code":200,"data":{"rows":[1]]}}', b'not json "rows":[]'):
+        assert F.read_envelope(bad) is None, bad
