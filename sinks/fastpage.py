@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,6 +134,11 @@ def decode_page(body: bytes, doc: DocumentConfig,
 #: A number spelled as Arrow's reader takes it and Python's ``json`` does not
 #: (``-NaN``, ``Inf``, ``-Inf``; also ``NaN``, which the exact path reads).
 _NON_FINITE = re.compile(rb"[:,\[]\s*-?(?:NaN|Inf)")
+#: :data:`_NON_FINITE` for Arrow's regex kernel (RE2, ``\s`` spelled out as
+#: Python's): it scans the rows with the GIL released (~1.7 ms per 1.5 MB, where
+#: ``b"NaN" in text`` and ``b"Inf" in text`` held the GIL ~1.7 ms together,
+#: blocking the worker's event loop).
+_NON_FINITE_RE2 = r"[:,\[][ \t\n\r\f\v]*-?(?:NaN|Inf)"
 
 
 def _plain_rows(text: bytes) -> bool:
@@ -150,7 +156,9 @@ def _plain_rows(text: bytes) -> bool:
             text.decode("utf-8")
         except UnicodeDecodeError:
             return False
-    return not ((b"NaN" in text or b"Inf" in text) and _NON_FINITE.search(text))
+    arr = pa.Array.from_buffers(pa.large_binary(), 1, [
+        None, pa.py_buffer(struct.pack("<qq", 0, len(text))), pa.py_buffer(text)])
+    return not pc.match_substring_regex(arr, _NON_FINITE_RE2)[0].as_py()
 
 
 def _row_schema(doc: DocumentConfig) -> pa.Schema | None:

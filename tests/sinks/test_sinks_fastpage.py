@@ -233,3 +233,14 @@ def test_the_envelope_is_read_apart_from_the_rows_and_reused():
     for bad in (b'{"code":200,"data":{"rows":[1]}, "x":[2]}', b'{"code":200,\n"data":{"rows":[]}}',
                 b'{"code":200,"data":{"rows":[1]]}}', b'not json "rows":[]'):
         assert F.read_envelope(bad) is None, bad
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([":", ",", "[", " ", "\t", "\n", "\r", "\f", "\v", "-", "NaN",
+                                 "Inf", "Infinity", "N", "a", "I", "n", "f", '"', "{", "}",
+                                 "1", "x"]), max_size=12))
+def test_the_non_finite_scan_off_the_gil_finds_what_pythons_regex_finds(parts):
+    """``_plain_rows`` scans for ``NaN``/``Inf`` numbers with Arrow's regex
+    kernel (the GIL released): it declines exactly where ``_NON_FINITE`` finds one."""
+    text = "".join(parts).encode()
+    assert F._plain_rows(text) is (F._NON_FINITE.search(text) is None), text
