@@ -142,19 +142,21 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                 ahead[1].cancel()
             answer = await fetch_answer(ctx.http, spec, cmd.runtimeContext, cmd.seq,
                                         s.fetch_retries, s.fetch_backoff_seconds, headers)
-        if spec.jobConfig.maxRows is None:
-            # The cursor makes pages sequential, not the broker: without a row
-            # cap, page n+1 is asked for now, at the cursor page n's envelope
-            # gives (read apart from its rows), while page n is decoded,
-            # stored and sent (docs/architecture.md, "Write while fetching").
-            cursor = answer.next_cursor()
-            if cursor is not None:
-                ask_ahead(cmd.seq + 1, cursor)
         # Decoding a page makes it Python rows (~5x its JSON bytes) until its
         # batch is built: DECODE_SLOTS (one) page at a time per worker, so that
         # memory does not grow with the tasks fetching (the GIL gives no more
         # throughput anyway). A page held ahead is only its bytes.
         async with ctx.decoding:
+            if spec.jobConfig.maxRows is None:
+                # The cursor makes pages sequential, not the broker: without a
+                # row cap, page n+1 is asked for now, at the cursor page n's
+                # envelope gives (read apart from its rows), while page n is
+                # decoded, stored and sent (docs/architecture.md, "Write while
+                # fetching"). Not before this page's turn to decode: a task
+                # waiting for it holds one answer, not two.
+                cursor = answer.next_cursor()
+                if cursor is not None:
+                    ask_ahead(cmd.seq + 1, cursor)
             # decoded, normalized and encoded as its shard in one trip to a thread
             taken = await asyncio.to_thread(_take_page, answer, cmd, hint)
             del answer

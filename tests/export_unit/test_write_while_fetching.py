@@ -435,3 +435,30 @@ async def test_a_worker_taking_over_a_task_reports_its_first_page_at_once(make_c
     b.worker_id = "w-b"
     emits = await write_shard(b, page(2, ids(2)))
     assert [(e.payload.status, e.payload.workerId) for e in emits] == [("PROGRESS", "w-b")]
+
+
+async def test_a_page_waiting_for_its_turn_to_decode_does_not_ask_ahead_yet(make_ctx, data_api):
+    """Memory: a task waiting for the decode slot (another task's page is
+    being decoded) holds its own answer only; it asks for its next page once
+    its turn came (docs/architecture.md, "Write while fetching")."""
+    from plait.spec import ExportSpec
+
+    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    for seq in range(2):
+        data_api.pages[seq] = (ids(seq), seq == 1)
+    await ctx.decoding.acquire()  # another page is being decoded
+    step = asyncio.ensure_future(fetch(ctx, FetchPage(taskId="t1", seq=0, spec=s,
+                                                      runtimeContext={"page": 0})))
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0] and "t1" not in ctx.ahead
+    ctx.decoding.release()
+    emits = await step
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1]
+    assert ctx.ahead["t1"][0] == (1, {"page": 1}) and emits[-1].payload.seq == 1
+    from streams.handlers import forget_ahead
+    forget_ahead(ctx, "t1")
