@@ -9,12 +9,25 @@ import structlog
 from plait.audit import redact_processor
 
 
+#: Library loggers held above INFO: httpx logs every request it sends at
+#: INFO (``HTTP Request: POST ... "HTTP/1.1 200 OK"``), a line per data page
+#: fetched (~50 a second per export on a fast data API), which cost the
+#: worker's event loop more than the rest of its logging; failures reach our
+#: own logs and metrics (``plait_data_api_errors_total``).
+QUIET = {"httpx": logging.WARNING}
+
+
 def setup_logging(level: str = "INFO", stdlib: bool = True) -> None:
     """Key-value logs on stderr at ``level``; secret-looking keys are redacted.
     ``stdlib=False`` leaves the root handler to the host (Faust installs its own)."""
     if stdlib:
         logging.basicConfig(level=level.upper(),
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    chosen = logging.getLevelName(level.upper())
+    for name, quiet in QUIET.items():
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:  # unless the host chose a level for it
+            logger.setLevel(max(quiet, chosen if isinstance(chosen, int) else logging.INFO))
     structlog.configure(
         # tracebacks: stdlib prints them (structlog passes exc_info through)
         processors=[redact_processor,

@@ -149,6 +149,9 @@ def build_context(settings: Settings) -> Context:
                        settings.s3_public_url)
     redis = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10,
                                     socket_connect_timeout=5)
+    from streams.datasource import tune_http_reads
+
+    tune_http_reads()
     http = httpx.AsyncClient(timeout=httpx.Timeout(settings.fetch_timeout_seconds),
                              follow_redirects=False)
     p = settings.redis_prefix

@@ -22,11 +22,28 @@ from tenacity.wait import wait_base, wait_exponential_jitter
 
 from plait.errors import PermanentError, RetryableError
 from plait.spec import DocumentConfig, ExportSpec
-from sinks.fastpage import decode_page
+from sinks.fastpage import decode_page, read_envelope
 from sinks.values import all_dicts, loads_exact
 
 #: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
 MAX_RETRY_AFTER = 60.0
+
+#: Bytes httpcore asks its socket stream for per read of a response (its
+#: default: 64 KiB). asyncio's transport hands over up to 256 KiB at a time,
+#: so 64 KiB reads split each into four trips through h11, httpcore, anyio
+#: and httpx: a 1.5 MB page (flights, 5,000 rows) cost ~2.3 ms of the worker's
+#: CPU (GIL held) to receive, 1.3 ms with 256 KiB reads. No more memory: a
+#: read returns at most what the transport already holds.
+HTTP_READ_BYTES = 256 * 1024
+
+
+def tune_http_reads(read_bytes: int = HTTP_READ_BYTES) -> None:
+    """Make httpcore (under httpx) read responses ``read_bytes`` at a time in
+    this process (:data:`HTTP_READ_BYTES`); never lowers it."""
+    from httpcore._async.http11 import AsyncHTTP11Connection
+
+    if AsyncHTTP11Connection.READ_NUM_BYTES < read_bytes:
+        AsyncHTTP11Connection.READ_NUM_BYTES = read_bytes
 
 
 @dataclass
@@ -78,7 +95,8 @@ def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes
                              f"{body[:200].decode(errors='replace')}")
 
 
-def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page:
+def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
+               envelope: tuple[dict, int, int] | None = None) -> Page:
     """Decode a 2xx answer's body for page ``seq`` (CPU: ~3 ms per 2,000
     flights rows; run it off the event loop for big pages).
 
@@ -88,6 +106,8 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page
     "Fast page decode") takes the page when it can prove the batch is what
     ``rows_to_batch`` gives; else the rows are decoded exactly as without
     ``doc``. The envelope checks and their errors are the same either way.
+    ``envelope``: :func:`sinks.fastpage.read_envelope` of ``body``, when
+    read already.
 
     Raises:
         PermanentError: a body that breaks the contract; the message names the
@@ -97,7 +117,7 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None) -> Page
         # numbers exactly: a literal that is not a double's shortest repr stays a
         # Decimal (docs/fidelity-rules.md, F11); loads_exact: orjson when that
         # cannot change a value
-        fast = None if doc is None else decode_page(body, doc)
+        fast = None if doc is None else decode_page(body, doc, envelope)
         answer, batch = (loads_exact(body), None) if fast is None else fast
         code, data = answer.get("code"), answer.get("data")
     except (ValueError, AttributeError):
@@ -147,6 +167,30 @@ class Answer:
     sent: dict[str, Any]
     body: bytes
     sys_code: str = ""
+    #: :func:`sinks.fastpage.read_envelope` of ``body`` once :meth:`next_cursor` read it
+    _envelope: tuple[dict, int, int] | None = None
+
+    def next_cursor(self) -> dict[str, Any] | None:
+        """The next page's cursor as this answer's envelope gives it, read
+        apart from the rows (:func:`sinks.fastpage.read_envelope`: scans of
+        the body, no row decoded), so the next page can be asked for before
+        this one is decoded: when it says ``continue`` with a cursor other
+        than the one sent; else None (finished, or not provable: ask once
+        decoded). A hint: the page may still be refused; whenever it is
+        accepted, its ``next_context`` is this cursor. The envelope is kept
+        for :meth:`page`."""
+        self._envelope = read = read_envelope(self.body)
+        if read is None:
+            return None
+        envelope = read[0]
+        data = envelope.get("data")
+        if envelope.get("code") != 200 or not isinstance(data, dict) \
+                or data.get("status") != "continue":
+            return None
+        nxt = data.get("runtimeContext") or {}
+        if not isinstance(nxt, dict) or nxt in (self.context, self.sent):
+            return None
+        return nxt
 
     def page(self, doc: DocumentConfig | None = None) -> Page:
         """Blocking (CPU): the decoded page (:func:`parse_body`; with ``doc``,
@@ -155,7 +199,7 @@ class Answer:
         ``plait_data_api_errors_total``, ``permanent``) or the data API
         answered ``continue`` with the cursor it was given."""
         try:
-            page = parse_body(self.seq, self.body, doc)
+            page = parse_body(self.seq, self.body, doc, self._envelope)
         except PermanentError:
             from plait import metrics
 

@@ -172,6 +172,9 @@ class TaskFile:
         #: pages 0..next_seq-1 are in the file
         self.next_seq = 0
         self.quality: dict[str, int] = {}
+        #: when this worker last reported the task's progress (monotonic
+        #: seconds; ``streams.shards.due``), None before its first report
+        self.reported_at: float | None = None
 
     def fits(self, schema: pa.Schema) -> bool:
         """Whether a page of ``schema`` goes into the file unchanged."""

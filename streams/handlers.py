@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Callable
+
+import pyarrow as pa
 
 from plait import topics as T
 from plait.callers import NotAllowed, check_spec
@@ -17,7 +20,7 @@ from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
-from streams.datasource import fetch_answer
+from streams.datasource import Answer, Page, fetch_answer
 from streams.emits import lifecycle, start
 from streams.files import hand_off, page_shard
 from streams.layout import shard_key, shard_prefix
@@ -85,9 +88,11 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     (``shardKey``) and the FetchPage of the next page (followed in process by
     the runtime, ``Route.follow``).
 
-    Page n+1 is requested from the data API as soon as page n is in hand
-    (``Context.ahead``); the next step uses that answer when its cursor is the
-    one asked for, else asks again.
+    Page n+1 is requested from the data API as soon as its cursor is known
+    (``Context.ahead``): without a row cap, from page n's envelope before
+    page n is decoded (``Answer.next_cursor``), else once it is decoded; the
+    next step uses that answer when its cursor is the one asked for, else
+    asks again.
 
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
@@ -105,6 +110,29 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         return []
     s = ctx.settings
     headers = data_token_headers(ctx, task, spec, state)
+
+    def ask_ahead(seq: int, cursor: dict) -> None:
+        """Ask the data API for page ``seq`` at ``cursor`` now, held in
+        ``ctx.ahead`` for the next step (which compares its own cursor)."""
+        forget_ahead(ctx, task)
+        ctx.ahead[task] = ((seq, cursor), asyncio.ensure_future(
+            fetch_answer(ctx.http, spec, cursor, seq, s.fetch_retries,
+                         s.fetch_backoff_seconds, headers)))
+
+    loop = asyncio.get_running_loop()
+    #: whether the page's decode may still ask ahead (``early``): closed once
+    #: the step decided itself, or failed (a late hint must not leave a request behind)
+    early_open = [True]
+
+    def early(cursor: dict) -> None:  # on the loop, hinted by the decoding thread
+        if early_open[0]:
+            ahead = ctx.ahead.get(task)
+            if ahead is None or ahead[0] != (cmd.seq + 1, cursor):
+                ask_ahead(cmd.seq + 1, cursor)
+
+    def hint(cursor: dict) -> None:  # in the decoding thread
+        loop.call_soon_threadsafe(early, cursor)
+
     try:
         ahead = ctx.ahead.pop(task, None)
         if ahead is not None and ahead[0] == (cmd.seq, cmd.runtimeContext):
@@ -119,36 +147,28 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         # memory does not grow with the tasks fetching (the GIL gives no more
         # throughput anyway). A page held ahead is only its bytes.
         async with ctx.decoding:
-            cap = spec.jobConfig.maxRows
-            # Without a row cap the page may come back normalized already
-            # (page.batch: the fast decode, in C++ off the GIL; see
-            # docs/fidelity-rules.md, "Fast page decode"); with a cap, rows
-            # are cut before normalizing.
-            page = await asyncio.to_thread(
-                answer.page, spec.documentConfig if cap is None else None)
+            if spec.jobConfig.maxRows is None:
+                # The cursor makes pages sequential, not the broker: without a
+                # row cap, page n+1 is asked for now, at the cursor page n's
+                # envelope gives (read apart from its rows), while page n is
+                # decoded, stored and sent (docs/architecture.md, "Write while
+                # fetching"). Not before this page's turn to decode: a task
+                # waiting for it holds one answer, not two.
+                cursor = answer.next_cursor()
+                if cursor is not None:
+                    ask_ahead(cmd.seq + 1, cursor)
+            # decoded, normalized and encoded as its shard in one trip to a thread
+            taken = await asyncio.to_thread(_take_page, answer, cmd, hint)
             del answer
-            rows, last, truncated = page.rows, page.finished, False
-            if cap is not None and cmd.rowsBefore + len(rows) >= cap:
-                truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
-                rows, last = rows[: cap - cmd.rowsBefore], True
-            if not last:
-                # The cursor makes pages sequential, not the broker: ask for page
-                # n+1 now, so the data API prepares it while page n is normalized,
-                # stored and sent (docs/architecture.md, "Write while fetching").
-                ctx.ahead[task] = ((cmd.seq + 1, page.next_context), asyncio.ensure_future(
-                    fetch_answer(ctx.http, spec, page.next_context, cmd.seq + 1,
-                                 s.fetch_retries, s.fetch_backoff_seconds, headers)))
-            batch = PageBatch(taskId=task, seq=cmd.seq,
-                              rowCount=len(rows) if page.batch is None else page.row_count,
-                              rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
-                              isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
-            page.rows = []
-            # The page normalized once, here, into its shard (what a re-drive
-            # resumes from); only its key crosses the broker (docs/architecture.md,
-            # "Write while fetching"). A redelivered page overwrites its own shard.
-            shard, normalized, quality = await asyncio.to_thread(
-                page_shard, rows, spec.documentConfig, cmd.seq, page.batch)
-            del rows
+        # the hints, if any, ran before this (the loop runs callbacks in order)
+        early_open[0] = False
+        page, row_count, last, truncated, shard, normalized, quality = taken
+        del taken
+        if last:
+            forget_ahead(ctx, task)
+        batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
+                          rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
+                          isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
         batch.shardKey = shard_key(task, cmd.seq)
         await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
         del shard
@@ -161,6 +181,7 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         # the shard back (streams.files.hand_off; bounded, else it reads the shard)
         hand_off(ctx, batch.shardKey, normalized, quality)
     except BaseException:
+        early_open[0] = False
         forget_ahead(ctx, task)
         raise
     emits = [Emit(T.PAGES, task, batch)]
@@ -169,6 +190,38 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
             taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
             rowsBefore=cmd.rowsBefore + batch.rowCount, spec=spec)))
     return emits
+
+
+def _take_page(answer: Answer, cmd: FetchPage, hint: Callable[[dict], None],
+               ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
+    """Blocking: page ``cmd.seq`` of ``answer`` decoded, cut at
+    ``jobConfig.maxRows``, normalized and encoded as its shard: ``(page, rows,
+    last, truncated, shard bytes, normalized batch, quality counts)``.
+
+    ``hint(cursor)`` is called with the next page's cursor once the page is
+    decoded and not the last (the caller asks for that page then, unless it
+    did already from the envelope: ``Answer.next_cursor``). Raises what
+    decoding and normalizing raise."""
+    spec = cmd.spec
+    cap = spec.jobConfig.maxRows
+    # Without a row cap the page may come back normalized already (page.batch:
+    # the fast decode, in C++ off the GIL; see docs/fidelity-rules.md, "Fast
+    # page decode"); with a cap, rows are cut before normalizing.
+    page = answer.page(spec.documentConfig if cap is None else None)
+    rows, last, truncated = page.rows, page.finished, False
+    if cap is not None and cmd.rowsBefore + len(rows) >= cap:
+        truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
+        rows, last = rows[: cap - cmd.rowsBefore], True
+    if not last:
+        hint(page.next_context)  # nothing new when the envelope's hint gave it
+    row_count = len(rows) if page.batch is None else page.row_count
+    page.rows = []
+    # The page normalized once, here, into its shard (what a re-drive resumes
+    # from); only its key crosses the broker (docs/architecture.md, "Write
+    # while fetching"). A redelivered page overwrites its own shard.
+    shard, normalized, quality = page_shard(rows, spec.documentConfig, cmd.seq, page.batch)
+    page.batch = None
+    return page, row_count, last, truncated, shard, normalized, quality
 
 
 def forget_ahead(ctx: Context, task_id: str) -> None:

@@ -9,6 +9,7 @@ partition, hence one worker at a time, owns a task's pages
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pyarrow as pa
 
@@ -79,7 +80,7 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
                          exportedRows=page.rowsBefore + page.rowCount,
                          totalRows=page.totalRows, workerId=ctx.worker_id, stage="fetching")
     if not page.isLast:
-        return [progress]
+        return [progress] if due(ctx, page.taskId) else []
     marks = await ctx.checkpoints.get(page.taskId)
     if "finalized" in marks:
         return [progress]
@@ -94,6 +95,29 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         built = await asyncio.to_thread(finish, ctx, page.taskId, page.seq, doc, on_stage)
         done = await success(ctx, page.spec, page.taskId, built, page.truncated)
     return [done] if sent else [progress, done]
+
+
+#: Seconds between the ``fetching`` PROGRESS reports of a task whose file
+#: grows on this worker: the first page it writes reports, then the first
+#: page written at least this long after the last report, and the last page
+#: always. A report per page (~50 per second on a fast data API) cost a
+#: lifecycle event sent and projected per page, and nobody reads progress
+#: that often (the API shows the projection; SSE streams its changes).
+PROGRESS_EVERY = 0.5
+
+
+def due(ctx: Context, task_id: str) -> bool:
+    """Whether the page just appended to ``task_id``'s growing file should be
+    reported (:data:`PROGRESS_EVERY`); True when the file does not grow here
+    (built from shards at the end: every page reports). Marks it reported."""
+    tf = ctx.files.get(task_id)
+    if tf is None:
+        return True
+    now = time.monotonic()
+    if tf.reported_at is not None and now - tf.reported_at < PROGRESS_EVERY:
+        return False
+    tf.reported_at = now
+    return True
 
 
 async def after_write_shard(ctx: Context, page: PageBatch, emits: list[Emit]) -> None:

@@ -211,3 +211,23 @@ async def test_project_folds_progress_without_freeing_the_slot(make_ctx):
     assert await project(ctx, Lifecycle(taskId="t1", status="PROGRESS", exportedRows=5)) == []
     assert (await ctx.projection.get("t1"))["exportedRows"] == 5
     assert ctx.slots.holding() == {"t1"}
+
+
+async def test_project_does_not_transact_for_an_event_projected_already(make_ctx, monkeypatch):
+    """The runtime projects what it sends first: the projector's fold of the
+    same event is a plain read (no optimistic transaction)."""
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    event = Lifecycle(taskId="t1", status="PROGRESS", exportedRows=5)
+    await ctx.projection.apply(event)  # as before_send did
+    applied = []
+    apply = ctx.projection.apply
+
+    async def counted(e):
+        applied.append(e.status)
+        return await apply(e)
+    monkeypatch.setattr(ctx.projection, "apply", counted)
+    assert await project(ctx, event) == []
+    assert applied == []
+    assert await project(ctx, Lifecycle(taskId="t1", status="PROGRESS", exportedRows=7)) == []
+    assert applied == ["PROGRESS"] and (await ctx.projection.get("t1"))["exportedRows"] == 7

@@ -323,3 +323,142 @@ def test_handed_off_pages_are_bounded(make_ctx, monkeypatch):
     # only the newest fit; the writer reads the older ones from their shards
     assert list(ctx.handed) == ["shards/t1/00000003.parquet", "shards/t1/00000004.parquet"]
     assert files.take_handed(ctx, "shards/t1/00000000.parquet") is None
+
+
+async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx, data_api,
+                                                                        monkeypatch):
+    """The fast decode reads a page's envelope (its cursor) apart from its rows:
+    page n+1 is asked for while page n's rows are still being parsed, once,
+    and the next step takes that answer (docs/architecture.md, "Write while
+    fetching")."""
+    import threading
+
+    import sinks.fastpage as fastpage
+    from plait.spec import ExportSpec
+
+    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    for seq in range(3):
+        data_api.pages[seq] = (ids(seq), seq == 2)
+    asked_while_parsing = []
+    read_json = fastpage.pj.read_json
+
+    def parse(source, *a, **k):  # in the decoding thread: wait (a while) for the next page's request
+        import json
+        nxt = json.loads(source.getvalue())["data"]["runtimeContext"]["page"]
+
+        def asked():
+            return any(r["runtimeContext"].get("page") == nxt for r in data_api.requests)
+        for _ in range(200):
+            if asked():
+                break
+            threading.Event().wait(0.01)
+        asked_while_parsing.append(asked())
+        return read_json(source, *a, **k)
+
+    monkeypatch.setattr(fastpage.pj, "read_json", parse)
+    cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
+    batches = []
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        batches.append(emits[0].payload)
+        if seq < 2:
+            cmd = emits[-1].payload
+    # pages 1 and 2 were asked for while the rows of pages 0 and 1 were parsed
+    assert asked_while_parsing == [True, True, False]
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
+    assert [(b.seq, b.rowCount, b.isLast) for b in batches] == [(0, 10, False), (1, 10, False),
+                                                                (2, 10, True)]
+    assert ctx.ahead == {}
+
+
+async def test_a_page_refused_after_its_envelope_forgets_the_page_asked_ahead(make_ctx, data_api,
+                                                                              monkeypatch):
+    """The envelope's cursor is a hint: when the page's rows are then refused,
+    the request made for the next page is cancelled and forgotten."""
+    from plait.errors import PermanentError
+    from plait.spec import ExportSpec
+
+    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    data_api.pages[0] = ([{"id": 1, "name": "a"}, {"id": "x", "name": "b"}], False)  # an id that is no int
+    data_api.pages[1] = (ids(1), True)
+    import streams.handlers as handlers
+
+    def refuse(*a, **k):
+        raise PermanentError("page 0: refused")
+    monkeypatch.setattr(handlers, "page_shard", refuse)
+    with pytest.raises(PermanentError):
+        await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0}))
+    assert ctx.ahead == {}
+
+
+async def test_progress_is_reported_at_most_every_interval_and_always_for_the_last_page(
+        make_ctx, monkeypatch):
+    """The page writer reports the first page it writes of a task, then at
+    most every PROGRESS_EVERY seconds, and the last page always (its PROGRESS
+    says ``writing``); the projection still ends with every row."""
+    import streams.shards as shards
+    now = [1000.0]
+    monkeypatch.setattr(shards.time, "monotonic", lambda: now[0])
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    reported = []
+    for seq in range(5):
+        emits = await write_shard(ctx, page(seq, ids(seq)))
+        reported.append([e.payload.exportedRows for e in emits])
+        now[0] += shards.PROGRESS_EVERY / 2
+    assert reported == [[10], [], [30], [], [50]]
+    emits = await write_shard(ctx, page(5, ids(5), last=True))
+    assert [(e.payload.status, e.payload.exportedRows) for e in emits] == \
+        [("PROGRESS", 60), ("SUCCESS", 60)]
+    # a file that does not grow here (built from the shards at the end) reports every page
+    ctx.files.clear()
+    assert [e.payload.exportedRows for e in await write_shard(ctx, page(1, ids(1)))] == [20]
+
+
+async def test_a_worker_taking_over_a_task_reports_its_first_page_at_once(make_ctx):
+    """The last reporter's id is how the sweeper tells who drives a task
+    (streams.sweeper.owner_alive): a worker catching up reports at once."""
+    a = make_ctx()
+    await running(a, "t1")
+    for seq in range(2):
+        await write_shard(a, page(seq, ids(seq)))
+    b = make_ctx(worker_id="w-b")
+    b.store, b.projection, b.checkpoints = a.store, a.projection, a.checkpoints
+    b.worker_id = "w-b"
+    emits = await write_shard(b, page(2, ids(2)))
+    assert [(e.payload.status, e.payload.workerId) for e in emits] == [("PROGRESS", "w-b")]
+
+
+async def test_a_page_waiting_for_its_turn_to_decode_does_not_ask_ahead_yet(make_ctx, data_api):
+    """Memory: a task waiting for the decode slot (another task's page is
+    being decoded) holds its own answer only; it asks for its next page once
+    its turn came (docs/architecture.md, "Write while fetching")."""
+    from plait.spec import ExportSpec
+
+    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    for seq in range(2):
+        data_api.pages[seq] = (ids(seq), seq == 1)
+    await ctx.decoding.acquire()  # another page is being decoded
+    step = asyncio.ensure_future(fetch(ctx, FetchPage(taskId="t1", seq=0, spec=s,
+                                                      runtimeContext={"page": 0})))
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0] and "t1" not in ctx.ahead
+    ctx.decoding.release()
+    emits = await step
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1]
+    assert ctx.ahead["t1"][0] == (1, {"page": 1}) and emits[-1].payload.seq == 1
+    from streams.handlers import forget_ahead
+    forget_ahead(ctx, "t1")

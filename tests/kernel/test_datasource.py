@@ -64,3 +64,23 @@ async def test_a_cursor_that_never_moves_fails_instead_of_looping():
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         with pytest.raises(PermanentError, match="never finish"):
             await fetch_page(client, spec, {"pageSize": 10, "lastId": 5}, 3, 1, 0)
+
+
+def test_next_cursor_reads_the_envelope_apart_from_the_rows():
+    """``Answer.next_cursor``: the next page's cursor before the page is
+    decoded, only for ``continue`` with a new cursor, and the page decoded
+    afterwards is the same (its envelope reused)."""
+    from streams.datasource import Answer
+
+    def body(status, ctx):
+        return json.dumps({"code": 200, "data": {"status": status, "runtimeContext": ctx,
+                                                "rows": [{"id": 1}]}},
+                          separators=(",", ":")).encode()
+    a = Answer(0, {"lastId": None}, {"pageSize": 2, "lastId": None}, body("continue", {"lastId": 1}))
+    assert a.next_cursor() == {"lastId": 1}
+    page = a.page()
+    assert (page.next_context, page.rows, page.finished) == ({"lastId": 1}, [{"id": 1}], False)
+    assert Answer(0, {}, {}, body("finish", {"lastId": 1})).next_cursor() is None
+    assert Answer(0, {"lastId": 1}, {}, body("continue", {"lastId": 1})).next_cursor() is None
+    assert Answer(0, {}, {}, b'{"code":500,"data":{"status":"continue","rows":[]}}').next_cursor() is None
+    assert Answer(0, {}, {}, b'{"code":200,\n"data":{"rows":[]}}').next_cursor() is None

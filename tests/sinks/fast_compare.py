@@ -21,6 +21,7 @@ from collections import Counter
 from plait.errors import PermanentError
 from plait.spec import ColumnSpec, DocumentConfig
 from sinks import values as V
+from sinks.fastpage import read_envelope
 from streams.datasource import parse_body
 
 #: The exact normalizer (the sink tests' conftest wraps the module's name).
@@ -44,10 +45,21 @@ def check_body(body: bytes, doc: DocumentConfig) -> bool:
         assert got is None or got.batch is None, (body[:300], doc)
         FAST["exact raised"] += 1
         return False
-    fast = parse_body(0, body, doc)
+    # the envelope read apart from the rows (the next page's cursor, asked for
+    # before the page is decoded) is the exact one whenever the page is accepted
+    read = read_envelope(body)
+    if read is not None:
+        env = read[0]
+        assert (env["code"], env["data"]["status"]) == (200, "finish" if exact.finished
+                                                       else "continue"), body[:300]
+        hinted = env["data"].get("runtimeContext") or {}
+        assert json.dumps(hinted, default=repr) == json.dumps(exact.next_context,
+                                                              default=repr), body[:300]
+    fast = parse_body(0, body, doc, read)
     if fast.batch is None:
         FAST["declined"] += 1
         return False
+    assert read is not None
     assert counts == {}, (body[:300], counts)
     assert fast.rows == [] and fast.row_count == want.num_rows
     assert (fast.next_context, fast.finished, fast.total) == \

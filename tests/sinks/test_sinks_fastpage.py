@@ -211,3 +211,36 @@ def test_a_page_nested_too_deeply_is_a_permanent_error_naming_the_page():
             + b"1" + b"}" * 5000 + b"}]}}")
     with pytest.raises(PermanentError, match="page 3: .*too deeply"):
         parse_body(3, body)
+
+
+def test_the_envelope_is_read_apart_from_the_rows_and_reused():
+    """``read_envelope`` gives the exact envelope without decoding a row (the
+    fetcher asks for the next page with its cursor), also for rows the fast
+    decode then declines; ``decode_page`` takes it instead of reading it again."""
+    doc = doc_of([("a", "int")])
+    body = envelope('[{"a":1},{"a":2}]')
+    env, start, end = F.read_envelope(body)
+    assert body[start:end] == b'{"a":1},{"a":2}'
+    assert env == {"code": 200, "message": "ok", "data": {
+        "status": "continue", "runtimeContext": {"lastId": 7, "x": F.loads_exact(b"0.10")},
+        "rows": [F._MARK], "total": 12}}
+    got = F.decode_page(body, doc, (env, start, end))
+    assert got is not None and got[0] is env and got[1].column(0).to_pylist() == [1, 2]
+    assert got[0]["data"]["rows"] == []
+    declined = envelope('[{"a":1.5}]')
+    assert F.read_envelope(declined)[0]["data"]["runtimeContext"]["lastId"] == 7
+    assert F.decode_page(declined, doc, F.read_envelope(declined)) is None
+    for bad in (b'{"code":200,"data":{"rows":[1]}, "x":[2]}', b'{"code":200,\n"data":{"rows":[]}}',
+                b'{"code":200,"data":{"rows":[1]]}}', b'not json "rows":[]'):
+        assert F.read_envelope(bad) is None, bad
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([":", ",", "[", " ", "\t", "\n", "\r", "\f", "\v", "-", "NaN",
+                                 "Inf", "Infinity", "N", "a", "I", "n", "f", '"', "{", "}",
+                                 "1", "x"]), max_size=12))
+def test_the_non_finite_scan_off_the_gil_finds_what_pythons_regex_finds(parts):
+    """``_plain_rows`` scans for ``NaN``/``Inf`` numbers with Arrow's regex
+    kernel (the GIL released): it declines exactly where ``_NON_FINITE`` finds one."""
+    text = "".join(parts).encode()
+    assert F._plain_rows(text) is (F._NON_FINITE.search(text) is None), text
