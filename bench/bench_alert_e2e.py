@@ -197,9 +197,8 @@ def main() -> None:
     ap.add_argument("--alertmanager", action=argparse.BooleanOptionalAction, default=True,
                     help="also run Alertmanager on the same storm when its binary is present")
     ap.add_argument("--fetch-wait-ms", type=int, default=0,
-                    help="the workers' PLAIT_FETCH_MAX_WAIT_MS (0: the setting's default, 50 ms); "
-                         "on Tansu an idle hop waits it out (docs/kafka-rules.md #11); 10 ms gained "
-                         "nothing measurable at 1,000/s, at ~5%% of a core more per idle worker")
+                    help="the workers' PLAIT_FETCH_MAX_WAIT_MS (0: the stack's default for alerting "
+                         "workers, 10 ms); on Tansu an idle hop waits it out (docs/kafka-rules.md #11)")
     ap.add_argument("--workers", type=int, default=1, help="worker processes (scaling)")
     ap.add_argument("--partitions", type=int, default=0,
                     help="partitions of every topic (0: the settings' default)")

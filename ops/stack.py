@@ -35,6 +35,10 @@ def drop_prefix(redis_url: str, prefix: str) -> int:
     return len(keys)
 
 
+#: Fetch wait (ms) of the stack's ``alerting`` workers on Tansu (docs/kafka-rules.md #11).
+ALERTING_FETCH_WAIT_MS = 10
+
+
 @dataclass
 class Stack:
     """A running stack. ``env`` holds the ``PLAIT_*`` settings every child gets.
@@ -184,18 +188,26 @@ class Stack:
         self._spawn("api", ["api", "--port", str(self._api_port)])
         self._wait_http(f"{self.api_url}/health", "api")
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str],
+               extra: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")
         proc = subprocess.Popen([sys.executable, "-m", "ops.cli", *args],
-                                env={**os.environ, **self.env}, stdout=log,
+                                env={**(extra or {}), **os.environ, **self.env}, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = proc
         return proc
 
     def spawn_worker(self, name: str, role: str = "all") -> subprocess.Popen:
-        """Start one more worker process (joins its role's consumer group)."""
+        """Start one more worker process (joins its role's consumer group).
+
+        An ``alerting`` worker fetches with a wait of
+        :data:`ALERTING_FETCH_WAIT_MS` unless ``PLAIT_FETCH_MAX_WAIT_MS`` is
+        set: Tansu answers a fetch that found nothing only when the wait is
+        over, a floor under each of an alert's two hops
+        (docs/kafka-rules.md #11); Kafka answers as soon as data arrives."""
         self.roles[name] = role
-        return self._spawn(name, ["worker"] if role == "all" else ["worker", "--role", role])
+        extra = {"PLAIT_FETCH_MAX_WAIT_MS": str(ALERTING_FETCH_WAIT_MS)} if role == "alerting" else {}
+        return self._spawn(name, ["worker"] if role == "all" else ["worker", "--role", role], extra)
 
     def supervise(self, backoff_max: float = 30.0) -> None:
         """Restart any worker that exits, in a daemon thread, until :meth:`stop`.

@@ -42,9 +42,9 @@ class Settings(BaseSettings):
         session_timeout_seconds: consumer session timeout; short so groups form fast.
         fetch_max_wait_ms: longest consumer fetch long-poll, milliseconds (latency
             of each hop on brokers that do not answer a long-poll early, as
-            Tansu, when idle; 10 ms gained nothing measurable at 1,000
-            alerts/s and costs ~5% of a core more per idle worker,
-            docs/kafka-rules.md #11: the default stays 50).
+            Tansu, when idle; an idle worker fetches more often the shorter
+            it is, docs/kafka-rules.md #11: the default stays 50, the embedded
+            Tansu stack starts its alerting workers with 10).
         fetch_prefetch_backoff_ms: longest a consumer holds back fetching from a
             broker while records fetched from one of its partitions wait to be
             consumed, milliseconds (aiokafka's 100 ms put a p99 of ~100 ms on

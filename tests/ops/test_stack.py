@@ -16,3 +16,29 @@ def test_a_part_that_cannot_start_fails_start_and_everything_is_stopped(tmp_path
         stack.start(workers=1)
     assert stack.procs == {}
     assert stack.broker is not None and stack.broker.proc.poll() is not None
+
+
+def test_alerting_workers_fetch_with_a_short_wait_unless_set(tmp_path, monkeypatch):
+    """On Tansu an idle fetch is answered when its wait is over: the stack's
+    alerting workers wait ALERTING_FETCH_WAIT_MS (docs/kafka-rules.md #11);
+    a wait the caller set wins; export workers keep the setting's default."""
+    import ops.stack as stack_mod
+
+    envs: dict[str, dict] = {}
+
+    class FakePopen:
+        def __init__(self, args, env, **kw):
+            envs[args[-1] if args[-2] == "--role" else "all"] = env
+
+    monkeypatch.setattr(stack_mod.subprocess, "Popen", FakePopen)
+    monkeypatch.delenv("PLAIT_FETCH_MAX_WAIT_MS", raising=False)
+    (tmp_path / "logs").mkdir()
+    stack = Stack(tmp_path)
+    stack.spawn_worker("a", "alerting")
+    stack.spawn_worker("e", "export")
+    stack.spawn_worker("w", "all")
+    assert envs["alerting"]["PLAIT_FETCH_MAX_WAIT_MS"] == str(stack_mod.ALERTING_FETCH_WAIT_MS) == "10"
+    assert "PLAIT_FETCH_MAX_WAIT_MS" not in envs["export"] and "PLAIT_FETCH_MAX_WAIT_MS" not in envs["all"]
+    stack.env["PLAIT_FETCH_MAX_WAIT_MS"] = "50"
+    stack.spawn_worker("a2", "alerting")
+    assert envs["alerting"]["PLAIT_FETCH_MAX_WAIT_MS"] == "50"
