@@ -28,6 +28,7 @@ Usage: ``python bench/bench_alert_e2e.py [--alerts 20000] [--per-event 1]
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import random
 import statistics
@@ -260,21 +261,24 @@ def main() -> None:
                     if not m.error():
                         seen.update(e["raw_id"] for e in ledger_entries(m.value()))
 
-        def cpu_s() -> float:
-            """CPU seconds (user + system) the workers used so far: a figure
-            that load from other processes on the machine disturbs less than
-            wall time."""
-            import os
-
+        def cpu_s(pids=None) -> float:
+            """CPU seconds (user + system) the workers (or ``pids``) used so
+            far: a figure that load from other processes on the machine
+            disturbs less than wall time."""
             tick = os.sysconf("SC_CLK_TCK")
             total = 0.0
-            for p in stack.workers().values():
+            for pid in pids if pids is not None else [p.pid for p in stack.workers().values()]:
                 try:
-                    fields = open(f"/proc/{p.pid}/stat").read().rpartition(")")[2].split()
+                    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
                     total += (int(fields[11]) + int(fields[12])) / tick
                 except OSError:
                     pass
             return total
+
+        def others_cpu_s() -> dict[str, float]:
+            """CPU seconds the broker and this bench process (producer, ledger
+            reader) used so far: they share the workers' cores."""
+            return {"broker": cpu_s([stack.broker.proc.pid]), "bench": cpu_s([os.getpid()])}
 
         def decisions() -> dict[str, int]:
             """The funnel's raw-in -> decision histogram (``decision_ms``),
@@ -381,7 +385,7 @@ def main() -> None:
             rnd.shuffle(order)
             storm = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning"}
                      for r, a in order]
-            msgs0, rss0, cpu0 = sink.messages, rss_mb(), cpu_s()
+            msgs0, rss0, cpu0, others0 = sink.messages, rss_mb(), cpu_s(), others_cpu_s()
             t0 = time.monotonic()
             sids = produce_events(storm, args.storm_per_event)
             produced = time.monotonic() - t0
@@ -408,6 +412,8 @@ def main() -> None:
                                   (sink.messages - msgs0) / am["webhook_posts"], 5)
                               if am and am.get("webhook_posts") else None,
                               "worker_cpu_s": round(cpu_s() - cpu0, 2),
+                              "others_cpu_s": {k: round(v - others0[k], 2)
+                                               for k, v in others_cpu_s().items()},
                               "worker_rss_mb_before": rss0, "worker_rss_mb_after": rss_mb()}),
                   flush=True)
 
