@@ -148,8 +148,9 @@ def test_readme_blocks_run_as_written_against_plait_dev(tmp_path):
                 task_id = out.stdout.strip().splitlines()[-1]
                 deadline = time.monotonic() + 120
                 while True:
+                    # None until the worker has admitted the request the SDK put on Kafka
                     state = httpx.get(f"{api}/export/tasks/{task_id}", timeout=5).json()["data"]
-                    if state["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"):
+                    if state and state["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"):
                         break
                     assert time.monotonic() < deadline, state
                     time.sleep(0.2)
