@@ -442,6 +442,14 @@ def schedule(service: Any, partition: int) -> None:
                 if not flights.get(partition):
                     return
                 flights[partition] = False
+                # the follow-up would be throttled (``every`` since the last
+                # began) and dropped, its changes left for the partition's next
+                # counted command: wait for its turn instead
+                pub = getattr(service, "_alert_view", None)
+                if pub is not None:
+                    wait = pub._at.get(partition, float("-inf")) + pub.every - time.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
         finally:
             flights.pop(partition, None)
 

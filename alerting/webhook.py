@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import smtplib
+import sys
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -62,8 +63,9 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():  # "²".isdigit(), float("²") raises
+        # 309+ digits make inf, which a funnel command (orjson) carries as null
+        return min(float(value), sys.float_info.max)
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - now)
     except (TypeError, ValueError, IndexError, OverflowError):
