@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
 
 import pyarrow as pa
 
@@ -90,9 +89,9 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
 
     Page n+1 is requested from the data API as soon as its cursor is known
     (``Context.ahead``): without a row cap, from page n's envelope before
-    page n is decoded (``Answer.next_cursor``), else once it is decoded; the
-    next step uses that answer when its cursor is the one asked for, else
-    asks again.
+    page n is decoded (``Answer.next_cursor``), else once it is decoded and
+    encoded as its shard; the next step uses that answer when its cursor is
+    the one asked for, else asks again.
 
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
@@ -119,20 +118,6 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
             fetch_answer(ctx.http, spec, cursor, seq, s.fetch_retries,
                          s.fetch_backoff_seconds, headers)))
 
-    loop = asyncio.get_running_loop()
-    #: whether the page's decode may still ask ahead (``early``): closed once
-    #: the step decided itself, or failed (a late hint must not leave a request behind)
-    early_open = [True]
-
-    def early(cursor: dict) -> None:  # on the loop, hinted by the decoding thread
-        if early_open[0]:
-            ahead = ctx.ahead.get(task)
-            if ahead is None or ahead[0] != (cmd.seq + 1, cursor):
-                ask_ahead(cmd.seq + 1, cursor)
-
-    def hint(cursor: dict) -> None:  # in the decoding thread
-        loop.call_soon_threadsafe(early, cursor)
-
     try:
         ahead = ctx.ahead.pop(task, None)
         if ahead is not None and ahead[0] == (cmd.seq, cmd.runtimeContext):
@@ -158,14 +143,16 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                 if cursor is not None:
                     ask_ahead(cmd.seq + 1, cursor)
             # decoded, normalized and encoded as its shard in one trip to a thread
-            taken = await asyncio.to_thread(_take_page, answer, cmd, hint)
+            taken = await asyncio.to_thread(_take_page, answer, cmd)
             del answer
-        # the hints, if any, ran before this (the loop runs callbacks in order)
-        early_open[0] = False
         page, row_count, last, truncated, shard, normalized, quality = taken
         del taken
         if last:
             forget_ahead(ctx, task)
+        elif ctx.ahead.get(task, ((None, None),))[0] != (cmd.seq + 1, page.next_context):
+            # the envelope gave no cursor (a row cap, or not readable apart
+            # from the rows), or another one: ask now
+            ask_ahead(cmd.seq + 1, page.next_context)
         batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
                           rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                           isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
@@ -181,7 +168,6 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         # the shard back (streams.files.hand_off; bounded, else it reads the shard)
         hand_off(ctx, batch.shardKey, normalized, quality)
     except BaseException:
-        early_open[0] = False
         forget_ahead(ctx, task)
         raise
     emits = [Emit(T.PAGES, task, batch)]
@@ -192,16 +178,12 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     return emits
 
 
-def _take_page(answer: Answer, cmd: FetchPage, hint: Callable[[dict], None],
+def _take_page(answer: Answer, cmd: FetchPage,
                ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
     """Blocking: page ``cmd.seq`` of ``answer`` decoded, cut at
     ``jobConfig.maxRows``, normalized and encoded as its shard: ``(page, rows,
-    last, truncated, shard bytes, normalized batch, quality counts)``.
-
-    ``hint(cursor)`` is called with the next page's cursor once the page is
-    decoded and not the last (the caller asks for that page then, unless it
-    did already from the envelope: ``Answer.next_cursor``). Raises what
-    decoding and normalizing raise."""
+    last, truncated, shard bytes, normalized batch, quality counts)``. Raises
+    what decoding and normalizing raise."""
     spec = cmd.spec
     cap = spec.jobConfig.maxRows
     # Without a row cap the page may come back normalized already (page.batch:
@@ -212,8 +194,6 @@ def _take_page(answer: Answer, cmd: FetchPage, hint: Callable[[dict], None],
     if cap is not None and cmd.rowsBefore + len(rows) >= cap:
         truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
         rows, last = rows[: cap - cmd.rowsBefore], True
-    if not last:
-        hint(page.next_context)  # nothing new when the envelope's hint gave it
     row_count = len(rows) if page.batch is None else page.row_count
     page.rows = []
     # The page normalized once, here, into its shard (what a re-drive resumes

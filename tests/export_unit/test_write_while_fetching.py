@@ -32,6 +32,16 @@ def page(seq: int, rows: list[dict], last: bool = False, task: str = "t1", s=Non
                      rowsBefore=seq * len(rows), isLast=last, spec=s or spec())
 
 
+def typed_spec():
+    """A parquet export declaring its columns (``id`` int, ``name`` string):
+    its pages take the fast decode, which reads the envelope apart."""
+    from plait.spec import ExportSpec
+
+    return ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
+        "fileName": "out", "fileFormat": "parquet",
+        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+
+
 def ids(seq: int, n: int = 10) -> list[dict]:
     return [{"id": seq * n + i, "name": f"n{seq * n + i}"} for i in range(n)]
 
@@ -240,6 +250,28 @@ async def test_page_n_plus_1_is_requested_while_page_n_is_processed(make_ctx, da
     assert ctx.ahead == {}  # nothing left ahead after the last page
 
 
+async def test_with_a_row_cap_page_n_plus_1_is_asked_once_page_n_is_decoded(make_ctx, data_api):
+    """A row cap may end the export on this page: the next page is asked for
+    only once the page is decoded (not from its envelope), once, and taken
+    by the next step."""
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    for seq in range(3):
+        data_api.pages[seq] = ([{"id": seq * 10 + i} for i in range(10)], False)
+    cmd = FetchPage(taskId="t1", seq=0, spec=spec(max_rows=25), runtimeContext={"page": 0})
+    batches = []
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        batches.append(emits[0].payload)
+        if seq < 2:
+            assert ctx.ahead["t1"][0] == (seq + 1, {"page": seq + 1})
+            cmd = emits[-1].payload
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
+    assert [(b.rowCount, b.isLast, b.truncated) for b in batches] == \
+        [(10, False, False), (10, False, False), (5, True, True)]
+    assert ctx.ahead == {}
+
+
 async def test_a_failing_step_forgets_the_page_asked_ahead(make_ctx, data_api, monkeypatch):
     ctx = make_ctx()
     await running(ctx, "t1")
@@ -334,11 +366,7 @@ async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx
     import threading
 
     import sinks.fastpage as fastpage
-    from plait.spec import ExportSpec
-
-    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
-        "fileName": "out", "fileFormat": "parquet",
-        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    s = typed_spec()
     ctx = make_ctx()
     await running(ctx, "t1", s)
     for seq in range(3):
@@ -380,11 +408,7 @@ async def test_a_page_refused_after_its_envelope_forgets_the_page_asked_ahead(ma
     """The envelope's cursor is a hint: when the page's rows are then refused,
     the request made for the next page is cancelled and forgotten."""
     from plait.errors import PermanentError
-    from plait.spec import ExportSpec
-
-    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
-        "fileName": "out", "fileFormat": "parquet",
-        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    s = typed_spec()
     ctx = make_ctx()
     await running(ctx, "t1", s)
     data_api.pages[0] = ([{"id": 1, "name": "a"}, {"id": "x", "name": "b"}], False)  # an id that is no int
@@ -441,11 +465,7 @@ async def test_a_page_waiting_for_its_turn_to_decode_does_not_ask_ahead_yet(make
     """Memory: a task waiting for the decode slot (another task's page is
     being decoded) holds its own answer only; it asks for its next page once
     its turn came (docs/architecture.md, "Write while fetching")."""
-    from plait.spec import ExportSpec
-
-    s = ExportSpec.model_validate(spec(fmt="parquet").model_dump() | {"documentConfig": {
-        "fileName": "out", "fileFormat": "parquet",
-        "columns": [{"fieldName": "id", "type": "int"}, {"fieldName": "name", "type": "string"}]}})
+    s = typed_spec()
     ctx = make_ctx()
     await running(ctx, "t1", s)
     for seq in range(2):
