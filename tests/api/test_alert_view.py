@@ -106,10 +106,16 @@ def test_redis_down_never_raises_into_the_funnel():
     assert run(pub.publish(0, firing(1).state, force=True)) is None
 
 
+def hook_service(prefix: str, funnel, partition: int = 3) -> SimpleNamespace:
+    """What ``alerting.view.publish`` reads of an ``AlertingService``: the
+    settings, config and the runner's funnel of ``partition``."""
+    return SimpleNamespace(settings=SimpleNamespace(redis_prefix=prefix), config=CONFIG,
+                           runner=SimpleNamespace(partitions={partition: SimpleNamespace(funnel=funnel)}))
+
+
 def test_worker_hook_publishes_the_runner_partition(prefix):
     f = firing(2)
-    svc = SimpleNamespace(settings=SimpleNamespace(redis_prefix=prefix), config=CONFIG,
-                          runner=SimpleNamespace(partitions={3: SimpleNamespace(funnel=f)}))
+    svc = hook_service(prefix, f)
 
     async def go():
         r = aioredis.Redis.from_url(REDIS_URL)
@@ -155,3 +161,41 @@ def test_schedule_publishes_in_the_background_one_flight_per_partition(prefix, m
     assert in_flight == [0, 1]
     assert sorted(calls) == [0, 0, 1]  # one follow-up for the three asks on partition 0
     assert flights == {}
+
+
+def test_follow_up_publishes_what_changed_during_the_flight(prefix):
+    """A publish asked for while one is in flight publishes what changed
+    meanwhile (it waits for the throttle instead of being skipped by it)."""
+    f = firing(2)
+    svc = hook_service(prefix, f)
+
+    async def go():
+        r = aioredis.Redis.from_url(REDIS_URL)
+        svc._redis = lambda: r
+        tasks: set = set()
+        svc._spawn = lambda coro: tasks.add(asyncio.ensure_future(coro))
+        pub = svc._alert_view = ViewPublisher(r, prefix, CONFIG)
+        loop = asyncio.get_running_loop()
+        compute, changed = pub._compute, []
+
+        def on_loop():  # the funnel, while the first publish is in flight
+            if not changed:
+                changed.append(1)
+                f.ingest({"rule": "Disk", "asset": "h2", "severity": "critical"}, 1002.0)
+                view.schedule(svc, 3)
+
+        def compute_then_change(*a):
+            out = compute(*a)
+            loop.call_soon_threadsafe(on_loop)
+            return out
+
+        pub._compute = compute_then_change
+        view.schedule(svc, 3)
+        while tasks:
+            t = tasks.pop()
+            await t
+        got = await read_views(r, prefix, [3])
+        await r.aclose()
+        return sorted(v["labels"]["asset"] for v in got)
+
+    assert run(go()) == ["h0", "h1", "h2"]
