@@ -5,14 +5,15 @@ answers ``{"code": 200, "data": {"status": "continue"|"finish",
 "runtimeContext": {...}, "rows": [...], "total"?: int}}``. The first call's
 runtime context is ``{"pageSize": n, "lastId": null}`` merged with the spec's
 initial ``dataConfig.runtimeContext``; later calls send back the context the
-data API answered (opaque: stored and sent back as is), with ``pageSize``
-added when it left it out.
+data API answered (opaque: stored and sent back as is, numbers as doubles,
+:func:`cursor_numbers`), with ``pageSize`` added when it left it out.
 """
 from __future__ import annotations
 
 import email.utils
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -95,6 +96,22 @@ def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes
                              f"{body[:200].decode(errors='replace')}")
 
 
+def cursor_numbers(value: Any) -> Any:
+    """A runtime context as it is sent back, stored and checkpointed: every
+    number a double cannot hold exactly (the exact decode keeps it a
+    ``Decimal``, docs/fidelity-rules.md F11: ``1E2``,
+    ``0.10000000000000001``) as the double it denotes, so JSON can write it
+    (the cursor is opaque to Plait; a data API reads the same number back).
+    Anything else unchanged."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: cursor_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cursor_numbers(v) for v in value]
+    return value
+
+
 def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
                envelope: tuple[dict, int, int] | None = None) -> Page:
     """Decode a 2xx answer's body for page ``seq`` (CPU: ~3 ms per 2,000
@@ -138,6 +155,7 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
     ctx = data.get("runtimeContext") or {}
     if not isinstance(ctx, dict):
         raise PermanentError(f"page {seq}: data.runtimeContext must be an object")
+    ctx = cursor_numbers(ctx)
     total = data.get("total")
     return Page(rows, ctx, data["status"] == "finish", total if isinstance(total, int) else None,
                 batch)
@@ -188,9 +206,10 @@ class Answer:
                 or data.get("status") != "continue":
             return None
         nxt = data.get("runtimeContext") or {}
-        if not isinstance(nxt, dict) or nxt in (self.context, self.sent):
+        if not isinstance(nxt, dict):
             return None
-        return nxt
+        nxt = cursor_numbers(nxt)
+        return None if nxt in (self.context, self.sent) else nxt
 
     def page(self, doc: DocumentConfig | None = None) -> Page:
         """Blocking (CPU): the decoded page (:func:`parse_body`; with ``doc``,

@@ -84,3 +84,33 @@ def test_next_cursor_reads_the_envelope_apart_from_the_rows():
     assert Answer(0, {"lastId": 1}, {}, body("continue", {"lastId": 1})).next_cursor() is None
     assert Answer(0, {}, {}, b'{"code":500,"data":{"status":"continue","rows":[]}}').next_cursor() is None
     assert Answer(0, {}, {}, b'{"code":200,\n"data":{"rows":[]}}').next_cursor() is None
+
+
+async def test_a_cursor_number_a_double_cannot_spell_is_sent_back_as_its_double():
+    """The exact decode keeps ``1E2`` or ``0.10000000000000001`` a Decimal
+    (F11); in a runtime context that could not be written back (the next
+    request, the checkpoint, the FetchPage event: "Decimal is not JSON
+    serializable", the task failed as an internal error). The cursor goes back
+    as the doubles those literals denote, from the envelope and the decoded
+    page alike."""
+    from plait.spec import ExportSpec
+    from streams.datasource import Answer, fetch_page, parse_body
+
+    body = (b'{"code":200,"data":{"status":"continue",'
+            b'"runtimeContext":{"page":1,"x":1E2,"y":[0.10000000000000001],"z":{"w":2.50}},'
+            b'"rows":[{"id":1}]}}')
+    want = {"page": 1, "x": 100.0, "y": [0.1], "z": {"w": 2.5}}
+    assert parse_body(0, body).next_context == want
+    assert Answer(0, {"page": 0}, {"page": 0}, body).next_cursor() == want
+    sent = []
+
+    def handler(request):
+        sent.append(json.loads(request.content)["runtimeContext"])
+        return httpx.Response(200, content=body.replace(b'"continue"', b'"finish"'))
+
+    spec = ExportSpec.model_validate({"sysCode": "s", "bizType": "b", "userId": "u",
+                                      "dataConfig": {"dataApiUrl": "http://api.test/d",
+                                                     "pageSize": 10}})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        page = await fetch_page(client, spec, want, 1, 1, 0)
+    assert sent == [{"pageSize": 10} | want] and page.finished
