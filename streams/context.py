@@ -31,12 +31,13 @@ from streams.checkpoints import Checkpoints
 from streams.slots import Slots
 from streams.workers import Workers
 
-#: Pages decoded from JSON into Python rows and normalized at once per worker:
-#: the rows of a page take ~5x its JSON bytes (decoding peaks higher) until
-#: its Arrow batch is built, and that work holds the GIL, so a second slot
-#: gave more memory, not more pages per second (measured: ten exports in
-#: flight were faster with one).
-DECODE_SLOTS = 1
+#: Pages decoded at once per worker (``streams.handlers.prepare``). Two: a
+#: task's next page decodes while its current one does (the fast decode is
+#: Arrow's JSON reader, GIL released: on two cores the chain of one export
+#: no longer waits for each page's parse in turn). A page decoded into
+#: Python rows instead (not provably exact for the fast decode) takes ~5x its
+#: JSON bytes until its Arrow batch is built; at most two such pages at once.
+DECODE_SLOTS = 2
 
 __all__ = ["CheckpointStore", "Context", "Emit", "Liveness", "ProjectionView", "SlotStore",
            "build_context"]
@@ -120,8 +121,8 @@ class Context:
     #: task id -> its output file growing on this worker (``streams.files.TaskFile``);
     #: process-local, the shards are the durable checkpoint.
     files: dict[str, Any] = field(default_factory=dict)
-    #: task id -> ((seq, cursor), the data API's answer being fetched ahead);
-    #: at most one page ahead per task (``streams.handlers.fetch``).
+    #: task id -> its pages being prepared ahead of its fetch step, in page
+    #: order (``streams.handlers.Ahead``; ``AHEAD_PAGES`` beyond the one taken).
     ahead: dict[str, Any] = field(default_factory=dict)
     #: shard key -> (normalized batch, quality counts) of a page this worker
     #: fetched, for its page writer (``streams.files.hand_off``; bounded)

@@ -6,7 +6,10 @@ events to emit (``Emit``); the agents only decode, call and send.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -87,11 +90,13 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     (``shardKey``) and the FetchPage of the next page (followed in process by
     the runtime, ``Route.follow``).
 
-    Page n+1 is requested from the data API as soon as its cursor is known
-    (``Context.ahead``): without a row cap, from page n's envelope before
-    page n is decoded (``Answer.next_cursor``), else once it is decoded and
-    encoded as its shard; the next step uses that answer when its cursor is
-    the one asked for, else asks again.
+    Pages are prepared ahead (:class:`Ahead`, ``Context.ahead``): while page
+    n is decoded, stored and sent, page n+1 is already being fetched and
+    decoded (on another core: the fast decode releases the GIL), from the
+    cursor page n's envelope gives (``Answer.next_cursor``, no row cap) or,
+    with a row cap, once page n is decoded. A step takes the prepared page
+    only when its seq, cursor and rows before are the ones prepared; else it
+    prepares its own (docs/architecture.md, "Write while fetching").
 
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
@@ -107,52 +112,33 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     if state and state["status"] in TERMINAL:
         forget_ahead(ctx, task)
         return []
-    s = ctx.settings
     headers = data_token_headers(ctx, task, spec, state)
-
-    def ask_ahead(seq: int, cursor: dict) -> None:
-        """Ask the data API for page ``seq`` at ``cursor`` now, held in
-        ``ctx.ahead`` for the next step (which compares its own cursor)."""
-        forget_ahead(ctx, task)
-        ctx.ahead[task] = ((seq, cursor), asyncio.ensure_future(
-            fetch_answer(ctx.http, spec, cursor, seq, s.fetch_retries,
-                         s.fetch_backoff_seconds, headers)))
-
     try:
-        ahead = ctx.ahead.pop(task, None)
-        if ahead is not None and ahead[0] == (cmd.seq, cmd.runtimeContext):
-            answer = await ahead[1]
-        else:
-            if ahead is not None:
-                ahead[1].cancel()
-            answer = await fetch_answer(ctx.http, spec, cmd.runtimeContext, cmd.seq,
-                                        s.fetch_retries, s.fetch_backoff_seconds, headers)
-        # Decoding a page makes it Python rows (~5x its JSON bytes) until its
-        # batch is built: DECODE_SLOTS (one) page at a time per worker, so that
-        # memory does not grow with the tasks fetching (the GIL gives no more
-        # throughput anyway). A page held ahead is only its bytes.
-        async with ctx.decoding:
-            if spec.jobConfig.maxRows is None:
-                # The cursor makes pages sequential, not the broker: without a
-                # row cap, page n+1 is asked for now, at the cursor page n's
-                # envelope gives (read apart from its rows), while page n is
-                # decoded, stored and sent (docs/architecture.md, "Write while
-                # fetching"). Not before this page's turn to decode: a task
-                # waiting for it holds one answer, not two.
-                cursor = answer.next_cursor()
-                if cursor is not None:
-                    ask_ahead(cmd.seq + 1, cursor)
-            # decoded, normalized and encoded as its shard in one trip to a thread
-            taken = await asyncio.to_thread(_take_page, answer, cmd)
-            del answer
+        chain = ctx.ahead.get(task)
+        if not chain or not chain[0].matches(cmd):
+            forget_ahead(ctx, task)
+            chain = ctx.ahead[task] = collections.deque()
+            _prepare_next(ctx, task, chain, spec, headers, cmd.seq, cmd.runtimeContext,
+                          cmd.rowsBefore)
+        entry = chain.popleft()
+        entry.taken = True
+        if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
+            _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, entry.hint, None)
+        taken = await entry.future
+        del entry
         page, row_count, last, truncated, shard, normalized, quality = taken
         del taken
         if last:
             forget_ahead(ctx, task)
-        elif ctx.ahead.get(task, ((None, None),))[0] != (cmd.seq + 1, page.next_context):
-            # the envelope gave no cursor (a row cap, or not readable apart
-            # from the rows), or another one: ask now
-            ask_ahead(cmd.seq + 1, page.next_context)
+        else:
+            rows_before = cmd.rowsBefore + row_count
+            if chain and chain[0].seq == cmd.seq + 1 and chain[0].cursor == page.next_context:
+                chain[0].rows_before = rows_before  # prepared from the hint: now known
+            else:  # no hint (a row cap, an envelope not readable apart), or another cursor
+                forget_ahead(ctx, task)
+                chain = ctx.ahead[task] = collections.deque()
+                _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, page.next_context,
+                              rows_before)
         batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
                           rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                           isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
@@ -178,38 +164,111 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     return emits
 
 
-def _take_page(answer: Answer, cmd: FetchPage,
+#: Pages of one task prepared ahead of the one its step is taking (fetched
+#: and decoded, :class:`Ahead`). One is enough to decode two pages at once
+#: (``streams.context.DECODE_SLOTS``) while the step stores and sends its
+#: own; each costs a page's bytes, then its batch and shard.
+AHEAD_PAGES = 1
+
+
+@dataclass
+class Ahead:
+    """A page of a task being prepared: fetched, decoded, normalized and
+    encoded as its shard by ``future`` (:func:`prepare`: ``_take_page``'s
+    tuple). ``rows_before``: None while unknown (prepared from the previous
+    page's envelope, before that page was decoded: without a row cap it
+    changes nothing). ``hint``: the next page's cursor once this page's
+    envelope gave it; ``taken``: its step is waiting for it."""
+
+    seq: int
+    cursor: dict[str, Any]
+    rows_before: int | None
+    future: asyncio.Future
+    hint: dict[str, Any] | None = None
+    taken: bool = False
+
+    def matches(self, cmd: FetchPage) -> bool:
+        """Whether this is the page ``cmd`` asks for."""
+        return (self.seq == cmd.seq and self.cursor == cmd.runtimeContext
+                and self.rows_before in (None, cmd.rowsBefore))
+
+
+def _prepare_next(ctx: Context, task: str, chain: collections.deque, spec: ExportSpec,
+                  headers: dict[str, str] | None, seq: int, cursor: dict[str, Any],
+                  rows_before: int | None) -> None:
+    """Start preparing page ``seq`` of ``task`` at the end of ``chain`` (its
+    pages prepared ahead, ``Context.ahead``)."""
+    entry = Ahead(seq, cursor, rows_before, None)  # type: ignore[arg-type]
+    entry.future = asyncio.ensure_future(prepare(ctx, task, chain, entry, spec, headers))
+    chain.append(entry)
+
+
+async def prepare(ctx: Context, task: str, chain: collections.deque, entry: Ahead,
+                  spec: ExportSpec, headers: dict[str, str] | None,
+                  ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
+    """Page ``entry.seq`` fetched, decoded, cut at ``jobConfig.maxRows``,
+    normalized and encoded as its shard (:func:`_take_page`, in a thread).
+
+    Decoding a page into Python rows takes ~5x its JSON bytes until its batch
+    is built: ``DECODE_SLOTS`` pages at a time per worker, so memory does not
+    grow with the tasks fetching; a page waiting for its turn holds only its
+    bytes. Without a row cap, as its turn comes, the page after it is
+    prepared too (at the cursor this page's envelope gives, read apart from
+    its rows) when this page is the last of its task's chain and the chain
+    has room (:data:`AHEAD_PAGES`); else the cursor is kept as
+    ``entry.hint``, and the step taking this page goes on from it. Raises
+    what fetching and decoding raise."""
+    s = ctx.settings
+    answer = await fetch_answer(ctx.http, spec, entry.cursor, entry.seq, s.fetch_retries,
+                                s.fetch_backoff_seconds, headers)
+    async with ctx.decoding:
+        if spec.jobConfig.maxRows is None:
+            hint = answer.next_cursor()
+            last = chain[-1] is entry if chain else entry.taken
+            if hint is not None and last and ctx.ahead.get(task) is chain \
+                    and len(chain) < AHEAD_PAGES:
+                _prepare_next(ctx, task, chain, spec, headers, entry.seq + 1, hint, None)
+            else:
+                entry.hint = hint
+        return await asyncio.to_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
+
+
+def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | None,
                ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
-    """Blocking: page ``cmd.seq`` of ``answer`` decoded, cut at
-    ``jobConfig.maxRows``, normalized and encoded as its shard: ``(page, rows,
-    last, truncated, shard bytes, normalized batch, quality counts)``. Raises
-    what decoding and normalizing raise."""
-    spec = cmd.spec
+    """Blocking: page ``seq`` of ``answer`` decoded, cut at
+    ``jobConfig.maxRows`` (``rows_before`` rows came before it; known
+    whenever there is a cap), normalized and encoded as its shard: ``(page,
+    rows, last, truncated, shard bytes, normalized batch, quality counts)``.
+    Raises what decoding and normalizing raise."""
     cap = spec.jobConfig.maxRows
     # Without a row cap the page may come back normalized already (page.batch:
     # the fast decode, in C++ off the GIL; see docs/fidelity-rules.md, "Fast
     # page decode"); with a cap, rows are cut before normalizing.
     page = answer.page(spec.documentConfig if cap is None else None)
     rows, last, truncated = page.rows, page.finished, False
-    if cap is not None and cmd.rowsBefore + len(rows) >= cap:
-        truncated = cmd.rowsBefore + len(rows) > cap or not page.finished
-        rows, last = rows[: cap - cmd.rowsBefore], True
+    if cap is not None and rows_before + len(rows) >= cap:
+        truncated = rows_before + len(rows) > cap or not page.finished
+        rows, last = rows[: cap - rows_before], True
     row_count = len(rows) if page.batch is None else page.row_count
     page.rows = []
     # The page normalized once, here, into its shard (what a re-drive resumes
     # from); only its key crosses the broker (docs/architecture.md, "Write
     # while fetching"). A redelivered page overwrites its own shard.
-    shard, normalized, quality = page_shard(rows, spec.documentConfig, cmd.seq, page.batch)
+    shard, normalized, quality = page_shard(rows, spec.documentConfig, seq, page.batch)
     page.batch = None
     return page, row_count, last, truncated, shard, normalized, quality
 
 
+def _cancel(future: asyncio.Future) -> None:
+    """Cancel a page prepared ahead and not taken; its outcome is never asked for."""
+    future.cancel()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
 def forget_ahead(ctx: Context, task_id: str) -> None:
-    """Cancel and forget the page requested ahead for ``task_id``, if any."""
-    ahead = ctx.ahead.pop(task_id, None)
-    if ahead is not None:
-        ahead[1].cancel()
-        ahead[1].add_done_callback(lambda f: f.cancelled() or f.exception())
+    """Cancel and forget the pages prepared ahead for ``task_id``, if any."""
+    for entry in ctx.ahead.pop(task_id, ()):
+        _cancel(entry.future)
 
 
 async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:

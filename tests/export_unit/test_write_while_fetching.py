@@ -264,7 +264,7 @@ async def test_with_a_row_cap_page_n_plus_1_is_asked_once_page_n_is_decoded(make
         emits = await fetch(ctx, cmd)
         batches.append(emits[0].payload)
         if seq < 2:
-            assert ctx.ahead["t1"][0] == (seq + 1, {"page": seq + 1})
+            assert [(a.seq, a.cursor) for a in ctx.ahead["t1"]] == [(seq + 1, {"page": seq + 1})]
             cmd = emits[-1].payload
     assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
     assert [(b.rowCount, b.isLast, b.truncated) for b in batches] == \
@@ -403,6 +403,49 @@ async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx
     assert ctx.ahead == {}
 
 
+async def test_page_n_plus_1_is_decoded_while_page_n_is_parsed(make_ctx, data_api,
+                                                               monkeypatch):
+    """One export's pages are parsed two at a time: page n+1, asked for from
+    page n's envelope, is decoded as soon as it arrives, while page n's rows
+    are still being parsed in another thread (docs/architecture.md, "Data
+    flow of an export", step 3); each page is asked once, the batches come
+    out in order and nothing is left prepared after the last page."""
+    import json
+    import threading
+
+    import sinks.fastpage as fastpage
+    s = typed_spec()
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    for seq in range(3):
+        data_api.pages[seq] = (ids(seq), seq == 2)
+    parsing = {seq: threading.Event() for seq in range(3)}
+    overlapped = []
+    read_json = fastpage.pj.read_json
+
+    def parse(source, *a, **k):  # in a decoding thread
+        seq = json.loads(source.getvalue())["data"]["runtimeContext"]["page"] - 1
+        parsing[seq].set()
+        if seq + 1 in parsing and not data_api.pages[seq][1]:
+            # page seq's rows wait (a while) for page seq+1's parse to begin
+            overlapped.append(parsing[seq + 1].wait(5))
+        return read_json(source, *a, **k)
+
+    monkeypatch.setattr(fastpage.pj, "read_json", parse)
+    cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
+    batches = []
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        batches.append(emits[0].payload)
+        if seq < 2:
+            cmd = emits[-1].payload
+    assert overlapped == [True, True]
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
+    assert [(b.seq, b.rowCount, b.isLast) for b in batches] == [(0, 10, False), (1, 10, False),
+                                                                (2, 10, True)]
+    assert ctx.ahead == {}
+
+
 async def test_a_page_refused_after_its_envelope_forgets_the_page_asked_ahead(make_ctx, data_api,
                                                                               monkeypatch):
     """The envelope's cursor is a hint: when the page's rows are then refused,
@@ -462,7 +505,7 @@ async def test_a_worker_taking_over_a_task_reports_its_first_page_at_once(make_c
 
 
 async def test_a_page_waiting_for_its_turn_to_decode_does_not_ask_ahead_yet(make_ctx, data_api):
-    """Memory: a task waiting for the decode slot (another task's page is
+    """Memory: a task waiting for a decode slot (other tasks' pages are
     being decoded) holds its own answer only; it asks for its next page once
     its turn came (docs/architecture.md, "Write while fetching")."""
     s = typed_spec()
@@ -470,15 +513,19 @@ async def test_a_page_waiting_for_its_turn_to_decode_does_not_ask_ahead_yet(make
     await running(ctx, "t1", s)
     for seq in range(2):
         data_api.pages[seq] = (ids(seq), seq == 1)
-    await ctx.decoding.acquire()  # another page is being decoded
+    from streams.context import DECODE_SLOTS
+    for _ in range(DECODE_SLOTS):  # other pages are being decoded
+        await ctx.decoding.acquire()
     step = asyncio.ensure_future(fetch(ctx, FetchPage(taskId="t1", seq=0, spec=s,
                                                       runtimeContext={"page": 0})))
     for _ in range(20):
         await asyncio.sleep(0.01)
-    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0] and "t1" not in ctx.ahead
-    ctx.decoding.release()
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0] and not ctx.ahead.get("t1")
+    for _ in range(DECODE_SLOTS):
+        ctx.decoding.release()
     emits = await step
     assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1]
-    assert ctx.ahead["t1"][0] == (1, {"page": 1}) and emits[-1].payload.seq == 1
+    assert [(a.seq, a.cursor) for a in ctx.ahead["t1"]] == [(1, {"page": 1})]
+    assert emits[-1].payload.seq == 1
     from streams.handlers import forget_ahead
     forget_ahead(ctx, "t1")
