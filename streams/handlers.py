@@ -25,7 +25,7 @@ from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import Answer, Page, fetch_answer
 from streams.emits import lifecycle, start
 from streams.files import hand_off, page_shard
-from streams.layout import shard_key, shard_prefix
+from streams.layout import cancel_ahead, forget_ahead, shard_key, shard_prefix
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -101,8 +101,17 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     Skips a duplicate (seq already fetched) and a task that ended (the sweeper
     ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
     (``truncated``). Raises ``PermanentError`` (task FAILED) when the data API
-    fails permanently or transiently too often.
+    fails permanently or transiently too often. Whatever way it ends but
+    returning, the task's pages prepared ahead are forgotten.
     """
+    try:
+        return await _fetch(ctx, cmd)
+    except BaseException:
+        forget_ahead(ctx, cmd.taskId)
+        raise
+
+
+async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     spec, task = cmd.spec, cmd.taskId
     if cmd.seq <= await ctx.checkpoints.fetched_seq(task):
         forget_ahead(ctx, task)
@@ -113,49 +122,45 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         forget_ahead(ctx, task)
         return []
     headers = data_token_headers(ctx, task, spec, state)
-    try:
-        chain = ctx.ahead.get(task)
-        if not chain or not chain[0].matches(cmd):
+    chain = ctx.ahead.get(task)
+    if not chain or not chain[0].matches(cmd):
+        forget_ahead(ctx, task)
+        chain = ctx.ahead[task] = collections.deque()
+        _prepare_next(ctx, task, chain, spec, headers, cmd.seq, cmd.runtimeContext,
+                      cmd.rowsBefore)
+    entry = chain.popleft()
+    entry.taken = True
+    if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
+        _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, entry.hint, None)
+    taken = await entry.future
+    del entry
+    page, row_count, last, truncated, shard, normalized, quality = taken
+    del taken
+    if last:
+        forget_ahead(ctx, task)
+    else:
+        rows_before = cmd.rowsBefore + row_count
+        if chain and chain[0].seq == cmd.seq + 1 and chain[0].cursor == page.next_context:
+            chain[0].rows_before = rows_before  # prepared from the hint: now known
+        else:  # no hint (a row cap, an envelope not readable apart), or another cursor
             forget_ahead(ctx, task)
             chain = ctx.ahead[task] = collections.deque()
-            _prepare_next(ctx, task, chain, spec, headers, cmd.seq, cmd.runtimeContext,
-                          cmd.rowsBefore)
-        entry = chain.popleft()
-        entry.taken = True
-        if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
-            _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, entry.hint, None)
-        taken = await entry.future
-        del entry
-        page, row_count, last, truncated, shard, normalized, quality = taken
-        del taken
-        if last:
-            forget_ahead(ctx, task)
-        else:
-            rows_before = cmd.rowsBefore + row_count
-            if chain and chain[0].seq == cmd.seq + 1 and chain[0].cursor == page.next_context:
-                chain[0].rows_before = rows_before  # prepared from the hint: now known
-            else:  # no hint (a row cap, an envelope not readable apart), or another cursor
-                forget_ahead(ctx, task)
-                chain = ctx.ahead[task] = collections.deque()
-                _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, page.next_context,
-                              rows_before)
-        batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
-                          rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
-                          isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
-        batch.shardKey = shard_key(task, cmd.seq)
-        await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
-        del shard
-        if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
-            # task's cleanup may have run before this shard landed; leave nothing behind
-            await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
-            forget_ahead(ctx, task)
-            return []
-        # the page writer on this worker takes the batch as is, without reading
-        # the shard back (streams.files.hand_off; bounded, else it reads the shard)
-        hand_off(ctx, batch.shardKey, normalized, quality)
-    except BaseException:
+            _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, page.next_context,
+                          rows_before)
+    batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
+                      rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
+                      isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
+    batch.shardKey = shard_key(task, cmd.seq)
+    await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
+    del shard
+    if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
+        # task's cleanup may have run before this shard landed; leave nothing behind
+        await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
         forget_ahead(ctx, task)
-        raise
+        return []
+    # the page writer on this worker takes the batch as is, without reading
+    # the shard back (streams.files.hand_off; bounded, else it reads the shard)
+    hand_off(ctx, batch.shardKey, normalized, quality)
     emits = [Emit(T.PAGES, task, batch)]
     if not last:
         emits.append(Emit(T.FETCH, task, FetchPage(
@@ -230,7 +235,14 @@ async def prepare(ctx: Context, task: str, chain: collections.deque, entry: Ahea
                 _prepare_next(ctx, task, chain, spec, headers, entry.seq + 1, hint, None)
             else:
                 entry.hint = hint
-        return await asyncio.to_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
+        work = asyncio.ensure_future(asyncio.to_thread(_take_page, answer, spec, entry.seq,
+                                                       entry.rows_before))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:  # the thread decodes on: its slot stays taken till then
+            await asyncio.wait([work])
+            work.cancelled() or work.exception()
+            raise
 
 
 def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | None,
@@ -257,18 +269,6 @@ def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | No
     shard, normalized, quality = page_shard(rows, spec.documentConfig, seq, page.batch)
     page.batch = None
     return page, row_count, last, truncated, shard, normalized, quality
-
-
-def _cancel(future: asyncio.Future) -> None:
-    """Cancel a page prepared ahead and not taken; its outcome is never asked for."""
-    future.cancel()
-    future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-
-def forget_ahead(ctx: Context, task_id: str) -> None:
-    """Cancel and forget the pages prepared ahead for ``task_id``, if any."""
-    for entry in ctx.ahead.pop(task_id, ()):
-        _cancel(entry.future)
 
 
 async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:

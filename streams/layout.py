@@ -8,6 +8,7 @@
   shard (docs/kafka-rules.md #1).
 
 Final files go to ``results/{taskId}/{file name}`` (``streams.finalize``).
+:func:`cleanup` also forgets what the task holds on this worker.
 """
 from __future__ import annotations
 
@@ -39,9 +40,25 @@ def page_key(task_id: str, seq: int) -> str:
     return f"{page_prefix(task_id)}{seq:08d}.json"
 
 
+def cancel_ahead(future: asyncio.Future) -> None:
+    """Cancel a page prepared ahead (``streams.handlers.prepare``) that will
+    not be taken; its outcome is read when it ends, never raised."""
+    future.cancel()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
+def forget_ahead(ctx: Context, task_id: str) -> None:
+    """Cancel and forget the pages prepared ahead for ``task_id`` on this
+    worker (``Context.ahead``), if any; idempotent."""
+    for entry in ctx.ahead.pop(task_id, ()):
+        cancel_ahead(entry.future)
+
+
 async def cleanup(ctx: Context, task_id: str) -> None:
     """Delete a task's shards and page blobs from object storage (in a thread,
-    docs/kafka-rules.md #6) and its growing file on this worker; idempotent."""
+    docs/kafka-rules.md #6), its growing file and its pages prepared ahead
+    on this worker; idempotent."""
+    forget_ahead(ctx, task_id)
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         await asyncio.to_thread(tf.discard)
