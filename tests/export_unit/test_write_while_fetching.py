@@ -357,6 +357,22 @@ def test_handed_off_pages_are_bounded(make_ctx, monkeypatch):
     assert files.take_handed(ctx, "shards/t1/00000000.parquet") is None
 
 
+async def fetch_three_pages(ctx: Context, s, data_api) -> None:
+    """Run the fetch steps of pages 0..2 of task t1 in order: each page asked
+    once, batches in order, nothing left prepared after the last page."""
+    cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
+    batches = []
+    for seq in range(3):
+        emits = await fetch(ctx, cmd)
+        batches.append(emits[0].payload)
+        if seq < 2:
+            cmd = emits[-1].payload
+    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
+    assert [(b.seq, b.rowCount, b.isLast) for b in batches] == [(0, 10, False), (1, 10, False),
+                                                                (2, 10, True)]
+    assert ctx.ahead == {}
+
+
 async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx, data_api,
                                                                         monkeypatch):
     """The fast decode reads a page's envelope (its cursor) apart from its rows:
@@ -388,19 +404,9 @@ async def test_page_n_plus_1_is_requested_before_page_n_rows_are_parsed(make_ctx
         return read_json(source, *a, **k)
 
     monkeypatch.setattr(fastpage.pj, "read_json", parse)
-    cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
-    batches = []
-    for seq in range(3):
-        emits = await fetch(ctx, cmd)
-        batches.append(emits[0].payload)
-        if seq < 2:
-            cmd = emits[-1].payload
+    await fetch_three_pages(ctx, s, data_api)
     # pages 1 and 2 were asked for while the rows of pages 0 and 1 were parsed
     assert asked_while_parsing == [True, True, False]
-    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
-    assert [(b.seq, b.rowCount, b.isLast) for b in batches] == [(0, 10, False), (1, 10, False),
-                                                                (2, 10, True)]
-    assert ctx.ahead == {}
 
 
 async def test_page_n_plus_1_is_decoded_while_page_n_is_parsed(make_ctx, data_api,
@@ -432,18 +438,8 @@ async def test_page_n_plus_1_is_decoded_while_page_n_is_parsed(make_ctx, data_ap
         return read_json(source, *a, **k)
 
     monkeypatch.setattr(fastpage.pj, "read_json", parse)
-    cmd = FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0})
-    batches = []
-    for seq in range(3):
-        emits = await fetch(ctx, cmd)
-        batches.append(emits[0].payload)
-        if seq < 2:
-            cmd = emits[-1].payload
+    await fetch_three_pages(ctx, s, data_api)
     assert overlapped == [True, True]
-    assert [r["runtimeContext"]["page"] for r in data_api.requests] == [0, 1, 2]  # once each
-    assert [(b.seq, b.rowCount, b.isLast) for b in batches] == [(0, 10, False), (1, 10, False),
-                                                                (2, 10, True)]
-    assert ctx.ahead == {}
 
 
 async def test_a_page_refused_after_its_envelope_forgets_the_page_asked_ahead(make_ctx, data_api,
