@@ -25,7 +25,7 @@ from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import Answer, Page, fetch_answer
 from streams.emits import lifecycle, start
 from streams.files import hand_off, page_shard
-from streams.layout import cancel_ahead, forget_ahead, shard_key, shard_prefix
+from streams.layout import forget_ahead, shard_key, shard_prefix
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -188,9 +188,9 @@ class Ahead:
     seq: int
     cursor: dict[str, Any]
     rows_before: int | None
-    future: asyncio.Future
     hint: dict[str, Any] | None = None
     taken: bool = False
+    future: asyncio.Future = None  # type: ignore[assignment]  # set as it starts
 
     def matches(self, cmd: FetchPage) -> bool:
         """Whether this is the page ``cmd`` asks for."""
@@ -203,7 +203,7 @@ def _prepare_next(ctx: Context, task: str, chain: collections.deque, spec: Expor
                   rows_before: int | None) -> None:
     """Start preparing page ``seq`` of ``task`` at the end of ``chain`` (its
     pages prepared ahead, ``Context.ahead``)."""
-    entry = Ahead(seq, cursor, rows_before, None)  # type: ignore[arg-type]
+    entry = Ahead(seq, cursor, rows_before)
     entry.future = asyncio.ensure_future(prepare(ctx, task, chain, entry, spec, headers))
     chain.append(entry)
 

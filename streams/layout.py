@@ -40,18 +40,13 @@ def page_key(task_id: str, seq: int) -> str:
     return f"{page_prefix(task_id)}{seq:08d}.json"
 
 
-def cancel_ahead(future: asyncio.Future) -> None:
-    """Cancel a page prepared ahead (``streams.handlers.prepare``) that will
-    not be taken; its outcome is read when it ends, never raised."""
-    future.cancel()
-    future.add_done_callback(lambda f: f.cancelled() or f.exception())
-
-
 def forget_ahead(ctx: Context, task_id: str) -> None:
     """Cancel and forget the pages prepared ahead for ``task_id`` on this
-    worker (``Context.ahead``), if any; idempotent."""
+    worker (``Context.ahead``, ``streams.handlers.prepare``), if any; their
+    outcome is read when they end, never raised. Idempotent."""
     for entry in ctx.ahead.pop(task_id, ()):
-        cancel_ahead(entry.future)
+        entry.future.cancel()
+        entry.future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def cleanup(ctx: Context, task_id: str) -> None:
