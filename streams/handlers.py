@@ -124,10 +124,8 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     headers = data_token_headers(ctx, task, spec, state)
     chain = ctx.ahead.get(task)
     if not chain or not chain[0].matches(cmd):
-        forget_ahead(ctx, task)
-        chain = ctx.ahead[task] = collections.deque()
-        _prepare_next(ctx, task, chain, spec, headers, cmd.seq, cmd.runtimeContext,
-                      cmd.rowsBefore)
+        chain = _prepare_anew(ctx, task, spec, headers, cmd.seq, cmd.runtimeContext,
+                              cmd.rowsBefore)
     entry = chain.popleft()
     entry.taken = True
     if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
@@ -143,10 +141,7 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
         if chain and chain[0].seq == cmd.seq + 1 and chain[0].cursor == page.next_context:
             chain[0].rows_before = rows_before  # prepared from the hint: now known
         else:  # no hint (a row cap, an envelope not readable apart), or another cursor
-            forget_ahead(ctx, task)
-            chain = ctx.ahead[task] = collections.deque()
-            _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, page.next_context,
-                          rows_before)
+            _prepare_anew(ctx, task, spec, headers, cmd.seq + 1, page.next_context, rows_before)
     batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
                       rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                       isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
@@ -196,6 +191,16 @@ class Ahead:
         """Whether this is the page ``cmd`` asks for."""
         return (self.seq == cmd.seq and self.cursor == cmd.runtimeContext
                 and self.rows_before in (None, cmd.rowsBefore))
+
+
+def _prepare_anew(ctx: Context, task: str, spec: ExportSpec, headers: dict[str, str] | None,
+                  seq: int, cursor: dict[str, Any], rows_before: int) -> collections.deque:
+    """Forget what ``task`` has prepared ahead and start a new chain at page
+    ``seq``; the chain."""
+    forget_ahead(ctx, task)
+    chain = ctx.ahead[task] = collections.deque()
+    _prepare_next(ctx, task, chain, spec, headers, seq, cursor, rows_before)
+    return chain
 
 
 def _prepare_next(ctx: Context, task: str, chain: collections.deque, spec: ExportSpec,
