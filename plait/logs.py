@@ -29,12 +29,22 @@ def setup_logging(level: str = "INFO", stdlib: bool = True) -> None:
         if logger.level == logging.NOTSET:  # unless the host chose a level for it
             logger.setLevel(max(quiet, chosen if isinstance(chosen, int) else logging.INFO))
     structlog.configure(
-        # tracebacks: stdlib prints them (structlog passes exc_info through)
-        processors=[redact_processor,
-                    structlog.processors.KeyValueRenderer(key_order=["event"])],
+        processors=[redact_processor, _render],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True)
+
+
+_KEY_VALUES = structlog.processors.KeyValueRenderer(key_order=["event"])
+
+
+def _render(logger, name: str, event_dict: dict) -> tuple[tuple, dict]:
+    """The last processor: the fields as ``key=value`` text, and ``exc_info``
+    (``log.exception``, ``exc_info=True``) handed to the stdlib logger, which
+    prints the traceback under the line (a renderer alone would print
+    ``exc_info=True`` and lose it)."""
+    exc_info = event_dict.pop("exc_info", None)
+    return (_KEY_VALUES(logger, name, event_dict),), ({"exc_info": exc_info} if exc_info else {})
 
 
 #: Logger librdkafka (confluent-kafka clients) logs to; a NullHandler keeps

@@ -30,3 +30,20 @@ def test_a_level_the_host_chose_for_httpx_stays(httpx_logger):
     httpx_logger.setLevel(logging.DEBUG)
     setup_logging("INFO", stdlib=False)
     assert httpx_logger.level == logging.DEBUG
+
+
+def test_exception_logs_print_the_traceback(caplog):
+    """``log.exception`` hands the traceback to the stdlib record (it was
+    rendered as the text ``exc_info=True`` and lost)."""
+    from plait.logs import get_logger
+    setup_logging("INFO", stdlib=False)
+    log = get_logger("plait.test_logs")
+    with caplog.at_level(logging.INFO, logger="plait.test_logs"):
+        try:
+            raise KeyError("the-cause")
+        except KeyError:
+            log.exception("handler failed", agent="a")
+    record = caplog.records[-1]
+    assert record.exc_info and record.exc_info[0] is KeyError
+    assert "exc_info" not in record.getMessage() and "agent='a'" in record.getMessage()
+    assert "the-cause" in caplog.text
