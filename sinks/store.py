@@ -59,18 +59,26 @@ class LocalStore:
         return path
 
     def put_file(self, key: str, path: Path) -> None:
-        dest = self._path(key)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, dest)
+        self._put(key, lambda tmp: shutil.copyfile(path, tmp))
 
     def put_bytes(self, key: str, data: bytes) -> None:
+        self._put(key, lambda tmp: tmp.write_bytes(data))
+
+    def _put(self, key: str, write) -> None:
+        """``write(tmp)`` then rename onto the key's path, made again (up to
+        three tries) when a ``delete_prefix`` of the same prefix removed its
+        directory meanwhile. Raises ``OSError`` when it never could."""
         dest = self._path(key)
-        dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
+        for attempt in range(3):
+            try:
+                os.makedirs(dest.parent, exist_ok=True)
+                write(tmp)
+                os.replace(tmp, dest)
+                return
+            except (FileNotFoundError, FileExistsError):  # its directory came and went
+                if attempt == 2:
+                    raise
 
     def get_bytes(self, key: str) -> bytes:
         try:
@@ -90,12 +98,16 @@ class LocalStore:
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
-        if not base.is_dir():
-            return []
-        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*")
-                      if p.is_file() and not p.name.startswith("."))
+        # os.walk, not Path.rglob: a directory removed meanwhile (another
+        # worker's delete_prefix of the same task) is skipped; rglob raised
+        # FileNotFoundError from its scandir (Python 3.11)
+        return sorted(os.path.relpath(os.path.join(top, name), self.root)
+                      for top, _dirs, names in os.walk(base) for name in names
+                      if not name.startswith("."))
 
     def delete_prefix(self, prefix: str) -> int:
+        """Safe while others delete or write the same keys (each key is gone
+        once, whoever removes it)."""
         keys = self.list(prefix)
         for key in keys:
             self._path(key).unlink(missing_ok=True)
@@ -178,6 +190,8 @@ class S3Store:
         return sorted(keys)
 
     def delete_prefix(self, prefix: str) -> int:
+        """Safe while others delete or write the same keys (each key is gone
+        once, whoever removes it)."""
         keys = self.list(prefix)
         for i in range(0, len(keys), 1000):
             chunk = [{"Key": self._k(k)} for k in keys[i:i + 1000]]

@@ -40,3 +40,42 @@ def test_local_store_refuses_keys_that_escape_its_root(tmp_path):
     store = LocalStore(tmp_path / "root", "http://api", "secret")
     with pytest.raises(ValueError, match="escapes"):
         store.put_bytes("../../etc/passwd", b"x")
+
+
+def test_local_store_deletes_of_one_prefix_at_once_never_raise(tmp_path):
+    """Two cleanups of one task (a failed fetch and a failed write, on one
+    worker) delete its shard prefix at once: a directory the other removed
+    is skipped (Path.rglob raised FileNotFoundError; the worker then exited
+    as if it could not report the failure)."""
+    import threading
+    store = LocalStore(tmp_path, "http://api", "k")
+    stop, raised = threading.Event(), []
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                store.put_bytes(f"shards/t/{n % 7}/{n}.parquet", b"x")
+            except OSError:  # a put racing the deletes may lose; not under test
+                pass
+
+    def wipe() -> None:
+        try:
+            for _ in range(1500):
+                store.delete_prefix("shards/t/")
+        except Exception as exc:  # noqa: BLE001 - the failure under test
+            raised.append(exc)
+
+    threads = [threading.Thread(target=write), threading.Thread(target=wipe),
+               threading.Thread(target=wipe)]
+    for t in threads:
+        t.start()
+    for t in threads[1:]:
+        t.join()
+    stop.set()
+    threads[0].join()
+    assert raised == []
+    store.put_bytes("shards/t/0/last.parquet", b"y")
+    assert "shards/t/0/last.parquet" in store.list("shards/t/")
+    assert store.delete_prefix("shards/t/") >= 1 and store.list("shards/t/") == []
