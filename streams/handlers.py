@@ -165,10 +165,13 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
 
 
 #: Pages of one task prepared ahead of the one its step is taking (fetched
-#: and decoded, :class:`Ahead`). One is enough to decode two pages at once
-#: (``streams.context.DECODE_SLOTS``) while the step stores and sends its
-#: own; each costs a page's bytes, then its batch and shard.
-AHEAD_PAGES = 1
+#: and decoded, :class:`Ahead`). Two: with one, a page's fetch (~6 ms) began
+#: only when the step took the page before it, and a decode slot stood idle
+#: meanwhile (``streams.context.DECODE_SLOTS``); with two, the next page is
+#: fetched while both decode (flights to parquet, ``bench/bench_export.py
+#: --repeat 5``, three alternations: 1.76 / 1.88 / 1.78 s against 1.84 / 1.97 /
+#: 1.98 s). Each costs a page's bytes, then its batch and shard.
+AHEAD_PAGES = 2
 
 
 @dataclass

@@ -45,14 +45,16 @@ def typed_spec():
 
 def slow_decodes(monkeypatch, seconds) -> dict[str, int]:
     """Make each page's decode take ``seconds(seq)`` in its thread; count the
-    decodes running at once (``now``) and the most ever (``max``)."""
-    state = {"now": 0, "max": 0}
+    decodes running at once (``now``; their pages: ``seqs``) and the most
+    ever (``max``)."""
+    state = {"now": 0, "max": 0, "seqs": set()}
     lock = threading.Lock()
     real = handlers._take_page
 
     def take(answer, spec, seq, rows_before):
         with lock:
             state["now"] += 1
+            state["seqs"].add(seq)
             state["max"] = max(state["max"], state["now"])
         try:
             time.sleep(seconds(seq))
@@ -60,6 +62,7 @@ def slow_decodes(monkeypatch, seconds) -> dict[str, int]:
         finally:
             with lock:
                 state["now"] -= 1
+                state["seqs"].discard(seq)
 
     monkeypatch.setattr(handlers, "_take_page", take)
     return state
@@ -91,9 +94,9 @@ async def test_a_page_forgotten_mid_decode_keeps_its_slot_until_its_thread_ends(
     emits = await fetch(ctx, first("t1"))  # t1's page 1 is prepared: decoding for 0.6 s
     for _ in range(50):
         await asyncio.sleep(0.01)
-        if state["now"]:
+        if 1 in state["seqs"]:
             break
-    assert state["now"] == 1
+    assert 1 in state["seqs"]
     await after_fetch(ctx, first("t1"), emits)
     assert await fetch(ctx, first("t1")) == []  # page 0 redelivered: absorbed, page 1 forgotten
     # when other tasks decode meanwhile

@@ -20,7 +20,7 @@ from streams import files
 from streams.context import Context
 from streams.finalize import finalize
 from plait.events import FinalizeRequested
-from streams.handlers import after_fetch, fetch
+from streams.handlers import AHEAD_PAGES, after_fetch, fetch
 from streams.runtime import Route, Runtime
 from streams.shards import after_write_shard, write_shard
 
@@ -241,10 +241,15 @@ async def test_page_n_plus_1_is_requested_while_page_n_is_processed(make_ctx, da
     cmd = FetchPage(taskId="t1", seq=0, spec=spec(), runtimeContext={"page": 0})
     for seq in range(3):
         emits = await fetch(ctx, cmd)
-        await asyncio.sleep(0.01)
-        pages_asked = [r["runtimeContext"]["page"] for r in data_api.requests]
-        # page seq+1 was asked for before its step ran, and never twice
-        assert pages_asked == list(range(min(seq + 2, 3))), pages_asked
+        # page seq+1 is asked for before its step runs (at most AHEAD_PAGES
+        # beyond this one), in order, and never twice
+        for _ in range(500):
+            pages_asked = [r["runtimeContext"]["page"] for r in data_api.requests]
+            if len(pages_asked) >= min(seq + 2, 3):
+                break
+            await asyncio.sleep(0.01)
+        assert pages_asked == list(range(len(pages_asked))), pages_asked
+        assert min(seq + 2, 3) <= len(pages_asked) <= min(seq + 1 + AHEAD_PAGES, 3)
         if seq < 2:
             cmd = emits[-1].payload
     assert ctx.ahead == {}  # nothing left ahead after the last page
