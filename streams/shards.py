@@ -55,7 +55,9 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     ``export.upload``), as on the re-drive path.
 
     Raises ``PermanentError`` (task FAILED) when rows break the column spec or
-    the writer refuses them.
+    the writer refuses them; ``KeyError`` when its shard or blob is missing
+    and the task has not ended (a page whose task ended and was cleaned up
+    while it was read is dropped: its shard is gone with the task's).
     """
     state = await ctx.projection.get(page.taskId)
     if state and state["status"] in TERMINAL:
@@ -65,7 +67,13 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     if handed is not None:  # fetched on this worker: no need to read its shard back
         (batch, quality), data = handed, None
     else:
-        batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
+        try:
+            batch, quality, data = await asyncio.to_thread(_decode_page, ctx.store, page)
+        except KeyError:  # its shard or blob is gone: the task's cleanup ran meanwhile
+            if await ctx.projection.status(page.taskId) not in TERMINAL:
+                raise
+            drop(ctx, page.taskId)
+            return []
     key = shard_key(page.taskId, page.seq)
     if data is not None:
         await asyncio.to_thread(ctx.store.put_bytes, key, data)

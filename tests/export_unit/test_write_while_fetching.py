@@ -530,3 +530,43 @@ async def test_a_page_waiting_for_its_turn_to_decode_does_not_ask_ahead_yet(make
     assert emits[-1].payload.seq == 1
     from streams.handlers import forget_ahead
     forget_ahead(ctx, "t1")
+
+
+async def test_a_page_whose_task_ended_while_its_shard_was_read_is_dropped(make_ctx,
+                                                                           monkeypatch):
+    """A fetch fails permanently while the page writer is on an earlier page:
+    the task's cleanup deletes the shard the writer is about to read. The
+    page is dropped (it was a KeyError: dead-lettered as an internal error,
+    and its failure hook cleaned the task up a second time, at once)."""
+    from plait.events import Lifecycle
+    from streams import shards
+    from streams.layout import shard_key
+
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    s = spec()
+    real = shards._decode_page
+
+    def ended_meanwhile(store, pg):
+        asyncio.run_coroutine_threadsafe(ctx.projection.apply(Lifecycle(
+            taskId="t1", status="FAILED", sysCode=s.sysCode, bizType=s.bizType,
+            userId=s.userId, errorMessage="page 3: HTTP 400")), loop).result()
+        return real(store, pg)
+
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(shards, "_decode_page", ended_meanwhile)
+    gone = PageBatch(taskId="t1", seq=1, shardKey=shard_key("t1", 1), rowCount=10,
+                     rowsBefore=10, isLast=False, spec=s)
+    assert await write_shard(ctx, gone) == []
+    assert "t1" not in ctx.files
+
+
+async def test_a_missing_shard_of_a_running_task_still_fails_it(make_ctx):
+    from streams.layout import shard_key
+
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    gone = PageBatch(taskId="t1", seq=1, shardKey=shard_key("t1", 1), rowCount=10,
+                     rowsBefore=10, isLast=False, spec=spec())
+    with pytest.raises(KeyError):
+        await write_shard(ctx, gone)
