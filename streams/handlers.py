@@ -146,7 +146,7 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                       rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                       isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
     batch.shardKey = shard_key(task, cmd.seq)
-    await asyncio.to_thread(ctx.store.put_bytes, batch.shardKey, shard)
+    await _store_shard(ctx, batch.shardKey, shard)
     del shard
     if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
         # task's cleanup may have run before this shard landed; leave nothing behind
@@ -162,6 +162,21 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
             taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
             rowsBefore=cmd.rowsBefore + batch.rowCount, spec=spec)))
     return emits
+
+
+async def _store_shard(ctx: Context, key: str, shard: bytes) -> None:
+    """Store a page's shard (in a thread). A step cancelled meanwhile (the
+    runtime cancels the next step when sending a page fails; a time limit)
+    raises only once the upload ended: the task's cleanup, which runs after
+    the step ended, then finds the shard and deletes it (it landed after the
+    cleanup before, and was kept for good)."""
+    put = asyncio.ensure_future(asyncio.to_thread(ctx.store.put_bytes, key, shard))
+    try:
+        await asyncio.shield(put)
+    except asyncio.CancelledError:
+        await asyncio.wait([put])
+        put.cancelled() or put.exception()
+        raise
 
 
 #: Pages of one task prepared ahead of the one its step is taking (fetched

@@ -185,3 +185,57 @@ async def test_many_tasks_chained_at_once(make_ctx, data_api, monkeypatch, typed
     assert ctx.ahead == {}
     await asyncio.sleep(0.05)
     assert pending() == []
+
+
+
+async def test_a_step_cancelled_while_its_shard_is_stored_leaves_no_shard_behind(
+        make_ctx, data_api, monkeypatch):
+    """Sending page 0 fails while the next step is storing page 1's shard
+    (an upload, in a thread): the runtime cancels that step, then the task
+    fails and its cleanup deletes the task's shards (ExportHooks.after_failure).
+    The shard must not land after that cleanup: nothing else would ever
+    delete it."""
+    import threading
+
+    s = typed_spec()
+    ctx = make_ctx()
+    await running(ctx, "t1", s)
+    for seq in range(4):
+        data_api.pages[seq] = (ids(seq), seq == 3)
+    started, release, landed = threading.Event(), threading.Event(), threading.Event()
+    real = ctx.store.put_bytes
+
+    def put_bytes(key, data):
+        if key.endswith("00000001.parquet"):  # page 1's shard: a slow upload
+            started.set()
+            release.wait(10)
+            real(key, data)
+            landed.set()
+        else:
+            real(key, data)
+
+    monkeypatch.setattr(ctx.store, "put_bytes", put_bytes)
+
+    async def send(emits, tp=None):
+        for _ in range(2000):  # page 1's step is storing its shard
+            if started.is_set():
+                break
+            await asyncio.sleep(0.005)
+        raise ConnectionError("broker down")
+
+    handled = asyncio.ensure_future(chain_agent(ctx, send).handle(
+        None, FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0}), {}))
+    done, _ = await asyncio.wait([handled], timeout=0.5)
+    if not done:  # the cancelled step waits for its upload: let the upload end
+        release.set()
+    with pytest.raises(ConnectionError):
+        await handled
+    assert started.is_set()
+    await cleanup(ctx, "t1")  # as ExportHooks.after_failure does once the chain ended
+    release.set()
+    for _ in range(2000):
+        if landed.is_set():
+            break
+        await asyncio.sleep(0.005)
+    assert landed.is_set()
+    assert ctx.store.list("shards/t1/") == [] and not ctx.ahead.get("t1")
