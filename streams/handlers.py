@@ -146,7 +146,10 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
                       rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                       isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
     batch.shardKey = shard_key(task, cmd.seq)
-    await _store_shard(ctx, batch.shardKey, shard)
+    # a step cancelled meanwhile (a failed send of the page before; a time
+    # limit) ends only once the shard landed, so the task's cleanup, which
+    # runs after it, deletes it (it landed after the cleanup, kept for good)
+    await in_thread(ctx.store.put_bytes, batch.shardKey, shard)
     del shard
     if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
         # task's cleanup may have run before this shard landed; leave nothing behind
@@ -164,18 +167,16 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     return emits
 
 
-async def _store_shard(ctx: Context, key: str, shard: bytes) -> None:
-    """Store a page's shard (in a thread). A step cancelled meanwhile (the
-    runtime cancels the next step when sending a page fails; a time limit)
-    raises only once the upload ended: the task's cleanup, which runs after
-    the step ended, then finds the shard and deletes it (it landed after the
-    cleanup before, and was kept for good)."""
-    put = asyncio.ensure_future(asyncio.to_thread(ctx.store.put_bytes, key, shard))
+async def in_thread(fn, *args):
+    """``fn(*args)`` in a thread; its result, or what it raised. Cancelled
+    meanwhile, it raises ``CancelledError`` only once the thread's call
+    ended (a thread cannot be stopped; what it holds stays held till then)."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
     try:
-        await asyncio.shield(put)
+        return await asyncio.shield(work)
     except asyncio.CancelledError:
-        await asyncio.wait([put])
-        put.cancelled() or put.exception()
+        await asyncio.wait([work])
+        work.cancelled() or work.exception()
         raise
 
 
@@ -258,14 +259,8 @@ async def prepare(ctx: Context, task: str, chain: collections.deque, entry: Ahea
                 _prepare_next(ctx, task, chain, spec, headers, entry.seq + 1, hint, None)
             else:
                 entry.hint = hint
-        work = asyncio.ensure_future(asyncio.to_thread(_take_page, answer, spec, entry.seq,
-                                                       entry.rows_before))
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:  # the thread decodes on: its slot stays taken till then
-            await asyncio.wait([work])
-            work.cancelled() or work.exception()
-            raise
+        # cancelled, the thread decodes on: its slot stays taken till then
+        return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
 
 
 def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | None,

@@ -187,7 +187,6 @@ async def test_many_tasks_chained_at_once(make_ctx, data_api, monkeypatch, typed
     assert pending() == []
 
 
-
 async def test_a_step_cancelled_while_its_shard_is_stored_leaves_no_shard_behind(
         make_ctx, data_api, monkeypatch):
     """Sending page 0 fails while the next step is storing page 1's shard
