@@ -50,7 +50,11 @@ def test_two_workers_kill_9_of_the_lease_holder_every_slot_fired_exactly_once(ma
     wait_for(lambda: len(fired_slots()) >= 3, 30, "three slots fired")
     # when the worker holding the scheduler lease is killed with SIGKILL mid-turn
     pids = {p.pid: name for name, p in stack.workers().items()}
-    owner = wait_for(lambda: r.get(K.schedule_owner(prefix)), 10, "a scheduler turn")
+    # the lease is held only during a turn (a few ms, ~10 turns a second):
+    # polled every 50 ms, a whole run of turns could fall between two looks
+    # (seen once in CI); every 1 ms, any turn of 1 ms or more is seen
+    owner = wait_for(lambda: r.get(K.schedule_owner(prefix)), 30, "a scheduler turn",
+                     every=0.001)
     victim = pids[int(owner.rsplit(":", 1)[1])]
     stack.kill(victim)
     killed_at = time.time()
