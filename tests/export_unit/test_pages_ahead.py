@@ -101,7 +101,15 @@ async def test_a_page_forgotten_mid_decode_keeps_its_slot_until_its_thread_ends(
     assert await fetch(ctx, first("t1")) == []  # page 0 redelivered: absorbed, page 1 forgotten
     # when other tasks decode meanwhile
     await asyncio.gather(fetch(ctx, first("t2")), fetch(ctx, first("t3")))
-    await asyncio.sleep(0.7)
+
+    def settled() -> bool:  # every page prepared has been decoded, t1's forgotten one too
+        return state["now"] == 0 and all(
+            entry.future.done() for chain in ctx.ahead.values() for entry in chain)
+    for _ in range(1000):
+        if settled():
+            break
+        await asyncio.sleep(0.01)
+    assert settled(), state
     forget_ahead(ctx, "t2")
     forget_ahead(ctx, "t3")
     assert state["max"] <= DECODE_SLOTS, state
