@@ -79,6 +79,16 @@ def pending() -> list[asyncio.Task]:
     return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
 
 
+async def still_running(timeout: float = 5.0) -> list[asyncio.Task]:
+    """The other asyncio tasks still running once they all ended or
+    ``timeout`` seconds passed (a cancelled page ends only when its decode
+    thread does)."""
+    deadline = time.monotonic() + timeout
+    while pending() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return pending()
+
+
 async def test_a_page_forgotten_mid_decode_keeps_its_slot_until_its_thread_ends(
         make_ctx, data_api, monkeypatch):
     s = spec()
@@ -131,8 +141,8 @@ async def test_a_failed_send_leaves_no_page_prepared(make_ctx, data_api):
         await chain_agent(ctx, send).handle(
             None, FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0}), {})
     await cleanup(ctx, "t1")  # as ExportHooks.after_failure does
-    await asyncio.sleep(0.05)
-    assert not ctx.ahead.get("t1") and pending() == []
+    assert not ctx.ahead.get("t1")
+    assert await still_running() == []
 
 
 async def test_a_next_step_cancelled_on_its_checkpoint_read_forgets_its_page(
@@ -159,8 +169,8 @@ async def test_a_next_step_cancelled_on_its_checkpoint_read_forgets_its_page(
     with pytest.raises(ConnectionError):
         await chain_agent(ctx, send).handle(
             None, FetchPage(taskId="t1", seq=0, spec=s, runtimeContext={"page": 0}), {})
-    await asyncio.sleep(0.05)
-    assert not ctx.ahead.get("t1") and pending() == []
+    assert not ctx.ahead.get("t1")
+    assert await still_running() == []
 
 
 @pytest.mark.parametrize("typed", [True, False])
@@ -191,8 +201,7 @@ async def test_many_tasks_chained_at_once(make_ctx, data_api, monkeypatch, typed
     assert len(data_api.requests) == 30
     assert state["max"] <= DECODE_SLOTS
     assert ctx.ahead == {}
-    await asyncio.sleep(0.05)
-    assert pending() == []
+    assert await still_running() == []
 
 
 async def test_a_step_cancelled_while_its_shard_is_stored_leaves_no_shard_behind(
