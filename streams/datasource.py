@@ -11,6 +11,7 @@ data API answered (opaque: stored and sent back as is, numbers as doubles,
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -102,9 +103,14 @@ def cursor_numbers(value: Any) -> Any:
     ``Decimal``, docs/fidelity-rules.md F11: ``1E2``,
     ``0.10000000000000001``) as the double it denotes, so JSON can write it
     (the cursor is opaque to Plait; a data API reads the same number back).
-    Anything else unchanged."""
-    if isinstance(value, Decimal):
-        return float(value)
+    Anything else unchanged. Raises ``ValueError`` for a number no JSON
+    document can hold (``NaN``, or beyond a double's range such as ``1E400``:
+    the next request could not be written)."""
+    if isinstance(value, (Decimal, float)):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"{value} is not a finite number a double can hold")
+        return number
     if isinstance(value, dict):
         return {k: cursor_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -155,7 +161,14 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
     ctx = data.get("runtimeContext") or {}
     if not isinstance(ctx, dict):
         raise PermanentError(f"page {seq}: data.runtimeContext must be an object")
-    ctx = cursor_numbers(ctx)
+    try:
+        ctx = cursor_numbers(ctx)
+    except ValueError as exc:
+        if data["status"] != "continue":  # the last page: its cursor is never sent back
+            ctx = {}
+        else:
+            raise PermanentError(f"page {seq}: data.runtimeContext must hold only finite "
+                                 f"numbers (it is sent back as JSON): {exc}") from None
     total = data.get("total")
     return Page(rows, ctx, data["status"] == "finish", total if isinstance(total, int) else None,
                 batch)
@@ -208,7 +221,10 @@ class Answer:
         nxt = data.get("runtimeContext") or {}
         if not isinstance(nxt, dict):
             return None
-        nxt = cursor_numbers(nxt)
+        try:
+            nxt = cursor_numbers(nxt)
+        except ValueError:  # refused when the page is decoded
+            return None
         return None if nxt in (self.context, self.sent) else nxt
 
     def page(self, doc: DocumentConfig | None = None) -> Page:

@@ -114,3 +114,21 @@ async def test_a_cursor_number_a_double_cannot_spell_is_sent_back_as_its_double(
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         page = await fetch_page(client, spec, want, 1, 1, 0)
     assert sent == [{"pageSize": 10} | want] and page.finished
+
+
+@pytest.mark.parametrize("number", [b"1E400", b"-1E400", b"NaN"])
+def test_a_cursor_number_no_json_can_hold_fails_the_page_naming_the_field(number):
+    """``1E400`` (beyond a double) or ``NaN`` in the runtime context could not
+    be sent back as JSON (the next request failed to build: an internal error): the page fails naming
+    ``data.runtimeContext``; the envelope gives no next cursor. The last
+    page's cursor is never sent back: that page is kept, without it."""
+    from streams.datasource import Answer, parse_body
+
+    body = (b'{"code":200,"data":{"status":"continue","runtimeContext":{"page":1,"x":'
+            + number + b'},"rows":[{"id":1}]}}')
+    with pytest.raises(PermanentError, match=r"page 0: data\.runtimeContext must hold only "
+                                             r"finite numbers"):
+        parse_body(0, body)
+    assert Answer(0, {"page": 0}, {"page": 0}, body).next_cursor() is None
+    last = parse_body(0, body.replace(b'"continue"', b'"finish"'))  # never sent back: kept
+    assert last.finished and last.rows == [{"id": 1}] and last.next_context == {}
