@@ -240,7 +240,31 @@ def test_the_envelope_is_read_apart_from_the_rows_and_reused():
                                  "Inf", "Infinity", "N", "a", "I", "n", "f", '"', "{", "}",
                                  "1", "x"]), max_size=12))
 def test_the_non_finite_scan_off_the_gil_finds_what_pythons_regex_finds(parts):
-    """``_plain_rows`` scans for ``NaN``/``Inf`` numbers with Arrow's regex
+    """``_finite`` scans for ``NaN``/``Inf`` numbers with Arrow's regex
     kernel (the GIL released): it declines exactly where ``_NON_FINITE`` finds one."""
     text = "".join(parts).encode()
-    assert F._plain_rows(text) is (F._NON_FINITE.search(text) is None), text
+    assert F._finite(text) is (F._NON_FINITE.search(text) is None), text
+
+
+@pytest.mark.parametrize("value", [b"NaN", b"-NaN", b"Inf", b"-Inf", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("kind", ["int", "string", "datetime"])
+def test_non_finite_numbers_in_declared_columns_decline_without_the_scan(monkeypatch, value,
+                                                                         kind):
+    """A page whose rows hold only declared fields is taken without the
+    non-finite scan (Arrow refuses those spellings in an ``int64`` or
+    ``string`` column itself); one with an undeclared field is scanned; a
+    non-finite number declines either way."""
+    scanned = []
+    real = F._finite
+    monkeypatch.setattr(F, "_finite", lambda text: scanned.append(text) or real(text))
+    doc = doc_of([("a", kind), ("b", "int")])
+    ok = b'{"code":200,"data":{"status":"finish","rows":[{"a":%s,"b":1}]}}'
+    good = {"int": b"1", "string": b'"x"', "datetime": b'"2013-01-01T10:00:00Z"'}[kind]
+    assert F.decode_page(ok % good, doc) is not None
+    assert scanned == []
+    extra = b'{"code":200,"data":{"status":"finish","rows":[{"a":%s,"b":1,"z":%s}]}}'
+    assert F.decode_page(extra % (good, b"2"), doc) is not None
+    assert len(scanned) == 1
+    for body in (ok % value, extra % (good, value), extra % (value, b"2")):
+        assert F.decode_page(body, doc) is None, body
+        check_body(body, doc)
