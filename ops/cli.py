@@ -54,6 +54,13 @@ def lean_worker() -> None:
       Peak RSS of one worker with ten csv exports in flight (10,000-row
       pages), measured: Arrow's default mimalloc 395 MB, jemalloc (decay 0)
       381, system 381, system with one arena 336.
+    - The system allocator is Arrow's default pool too
+      (``ARROW_DEFAULT_MEMORY_POOL``, read once, when pyarrow is imported):
+      ``pa.set_memory_pool`` alone reaches only what pyarrow's Python layer
+      allocates, while the JSON reader, the Parquet writer and the compute
+      kernels kept allocating from mimalloc, which held on to what they freed.
+      One worker, flights to parquet (``bench/bench_export.py``): peak RSS
+      279-304 MB with mimalloc there, 228-248 MB without.
     """
     if _NoPandas not in sys.meta_path:
         sys.meta_path.insert(0, _NoPandas)
@@ -66,6 +73,7 @@ def lean_worker() -> None:
                 M_ARENA_MAX, MALLOC_ARENAS)
         except (OSError, AttributeError):  # not glibc (musl): nothing to tune
             pass
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
