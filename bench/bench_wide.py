@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import sys
@@ -93,6 +94,8 @@ def normalize_page_ms(runs: int = 50) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    # children allocate Arrow memory as a worker does (ops.cli.lean_worker)
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
     """Print the normalize line, then one line per (config, format)."""
     print(json.dumps(normalize_page_ms()), flush=True)
     configs = CONFIGS[:1] if "--quick" in argv else CONFIGS

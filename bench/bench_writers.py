@@ -9,7 +9,8 @@ run 2...) and the median of ``--runs`` is printed, because the machine is
 shared. Peak RSS is the child's VmHWM, reset (``/proc/self/clear_refs``)
 after the input batches are built, so it is the peak while writing (the input
 batches stay resident and are included; loading flights through pandas peaks
-near 490 MB before the reset).
+near 490 MB before the reset). Children allocate Arrow memory from the system
+allocator, as a worker does (``ops.cli.lean_worker``).
 
 Prints one JSON object per line:
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import sys
@@ -227,6 +229,8 @@ def compare(case: str, pairs: list, runs: int) -> None:
 
 
 def main(argv: list[str]) -> None:
+    # children allocate Arrow memory as a worker does (ops.cli.lean_worker)
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
     runs = int(argv[argv.index("--runs") + 1]) if "--runs" in argv else 3
     quick = "--quick" in argv
     parts = (argv[argv.index("--parts") + 1].split(",") if "--parts" in argv
