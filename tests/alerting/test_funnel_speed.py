@@ -248,6 +248,27 @@ def test_stored_values_hold_their_own_size_not_orjsons_buffer():
     assert held < 200, held
 
 
+def test_cached_alert_views_hold_their_own_size_not_orjsons_buffer():
+    from alerting.view import view_json
+
+    # given an alert view as the view cache keeps them (~0.3 KB of JSON here)
+    view = {"labels": {"alertname": "PodDown", "pod": "api-1"}, "annotations": {},
+            "startsAt": "2026-12-01T10:00:00Z", "fingerprint": "0123456789abcdef",
+            "receivers": [{"name": "ops"}], "status": {"state": "active", "silencedBy": [],
+                                                        "inhibitedBy": []}}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        # when 200 are encoded and kept
+        kept = [view_json(view) for _ in range(200)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    # then each holds about its own length, not orjson's 4 KiB write buffer
+    assert json.loads(kept[0]) == view
+    assert held < len(kept[0]) + 200, (held, len(kept[0]))
+
+
 MEMORY = parse_config({
     "receivers": [{"name": "bench", "url": "http://127.0.0.1:9/hook",
                    "bucket": {"burst": 1000, "refill_interval": "10ms"}}],
