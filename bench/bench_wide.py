@@ -94,9 +94,9 @@ def normalize_page_ms(runs: int = 50) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    """Print the normalize line, then one line per (config, format)."""
     # children allocate Arrow memory as a worker does (ops.cli.lean_worker)
     os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
-    """Print the normalize line, then one line per (config, format)."""
     print(json.dumps(normalize_page_ms()), flush=True)
     configs = CONFIGS[:1] if "--quick" in argv else CONFIGS
     for rows, cols in configs:
