@@ -10,7 +10,11 @@ Prints one JSON object per line:
 broker spent meanwhile on the same cores);
 ``{"bench": "ratio", "format", "runs", "pipeline_s", "baseline", "baseline_s",
 "ratio", "target"}`` per format (with ``--repeat N``: medians of N pipeline
-runs, formats interleaved, and of N baseline runs); ``{"bench": "concurrent", "workers", "tasks",
+runs and of N baseline runs, in rounds: each round starts a stack, exports
+every format, stops the stack, then runs every baseline, so a machine whose
+speed drifts over minutes, as a shared one does, slows both sides of a ratio
+alike, and no idle stack shares the cores with a baseline);
+``{"bench": "concurrent", "workers", "tasks",
 "seconds", "tasks_per_min", "workers_cpu_s", "peak_rss_mb"}`` per worker count and
 ``{"bench": "scaling", "ratio"}`` (two workers' tasks/min over one's).
 Pipeline seconds run from POST to SUCCESS; peak RSS is the workers' highest
@@ -186,25 +190,39 @@ def worker_pids(stack: Stack) -> list[int]:
     return [p.pid for n, p in stack.procs.items() if n.startswith("worker")]
 
 
-def pipeline(formats: list[str], limit: int | None, repeat: int = 1) -> dict[str, list[float]]:
-    """``repeat`` rounds of one export per format on one worker (formats
-    interleaved within a round); seconds per format, one per round."""
+def rounds(formats: list[str], limit: int | None, repeat: int = 1,
+           ) -> tuple[dict[str, list[float]], dict[str, list[tuple[float, float]]]]:
+    """``repeat`` rounds, each: a fresh stack with one worker exports every
+    format once, the stack stops, then each format's bare baseline runs
+    (:func:`baseline`). Returns the pipeline seconds per format and the
+    baselines' ``(seconds, load seconds)`` per format, one per round."""
     took: dict[str, list[float]] = {fmt: [] for fmt in formats}
+    bare: dict[str, list[tuple[float, float]]] = {fmt: [] for fmt in formats if BARE.get(fmt)}
+    for r in range(repeat):
+        rows = pipeline(formats, limit, r, took)
+        for fmt in bare:
+            bare[fmt].append(baseline(BARE[fmt], fmt, rows))
+    return took, bare
+
+
+def pipeline(formats: list[str], limit: int | None, r: int, took: dict[str, list[float]]) -> int:
+    """Round ``r``: one export per format on a fresh stack with one worker,
+    seconds appended to ``took[format]``; the rows exported."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, 1) as stack:
         stack.start(workers=1)
         pid = stack.procs["worker-0"].pid
-        export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
-        for r in range(repeat):
-            for fmt in formats:
-                reset_hwm(pid)
-                others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
-                c0, t0 = cpu_seconds(pid), time.perf_counter()
-                task = export(stack, fmt, limit, user=f"bench-{r}")
-                took[fmt].append(time.perf_counter() - t0)
-                line("pipeline", fmt, task["exportedRows"], took[fmt][-1], vm_hwm_mb(pid),
-                     cpu_seconds(pid) - c0, others={n: cpu_seconds(p) - others0[n]
-                                                    for n, p in stack_pids(stack).items()})
-    return took
+        for fmt in formats:  # warm-up: the consumer group forms, each writer's imports load
+            export(stack, fmt, 10, user="warm-up")
+        for fmt in formats:
+            reset_hwm(pid)
+            others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            task = export(stack, fmt, limit, user=f"bench-{r}")
+            took[fmt].append(time.perf_counter() - t0)
+            line("pipeline", fmt, task["exportedRows"], took[fmt][-1], vm_hwm_mb(pid),
+                 cpu_seconds(pid) - c0, others={n: cpu_seconds(p) - others0[n]
+                                                for n, p in stack_pids(stack).items()})
+    return task["exportedRows"]
 
 
 def concurrent(workers: int, tasks: int, limit: int | None) -> float:
@@ -265,12 +283,9 @@ def main() -> None:
     args = parser.parse_args()
     PAGE_SIZE = args.page_size
     formats = [f for f in args.formats.split(",") if f and f != "none"]
-    took = pipeline(formats, args.limit, args.repeat) if formats else {}
+    took, bares = rounds(formats, args.limit, args.repeat) if formats else ({}, {})
     rows = args.limit or 336_776
-    for fmt in formats:
-        if BARE.get(fmt) is None:
-            continue
-        runs = [baseline(BARE[fmt], fmt, rows) for _ in range(args.repeat)]
+    for fmt, runs in bares.items():
         bare = statistics.median(s for s, _ in runs)
         write = statistics.median(s - load for s, load in runs)
         mid = statistics.median(took[fmt])
