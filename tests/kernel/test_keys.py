@@ -128,7 +128,7 @@ def test_the_source_check_leaves_other_strings_alone(snippet):
     assert not _key_builds(snippet)
 
 
-def test_no_module_outside_plait_keys_builds_a_redis_key():
+def test_no_module_outside_plait_keys_builds_a_redis_key(gc_paused):
     files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     sources = [f for f in files if not f.startswith("tests/") and f != "plait/keys.py"]

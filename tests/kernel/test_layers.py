@@ -21,7 +21,7 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def test_every_import_goes_to_the_same_package_or_a_lower_layer():
+def test_every_import_goes_to_the_same_package_or_a_lower_layer(gc_paused):
     upward = []
     for package, layer in LAYER.items():
         for path in sorted((ROOT / package).rglob("*.py")):
