@@ -168,13 +168,18 @@ def export(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -
 
 
 def wait(stack: Stack, task_id: str, fmt: str) -> dict:
-    """Poll a task until it ended; the SUCCESS task (exits otherwise)."""
-    while True:
-        task = CLIENT.get(f"{stack.api_url}/export/tasks/{task_id}").json()["data"]
-        if task["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"):
-            break
-        time.sleep(0.05)
-    if task["status"] != "SUCCESS":
+    """Follow a task's Server-Sent Events (``GET /export/tasks/{id}/events``)
+    until it ended, as a service waiting for its export would: the end is
+    seen as soon as the API publishes it (polling every 50 ms added 25 ms on
+    average to each measured export). The SUCCESS task (exits otherwise)."""
+    task: dict = {}
+    with CLIENT.stream("GET", f"{stack.api_url}/export/tasks/{task_id}/events") as resp:
+        for text in resp.iter_lines():
+            if text.startswith("data: "):
+                task = json.loads(text[len("data: "):])
+                if task["status"] in ("SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"):
+                    break
+    if task.get("status") != "SUCCESS":
         raise SystemExit(f"{fmt}: {task}")
     return task
 
