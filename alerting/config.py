@@ -209,11 +209,6 @@ class SubRoute(_Model):
         from alerting.silence import parse_matcher
         self._compiled = tuple(parse_matcher(m) for m in self.matchers)
 
-    def matches(self, labels: dict[str, str]) -> bool:
-        """True when every (compiled) matcher matches ``labels`` (match labels
-        of an :class:`~alerting.model.Alert`)."""
-        return all(m.matches(labels) for m in self._compiled)
-
 
 _WEEKDAYS = {d: i for i, d in enumerate(
     ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
