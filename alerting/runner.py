@@ -298,6 +298,8 @@ class FunnelRunner:
         # the decision is a span of the alert's own trace (child of its route
         # span, ``tp``); the group it opens keeps this span's traceparent as
         # the parent of its message's delivery (docs/alerting.md, "Traces")
+        if not tracing.exporting():  # the span is optional: no context manager per alert
+            return self._decide(ps, cmd, now, fx, src, copy, receiver, None)
         with tracing.span("alert.funnel_decision", cmd.get("tp"), optional=True,
                           **{"plait.raw_id": cmd.get("id"), "plait.receiver": receiver}) as sp:
             touched = self._decide(ps, cmd, now, fx, src, copy, receiver, sp)
