@@ -42,6 +42,7 @@ Rules (the issue, step 3; Alertmanager has no cooldown, it re-sends on
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
@@ -72,12 +73,19 @@ def labelset_fingerprint(labels: dict[str, str]) -> str:
     (``cbf29ce484222325``); printed with ``%016x``. Python's code-point
     order equals Go's byte order on UTF-8, so the sort agrees.
     """
+    return _fnv1a64(b"".join(part.encode("utf-8", "surrogatepass") + b"\xff"
+                             for name in sorted(labels) for part in (name, labels[name])))
+
+
+@functools.lru_cache(maxsize=16384)
+def _fnv1a64(data: bytes) -> str:
+    """FNV-1a 64 of ``data`` as 16 hex digits. Cached (at most 16,384 label
+    sets, ~3 MB): the loop costs ~0.1 us a byte (~4 us a label set) and the
+    same label sets come back (Prometheus resends every firing alert; the
+    alert view is rebuilt as its episode changes)."""
     h = _FNV_OFFSET
-    for name in sorted(labels):
-        for part in (name, labels[name]):
-            for byte in part.encode("utf-8", "surrogatepass"):
-                h = ((h ^ byte) * _FNV_PRIME) & _MASK
-            h = ((h ^ 0xFF) * _FNV_PRIME) & _MASK
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & _MASK
     return f"{h:016x}"
 
 
