@@ -42,6 +42,7 @@ from alerting.config import AlertingConfig
 from alerting.funnel import Funnel
 
 _ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
+_KINDS = {v: k for k, v in _ENTITIES.items()}
 #: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``); far below the
 #: broker's 1 MB record limit.
 PAGE_BYTES = 256 * 1024
@@ -149,7 +150,6 @@ class PartitionState:
     def _load(self) -> Funnel:
         state: dict[str, Any] | None = None
         parts: dict[str, dict[str, Any]] = {k: {} for k in _ENTITIES}
-        kinds = {v: k for k, v in _ENTITIES.items()}
         members: dict[str, dict[str, Any]] = {}
         pages: dict[str, dict[int, list]] = {}
         for key in [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]:
@@ -172,8 +172,8 @@ class PartitionState:
             if kind == "gm":
                 gid, _, fp = ident.partition("|")
                 members.setdefault(gid, {})[fp] = value
-            elif kind in kinds:
-                parts[kinds[kind]][ident] = value
+            elif kind in _KINDS:
+                parts[_KINDS[kind]][ident] = value
         for gid, group in parts["groups"].items():
             found = members.get(gid, {})
             order = group.pop("member_order", None)  # state from before members kept "o"
@@ -365,8 +365,7 @@ class PartitionState:
                 if rs is not None:
                     out |= self._receiver_entities(rname, rs)
                 continue
-            name = next(n for n, k in _ENTITIES.items() if k == kind)
-            value = st[name].get(ident)
+            value = st[_KINDS[kind]].get(ident)
             if value is not None:
                 out[key] = self._group_head(value) if kind == "grp" else value
         return out
