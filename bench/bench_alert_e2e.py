@@ -162,23 +162,39 @@ def _ok(url: str) -> bool:
         return False
 
 
+def spread(partitions: int) -> list[int]:
+    """The ``alerts.funnel`` partitions in the order receivers are placed on
+    them, so that the first 2k receivers split evenly between two workers
+    however Faust's assignor splits the partitions between them, round robin
+    (even / odd partitions) or in ranges (lower / upper half): for 8,
+    ``[0, 5, 2, 7, 1, 4, 3, 6]``. (Placed in partition order, 4 receivers
+    sat on partitions 1, 2, 3 and 6, so one worker held three receivers'
+    groups.)"""
+    half = partitions // 2
+    low, high = range(half), range(half, partitions)
+    out: list[int] = []
+    for a, b in (([p for p in low if p % 2 == 0], [p for p in high if p % 2 == 1]),
+                 ([p for p in low if p % 2 == 1], [p for p in high if p % 2 == 0])):
+        for i in range(max(len(a), len(b))):
+            out += a[i:i + 1] + b[i:i + 1]
+    return out + [p for p in range(partitions) if p not in out]
+
+
 def receiver_names(n: int, partitions: int) -> list[str]:
-    """``n`` receiver names (``bench`` alone for one), chosen so that their
-    ``alerts.funnel`` partitions (murmur2 of the name, as the router keys)
-    differ while there are partitions left."""
+    """``n`` receiver names (``bench`` alone for one) whose ``alerts.funnel``
+    partitions (murmur2 of the name, as the router keys) follow
+    :func:`spread`, round after round."""
     if n <= 1:
         return ["bench"]
     from aiokafka.partitioner import murmur2
 
-    names, used, k = [], set(), 0
+    wanted = spread(partitions)
+    names, k = [], 0
     while len(names) < n:
-        name = f"bench{k}"
-        p = (murmur2(name.encode()) & 0x7FFFFFFF) % partitions
-        if p not in used or k > 10_000:
-            names.append(name)
-            used.add(p)
-            if len(used) == partitions:
-                used = set()
+        target = wanted[len(names) % partitions]
+        while (murmur2(f"bench{k}".encode()) & 0x7FFFFFFF) % partitions != target:
+            k += 1
+        names.append(f"bench{k}")
         k += 1
     return names
 
