@@ -45,6 +45,24 @@ def test_routes_for_walks_the_tree_like_alertmanager():
     assert [r.id for r in routes_for(c, {"severity": "critical"})] == ["0"]  # the root catches the rest
 
 
+def test_each_config_walks_its_own_tree():
+    """The tree is built once per config object (alerting.routing._tree):
+    configs alike but for one matcher or receiver never share a tree, and
+    ``=`` matchers (dict lookups) agree with the others, absent label = ""."""
+    a = cfg([{"matchers": ['team="db"'], "receiver": "dba"}])
+    b = cfg([{"matchers": ['team="db"'], "receiver": "audit"}])
+    c = cfg([{"matchers": ['team=""', 'env!~"prod"'], "receiver": "audit"}])
+    for _ in range(2):  # the second walk takes the built trees
+        assert [r.receiver for r in routes_for(a, {"team": "db"})] == ["dba"]
+        assert [r.receiver for r in routes_for(b, {"team": "db"})] == ["audit"]
+        assert [r.receiver for r in routes_for(c, {"env": "dev"})] == ["audit"]
+        assert [r.receiver for r in routes_for(c, {"env": "prod"})] == ["oncall"]
+        assert [r.receiver for r in routes_for(c, {"team": "db"})] == ["oncall"]
+    for i in range(100):  # more configs than the trees kept: each still its own
+        assert routes_for(cfg([{"matchers": [f'n="{i}"'], "receiver": "dba"}]), {"n": str(i)})[0].receiver == "dba"
+    assert [r.receiver for r in routes_for(a, {"team": "db"})] == ["dba"]
+
+
 def test_continue_sends_one_alert_to_several_receivers():
     c = cfg([{"matchers": ['team="db"'], "receiver": "dba", "continue": True},
              {"matchers": ['severity="critical"'], "receiver": "audit"}])
