@@ -14,7 +14,9 @@ def gc_paused():
     retrieved is logged with its traceback, and 3.11's traceback calls
     ``ast.parse`` for its carets) breaks the parser's shared recursion count:
     ``SystemError: AST constructor recursion depth mismatch``, seen once with
-    ``-n 2`` in this session."""
+    ``-n 2``. The tasks found doing it (pages prepared ahead, left running
+    by export unit tests) are now waited for (tests/export_unit/conftest.py);
+    this guards against the next one."""
     enabled = gc.isenabled()
     gc.disable()
     try:
