@@ -22,7 +22,9 @@ EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "atte
 #: Upper bounds (milliseconds) of the buckets of ``decision_ms``: how long a
 #: raw alert took from its receipt (``receivedAt`` of its ``alerts.raw``
 #: event: the API's or the producer's clock) to the funnel's decision on it.
-DECISION_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+#: 40 sits below the 50 ms target (issue 11: p99 < 50 ms at 1,000 alerts/s):
+#: a p99 in the 40 bucket is under 50 ms; in the 50 bucket it may be 50 itself.
+DECISION_BUCKETS_MS = (5, 10, 25, 40, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 _BUCKET_LABELS = tuple(str(b) for b in DECISION_BUCKETS_MS) + ("inf",)
 
 

@@ -202,8 +202,8 @@ def test_the_funnel_counts_how_long_each_raw_alert_took_to_be_decided():
                         "route": {"receiver": "oncall"}})
     now = [1000.0]
     runner = FunnelRunner(cfg, {}, lambda: now[0])
-    # given alerts received 3 ms, 40 ms and 2 s before the funnel decides on them
-    for i, ago in enumerate([0.003, 0.040, 2.0]):
+    # given alerts received 3 ms, 45 ms and 2 s before the funnel decides on them
+    for i, ago in enumerate([0.003, 0.045, 2.0]):
         _r, cmd = route_alert(cfg, RawAlert(f"e{i}:0", {"rule": "R", "asset": f"h{i}",
                                                         "severity": "warning"}, now[0] - ago))
         cmd["src"] = [0, i, 0]

@@ -103,7 +103,7 @@ def test_non_finite_received_at_is_the_workers_clock():
 
 def test_decision_buckets_take_the_upper_bound_inclusive():
     counters: dict = {}
-    for seconds in (0.0, 0.005, 0.0051, 0.05, 10.0, 10.001, 99.0):
+    for seconds in (0.0, 0.005, 0.0051, 0.04, 0.0401, 10.0, 10.001, 99.0):
         observe_decision(counters, seconds)
-    assert counters["decision_ms"] == {"5": 2, "10": 1, "50": 1, "10000": 1, "inf": 2}
+    assert counters["decision_ms"] == {"5": 2, "10": 1, "40": 1, "50": 1, "10000": 1, "inf": 2}
     assert str(DECISION_BUCKETS_MS[-1]) in counters["decision_ms"]
