@@ -22,6 +22,30 @@ def test_labelset_fingerprint_is_alertmanagers(labels, expected):
     assert labelset_fingerprint(labels) == f"{expected:016x}"
 
 
+def test_labelset_fingerprint_caches_only_short_label_sets():
+    from alerting import dedupe
+
+    def fnv(labels):  # the rule spelt out once more, byte by byte
+        h = 14695981039346656037
+        for name in sorted(labels):
+            for part in (name, labels[name]):
+                for b in part.encode("utf-8", "surrogatepass") + b"\xff":
+                    h = ((h ^ b) * 1099511628211) & (2**64 - 1)
+        return f"{h:016x}"
+
+    import uuid
+    short = {"alertname": "PodDown", "pod": "api-\u00e9", "cut": "x\ud83d", "id": uuid.uuid4().hex}
+    long = {"alertname": "PodDown", "blob": "v" * 8192}
+    cache = dedupe._fnv1a64_cached
+    hits, misses = cache.cache_info()[:2]
+    for _ in range(2):  # an 8 KB label set never enters the cache (its bytes stay bounded)
+        assert labelset_fingerprint(long) == fnv(long)
+    assert cache.cache_info()[:2] == (hits, misses)
+    for _ in range(2):  # a short one is computed once, then found
+        assert labelset_fingerprint(short) == fnv(short)
+    assert cache.cache_info()[:2] == (hits + 1, misses + 1)
+
+
 def prom(pod: str, t: float, **labels: str) -> dict:
     """What Prometheus POSTs on each evaluation: endsAt in the future."""
     return {"labels": {"alertname": "PodDown", "instance": "10.0.0.7:9100", "pod": pod, **labels},
