@@ -165,7 +165,7 @@ def route_by_id(config: Any, rid: str) -> Route | None:
     node = _tree(config)
     for part in rid.split(".")[1:]:
         i = int(part)
-        if i >= len(node.children):
+        if not 0 <= i < len(node.children):  # ids are made from positions
             return None
         node = node.children[i]
     return node.route

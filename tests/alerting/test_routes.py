@@ -8,7 +8,7 @@ import pytest
 from alert_harness import ev, run
 
 from alerting.config import ConfigError, parse_config
-from alerting.routing import routes_for
+from alerting.routing import route_by_id, routes_for
 
 T0 = 1_796_007_600.0  # 2026-11-30T03:00:00Z, a Monday
 
@@ -58,6 +58,8 @@ def test_each_config_walks_its_own_tree():
         assert [r.receiver for r in routes_for(c, {"env": "dev"})] == ["audit"]
         assert [r.receiver for r in routes_for(c, {"env": "prod"})] == ["oncall"]
         assert [r.receiver for r in routes_for(c, {"team": "db"})] == ["oncall"]
+    assert route_by_id(a, "0.0").receiver == "dba"
+    assert route_by_id(a, "0.1") is None and route_by_id(a, "0.-1") is None  # ids are positions
     for i in range(100):  # more configs than the trees kept: each still its own
         assert routes_for(cfg([{"matchers": [f'n="{i}"'], "receiver": "dba"}]), {"n": str(i)})[0].receiver == "dba"
     assert [r.receiver for r in routes_for(a, {"team": "db"})] == ["dba"]
