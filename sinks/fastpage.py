@@ -2,11 +2,12 @@
 
 :func:`decode_page` is an optional shortcut for ``loads_exact(body)`` followed by
 ``rows_to_batch(data.rows, doc)`` (``sinks.values``). It parses the rows, cut
-out of the body, with Arrow's JSON reader (C++, releases the GIL; no Python object per cell) under an
-explicit schema built from the declared column types, and answers only when it
-can prove the result is what the exact path gives; otherwise it answers
-``None`` and the caller takes the exact path, which also raises what it always
-raised. Rules it keeps (docs/fidelity-rules.md, "Fast page decode"):
+out of the body, with Arrow's JSON reader (C++, releases the GIL; no Python
+object per cell) under an explicit schema built from the declared column
+types, and answers only when it can prove the result is what the exact
+path gives; otherwise it answers ``None`` and the caller takes the exact path,
+which also raises what it always raised. Rules it keeps
+(docs/fidelity-rules.md, "Fast page decode"):
 
 - only pages whose ``documentConfig.columns`` are all declared ``int``,
   ``string`` or ``datetime`` (no ``dictionary``/``mask``) and that end with

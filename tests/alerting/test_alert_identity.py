@@ -2,6 +2,8 @@
 (Alertmanager's fingerprint); native alerts by rule + asset (issue 11, item 1)."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from alert_harness import case_config, ev, run
 
@@ -33,7 +35,6 @@ def test_labelset_fingerprint_caches_only_short_label_sets():
                     h = ((h ^ b) * 1099511628211) & (2**64 - 1)
         return f"{h:016x}"
 
-    import uuid
     short = {"alertname": "PodDown", "pod": "api-\u00e9", "cut": "x\ud83d", "id": uuid.uuid4().hex}
     long = {"alertname": "PodDown", "blob": "v" * 8192}
     cache = dedupe._fnv1a64_cached

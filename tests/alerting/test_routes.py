@@ -61,7 +61,8 @@ def test_each_config_walks_its_own_tree():
     assert route_by_id(a, "0.0").receiver == "dba"
     assert route_by_id(a, "0.1") is None and route_by_id(a, "0.-1") is None  # ids are positions
     for i in range(100):  # more configs than the trees kept: each still its own
-        assert routes_for(cfg([{"matchers": [f'n="{i}"'], "receiver": "dba"}]), {"n": str(i)})[0].receiver == "dba"
+        other = cfg([{"matchers": [f'n="{i}"'], "receiver": "dba"}])
+        assert routes_for(other, {"n": str(i)})[0].receiver == "dba"
     assert [r.receiver for r in routes_for(a, {"team": "db"})] == ["dba"]
 
 
