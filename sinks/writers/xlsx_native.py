@@ -75,7 +75,7 @@ from plait.spec import DocumentConfig
 from sinks.values import MAX_EXACT_INT, is_mixed
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
-    _BAD_RE2, XLSX_MAX_CELL_CHARS, EXCEL_MAX_NUMBER, EXCEL_MIN_NUMBER, SingleFileWriter,
+    _BAD_PY, _BAD_RE2, XLSX_MAX_CELL_CHARS, EXCEL_MAX_NUMBER, EXCEL_MIN_NUMBER, SingleFileWriter,
     decimal_float, headers, kind_of_field, other_cells, text_cells, utf16_cut,
 )
 from sinks.writers.xlsx_writer import (
@@ -524,13 +524,15 @@ def _wall_days(col: pa.Array) -> tuple[pa.Array, pa.Array | None]:
 
 
 def _cell_present(col: pa.Array, i: int) -> bool:
+    """Whether row ``i`` of ``col`` is a cell in the sheet: null, NaN, ``""``
+    and text of XML-forbidden characters only (removed, so ``""``) are blank."""
     v = col[i]
     if not v.is_valid:
         return False
     py = v.as_py()
     if isinstance(py, float) and py != py:
         return False
-    return not (isinstance(py, str) and py == "")
+    return not (isinstance(py, str) and _BAD_PY.sub("", py) == "")
 
 
 _INT_SUFFIX = b".0</v>"

@@ -193,7 +193,7 @@ class XlsxWriter(SingleFileWriter):
                 col = pa.array(other_cells(col), pa.string())
             values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=Quoted,
                                 max_chars=XLSX_MAX_CELL_CHARS, column=self.names[c])
-            if pc.any(pc.equal(pc.binary_length(col), 0)).as_py():
+            if "" in values:  # also text that held only XML-forbidden characters
                 values = [v or None for v in values]  # "" is a blank cell, not an empty string
             if not any(type(v) is Quoted for v in values):
                 return values, ws.write_string

@@ -174,3 +174,20 @@ def test_xlsx_writes_int64_beyond_2_53_as_text_and_counts_it(tmp_path):
     assert (small.value, small.data_type) == (7, "n")
     assert (huge.value, huge.data_type) == (str(2**60), "s")
     assert report.quality["converted_to_text"] == 1
+
+
+@pytest.mark.parametrize("last", [{"a": 1, "b": "\x00"}, {"a": None, "b": "\x01\x02"}])
+def test_xlsx_text_of_forbidden_characters_only_is_a_blank_cell_and_its_row_stays(tmp_path, last):
+    # given text that holds only XML-forbidden control characters (removed when written),
+    # in the last row, once beside a value and once as the row's only text
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.string())])
+    writer = open_writer(tmp_path, schema, make_doc("xlsx"))
+    # when written (the sinks conftest writes it with both engines and compares them)
+    writer.write_batch(pa.record_batch([pa.array([7, last["a"]]), pa.array(["x", last["b"]])],
+                                       schema=schema))
+    report = writer.close()
+    # then the cell is blank, not an empty string, and the row is still in the sheet
+    _header, first, second = xlsx_cells(report.path)
+    assert [c.value for c in first] == [7, "x"]
+    assert [c.value for c in second][1] is None and second[1].data_type != "s"
+    assert report.rows == 2 and report.quality["sanitized"] == 1
