@@ -23,7 +23,7 @@ the delivered resolve. Its state is a plain dict (JSON data)::
     {"fp", "status": "firing"|"resolved", "severity": int (highest paged),
      "seen_severity": int, "started_at", "last_seen", "last_pass_at",
      "resolved_at", "notified": bool, "group": group id or None,
-     "silenced_by": silence id or None, "alert": Alert.to_dict()}
+     "silenced_by": silence id or None, "alert": Alert.to_state()}
 
 Rules (the issue, step 3; Alertmanager has no cooldown, it re-sends on
 ``repeat_interval`` only):
@@ -137,25 +137,25 @@ def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
             return "resolve_repeat", episode
         ep = dict(episode, status="resolved", last_seen=now, last_pass_at=now,
                   resolved_at=alert.ends_at if alert.ends_at is not None else now,
-                  alert=alert.to_dict())
+                  alert=alert.to_state())
         return "resolved", ep
     if episode is None:
         start = alert.starts_at if alert.starts_at is not None else now
         return "new", {
             "fp": "", "status": "firing", "severity": sev, "seen_severity": sev,
             "started_at": start, "last_seen": now, "last_pass_at": now, "resolved_at": None,
-            "notified": False, "group": None, "silenced_by": None, "alert": alert.to_dict(),
+            "notified": False, "group": None, "silenced_by": None, "alert": alert.to_state(),
         }
     if episode["status"] == "resolved":
         return "refire", dict(episode, status="firing", resolved_at=None, last_seen=now,
                               last_pass_at=now, severity=max(sev, episode["severity"]),
-                              seen_severity=sev, alert=alert.to_dict())
+                              seen_severity=sev, alert=alert.to_state())
     if sev > episode["severity"]:
         return "escalated", dict(episode, severity=sev, seen_severity=sev, last_seen=now,
-                                 last_pass_at=now, alert=alert.to_dict(),
+                                 last_pass_at=now, alert=alert.to_state(),
                                  escalated_from=episode["severity"])
     if sev < episode["severity"]:
         return "deescalation", dict(episode, seen_severity=sev, last_seen=now)
     if now - episode["last_pass_at"] < cooldown:
         return "duplicate", dict(episode, last_seen=now)
-    return "refresh", dict(episode, last_seen=now, last_pass_at=now, alert=alert.to_dict())
+    return "refresh", dict(episode, last_seen=now, last_pass_at=now, alert=alert.to_state())

@@ -155,7 +155,7 @@ def view(m: dict[str, Any]) -> dict[str, Any]:
         "severity": Severity(m["severity"]).label, "status": m["status"], "change": m["news"],
         "escalated_from": Severity(m["escalated_from"]).label
         if m["news"] == "escalated" and m["escalated_from"] is not None else None,
-        "labels": a["labels"], "annotations": a["annotations"],
+        "labels": a.get("labels") or {}, "annotations": a.get("annotations") or {},
         "starts_at": m["started_at"], "ends_at": m["resolved_at"] if resolved else None,
         "duration": (m["resolved_at"] - m["started_at"]) if resolved else None,
         "transient": resolved and not m["notified"],

@@ -139,6 +139,31 @@ class Alert:
                 "generator_url": self.generator_url, "source": self.source,
                 "invalid_unicode": self.invalid_unicode}
 
+    def to_state(self) -> dict[str, Any]:
+        """:meth:`to_dict` without the fields that hold their default (no
+        labels or annotations, no ``starts_at`` / ``ends_at``, no
+        ``generator_url``, source ``native``, clean Unicode): the form kept
+        in funnel state (episodes, group members), where every open alert
+        holds it in memory and every change writes it to the changelog.
+        :meth:`from_dict` reads both forms."""
+        d = {"rule": self.rule, "asset": self.asset, "severity": self.severity.label,
+             "status": self.status.value, "time": self.time}
+        if self.labels:
+            d["labels"] = dict(self.labels)
+        if self.annotations:
+            d["annotations"] = dict(self.annotations)
+        if self.starts_at is not None:
+            d["starts_at"] = self.starts_at
+        if self.ends_at is not None:
+            d["ends_at"] = self.ends_at
+        if self.generator_url:
+            d["generator_url"] = self.generator_url
+        if self.source != "native":
+            d["source"] = self.source
+        if self.invalid_unicode:
+            d["invalid_unicode"] = self.invalid_unicode
+        return d
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Alert":
         """Inverse of :meth:`to_dict` (trusted data: no validation).
