@@ -77,12 +77,13 @@ BATCH_SIZE = 1000
 BATCH_WITHIN = 0.005
 #: Most alerts the router forwards, and the funnel applies, in one go: a batch
 #: of 1,000 events of up to 500 alerts each is cut (at event boundaries) into
-#: pieces of about this many alerts, each carried out (state saved, changelog,
-#: ledger and commands sent and acked) before the next is decoded further. What
-#: a piece holds in memory (commands, ledger entries, changelog records) is
-#: then bounded by this, not by how many alerts a batch of events happens to
-#: carry (a 50,000-alert burst in one batch left the worker's RSS ~500 MB
-#: above its live heap).
+#: pieces of about this many alerts, each carried out before the next (router:
+#: commands sent; funnel: state saved, changelog, ledger and notifications
+#: acked). What a handler builds (commands, ledger entries, changelog records,
+#: messages) is then bounded by this, not by how many alerts a batch of events
+#: happens to carry (a 50,000-alert burst in one batch left the worker's RSS
+#: ~500 MB above its live heap). The batch's decoded events are held for the
+#: whole batch (docs/alerting.md, "On Kafka", Batches).
 MAX_BATCH_ALERTS = 5000
 
 

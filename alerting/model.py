@@ -178,6 +178,7 @@ class Alert:
             # frozen dataclass's __init__: the same attributes, set directly
             obj = object.__new__(cls)
             attrs = obj.__dict__
+            attrs.update(_DEFAULTS)  # the state form (:meth:`to_state`) leaves them out
             attrs.update(d)
             attrs["severity"] = _SEVERITY_BY_LABEL[sev]
             attrs["status"] = _STATUSES[status]
@@ -283,3 +284,6 @@ _FIELDS = frozenset(f.name for f in dataclasses.fields(Alert))
 _REQUIRED = frozenset(f.name for f in dataclasses.fields(Alert)
                       if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 _STATUSES = {s.value: s for s in Status}
+#: fields with a plain default (labels and annotations are set apart)
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Alert)
+             if f.default is not dataclasses.MISSING}

@@ -29,6 +29,7 @@ alerts = st.builds(
 def test_the_state_form_reads_back_to_the_same_alert(alert):
     state = json.loads(json.dumps(alert.to_state()))
     assert Alert.from_dict(state) == alert
+    assert vars(Alert.from_dict(state)) == vars(alert)  # every field set, defaults included
     assert Alert.from_dict(json.loads(json.dumps(alert.to_dict()))) == alert
     assert set(state) <= set(alert.to_dict())
 
