@@ -311,7 +311,8 @@ class AlertingService:
 
         The batch is carried out in pieces of whole events holding about
         :data:`MAX_BATCH_ALERTS` alerts each (an ``alerts`` command counts
-        its items), one after the other, so memory is bounded by the piece.
+        its items), one after the other, so what it builds (ledger entries,
+        changelog records, messages) is bounded by the piece.
         Each piece saves its own last offset: a batch that fails half way
         is replayed from the table, its done pieces recognised as seen."""
         piece: list[tuple[Any, dict, dict[str, Any]]] = []
