@@ -75,16 +75,6 @@ TICK_SECONDS = 1.0
 #: waits to fill (seconds; bounds the latency a batch adds).
 BATCH_SIZE = 1000
 BATCH_WITHIN = 0.005
-#: Most alerts the router forwards, and the funnel applies, in one go: a batch
-#: of 1,000 events of up to 500 alerts each is cut (at event boundaries) into
-#: pieces of about this many alerts, each carried out before the next (router:
-#: commands sent; funnel: state saved, changelog, ledger and notifications
-#: acked). What a handler builds (commands, ledger entries, changelog records,
-#: messages) is then bounded by this, not by how many alerts a batch of events
-#: happens to carry (a 50,000-alert burst in one batch left the worker's RSS
-#: ~500 MB above its live heap). The batch's decoded events are held for the
-#: whole batch (docs/alerting.md, "On Kafka", Batches).
-MAX_BATCH_ALERTS = 5000
 
 
 class FunnelHooks(Hooks):
@@ -193,11 +183,7 @@ class AlertingService:
         of ``alerts.raw`` events once, and forward them to ``alerts.funnel``
         as ``alerts`` commands per receiver (bounded size, wire.pack_alerts)."""
         per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
-        held = 0
         for event, _attrs, raws in items:
-            if held >= MAX_BATCH_ALERTS:
-                await self._forward(per_receiver)
-                per_receiver, held = {}, 0
             msg = event.message
             # one ``alert.route`` span per raw event, child of its ingest (the
             # record's traceparent header); each command carries the route
@@ -213,12 +199,6 @@ class AlertingService:
                         if tp:
                             cmd["tp"] = tp
                         per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
-                        held += 1
-        await self._forward(per_receiver)
-
-    async def _forward(self, per_receiver: dict[str, list[tuple[dict, bytes]]]) -> None:
-        """Send routed commands (receiver -> ``[(command, its bytes)]``, in
-        raw order) to ``alerts.funnel`` as ``alerts`` commands keyed by receiver."""
         for receiver, cmds in per_receiver.items():
             for value in pack_alerts(cmds):
                 await self.funnel.send(key=receiver.encode(), value=value)
@@ -307,28 +287,7 @@ class AlertingService:
         (:meth:`_effects_all`): the batch's changelog records, ledger batches
         and notifications sent together and acked together, and only then
         the webhook POSTs (docs/kafka-rules.md #13); the batch's offsets are
-        acked after this returns.
-
-        The batch is carried out in pieces of whole events holding about
-        :data:`MAX_BATCH_ALERTS` alerts each (an ``alerts`` command counts
-        its items), one after the other, so what it builds (ledger entries,
-        changelog records, messages) is bounded by the piece.
-        Each piece saves its own last offset: a batch that fails half way
-        is replayed from the table, its done pieces recognised as seen."""
-        piece: list[tuple[Any, dict, dict[str, Any]]] = []
-        held = 0
-        for item in items:
-            cmd = item[2]
-            piece.append(item)
-            held += len(cmd.get("items") or ()) if cmd["kind"] == "alerts" else 1
-            if held >= MAX_BATCH_ALERTS:
-                await self._apply_piece(piece)
-                piece, held = [], 0
-        if piece:
-            await self._apply_piece(piece)
-
-    async def _apply_piece(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> None:
-        """Apply commands and carry out their effects (see :meth:`apply_batch`)."""
+        acked after this returns."""
         by_part: dict[int, list[tuple[int, dict]]] = {}
         counted: set[int] = set()
         for event, _attrs, cmd in items:
