@@ -202,8 +202,8 @@ def route_alerts(config: AlertingConfig, raw: RawAlert) -> list[tuple[str, dict[
     try:
         decisions = decide(config, alert)
     except Exception:  # a forged alert: the funnel decides (and rejects it) itself
-        return [(config.route.receiver, dict(cmd, alert=alert.to_dict()))]
-    doc = alert.to_dict()
+        return [(config.route.receiver, dict(cmd, alert=alert.to_state()))]
+    doc = alert.to_state()
     out = []
     for k, d in enumerate(decisions):
         c = dict(cmd, alert=doc, **d.to_dict())

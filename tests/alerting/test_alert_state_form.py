@@ -51,3 +51,15 @@ def test_a_stored_episode_and_member_leave_default_fields_out():
     for a in stored:
         assert a == {"rule": "DiskFull", "asset": "h1", "severity": "warning", "status": "firing",
                      "time": 1000.0}
+
+
+def test_a_router_command_carries_the_alert_in_its_state_form():
+    cfg = parse_config({"receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+                        "route": {"receiver": "oncall"}})
+    # given a plain native alert and one with labels and a link, as the router routes them
+    for payload in ({"rule": "DiskFull", "asset": "h1", "severity": "warning"},
+                    {"labels": {"alertname": "Up", "instance": "h2"}, "generatorURL": "http://p/g"}):
+        _receiver, cmd = route_alert(cfg, RawAlert("e1:0", payload, 1000.0))
+        # then the command's alert is the state form: what the funnel reads back is the alert
+        alert = Alert.from_dict(cmd["alert"])
+        assert cmd["alert"] == alert.to_state() != alert.to_dict()
