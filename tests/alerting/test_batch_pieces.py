@@ -51,7 +51,7 @@ async def test_the_funnel_gets_a_batch_in_runs_decoded_in_turn_and_saved_each(mo
     values = _funnel_commands(2800, 400)
     assert len(values) == 7
     # runs of about three commands
-    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", 3 * len(values[0]) - 1)
+    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", sum(map(len, values[:3])) - 1)
     svc = object.__new__(AlertingService)
     svc.runner = FunnelRunner(CFG, {}, lambda: 1000.0)
     decoded, runs = [], []
@@ -78,7 +78,7 @@ async def test_the_funnel_gets_a_batch_in_runs_decoded_in_turn_and_saved_each(mo
 
 async def test_a_batch_that_fails_half_way_is_replayed_without_applying_a_run_twice(monkeypatch):
     values = _funnel_commands(2800, 400)
-    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", 3 * len(values[0]) - 1)
+    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", sum(map(len, values[:3])) - 1)
     table, committed = {}, {}
     svc = object.__new__(AlertingService)
     svc.runner = FunnelRunner(CFG, table, lambda: 1000.0)
@@ -121,7 +121,7 @@ async def test_the_router_gets_a_batch_in_runs_and_forwards_in_raw_order(monkeyp
         _eid, value = raw_envelope([{"rule": "B" if i % 3 == 0 else "R", "asset": f"h{off}-{i}",
                                      "severity": "warning"} for i in range(300)])
         raws.append(value)
-    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", 4 * len(raws[0]) - 1)
+    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", sum(map(len, raws[:4])) - 1)
     svc = object.__new__(AlertingService)
     svc.config = CFG
     sent, handled = [], []
@@ -144,3 +144,38 @@ async def test_the_router_gets_a_batch_in_runs_and_forwards_in_raw_order(monkeyp
     assert len(positions[b"a"]) == 1200 and len(positions[b"b"]) == 600
     for key, got in positions.items():
         assert got == sorted(got), key
+
+
+async def test_a_run_whose_handler_fails_is_taken_one_event_at_a_time_and_only_the_culprit_is_kept(monkeypatch):
+    values = _funnel_commands(2800, 400)
+    monkeypatch.setattr(runtime, "MAX_RUN_BYTES", sum(map(len, values[:3])) - 1)
+    svc = object.__new__(AlertingService)
+    svc.runner = FunnelRunner(CFG, {}, lambda: 1000.0)
+
+    async def effects(results):
+        pass
+    svc._effects_all = effects
+    real, calls = svc.runner.apply_batch, []
+
+    def apply_batch(partition, commands):
+        calls.append([offset for offset, _cmd in commands])
+        if any(offset == 4 for offset, _cmd in commands):  # a bug met by the command at offset 4
+            raise KeyError("bug")
+        return real(partition, commands)
+    svc.runner.apply_batch = apply_batch
+    rt = _runtime([FunnelHooks(svc.runner)])
+    dead = []
+
+    async def dead_letter(event, exc, *detail):
+        dead.append(event.message.offset)
+    rt.dead_letter = dead_letter
+    agent = Agent(FUNNEL_TOPIC, "plait.alerts.funnel", svc.apply, _decode_command)
+    # when the runtime hands the funnel a batch whose second run meets the bug
+    await rt.process_batch(agent, svc.apply_batch, [_event(off, v) for off, v in enumerate(values)])
+    # then the partition was reloaded, that run's events taken one at a time, only the
+    # culprit kept as a dead letter, and every other alert counted once
+    assert dead == [4]
+    assert calls == [[0, 1, 2], [3, 4, 5], [3], [4], [5], [6]]  # runs 1 and 3 as batches
+    c = svc.runner.counters(0)
+    assert c["received"] == 2400 and c["balanced"]
+    assert svc.runner.state(0).offset == 6
