@@ -36,8 +36,8 @@ log = get_logger("plait.runtime")
 
 #: Most bytes of record values a batch handler gets in one run
 #: (:meth:`AgentRuntime.register_batch`). 1,000 ``alerts.funnel`` commands of
-#: 256 KB would be ~1.1 GB of decoded alerts; a run of 2 MiB is ~6,000 alerts
-#: (~350 bytes each on the wire).
+#: 256 KB would be ~1.1 GB of decoded alerts; a run of 2 MiB is ~9,000 alerts
+#: (~230 bytes each on the wire, a storm's alerts).
 MAX_RUN_BYTES = 2 * 1024 * 1024
 
 
