@@ -144,8 +144,9 @@ class Alert:
         labels or annotations, no ``starts_at`` / ``ends_at``, no
         ``generator_url``, source ``native``, clean Unicode): the form kept
         in funnel state (episodes, group members), where every open alert
-        holds it in memory and every change writes it to the changelog.
-        :meth:`from_dict` reads both forms."""
+        holds it in memory and every change writes it to the changelog, and
+        carried by router commands on ``alerts.funnel``. :meth:`from_dict`
+        reads both forms."""
         d = {"rule": self.rule, "asset": self.asset, "severity": self.severity.label,
              "status": self.status.value, "time": self.time}
         if self.labels:
@@ -166,7 +167,7 @@ class Alert:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Alert":
-        """Inverse of :meth:`to_dict` (trusted data: no validation).
+        """Inverse of :meth:`to_dict` and :meth:`to_state` (trusted data: no validation).
 
         Raises what the dataclass raises for missing or unknown fields, and
         KeyError / ValueError / AttributeError for an unknown severity or
