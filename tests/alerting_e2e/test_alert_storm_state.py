@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from alerting.config import parse_config
-from alerting.runner import FunnelRunner
+from alerting.runner import SEEN_PERSIST_EVERY, FunnelRunner
 from alerting.wire import RawAlert, pack_alerts, command, parse_command, route_alert
 
 #: what a record may carry, well below the broker's 1 MB max.message.bytes
@@ -83,6 +83,24 @@ SMALL = parse_config({
 })
 
 
+def _with_repeat_lag(live: dict, again: dict) -> dict:
+    """``live`` with the one difference a restart may show (docs/alerting.md,
+    "On Kafka", repeats): an episode whose persisted ``last_seen`` is behind,
+    by less than ``SEEN_PERSIST_EVERY``, with its ``expires_at`` no later,
+    takes those two persisted values; anything else must match as written."""
+    import copy
+
+    out = copy.deepcopy(live)
+    for fp, ep in out["episodes"].items():
+        got = again["episodes"].get(fp)
+        if got is None or got.get("last_seen") == ep.get("last_seen"):
+            continue
+        assert 0 < ep["last_seen"] - got["last_seen"] < SEEN_PERSIST_EVERY, fp
+        assert (got.get("expires_at") or 0) <= (ep.get("expires_at") or 0), fp
+        ep["last_seen"], ep["expires_at"] = got["last_seen"], got.get("expires_at")
+    return out
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_what_a_batch_saves_is_what_a_restarted_worker_reads(seed):
     """Ticks and results save only the entities they touched (not every open
@@ -119,4 +137,4 @@ def test_what_a_batch_saves_is_what_a_restarted_worker_reads(seed):
         sent += fx.messages
         clock.now += rnd.choice([0.3, 1, 2.5])
         again = FunnelRunner(SMALL, table, clock).state(0).funnel.state
-        assert again == runner.state(0).funnel.state, f"step {step}"
+        assert again == _with_repeat_lag(runner.state(0).funnel.state, again), f"step {step}"
