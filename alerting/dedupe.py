@@ -25,6 +25,11 @@ the delivered resolve. Its state is a plain dict (JSON data)::
      "resolved_at", "notified": bool, "group": group id or None,
      "silenced_by": silence id or None, "alert": Alert.to_state()}
 
+The funnel adds ``expires_at`` (when a firing episode resolves unless re-sent),
+``route`` and inhibition marks; the runner adds ``seen_saved`` / ``exp_saved``
+(the ``last_seen`` / ``expires_at`` last marked for writing: docs/alerting.md,
+"On Kafka", repeats).
+
 Rules (the issue, step 3; Alertmanager has no cooldown, it re-sends on
 ``repeat_interval`` only):
 

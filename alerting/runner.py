@@ -28,10 +28,32 @@ log = logging.getLogger("plait.alerting")
 
 #: Longest time (seconds) an episode's persisted ``last_seen`` may lag the
 #: funnel's own when only repeats arrived (docs/alerting.md, "On Kafka",
-#: repeats): a repeat inside the cooldown changes nothing
-#: but ``last_seen`` and ``expires_at``, and rewriting the episode for each one
-#: made 18% of a storm's changelog bytes and 27% of its records.
+#: repeats).
 SEEN_PERSIST_EVERY = 30.0
+#: The episode fields a repeat may move without being written at once.
+_MOVED_BY_REPEAT = frozenset({"last_seen", "expires_at"})
+
+
+def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> bool:
+    """True when the alert just applied need not write its episode now
+    (docs/alerting.md, "On Kafka", repeats): ``ep`` (the episode after it; the
+    dedupe step makes a new dict) differs from ``old`` (before it) in
+    ``last_seen`` and ``expires_at`` only, and the values last marked for
+    writing (``seen_saved``, ``exp_saved``, set by the caller whenever it
+    writes the episode) still bound what a restarted worker would read: its
+    ``last_seen`` less than :data:`SEEN_PERSIST_EVERY` seconds behind, its
+    ``expires_at`` no later than ``ep``'s and at least half of ``ep``'s
+    remaining lifetime ahead of ``now`` (seconds). The persisted values are
+    at least as recent as the marked ones."""
+    if old is None or old is ep or len(old) != len(ep):
+        return False
+    for k, v in ep.items():
+        if k not in _MOVED_BY_REPEAT and (k not in old or old[k] != v):
+            return False
+    if now - ep.get("seen_saved", float("-inf")) >= SEEN_PERSIST_EVERY:
+        return False
+    exp, saved = ep.get("expires_at"), ep.get("exp_saved")
+    return exp is None or (saved is not None and now + (exp - now) / 2 < saved <= exp)
 
 
 @dataclass
@@ -328,20 +350,23 @@ class FunnelRunner:
                     fps = [d.fingerprint] if d else [x.fingerprint for x in decide(self.config, alert)]
                 except Exception:  # a forged alert: ingest rejects it
                     fps = []
-                before = {fp: (f.state["episodes"].get(fp) or {}).get("group") for fp in fps}
+                olds = {fp: f.state["episodes"].get(fp) for fp in fps}
                 entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp)
                 received = cmd.get("received_at")
                 if isinstance(received, (int, float)) and not isinstance(received, bool):
                     observe_decision(f.state["counters"], now - received)  # raw in -> decided
                 touched = []
-                repeat = len(entries) == 1 and entries[0].reason == "repeat"
                 for fp in fps:
                     ep = f.state["episodes"].get(fp)
                     new_group = group = ep.get("group") if ep else None
-                    if ep is None or not self._seen_only(ep, repeat and new_group == before[fp], now):
-                        touched += [ps.key("ep", fp)] + [
-                            k for g in {before[fp], new_group} if g
-                            for k in (ps.key("grp", g), ps.member_key(g, fp))]
+                    if ep is not None:
+                        if _repeat_only(olds[fp], ep, now):
+                            continue  # the group and member are unchanged too
+                        ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
+                    old_group = (olds[fp] or {}).get("group")
+                    touched += [ps.key("ep", fp)] + [
+                        k for g in {old_group, new_group} if g
+                        for k in (ps.key("grp", g), ps.member_key(g, fp))]
                     g = f.state["groups"].get(new_group) if new_group else None
                     if g is not None:
                         fx.wake(due_at(g, *self._timing(g)))
@@ -354,19 +379,6 @@ class FunnelRunner:
             if group and not entries:
                 sp.set_attribute("plait.group_id", group)
         return touched
-
-    @staticmethod
-    def _seen_only(ep: dict[str, Any], repeat: bool, now: float) -> bool:
-        """True when episode ``ep`` need not be written for this alert: a
-        ``repeat`` (only ``last_seen`` and ``expires_at`` moved, same group)
-        within :data:`SEEN_PERSIST_EVERY` seconds of the ``last_seen`` last
-        marked for writing (``seen_saved``, which this sets when it answers
-        False). The persisted ``last_seen`` is always >= ``seen_saved``, so it
-        lags the funnel's by less than that bound."""
-        if repeat and now - ep.get("seen_saved", 0.0) < SEEN_PERSIST_EVERY:
-            return True
-        ep["seen_saved"] = ep["last_seen"]
-        return False
 
     @staticmethod
     def _tag(entries: list[dict[str, Any]], partition: int) -> None:

@@ -90,3 +90,142 @@ def test_anything_but_a_repeat_writes_the_episode_at_once():
     clock.now = 1_010.0
     runner.apply_batch(0, [(2, _cmd(2, severity="info"))])  # deescalation: seen_severity moves
     assert _stored(table, fp)["seen_severity"] == int(Severity.INFO) and _stored(table, fp)["last_seen"] == 1_010.0
+
+
+ROUTED = parse_config({
+    "receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}, {"name": "c", "url": "http://127.0.0.1:9/c"}],
+    "route": {"receiver": "a", "routes": [{"matchers": ['rule="R"'], "receiver": "c", "routes": [
+        {"matchers": ['severity="critical"'], "receiver": "a"}]}]},
+    "dedupe": {"cooldown": 3600},
+})
+
+
+def test_a_repeat_that_changes_the_episode_route_is_written():
+    # given an alert whose severity picks a child route (warning -> 0.0, critical -> 0.0.0)
+    clock, table = Clock(), {}
+    runner = FunnelRunner(ROUTED, table, clock=clock)
+    for i, sev in enumerate(["warning", "critical", "warning", "critical"]):
+        clock.now = 1_000.0 + i
+        _r, cmd = route_alert(ROUTED, RawAlert(f"e{i}:0", {"rule": "R", "asset": "h",
+                                                           "severity": sev}, clock.now))
+        fx = runner.apply_batch(0, [(i, cmd)])
+    # when the last one is a repeat that moves the episode back to the critical route
+    assert [e["reason"] for e in fx.ledger] == ["repeat"]
+    # then a restarted worker reads that route
+    live = runner.state(0).funnel.state["episodes"][cmd["fp"]]
+    assert live["route"] == cmd["route"] == "0.0.0"
+    assert _stored(table, cmd["fp"])["route"] == "0.0.0"
+
+
+def _ends_cmd(n: int, ends_in: float, now: float) -> dict:
+    from alerting.intake import format_time
+
+    _r, cmd = route_alert(CONFIG, RawAlert(f"e{n}:0", {"rule": "Disk", "asset": "h1", "severity": "warning",
+                                                      "endsAt": format_time(now + ends_in)}, now))
+    return cmd
+
+
+def test_an_earlier_ends_at_is_written_at_once_and_a_later_one_keeps_half_the_lifetime():
+    runner, table, clock = _runner()
+    fp = _cmd(0)["fp"]
+    runner.apply_batch(0, [(0, _ends_cmd(0, 3600, clock.now))])
+    # an endsAt moved earlier: a restarted worker must not keep the alert longer
+    clock.now = 1_001.0
+    runner.apply_batch(0, [(1, _ends_cmd(1, 40, clock.now))])
+    assert _stored(table, fp)["expires_at"] == 1_041.0
+    # an endsAt moved later: the stored end may stay behind, but not below half
+    # of the live alert's remaining lifetime
+    for n in range(2, 12):
+        clock.now = 1_000.0 + n
+        runner.apply_batch(0, [(n, _ends_cmd(n, 40 + 10 * n, clock.now))])
+        live = runner.state(0).funnel.state["episodes"][fp]["expires_at"]
+        stored = _stored(table, fp)["expires_at"]
+        assert clock.now + (live - clock.now) / 2 < stored <= live
+
+
+def test_an_alert_re_sent_within_half_its_resolve_timeout_never_resolves_after_a_restart():
+    """Restart at every second: the restarted worker sends what the live one sends."""
+    def trial(rt: float, restart_at: int) -> dict:
+        cfg = parse_config({"receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}],
+                            "route": {"receiver": "a"}, "dedupe": {"cooldown": 3600},
+                            "timing": {"group_wait": 0, "group_interval": 1, "repeat_interval": 3600,
+                                       "resolve_timeout": rt}})
+        clock, table = Clock(), {}
+        runners = {"live": FunnelRunner(cfg, table, clock=clock)}
+        sent: dict = {"live": [], "restarted": []}
+        off = 0
+        for t in range(1_000, 1_050):
+            clock.now = float(t)
+            if t == restart_at:
+                runners["restarted"] = FunnelRunner(cfg, dict(table), clock=clock)
+            batches = [[{"kind": "tick"}]]
+            if (t - 1_000) % 10 == 0:  # re-sent every 10 s, after the tick of its second
+                _r, cmd = route_alert(cfg, RawAlert(f"e{t}:0", {"rule": "R", "asset": "h",
+                                                               "severity": "warning"}, clock.now))
+                batches.append([cmd])
+            for batch in batches:
+                for name, runner in runners.items():
+                    fx = runner.apply_batch(0, [(off + i, c) for i, c in enumerate(batch)])
+                    for m in fx.messages:
+                        if t >= restart_at:
+                            sent[name].append((t, [a["status"] for s in m.sections for a in s["alerts"]]))
+                        runner.apply_batch(0, [(off + 50, {"kind": "result", "message_id": m.id,
+                                                           "ok": True})])
+                off += 100
+        return sent
+
+    for rt in (21.0, 25.0, 60.0):
+        for restart_at in range(1_001, 1_031):
+            got = trial(rt, restart_at)
+            assert got["restarted"] == got["live"], (rt, restart_at)
+
+
+CONTINUED = parse_config({
+    "receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}, {"name": "b", "url": "http://127.0.0.1:9/b"}],
+    "route": {"receiver": "a", "routes": [
+        {"matchers": ['rule="R"'], "receiver": "a", "continue": True},
+        {"matchers": ['rule="R"'], "receiver": "b"}]},
+    "timing": {"group_wait": 0, "group_interval": 1, "repeat_interval": 3600},
+    "dedupe": {"cooldown": 3600},
+})
+
+
+def test_each_copy_of_an_older_command_is_judged_on_its_own_episode():
+    """An older command (no decision) under ``continue`` routes: one copy a
+    repeat, the other escalated; the escalated copy is written."""
+    from alerting.wire import route_alerts
+
+    clock, table = Clock(), {}
+    runner = FunnelRunner(CONTINUED, table, clock=clock)
+    off = [0]
+
+    def old_cmd(n: int, sev: str, status: str = "firing") -> dict:
+        cmd = route_alerts(CONTINUED, RawAlert(f"e{n}:0", {"rule": "R", "asset": "h", "severity": sev,
+                                                          "status": status}, clock.now))[0][1]
+        for k in ("receiver", "fp", "route", "copy"):
+            cmd.pop(k, None)
+        return cmd
+
+    def run(*cmds):
+        batch = [(off[0] + i, c) for i, c in enumerate(cmds)]
+        off[0] += len(cmds)
+        return runner.apply_batch(0, batch)
+
+    def deliver(fx, ok_for):
+        for m in fx.messages:
+            ok = m.receiver in ok_for
+            run({"kind": "result", "message_id": m.id, "ok": ok, "status": 200 if ok else 503})
+
+    deliver(run(old_cmd(0, "critical"), {"kind": "tick"}), {"a", "b"})
+    clock.now = 1_005.0
+    deliver(run(old_cmd(1, "critical", "resolved"), {"kind": "tick"}), {"a"})  # b's resolve fails
+    clock.now = 1_010.0
+    run(old_cmd(2, "warning"))  # copy a: new (warning); copy b: refire (critical)
+    clock.now = 1_015.0
+    fx = run(old_cmd(3, "critical"))  # copy a: escalated; copy b: repeat
+    assert [e["reason"] for e in fx.ledger] == ["repeat"]
+    again = PartitionState(0, dict(table), CONTINUED).funnel
+    live = runner.state(0).funnel
+    for fp, ep in live.state["episodes"].items():
+        assert again.state["episodes"][fp]["severity"] == ep["severity"], fp
+    assert again.counters()["balanced"] and again.pending() == live.pending()
