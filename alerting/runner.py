@@ -40,11 +40,15 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
     dedupe step makes a new dict) differs from ``old`` (before it) in
     ``last_seen`` and ``expires_at`` only, and the values last marked for
     writing (``seen_saved``, ``exp_saved``, set by the caller whenever it
-    writes the episode) still bound what a restarted worker would read: its
-    ``last_seen`` less than :data:`SEEN_PERSIST_EVERY` seconds behind, its
-    ``expires_at`` no later than ``ep``'s and at least half of ``ep``'s
-    remaining lifetime ahead of ``now`` (seconds). The persisted values are
-    at least as recent as the marked ones."""
+    writes the episode) still bound what a restarted worker would read.
+
+    The stored values lie between the marked ones and the live ones: other
+    writes (ticks, silence commands) store the live values of their time, and
+    ``expires_at`` is never left behind when it moves earlier. So skipping
+    keeps the stored ``last_seen`` less than :data:`SEEN_PERSIST_EVERY`
+    seconds behind the live one and the stored ``expires_at`` no later than
+    the live one and more than half of its remaining lifetime ahead of
+    ``now`` (seconds)."""
     if old is None or old is ep or len(old) != len(ep):
         return False
     for k, v in ep.items():
@@ -53,7 +57,11 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
     if now - ep.get("seen_saved", float("-inf")) >= SEEN_PERSIST_EVERY:
         return False
     exp, saved = ep.get("expires_at"), ep.get("exp_saved")
-    return exp is None or (saved is not None and now + (exp - now) / 2 < saved <= exp)
+    if exp is None:
+        return old.get("expires_at") is None
+    before = old.get("expires_at")
+    return (before is not None and before <= exp and saved is not None
+            and now + (exp - now) / 2 < saved)
 
 
 @dataclass
@@ -359,17 +367,17 @@ class FunnelRunner:
                 for fp in fps:
                     ep = f.state["episodes"].get(fp)
                     new_group = group = ep.get("group") if ep else None
+                    g = f.state["groups"].get(new_group) if new_group else None
+                    if g is not None:
+                        fx.wake(due_at(g, *self._timing(g)))
                     if ep is not None:
                         if _repeat_only(olds[fp], ep, now):
-                            continue  # the group and member are unchanged too
+                            continue  # its group and member are unchanged too
                         ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
                     old_group = (olds[fp] or {}).get("group")
                     touched += [ps.key("ep", fp)] + [
                         k for g in {old_group, new_group} if g
                         for k in (ps.key("grp", g), ps.member_key(g, fp))]
-                    g = f.state["groups"].get(new_group) if new_group else None
-                    if g is not None:
-                        fx.wake(due_at(g, *self._timing(g)))
         else:
             entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
         ps.mark_raw(*src, copy, receiver)

@@ -229,3 +229,56 @@ def test_each_copy_of_an_older_command_is_judged_on_its_own_episode():
     for fp, ep in live.state["episodes"].items():
         assert again.state["episodes"][fp]["severity"] == ep["severity"], fp
     assert again.counters()["balanced"] and again.pending() == live.pending()
+
+
+def test_an_ends_at_moved_earlier_after_a_tick_wrote_the_episode_is_written():
+    """A tick stores the live end of its time without marking it: a later,
+    earlier endsAt must still reach the table (a restarted worker would
+    otherwise keep the alert open longer)."""
+    cfg = parse_config({"receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}],
+                        "route": {"receiver": "a"}, "dedupe": {"cooldown": 3600},
+                        "timing": {"group_wait": 0, "group_interval": 1, "repeat_interval": 5}})
+    clock, table = Clock(), {}
+    runner = FunnelRunner(cfg, table, clock=clock)
+
+    def ends(n: int, ends_in: float) -> dict:
+        from alerting.intake import format_time
+
+        return route_alert(cfg, RawAlert(f"e{n}:0", {"rule": "Disk", "asset": "h1", "severity": "warning",
+                                                    "endsAt": format_time(clock.now + ends_in)}, clock.now))[1]
+
+    fx = runner.apply_batch(0, [(0, ends(0, 100))])  # written, end 1100
+    for m in fx.messages:
+        runner.apply_batch(0, [(1, {"kind": "result", "message_id": m.id, "ok": True})])
+    fp = ends(0, 1)["fp"]
+    clock.now = 1_010.0
+    # a repeat moving the end later (1150), not marked; the run's tick (the
+    # repeat_interval message) writes the episode with the live end
+    fx = runner.apply_batch(0, [(2, ends(1, 140))])
+    assert [e["reason"] for e in fx.ledger] == ["repeat"] and len(fx.messages) == 1
+    assert runner.state(0).funnel.state["episodes"][fp]["exp_saved"] == 1_100.0
+    assert _stored(table, fp)["expires_at"] == 1_150.0
+    runner.apply_batch(0, [(3, {"kind": "result", "message_id": fx.messages[0].id, "ok": True})])
+    clock.now = 1_020.0
+    runner.apply_batch(0, [(4, ends(2, 90))])  # the end moved earlier, to 1110
+    assert runner.state(0).funnel.state["episodes"][fp]["expires_at"] == 1_110.0
+    assert _stored(table, fp)["expires_at"] == 1_110.0
+
+
+def test_a_repeat_not_written_still_asks_for_the_tick_of_its_due_group():
+    cfg = parse_config({"receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}],
+                        "route": {"receiver": "a"}, "dedupe": {"cooldown": 3600},
+                        "timing": {"group_wait": 5, "group_interval": 60, "repeat_interval": 3600}})
+    clock = Clock()
+    runner = FunnelRunner(cfg, {}, clock=clock)
+
+    def alert(n: int) -> dict:
+        return route_alert(cfg, RawAlert(f"e{n}:0", {"rule": "Disk", "asset": "h1",
+                                                    "severity": "warning"}, clock.now))[1]
+
+    assert runner.apply_batch(0, [(0, alert(0))]).wake_at == 1_005.0
+    clock.now = 1_004.5
+    fx = runner.apply_batch(0, [(1, alert(1))])
+    assert [e["reason"] for e in fx.ledger] == ["repeat"] and fx.wake_at == 1_005.0
+    clock.now = 1_005.2  # the group is due: the run ticks at its end
+    assert len(runner.apply_batch(0, [(2, alert(2))]).messages) == 1

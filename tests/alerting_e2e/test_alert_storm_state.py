@@ -85,19 +85,22 @@ SMALL = parse_config({
 
 def _with_repeat_lag(live: dict, again: dict) -> dict:
     """``live`` with the one difference a restart may show (docs/alerting.md,
-    "On Kafka", repeats): an episode whose persisted ``last_seen`` is behind,
-    by less than ``SEEN_PERSIST_EVERY``, with its ``expires_at`` no later,
-    takes those two persisted values; anything else must match as written."""
+    "On Kafka", repeats): an episode whose persisted ``last_seen`` is behind
+    by less than ``SEEN_PERSIST_EVERY`` and whose ``expires_at`` is no later
+    (both checked whenever either differs) takes those two persisted values;
+    anything else must match as written."""
     import copy
 
     out = copy.deepcopy(live)
     for fp, ep in out["episodes"].items():
         got = again["episodes"].get(fp)
-        if got is None or got.get("last_seen") == ep.get("last_seen"):
+        if got is None or (got.get("last_seen"), got.get("expires_at")) == (
+                ep.get("last_seen"), ep.get("expires_at")):
             continue
-        assert 0 < ep["last_seen"] - got["last_seen"] < SEEN_PERSIST_EVERY, fp
-        assert (got.get("expires_at") or 0) <= (ep.get("expires_at") or 0), fp
-        ep["last_seen"], ep["expires_at"] = got["last_seen"], got.get("expires_at")
+        assert 0 <= ep["last_seen"] - got["last_seen"] < SEEN_PERSIST_EVERY, fp
+        stored, held = got.get("expires_at"), ep.get("expires_at")
+        assert (stored is None) == (held is None) and (held is None or stored <= held), fp
+        ep["last_seen"], ep["expires_at"] = got["last_seen"], stored
     return out
 
 
