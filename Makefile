@@ -25,6 +25,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_export.py
 	$(PY) bench/bench_wide.py
 	$(PY) bench/bench_alert_funnel.py
+	$(PY) bench/bench_alert_runner.py
 	$(PY) bench/bench_alert_e2e.py
 
 dev: $(STAMP)

@@ -1,0 +1,137 @@
+"""The storm of ``bench_alert_e2e.py`` through the router and the funnel
+runner in one process, no broker: CPU per alert and what the changelog
+would carry. Prints one JSON object:
+
+    {"bench": "alert_runner_storm", "alerts", "route_us_per_alert",
+     "funnel_us_per_alert", "changelog_records", "changelog_bytes_per_alert",
+     "changelog_bytes_per_alert_by_kind": {"ep", "grp", "gm", "rcv", "ob", "meta"},
+     "command_bytes_per_alert", "ledger_bytes_per_alert", "messages", "pending", "balanced"}
+
+The storm: ``--storm`` alerts over 2,000 assets x 10 rules (every identity
+once, the rest repeats, shuffled), 50 alerts per ``alerts.raw`` event, the
+10 rules routed to 4 receivers, group_by [rule, asset], group_wait 0. The
+router takes 180 events at a time (about what one run of the worker holds,
+``plait.agent.MAX_RUN_BYTES``), each receiver's commands are applied as one
+batch, every message is acknowledged at once, and the funnel is ticked at
+the end until nothing is pending. CPU seconds are this thread's
+(``time.thread_time``); the broker's and Kafka clients' costs are not here
+(``bench_alert_e2e.py`` measures those), and the figures are for comparing
+two versions on one machine, not absolute.
+
+Usage: ``python bench/bench_alert_runner.py [--storm 50000]``
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import time
+
+from alerting.changelog import BatchedTable
+from alerting.config import parse_config
+from alerting.runner import FunnelRunner
+from alerting.wire import command, ledger_records, pack_alerts, parse_command, parse_raw, raw_envelope, route_alerts
+
+RECEIVERS = ["r0", "r1", "r2", "r3"]
+CONFIG = parse_config({
+    "receivers": [{"name": n, "url": "http://127.0.0.1:9/hook", "bucket": {"burst": 1000, "refill_interval": "10ms"}}
+                  for n in RECEIVERS],
+    "route": {"receiver": RECEIVERS[0], "routes": [
+        {"matchers": [f'rule="Storm{i}"'], "receiver": RECEIVERS[i % len(RECEIVERS)]} for i in range(10)]},
+    "grouping": {"group_by": ["rule", "asset"], "batch_size": 1000},
+    "timing": {"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"},
+    "dedupe": {"cooldown": "1h"},
+})
+EVENTS_PER_RUN = 180
+
+
+class _Store:
+    """What ``BatchedTable`` reads as a Faust table: its local store."""
+
+    def __init__(self) -> None:
+        self.data: dict = {}
+
+
+def storm(n: int) -> list[bytes]:
+    """The storm as ``alerts.raw`` event values, 50 alerts each."""
+    rnd = random.Random(11)
+    keys = [(r, a) for r in range(10) for a in range(2000)]
+    order = (keys + [rnd.choice(keys) for _ in range(max(0, n - len(keys)))])[:n]
+    rnd.shuffle(order)
+    alerts = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning"} for r, a in order]
+    return [raw_envelope(alerts[i:i + 50])[1] for i in range(0, n, 50)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--storm", type=int, default=50_000)
+    args = ap.parse_args()
+    gc.set_threshold(50_000)  # the alerting worker's setting (streams.app.tune_gc)
+    events = storm(args.storm)
+    table = BatchedTable(_Store())
+    runner = FunnelRunner(CONFIG, table)
+    part = {name: i for i, name in enumerate(RECEIVERS)}
+    offsets = dict.fromkeys(RECEIVERS, 0)
+    cpu = {"route": 0.0, "funnel": 0.0}
+    out = {"records": 0, "bytes": 0, "commands": 0, "ledger": 0, "messages": 0}
+    by_kind: dict[str, int] = {}
+
+    def apply(receiver: str, cmds: list[dict]) -> None:
+        batch = []
+        for cmd in cmds:
+            batch.append((offsets[receiver], cmd))
+            offsets[receiver] += 1
+        fx = runner.apply_batch(part[receiver], batch)
+        out["ledger"] += sum(map(len, ledger_records(part[receiver], fx.ledger)))
+        out["messages"] += len(fx.messages)
+        if fx.messages:
+            apply(receiver, [{"v": 1, "kind": "result", "message_id": m.id, "ok": True} for m in fx.messages])
+
+    def drain() -> None:
+        for _p, key, value in table.drain():
+            out["records"] += 1
+            size = len(key) + len(value or b"")
+            out["bytes"] += size
+            kind = key.decode().strip('"').split("|")[1]
+            by_kind[kind] = by_kind.get(kind, 0) + size
+
+    for start in range(0, len(events), EVENTS_PER_RUN):
+        t0 = time.thread_time()
+        per: dict[str, list] = {}
+        for k, value in enumerate(events[start:start + EVENTS_PER_RUN]):
+            for i, raw in enumerate(parse_raw(value, 0, start + k, time.time())):
+                for receiver, cmd in route_alerts(CONFIG, raw):
+                    cmd["src"] = [0, start + k, i]
+                    per.setdefault(receiver, []).append((cmd, command(**cmd)))
+        packed = {r: pack_alerts(c) for r, c in per.items()}
+        t1 = time.thread_time()
+        for receiver, values in packed.items():
+            out["commands"] += sum(map(len, values))
+            apply(receiver, [parse_command(v) for v in values])
+        drain()
+        cpu["route"] += t1 - t0
+        cpu["funnel"] += time.thread_time() - t1
+    for _ in range(100):  # the storm's tail: ticks until every alert is final
+        if not any(runner.counters(part[r])["pending"] for r in RECEIVERS):
+            break
+        for receiver in RECEIVERS:
+            apply(receiver, [{"v": 1, "kind": "tick"}])
+        drain()
+    counters = [runner.counters(part[r]) for r in RECEIVERS]
+    n = args.storm
+    print(json.dumps({
+        "bench": "alert_runner_storm", "alerts": n,
+        "route_us_per_alert": round(cpu["route"] / n * 1e6, 1),
+        "funnel_us_per_alert": round(cpu["funnel"] / n * 1e6, 1),
+        "changelog_records": out["records"], "changelog_bytes_per_alert": round(out["bytes"] / n),
+        "changelog_bytes_per_alert_by_kind": {k: round(v / n) for k, v in sorted(by_kind.items())},
+        "command_bytes_per_alert": round(out["commands"] / n),
+        "ledger_bytes_per_alert": round(out["ledger"] / n),
+        "messages": out["messages"], "pending": sum(c["pending"] for c in counters),
+        "balanced": all(c["balanced"] for c in counters),
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()
