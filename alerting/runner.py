@@ -42,13 +42,15 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
     writing (``seen_saved``, ``exp_saved``, set by the caller whenever it
     writes the episode) still bound what a restarted worker would read.
 
-    The stored values lie between the marked ones and the live ones: other
-    writes (ticks, silence commands) store the live values of their time, and
+    The stored values lie between the marked ones and the live ones: every
+    other write of the episode (ticks, results, silence and expire commands,
+    later commands of the batch) stores the live values of its time, and
     ``expires_at`` is never left behind when it moves earlier. So skipping
     keeps the stored ``last_seen`` less than :data:`SEEN_PERSIST_EVERY`
-    seconds behind the live one and the stored ``expires_at`` no later than
-    the live one and more than half of its remaining lifetime ahead of
-    ``now`` (seconds)."""
+    seconds behind the live one and, for a firing episode, the stored
+    ``expires_at`` no later than the live one and more than half of its
+    remaining lifetime ahead of ``now`` (seconds); a resolved episode's
+    ``expires_at`` is not used (and a repeat of its resolve does not move it)."""
     if old is None or old is ep or len(old) != len(ep):
         return False
     for k, v in ep.items():
@@ -56,11 +58,10 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
             return False
     if now - ep.get("seen_saved", float("-inf")) >= SEEN_PERSIST_EVERY:
         return False
-    exp, saved = ep.get("expires_at"), ep.get("exp_saved")
-    if exp is None:
-        return old.get("expires_at") is None
-    before = old.get("expires_at")
-    return (before is not None and before <= exp and saved is not None
+    before, exp, saved = old.get("expires_at"), ep.get("expires_at"), ep.get("exp_saved")
+    if ep.get("status") != "firing":
+        return exp == before
+    return (before is not None and exp is not None and before <= exp and saved is not None
             and now + (exp - now) / 2 < saved)
 
 
