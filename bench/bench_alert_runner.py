@@ -31,12 +31,13 @@ import time
 from alerting.changelog import BatchedTable
 from alerting.config import parse_config
 from alerting.runner import FunnelRunner
-from alerting.wire import command, ledger_records, pack_alerts, parse_command, parse_raw, raw_envelope, route_alerts
+from alerting.wire import (command, ledger_records, pack_alerts, parse_command, parse_raw, raw_envelope,
+                           route_alerts)
 
 RECEIVERS = ["r0", "r1", "r2", "r3"]
 CONFIG = parse_config({
-    "receivers": [{"name": n, "url": "http://127.0.0.1:9/hook", "bucket": {"burst": 1000, "refill_interval": "10ms"}}
-                  for n in RECEIVERS],
+    "receivers": [{"name": n, "url": "http://127.0.0.1:9/hook",
+                   "bucket": {"burst": 1000, "refill_interval": "10ms"}} for n in RECEIVERS],
     "route": {"receiver": RECEIVERS[0], "routes": [
         {"matchers": [f'rule="Storm{i}"'], "receiver": RECEIVERS[i % len(RECEIVERS)]} for i in range(10)]},
     "grouping": {"group_by": ["rule", "asset"], "batch_size": 1000},
