@@ -112,8 +112,10 @@ class Funnel:
         #: a source left the index since the last tick: inhibited alerts are
         #: re-checked (only then; True after a load, to be safe)
         self._sources_left = True
-        #: while a tick runs: groups it released or ended alerts into
-        self._ticked: set[str] | None = None
+        #: groups the last (or running) tick released or ended alerts into,
+        #: each with its member fingerprints from before (the runner writes
+        #: them: they may not be among the due groups it asked about)
+        self.ticked: dict[str, list[str]] = {}
         if self._inhibit:
             for fp, ep in self.state["episodes"].items():
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
@@ -272,9 +274,8 @@ class Funnel:
             if new.get("silenced_by") or new.get("inhibited_by"):
                 self._muted_alert(fp, verdict, new, "silenced_by", new.get("silenced_by"), now)
             elif new["group"] is not None and new["group"] in st["groups"]:
+                self._touch(st["groups"][new["group"]])
                 apply_verdict(st["groups"][new["group"]], verdict, new, None, now)
-                if self._ticked is not None:
-                    self._ticked.add(new["group"])
             else:
                 st["episodes"].pop(fp, None)  # never grouped: nothing to tell
         st["next_expiry"] = upcoming
@@ -397,9 +398,13 @@ class Funnel:
                 continue
             self._unmute(fp, ep)
             g = self._group_for(ep, now)
+            self._touch(g)
             apply_verdict(g, "release", ep, None, now)
-            if self._ticked is not None:
-                self._ticked.add(g["id"])
+
+    def _touch(self, g: dict[str, Any]) -> None:
+        """Note in :attr:`ticked` that this tick changes group ``g`` (first
+        time: with its members as they are now)."""
+        self.ticked.setdefault(g["id"], list(g["members"]))
 
     def _receiver_for(self, alert: Alert) -> str:
         return routes_for(self.config, alert.match_labels())[0].receiver
@@ -509,7 +514,7 @@ class Funnel:
         longest refill interval (the runner's due index), in order; the
         groups this tick releases from silences or ends are looked at too.
         None looks at every open group (cost grows with them)."""
-        self._ticked = set()
+        self.ticked = {}
         self._release_muted(now)
         self._expire(now)
         t = self.config.timing
@@ -521,9 +526,8 @@ class Funnel:
             items = list(groups.items())
         else:
             ids = dict.fromkeys(only)
-            ids.update(dict.fromkeys(sorted(self._ticked)))
+            ids.update(dict.fromkeys(sorted(self.ticked)))
             items = [(gid, groups[gid]) for gid in ids if gid in groups]
-        self._ticked = None
         for gid, g in items:
             gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
             due = due_at(g, gw, gi, ri)

@@ -299,8 +299,10 @@ class FunnelRunner:
             before = self._group_keys(ps, gids, set(silenced))
             fx.messages += f.tick(now, only=due)
             fx.ledger += [e.to_dict() for e in f.drain_ledger()]
-            gids |= {st["episodes"][fp]["group"] for fp in silenced
-                     if fp in st["episodes"] and st["episodes"][fp].get("group")}
+            # groups the tick released or ended alerts into: an alert released
+            # and dropped in the same tick leaves no episode pointing there
+            gids |= set(f.ticked)
+            before |= {ps.member_key(gid, fp) for gid, fps in f.ticked.items() for fp in fps}
             return list(before | self._group_keys(ps, gids, set(silenced)))
         if kind == "result":
             gids = self._message_groups(ps, cmd["message_id"])

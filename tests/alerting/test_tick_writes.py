@@ -1,0 +1,57 @@
+"""What a tick changes is what a restarted worker reads (docs/alerting.md)."""
+from __future__ import annotations
+
+from alerting.config import parse_config
+from alerting.intake import format_time
+from alerting.runner import FunnelRunner
+from alerting.store import PartitionState
+from alerting.wire import RawAlert, route_alert
+
+def _config(group_interval: float):
+    return parse_config({
+        "receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}], "route": {"receiver": "a"},
+        "dedupe": {"cooldown": 3600, "suppress_transient": True},
+        "timing": {"group_wait": 0, "group_interval": group_interval, "repeat_interval": 3600,
+                   "resolve_timeout": 86400}})
+
+
+def _assets(messages) -> list[tuple[bool, list[str]]]:
+    return [(s["reminder"], [a["asset"] for a in s["alerts"]]) for m in messages for s in m.sections]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_alert_released_and_dropped_in_one_tick_leaves_its_group_written():
+    clock, table, config = Clock(), {}, _config(group_interval=1)
+    runner = FunnelRunner(config, table, clock=clock)
+    offsets = iter(range(100))
+
+    def run(cmd):
+        return runner.apply_batch(0, [(next(offsets), cmd)])
+
+    def alert(n: int, asset: str, ends_in: float) -> dict:
+        body = {"rule": "Disk", "asset": asset, "severity": "warning", "endsAt": format_time(clock.now + ends_in)}
+        return route_alert(config, RawAlert(f"e{n}:0", body, clock.now))[1]
+
+    # given a notified group of h1, and h2 (same group) silenced until 1,010
+    [sent] = run(alert(0, "h1", 3600)).messages
+    run({"kind": "result", "message_id": sent.id, "ok": True})
+    run({"kind": "silence", "silence": {"id": "s1", "matchers": ['asset="h2"'], "author": "ops",
+                                         "comment": "x", "endsAt": format_time(1_010.0)}})
+    clock.now = 1_001.0
+    assert [e["outcome"] for e in run(alert(1, "h2", 9)).ledger] == ["silenced"]
+    # when one tick releases h2 into the group and ends it (its end passed too)
+    clock.now = 1_011.0
+    run({"kind": "tick"})
+    live = runner.state(0).funnel.state
+    assert live["counters"]["transient_suppressed"] == 1
+    # then a restarted worker reads the group the tick left
+    reloaded = PartitionState(0, table, config).funnel.state
+    assert reloaded["groups"] == live["groups"]
+    assert reloaded["episodes"] == live["episodes"]
