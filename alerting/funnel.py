@@ -594,6 +594,8 @@ class Funnel:
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted)
+        if effects["transient"] and sections and sections[0]["reminder"] and not self._remind(g, now):
+            sections = []  # the only news was suppressed: no reminder before repeat_interval
         commit_sections(g, sections, now)
         for s in sections:
             s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
@@ -623,6 +625,14 @@ class Funnel:
         outbox[stale["at"]:stale["at"]] = sections
         if queued is not None and sections:
             queued.add(g["id"])
+
+    def _remind(self, g: dict[str, Any], now: float) -> bool:
+        """True when group ``g``'s repeat_interval has passed by ``now`` (a
+        reminder is due whatever its news)."""
+        t = self.config.timing
+        at = due_at(dict(g, news_at=None),
+                    *(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)))
+        return at is not None and at <= now + 1e-9
 
     def _muter(self, now: float):
         """``muted(member)`` for :func:`alerting.group.build_sections`:

@@ -1,7 +1,9 @@
-"""What a tick changes is what a restarted worker reads (docs/alerting.md)."""
+"""What a tick changes is what a restarted worker reads, and a tick whose
+only news was a suppressed transient sends nothing (docs/alerting.md)."""
 from __future__ import annotations
 
 from alerting.config import parse_config
+from alerting.funnel import Funnel
 from alerting.intake import format_time
 from alerting.runner import FunnelRunner
 from alerting.store import PartitionState
@@ -17,6 +19,23 @@ def _config(group_interval: float):
 
 def _assets(messages) -> list[tuple[bool, list[str]]]:
     return [(s["reminder"], [a["asset"] for a in s["alerts"]]) for m in messages for s in m.sections]
+
+
+def test_a_group_whose_only_news_was_a_suppressed_transient_sends_no_reminder_early():
+    # given a group of h1, notified at 1,000
+    f = Funnel(_config(group_interval=60))
+    f.ingest({"rule": "Disk", "asset": "h1", "severity": "warning"}, 1_000.0, raw_id="a")
+    [sent] = f.tick(1_000.0)
+    f.delivered(sent.id, 1_000.5)
+    # when h2 joins it and resolves before the group_interval ends (a transient)
+    f.ingest({"rule": "Disk", "asset": "h2", "severity": "warning"}, 1_010.0, raw_id="b")
+    f.ingest({"rule": "Disk", "asset": "h2", "severity": "warning",
+              "status": "resolved"}, 1_020.0, raw_id="c")
+    # then the group's next evaluation drops h2 and sends no reminder of h1
+    assert [m for t in range(1_021, 1_200, 10) for m in f.tick(float(t))] == []
+    assert f.counters()["transient_suppressed"] == 1 and f.counters()["balanced"]
+    # and the reminder comes once repeat_interval has passed
+    assert _assets(f.tick(1_000.0 + 3_600 + 2 * 60)) == [(True, ["h1"])]
 
 
 class Clock:
