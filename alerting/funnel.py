@@ -212,7 +212,9 @@ class Funnel:
             st["episodes"][fp] = ep
             if ep["status"] == "firing" and alert.status.value == "firing":
                 self._set_expiry(ep, alert, now)
-            if self._inhibit:
+            if self._inhibit and verdict not in DEDUPED:
+                # a deduplicated alert leaves the episode's alert (and status) as
+                # they were: the index stays what a restarted worker rebuilds
                 self._index_source(fp, ep, labels)
         inhibited = self._inhibitors(fp, labels) if self._inhibit else None
         if inhibited is not None:

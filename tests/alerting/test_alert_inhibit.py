@@ -153,3 +153,21 @@ def test_inhibit_rules_are_validated_at_start_up_naming_the_key(tmp_path):
         assert key in str(err.value), str(err.value)
     path.write_text(json.dumps(dict(base, inhibit_rules=[RULE])))
     assert load_config(path).inhibit_rules[0].equal == ["instance"]
+
+
+def test_a_repeat_with_other_labels_leaves_the_source_as_a_restarted_worker_reads_it():
+    # given a native source firing in dc "a", then a repeat of it (same rule and
+    # asset, inside the cooldown) that says dc "b": the episode keeps the first alert
+    rule = {"source_matchers": ['rule="NodeDown"'], "target_matchers": ['rule="Disk"'],
+            "equal": ["dc"]}
+    live = Funnel(cfg(rule))
+    for t, dc in [(0, "a"), (1, "b")]:
+        live.ingest({"rule": "NodeDown", "asset": "h1", "severity": "critical",
+                     "labels": {"dc": dc}}, t)
+    restarted = Funnel(cfg(rule), state=json.loads(json.dumps(live.state)))
+    # when targets in either dc arrive, then the live worker and a restarted one agree
+    for asset, dc in [("h2", "a"), ("h3", "b")]:
+        target = {"rule": "Disk", "asset": asset, "severity": "warning", "labels": {"dc": dc}}
+        assert ([e.outcome for e in live.ingest(target, 2)]
+                == [e.outcome for e in restarted.ingest(target, 2)]
+                == (["inhibited"] if dc == "a" else []))
