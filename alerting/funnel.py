@@ -614,7 +614,11 @@ class Funnel:
             m = g["members"][fp]
             if m["status"] == "resolved":
                 del g["members"][fp]
-                self._unmute(fp, st["episodes"].pop(fp, None))
+                ep = st["episodes"].get(fp)
+                if ep is None or ep["status"] == "resolved":
+                    self._unmute(fp, st["episodes"].pop(fp, None))
+                # else it fired again while muted: its episode stays (marked, a source
+                # still), released as new when nothing mutes it; only this member ends
                 for r in m["raw"]:
                     entry = (self._final(r, Outcome.SILENCED, now, fp=fp, silence_id=by)
                              if key == "silenced_by" else

@@ -74,3 +74,28 @@ def test_an_alert_released_and_dropped_in_one_tick_leaves_its_group_written():
     reloaded = PartitionState(0, table, config).funnel.state
     assert reloaded["groups"] == live["groups"]
     assert reloaded["episodes"] == live["episodes"]
+
+
+def test_an_alert_firing_again_under_a_silence_keeps_its_episode_and_is_sent_when_it_ends():
+    config = parse_config({
+        "receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}], "route": {"receiver": "a"},
+        "timing": {"group_wait": 1, "group_interval": 1, "repeat_interval": 3600,
+                   "resolve_timeout": 86400},
+        "inhibit_rules": [{"source_matchers": ['rule="Down"'], "target_matchers": ['rule="Disk"'],
+                           "equal": ["dc"]}]})
+    f = Funnel(config)
+    down = {"rule": "Down", "asset": "h2", "severity": "critical", "labels": {"dc": "a"}}
+    # given Down on h2 fired and resolved inside group_wait (its resolve is pending)
+    f.ingest(down, 1_000.0, raw_id="r1")
+    f.ingest(dict(down, status="resolved"), 1_000.0, raw_id="r2")
+    # when it fires again under a silence, and the group is evaluated
+    f.add_silence({"matchers": ['asset="h2"'], "author": "ops", "comment": "x",
+                   "endsAt": format_time(1_010.0)}, 1_000.5, silence_id="s1")
+    assert [e.outcome for e in f.ingest(down, 1_000.5, raw_id="r3")] == ["silenced"]
+    assert f.tick(1_001.0) == []
+    # then it is still firing: it inhibits its targets, and it is sent once the silence ends
+    disk = {"rule": "Disk", "asset": "h9", "severity": "warning", "labels": {"dc": "a"}}
+    assert [e.outcome for e in f.ingest(disk, 1_002.0, raw_id="r4")] == ["inhibited"]
+    sent = [a["asset"] for t in range(1_011, 1_015) for m in f.tick(float(t))
+            for s in m.sections for a in s["alerts"] if a["status"] == "firing"]
+    assert sent == ["h2"]
