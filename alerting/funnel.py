@@ -605,7 +605,7 @@ class Funnel:
                 set_trace(s, *join_traces(stale["sections"] + [s]))
         for fp in effects["transient"]:
             m = g["members"].pop(fp)
-            st["episodes"].pop(fp, None)
+            self._end_member(fp)
             c["transient_suppressed"] += 1
             for r in m["raw"]:
                 st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
@@ -614,11 +614,7 @@ class Funnel:
             m = g["members"][fp]
             if m["status"] == "resolved":
                 del g["members"][fp]
-                ep = st["episodes"].get(fp)
-                if ep is None or ep["status"] == "resolved":
-                    self._unmute(fp, st["episodes"].pop(fp, None))
-                # else it fired again while muted: its episode stays (marked, a source
-                # still), released as new when nothing mutes it; only this member ends
+                self._end_member(fp)
                 for r in m["raw"]:
                     entry = (self._final(r, Outcome.SILENCED, now, fp=fp, silence_id=by)
                              if key == "silenced_by" else
@@ -631,6 +627,15 @@ class Funnel:
         outbox[stale["at"]:stale["at"]] = sections
         if queued is not None and sections:
             queued.add(g["id"])
+
+    def _end_member(self, fp: str) -> None:
+        """A resolved member left its group: its episode ends with it, unless
+        the alert fired again while muted (the member is stale then; the
+        episode stays, marked, a source still, and is released as new when
+        nothing mutes it)."""
+        ep = self.state["episodes"].get(fp)
+        if ep is None or ep["status"] == "resolved":
+            self._unmute(fp, self.state["episodes"].pop(fp, None))
 
     def _remind(self, g: dict[str, Any], now: float) -> bool:
         """True when group ``g``'s repeat_interval has passed by ``now`` (a

@@ -99,3 +99,39 @@ def test_an_alert_firing_again_under_a_silence_keeps_its_episode_and_is_sent_whe
     sent = [a["asset"] for t in range(1_011, 1_015) for m in f.tick(float(t))
             for s in m.sections for a in s["alerts"] if a["status"] == "firing"]
     assert sent == ["h2"]
+
+
+def test_an_alert_firing_again_while_inhibited_keeps_its_episode_when_its_resolve_is_transient():
+    config = parse_config({
+        "receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}], "route": {"receiver": "a"},
+        "timing": {"group_wait": 1, "group_interval": 1, "repeat_interval": 3600,
+                   "resolve_timeout": 86400},
+        "dedupe": {"suppress_transient": True},
+        "inhibit_rules": [{"source_matchers": ['rule="Down"'], "target_matchers": ['rule="Disk"'],
+                           "equal": ["dc"]}]})
+    f = Funnel(config)
+    down = {"rule": "Down", "asset": "h1", "severity": "critical", "labels": {"dc": "b"}}
+    disk = {"rule": "Disk", "asset": "h1", "severity": "warning", "labels": {"dc": "a"}}
+    # given Down firing in dc b, and Disk (dc a: not inhibited) fired and resolved unsent
+    f.ingest(down, 1_000.0, raw_id="r1")
+    f.ingest(disk, 1_000.0, raw_id="r2")
+    f.ingest(dict(disk, status="resolved"), 1_000.0, raw_id="r3")
+    # when Disk fires again in dc b (inhibited) and its group drops the transient resolve
+    again = dict(disk, labels={"dc": "b"})
+    assert [e.outcome for e in f.ingest(again, 1_000.5, raw_id="r4")] == ["inhibited"]
+    sent = _delivered(f, 1_001, 1_002)
+    assert f.counters()["transient_suppressed"] == 1 and ("Disk", "firing") not in sent
+    # then once Down resolves, Disk (still firing) is delivered
+    f.ingest(dict(down, status="resolved"), 1_002.0, raw_id="r5")
+    assert ("Disk", "firing") in _delivered(f, 1_003, 1_008)
+
+
+def _delivered(f: Funnel, start: int, stop: int) -> list[tuple[str, str]]:
+    """(rule, status) of the alerts sent by ticks each second in [start, stop),
+    every message acknowledged at once."""
+    out = []
+    for t in range(start, stop):
+        for m in f.tick(float(t)):
+            out += [(a["rule"], a["status"]) for s in m.sections for a in s["alerts"]]
+            f.delivered(m.id, float(t))
+    return out
