@@ -596,9 +596,13 @@ class Funnel:
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted)
-        if effects["transient"] and sections and sections[0]["reminder"] and not self._remind(g, now):
+        last_sent = g["last_sent_at"]
+        if (effects["transient"] and sections and sections[0]["reminder"] and not stale["sections"]
+                and not self._remind(g, now)):
             sections = []  # the only news was suppressed: no reminder before repeat_interval
         commit_sections(g, sections, now)
+        if not sections and effects["transient"]:
+            g["last_sent_at"] = last_sent  # nothing left: the repeat_interval clock runs on
         for s in sections:
             s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
             if stale["sections"]:  # rebuilt: the older queued sections' trace goes first

@@ -34,8 +34,26 @@ def test_a_group_whose_only_news_was_a_suppressed_transient_sends_no_reminder_ea
     # then the group's next evaluation drops h2 and sends no reminder of h1
     assert [m for t in range(1_021, 1_200, 10) for m in f.tick(float(t))] == []
     assert f.counters()["transient_suppressed"] == 1 and f.counters()["balanced"]
-    # and the reminder comes once repeat_interval has passed
-    assert _assets(f.tick(1_000.0 + 3_600 + 2 * 60)) == [(True, ["h1"])]
+    # and the reminder comes when repeat_interval has passed since h1 was sent
+    assert f.tick(1_000.0 + 3_599) == []
+    assert _assets(f.tick(1_000.0 + 3_600)) == [(True, ["h1"])]
+
+
+def test_an_alert_flapping_inside_group_interval_does_not_hold_back_the_reminders():
+    f = Funnel(_config(group_interval=60))
+    f.ingest({"rule": "Disk", "asset": "h1", "severity": "warning"}, 1_000.0, raw_id="a")
+    [sent] = f.tick(1_000.0)
+    f.delivered(sent.id, 1_000.0)
+    reminders = []
+    for t in range(1_001, 1_000 + 2 * 3_600 + 10):  # h2 fires and resolves every 2 minutes
+        if t % 120 in (10, 20):
+            f.ingest({"rule": "Disk", "asset": "h2", "severity": "warning",
+                      "status": "firing" if t % 120 == 10 else "resolved"}, float(t))
+        for m in f.tick(float(t)):
+            reminders.append((t, _assets([m])))
+            f.delivered(m.id, float(t))
+    assert reminders == [(4_600, [(True, ["h1"])]), (8_200, [(True, ["h1"])])]
+    assert f.counters()["transient_suppressed"] == 60
 
 
 class Clock:
@@ -135,3 +153,42 @@ def _delivered(f: Funnel, start: int, stop: int) -> list[tuple[str, str]]:
             out += [(a["rule"], a["status"]) for s in m.sections for a in s["alerts"]]
             f.delivered(m.id, float(t))
     return out
+
+
+def test_an_episode_a_ticked_group_drops_is_deleted_from_the_table_too():
+    clock, table, config = Clock(), {}, _config(group_interval=2)
+    runner = FunnelRunner(config, table, clock=clock)
+    offsets = iter(range(100))
+
+    def run(cmd):
+        return runner.apply_batch(0, [(next(offsets), cmd)])
+
+    def alert(n: int, asset: str, status: str = "firing") -> dict:
+        body = {"rule": "Disk", "asset": asset, "severity": "warning", "status": status}
+        return route_alert(config, RawAlert(f"e{n}:0", body, clock.now))[1]
+
+    def silence(sid: str, asset: str, until: float) -> dict:
+        return {"kind": "silence", "silence": {"id": sid, "matchers": [f'asset="{asset}"'],
+                                               "author": "ops", "comment": "x",
+                                               "endsAt": format_time(until)}}
+
+    # given h2 sent and acknowledged, then its resolve in flight
+    [first] = run(alert(0, "h2")).messages
+    run({"kind": "result", "message_id": first.id, "ok": True})
+    clock.now = 1_001.0
+    run(alert(1, "h2", "resolved"))
+    clock.now = 1_002.0
+    assert len(run({"kind": "tick"}).messages) == 1
+    # and h2 silenced for good, h3 silenced until 1,003.5 and firing (never grouped)
+    clock.now = 1_002.5
+    run(silence("s2", "h2", 2_000.0))
+    run(silence("s3", "h3", 1_003.5))
+    clock.now = 1_003.0
+    assert [e["outcome"] for e in run(alert(2, "h3")).ledger] == ["silenced"]
+    # when a tick releases h3 into the group, whose evaluation drops h2 (silenced)
+    clock.now = 1_004.0
+    run({"kind": "tick"})
+    # then h2's episode is gone from the table as from the live state
+    live = runner.state(0).funnel.state
+    reloaded = PartitionState(0, table, config).funnel.state
+    assert sorted(reloaded["episodes"]) == sorted(live["episodes"]) and len(live["episodes"]) == 1
