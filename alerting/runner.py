@@ -302,7 +302,8 @@ class FunnelRunner:
             # groups the tick released or ended alerts into: an alert released
             # and dropped in the same tick leaves no episode pointing there
             gids |= set(f.ticked)
-            before |= {ps.member_key(gid, fp) for gid, fps in f.ticked.items() for fp in fps}
+            before |= {k for gid, fps in f.ticked.items() for fp in fps
+                       for k in (ps.member_key(gid, fp), ps.key("ep", fp))}
             return list(before | self._group_keys(ps, gids, set(silenced)))
         if kind == "result":
             gids = self._message_groups(ps, cmd["message_id"])
