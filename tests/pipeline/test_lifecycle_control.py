@@ -188,7 +188,9 @@ def test_flooding_tenant_does_not_starve_the_others(make_stack):
 
 
 def test_identical_requests_give_one_task_then_reuse(stack):
-    spec = seq_spec(stack.demo_data_api, "csv", 300, 100, query="?delay_ms=50")
+    # every page takes 3 s to answer, so the task is still running when the
+    # second request arrives (with 50 ms pages a loaded machine saw it finished)
+    spec = seq_spec(stack.demo_data_api, "csv", 300, 100, query="?delay_ms=3000")
     first = httpx.post(f"{stack.api_url}/export/tasks", json=spec).json()["data"]
     second = httpx.post(f"{stack.api_url}/export/tasks", json=spec).json()["data"]
     assert second["taskId"] == first["taskId"] and second["deduplicated"] is True
