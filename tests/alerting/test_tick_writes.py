@@ -56,40 +56,51 @@ def test_an_alert_flapping_inside_group_interval_does_not_hold_back_the_reminder
     assert f.counters()["transient_suppressed"] == 60
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
+class Rig:
+    """A runner on a dict table with a settable clock (``now``, epoch s),
+    fed one command per batch at increasing offsets."""
 
-    def __call__(self) -> float:
-        return self.now
+    def __init__(self, config) -> None:
+        self.now, self.config, self.table = 1_000.0, config, {}
+        self.runner = FunnelRunner(config, self.table, clock=lambda: self.now)
+        self.offsets = iter(range(10_000))
+
+    def run(self, cmd: dict):
+        return self.runner.apply_batch(0, [(next(self.offsets), cmd)])
+
+    def alert(self, n: int, asset: str, status: str = "firing",
+              ends_in: float | None = None) -> dict:
+        body = {"rule": "Disk", "asset": asset, "severity": "warning", "status": status}
+        if ends_in is not None:
+            body["endsAt"] = format_time(self.now + ends_in)
+        return route_alert(self.config, RawAlert(f"e{n}:0", body, self.now))[1]
+
+    @staticmethod
+    def silence(sid: str, asset: str, until: float) -> dict:
+        return {"kind": "silence", "silence": {"id": sid, "matchers": [f'asset="{asset}"'],
+                                               "author": "ops", "comment": "x",
+                                               "endsAt": format_time(until)}}
+
+    def states(self) -> tuple[dict, dict]:
+        """(live state, state a restarted worker loads from the table)."""
+        return (self.runner.state(0).funnel.state,
+                PartitionState(0, self.table, self.config).funnel.state)
 
 
 def test_an_alert_released_and_dropped_in_one_tick_leaves_its_group_written():
-    clock, table, config = Clock(), {}, _config(group_interval=1)
-    runner = FunnelRunner(config, table, clock=clock)
-    offsets = iter(range(100))
-
-    def run(cmd):
-        return runner.apply_batch(0, [(next(offsets), cmd)])
-
-    def alert(n: int, asset: str, ends_in: float) -> dict:
-        body = {"rule": "Disk", "asset": asset, "severity": "warning", "endsAt": format_time(clock.now + ends_in)}
-        return route_alert(config, RawAlert(f"e{n}:0", body, clock.now))[1]
-
+    rig = Rig(_config(group_interval=1))
     # given a notified group of h1, and h2 (same group) silenced until 1,010
-    [sent] = run(alert(0, "h1", 3600)).messages
-    run({"kind": "result", "message_id": sent.id, "ok": True})
-    run({"kind": "silence", "silence": {"id": "s1", "matchers": ['asset="h2"'], "author": "ops",
-                                         "comment": "x", "endsAt": format_time(1_010.0)}})
-    clock.now = 1_001.0
-    assert [e["outcome"] for e in run(alert(1, "h2", 9)).ledger] == ["silenced"]
+    [sent] = rig.run(rig.alert(0, "h1", ends_in=3600)).messages
+    rig.run({"kind": "result", "message_id": sent.id, "ok": True})
+    rig.run(rig.silence("s1", "h2", 1_010.0))
+    rig.now = 1_001.0
+    assert [e["outcome"] for e in rig.run(rig.alert(1, "h2", ends_in=9)).ledger] == ["silenced"]
     # when one tick releases h2 into the group and ends it (its end passed too)
-    clock.now = 1_011.0
-    run({"kind": "tick"})
-    live = runner.state(0).funnel.state
+    rig.now = 1_011.0
+    rig.run({"kind": "tick"})
+    live, reloaded = rig.states()
     assert live["counters"]["transient_suppressed"] == 1
     # then a restarted worker reads the group the tick left
-    reloaded = PartitionState(0, table, config).funnel.state
     assert reloaded["groups"] == live["groups"]
     assert reloaded["episodes"] == live["episodes"]
 
@@ -156,39 +167,23 @@ def _delivered(f: Funnel, start: int, stop: int) -> list[tuple[str, str]]:
 
 
 def test_an_episode_a_ticked_group_drops_is_deleted_from_the_table_too():
-    clock, table, config = Clock(), {}, _config(group_interval=2)
-    runner = FunnelRunner(config, table, clock=clock)
-    offsets = iter(range(100))
-
-    def run(cmd):
-        return runner.apply_batch(0, [(next(offsets), cmd)])
-
-    def alert(n: int, asset: str, status: str = "firing") -> dict:
-        body = {"rule": "Disk", "asset": asset, "severity": "warning", "status": status}
-        return route_alert(config, RawAlert(f"e{n}:0", body, clock.now))[1]
-
-    def silence(sid: str, asset: str, until: float) -> dict:
-        return {"kind": "silence", "silence": {"id": sid, "matchers": [f'asset="{asset}"'],
-                                               "author": "ops", "comment": "x",
-                                               "endsAt": format_time(until)}}
-
+    rig = Rig(_config(group_interval=2))
     # given h2 sent and acknowledged, then its resolve in flight
-    [first] = run(alert(0, "h2")).messages
-    run({"kind": "result", "message_id": first.id, "ok": True})
-    clock.now = 1_001.0
-    run(alert(1, "h2", "resolved"))
-    clock.now = 1_002.0
-    assert len(run({"kind": "tick"}).messages) == 1
+    [first] = rig.run(rig.alert(0, "h2")).messages
+    rig.run({"kind": "result", "message_id": first.id, "ok": True})
+    rig.now = 1_001.0
+    rig.run(rig.alert(1, "h2", "resolved"))
+    rig.now = 1_002.0
+    assert len(rig.run({"kind": "tick"}).messages) == 1
     # and h2 silenced for good, h3 silenced until 1,003.5 and firing (never grouped)
-    clock.now = 1_002.5
-    run(silence("s2", "h2", 2_000.0))
-    run(silence("s3", "h3", 1_003.5))
-    clock.now = 1_003.0
-    assert [e["outcome"] for e in run(alert(2, "h3")).ledger] == ["silenced"]
+    rig.now = 1_002.5
+    rig.run(rig.silence("s2", "h2", 2_000.0))
+    rig.run(rig.silence("s3", "h3", 1_003.5))
+    rig.now = 1_003.0
+    assert [e["outcome"] for e in rig.run(rig.alert(2, "h3")).ledger] == ["silenced"]
     # when a tick releases h3 into the group, whose evaluation drops h2 (silenced)
-    clock.now = 1_004.0
-    run({"kind": "tick"})
+    rig.now = 1_004.0
+    rig.run({"kind": "tick"})
     # then h2's episode is gone from the table as from the live state
-    live = runner.state(0).funnel.state
-    reloaded = PartitionState(0, table, config).funnel.state
+    live, reloaded = rig.states()
     assert sorted(reloaded["episodes"]) == sorted(live["episodes"]) and len(live["episodes"]) == 1
