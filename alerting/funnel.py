@@ -685,6 +685,7 @@ class Funnel:
                 c["messages_superseded"] += 1
                 inf = rs["inflight"] = self._inflight(name, sections, now, inf["failures"])
             inf.update(state="sending", sent_at=now)
+            self._sent(inf)
             return outbox_.to_message(inf)
         if not rs["outbox"]:
             return None
@@ -697,7 +698,24 @@ class Funnel:
             return None
         inf = rs["inflight"] = self._inflight(name, outbox_.fill(rs, [], self.config.grouping.batch_size), now, 0)
         inf.update(state="sending", sent_at=now)
+        self._sent(inf)
         return outbox_.to_message(inf)
+
+    def _sent(self, inf: dict[str, Any]) -> None:
+        """Message ``inf`` leaves now: the firing members it lists may be seen
+        from here on (before any acknowledgement), so a later resolve of
+        theirs is news, never a suppressed transient (docs/alerting.md, step
+        2). Their groups are noted in :attr:`ticked` (written by the runner)."""
+        groups = self.state["groups"]
+        for s in inf["sections"]:
+            g = groups.get(s["group_id"])
+            if g is None:
+                continue
+            for a in s["alerts"]:
+                m = g["members"].get(a["fingerprint"])
+                if m is not None and a["status"] == "firing" and not m.get("sent"):
+                    self._touch(g)
+                    m["sent"] = True
 
     def _inflight(self, name: str, sections: list[dict], now: float, failures: int) -> dict:
         self.state["seq"]["message"] += 1

@@ -22,7 +22,8 @@ Group state (plain JSON data)::
      "tp", "n": members ever added,
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
                       "started_at", "resolved_at", "news", "news_seq",
-                      "sent_seq", "notified", "raw": [raw ids], "tp",
+                      "sent_seq", "notified", "sent" (present once a message
+                      listing it firing left: it may have been seen), "raw": [raw ids], "tp",
                       "o": its place in the group (1..n, so the store can
                            restore the order without a list growing
                            with the group)}}}
@@ -158,7 +159,7 @@ def view(m: dict[str, Any]) -> dict[str, Any]:
         "labels": a.get("labels") or {}, "annotations": a.get("annotations") or {},
         "starts_at": m["started_at"], "ends_at": m["resolved_at"] if resolved else None,
         "duration": (m["resolved_at"] - m["started_at"]) if resolved else None,
-        "transient": resolved and not m["notified"],
+        "transient": resolved and not m["notified"] and not m.get("sent"),
         "generator_url": a.get("generator_url", ""), "source": a.get("source", "native"),
     }
 
@@ -195,7 +196,8 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
         if m["status"] == "firing":
             still_firing += 1
         if m["news"] is not None:
-            if suppress_transient and m["status"] == "resolved" and not m["notified"]:
+            if (suppress_transient and m["status"] == "resolved" and not m["notified"]
+                    and not m.get("sent")):  # sent: the receiver may have seen it firing
                 transient.append(m["fp"])
             else:
                 changes.append(m)

@@ -69,8 +69,8 @@ class Rig:
         return self.runner.apply_batch(0, [(next(self.offsets), cmd)])
 
     def alert(self, n: int, asset: str, status: str = "firing",
-              ends_in: float | None = None) -> dict:
-        body = {"rule": "Disk", "asset": asset, "severity": "warning", "status": status}
+              ends_in: float | None = None, rule: str = "Disk") -> dict:
+        body = {"rule": rule, "asset": asset, "severity": "warning", "status": status}
         if ends_in is not None:
             body["endsAt"] = format_time(self.now + ends_in)
         return route_alert(self.config, RawAlert(f"e{n}:0", body, self.now))[1]
@@ -187,3 +187,30 @@ def test_an_episode_a_ticked_group_drops_is_deleted_from_the_table_too():
     # then h2's episode is gone from the table as from the live state
     live, reloaded = rig.states()
     assert sorted(reloaded["episodes"]) == sorted(live["episodes"]) and len(live["episodes"]) == 1
+
+
+def test_a_resolve_while_its_firing_message_is_in_flight_is_sent_after_it():
+    f = Funnel(_config(group_interval=5))
+    # given h1's firing message sent and not yet acknowledged
+    f.ingest({"rule": "Disk", "asset": "h1", "severity": "warning"}, 1_000.0, raw_id="a")
+    [firing] = f.tick(1_000.0)
+    # when h1 resolves and its group is evaluated before the acknowledgement
+    f.ingest({"rule": "Disk", "asset": "h1", "severity": "warning",
+              "status": "resolved"}, 1_002.0, raw_id="b")
+    assert f.tick(1_005.0) == []  # the receiver is busy with the firing message
+    f.delivered(firing.id, 1_006.0)
+    # then the resolve is not dropped as a transient: it follows the firing message
+    assert _delivered(f, 1_006, 1_020) == [("Disk", "resolved")]
+    assert f.counters()["transient_suppressed"] == 0 and f.counters()["balanced"]
+
+
+def test_a_message_sent_by_a_later_tick_leaves_its_groups_written():
+    rig = Rig(_config(group_interval=5))
+    # given Disk's message in flight and Cpu's section queued behind it
+    [first] = rig.run(rig.alert(0, "h1")).messages
+    assert rig.run(rig.alert(1, "h1", rule="Cpu")).messages == []
+    # when the acknowledgement's batch sends the queued section
+    assert len(rig.run({"kind": "result", "message_id": first.id, "ok": True}).messages) == 1
+    # then a restarted worker reads Cpu's group as the live one has it
+    live, reloaded = rig.states()
+    assert reloaded["groups"] == live["groups"]
