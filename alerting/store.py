@@ -61,6 +61,13 @@ def _dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode()
 
 
+def _with_member(obj: bytes, name: str, value: bytes) -> bytes:
+    """The JSON object ``obj`` (bytes) with member ``name`` set to the JSON
+    ``value`` (bytes), placed first; ``obj`` must not have that member."""
+    member = orjson.dumps(name) + b":" + value
+    return b"{" + member + (b"}" if obj == b"{}" else b"," + obj[1:])
+
+
 def compact(data: bytes) -> bytes:
     """``data`` in a bytes object of its own size. ``orjson.dumps`` leaves
     its 4 KiB buffer allocated behind a short value (``sys.getsizeof`` does
@@ -130,6 +137,8 @@ class PartitionState:
         self._sections: dict[int, tuple[dict, bool, bytes]] = {}
         #: outbox page key -> the section bytes it was last written from
         self._parts: dict[str, list[bytes]] = {}
+        #: receiver -> (its in-flight message's sections, their JSON bytes)
+        self._inflight: dict[str, tuple[list, bytes]] = {}
         self.offset = -1
         self.src: dict[str, list[int]] = {}
         #: reader name -> what saves wrote since it last looked (:meth:`watch`)
@@ -292,9 +301,27 @@ class PartitionState:
                                           self.funnel.state["receivers"].values()) + 1024:
             live = {id(sec) for r in self.funnel.state["receivers"].values() for sec in r.get("outbox", [])}
             self._sections = {k: v for k, v in self._sections.items() if k in live}
-        head = {k: v for k, v in rs.items() if k != "outbox"} | {"outbox_pages": [n for n, _ in layout]}
-        out[self.key("rcv", name)] = head
+        head = {k: v for k, v in rs.items() if k not in ("outbox", "inflight")}
+        head["outbox_pages"] = [n for n, _ in layout]
+        out[self.key("rcv", name)] = self._receiver_head(name, head, rs.get("inflight"))
         return out
+
+    def _receiver_head(self, name: str, head: dict[str, Any], inf: dict[str, Any] | None) -> bytes:
+        """JSON bytes of a receiver's header with its message in flight. The
+        message's sections (up to ``batch_size`` alerts, ~120 KB for 200)
+        do not change while it is in flight (a superseding message has new
+        ones), so they are serialized once per message, not on every save:
+        every batch saves the receiver, and re-serializing them took ~0.4
+        ms a batch at 1,000 new alerts/s (``bench/bench_alert_runner.py``)."""
+        if inf is None:
+            self._inflight.pop(name, None)
+            return _dumps(head | {"inflight": None})
+        got = self._inflight.get(name)
+        if got is None or got[0] is not inf["sections"]:
+            got = self._inflight[name] = (inf["sections"], _dumps(inf["sections"]))
+        message = _with_member(_dumps({k: v for k, v in inf.items() if k != "sections"}),
+                               "sections", got[1])
+        return _with_member(_dumps(head), "inflight", message)
 
     def _relayout(self, old: list[list], outbox: list[dict]) -> list[list] | None:
         """The new page layout when ``outbox`` is the old one with sections

@@ -18,7 +18,20 @@ the end until nothing is pending. CPU seconds are this thread's
 (``bench_alert_e2e.py`` measures those), and the figures are for comparing
 two versions on one machine, not absolute.
 
-Usage: ``python bench/bench_alert_runner.py [--storm 50000]``
+With ``--steady SECONDS`` it runs instead the latency scenario of
+``bench_alert_e2e.py`` on a simulated clock: ``--rate`` new alerts a second
+(each its own group, one receiver, group_wait 0) in 5 ms batches, each
+message acknowledged ``--ack-delay`` seconds after it left (meanwhile new
+sections queue behind it), one line per simulated second:
+
+    {"bench": "alert_runner_steady", "t", "us_per_alert", "outbox", "open_groups", "changelog_records"}
+
+CPU time on a shared host is noisy; for comparing two versions, count
+instructions instead: ``valgrind --tool=callgrind python
+bench/bench_alert_runner.py --steady 2`` (the same total run after run).
+
+Usage: ``python bench/bench_alert_runner.py [--storm 50000] [--steady 0]
+[--rate 1000] [--ack-delay 0.2]``
 """
 from __future__ import annotations
 
@@ -64,11 +77,66 @@ def storm(n: int) -> list[bytes]:
     return [raw_envelope(alerts[i:i + 50])[1] for i in range(0, n, 50)]
 
 
+def steady(seconds: int, rate: float, ack_delay: float) -> None:
+    """The latency scenario on a simulated clock (see the module docstring)."""
+    config = parse_config({
+        "receivers": [{"name": "r0", "url": "http://127.0.0.1:9/hook",
+                       "bucket": {"burst": 1000, "refill_interval": "10ms"}}],
+        "route": {"receiver": "r0"}, "grouping": {"group_by": ["rule", "asset"], "batch_size": 1000},
+        "timing": {"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"},
+        "dedupe": {"cooldown": "1h"}})
+    table = BatchedTable(_Store())
+    now = [1_000_000.0]
+    runner = FunnelRunner(config, table, clock=lambda: now[0])
+    offset, in_flight, records = 0, [], 0
+
+    def apply(cmds: list[dict]) -> None:
+        nonlocal offset, records
+        fx = runner.apply_batch(0, [(offset + i, c) for i, c in enumerate(cmds)])
+        offset += len(cmds)
+        ledger_records(0, fx.ledger)
+        in_flight.extend((now[0] + ack_delay, m.id) for m in fx.messages)
+        records += len(table.drain())
+
+    step, per, n = 0.005, max(1, round(rate * 0.005)), 0
+    cpu0 = time.thread_time()
+    for tick in range(1, int(seconds / step) + 1):
+        now[0] = 1_000_000.0 + tick * step
+        cmds = []
+        for _ in range(per):
+            _eid, value = raw_envelope([{"rule": "Lat", "asset": f"a{n:07d}", "severity": "warning"}])
+            for raw in parse_raw(value, 0, n, now[0]):
+                for receiver, cmd in route_alerts(config, raw):
+                    cmd["src"] = [0, n, 0]
+                    cmds.append((cmd, command(**cmd)))
+            n += 1
+        apply([parse_command(v) for v in pack_alerts(cmds)])
+        while in_flight and in_flight[0][0] <= now[0]:
+            apply([{"v": 1, "kind": "result", "message_id": in_flight.pop(0)[1], "ok": True}])
+        if tick % round(1 / step) == 0:
+            st = runner.state(0).funnel.state
+            cpu = time.thread_time()
+            print(json.dumps({"bench": "alert_runner_steady", "t": round(tick * step),
+                              "us_per_alert": round((cpu - cpu0) / (per / step) * 1e6, 1),
+                              "outbox": len(st["receivers"]["r0"]["outbox"]),
+                              "open_groups": len(st["groups"]), "changelog_records": records}),
+                  flush=True)
+            cpu0, records = cpu, 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--storm", type=int, default=50_000)
+    ap.add_argument("--steady", type=int, default=0,
+                    help="simulated seconds of the steady-rate scenario instead of the storm")
+    ap.add_argument("--rate", type=float, default=1000.0, help="new alerts per second (--steady)")
+    ap.add_argument("--ack-delay", type=float, default=0.2,
+                    help="seconds from a message leaving to its acknowledgement (--steady)")
     args = ap.parse_args()
     gc.set_threshold(50_000)  # the alerting worker's setting (streams.app.tune_gc)
+    if args.steady:
+        steady(args.steady, args.rate, args.ack_delay)
+        return
     events = storm(args.storm)
     table = BatchedTable(_Store())
     runner = FunnelRunner(CONFIG, table)
