@@ -568,3 +568,49 @@ def test_alert_from_dict_fast_path_builds_the_same_alert_and_refuses_the_same_in
                 {**full, "severity": "loud"}, {**full, "status": "gone"}, {**full, "severity": 3}):
         with pytest.raises((TypeError, KeyError, ValueError, AttributeError)):
             Alert.from_dict(bad)
+
+
+# ------------------------------------------------- outbox pages, any reordering
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from alerting.store import PartitionState  # noqa: E402
+
+OPS = st.lists(st.tuples(st.sampled_from(["append", "take", "insert", "remove", "wait", "reverse"]),
+                         st.integers(0, 6), st.integers(0, 40)), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=OPS)
+def test_a_restarted_worker_reads_the_outbox_whatever_changed_it(ops):
+    # pages of ~3 sections; sections are queued, taken from the front, rebuilt
+    # in the middle (a group evaluated again), flagged merged (the receiver
+    # busy) and reordered (critical first), then saved as the runner saves
+    old, store.PAGE_BYTES = store.PAGE_BYTES, 200
+    try:
+        table = {}
+        ps = PartitionState(0, table, PAGED)
+        rs = ps.funnel.state["receivers"].setdefault("oncall", {"outbox": [], "inflight": None,
+                                                                 "bucket": None})
+        outbox, made = rs.setdefault("outbox", []), iter(range(10**6))
+        for offset, (op, n, at) in enumerate(ops):
+            new = [{"group_id": f"g{next(made)}", "merged": False, "alerts": ["x" * 30]}
+                   for _ in range(n)]
+            at = at % (len(outbox) + 1)
+            if op == "append":
+                outbox += new
+            elif op == "take":
+                del outbox[:n]
+            elif op == "insert":
+                outbox[at:at] = new
+            elif op == "remove":
+                del outbox[at:at + n]
+            elif op == "wait":
+                for s in outbox:
+                    s["merged"] = True
+            else:
+                outbox.reverse()
+            ps.save(offset, [ps.key("rcv", "oncall")])
+            again = PartitionState(0, dict(table), PAGED).funnel.state["receivers"]["oncall"]
+            assert again["outbox"] == outbox, (op, n, at)
+    finally:
+        store.PAGE_BYTES = old
