@@ -132,6 +132,14 @@ class Funnel:
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for r in config.receivers:
             self.state["receivers"].setdefault(r.name, {"bucket": None, "outbox": [], "inflight": None})
+        #: receiver -> {group id: its sections in the outbox}, and receiver ->
+        #: {id(section): section} of queued sections not flagged merged yet:
+        #: derived from the outboxes (not stored), kept up to date where
+        #: sections are queued and taken, so a tick does not walk the outbox
+        self._queued: dict[str, dict[str, int]] = {}
+        self._fresh: dict[str, dict[int, dict]] = {}
+        for name, rs in self.state["receivers"].items():
+            self._enqueued(name, rs["outbox"])
 
     # ----------------------------------------------------------------- ingest
     def ingest(self, raw: Any, now: float, raw_id: str | None = None, *,
@@ -521,8 +529,6 @@ class Funnel:
         self._expire(now)
         t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
-        queued = {name: {s["group_id"] for s in rs["outbox"]}
-                  for name, rs in self.state["receivers"].items()}
         groups = self.state["groups"]
         if only is None:
             items = list(groups.items())
@@ -538,7 +544,7 @@ class Funnel:
             if g.get("route") and self._held(g, now):
                 continue  # a mute / outside an active time interval: sent when it ends
             if due <= now + 1e-9:
-                self._evaluate(g, now, queued.get(g["receiver"]))
+                self._evaluate(g, now)
             else:
                 later.setdefault(g["receiver"], []).append((due, gid))
         out = []
@@ -577,22 +583,23 @@ class Funnel:
         if tokens < 1:
             return
         soon = sorted((due, gid) for due, gid in later if due <= now + bc.refill_interval + 1e-9)
-        queued = {s["group_id"] for s in rs["outbox"]}
-        if not soon or len(queued) + len(soon) <= tokens:
+        if not soon or len(self._queued.get(name, ())) + len(soon) <= tokens:
             return
         for _due, gid in soon:
             g = self.state["groups"].get(gid)
             if g is not None:
-                self._evaluate(g, now, queued)
+                self._evaluate(g, now)
 
-    def _evaluate(self, g: dict[str, Any], now: float, queued: set[str] | None = None) -> None:
+    def _evaluate(self, g: dict[str, Any], now: float) -> None:
         st, c = self.state, self.state["counters"]
         rc = self.config.receiver(g["receiver"])
         muted = self._muter(now) if self._silences or self._inhibit else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]
-        stale = outbox_.unqueue(g, outbox, queued)  # a queued, unsent section of this group is rebuilt
+        # a queued, unsent section of this group is rebuilt
+        stale = outbox_.unqueue(g, outbox, self._queued.setdefault(g["receiver"], {}))
         if stale is None:
             return
+        self._dequeued(g["receiver"], stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted)
@@ -629,8 +636,33 @@ class Funnel:
         if not g["members"]:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
-        if queued is not None and sections:
-            queued.add(g["id"])
+        self._enqueued(g["receiver"], sections)
+
+    def _enqueued(self, name: str, sections: list[dict[str, Any]]) -> None:
+        """``sections`` were put in receiver ``name``'s outbox."""
+        counts, fresh = self._queued.setdefault(name, {}), self._fresh.setdefault(name, {})
+        for s in sections:
+            counts[s["group_id"]] = counts.get(s["group_id"], 0) + 1
+            if not s["merged"]:
+                fresh[id(s)] = s
+
+    def _dequeued(self, name: str, sections: list[dict[str, Any]]) -> None:
+        """``sections`` left receiver ``name``'s outbox."""
+        counts, fresh = self._queued.setdefault(name, {}), self._fresh.setdefault(name, {})
+        for s in sections:
+            n = counts.get(s["group_id"], 0) - 1
+            if n > 0:
+                counts[s["group_id"]] = n
+            else:
+                counts.pop(s["group_id"], None)
+            fresh.pop(id(s), None)
+
+    def _fill(self, name: str, rs: dict[str, Any], base: list[dict]) -> list[dict]:
+        """:func:`alerting.outbox.fill`, keeping :attr:`_queued` up to date."""
+        taken: list[dict] = []
+        sections = outbox_.fill(rs, base, self.config.grouping.batch_size, taken)
+        self._dequeued(name, taken)
+        return sections
 
     def _end_member(self, fp: str) -> None:
         """A resolved member left its group: its episode ends with it, unless
@@ -670,18 +702,18 @@ class Funnel:
         if inf is not None:
             if inf["state"] == "sending":
                 if now < inf["sent_at"] + 3 * self.config.delivery.timeout:
-                    outbox_.wait(rs)
+                    outbox_.wait(rs, self._fresh.setdefault(name, {}))
                     return None
                 inf.update(state="waiting", next_attempt_at=now, maybe_delivered=True)
                 inf["failures"] += 1
                 c["attempts"] += 1
                 c["attempts_lost"] += 1
             if now + 1e-9 < inf["next_attempt_at"]:
-                outbox_.wait(rs)
+                outbox_.wait(rs, self._fresh.setdefault(name, {}))
                 return None
             if not inf["maybe_delivered"] and rs["outbox"]:
                 _critical_first(rs["outbox"])
-                sections = outbox_.fill(rs, inf["sections"], self.config.grouping.batch_size)
+                sections = self._fill(name, rs, inf["sections"])
                 c["messages_superseded"] += 1
                 inf = rs["inflight"] = self._inflight(name, sections, now, inf["failures"])
             inf.update(state="sending", sent_at=now)
@@ -694,9 +726,9 @@ class Funnel:
         ok, rs["bucket"] = tb.take(b, now, rc.bucket.burst, rc.bucket.refill_interval)
         if not ok:
             c["rate_limited_ticks"] += 1
-            outbox_.wait(rs)
+            outbox_.wait(rs, self._fresh.setdefault(name, {}))
             return None
-        inf = rs["inflight"] = self._inflight(name, outbox_.fill(rs, [], self.config.grouping.batch_size), now, 0)
+        inf = rs["inflight"] = self._inflight(name, self._fill(name, rs, []), now, 0)
         inf.update(state="sending", sent_at=now)
         self._sent(inf)
         return outbox_.to_message(inf)

@@ -27,7 +27,7 @@ def unqueue(g: dict[str, Any], outbox: list[dict],
     rate limit (the outbox holds at most one set per group).
 
     ``queued``: ids of the groups that may have sections in ``outbox`` (a
-    superset is fine); a group not in it returns at once, without a scan of
+    set, or the funnel's counts keyed by group id; a superset is fine); a group not in it returns at once, without a scan of
     the outbox (a storm queues thousands of sections: scanning them for each
     evaluated group was most of the funnel's time).
 
@@ -58,17 +58,28 @@ def unqueue(g: dict[str, Any], outbox: list[dict],
     return {"at": min(at, len(keep)), "merged": merged, "sections": taken}
 
 
-def wait(rs: dict[str, Any]) -> None:
+def wait(rs: dict[str, Any], fresh: dict[int, dict] | None = None) -> None:
     """Queued sections found no token (or the receiver busy): they will be
-    reported as merged into the receiver's next message."""
-    for s in rs["outbox"]:
+    reported as merged into the receiver's next message.
+
+    ``fresh``: when the caller keeps them, the queued sections not flagged
+    yet (``{id(section): section}``); only those are flagged, and it is
+    emptied, so a busy receiver's tick does not walk its whole outbox."""
+    if fresh is None:
+        for s in rs["outbox"]:
+            s["merged"] = True
+        return
+    for s in fresh.values():
         s["merged"] = True
+    fresh.clear()
 
 
-def fill(rs: dict[str, Any], base: list[dict], limit: int) -> list[dict]:
+def fill(rs: dict[str, Any], base: list[dict], limit: int,
+         taken_out: list[dict] | None = None) -> list[dict]:
     """Sections for the next message: ``base`` (a failed message being
     superseded) plus queued sections while the combined count stays within
-    ``limit`` alerts (the first always goes: a part is never above it)."""
+    ``limit`` alerts (the first always goes: a part is never above it).
+    ``taken_out``: gets the queued sections taken out of the outbox."""
     chosen: list[dict] = []
     fps: dict[str, set] = {}  # unsplit group -> fingerprints listed (combine's count)
     total = 0
@@ -96,6 +107,8 @@ def fill(rs: dict[str, Any], base: list[dict], limit: int) -> list[dict]:
             break
         take(s)
         taken += 1
+    if taken_out is not None:
+        taken_out.extend(queue[:taken])
     del queue[:taken]
     return combine(chosen)
 

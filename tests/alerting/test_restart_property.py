@@ -103,4 +103,9 @@ def test_the_state_a_restarted_worker_loads_is_the_live_state(batches):
         assert _comparable(reloaded.state) == _comparable(live.state)
         # and what it derives on load: the inhibition sources and the muted
         assert reloaded._sources == live._sources and reloaded._inhibited == live._inhibited
+        # the live funnel's index of its outboxes is the one a load derives
+        assert reloaded._queued == live._queued
+        assert {n: sorted(map(id, f.values())) for n, f in live._fresh.items()} == {
+            n: sorted(id(s) for s in rs["outbox"] if not s["merged"])
+            for n, rs in live.state["receivers"].items()}
         assert runner.counters(0)["balanced"]
