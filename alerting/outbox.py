@@ -27,9 +27,10 @@ def unqueue(g: dict[str, Any], outbox: list[dict],
     rate limit (the outbox holds at most one set per group).
 
     ``queued``: ids of the groups that may have sections in ``outbox`` (a
-    set, or the funnel's counts keyed by group id; a superset is fine); a group not in it returns at once, without a scan of
-    the outbox (a storm queues thousands of sections: scanning them for each
-    evaluated group was most of the funnel's time).
+    set, or the funnel's counts keyed by group id; a superset is fine); a
+    group not in it returns at once, without a scan of the outbox (a storm
+    queues thousands of sections: scanning them for each evaluated group was
+    most of the funnel's time).
 
     Returns:
         ``{"at": index to insert the rebuilt sections (the oldest queued
