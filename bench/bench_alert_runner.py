@@ -26,12 +26,19 @@ sections queue behind it), one line per simulated second:
 
     {"bench": "alert_runner_steady", "t", "us_per_alert", "outbox", "open_groups", "changelog_records"}
 
+With ``--open N`` it opens N groups of one delivered alert each and prints
+what one full pass of Python's cyclic garbage collector then takes (the
+alerting worker freezes only what start-up made, ``streams.app.tune_gc``; a
+full collection walks every open alert's objects):
+
+    {"bench": "alert_runner_gc", "open_groups", "tracked_objects", "full_collect_ms"}
+
 CPU time on a shared host is noisy; for comparing two versions, count
 instructions instead: ``valgrind --tool=callgrind python
 bench/bench_alert_runner.py --steady 2`` (the same total run after run).
 
 Usage: ``python bench/bench_alert_runner.py [--storm 50000] [--steady 0]
-[--rate 1000] [--ack-delay 0.2]``
+[--rate 1000] [--ack-delay 0.2] [--open 0]``
 """
 from __future__ import annotations
 
@@ -124,6 +131,36 @@ def steady(seconds: int, rate: float, ack_delay: float) -> None:
             cpu0, records = cpu, 0
 
 
+def full_collection(n: int) -> None:
+    """Open ``n`` groups, then time one full garbage collection (see the
+    module docstring)."""
+    gc.collect()
+    gc.freeze()  # what start-up made, as streams.app.tune_gc does
+    table = BatchedTable(_Store())
+    runner = FunnelRunner(CONFIG, table, clock=lambda: 1_000_000.0)
+    offset = 0
+    for start in range(0, n, 500):
+        cmds = []
+        for i in range(start, min(n, start + 500)):
+            _eid, value = raw_envelope([{"rule": "Storm0", "asset": f"g{i:07d}", "severity": "info"}])
+            for raw in parse_raw(value, 0, i, 1_000_000.0):
+                for receiver, cmd in route_alerts(CONFIG, raw):
+                    cmd["src"] = [0, i, 0]
+                    cmds.append((cmd, command(**cmd)))
+        for value in pack_alerts(cmds):
+            fx = runner.apply_batch(0, [(offset, parse_command(value))])
+            offset += 1
+            for m in fx.messages:
+                runner.apply_batch(0, [(offset, {"v": 1, "kind": "result", "message_id": m.id, "ok": True})])
+                offset += 1
+        table.drain()
+    t0 = time.perf_counter()
+    gc.collect()
+    print(json.dumps({"bench": "alert_runner_gc", "open_groups": len(runner.state(0).funnel.state["groups"]),
+                      "tracked_objects": len(gc.get_objects()),
+                      "full_collect_ms": round((time.perf_counter() - t0) * 1000, 1)}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--storm", type=int, default=50_000)
@@ -132,8 +169,13 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=1000.0, help="new alerts per second (--steady)")
     ap.add_argument("--ack-delay", type=float, default=0.2,
                     help="seconds from a message leaving to its acknowledgement (--steady)")
+    ap.add_argument("--open", type=int, default=0,
+                    help="open this many groups and time a full garbage collection instead")
     args = ap.parse_args()
     gc.set_threshold(50_000)  # the alerting worker's setting (streams.app.tune_gc)
+    if args.open:
+        full_collection(args.open)
+        return
     if args.steady:
         steady(args.steady, args.rate, args.ack_delay)
         return
