@@ -141,8 +141,8 @@ class PartitionState:
         self._parts: dict[str, list[bytes]] = {}
         #: receiver -> (its in-flight message's sections, their JSON bytes)
         self._inflight: dict[str, tuple[list, bytes]] = {}
-        #: (receiver, page number) -> bytes of its last page, at most (:meth:`_paginate`)
-        self._sizes: dict[tuple[str, int], int] = {}
+        #: receiver -> {page number: bytes of that page, at most} (:meth:`_paginate`)
+        self._sizes: dict[str, dict[int, int]] = {}
         #: receiver -> its outbox as last saved (:meth:`_shifted`)
         self._flat: dict[str, list[dict]] = {}
         #: receiver -> [(queued section saved unmerged, its page number)]
@@ -291,6 +291,7 @@ class PartitionState:
         if shifted is not None:
             layout, dirty = shifted
         else:
+            self._sizes.pop(name, None)  # pages may be renumbered: sizes are measured again
             layout = self._relayout(old, outbox) or self._paginate([], outbox, 0)
             dirty = None
         old_pages = {n: secs for n, secs in old}
@@ -312,7 +313,7 @@ class PartitionState:
         for n in old_pages:
             out[f"{self.prefix}ob|{name}|{n}"] = None
             self._parts.pop(f"{self.prefix}ob|{name}|{n}", None)
-            self._sizes.pop((name, n), None)
+            self._sizes.get(name, {}).pop(n, None)
         self._layout[name] = layout
         self._flat[name] = list(outbox)
         if dirty is None:  # sections whose bytes may still change (their merged flag)
@@ -423,7 +424,7 @@ class PartitionState:
         upper bound: a section leaving the page does not lower it)."""
         size = PAGE_BYTES
         if layout:
-            size = self._sizes.get((name, layout[-1][0])) if name is not None else None
+            size = self._sizes.get(name, {}).get(layout[-1][0]) if name is not None else None
             if size is None:
                 size = sum(len(self._section_bytes(sec)) + 1 for sec in layout[-1][1])
         for sec in sections:
@@ -435,7 +436,7 @@ class PartitionState:
             layout[-1][1].append(sec)
             size += n
         if name is not None and layout:
-            self._sizes[(name, layout[-1][0])] = size
+            self._sizes.setdefault(name, {})[layout[-1][0]] = size
         return layout
 
     def _entities(self, only: Iterable[str] | None) -> dict[str, Any]:
