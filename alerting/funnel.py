@@ -658,7 +658,7 @@ class Funnel:
             fresh.pop(id(s), None)
 
     def _fill(self, name: str, rs: dict[str, Any], base: list[dict]) -> list[dict]:
-        """:func:`alerting.outbox.fill`, keeping :attr:`_queued` up to date."""
+        """:func:`alerting.outbox.fill`, keeping :attr:`_queued` and :attr:`_fresh` up to date."""
         taken: list[dict] = []
         sections = outbox_.fill(rs, base, self.config.grouping.batch_size, taken)
         self._dequeued(name, taken)
@@ -702,14 +702,14 @@ class Funnel:
         if inf is not None:
             if inf["state"] == "sending":
                 if now < inf["sent_at"] + 3 * self.config.delivery.timeout:
-                    outbox_.wait(rs, self._fresh.setdefault(name, {}))
+                    outbox_.wait(self._fresh.setdefault(name, {}))
                     return None
                 inf.update(state="waiting", next_attempt_at=now, maybe_delivered=True)
                 inf["failures"] += 1
                 c["attempts"] += 1
                 c["attempts_lost"] += 1
             if now + 1e-9 < inf["next_attempt_at"]:
-                outbox_.wait(rs, self._fresh.setdefault(name, {}))
+                outbox_.wait(self._fresh.setdefault(name, {}))
                 return None
             if not inf["maybe_delivered"] and rs["outbox"]:
                 _critical_first(rs["outbox"])
@@ -726,7 +726,7 @@ class Funnel:
         ok, rs["bucket"] = tb.take(b, now, rc.bucket.burst, rc.bucket.refill_interval)
         if not ok:
             c["rate_limited_ticks"] += 1
-            outbox_.wait(rs, self._fresh.setdefault(name, {}))
+            outbox_.wait(self._fresh.setdefault(name, {}))
             return None
         inf = rs["inflight"] = self._inflight(name, self._fill(name, rs, []), now, 0)
         inf.update(state="sending", sent_at=now)

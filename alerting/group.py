@@ -147,6 +147,13 @@ def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
     return due
 
 
+def never_sent(m: dict[str, Any]) -> bool:
+    """True while no message listing member ``m`` firing has left (acknowledged
+    or not): the receiver cannot have seen it, so a resolve of it is a
+    transient (docs/alerting.md, step 2)."""
+    return not m["notified"] and not m.get("sent")
+
+
 def view(m: dict[str, Any]) -> dict[str, Any]:
     """The alert as a message lists it (plain data; times in epoch seconds)."""
     a = m["alert"]
@@ -159,7 +166,7 @@ def view(m: dict[str, Any]) -> dict[str, Any]:
         "labels": a.get("labels") or {}, "annotations": a.get("annotations") or {},
         "starts_at": m["started_at"], "ends_at": m["resolved_at"] if resolved else None,
         "duration": (m["resolved_at"] - m["started_at"]) if resolved else None,
-        "transient": resolved and not m["notified"] and not m.get("sent"),
+        "transient": resolved and never_sent(m),
         "generator_url": a.get("generator_url", ""), "source": a.get("source", "native"),
     }
 
@@ -196,8 +203,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
         if m["status"] == "firing":
             still_firing += 1
         if m["news"] is not None:
-            if (suppress_transient and m["status"] == "resolved" and not m["notified"]
-                    and not m.get("sent")):  # sent: the receiver may have seen it firing
+            if suppress_transient and m["status"] == "resolved" and never_sent(m):
                 transient.append(m["fp"])
             else:
                 changes.append(m)

@@ -59,17 +59,12 @@ def unqueue(g: dict[str, Any], outbox: list[dict],
     return {"at": min(at, len(keep)), "merged": merged, "sections": taken}
 
 
-def wait(rs: dict[str, Any], fresh: dict[int, dict] | None = None) -> None:
+def wait(fresh: dict[int, dict]) -> None:
     """Queued sections found no token (or the receiver busy): they will be
-    reported as merged into the receiver's next message.
-
-    ``fresh``: when the caller keeps them, the queued sections not flagged
-    yet (``{id(section): section}``); only those are flagged, and it is
-    emptied, so a busy receiver's tick does not walk its whole outbox."""
-    if fresh is None:
-        for s in rs["outbox"]:
-            s["merged"] = True
-        return
+    reported as merged into the receiver's next message. ``fresh``: the
+    receiver's queued sections not flagged yet (``{id(section): section}``,
+    kept by the funnel), so a busy receiver's tick does not walk its whole
+    outbox; emptied."""
     for s in fresh.values():
         s["merged"] = True
     fresh.clear()

@@ -74,6 +74,17 @@ class _Store:
         self.data: dict = {}
 
 
+def routed(config, value: bytes, offset: int, now: float) -> list[tuple[str, dict, bytes]]:
+    """What the router makes of one ``alerts.raw`` event value read at
+    ``offset`` of partition 0: ``[(receiver, command, command bytes)]``."""
+    out = []
+    for i, raw in enumerate(parse_raw(value, 0, offset, now)):
+        for receiver, cmd in route_alerts(config, raw):
+            cmd["src"] = [0, offset, i]
+            out.append((receiver, cmd, command(**cmd)))
+    return out
+
+
 def storm(n: int) -> list[bytes]:
     """The storm as ``alerts.raw`` event values, 50 alerts each."""
     rnd = random.Random(11)
@@ -112,10 +123,7 @@ def steady(seconds: int, rate: float, ack_delay: float) -> None:
         cmds = []
         for _ in range(per):
             _eid, value = raw_envelope([{"rule": "Lat", "asset": f"a{n:07d}", "severity": "warning"}])
-            for raw in parse_raw(value, 0, n, now[0]):
-                for receiver, cmd in route_alerts(config, raw):
-                    cmd["src"] = [0, n, 0]
-                    cmds.append((cmd, command(**cmd)))
+            cmds += [(cmd, data) for _r, cmd, data in routed(config, value, n, now[0])]
             n += 1
         apply([parse_command(v) for v in pack_alerts(cmds)])
         while in_flight and in_flight[0][0] <= now[0]:
@@ -143,10 +151,7 @@ def full_collection(n: int) -> None:
         cmds = []
         for i in range(start, min(n, start + 500)):
             _eid, value = raw_envelope([{"rule": "Storm0", "asset": f"g{i:07d}", "severity": "info"}])
-            for raw in parse_raw(value, 0, i, 1_000_000.0):
-                for receiver, cmd in route_alerts(CONFIG, raw):
-                    cmd["src"] = [0, i, 0]
-                    cmds.append((cmd, command(**cmd)))
+            cmds += [(cmd, data) for _r, cmd, data in routed(CONFIG, value, i, 1_000_000.0)]
         for value in pack_alerts(cmds):
             fx = runner.apply_batch(0, [(offset, parse_command(value))])
             offset += 1
@@ -211,10 +216,8 @@ def main() -> None:
         t0 = time.thread_time()
         per: dict[str, list] = {}
         for k, value in enumerate(events[start:start + EVENTS_PER_RUN]):
-            for i, raw in enumerate(parse_raw(value, 0, start + k, time.time())):
-                for receiver, cmd in route_alerts(CONFIG, raw):
-                    cmd["src"] = [0, start + k, i]
-                    per.setdefault(receiver, []).append((cmd, command(**cmd)))
+            for receiver, cmd, data in routed(CONFIG, value, start + k, time.time()):
+                per.setdefault(receiver, []).append((cmd, data))
         packed = {r: pack_alerts(c) for r, c in per.items()}
         t1 = time.thread_time()
         for receiver, values in packed.items():
