@@ -619,3 +619,53 @@ def test_a_restarted_worker_reads_the_outbox_whatever_changed_it(ops):
                     assert len(value) <= store.PAGE_BYTES + 1 or len(json.loads(value)) == 1, (op, n, at)
     finally:
         store.PAGE_BYTES = old
+
+
+# ---------------------------------------------------------------- view ranks
+def _view_ops():
+    # (asset, seconds later): each flips its asset between firing and
+    # resolved (a state change, written at once; a repeat within the cooldown
+    # is written later, docs/alerting.md "On Kafka"); few assets and few
+    # distinct times, so ranks tie and cross the floor often
+    return st.lists(st.lists(st.tuples(st.integers(0, 11), st.sampled_from([0, 0, 1, 2])), max_size=6),
+                    min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_view_ops(), st.integers(1, 6))
+def test_a_view_kept_from_changes_is_the_view_a_fresh_publisher_walks(rounds, limit):
+    """Above its limit a partition's view keeps every firing alert ranked and
+    moves what the changes moved across the floor: after each publish the
+    hash is the one a publisher walking every episode writes."""
+    import asyncio
+
+    from alerting.view import ViewPublisher
+
+    cfg = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"]},
+        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+    })
+    now = [1000.0]
+    runner = FunnelRunner(cfg, {}, lambda: now[0])
+    ps = runner.state(0)
+    r = FakeRedis()
+    pub = ViewPublisher(r, "p", cfg, limit=limit)
+    changes = ps.watch("view")
+    off, firing = 0, set()
+    for ops in rounds:
+        for asset, later in ops:
+            firing ^= {asset}
+            status = "firing" if asset in firing else "resolved"
+            now[0] += later
+            _r, cmd = route_alert(cfg, RawAlert(f"e{off}", {
+                "rule": "R", "asset": f"h{asset:02d}", "severity": "warning", "status": status}, now[0]))
+            cmd["src"] = [0, off, 0]
+            runner.apply(0, off, parse_command(command(**cmd)))
+            off += 1
+        asyncio.run(pub.publish(0, ps.funnel.state, now=now[0], force=True, changes=changes))
+        fresh = ViewPublisher(r2 := FakeRedis(), "p", cfg, limit=limit)
+        asyncio.run(fresh.publish(0, ps.funnel.state, now=now[0], force=True))
+        got, want = r.hashes[pub.key(0)], r2.hashes[fresh.key(0)]
+        assert _alerts(got) == _alerts(want)
+        assert json.loads(got["~meta"]) == json.loads(want["~meta"])
