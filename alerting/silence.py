@@ -16,7 +16,7 @@ import functools
 import json
 import re
 
-import regex
+import re2
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -39,26 +39,50 @@ class SilenceRefused(FieldError):
         super().__init__(field, problem, accepted, code)
 
 
-#: Longest a regex matcher may run on one label value, seconds; a pattern with
-#: catastrophic backtracking (``(a+)+$``) must not stall the funnel worker.
-REGEX_TIMEOUT = 0.05
-#: Label values longer than this are cut before regex matching (characters).
-REGEX_MAX_INPUT = 4096
+def _re2_options():
+    opts = re2.Options()
+    opts.dot_nl = True  # as the matcher always did: ``.`` also matches a newline
+    opts.log_errors = False  # a bad pattern is the caller's error, raised, not logged
+    return opts
+
+
+_RE2_OPTIONS = _re2_options()
 
 
 @functools.lru_cache(maxsize=4096)
 def _anchored(pattern: str):
-    return regex.compile(f"^(?:{pattern})$", regex.S | regex.V0)
+    """``pattern`` compiled anchored (``^(?:pattern)$``) with RE2, the syntax
+    and linear-time matching of Go's ``regexp`` that Alertmanager uses: a
+    pattern such as ``(?:a|a)*\\d`` costs time linear in the value, not
+    exponential, and what Go refuses (backreferences, possessive
+    quantifiers, lookaround) is refused here too.
+
+    Raises:
+        re2.error: not a valid RE2 pattern.
+    """
+    return re2.compile(f"^(?:{pattern})$", _RE2_OPTIONS)
 
 
-def regex_hit(pattern: str, value: str) -> bool | None:
-    """Whether ``value`` fully matches ``pattern``; None when matching ran out
-    of time (the caller fails closed: such a matcher matches nothing)."""
+def regex_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is not a valid matcher regex (RE2's words, about the
+    pattern as given, not the anchored one), or None when it is valid."""
     try:
-        return _anchored(pattern).match(value[:REGEX_MAX_INPUT],
-                                        timeout=REGEX_TIMEOUT) is not None
-    except TimeoutError:
-        return None
+        _anchored(pattern)
+    except re2.error as e:
+        text = e.args[0] if e.args else str(e)
+        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+        return text.replace(f"^(?:{pattern})$", pattern)
+    return None
+
+
+def regex_hit(pattern: str, value: str) -> bool:
+    """Whether ``value`` fully matches ``pattern`` (:func:`_anchored`).
+
+    Raises:
+        re2.error: not a valid RE2 pattern (callers validate patterns
+            when a matcher is made, :func:`parse_matcher`).
+    """
+    return _anchored(pattern).match(value) is not None
 
 
 @dataclass(frozen=True)
@@ -77,8 +101,6 @@ class Matcher:
         if self.op == "!=":
             return v != self.value
         hit = regex_hit(self.value, v)
-        if hit is None:  # pathological pattern: match nothing, mute nothing
-            return False
         return hit if self.op == "=~" else not hit
 
     def __str__(self) -> str:
@@ -265,10 +287,10 @@ def parse_matcher(spec: Any) -> Matcher:
     if op not in OPERATORS:
         raise ValueError(f"bad matcher operator {op!r} (use =, !=, =~ or !~)")
     if op in ("=~", "!~"):
-        try:
-            _anchored(value)
-        except regex.error as e:
-            raise ValueError(f"bad regex {value!r} in matcher for {name!r}: {e}") from None
+        problem = regex_problem(value)
+        if problem is not None:
+            raise ValueError(f"bad regex {value!r} in matcher for {name!r}: {problem} "
+                             "(RE2 syntax, as Go's regexp in Alertmanager)")
     return Matcher(name, op, value)
 
 

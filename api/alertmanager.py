@@ -52,8 +52,8 @@ from pydantic import BaseModel, Field
 
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
-from alerting.silence import (Matcher, Silence, SilenceRefused, _anchored, create_silence,
-                              parse_matcher, parse_matchers, regex_hit)
+from alerting.silence import (Matcher, Silence, SilenceRefused, create_silence, parse_matcher,
+                              parse_matchers, regex_hit, regex_problem)
 from alerting.view import read_views
 from api.alerting_edge import _public_field, _public_text, scrub_text
 from plait.callers import Caller
@@ -247,11 +247,10 @@ def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
     """
     if pattern is None:
         return None
-    try:
-        _anchored(pattern)
-    except Exception as e:
-        raise FieldError("receiver", f"is not a valid regex: {e}", "a regex such as oncall|ops.*",
-                         "regex") from None
+    problem = regex_problem(pattern)
+    if problem is not None:
+        raise FieldError("receiver", f"is not a valid regex: {problem}",
+                         "a regex (RE2 syntax) such as oncall|ops.*", "regex")
     return lambda receivers: any(regex_hit(pattern, r.get("name", "")) for r in receivers)
 
 
