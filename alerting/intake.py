@@ -288,12 +288,18 @@ def from_native(raw: Any, now: float) -> Alert:
 def from_alertmanager_alert(raw: Any, now: float,
                             asset_labels: tuple[str, ...] = ("asset", "instance", "host", "node"),
                             default_severity: Severity = Severity.WARNING,
-                            prefix: str = "") -> Alert:
+                            prefix: str = "", resolve_timeout: float = 300.0) -> Alert:
     """Normalize one Alertmanager / Prometheus alert (see module doc).
 
     ``rule`` = ``labels.alertname``; ``asset`` = the first present label of
     ``asset_labels`` (``""`` when none); ``severity`` = ``labels.severity`` or
     ``default_severity``; status from ``endsAt`` against ``now`` (seconds).
+    As Alertmanager's ``postAlerts`` (``api/v2/api.go``, then
+    ``model.Alert.Validate``): labels with an empty or null value are
+    dropped (``removeEmptyLabels``: the same alert, the same fingerprint); a
+    missing ``startsAt`` is ``endsAt`` or ``now``, a missing ``endsAt`` is
+    ``now`` + ``resolve_timeout`` (seconds), and an end before the start is
+    refused ("start time must be before end time").
 
     Raises:
         AlertRejected: naming the bad field, prefixed by ``prefix`` (``"[1]."``).
@@ -304,7 +310,7 @@ def from_alertmanager_alert(raw: Any, now: float,
                             "an object with labels, annotations, startsAt, endsAt, generatorURL",
                             "type")
     raw, repaired = _repair(raw)
-    labels = _str_map(raw.get("labels"), prefix + "labels")
+    labels = {k: v for k, v in _str_map(raw.get("labels"), prefix + "labels").items() if v != ""}
     if not labels:
         raise AlertRejected(prefix + "labels", "is required and must not be empty")
     rule = _text(labels.get("alertname"), prefix + "labels.alertname")
@@ -314,6 +320,12 @@ def from_alertmanager_alert(raw: Any, now: float,
         severity = parse_severity(labels["severity"], prefix + "labels.severity")
     starts = parse_time(raw.get("startsAt"), prefix + "startsAt")
     ends = parse_time(raw.get("endsAt"), prefix + "endsAt")
+    if (ends if ends is not None else now + resolve_timeout) < (
+            starts if starts is not None else ends if ends is not None else now):
+        raise AlertRejected(prefix + ("endsAt" if ends is not None else "startsAt"),
+                            "start time must be before end time",
+                            f"startsAt no later than endsAt (a missing endsAt is now + "
+                            f"resolve_timeout, {resolve_timeout:g} s)", "range")
     resolved = ends is not None and ends <= now
     return Alert(
         rule=rule, asset=asset, severity=severity,

@@ -176,7 +176,8 @@ def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
     if config is None:
         return {}
     return {"asset_labels": tuple(config.normalize.asset_labels),
-            "default_severity": Severity[config.normalize.default_severity.upper()]}
+            "default_severity": Severity[config.normalize.default_severity.upper()],
+            "resolve_timeout": config.timing.resolve_timeout}
 
 
 def route_alerts(config: AlertingConfig, raw: RawAlert) -> list[tuple[str, dict[str, Any]]]:

@@ -381,7 +381,7 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
         good, errors = [], []
         for i, a in enumerate(doc):
             if isinstance(a, dict) and isinstance(a.get("labels"), dict):  # removeEmptyLabels
-                a = dict(a, labels={k: v for k, v in a["labels"].items() if v != ""})
+                a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
             try:
                 from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
             except AlertRejected as e:

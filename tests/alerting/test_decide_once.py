@@ -57,7 +57,7 @@ def test_continue_routes_get_one_command_each_with_the_alertmanager_fingerprint(
 
     am = {"labels": {"alertname": "Disk", "instance": "db1", "severity": "critical", "team": "db"},
           "startsAt": "2026-11-30T03:00:00Z"}
-    got = route_alerts(TREE, RawAlert("e1:0", am, 1.0))
+    got = route_alerts(TREE, RawAlert("e1:0", am, 1_796_007_660.0))  # a minute after startsAt
     assert [(k, c["receiver"], c["route"], c.get("copy", 0)) for k, c in got] == [
         ("dba", "dba", "0.0.0", 0), ("audit", "audit", "0.1", 1)]
     alert = Alert.from_dict(got[0][1]["alert"])

@@ -127,6 +127,32 @@ def test_wrong_types_and_huge_label_sets_are_400_naming_the_field(client, sent, 
     assert field in resp.json() and sent == []
 
 
+@pytest.mark.parametrize("times, field", [
+    # Alertmanager: a missing endsAt is now + resolve_timeout, then "start time must be before end time"
+    ({"startsAt": _iso(NOW + timedelta(days=365))}, "[0].startsAt"),
+    ({"startsAt": _iso(NOW), "endsAt": _iso(NOW - timedelta(minutes=5))}, "[0].endsAt"),
+])
+def test_an_alert_ending_before_it_starts_is_refused_as_alertmanager_does(client, sent, times, field):
+    resp = client.post("/api/v2/alerts", json=[am_alert() | times, am_alert(instance="ok")])
+    assert resp.status_code == 400, resp.text
+    assert resp.json().startswith("1 of 2 alerts refused, 1 accepted") and field in resp.json()
+    assert "start time must be before end time" in resp.json()
+    assert [a["labels"].get("instance") for a in sent_alerts(sent)] == ["ok"]
+
+
+def test_a_label_sent_as_null_is_dropped_as_alertmanager_drops_empty_labels(client, sent):
+    from alerting.intake import from_alertmanager_alert
+
+    with_null = am_alert(instance="api-1") | {"labels": {"alertname": "PodDown", "instance": "api-1",
+                                                         "team": None, "zone": ""}}
+    resp = client.post("/api/v2/alerts", json=[with_null])
+    assert resp.status_code == 200, resp.text
+    assert sent_alerts(sent)[0]["labels"] == {"alertname": "PodDown", "instance": "api-1"}
+    # the same on the Kafka path: the alert is the one without those labels
+    a = from_alertmanager_alert(with_null, NOW.timestamp())
+    assert a.labels == {"alertname": "PodDown", "instance": "api-1"}
+
+
 @pytest.mark.parametrize("raw", [b"", b"   ", b"[{", b"\xff\xfe", b"null"])
 def test_empty_or_broken_bodies_are_400_naming_the_body(client, sent, raw):
     resp = client.post("/api/v2/alerts", content=raw, headers={"Content-Type": "application/json"})
