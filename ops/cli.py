@@ -180,7 +180,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
                 "PLAIT_DEMO_DATA_API_URL": f"{stack.demo_data_api}/data",
                 "PLAIT_BROKER_URL": stack.env["PLAIT_BROKER_URL"],
                 "PLAIT_REDIS_URL": stack.env["PLAIT_REDIS_URL"],
-                "PLAIT_REDIS_PREFIX": stack.env["PLAIT_REDIS_PREFIX"]}
+                "PLAIT_REDIS_PREFIX": stack.redis_prefix}
         if stack.env.get("PLAIT_TOPIC_PREFIX"):
             urls["PLAIT_TOPIC_PREFIX"] = stack.env["PLAIT_TOPIC_PREFIX"]
         dev_file = write_dev_env(urls)

@@ -138,6 +138,12 @@ class Stack:
         """The worker processes started (name -> process)."""
         return {n: p for n, p in self.procs.items() if n.startswith("worker")}
 
+    @property
+    def redis_prefix(self) -> str:
+        """The Redis key prefix the children use: the stack's own, else the
+        caller's ``PLAIT_REDIS_PREFIX``, else the settings' default."""
+        return {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX") or Settings().redis_prefix
+
     def ready_workers(self) -> dict[int, int]:
         """Readiness records in Redis (``streams.readiness``): pid -> consumer
         group generation of each worker that has joined the group and consumes."""
@@ -145,7 +151,7 @@ class Stack:
 
         import redis
 
-        prefix = {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX", Settings().redis_prefix)
+        prefix = self.redis_prefix
         client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
         try:
             found = {}

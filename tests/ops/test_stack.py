@@ -42,3 +42,18 @@ def test_alerting_workers_fetch_with_a_short_wait_unless_set(tmp_path, monkeypat
     stack.env["PLAIT_FETCH_MAX_WAIT_MS"] = "50"
     stack.spawn_worker("a2", "alerting")
     assert envs["alerting"]["PLAIT_FETCH_MAX_WAIT_MS"] == "50"
+
+
+def test_the_redis_prefix_is_the_stacks_own_else_the_callers(tmp_path, monkeypatch):
+    """`plait dev` prints the prefix its children use: with PLAIT_REDIS_PREFIX
+    set by the caller the stack adds none of its own (it used to fail with
+    KeyError after starting everything)."""
+    from plait.settings import Settings
+
+    monkeypatch.setenv("PLAIT_REDIS_PREFIX", "mine-x")
+    assert Stack(tmp_path).redis_prefix == "mine-x"
+    own = Stack(tmp_path, {"PLAIT_REDIS_PREFIX": "own-y"})
+    own.env = {"PLAIT_REDIS_PREFIX": "own-y"}
+    assert own.redis_prefix == "own-y"
+    monkeypatch.delenv("PLAIT_REDIS_PREFIX")
+    assert Stack(tmp_path).redis_prefix == Settings().redis_prefix
