@@ -50,6 +50,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
 from alerting.silence import (Matcher, Silence, SilenceRefused, create_silence, parse_matcher,
@@ -427,7 +428,7 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
         for v in await current(now):
             if not keep(v, matchers, receivers, active, silenced, inhibited):
                 continue
-            glabels = v.pop("_group", None) or {}
+            glabels = am_group_labels(v.pop("_group", None) or {})
             for r in v.get("receivers") or []:
                 key = (tuple(sorted(glabels.items())), r["name"])
                 g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},

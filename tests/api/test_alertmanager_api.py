@@ -223,9 +223,11 @@ def test_get_alerts_reads_the_published_view_with_status(client, sent):
     assert got["api-2"]["status"] == {"state": "suppressed", "silencedBy": [sid], "inhibitedBy": []}
     hidden = client.get("/api/v2/alerts", params={"silenced": "false"}).json()
     assert sorted(a["labels"]["instance"] for a in hidden) == ["api-1", "db-1"]
-    # groups: by receiver and the config's group_by (rule)
+    # groups: by receiver and the config's group_by ([rule]), labelled as the webhook's
+    # groupLabels are (Plait's rule is Alertmanager's alertname)
     groups = client.get("/api/v2/alerts/groups").json()
-    assert sorted((g["receiver"]["name"], g["labels"]["rule"], len(g["alerts"])) for g in groups) == [
+    assert all(set(g["labels"]) == {"alertname"} for g in groups), groups
+    assert sorted((g["receiver"]["name"], g["labels"]["alertname"], len(g["alerts"])) for g in groups) == [
         ("dba", "DiskFull", 1), ("oncall", "PodDown", 2)]
     groups = client.get("/api/v2/alerts/groups", params={"silenced": "false",
                                                          "filter": "alertname=PodDown"}).json()
