@@ -228,8 +228,15 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         """(the JSON body with lone surrogates replaced, characters replaced).
 
         Raises:
-            AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON.
+            AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON,
+                or sent with a Content-Type other than JSON (none is taken
+                as JSON; Alertmanager answers such a body 415).
         """
+        ctype = request.headers.get("content-type")
+        media = (ctype or "").split(";")[0].strip().lower()
+        if ctype is not None and media != "application/json" and not media.endswith("+json"):
+            raise AlertRejected("body", f"was sent with Content-Type {ctype[:64]!r}",
+                                "a JSON body sent with Content-Type: application/json", "content_type")
         raw = await request.body()
         if len(raw) > MAX_BODY:
             raise AlertRejected("body", f"is {len(raw)} bytes", f"at most {MAX_BODY} bytes; "

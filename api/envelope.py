@@ -57,8 +57,12 @@ def alertmanager_error(exc: PlaitError) -> JSONResponse:
     amtool and Prometheus decode nothing else): 400 for caller input (a
     :class:`FieldError`, whose text names each field), else the error's status.
     Authentication errors are not answered here (Alertmanager has none; they
-    keep the envelope)."""
-    return JSONResponse(exc.message, status_code=400 if isinstance(exc, FieldError) else exc.status)
+    keep the envelope). A body that is not JSON by its Content-Type is 415,
+    as Alertmanager answers it."""
+    status = exc.status
+    if isinstance(exc, FieldError):
+        status = 415 if exc.code == "content_type" else 400
+    return JSONResponse(exc.message, status_code=status)
 
 
 def _answer(request: Request, exc: PlaitError) -> JSONResponse:

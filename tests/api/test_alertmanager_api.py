@@ -153,6 +153,22 @@ def test_a_label_sent_as_null_is_dropped_as_alertmanager_drops_empty_labels(clie
     assert a.labels == {"alertname": "PodDown", "instance": "api-1"}
 
 
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_not_sent_as_json_is_refused_by_its_content_type(client, sent, ctype):
+    body = json.dumps([am_alert()]).encode()
+    resp = client.post("/api/v2/alerts", content=body, headers={"Content-Type": ctype})
+    assert resp.status_code == 415 and resp.json().startswith("body") and ctype in resp.json()
+    native = json.dumps({"rule": "Disk", "asset": "h1", "severity": "info"}).encode()
+    resp = client.post("/alerts", content=native, headers={"Content-Type": ctype})
+    err = resp.json()["data"]["errors"][0]
+    assert resp.status_code == 422 and (err["field"], err["code"]) == ("body", "content_type")
+    assert sent == []
+    # no Content-Type at all is read as JSON, as before; a JSON suffix type is JSON
+    assert client.post("/api/v2/alerts", content=body).status_code == 200
+    assert client.post("/api/v2/alerts", content=body,
+                       headers={"Content-Type": "application/vnd.x+json; charset=utf-8"}).status_code == 200
+
+
 @pytest.mark.parametrize("raw", [b"", b"   ", b"[{", b"\xff\xfe", b"null"])
 def test_empty_or_broken_bodies_are_400_naming_the_body(client, sent, raw):
     resp = client.post("/api/v2/alerts", content=raw, headers={"Content-Type": "application/json"})
