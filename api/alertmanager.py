@@ -48,7 +48,7 @@ from typing import Any, Awaitable, Callable, Literal
 import yaml
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
@@ -115,8 +115,8 @@ class AMMatcher(BaseModel):
     """``matcher``: ``isRegex`` / ``isEqual`` pick ``=``, ``!=``, ``=~``, ``!~``."""
     name: str
     value: str
-    isRegex: bool
-    isEqual: bool = True
+    isRegex: StrictBool  # "yes", "false" or 1 are refused, as Alertmanager refuses them
+    isEqual: StrictBool = True
 
 
 class PostableSilence(BaseModel):
@@ -199,7 +199,7 @@ class AlertingContext:
     options: dict[str, Any]
     redis: Callable[[], Any]
     bearer: Callable[..., Awaitable[Caller | None]]
-    read_body: Callable[[Request], Awaitable[tuple[Any, int]]]
+    read_body: Callable[..., Awaitable[tuple[Any, int]]]
     publish: Callable[[list[Any], str, float], Awaitable[list[str]]]
     partitions: Callable[[], Awaitable[int]]
     save_silence: Callable[[Silence, float], Awaitable[dict[str, Any]]]
@@ -373,7 +373,7 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
         """Create alerts (``postAlerts``): each valid alert goes on; the bad
         ones are answered with 400 naming their index and field."""
         now = time.time()
-        doc, replaced = await ctx.read_body(request)
+        doc, replaced = await ctx.read_body(request, "a list of Alertmanager postableAlert objects")
         if not isinstance(doc, list):
             raise AlertRejected("body", f"must be a JSON list of alerts, got {type(doc).__name__}",
                                 "a list of Alertmanager postableAlert objects", "type")
@@ -472,8 +472,9 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
             try:
                 matchers.append(parse_matcher(m))
             except ValueError as e:
-                raise FieldError(f"matchers.{i}", str(e), "a valid regex when isRegex is true",
-                                 "matcher") from None
+                accepted = ("a valid regex (RE2 syntax) when isRegex is true" if "bad regex" in str(e)
+                            else "a non-empty string name and a string value")
+                raise FieldError(f"matchers.{i}", str(e), accepted, "matcher") from None
         prev = await ctx.load_silence(body["id"]) if body.get("id") else None
         if body.get("id") and prev is None:
             raise NotFound(f"silence {body['id']} not found")

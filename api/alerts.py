@@ -224,8 +224,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         503: {"model": str, "description": "A dependency (Kafka, Redis) did not answer; retry "
               "later (Alertmanager's shape: a JSON string)"}})
 
-    async def body(request: Request) -> tuple[Any, int]:
-        """(the JSON body with lone surrogates replaced, characters replaced).
+    async def body(request: Request, accepted: str = "an alert or a list of alerts") -> tuple[Any, int]:
+        """(the JSON body with lone surrogates replaced, characters replaced);
+        ``accepted`` says what the route takes, for the error.
 
         Raises:
             AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON,
@@ -244,7 +245,8 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         try:
             doc = parse_json_body(raw)
         except FieldError as e:  # the body itself: same field, as an alert rejection
-            raise AlertRejected(e.field, e.rule, e.accepted, e.code) from None
+            raise AlertRejected(e.field, e.rule, f"JSON ({accepted}), sent with "
+                                "Content-Type: application/json", e.code) from None
         doc, replaced = scrub_text(doc)
         if replaced:
             REPLACED.inc(replaced)

@@ -153,6 +153,15 @@ def test_a_label_sent_as_null_is_dropped_as_alertmanager_drops_empty_labels(clie
     assert a.labels == {"alertname": "PodDown", "instance": "api-1"}
 
 
+def test_errors_say_what_would_be_accepted_for_the_field_at_fault(client, sent):
+    resp = client.post("/api/v2/alerts", content=b"[{", headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400 and "a list of Alertmanager postableAlert objects" in resp.json()
+    bad_name = SILENCE | {"matchers": [{"name": "", "value": "x", "isRegex": False}]}
+    resp = client.post("/api/v2/silences", json=bad_name)
+    assert resp.status_code == 400 and resp.json().startswith("matchers.0")
+    assert "non-empty string name" in resp.json() and "regex" not in resp.json(), resp.json()
+
+
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded"])
 def test_a_body_not_sent_as_json_is_refused_by_its_content_type(client, sent, ctype):
     body = json.dumps([am_alert()]).encode()
@@ -345,6 +354,10 @@ def test_updating_a_silence_keeps_or_replaces_it_as_alertmanager(client, sent):
     ({"matchers": [{"name": "a", "value": "a++", "isRegex": True}]}, "matchers.0"),
     ({"matchers": [{"name": "a", "value": r"(?P<x>a)\1", "isRegex": True}]}, "matchers.0"),
     ({"matchers": [{"name": "a", "value": "(?=a)b", "isRegex": True}]}, "matchers.0"),
+    ({"matchers": [{"name": "a", "value": "x", "isRegex": "yes"}]}, "matchers.0.isRegex"),
+    ({"matchers": [{"name": "a", "value": "x", "isRegex": 1}]}, "matchers.0.isRegex"),
+    ({"matchers": [{"name": "a", "value": "x", "isRegex": False, "isEqual": "false"}]},
+     "matchers.0.isEqual"),
     ({"matchers": [{"name": "a", "value": ".*", "isRegex": True}]}, "matchers"),
     ({"createdBy": ""}, "createdBy"),
     ({"comment": 42}, "comment"),
