@@ -12,7 +12,7 @@ Paths, bodies and status codes follow Alertmanager's OpenAPI
     POST   /api/v2/silences          200 {"silenceID"}; 400; 404 (unknown id to update)
     GET    /api/v2/silence/{id}      gettableSilence; 404
     DELETE /api/v2/silence/{id}      200; 404
-    GET    /api/v2/status            alertmanagerStatus (config secrets redacted)
+    GET    /api/v2/status            alertmanagerStatus (the config as Alertmanager's, secrets redacted)
     GET    /api/v2/receivers         [receiver]
 
 Errors are raised (``plait.errors``) like everywhere else; the one handler
@@ -41,6 +41,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from urllib.parse import urlsplit
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Literal
@@ -295,17 +296,118 @@ def _ts(value: datetime) -> float:
     return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def _redacted_config(config: Any) -> str:
-    """The alerting YAML with receiver secrets and header values redacted
-    (Alertmanager shows ``<secret>``)."""
+SECRET = "<secret>"
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as an Alertmanager duration in its largest whole unit (``4h``,
+    ``5m``, ``30s``, ``1500ms``)."""
+    ms = round(seconds * 1000)
+    if ms == 0:
+        return "0s"
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def _am_names(names: list[str]) -> list[str]:
+    """Plait's ``rule`` is Alertmanager's ``alertname`` (as in ``groupLabels``)."""
+    return ["alertname" if n == "rule" else n for n in names]
+
+
+def _am_matchers(texts: list[str]) -> list[str]:
+    """Matchers with ``rule`` spelt ``alertname`` (Plait's matchers see both;
+    an Alertmanager user tests routes with ``alertname``)."""
+    out = []
+    for m in (parse_matcher(t) for t in texts):
+        out.append(str(Matcher("alertname", m.op, m.value) if m.name == "rule" else m))
+    return out
+
+
+def _redacted_url(url: str) -> str:
+    """``scheme://host[:port]/<secret>``: the path and query of a webhook URL
+    often carry its token (Alertmanager shows secret URLs as ``<secret>``;
+    amtool 0.25 reads a webhook ``url`` only as an http(s) URL)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}/{SECRET}" if parts.scheme and host else SECRET
+
+
+def _am_receiver(r: Any) -> dict[str, Any]:
+    resolved = {"send_resolved": r.send_resolved}
+    if r.type == "slack":
+        return {"name": r.name, "slack_configs": [{"api_url": SECRET, **resolved}]}
+    if r.type == "pagerduty":
+        return {"name": r.name, "pagerduty_configs": [{"routing_key": SECRET, **resolved}]}
+    if r.type == "opsgenie":
+        return {"name": r.name, "opsgenie_configs": [{"api_key": SECRET, **resolved}]}
+    if r.type == "email" and r.email is not None:
+        e = r.email
+        cfg = {"to": ", ".join(e.to), "from": e.from_, "smarthost": e.smarthost,
+               "require_tls": e.require_tls, **resolved}
+        if e.auth_username:
+            cfg |= {"auth_username": e.auth_username, "auth_password": SECRET}
+        return {"name": r.name, "email_configs": [cfg]}
+    # webhook and teams: Alertmanager 0.25 has no msteams_configs
+    cfg = {"url": _redacted_url(r.url), **resolved}
+    if r.max_alerts:
+        cfg["max_alerts"] = r.max_alerts
+    return {"name": r.name, "webhook_configs": [cfg]}
+
+
+def _am_route(route: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if route.receiver:
+        out["receiver"] = route.receiver
+    if route.group_by is not None:
+        out["group_by"] = _am_names(route.group_by)
+    for name in ("group_wait", "group_interval", "repeat_interval"):
+        if getattr(route, name) is not None:
+            out[name] = _duration(getattr(route, name))
+    out["matchers"] = _am_matchers(route.matchers)
+    if route.continue_:
+        out["continue"] = True
+    for name in ("mute_time_intervals", "active_time_intervals"):
+        if getattr(route, name):
+            out[name] = list(getattr(route, name))
+    if route.routes:
+        out["routes"] = [_am_route(r) for r in route.routes]
+    return out
+
+
+def alertmanager_config(config: Any) -> str:
+    """The alerting config as an Alertmanager configuration file, what
+    ``/api/v2/status`` ``config.original`` holds and amtool reads back
+    (``amtool config routes``, ``config routes test``; Alertmanager's
+    "Configuration" doc): ``global.resolve_timeout``, the route tree with
+    ``group_by`` / ``group_wait`` / ``group_interval`` / ``repeat_interval``,
+    receivers (one ``*_configs`` entry each, secrets as ``<secret>``; a
+    Teams receiver as a webhook), ``inhibit_rules`` and ``time_intervals``.
+    ``rule`` is spelt ``alertname`` in ``group_by``, ``equal`` and matchers. Plait's
+    own settings (token buckets, batch size, dedupe, delivery retries,
+    templates, payload format) have no Alertmanager field and are not
+    listed. "" without a config."""
     if config is None:
         return ""
-    data = config.model_dump(mode="json")
-    for r in data.get("receivers", []):
-        if r.get("secret"):
-            r["secret"] = "<secret>"
-        r["headers"] = {k: "<secret>" for k in r.get("headers") or {}}
-    return yaml.safe_dump(data, sort_keys=False)
+    t = config.timing
+    route = {"receiver": config.route.receiver, "group_by": _am_names(config.grouping.group_by),
+             "group_wait": _duration(t.group_wait), "group_interval": _duration(t.group_interval),
+             "repeat_interval": _duration(t.repeat_interval)}
+    if config.route.routes:
+        route["routes"] = [_am_route(r) for r in config.route.routes]
+    doc: dict[str, Any] = {"global": {"resolve_timeout": _duration(t.resolve_timeout)},
+                           "route": route, "receivers": [_am_receiver(r) for r in config.receivers]}
+    if config.inhibit_rules:
+        doc["inhibit_rules"] = [{"source_matchers": _am_matchers(r.source_matchers),
+                                 "target_matchers": _am_matchers(r.target_matchers),
+                                 "equal": _am_names(r.equal)} for r in config.inhibit_rules]
+    if config.time_intervals:
+        doc["time_intervals"] = [
+            {"name": ti.name, "time_intervals": [
+                {k: v for k, v in i.model_dump(mode="json").items() if v not in ([], None)}
+                for i in ti.time_intervals]} for ti in config.time_intervals]
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
 def _version() -> str:
@@ -526,12 +628,13 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
 
     @router.get("/api/v2/status", responses={200: {"model": AlertmanagerStatus}})
     async def get_status():
-        """Status (``getStatus``): no cluster; the alerting config, secrets redacted."""
+        """Status (``getStatus``): no cluster; the alerting config as Alertmanager's
+        (:func:`alertmanager_config`), secrets redacted."""
         return JSONResponse({
             "cluster": {"name": socket.gethostname(), "status": "disabled", "peers": []},
             "versionInfo": {"version": _version(), "revision": "", "branch": "plait",
                             "buildUser": "", "buildDate": "", "goVersion": "none (Plait, Python)"},
-            "config": {"original": _redacted_config(ctx.config)},
+            "config": {"original": alertmanager_config(ctx.config)},
             "uptime": format_time(_STARTED)})
 
     @router.get("/api/v2/receivers", responses={200: {"model": list[Receiver]}})

@@ -84,7 +84,9 @@ def plait(make_stack, tmp_path, receiver):
     """A stack whose funnel sends Alertmanager webhooks to ``receiver`` and
     whose ``/api/v2`` wants ``Bearer TOKEN``; waits until the funnel runs."""
     cfg = write_config(tmp_path / "alerting.yaml",
-                       [{"name": "am", "url": receiver.url("/am"), "format": "alertmanager"}], **FAST)
+                       [{"name": "am", "url": receiver.url("/am"), "format": "alertmanager"},
+                        {"name": "disks", "url": receiver.url("/disks"), "format": "alertmanager"}],
+                       [{"matchers": ['rule="DiskFull"'], "receiver": "disks"}], **FAST)
     stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_ALERTMANAGER_TOKEN=TOKEN)
 
     def running():
@@ -261,6 +263,12 @@ def test_amtool_silences_and_alert_queries(plait, receiver, tmp_path):
     out = json.loads(amtool(plait, tmp_path, "alert", "query", "alertname=PodDown",
                             "-o", "json").stdout)
     assert sorted(a["labels"]["pod"] for a in out) == ["api-1", "api-2"]
+    # amtool reads the config back as Alertmanager's: the routing tree, and which receiver
+    # an alert would reach (Plait's `rule` matcher is spelt alertname)
+    tree = amtool(plait, tmp_path, "config", "routes").stdout
+    assert "receiver: am" in tree and '{alertname="DiskFull"}  receiver: disks' in tree, tree
+    for labels, want in (("alertname=DiskFull", "disks"), ("alertname=PodDown", "am")):
+        assert amtool(plait, tmp_path, "config", "routes", "test", labels).stdout.split() == [want]
     # an unknown silence is an error amtool reports, not a crash
     bad = amtool(plait, tmp_path, "silence", "expire", "7d0d0c36-7a1d-4d8e-9a53-2f1d3c1b0a00",
                  check=False)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+import yaml
 
 from alerting.config import load_config
 from alerting.funnel import Funnel
@@ -379,6 +382,65 @@ def test_status_and_receivers(client):
     assert "change-me" not in st["config"]["original"] and "<secret>" in st["config"]["original"]
     assert st["uptime"].endswith("Z")
     assert client.get("/api/v2/receivers").json() == [{"name": "oncall"}, {"name": "dba"}]
+
+
+AMTOOL = shutil.which("amtool")
+EVERY_KIND = {
+    "receivers": [
+        {"name": "hook", "url": "https://user:pw@hooks.example.com/T0/secret-path?token=t1",
+         "secret": "hmac-key-1", "headers": {"X-Key": "header-secret"}, "max_alerts": 5},
+        {"name": "chat", "type": "slack", "url": "https://hooks.slack.com/services/T/B/slack-secret"},
+        {"name": "teams", "type": "teams", "url": "https://teams.example.com/wf/teams-secret"},
+        {"name": "pager", "type": "pagerduty", "routing_key": "pd-routing-key-secret"},
+        {"name": "genie", "type": "opsgenie", "api_key": "genie-key-secret"},
+        {"name": "mail", "type": "email", "email": {"to": "a@example.com, b@example.com",
+                                                      "from": "plait@example.com",
+                                                      "smarthost": "smtp.example.com:587",
+                                                      "auth_username": "u", "auth_password": "smtp-secret"}}],
+    "route": {"receiver": "hook", "routes": [
+        {"matchers": ['rule=~"Disk.*"'], "receiver": "pager", "continue": True, "group_wait": "1500ms",
+         "routes": [{"matchers": ['team="db"'], "receiver": "mail", "mute_time_intervals": ["nights"]}]},
+        {"matchers": ["severity=info"], "receiver": "chat", "group_by": ["rule", "asset"]}]},
+    "grouping": {"group_by": ["rule"]},
+    "timing": {"group_wait": 0, "group_interval": "5m", "repeat_interval": "4h", "resolve_timeout": "90s"},
+    "inhibit_rules": [{"source_matchers": ['rule="NodeDown"'], "target_matchers": ['severity!="critical"'],
+                       "equal": ["rule", "asset"]}],
+    "time_intervals": [{"name": "nights", "time_intervals": [
+        {"times": [{"start_time": "22:00", "end_time": "24:00"}], "weekdays": ["monday:friday"]}]}],
+}
+
+
+def test_the_status_config_is_an_alertmanager_config_without_secrets(tmp_path):
+    from alerting.config import parse_config
+    from api.alertmanager import alertmanager_config
+
+    text = alertmanager_config(parse_config(EVERY_KIND))
+    for secret in ("pw", "secret-path", "t1", "hmac-key-1", "header-secret", "slack-secret",
+                   "teams-secret", "pd-routing-key-secret", "genie-key-secret", "smtp-secret"):
+        assert secret not in text, secret
+    doc = yaml.safe_load(text)
+    assert doc["global"] == {"resolve_timeout": "90s"}
+    route = doc["route"]
+    assert (route["receiver"], route["group_by"], route["group_wait"], route["repeat_interval"]) == (
+        "hook", ["alertname"], "0s", "4h")
+    disk, info = route["routes"]
+    assert disk == {"receiver": "pager", "group_wait": "1500ms", "matchers": ['alertname=~"Disk.*"'],
+                    "continue": True, "routes": [{"receiver": "mail", "matchers": ['team="db"'],
+                                                  "mute_time_intervals": ["nights"]}]}
+    assert info["group_by"] == ["alertname", "asset"]
+    kinds = {r["name"]: next(k for k in r if k.endswith("_configs")) for r in doc["receivers"]}
+    assert kinds == {"hook": "webhook_configs", "chat": "slack_configs", "teams": "webhook_configs",
+                     "pager": "pagerduty_configs", "genie": "opsgenie_configs", "mail": "email_configs"}
+    hook = doc["receivers"][0]["webhook_configs"][0]
+    assert hook == {"url": "https://hooks.example.com/<secret>", "send_resolved": True, "max_alerts": 5}
+    assert doc["inhibit_rules"][0]["equal"] == ["alertname", "asset"]
+    if AMTOOL is None:
+        pytest.skip("amtool is absent (apt-get install prometheus-alertmanager): the rendered config "
+                    "was checked for shape, not by Alertmanager's own loader")
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(text)
+    out = subprocess.run([AMTOOL, "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
 
 
 def test_the_routes_are_described_in_openapi(client):
