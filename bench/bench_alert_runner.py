@@ -139,11 +139,9 @@ def steady(seconds: int, rate: float, ack_delay: float) -> None:
             cpu0, records = cpu, 0
 
 
-def full_collection(n: int) -> None:
-    """Open ``n`` groups, then time one full garbage collection (see the
-    module docstring)."""
-    gc.collect()
-    gc.freeze()  # what start-up made, as streams.app.tune_gc does
+def open_groups(n: int) -> FunnelRunner:
+    """A runner whose partition 0 holds ``n`` open groups of one delivered
+    alert each (alert i seen at 1,000,000 + i/1000 s)."""
     table = BatchedTable(_Store())
     runner = FunnelRunner(CONFIG, table, clock=lambda: 1_000_000.0)
     offset = 0
@@ -151,7 +149,7 @@ def full_collection(n: int) -> None:
         cmds = []
         for i in range(start, min(n, start + 500)):
             _eid, value = raw_envelope([{"rule": "Storm0", "asset": f"g{i:07d}", "severity": "info"}])
-            cmds += [(cmd, data) for _r, cmd, data in routed(CONFIG, value, i, 1_000_000.0)]
+            cmds += [(cmd, data) for _r, cmd, data in routed(CONFIG, value, i, 1_000_000.0 + i / 1000)]
         for value in pack_alerts(cmds):
             fx = runner.apply_batch(0, [(offset, parse_command(value))])
             offset += 1
@@ -159,6 +157,15 @@ def full_collection(n: int) -> None:
                 runner.apply_batch(0, [(offset, {"v": 1, "kind": "result", "message_id": m.id, "ok": True})])
                 offset += 1
         table.drain()
+    return runner
+
+
+def full_collection(n: int) -> None:
+    """Open ``n`` groups, then time one full garbage collection (see the
+    module docstring)."""
+    gc.collect()
+    gc.freeze()  # what start-up made, as streams.app.tune_gc does
+    runner = open_groups(n)
     t0 = time.perf_counter()
     gc.collect()
     print(json.dumps({"bench": "alert_runner_gc", "open_groups": len(runner.state(0).funnel.state["groups"]),

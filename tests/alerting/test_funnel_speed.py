@@ -379,6 +379,14 @@ def _alerts(hashes):
     return {k: v for k, v in hashes.items() if k != "~meta"}
 
 
+#: One receiver, each alert its own group, nothing sent before 30 s.
+VIEWED = parse_config({
+    "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+    "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"]},
+    "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
+})
+
+
 @pytest.mark.parametrize("limit", [10_000, 250])
 def test_a_view_publish_looks_at_the_alerts_that_changed_not_at_every_open_one(monkeypatch, limit):
     import asyncio
@@ -386,11 +394,7 @@ def test_a_view_publish_looks_at_the_alerts_that_changed_not_at_every_open_one(m
     from alerting import view
     from alerting.view import ViewPublisher
 
-    cfg = parse_config({
-        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
-        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"]},
-        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
-    })
+    cfg = VIEWED
     now = [1000.0]
     runner = FunnelRunner(cfg, {}, lambda: now[0])
     calls = []
@@ -641,11 +645,7 @@ def test_a_view_kept_from_changes_is_the_view_a_fresh_publisher_walks(rounds, li
 
     from alerting.view import ViewPublisher
 
-    cfg = parse_config({
-        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
-        "route": {"receiver": "oncall"}, "grouping": {"group_by": ["rule", "asset"]},
-        "timing": {"group_wait": 30, "group_interval": 30, "repeat_interval": 300},
-    })
+    cfg = VIEWED
     now = [1000.0]
     runner = FunnelRunner(cfg, {}, lambda: now[0])
     ps = runner.state(0)
