@@ -171,7 +171,8 @@ class _Shown:
     every firing episode ranked (:func:`_rank`), so that which ones are
     shown follows from what changed, not from a walk of all of them.
     ``floor``: the least rank shown when not every firing episode is, else
-    None. About 100 bytes per firing episode beside the funnel's own (measured with tracemalloc at 50,000)."""
+    None. About 100 bytes per firing episode beside the funnel's own
+    (tracemalloc, 50,000 firing)."""
 
     __slots__ = ("views", "members", "ranks", "order", "floor")
 
