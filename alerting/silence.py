@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from alerting.intake import parse_time
+from alerting.intake import parse_time, repair_text
 from plait.errors import FieldError
 
 OPERATORS = ("=~", "!~", "!=", "=")
@@ -72,6 +72,8 @@ def regex_problem(pattern: str) -> str | None:
         text = e.args[0] if e.args else str(e)
         text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
         return text.replace(f"^(?:{pattern})$", pattern)
+    except UnicodeEncodeError:
+        return "holds a lone UTF-16 surrogate, which is not Unicode text"
     return None
 
 
@@ -82,7 +84,10 @@ def regex_hit(pattern: str, value: str) -> bool:
         re2.error: not a valid RE2 pattern (callers validate patterns
             when a matcher is made, :func:`parse_matcher`).
     """
-    return _anchored(pattern).match(value) is not None
+    try:
+        return _anchored(pattern).match(value) is not None
+    except UnicodeEncodeError:  # a lone surrogate: matched as the U+FFFD intake makes of it
+        return _anchored(pattern).match(repair_text(value)[0]) is not None
 
 
 @dataclass(frozen=True)

@@ -39,3 +39,9 @@ def test_what_go_regexp_refuses_is_refused_naming_the_pattern_as_given(pattern):
     assert repr(pattern) in str(e.value) and "^(?:" not in str(e.value)
 
 
+def test_a_lone_surrogate_is_matched_as_u_fffd_and_refused_in_a_pattern():
+    # the old engine matched str as it was; RE2 takes UTF-8, which a lone surrogate is not
+    assert Matcher("msg", "=~", "cut .*").matches({"msg": "cut \ud83d"})
+    assert Matcher("msg", "=~", "cut \ufffd").matches({"msg": "cut \ud83d"})
+    with pytest.raises(ValueError, match="surrogate"):
+        parse_matcher({"name": "msg", "value": "cut \ud83d", "isRegex": True})
