@@ -40,8 +40,7 @@ class SilenceRefused(FieldError):
 
 
 def _re2_options():
-    opts = re2.Options()
-    opts.dot_nl = True  # as the matcher always did: ``.`` also matches a newline
+    opts = re2.Options()  # Go's defaults: ``.`` does not match a newline unless ``(?s)``
     opts.log_errors = False  # a bad pattern is the caller's error, raised, not logged
     return opts
 

@@ -45,3 +45,11 @@ def test_a_lone_surrogate_is_matched_as_u_fffd_and_refused_in_a_pattern():
     assert Matcher("msg", "=~", "cut \ufffd").matches({"msg": "cut \ud83d"})
     with pytest.raises(ValueError, match="surrogate"):
         parse_matcher({"name": "msg", "value": "cut \ud83d", "isRegex": True})
+
+
+def test_dot_does_not_match_a_newline_as_in_go_regexp():
+    # Alertmanager (Go's regexp, no (?s)): a silence v=~"x.y" leaves v="x\ny" active
+    assert not Matcher("v", "=~", "x.y").matches({"v": "x\ny"})
+    assert not Matcher("v", "=~", ".*").matches({"v": "a\nb"})
+    assert Matcher("v", "=~", "(?s)x.y").matches({"v": "x\ny"})
+    assert Matcher("v", "!~", "x.y").matches({"v": "x\ny"})
