@@ -245,10 +245,12 @@ class ViewPublisher:
         to write, episode keys to delete)`` against ``old`` (None: nothing
         published), reusing ``old``'s bytes where the signature is unchanged."""
         groups = state.get("groups", {})
-        firing = {fp: ep for fp, ep in list(state.get("episodes", {}).items())
-                  if _rank(fp, ep) is not None}
+        firing: dict[str, dict[str, Any]] = {}
         new = _Shown()
-        new.ranks = {fp: _rank(fp, ep) for fp, ep in firing.items()}
+        for fp, ep in list(state.get("episodes", {}).items()):
+            rank = _rank(fp, ep)
+            if rank is not None:
+                firing[fp], new.ranks[fp] = ep, rank
         new.order = SortedList(new.ranks.values())
         new.floor = self._floor(new)
         last = old.views if old is not None else {}

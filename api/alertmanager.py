@@ -306,7 +306,7 @@ def _duration(seconds: float) -> str:
     if ms == 0:
         return "0s"
     for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms and ms % size == 0:
+        if ms % size == 0:
             return f"{ms // size}{unit}"
     return f"{ms}ms"
 
@@ -483,7 +483,9 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
             raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
         good, errors = [], []
         for i, a in enumerate(doc):
-            if isinstance(a, dict) and isinstance(a.get("labels"), dict):  # removeEmptyLabels
+            # removeEmptyLabels, as intake does too: here so the record's ordering key
+            # (``publish``) sees the label set intake identifies the alert by
+            if isinstance(a, dict) and isinstance(a.get("labels"), dict):
                 a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
             try:
                 from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
