@@ -52,19 +52,25 @@ _CHANGE_ORDER = {"resolved": 0, "escalated": 1, "new": 2, None: 3}
 
 
 def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, dict[str, str]]:
-    """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``."""
+    """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``.
+
+    The group labels are the ``group_by`` labels the alert has: one it lacks
+    (or has empty: Prometheus drops empty labels) is left out, as in
+    Alertmanager's ``getGroupLabels`` (dispatch.go), so a webhook's
+    ``groupLabels`` never shows ``"team": ""``. The id hashes every
+    ``group_by`` name, a missing one as ``""``: the ids groups always had."""
     labels = alert.match_labels()
-    glabels = {n: labels.get(n, "") for n in group_by}
-    doc = [receiver, sorted(glabels.items())]
+    keyed = {n: labels.get(n, "") for n in group_by}
+    doc = [receiver, sorted(keyed.items())]
     try:  # orjson writes json.dumps's bytes for ASCII text but DEL (checked on the output)
-        if type(receiver) is not str or not all(type(v) is str for v in glabels.values()):
+        if type(receiver) is not str or not all(type(v) is str for v in keyed.values()):
             raise TypeError
         canonical = orjson.dumps(doc)
         if not canonical.isascii() or b"\x7f" in canonical:
             raise TypeError
     except TypeError:  # non-ASCII (json.dumps escapes it), a lone surrogate: the stdlib
         canonical = json.dumps(doc, separators=(",", ":")).encode()
-    return hashlib.sha256(canonical).hexdigest()[:16], glabels
+    return hashlib.sha256(canonical).hexdigest()[:16], {n: v for n, v in keyed.items() if v}
 
 
 def new_group(gid: str, receiver: str, labels: dict[str, str], now: float) -> dict[str, Any]:

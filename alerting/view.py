@@ -62,7 +62,7 @@ from alerting.dedupe import labelset_fingerprint
 from alerting.intake import format_time
 from alerting.model import Alert
 from alerting.store import compact
-from alerting.wire import receiver_for
+from alerting.routing import route_by_id, routes_for
 from plait import keys as K
 
 log = logging.getLogger("plait.alerting")
@@ -106,14 +106,23 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     Args:
         ep: a funnel episode (``alerting.dedupe``: ``alert``, ``started_at``,
             ``last_seen``, ``group``, ``silenced_by``, optional ``inhibited_by``).
-        config: the :class:`~alerting.config.AlertingConfig` (routes, group_by).
-        groups: the funnel's open groups (the episode's receiver when grouped).
+        config: the :class:`~alerting.config.AlertingConfig` (routes).
+        groups: the funnel's open groups: a grouped episode's receiver and
+            ``_group`` are its group's; an ungrouped one's come from its
+            route (``ep["route"]``, else the first it reaches), the group
+            labels from that route's own ``group_by``, missing ones left out
+            (:func:`alerting.group.group_key`).
     """
     alert = Alert.from_dict(ep["alert"])
     group = groups.get(ep.get("group") or "")
-    receiver = group["receiver"] if group else receiver_for(config, alert)
-    match = alert.match_labels()  # group_key's labels, without hashing a group id
-    glabels = {n: match.get(n, "") for n in config.grouping.group_by}
+    if group:  # grouped: its receiver and labels (its route's group_by)
+        receiver, glabels = group["receiver"], group["labels"]
+    else:  # not grouped (silenced, inhibited): the route it was taken for, else its first
+        route = route_by_id(config, ep["route"]) if ep.get("route") else None
+        match = alert.match_labels()  # group_key's labels, without hashing a group id
+        route = route or routes_for(config, match)[0]
+        receiver = route.receiver
+        glabels = {n: v for n in route.group_by if (v := match.get(n))}
     labels = am_labels(alert)
     silenced = [ep["silenced_by"]] if ep.get("silenced_by") else []
     inhibited = _inhibitors(ep)
