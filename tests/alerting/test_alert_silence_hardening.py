@@ -32,7 +32,8 @@ def test_a_pathological_regex_gets_its_true_answer_in_linear_time(pattern, value
     assert Matcher("rule", "!~", pattern).matches({"rule": value}) is not hit
 
 
-@pytest.mark.parametrize("pattern", ["a++", r"(?P<x>a)\1", "(?=a)b", "(?<!a)b", "("])
+@pytest.mark.parametrize("pattern", ["a++", r"(?P<x>a)\1", "(?=a)b", "(?<!a)b", "(", r"caf\C+",
+                                     r"\Qa\E\C"])
 def test_what_go_regexp_refuses_is_refused_naming_the_pattern_as_given(pattern):
     with pytest.raises(ValueError) as e:
         parse_matcher(f'rule=~"{pattern.replace(chr(92), chr(92) * 2)}"')
@@ -53,3 +54,29 @@ def test_dot_does_not_match_a_newline_as_in_go_regexp():
     assert not Matcher("v", "=~", ".*").matches({"v": "a\nb"})
     assert Matcher("v", "=~", "(?s)x.y").matches({"v": "x\ny"})
     assert Matcher("v", "!~", "x.y").matches({"v": "x\ny"})
+
+
+def test_compiled_patterns_are_kept_within_a_count_and_an_instruction_budget():
+    from alerting import silence
+
+    # given a matcher in use (a silence's, a route's) ...
+    kept = parse_matcher('pod=~"api-.*"')
+    assert kept.matches({"pod": "api-1"})
+    # ... then more distinct patterns than the cache holds, ~1,000 RE2 instructions each
+    for i in range(1100):
+        assert regex_hit(f"x{{1000}}{i}", "x" * 1000 + str(i))
+    # then the cache holds at most its budget of patterns and instructions, not all of them
+    assert 0 < len(silence._compiled) <= silence.PATTERN_CACHE_PATTERNS
+    size = sum(rx.programsize for rx in silence._compiled.values())
+    assert size == silence._compiled_size <= silence.PATTERN_CACHE_INSTRUCTIONS
+    assert len(silence._compiled) < 1100
+    # and the matcher in use still matches, on what it compiled, without recompiling
+    rx = kept._rx
+    assert kept.matches({"pod": "api-2"}) and not kept.matches({"pod": "web-1"})
+    assert kept._rx is rx
+
+
+def test_a_quoted_or_escaped_backslash_c_is_literal_text_as_in_go():
+    # \Q...\E quotes (Go takes it); \\C is a backslash then C
+    assert parse_matcher({"name": "p", "value": r"\Qa\C\E", "isRegex": True}).matches({"p": "a\\C"})
+    assert parse_matcher({"name": "p", "value": r"a\\C", "isRegex": True}).matches({"p": "a\\C"})
