@@ -332,7 +332,7 @@ def from_alertmanager_alert(raw: Any, now: float,
         status=Status.RESOLVED if resolved else Status.FIRING,
         labels=labels,
         annotations=_str_map(raw.get("annotations"), prefix + "annotations", MAX_ANNOTATIONS),
-        time=ends if resolved else now, starts_at=starts,
+        time=ends if resolved else now, starts_at=starts if starts is not None else ends,
         ends_at=ends,  # firing: the future endsAt, when it resolves unless re-sent
         generator_url=_text(raw.get("generatorURL"), prefix + "generatorURL", required=False),
         source="alertmanager", invalid_unicode=repaired,

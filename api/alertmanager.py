@@ -49,7 +49,7 @@ from typing import Any, Awaitable, Callable, Literal
 import yaml
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, Field, StrictBool
+from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
@@ -118,6 +118,13 @@ class AMMatcher(BaseModel):
     value: str
     isRegex: StrictBool  # "yes", "false" or 1 are refused, as Alertmanager refuses them
     isEqual: StrictBool = True
+
+    @field_validator("isEqual", mode="before")
+    @classmethod
+    def _null_is_default(cls, v: Any) -> Any:
+        """``"isEqual": null`` is the default (true), as Alertmanager's
+        ``*bool`` with ``default: true`` reads it."""
+        return True if v is None else v
 
 
 class PostableSilence(BaseModel):

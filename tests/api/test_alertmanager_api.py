@@ -143,6 +143,15 @@ def test_an_alert_ending_before_it_starts_is_refused_as_alertmanager_does(client
     assert [a["labels"].get("instance") for a in sent_alerts(sent)] == ["ok"]
 
 
+def test_an_alert_with_only_an_end_starts_at_its_end_as_alertmanager_has_it(client):
+    # Alertmanager's postAlerts: a missing startsAt is endsAt when one is given, else now
+    ends = _iso(NOW + timedelta(minutes=10))
+    only_end = {"labels": {"alertname": "PodDown", "instance": "api-9"}, "endsAt": ends}
+    publish_view(client, [only_end])
+    got = client.get("/api/v2/alerts").json()
+    assert got[0]["startsAt"] == got[0]["endsAt"] == ends, got
+
+
 def test_a_label_sent_as_null_is_dropped_as_alertmanager_drops_empty_labels(client, sent):
     from alerting.intake import from_alertmanager_alert
 
@@ -288,6 +297,16 @@ def test_bad_query_parameters_are_400_naming_them(client, params, field):
 
 
 # -- silences: one store ---------------------------------------------------------------------
+
+def test_is_equal_null_is_the_default_true_as_alertmanager_reads_it(client, sent):
+    body = SILENCE | {"matchers": [{"name": "alertname", "value": "PodDown", "isRegex": False,
+                                    "isEqual": None}]}
+    resp = client.post("/api/v2/silences", json=body)
+    assert resp.status_code == 200, resp.text
+    s = client.get(f"/api/v2/silence/{resp.json()['silenceID']}").json()
+    assert s["matchers"] == [{"name": "alertname", "value": "PodDown", "isRegex": False,
+                              "isEqual": True}]
+
 
 def test_silences_round_trip_and_share_the_native_store(client, sent):
     resp = client.post("/api/v2/silences", json=SILENCE)
