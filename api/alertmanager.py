@@ -51,6 +51,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
+from alerting.config import DEFAULT_URLS
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
@@ -345,10 +346,13 @@ def _am_receiver(r: Any) -> dict[str, Any]:
     resolved = {"send_resolved": r.send_resolved}
     if r.type == "slack":
         return {"name": r.name, "slack_configs": [{"api_url": SECRET, **resolved}]}
+    # an endpoint of its own (a proxy, a region) shows as a webhook's does, host only
+    own = {"url": _redacted_url(r.url)} if r.url != DEFAULT_URLS.get(r.type, r.url) else {}
     if r.type == "pagerduty":
-        return {"name": r.name, "pagerduty_configs": [{"routing_key": SECRET, **resolved}]}
-    if r.type == "opsgenie":
-        return {"name": r.name, "opsgenie_configs": [{"api_key": SECRET, **resolved}]}
+        return {"name": r.name, "pagerduty_configs": [{"routing_key": SECRET, **resolved, **own}]}
+    if r.type == "opsgenie":  # Alertmanager names it api_url
+        own = {"api_url": own["url"]} if own else {}
+        return {"name": r.name, "opsgenie_configs": [{"api_key": SECRET, **resolved, **own}]}
     if r.type == "email" and r.email is not None:
         e = r.email
         cfg = {"to": ", ".join(e.to), "from": e.from_, "smarthost": e.smarthost,

@@ -411,7 +411,8 @@ EVERY_KIND = {
         {"name": "chat", "type": "slack", "url": "https://hooks.slack.com/services/T/B/slack-secret"},
         {"name": "teams", "type": "teams", "url": "https://teams.example.com/wf/teams-secret"},
         {"name": "pager", "type": "pagerduty", "routing_key": "pd-routing-key-secret"},
-        {"name": "genie", "type": "opsgenie", "api_key": "genie-key-secret"},
+        {"name": "genie", "type": "opsgenie", "api_key": "genie-key-secret",
+         "url": "https://api.eu.opsgenie.com/v2/alerts"},
         {"name": "mail", "type": "email", "email": {"to": "a@example.com, b@example.com",
                                                       "from": "plait@example.com",
                                                       "smarthost": "smtp.example.com:587",
@@ -450,6 +451,9 @@ def test_the_status_config_is_an_alertmanager_config_without_secrets(tmp_path):
     kinds = {r["name"]: next(k for k in r if k.endswith("_configs")) for r in doc["receivers"]}
     assert kinds == {"hook": "webhook_configs", "chat": "slack_configs", "teams": "webhook_configs",
                      "pager": "pagerduty_configs", "genie": "opsgenie_configs", "mail": "email_configs"}
+    by_name = {r["name"]: r for r in doc["receivers"]}
+    assert "url" not in by_name["pager"]["pagerduty_configs"][0]  # the default endpoint
+    assert by_name["genie"]["opsgenie_configs"][0]["api_url"] == "https://api.eu.opsgenie.com/<secret>"
     hook = doc["receivers"][0]["webhook_configs"][0]
     assert hook == {"url": "https://hooks.example.com/<secret>", "send_resolved": True, "max_alerts": 5}
     assert doc["inhibit_rules"][0]["equal"] == ["alertname", "asset"]
