@@ -52,11 +52,11 @@ _RE2_OPTIONS = _re2_options()
 
 #: Compiled patterns kept for reuse: at most this many patterns ...
 PATTERN_CACHE_PATTERNS = 1024
-#: ... holding at most this many RE2 instructions in all (``programsize``; a
-#: compiled pattern takes ~16 bytes per instruction, its forward and reverse
-#: programs, measured with ``\pL{300}``..``\pL{319}``; RE2's default 8 MiB
-#: ``max_mem`` lets one pattern reach ~480,000), so the cache stays under
-#: ~16 MB whatever patterns callers send.
+#: ... holding at most this many RE2 instructions in all (``programsize``; RE2's
+#: default 8 MiB ``max_mem`` lets one pattern reach ~480,000). Whatever patterns
+#: callers send, RSS grows by ~40 MB at most: 38 MB after 50, 150 or 300 distinct
+#: patterns of ~180,000 instructions, where ``re2.compile`` grew 100 / 220 / 223 MB
+#: (``bench/bench_matchers.py``).
 PATTERN_CACHE_INSTRUCTIONS = 1_000_000
 
 _compiled: OrderedDict[str, Any] = OrderedDict()  # pattern -> compiled, least recent first
@@ -85,7 +85,9 @@ def _anchored(pattern: str):
         if rx is not None:
             _compiled.move_to_end(pattern)
             return rx
-    rx = re2.compile(f"^(?:{pattern})$", _RE2_OPTIONS)
+    # re2.compile would also keep it in the module's own lru_cache (128 patterns, up to
+    # 8 MiB each: "up to 1GiB", its docstring says), past this cache's bounds
+    rx = re2._Regexp(f"^(?:{pattern})$", _RE2_OPTIONS)
     with _compiled_lock:
         if pattern not in _compiled:
             _compiled[pattern] = rx

@@ -63,8 +63,12 @@ def test_compiled_patterns_are_kept_within_a_count_and_an_instruction_budget():
     kept = parse_matcher('pod=~"api-.*"')
     assert kept.matches({"pod": "api-1"})
     # ... then more distinct patterns than the cache holds, ~1,000 RE2 instructions each
+    import re2
+    held_by_re2 = re2._Regexp._make.cache_info().currsize
     for i in range(1100):
         assert regex_hit(f"x{{1000}}{i}", "x" * 1000 + str(i))
+    # then none of them went into the re2 module's own cache (128 patterns, up to 8 MiB each)
+    assert re2._Regexp._make.cache_info().currsize == held_by_re2
     # then the cache holds at most its budget of patterns and instructions, not all of them
     assert 0 < len(silence._compiled) <= silence.PATTERN_CACHE_PATTERNS
     size = sum(rx.programsize for rx in silence._compiled.values())
