@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections import OrderedDict
 
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,77 +48,53 @@ def _re2_options():
 _RE2_OPTIONS = _re2_options()
 
 
-#: Compiled patterns kept for reuse: at most this many patterns ...
-PATTERN_CACHE_PATTERNS = 1024
-#: ... holding at most this many RE2 instructions in all (``programsize``; RE2's
-#: default 8 MiB ``max_mem`` lets one pattern reach ~480,000). Whatever patterns
-#: callers send, RSS grows by ~40 MB at most: 38 MB after 50, 150 or 300 distinct
-#: patterns of ~180,000 instructions, where ``re2.compile`` grew 100 / 220 / 223 MB
-#: (``bench/bench_matchers.py``).
-PATTERN_CACHE_INSTRUCTIONS = 1_000_000
-
-_compiled: OrderedDict[str, Any] = OrderedDict()  # pattern -> compiled, least recent first
-_compiled_size = 0
-_compiled_lock = threading.Lock()  # the view is built in threads
-
-
 def _anchored(pattern: str):
     """``pattern`` compiled anchored (``^(?:pattern)$``) with RE2, the syntax
     and linear-time matching of Go's ``regexp`` that Alertmanager uses: a
     pattern such as ``(?:a|a)*\\d`` costs time linear in the value, not
     exponential, and what Go refuses (backreferences, possessive
-    quantifiers, lookaround) is refused here too. Compiling costs time and
-    memory in the size of the compiled program (``\\pL{400}``: ~480,000
-    instructions, ~0.5 s), so compiled patterns are kept, least recently
-    used dropped first, within :data:`PATTERN_CACHE_PATTERNS` and
-    :data:`PATTERN_CACHE_INSTRUCTIONS`; a :class:`Matcher` holds its own.
+    quantifiers, lookaround) is refused here too.
+
+    Nothing is kept here: the caller holds what it compiled (a
+    :class:`Matcher` its own, for its lifetime; a request its filters', until
+    it is answered). A compiled pattern costs memory up to RE2's ``max_mem``
+    (8 MiB): its program, and the DFA states matching builds, which a
+    pattern such as ``[ab]*a[ab]{16}`` grows toward that bound on varied
+    values. A process-wide cache of them grew by that much per distinct
+    pattern (a 1,024-entry cache of such filters: ~2 GB), so there is none,
+    and the binding's own (``re2.compile`` keeps the last 128) is bypassed.
 
     Raises:
         re2.error: not a valid RE2 pattern.
         UnicodeEncodeError: ``pattern`` holds a lone UTF-16 surrogate.
     """
-    global _compiled_size
-    with _compiled_lock:
-        rx = _compiled.get(pattern)
-        if rx is not None:
-            _compiled.move_to_end(pattern)
-            return rx
-    # re2.compile would also keep it in the module's own lru_cache (128 patterns, up to
-    # 8 MiB each: "up to 1GiB", its docstring says), past this cache's bounds
-    rx = re2._Regexp(f"^(?:{pattern})$", _RE2_OPTIONS)
-    with _compiled_lock:
-        if pattern not in _compiled:
-            _compiled[pattern] = rx
-            _compiled_size += rx.programsize
-            while len(_compiled) > 1 and (len(_compiled) > PATTERN_CACHE_PATTERNS
-                                          or _compiled_size > PATTERN_CACHE_INSTRUCTIONS):
-                _compiled_size -= _compiled.popitem(last=False)[1].programsize
-    return rx
+    return re2._Regexp(f"^(?:{pattern})$", _RE2_OPTIONS)
 
 
-def _full_match(rx: Any, value: str) -> bool:
+def regex_hit(rx: Any, value: str) -> bool:
+    """Whether ``value`` fully matches ``rx`` (from :func:`compile_regex`); a
+    value holding a lone surrogate is matched as intake makes it (U+FFFD)."""
     try:
         return rx.match(value) is not None
-    except UnicodeEncodeError:  # a lone surrogate: matched as the U+FFFD intake makes of it
+    except UnicodeEncodeError:
         return rx.match(repair_text(value)[0]) is not None
 
 
-def regex_problem(pattern: str) -> str | None:
-    """Why ``pattern`` is not a valid matcher regex (RE2's words, about the
-    pattern as given, not the anchored one), or None when it is valid.
-    RE2 takes one escape Go's ``regexp`` refuses: ``\\C`` (any byte, so it can
-    split a UTF-8 character); it is refused here as Go refuses it."""
+def compile_regex(pattern: str) -> tuple[Any, str | None]:
+    """(compiled, None) for a valid matcher regex (:func:`_anchored`), or
+    (None, why not: RE2's words, about the pattern as given, not the anchored
+    one). RE2 takes one escape Go's ``regexp`` refuses: ``\\C`` (any byte, so
+    it can split a UTF-8 character); it is refused here as Go refuses it."""
     if _byte_escape(pattern):
-        return f"invalid escape sequence: `\\C` in {pattern!r}"
+        return None, f"invalid escape sequence: `\\C` in {pattern!r}"
     try:
-        _anchored(pattern)
+        return _anchored(pattern), None
     except re2.error as e:
         text = e.args[0] if e.args else str(e)
         text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-        return text.replace(f"^(?:{pattern})$", pattern)
+        return None, text.replace(f"^(?:{pattern})$", pattern)
     except UnicodeEncodeError:
-        return "holds a lone UTF-16 surrogate, which is not Unicode text"
-    return None
+        return None, "holds a lone UTF-16 surrogate, which is not Unicode text"
 
 
 def _byte_escape(pattern: str) -> bool:
@@ -137,17 +111,6 @@ def _byte_escape(pattern: str) -> bool:
             i = end
         i = pattern.find("\\", i + 2)
     return False
-
-
-def regex_hit(pattern: str, value: str) -> bool:
-    """Whether ``value`` fully matches ``pattern`` (:func:`_anchored`); a
-    value holding a lone surrogate is matched as intake makes it (U+FFFD).
-
-    Raises:
-        re2.error: not a valid RE2 pattern (callers validate patterns
-            when a matcher is made, :func:`parse_matcher`).
-    """
-    return _full_match(_anchored(pattern), value)
 
 
 @dataclass(frozen=True)
@@ -171,10 +134,10 @@ class Matcher:
         if self.op == "!=":
             return v != self.value
         rx = self._rx
-        if rx is None:  # the matcher keeps it: a silence or a route never recompiles
+        if rx is None:  # compiled once, kept while the matcher lives
             rx = _anchored(self.value)
             object.__setattr__(self, "_rx", rx)
-        hit = _full_match(rx, v)
+        hit = regex_hit(rx, v)
         return hit if self.op == "=~" else not hit
 
     def __str__(self) -> str:
@@ -360,12 +323,14 @@ def parse_matcher(spec: Any) -> Matcher:
         raise ValueError(f"bad matcher {spec!r}")
     if op not in OPERATORS:
         raise ValueError(f"bad matcher operator {op!r} (use =, !=, =~ or !~)")
+    matcher = Matcher(name, op, value)
     if op in ("=~", "!~"):
-        problem = regex_problem(value)
+        rx, problem = compile_regex(value)
         if problem is not None:
             raise ValueError(f"bad regex {value!r} in matcher for {name!r}: {problem} "
                              "(RE2 syntax, as Go's regexp in Alertmanager)")
-    return Matcher(name, op, value)
+        object.__setattr__(matcher, "_rx", rx)  # checked by compiling: kept, not compiled again
+    return matcher
 
 
 def is_broad(matchers: list[Matcher]) -> bool:

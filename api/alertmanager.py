@@ -55,8 +55,8 @@ from alerting.config import DEFAULT_URLS
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
-from alerting.silence import (Matcher, Silence, SilenceRefused, create_silence, parse_matcher,
-                              parse_matchers, regex_hit, regex_problem)
+from alerting.silence import (Matcher, Silence, SilenceRefused, compile_regex, create_silence,
+                              parse_matcher, parse_matchers, regex_hit)
 from alerting.view import read_views
 from api.alerting_edge import _public_field, _public_text, scrub_text
 from plait.callers import Caller
@@ -257,11 +257,11 @@ def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
     """
     if pattern is None:
         return None
-    problem = regex_problem(pattern)
+    rx, problem = compile_regex(pattern)
     if problem is not None:
         raise FieldError("receiver", f"is not a valid regex: {problem}",
                          "a regex (RE2 syntax) such as oncall|ops.*", "regex")
-    return lambda receivers: any(regex_hit(pattern, r.get("name", "")) for r in receivers)
+    return lambda receivers: any(regex_hit(rx, r.get("name", "")) for r in receivers)
 
 
 def silence_state(d: dict[str, Any], now: float) -> str:
