@@ -104,8 +104,10 @@ def _common(dicts: list[dict[str, str]]) -> dict[str, str]:
 
 def am_group_labels(labels: dict[str, str]) -> dict[str, str]:
     """Group labels as Alertmanager users know them: Plait's ``rule`` is
-    their ``alertname`` (grouping ``[rule]`` is grouping ``[alertname]``)."""
-    return {("alertname" if k == "rule" else k): v for k, v in labels.items()}
+    their ``alertname`` (grouping ``[rule]`` is grouping ``[alertname]``),
+    and a ``group_by`` label the alerts lack (``""``) is left out, as
+    Alertmanager's ``getGroupLabels`` (dispatch.go) leaves it out."""
+    return {("alertname" if k == "rule" else k): v for k, v in labels.items() if v != ""}
 
 
 def render_alertmanager(message: Message, external_url: str = "",

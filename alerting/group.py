@@ -54,11 +54,11 @@ _CHANGE_ORDER = {"resolved": 0, "escalated": 1, "new": 2, None: 3}
 def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, dict[str, str]]:
     """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``.
 
-    The group labels are the ``group_by`` labels the alert has: one it lacks
-    (or has empty: Prometheus drops empty labels) is left out, as in
-    Alertmanager's ``getGroupLabels`` (dispatch.go), so a webhook's
-    ``groupLabels`` never shows ``"team": ""``. The id hashes every
-    ``group_by`` name, a missing one as ``""``: the ids groups always had."""
+    The group labels hold every ``group_by`` name, one the alert lacks as
+    ``""``: what the id hashes, and what a "silence this group" link needs
+    (``team=""`` matches only alerts without ``team``, as the group does).
+    Alertmanager's payloads leave such labels out
+    (:func:`alerting.delivery.am_group_labels`)."""
     labels = alert.match_labels()
     keyed = {n: labels.get(n, "") for n in group_by}
     doc = [receiver, sorted(keyed.items())]
@@ -70,7 +70,7 @@ def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, di
             raise TypeError
     except TypeError:  # non-ASCII (json.dumps escapes it), a lone surrogate: the stdlib
         canonical = json.dumps(doc, separators=(",", ":")).encode()
-    return hashlib.sha256(canonical).hexdigest()[:16], {n: v for n, v in keyed.items() if v}
+    return hashlib.sha256(canonical).hexdigest()[:16], keyed
 
 
 def new_group(gid: str, receiver: str, labels: dict[str, str], now: float) -> dict[str, Any]:

@@ -10,7 +10,8 @@ its *current* alerts to Redis, the way it publishes its counters
   ``gettableAlert`` JSON (``labels``, ``annotations``, ``startsAt``,
   ``endsAt``, ``updatedAt``, ``generatorURL``, ``fingerprint``,
   ``receivers``, ``status`` {``state``, ``silencedBy``, ``inhibitedBy``})
-  plus ``_group`` (the group labels, for ``/api/v2/alerts/groups``) and
+  plus ``_group`` and ``_route`` (the group labels and route id, for
+  ``/api/v2/alerts/groups``) and
   ``_m`` (``rule``, ``asset``, ``severity``: what silences also match); field
   :data:`META_FIELD` holds ``{"updatedAt", "total", "shown"}``.
 - Bounded: only firing episodes are listed (a resolved alert leaves the hash
@@ -110,19 +111,20 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         groups: the funnel's open groups: a grouped episode's receiver and
             ``_group`` are its group's; an ungrouped one's come from its
             route (``ep["route"]``, else the first it reaches), the group
-            labels from that route's own ``group_by``, missing ones left out
-            (:func:`alerting.group.group_key`).
+            labels from that route's own ``group_by``
+            (:func:`alerting.group.group_key`); ``_route`` is the route id
+            (two routes may group alike for one receiver: two groups).
     """
     alert = Alert.from_dict(ep["alert"])
     group = groups.get(ep.get("group") or "")
-    if group:  # grouped: its receiver and labels (its route's group_by)
-        receiver, glabels = group["receiver"], group["labels"]
+    if group:  # grouped: its receiver, route and labels (its route's group_by)
+        receiver, rid, glabels = group["receiver"], group.get("route", "0"), group["labels"]
     else:  # not grouped (silenced, inhibited): the route it was taken for, else its first
         route = route_by_id(config, ep["route"]) if ep.get("route") else None
         match = alert.match_labels()  # group_key's labels, without hashing a group id
         route = route or routes_for(config, match)[0]
-        receiver = route.receiver
-        glabels = {n: v for n in route.group_by if (v := match.get(n))}
+        receiver, rid = route.receiver, route.id
+        glabels = {n: match.get(n, "") for n in route.group_by}
     labels = am_labels(alert)
     silenced = [ep["silenced_by"]] if ep.get("silenced_by") else []
     inhibited = _inhibitors(ep)
@@ -136,7 +138,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "fingerprint": labelset_fingerprint(labels), "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
-        "_group": glabels,
+        "_group": glabels, "_route": rid,
         "_m": {"rule": alert.rule, "asset": alert.asset, "severity": alert.severity.label},
     }
 

@@ -529,6 +529,7 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
                if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
         for v in out:
             v.pop("_group", None)
+            v.pop("_route", None)
         out.sort(key=lambda v: v.get("fingerprint", ""))
         return JSONResponse(out)
 
@@ -544,8 +545,9 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
             if not keep(v, matchers, receivers, active, silenced, inhibited):
                 continue
             glabels = am_group_labels(v.pop("_group", None) or {})
+            route = v.pop("_route", None) or "0"  # Alertmanager: a group per route and labels
             for r in v.get("receivers") or []:
-                key = (tuple(sorted(glabels.items())), r["name"])
+                key = (tuple(sorted(glabels.items())), r["name"], route)
                 g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},
                                             "alerts": []})
                 g["alerts"].append(v)

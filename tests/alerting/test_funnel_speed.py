@@ -514,7 +514,7 @@ def test_a_view_carries_the_group_labels_of_group_key():
     assert alert_view(ep, cfg, st["groups"])["_group"] == want == {"rule": "R", "dc": "eu", "asset": "h1"}
 
 
-def test_a_view_takes_its_routes_group_by_and_leaves_out_missing_group_labels():
+def test_a_view_takes_its_routes_group_by_and_id():
     from alerting.silence import create_silence
     from alerting.view import alert_view
 
@@ -537,13 +537,13 @@ def test_a_view_takes_its_routes_group_by_and_leaves_out_missing_group_labels():
     silence = create_silence({"matchers": [{"name": "pod", "value": "p2"}], "author": "a",
                               "comment": "c", "ends_at": 5000.0}, 1000.0, "s1")
     eps["p2"] = dict(eps["p2"], group=None, silenced_by=silence.id)
-    # then both show the nested route's receiver and group_by, without "cluster": ""
+    # then both show the nested route's receiver, id and group_by ("cluster" as the group has it)
+    group = next(iter(st["groups"].values()))
+    assert group["labels"] == {"alertname": "DiskFull", "cluster": ""}
     for pod in ("p1", "p2"):
         view = alert_view(eps[pod], cfg, st["groups"])
         assert view["receivers"] == [{"name": "dba"}], pod
-        assert view["_group"] == {"alertname": "DiskFull"}, (pod, view["_group"])
-    group = next(iter(st["groups"].values()))
-    assert group["labels"] == {"alertname": "DiskFull"}
+        assert (view["_group"], view["_route"]) == (group["labels"], "0.0"), (pod, view)
 
 
 def test_group_ids_and_fingerprints_hash_the_bytes_they_always_hashed():
@@ -576,8 +576,7 @@ def test_group_ids_and_fingerprints_hash_the_bytes_they_always_hashed():
         assert fingerprint(alert) == old_fp(labels)
         assert fingerprint(alert, ["dc", "rule"]) == old_fp(labels, ["dc", "rule"])
         gid, glabels = group_key("r" + text, alert, ["rule", "dc"])
-        assert gid == old_gid("r" + text, {"rule": labels["rule"], "dc": labels.get("dc", "")})
-        assert glabels == {n: v for n in ("rule", "dc") if (v := labels.get(n))}
+        assert gid == old_gid("r" + text, glabels)
 
 
 def test_alert_from_dict_fast_path_builds_the_same_alert_and_refuses_the_same_input():

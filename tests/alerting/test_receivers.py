@@ -305,6 +305,13 @@ async def test_webhook_native_and_alertmanager_bodies(service):
     assert am["version"] == "4" and am["externalURL"] == URL
     assert am["groupLabels"] == {"alertname": "ExportFailed"} and am["truncatedAlerts"] == 0
     assert service.seen[1][2]["status"] == "resolved"
+    # a group_by label the alerts lack is left out of groupLabels, as Alertmanager leaves it out
+    service.seen.clear()
+    cfg = config({"type": "webhook", "url": _port(service) + "/hook", "format": "alertmanager"},
+                 grouping={"group_by": ["alertname", "cluster"]})
+    (m1, _r1), _ = await deliver_episode(cfg)
+    assert service.seen[0][2]["groupLabels"] == {"alertname": "ExportFailed"}
+    assert m1.sections[0]["group_labels"] == {"alertname": "ExportFailed", "cluster": ""}
 
 
 async def test_send_resolved_false_and_max_alerts(service):

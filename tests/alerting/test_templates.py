@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from urllib.parse import quote
+
 import pytest
 from alert_harness import case_config, ev
 
@@ -101,6 +103,18 @@ def test_default_message_links_task_silence_and_runbook():
     assert "runbook: https://rb/ef" in text
     assert f"silence: {URL}/ui/silences/new?matchers=%7Brule%3D%22ExportFailed%22%7D" in text
     assert "since: 2026-11-30T03:00:00Z (30s ago)" in text
+
+
+def test_a_silence_link_keeps_a_group_by_label_the_group_lacks_so_it_mutes_only_that_group():
+    # group_by [rule, cluster], the alert has no cluster: the group is the alerts without one,
+    # so the link says cluster="" (a link without it would mute every cluster's group too)
+    cfg = case_config(receiver={}, external_url=URL, grouping={"group_by": ["rule", "cluster"]})
+    f = Funnel(cfg)
+    f.ingest(ev("ExportFailed", "BILL/daily", "critical"), T0)
+    [m] = f.tick(T0 + 30)
+    _title, text, _ctx = render(m, cfg.receivers[0], URL)
+    link = f"{URL}/ui/silences/new?matchers=" + quote('{cluster="",rule="ExportFailed"}', safe="")
+    assert f"silence: {link}" in text, text
 
 
 def test_custom_templates_render_with_the_context():

@@ -51,10 +51,10 @@ def prefix_of(client) -> str:
     return client.app.state.services.settings.redis_prefix
 
 
-def publish_view(client, alerts: list[dict], partition: int = 0, mutate=None) -> dict:
+def publish_view(client, alerts: list[dict], partition: int = 0, mutate=None, config=None) -> dict:
     """Run the funnel on ``alerts`` (Alertmanager format) and publish its view
-    as a worker would; returns the funnel state."""
-    config = load_config(ALERTING_YAML)
+    as a worker would (``config``: default the example's); returns the funnel state."""
+    config = config or load_config(ALERTING_YAML)
     funnel = Funnel(config)
     now = NOW.timestamp()
     for a in alerts:
@@ -269,6 +269,25 @@ def test_get_alerts_reads_the_published_view_with_status(client, sent):
     groups = client.get("/api/v2/alerts/groups", params={"silenced": "false",
                                                          "filter": "alertname=PodDown"}).json()
     assert [len(g["alerts"]) for g in groups] == [1]
+
+
+def test_groups_are_per_route_and_leave_out_group_by_labels_the_alerts_lack(client):
+    from alerting.config import parse_config
+
+    # given two routes to one receiver that group alike, and a group_by label no alert has
+    config = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+        "route": {"receiver": "oncall", "routes": [
+            {"matchers": ['team="a"'], "receiver": "oncall", "group_by": ["env", "cluster"]},
+            {"matchers": ['team="b"'], "receiver": "oncall", "group_by": ["env", "cluster"]}]}})
+    publish_view(client, [am_alert("A1", team="a", env="e"), am_alert("B1", team="b", env="e")],
+                 config=config)
+    groups = client.get("/api/v2/alerts/groups").json()
+    # then Alertmanager's answer: a group per route, labelled without cluster
+    assert sorted((g["labels"]["env"], g["alerts"][0]["labels"]["alertname"]) for g in groups) == [
+        ("e", "A1"), ("e", "B1")], groups
+    assert all(g["labels"] == {"env": "e"} and len(g["alerts"]) == 1 for g in groups), groups
+    assert all("_route" not in a for a in client.get("/api/v2/alerts").json())
 
 
 def test_inhibited_alerts_are_shown_and_filtered(client, sent):
