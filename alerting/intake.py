@@ -297,7 +297,9 @@ def from_alertmanager_alert(raw: Any, now: float,
     As Alertmanager's ``postAlerts`` (``api/v2/api.go``, then
     ``model.Alert.Validate``): labels with an empty or null value are
     dropped (``removeEmptyLabels``: the same alert, the same fingerprint); a
-    missing ``startsAt`` is ``endsAt`` or ``now``, a missing ``endsAt`` is
+    missing ``startsAt`` is ``endsAt`` when that is past (Alertmanager takes
+    ``endsAt`` whenever one is given, a time to come included; Plait takes
+    the time the funnel first sees the alert), a missing ``endsAt`` is
     ``now`` + ``resolve_timeout`` (seconds), and an end before the start is
     refused ("start time must be before end time").
 
@@ -332,7 +334,11 @@ def from_alertmanager_alert(raw: Any, now: float,
         status=Status.RESOLVED if resolved else Status.FIRING,
         labels=labels,
         annotations=_str_map(raw.get("annotations"), prefix + "annotations", MAX_ANNOTATIONS),
-        time=ends if resolved else now, starts_at=starts if starts is not None else ends,
+        time=ends if resolved else now,
+        # no startsAt: the end when it is over (Alertmanager), else when it is first seen
+        # (Alertmanager takes the future endsAt, so a later, earlier endsAt would end it
+        # before it began)
+        starts_at=starts if starts is not None else ends if resolved else None,
         ends_at=ends,  # firing: the future endsAt, when it resolves unless re-sent
         generator_url=_text(raw.get("generatorURL"), prefix + "generatorURL", required=False),
         source="alertmanager", invalid_unicode=repaired,

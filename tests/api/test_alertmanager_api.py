@@ -143,13 +143,20 @@ def test_an_alert_ending_before_it_starts_is_refused_as_alertmanager_does(client
     assert [a["labels"].get("instance") for a in sent_alerts(sent)] == ["ok"]
 
 
-def test_an_alert_with_only_an_end_starts_at_its_end_as_alertmanager_has_it(client):
-    # Alertmanager's postAlerts: a missing startsAt is endsAt when one is given, else now
-    ends = _iso(NOW + timedelta(minutes=10))
-    only_end = {"labels": {"alertname": "PodDown", "instance": "api-9"}, "endsAt": ends}
-    publish_view(client, [only_end])
-    got = client.get("/api/v2/alerts").json()
-    assert got[0]["startsAt"] == got[0]["endsAt"] == ends, got
+def test_an_alert_with_only_an_end_starts_at_its_end_when_over_else_when_first_seen(client):
+    from alerting.intake import from_alertmanager_alert
+
+    now = NOW.timestamp()
+    labels = {"alertname": "PodDown", "instance": "api-9"}
+    # over: it starts at its end (Alertmanager's postAlerts)
+    past = from_alertmanager_alert({"labels": labels, "endsAt": _iso(NOW - timedelta(minutes=1))}, now)
+    assert past.status.value == "resolved" and past.starts_at == past.ends_at
+    # firing: it starts when first seen, never after an end a later re-send may bring forward
+    ends = _iso(NOW + timedelta(hours=1))
+    assert from_alertmanager_alert({"labels": labels, "endsAt": ends}, now).starts_at is None
+    publish_view(client, [{"labels": labels, "endsAt": ends}])
+    [got] = client.get("/api/v2/alerts").json()
+    assert got["startsAt"] < got["endsAt"] == ends, got
 
 
 def test_a_label_sent_as_null_is_dropped_as_alertmanager_drops_empty_labels(client, sent):
