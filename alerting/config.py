@@ -194,6 +194,11 @@ class SubRoute(_Model):
 
     _compiled: tuple = PrivateAttr(default=())
 
+    @field_validator("group_by")
+    @classmethod
+    def _all_alone(cls, v: list[str] | None) -> list[str] | None:
+        return _group_by_all_alone(v)
+
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
@@ -341,13 +346,31 @@ class RouteConfig(_Model):
     routes: list[SubRoute] = Field(default_factory=list)
 
 
+#: ``group_by: ['...']``: every label of the alert is a group label (Alertmanager).
+GROUP_BY_ALL = "..."
+
+
+def _group_by_all_alone(v: list[str] | None) -> list[str] | None:
+    """``...`` stands alone in a ``group_by``, as Alertmanager's config
+    loader requires (its words)."""
+    if v and GROUP_BY_ALL in v and len(v) > 1:
+        raise ValueError("cannot have wildcard group_by (`...`) and other labels at the same time")
+    return v
+
+
 class GroupingConfig(_Model):
     """Group key = receiver + the values of ``group_by`` labels (vocabulary
-    names ``rule``, ``asset``, ``severity`` or any source label);
+    names ``rule``, ``asset``, ``severity`` or any source label; ``['...']``:
+    all of the alert's labels, as in Alertmanager);
     ``batch_size`` = most alerts listed in one message."""
 
     group_by: list[str] = Field(default_factory=lambda: ["rule"])
     batch_size: int = Field(default=50, ge=1, le=10_000)
+
+    @field_validator("group_by")
+    @classmethod
+    def _all_alone(cls, v: list[str] | None) -> list[str] | None:
+        return _group_by_all_alone(v)
 
 
 class TimingConfig(_Model):

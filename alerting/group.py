@@ -51,16 +51,29 @@ from plait.tracing import parent_and_links
 _CHANGE_ORDER = {"resolved": 0, "escalated": 1, "new": 2, None: 3}
 
 
+def group_labels(alert: Alert, group_by: list[str] | tuple[str, ...],
+                 labels: dict[str, str] | None = None) -> dict[str, str]:
+    """The group labels of ``alert`` under ``group_by``: each name's value,
+    ``""`` for one the alert lacks; for ``['...']`` (Alertmanager's group by
+    all labels) every label the alert has: an Alertmanager alert's own
+    labels, a native alert's with ``rule``, ``asset`` and ``severity``.
+    ``labels``: ``alert.match_labels()`` when the caller has it."""
+    if labels is None:
+        labels = alert.match_labels()
+    if group_by and group_by[0] == "...":
+        return dict(alert.labels) if alert.source == "alertmanager" else labels
+    return {n: labels.get(n, "") for n in group_by}
+
+
 def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, dict[str, str]]:
     """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``.
 
-    The group labels hold every ``group_by`` name, one the alert lacks as
-    ``""``: what the id hashes, and what a "silence this group" link needs
+    The group labels (:func:`group_labels`) hold every ``group_by`` name,
+    one the alert lacks as ``""``: what the id hashes, and what a "silence this group" link needs
     (``team=""`` matches only alerts without ``team``, as the group does).
     Alertmanager's payloads leave such labels out
     (:func:`alerting.delivery.am_group_labels`)."""
-    labels = alert.match_labels()
-    keyed = {n: labels.get(n, "") for n in group_by}
+    keyed = group_labels(alert, group_by)
     doc = [receiver, sorted(keyed.items())]
     try:  # orjson writes json.dumps's bytes for ASCII text but DEL (checked on the output)
         if type(receiver) is not str or not all(type(v) is str for v in keyed.values()):

@@ -60,6 +60,7 @@ import orjson
 from sortedcontainers import SortedList
 
 from alerting.dedupe import labelset_fingerprint
+from alerting.group import group_labels
 from alerting.intake import format_time
 from alerting.model import Alert
 from alerting.store import compact
@@ -121,10 +122,10 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         receiver, rid, glabels = group["receiver"], group.get("route", "0"), group["labels"]
     else:  # not grouped (silenced, inhibited): the route it was taken for, else its first
         route = route_by_id(config, ep["route"]) if ep.get("route") else None
-        match = alert.match_labels()  # group_key's labels, without hashing a group id
+        match = alert.match_labels()
         route = route or routes_for(config, match)[0]
         receiver, rid = route.receiver, route.id
-        glabels = {n: match.get(n, "") for n in route.group_by}
+        glabels = group_labels(alert, route.group_by, match)  # group_key's, without hashing
     labels = am_labels(alert)
     silenced = [ep["silenced_by"]] if ep.get("silenced_by") else []
     inhibited = _inhibitors(ep)

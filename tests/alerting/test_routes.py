@@ -98,6 +98,26 @@ def test_nested_route_has_its_own_group_by_and_timings():
     assert [(t, [a["asset"] for a in m.alerts()]) for t, m in got["oncall"]] == [(30, ["web1"])]
 
 
+def test_group_by_all_labels_groups_each_label_set_apart_as_alertmanager():
+    from alerting.delivery import am_group_labels
+
+    # given group_by ['...'] (Alertmanager: every label is a group label) on a nested route
+    c = cfg([{"matchers": ['team="db"'], "receiver": "dba", "group_by": ["..."], "group_wait": 5}])
+    pod = {"alertname": "PodDown", "team": "db", "instance": "i1"}
+    events = [(0, {"labels": dict(pod, pod="api-1")}), (0, {"labels": dict(pod, pod="api-2")}),
+              (0, {"labels": dict(pod, pod="api-2")})]
+    [(t, m)] = by_receiver(run(c, events, 10))["dba"]
+    # then one group per label set, labelled with the whole set
+    assert t == 5 and sorted(am_group_labels(s["group_labels"])["pod"] for s in m.sections) == [
+        "api-1", "api-2"]
+    assert all(s["group_labels"] == dict(pod, pod=s["group_labels"]["pod"]) for s in m.sections)
+    # and `...` stands alone, as Alertmanager's loader requires
+    with pytest.raises(ConfigError, match=r"route\.routes\.0\.group_by: cannot have wildcard"):
+        cfg([{"matchers": ['a="b"'], "group_by": ["...", "pod"]}])
+    with pytest.raises(ConfigError, match=r"grouping\.group_by: cannot have wildcard"):
+        cfg([], grouping={"group_by": ["rule", "..."]})
+
+
 def _clocked(c, events, until, start=T0):
     """run() with epoch times: events and ticks offset by ``start``."""
     from alert_harness import Run
