@@ -120,12 +120,16 @@ class Alert:
     def match_labels(self) -> dict[str, str]:
         """Labels that matchers, fingerprints and grouping see: the source
         labels plus ``rule``, ``asset``, ``severity`` and ``alertname`` (the
-        vocabulary wins over a source label of the same name)."""
+        vocabulary wins over a source label of the same name). An
+        Alertmanager alert without a ``severity`` label has none here
+        either (matchers see ``""``, as in Alertmanager), though it is
+        handled at the default severity."""
         out = dict(self.labels)
         out.setdefault("alertname", self.rule)
         out["rule"] = self.rule
         out["asset"] = self.asset
-        out["severity"] = self.severity.label
+        if self.source != "alertmanager" or "severity" in out:
+            out["severity"] = self.severity.label
         return out
 
     def to_dict(self) -> dict[str, Any]:

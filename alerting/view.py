@@ -117,12 +117,12 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
             (two routes may group alike for one receiver: two groups).
     """
     alert = Alert.from_dict(ep["alert"])
+    match = alert.match_labels()
     group = groups.get(ep.get("group") or "")
     if group:  # grouped: its receiver, route and labels (its route's group_by)
         receiver, rid, glabels = group["receiver"], group.get("route", "0"), group["labels"]
     else:  # not grouped (silenced, inhibited): the route it was taken for, else its first
         route = route_by_id(config, ep["route"]) if ep.get("route") else None
-        match = alert.match_labels()
         route = route or routes_for(config, match)[0]
         receiver, rid = route.receiver, route.id
         glabels = group_labels(alert, route.group_by, match)  # group_key's, without hashing
@@ -140,7 +140,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
         "_group": glabels, "_route": rid,
-        "_m": {"rule": alert.rule, "asset": alert.asset, "severity": alert.severity.label},
+        "_m": {k: match[k] for k in ("rule", "asset", "severity") if k in match},
     }
 
 

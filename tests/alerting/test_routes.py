@@ -118,6 +118,20 @@ def test_group_by_all_labels_groups_each_label_set_apart_as_alertmanager():
         cfg([], grouping={"group_by": ["rule", "..."]})
 
 
+def test_an_alertmanager_alert_without_severity_has_none_for_routes_and_groups():
+    # Alertmanager: an absent label is "" to a matcher and no group label; Plait used to
+    # give such an alert its default severity there too
+    c = cfg([{"matchers": ['severity="warning"'], "receiver": "dba"}],
+            grouping={"group_by": ["alertname", "severity"]})
+    events = [(0, {"labels": {"alertname": "Lat", "instance": "i1"}}),
+              (0, {"labels": {"alertname": "Lat", "instance": "i2", "severity": "warning"}})]
+    got = by_receiver(run(c, events, 40))
+    [(_t, dba)], [(_t2, oncall)] = got["dba"], got["oncall"]
+    assert [a["labels"]["instance"] for a in dba.alerts()] == ["i2"]
+    assert [a["labels"]["instance"] for a in oncall.alerts()] == ["i1"]
+    assert oncall.sections[0]["group_labels"] == {"alertname": "Lat", "severity": ""}
+
+
 def _clocked(c, events, until, start=T0):
     """run() with epoch times: events and ticks offset by ``start``."""
     from alert_harness import Run
