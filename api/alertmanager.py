@@ -522,14 +522,21 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
                          unprocessed: bool = True,
                          filter: list[str] | None = Query(None, description="matchers"),
                          receiver: str | None = Query(None, description="regex on receiver names")):
-        """Current (firing) alerts with their status (``getAlerts``), sorted by fingerprint."""
+        """Current (firing) alerts with their status (``getAlerts``), sorted by
+        fingerprint; an alert ``continue`` routes took to several receivers
+        is listed once with all of them, as Alertmanager lists it."""
         now = time.time()
         matchers, receivers = parse_filters(filter), receiver_filter(receiver)
-        out = [v for v in await current(now)
-               if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
-        for v in out:
+        alerts: dict[str, dict[str, Any]] = {}
+        for v in await current(now):  # a continue route's copy is the same alert, one more receiver
             v.pop("_group", None)
             v.pop("_route", None)
+            have = alerts.setdefault(v.get("fingerprint", ""), v)
+            if have is not v:
+                names = {r["name"] for r in have["receivers"]}
+                have["receivers"] += [r for r in v.get("receivers") or [] if r["name"] not in names]
+        out = [v for v in alerts.values()
+               if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
         out.sort(key=lambda v: v.get("fingerprint", ""))
         return JSONResponse(out)
 

@@ -297,6 +297,25 @@ def test_groups_are_per_route_and_leave_out_group_by_labels_the_alerts_lack(clie
     assert all("_route" not in a for a in client.get("/api/v2/alerts").json())
 
 
+def test_an_alert_continue_sends_to_two_receivers_is_listed_once_with_both(client):
+    from alerting.config import parse_config
+
+    config = parse_config({
+        "receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"},
+                      {"name": "audit", "url": "http://127.0.0.1:9/audit"}],
+        "route": {"receiver": "oncall", "routes": [
+            {"matchers": ['team="a"'], "receiver": "audit", "continue": True},
+            {"matchers": ['team="a"'], "receiver": "oncall"}]}})
+    publish_view(client, [am_alert("A1", team="a")], config=config)
+    # Alertmanager: one alert, receivers [audit, oncall]; the receiver filter sees them all
+    for params in ({}, {"receiver": "oncall"}, {"receiver": "audit"}):
+        got = client.get("/api/v2/alerts", params=params).json()
+        assert [sorted(r["name"] for r in a["receivers"]) for a in got] == [["audit", "oncall"]], params
+    # and a group per route
+    groups = client.get("/api/v2/alerts/groups").json()
+    assert sorted(g["receiver"]["name"] for g in groups) == ["audit", "oncall"]
+
+
 def test_inhibited_alerts_are_shown_and_filtered(client, sent):
     def inhibit(state):
         for ep in state["episodes"].values():
