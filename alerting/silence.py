@@ -72,12 +72,15 @@ def _anchored(pattern: str):
 
 
 def regex_hit(rx: Any, value: str) -> bool:
-    """Whether ``value`` fully matches ``rx`` (from :func:`compile_regex`); a
-    value holding a lone surrogate is matched as intake makes it (U+FFFD)."""
+    """Whether ``value`` matches ``rx`` (from :func:`compile_regex`) as Go's
+    ``MatchString`` does: a search, so the anchors of ``^(?:pattern)$`` do
+    the anchoring (``a)|(b`` becomes ``^(?:a)|(b)$``, which Alertmanager
+    finds in ``xb``); a value holding a lone surrogate is matched as intake
+    makes it (U+FFFD)."""
     try:
-        return rx.match(value) is not None
+        return rx.search(value) is not None
     except UnicodeEncodeError:
-        return rx.match(repair_text(value)[0]) is not None
+        return rx.search(repair_text(value)[0]) is not None
 
 
 def compile_regex(pattern: str) -> tuple[Any, str | None]:

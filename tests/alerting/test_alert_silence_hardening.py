@@ -87,3 +87,9 @@ def test_a_quoted_or_escaped_backslash_c_is_literal_text_as_in_go():
     # \Q...\E quotes (Go takes it); \\C is a backslash then C
     assert parse_matcher({"name": "p", "value": r"\Qa\C\E", "isRegex": True}).matches({"p": "a\\C"})
     assert parse_matcher({"name": "p", "value": r"a\\C", "isRegex": True}).matches({"p": "a\\C"})
+
+
+def test_a_pattern_that_closes_the_anchoring_group_matches_as_in_alertmanager():
+    # Alertmanager compiles "^(?:" + v + ")$" and searches: a)|(b is ^(?:a)|(b)$
+    m = parse_matcher({"name": "x", "value": "a)|(b", "isRegex": True})
+    assert m.matches({"x": "xb"}) and m.matches({"x": "ax"}) and not m.matches({"x": "xa"})
