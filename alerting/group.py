@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 import orjson
 
+from alerting.config import GROUP_BY_ALL
 from alerting.model import Alert, Severity
 from plait.tracing import parent_and_links
 
@@ -60,7 +61,7 @@ def group_labels(alert: Alert, group_by: list[str] | tuple[str, ...],
     ``labels``: ``alert.match_labels()`` when the caller has it."""
     if labels is None:
         labels = alert.match_labels()
-    if group_by and group_by[0] == "...":
+    if group_by and group_by[0] == GROUP_BY_ALL:
         return dict(alert.labels) if alert.source == "alertmanager" else labels
     return {n: labels.get(n, "") for n in group_by}
 
@@ -69,10 +70,10 @@ def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, di
     """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``.
 
     The group labels (:func:`group_labels`) hold every ``group_by`` name,
-    one the alert lacks as ``""``: what the id hashes, and what a "silence this group" link needs
-    (``team=""`` matches only alerts without ``team``, as the group does).
-    Alertmanager's payloads leave such labels out
-    (:func:`alerting.delivery.am_group_labels`)."""
+    one the alert lacks as ``""``: what the id hashes, and what a "silence
+    this group" link needs (``team=""`` matches only alerts without
+    ``team``, as the group does). Alertmanager's payloads leave such labels
+    out (:func:`alerting.delivery.am_group_labels`)."""
     keyed = group_labels(alert, group_by)
     doc = [receiver, sorted(keyed.items())]
     try:  # orjson writes json.dumps's bytes for ASCII text but DEL (checked on the output)

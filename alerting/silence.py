@@ -123,7 +123,7 @@ class Matcher:
     name: str
     op: str
     value: str
-    _rx: Any = field(default=None, init=False, repr=False, compare=False)  # compiled, once used
+    _rx: Any = field(default=None, init=False, repr=False, compare=False)  # the compiled regex
 
     def matches(self, labels: dict[str, str]) -> bool:
         """True when the label set satisfies the matcher (absent label = ``""``).
