@@ -92,6 +92,7 @@ class _Node:
 
     route: Route
     #: ``(name, value)`` of its ``=`` matchers (a dict lookup each), then the others
+    #: (``!=`` before regexes)
     equal: tuple[tuple[str, str], ...]
     matchers: tuple
     continue_: bool
@@ -104,7 +105,8 @@ def _nodes(parent: Route, subs: list) -> tuple[_Node, ...]:
         child = _child(parent, sub, f"{parent.id}.{i}")
         ms = sub._compiled
         out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op == "="),
-                         tuple(m for m in ms if m.op != "="), sub.continue_,
+                         tuple(sorted((m for m in ms if m.op != "="), key=lambda m: m.op != "!=")),
+                         sub.continue_,
                          _nodes(child, sub.routes)))
     return tuple(out)
 

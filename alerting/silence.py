@@ -426,6 +426,10 @@ class TimeInterval:
         return cls(tuple(days), tuple(times), location)
 
 
+#: The order a silence tries its matchers in, by operator: cheapest first.
+_MATCH_COST = {"=": 0, "!=": 1, "=~": 2, "!~": 2}
+
+
 @dataclass(frozen=True)
 class Silence:
     """A silence (Alertmanager API field names in brackets).
@@ -444,6 +448,12 @@ class Silence:
     comment: str
     allow_broad: bool = False
     time_intervals: tuple[TimeInterval, ...] = field(default=())
+    #: the matchers in the order they are tried: equality first, regexes last, so an
+    #: ``alertname="X"`` that fails costs no regex match (up to ms on a long value)
+    _order: tuple[Matcher, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_order", tuple(sorted(self.matchers, key=lambda m: _MATCH_COST.get(m.op, 2))))
 
     def active(self, now: float) -> bool:
         """True when the silence mutes alerts at epoch second ``now``."""
@@ -453,7 +463,7 @@ class Silence:
 
     def matches(self, labels: dict[str, str], now: float) -> bool:
         """True when active at ``now`` and every matcher matches ``labels``."""
-        return self.active(now) and all(m.matches(labels) for m in self.matchers)
+        return self.active(now) and all(m.matches(labels) for m in self._order)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (matchers as ``{"name", "op", "value"}``)."""

@@ -93,3 +93,18 @@ def test_a_pattern_that_closes_the_anchoring_group_matches_as_in_alertmanager():
     # Alertmanager compiles "^(?:" + v + ")$" and searches: a)|(b is ^(?:a)|(b)$
     m = parse_matcher({"name": "x", "value": "a)|(b", "isRegex": True})
     assert m.matches({"x": "xb"}) and m.matches({"x": "ax"}) and not m.matches({"x": "xa"})
+
+
+def test_a_silence_tries_its_equality_matchers_before_its_regexes():
+    class Costly:  # a regex that must not be run: the equality matcher already fails
+        def search(self, value):
+            raise AssertionError("the regex ran before the failing equality matcher")
+
+    regex = parse_matcher({"name": "v", "value": "[ab]*a[ab]{16}", "isRegex": True})
+    object.__setattr__(regex, "_rx", Costly())
+    s = create_silence({"matchers": [{"name": "v", "value": "[ab]*a[ab]{16}", "isRegex": True},
+                                     {"name": "alertname", "value": "X", "isRegex": False}],
+                        "author": "a", "comment": "c", "ends_at": 5000.0}, 1000.0, "s1")
+    s = type(s)(s.id, (regex, s.matchers[1]), s.starts_at, s.ends_at, s.author, s.comment)
+    assert not s.matches({"alertname": "Y", "v": "ab" * 2000}, 2000.0)
+    assert [m.name for m in s.matchers] == ["v", "alertname"]  # as given, for the API

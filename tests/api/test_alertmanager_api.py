@@ -316,6 +316,24 @@ def test_an_alert_continue_sends_to_two_receivers_is_listed_once_with_both(clien
     assert sorted(g["receiver"]["name"] for g in groups) == ["audit", "oncall"]
 
 
+def test_a_regex_silence_is_compiled_once_not_on_every_get(client, sent, monkeypatch):
+    from alerting import silence
+
+    compiles = []
+    real = silence._anchored
+    monkeypatch.setattr(silence, "_anchored", lambda p: compiles.append(p) or real(p))
+    body = SILENCE | {"matchers": [{"name": "instance", "value": "api-.*", "isRegex": True},
+                                   {"name": "alertname", "value": "PodDown", "isRegex": False}]}
+    assert client.post("/api/v2/silences", json=body).status_code == 200
+    publish_view(client, [am_alert(instance="api-1"), am_alert(instance="api-2")])
+    first = client.get("/api/v2/alerts").json()
+    assert {a["status"]["state"] for a in first} == {"suppressed"}
+    n = len(compiles)
+    for _ in range(3):
+        assert client.get("/api/v2/alerts").json() == first
+    assert len(compiles) == n, compiles[n:]
+
+
 def test_inhibited_alerts_are_shown_and_filtered(client, sent):
     def inhibit(state):
         for ep in state["episodes"].values():
