@@ -85,11 +85,15 @@ def verify_signature(secret: str, body: bytes, timestamp: int, header: str, now:
 
 
 def _am_labels(view: dict[str, Any]) -> dict[str, str]:
+    """An alert's labels in Alertmanager's webhook body: an Alertmanager
+    alert's own (none invented: no ``severity`` it did not send); a native
+    alert's with ``alertname``, ``severity`` and ``asset``."""
     labels = dict(view["labels"])
     labels.setdefault("alertname", view["rule"])
-    labels.setdefault("severity", view["severity"])
-    if view.get("source") != "alertmanager" and view["asset"]:
-        labels.setdefault("asset", view["asset"])
+    if view.get("source") != "alertmanager":
+        labels.setdefault("severity", view["severity"])
+        if view["asset"]:
+            labels.setdefault("asset", view["asset"])
     return labels
 
 
@@ -133,7 +137,9 @@ def render_alertmanager(message: Message, external_url: str = "",
             "annotations": dict(view["annotations"]),
             "startsAt": format_time(view["starts_at"]),
             "endsAt": format_time(view["ends_at"] if view["status"] == "resolved" else None),
-            "generatorURL": view.get("generator_url", ""), "fingerprint": view["fingerprint"],
+            "generatorURL": view.get("generator_url", ""),
+            # a continue route's copy is the same alert: its fingerprint without the ~<route>
+            "fingerprint": view["fingerprint"].partition("~")[0],
         })
     sections = message.sections
     return {

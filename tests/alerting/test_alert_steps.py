@@ -137,6 +137,18 @@ def test_render_alertmanager_payload():
     assert payload["groupLabels"] == {"alertname": "Lat"}
 
 
+def test_render_alertmanager_invents_no_label_for_an_alertmanager_alert():
+    # given an Alertmanager alert without severity, as a continue route's copy (fp~route)
+    am = _view("h1", labels={"alertname": "Lat", "instance": "h1"}, source="alertmanager",
+               fingerprint="0123456789abcdef~0.1")
+    payload = render_alertmanager(_message([am]))
+    # then its labels as sent (Alertmanager sends no severity it was not given), its fingerprint
+    [a] = payload["alerts"]
+    assert a["labels"] == {"alertname": "Lat", "instance": "h1"}
+    assert payload["commonLabels"] == {"alertname": "Lat", "instance": "h1"}
+    assert a["fingerprint"] == "0123456789abcdef"
+
+
 def test_render_body_is_deterministic_json():
     msg = _message([_view("h1")])
     assert render_body(msg, "native") == render_body(msg, "native")
