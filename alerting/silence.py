@@ -480,6 +480,23 @@ class Silence:
                    tuple(TimeInterval.parse(t, "time_intervals") for t in d.get("time_intervals", [])))
 
 
+def _bare_regex_valid(m: Matcher) -> None:
+    """A silence's regex must also compile as written, unanchored: Alertmanager's
+    silence validation (``validateMatcher``) compiles the bare pattern, so
+    ``a)|(b``, which a filter or a route takes (``^(?:a)|(b)$``), is refused
+    in a silence.
+
+    Raises:
+        ValueError: Alertmanager's words, "invalid regular expression"."""
+    if m.op in ("=~", "!~"):
+        try:
+            re2._Regexp(m.value, _RE2_OPTIONS)
+        except re2.error as e:
+            text = e.args[0] if e.args else str(e)
+            text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+            raise ValueError(f"invalid regular expression {m.value!r}: {text}") from None
+
+
 def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence:
     """Validate a silence request into a :class:`Silence`.
 
@@ -500,11 +517,14 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
     matchers = []
     for i, m in enumerate(raw):
         try:
-            matchers.extend(parse_matchers(m) if isinstance(m, str) else [parse_matcher(m)])
+            parsed = parse_matchers(m) if isinstance(m, str) else [parse_matcher(m)]
+            for p in parsed:
+                _bare_regex_valid(p)
         except ValueError as e:
             raise SilenceRefused(f"matchers.{i}", str(e),
                                  'name="value" with =, !=, =~ or !~ (a string), or '
                                  '{"name", "value", "isRegex", "isEqual"}', "matcher") from None
+        matchers.extend(parsed)
     allow_broad = spec.get("allow_broad", spec.get("allowBroad", False)) is True
     if is_broad(matchers) and not allow_broad:
         raise SilenceRefused("matchers", "every matcher matches the empty string, so this silence "

@@ -439,6 +439,9 @@ def test_updating_a_silence_keeps_or_replaces_it_as_alertmanager(client, sent):
     ({"matchers": [{"name": "a", "value": "a++", "isRegex": True}]}, "matchers.0"),
     ({"matchers": [{"name": "a", "value": r"(?P<x>a)\1", "isRegex": True}]}, "matchers.0"),
     ({"matchers": [{"name": "a", "value": "(?=a)b", "isRegex": True}]}, "matchers.0"),
+    # valid anchored (^(?:a)|(b)$, so a filter takes it) but not as written, as Alertmanager
+    # validates a silence's regex
+    ({"matchers": [{"name": "a", "value": "a)|(b", "isRegex": True}]}, "matchers.0"),
     ({"matchers": [{"name": "a", "value": "x", "isRegex": "yes"}]}, "matchers.0.isRegex"),
     ({"matchers": [{"name": "a", "value": "x", "isRegex": 1}]}, "matchers.0.isRegex"),
     ({"matchers": [{"name": "a", "value": "x", "isRegex": False, "isEqual": "false"}]},
