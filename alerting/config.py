@@ -351,10 +351,16 @@ GROUP_BY_ALL = "..."
 
 
 def _group_by_all_alone(v: list[str] | None) -> list[str] | None:
-    """``...`` stands alone in a ``group_by``, as Alertmanager's config
-    loader requires (its words)."""
-    if v and GROUP_BY_ALL in v and len(v) > 1:
-        raise ValueError("cannot have wildcard group_by (`...`) and other labels at the same time")
+    """A ``group_by`` as Alertmanager's config loader takes it (its words):
+    ``...`` stands alone (repeated, it is still the wildcard), and no label
+    is named twice."""
+    if v and GROUP_BY_ALL in v:
+        if set(v) != {GROUP_BY_ALL}:
+            raise ValueError("cannot have wildcard group_by (`...`) and other labels at the same time")
+        return [GROUP_BY_ALL]
+    for i, name in enumerate(v or []):
+        if name in v[:i]:
+            raise ValueError(f"duplicated label {name!r} in group_by")
     return v
 
 

@@ -116,6 +116,9 @@ def test_group_by_all_labels_groups_each_label_set_apart_as_alertmanager():
         cfg([{"matchers": ['a="b"'], "group_by": ["...", "pod"]}])
     with pytest.raises(ConfigError, match=r"grouping\.group_by: cannot have wildcard"):
         cfg([], grouping={"group_by": ["rule", "..."]})
+    with pytest.raises(ConfigError, match=r"grouping\.group_by: duplicated label 'rule'"):
+        cfg([], grouping={"group_by": ["rule", "asset", "rule"]})
+    assert cfg([], grouping={"group_by": ["...", "..."]}).grouping.group_by == ["..."]
 
 
 def test_an_alertmanager_alert_without_severity_has_none_for_routes_and_groups():
