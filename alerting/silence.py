@@ -83,6 +83,12 @@ def regex_hit(rx: Any, value: str) -> bool:
         return rx.search(repair_text(value)[0]) is not None
 
 
+def _re2_words(e: Exception) -> str:
+    """What RE2 said (the binding passes bytes or text)."""
+    text = e.args[0] if e.args else str(e)
+    return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+
+
 def compile_regex(pattern: str) -> tuple[Any, str | None]:
     """(compiled, None) for a valid matcher regex (:func:`_anchored`), or
     (None, why not: RE2's words, about the pattern as given, not the anchored
@@ -93,9 +99,7 @@ def compile_regex(pattern: str) -> tuple[Any, str | None]:
     try:
         return _anchored(pattern), None
     except re2.error as e:
-        text = e.args[0] if e.args else str(e)
-        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-        return None, text.replace(f"^(?:{pattern})$", pattern)
+        return None, _re2_words(e).replace(f"^(?:{pattern})$", pattern)
     except UnicodeEncodeError:
         return None, "holds a lone UTF-16 surrogate, which is not Unicode text"
 
@@ -453,7 +457,8 @@ class Silence:
     _order: tuple[Matcher, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_order", tuple(sorted(self.matchers, key=lambda m: _MATCH_COST.get(m.op, 2))))
+        order = sorted(self.matchers, key=lambda m: _MATCH_COST.get(m.op, 2))
+        object.__setattr__(self, "_order", tuple(order))
 
     def active(self, now: float) -> bool:
         """True when the silence mutes alerts at epoch second ``now``."""
@@ -492,9 +497,7 @@ def _bare_regex_valid(m: Matcher) -> None:
         try:
             re2._Regexp(m.value, _RE2_OPTIONS)
         except re2.error as e:
-            text = e.args[0] if e.args else str(e)
-            text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-            raise ValueError(f"invalid regular expression {m.value!r}: {text}") from None
+            raise ValueError(f"invalid regular expression {m.value!r}: {_re2_words(e)}") from None
 
 
 def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence:
