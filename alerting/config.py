@@ -196,8 +196,8 @@ class SubRoute(_Model):
 
     @field_validator("group_by")
     @classmethod
-    def _all_alone(cls, v: list[str] | None) -> list[str] | None:
-        return _group_by_all_alone(v)
+    def _group_by(cls, v: list[str] | None) -> list[str] | None:
+        return _check_group_by(v)
 
     @field_validator("matchers")
     @classmethod
@@ -350,7 +350,7 @@ class RouteConfig(_Model):
 GROUP_BY_ALL = "..."
 
 
-def _group_by_all_alone(v: list[str] | None) -> list[str] | None:
+def _check_group_by(v: list[str] | None) -> list[str] | None:
     """A ``group_by`` as Alertmanager's config loader takes it (its words):
     ``...`` stands alone (repeated, it is still the wildcard), and no label
     is named twice."""
@@ -375,8 +375,8 @@ class GroupingConfig(_Model):
 
     @field_validator("group_by")
     @classmethod
-    def _all_alone(cls, v: list[str] | None) -> list[str] | None:
-        return _group_by_all_alone(v)
+    def _group_by(cls, v: list[str] | None) -> list[str] | None:
+        return _check_group_by(v)
 
 
 class TimingConfig(_Model):
