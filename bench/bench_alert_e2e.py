@@ -2,12 +2,17 @@
 webhook receiver. Prints one JSON object per line:
 
     {"bench": "alert_e2e_latency", "alerts", "rate_per_s", "p50_ms", "p99_ms", "max_ms", ...}
+    {"bench": "alert_e2e_broker_floor", "hops": 2, "records", "rate_per_s", "p50_ms", "p99_ms", ...}
     {"bench": "alert_e2e_throughput", "alerts", "per_event", "seconds", "alerts_per_s", ...}
 
 - latency: alerts with new fingerprints produced onto ``alerts.raw`` at a
   steady rate; each is its own group (group_by rule+asset, group_wait 0), so
   the figure is raw alert -> router -> funnel -> tick -> webhook POST
   (milliseconds, from the producer's clock to the receiver's, same host).
+- broker floor: right after, the same number of records at the same rate
+  through two bare aiokafka hops of the same broker (the hops an alert takes
+  before its decision), fetching as the alerting worker does: the part of
+  the decision latency no funnel work can remove on this machine.
 - throughput: ``--alerts`` raw alerts (mostly repeats of 500 fingerprints,
   as a storm looks) produced as fast as possible, ``--per-event`` alerts per
   Kafka event; alerts per second from the first produce until the ledger
@@ -40,13 +45,14 @@ import tempfile
 import threading
 import time
 import uuid
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 
 from alerting.wire import ledger_entries, raw_envelope
-from ops.stack import Stack
+from ops.stack import ALERTING_FETCH_WAIT_MS, Stack
 from plait.topics import Topics
 
 
@@ -204,6 +210,82 @@ def receiver_names(n: int, partitions: int) -> list[str]:
     return names
 
 
+def broker_floor(bootstrap: str, prefix: str, n: int, rate: float, partitions: int,
+                 fetch_wait_ms: int, prefetch_backoff_ms: int) -> dict:
+    """What the broker alone costs the latency figure: ``n`` records at
+    ``rate`` per second through the two hops an alert takes before its
+    decision (``alerts.raw`` -> router -> ``alerts.funnel`` -> funnel), with
+    bare aiokafka clients fetching as the alerting worker does
+    (``fetch_wait_ms``, ``prefetch_backoff_ms``; docs/kafka-rules.md #11, #15)
+    and a relay that forwards what it gets without waiting for acks (a lower
+    bound), on two topics of ``partitions`` partitions. Milliseconds from the
+    first send to the last consumer, same host; the worker's own share of the
+    decision latency is what the latency line adds to this (docs/alerting.md,
+    "Latency and the broker floor")."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.consumer import consumer as aiokafka_consumer
+    from aiokafka.consumer.fetcher import Fetcher
+
+    from plait.kafka_admin import create_topics
+
+    # the worker's Fetcher (streams.app.tune_fetch_wait), in this process only
+    aiokafka_consumer.Fetcher = partial(Fetcher, prefetch_backoff=prefetch_backoff_ms / 1000)
+    first, second = f"{prefix}floor.a", f"{prefix}floor.b"
+    create_topics(bootstrap, [first, second], partitions)
+
+    async def run() -> list[float]:
+        def consumer(topic: str) -> AIOKafkaConsumer:
+            return AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"{topic}-g",
+                                    fetch_max_wait_ms=fetch_wait_ms, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, max_poll_records=1000)
+
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type="lz4")
+        relay_in, last = consumer(first), consumer(second)
+        for client in (producer, relay_in, last):
+            await client.start()
+        lat: list[float] = []
+
+        async def relay() -> None:
+            while True:
+                batch = await relay_in.getmany(timeout_ms=100, max_records=1000)
+                for records in batch.values():
+                    for m in records:  # not waiting for acks: the most a relay can do
+                        await producer.send(second, key=m.key, value=m.value)
+
+        async def measure() -> None:
+            while len(lat) < n:
+                batch = await last.getmany(timeout_ms=100, max_records=1000)
+                now = time.time()
+                lat.extend((now - float(m.value)) * 1000 for records in batch.values() for m in records)
+
+        tasks = [asyncio.create_task(relay()), asyncio.create_task(measure())]
+        try:
+            # warm-up: one record through both hops (group joins, offset resets)
+            await producer.send(first, value=repr(time.time()).encode())
+            while not lat:
+                await asyncio.sleep(0.01)
+            lat.clear()
+            start = time.monotonic()
+            for i in range(n):
+                delay = start + i / rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await producer.send(first, key=str(i).encode(), value=repr(time.time()).encode())
+            await asyncio.wait_for(tasks[1], 60)
+        finally:
+            tasks[0].cancel()
+            for client in (relay_in, last, producer):
+                await client.stop()
+        return lat
+
+    lat = asyncio.run(run())
+    return {"bench": "alert_e2e_broker_floor", "hops": 2, "records": n, "rate_per_s": rate,
+            "fetch_wait_ms": fetch_wait_ms, "p50_ms": round(pct(lat, 0.5), 1),
+            "p99_ms": round(pct(lat, 0.99), 1), "max_ms": round(max(lat), 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--alerts", type=int, default=20_000)
@@ -356,6 +438,14 @@ def main() -> None:
                           "max_ms": round(max(lat), 1), "mean_ms": round(statistics.mean(lat), 1),
                           "webhook_messages": sink.messages,
                           "worker_cpu_s": round(cpu_s() - cpu0, 2)}), flush=True)
+        # the same rate through two bare hops of the same broker, the workers idle
+        from plait.settings import Settings
+
+        defaults = Settings()
+        print(json.dumps(broker_floor(
+            bootstrap, f"bench-{rid}.", n, args.rate, args.partitions or defaults.partitions,
+            args.fetch_wait_ms or ALERTING_FETCH_WAIT_MS, defaults.fetch_prefetch_backoff_ms)),
+            flush=True)
 
         def produce_events(alerts: list, per_event: int) -> set[str]:
             ids: set[str] = set()
