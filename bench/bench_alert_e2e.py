@@ -45,7 +45,6 @@ import tempfile
 import threading
 import time
 import uuid
-from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -225,13 +224,11 @@ def broker_floor(bootstrap: str, prefix: str, n: int, rate: float, partitions: i
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.consumer import consumer as aiokafka_consumer
-    from aiokafka.consumer.fetcher import Fetcher
 
     from plait.kafka_admin import create_topics
+    from streams.app import tune_fetch_wait
 
-    # the worker's Fetcher (streams.app.tune_fetch_wait), in this process only
-    aiokafka_consumer.Fetcher = partial(Fetcher, prefetch_backoff=prefetch_backoff_ms / 1000)
+    tune_fetch_wait(fetch_wait_ms, prefetch_backoff_ms)  # the worker's Fetcher, in this process
     first, second = f"{prefix}floor.a", f"{prefix}floor.b"
     create_topics(bootstrap, [first, second], partitions)
 
@@ -264,7 +261,10 @@ def broker_floor(bootstrap: str, prefix: str, n: int, rate: float, partitions: i
         try:
             # warm-up: one record through both hops (group joins, offset resets)
             await producer.send(first, value=repr(time.time()).encode())
+            deadline = time.monotonic() + 60
             while not lat:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the floor's warm-up record never crossed both hops")
                 await asyncio.sleep(0.01)
             lat.clear()
             start = time.monotonic()
