@@ -641,8 +641,9 @@ class _Parser:
         if term == "else":
             nxt = self.peek_nonspace()
             if nxt.kind == "ident" and nxt.value in ("if", "with"):
-                if nxt.value == "with":
-                    raise _unsupported(self.file, self.line, "{{else with}}", "Go 1.23")
+                if nxt.value == "with" or kind != "if":
+                    raise _unsupported(self.file, self.line, f"{{{{else {nxt.value}}}}}",
+                                       f"in {{{{{kind}}}}}: Go 1.19 has {{{{else if}}}} in {{{{if}}}} only")
                 self.next_nonspace()
                 orelse = [self.control("if")]  # {{else if}}: the inner if takes the {{end}}
             else:
@@ -670,6 +671,17 @@ class _Parser:
         if term != "end":
             raise self.error(f"unexpected EOF: {{{{define {name!r}}}}} has no {{{{end}}}}",
                              "{{" + src + "}}", line)
+        self.add(name, body, line)
+
+    def add(self, name: str, body: list, line: int) -> None:
+        """Go's ``Tree.add``: an empty body never replaces a definition; two
+        non-empty definitions of one name in one file are an error."""
+        old = self.defines.get(name)
+        if old is not None and not _is_empty(old):
+            if _is_empty(body):
+                return
+            raise self.error(f'multiple definition of template "{name}"',
+                             f'define "{name}"', line)
         self.defines[name] = body
 
     def template(self, word: str, top: bool) -> _Node:
@@ -688,7 +700,7 @@ class _Parser:
             self.vars = saved
             if term != "end":
                 raise self.error("unexpected EOF in block clause", "{{" + src + "}}", line)
-            self.defines[name] = body
+            self.add(name, body, line)
         return _Node("template", self.file, line, src, pipe, name=name)
 
     # -- tokens of the current action
@@ -1090,26 +1102,54 @@ def _str_func(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _per_char(method: str) -> Callable[[str], str]:
-    """Go's ``strings.ToUpper`` / ``ToLower``: one character for one (``ß`` stays ``ß``)."""
-    def convert(s: str) -> str:
-        out = []
-        for c in s:
-            d = getattr(c, method)()
-            out.append(d if len(d) == 1 else c)
-        return "".join(out)
-    return convert
+def _to_upper(s: str) -> str:
+    """Go's ``strings.ToUpper``: one character for one (``ß`` stays ``ß``)."""
+    return "".join(u if len(u := c.upper()) == 1 else c for c in s)
+
+
+def _to_lower(s: str) -> str:
+    """Go's ``strings.ToLower``: the simple mapping (``İ`` gives ``i``)."""
+    return "".join(c.lower()[0] for c in s)
+
+
+#: Unicode word-break MidLetter, MidNumLet and Single_Quote: inside a word
+#: between letters (``it's``, ``x.y``), for ``title``
+_MID = frozenset(":·\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a.\u2018\u2019\u2024\ufe52\uff07\uff0e'")
+
+
+def _is_cased(c: str) -> bool:
+    return c.lower() != c or c.upper() != c or c.title() != c
+
+
+def _is_break(c: str) -> bool:
+    """Whether ``c`` ends a word for ``title``: not a letter (ideographs and
+    hiragana excepted: each breaks), digit, connector, mark or format character."""
+    cat = unicodedata.category(c)
+    if cat[0] == "L":
+        o = ord(c)
+        return 0x3040 <= o <= 0x309F or 0x3400 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF or o >= 0x20000
+    return not (cat[0] in "NM" or cat in ("Pc", "Cf") or c in _MID)
 
 
 def _title(s: str) -> str:
-    """``cases.Title(language.AmericanEnglish)``: each word's first letter
-    upper case, the rest lower case; an apostrophe inside a word
-    (``it's``) does not start a new word."""
-    out, prev = [], ""
-    for i, c in enumerate(s):
-        inword = prev.isalnum() or (prev in "'’" and i > 1 and s[i - 2].isalnum())
-        out.append(c.lower() if inword else (c.upper() if len(c.upper()) == 1 else c))
-        prev = c
+    """Alertmanager's ``title`` (``cases.Title(language.AmericanEnglish)``):
+    a word's first cased letter title case, the rest lower case; a word
+    runs on over digits, ``_`` and one of ``.:'`` between letters, and ends
+    at a space, ``-``, ``/``, ``,`` and other punctuation (``foo_bar x.y
+    3rd`` gives ``Foo_bar X.y 3Rd``, as Go's)."""
+    out, in_word, prev_mid = [], False, False
+    for c in s:
+        is_mid = c in _MID
+        if prev_mid and is_mid:
+            in_word = False
+        if _is_cased(c):
+            out.append(c.lower() if in_word else c.title())
+            in_word = True
+        else:
+            out.append(c)
+            if _is_break(c):
+                in_word = False
+        prev_mid = is_mid
     return "".join(out)
 
 
@@ -1211,8 +1251,8 @@ FUNCS: dict[str, tuple[Callable[..., Any], int, int | None]] = {
     "html": (_html, 0, None),
     "urlquery": (_urlquery, 0, None),
     "js": (_js, 0, None),
-    "toUpper": (_str_func("toUpper", _per_char("upper")), 1, 1),
-    "toLower": (_str_func("toLower", _per_char("lower")), 1, 1),
+    "toUpper": (_str_func("toUpper", _to_upper), 1, 1),
+    "toLower": (_str_func("toLower", _to_lower), 1, 1),
     "title": (_str_func("title", _title), 1, 1),
     "trimSpace": (_str_func("trimSpace", lambda s: s.strip(_GO_SPACE)), 1, 1),
     "join": (_join, 2, 2),
@@ -1365,7 +1405,7 @@ class _Exec:
         has_args = bool(args) or final is not _NOFINAL
         if isinstance(receiver, GoStruct):
             if name not in receiver:
-                raise _GoError(f"can't evaluate field {name} in type {receiver.go_type}")
+                raise _GoError(f"can't evaluate field {name} in type {receiver.go_type.lstrip('*')}")
             if has_args:
                 raise _GoError(f"{name} has arguments but cannot be invoked as function")
             return receiver[name]
@@ -1438,7 +1478,7 @@ class _Exec:
         body = self.templates.get(node.name)
         if body is None:
             raise TemplateError(node.file, node.line, "{{" + node.src + "}}",
-                                f"no such template {node.name!r}")
+                                f'template "{node.name}" not defined')
         if self.depth >= MAX_DEPTH:
             raise TemplateError(node.file, node.line, "{{" + node.src + "}}",
                                 "exceeded maximum template depth")
@@ -1553,7 +1593,7 @@ class TemplateSet:
         """
         body = self._templates.get(name)
         if body is None:
-            raise TemplateError("<render_named>", 1, name, f"no such template {name!r}")
+            raise TemplateError("<render_named>", 1, name, f'template "{name}" not defined')
         return _execute(self._templates, body, data)
 
 
