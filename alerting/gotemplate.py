@@ -93,7 +93,7 @@ class GoStruct(dict):
 class Data(GoStruct):
     """Alertmanager's ``template.Data`` (template/template.go)."""
 
-    go_type = "*template.Data"
+    go_type = "template.Data"
 
 
 class Alert(GoStruct):
@@ -327,8 +327,7 @@ def print_value(v: Any, top: bool = True) -> str:
     if isinstance(v, GoTime):
         return v.String()
     if isinstance(v, GoStruct):
-        body = " ".join(print_value(x, False) for x in v.values())
-        return ("&{" if v.go_type.startswith("*") else "{") + body + "}"
+        return "{" + " ".join(print_value(x, False) for x in v.values()) + "}"
     if isinstance(v, dict):
         return "map[" + " ".join(f"{print_value(k, False)}:{print_value(v[k], False)}"
                                  for k in sorted(v)) + "]"
@@ -1083,8 +1082,7 @@ def _format_one(v: Any, verb: str, flags: str, prec: int) -> str:
             return h.upper() if verb == "X" else h
         return bad
     if isinstance(v, GoStruct):
-        inner = " ".join(_format_one(x, verb, flags, prec) for x in v.values())
-        return ("&{" if v.go_type.startswith("*") else "{") + inner + "}"
+        return "{" + " ".join(_format_one(x, verb, flags, prec) for x in v.values()) + "}"
     if isinstance(v, dict):
         return "map[" + " ".join(f"{_format_one(k, verb, flags, prec)}:"
                                  f"{_format_one(v[k], verb, flags, prec)}" for k in sorted(v)) + "]"
@@ -1405,7 +1403,7 @@ class _Exec:
         has_args = bool(args) or final is not _NOFINAL
         if isinstance(receiver, GoStruct):
             if name not in receiver:
-                raise _GoError(f"can't evaluate field {name} in type {receiver.go_type.lstrip('*')}")
+                raise _GoError(f"can't evaluate field {name} in type {receiver.go_type}")
             if has_args:
                 raise _GoError(f"{name} has arguments but cannot be invoked as function")
             return receiver[name]

@@ -1,0 +1,425 @@
+"""alerting/gotemplate.py against the real Alertmanager 0.25 (Debian).
+
+Ground truth comes from Alertmanager's own code, never from expected
+strings written here:
+
+- ``amtool template render`` (amtool 0.25: Alertmanager's ``template``
+  package, Go 1.19's ``text/template``) renders the same text against the
+  same ``Data`` JSON (``--template.data``), with Debian's ``default.tmpl``
+  and ``email.tmpl``; outputs are compared byte for byte;
+- the ``prometheus-alertmanager`` daemon renders an email receiver's
+  ``Subject`` and ``text`` and sends them to a local aiosmtpd server; Plait
+  renders the same templates against the ``Data`` of the same alerts (the
+  fingerprints and times the daemon lists) and the two must be equal.
+
+Many templates go into one render (``@@name@@{{ template "name" . }}...``)
+so each comparison costs one amtool run.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from email import message_from_bytes, policy
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from alerting.delivery import render_alertmanager
+from alerting.gotemplate import (KV, TemplateError, alertmanager_data, data_from_json,
+                                 default_template_text, load_templates)
+from alerting.model import Message
+
+AMTOOL = shutil.which("amtool")
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+DEBIAN_TMPL = Path("/usr/share/prometheus/alertmanager")
+HERE = Path(__file__).parent / "gotemplate"
+CONSTRUCTS = str(HERE / "constructs.tmpl")
+OVERRIDE = str(HERE / "override.tmpl")
+needs_amtool = pytest.mark.skipif(AMTOOL is None or not (DEBIAN_TMPL / "default.tmpl").exists(),
+                                  reason="amtool 0.25 and its templates (apt-get install "
+                                  "prometheus-alertmanager; .ci/run installs it)")
+
+#: two firing alerts and one resolved, grouped by alertname; HTML, quotes,
+#: a receiver name with a regexp metacharacter (Alertmanager quotes it)
+FIRING_MIX = {
+    "receiver": "team-x\\.pager", "status": "firing",
+    "alerts": [
+        {"status": "firing",
+         "labels": {"alertname": "DiskFull", "instance": "db1:9100", "severity": "critical",
+                    "team": "x"},
+         "annotations": {"summary": "Disk 95% full",
+                         "description": 'db1 /var is <full> & "growing"'},
+         "startsAt": "2024-03-05T10:11:12.5Z", "endsAt": "0001-01-01T00:00:00Z",
+         "generatorURL": "http://prom:9090/graph?g0.expr=x", "fingerprint": "1a2b3c4d5e6f7a8b"},
+        {"status": "firing",
+         "labels": {"alertname": "DiskFull", "instance": "db2:9100", "severity": "critical",
+                    "team": "x"},
+         "annotations": {"summary": "Disk 97% full"},
+         "startsAt": "2024-03-05T10:12:00Z", "endsAt": "0001-01-01T00:00:00Z",
+         "generatorURL": "http://prom:9090/graph?g0.expr=y", "fingerprint": "2a2b3c4d5e6f7a8b"},
+        {"status": "resolved",
+         "labels": {"alertname": "DiskFull", "instance": "db3:9100", "severity": "warning",
+                    "team": "x"},
+         "annotations": {"summary": "Disk ok"},
+         "startsAt": "2024-03-05T09:00:00Z", "endsAt": "2024-03-05T10:00:00Z",
+         "generatorURL": "", "fingerprint": "3a2b3c4d5e6f7a8b"},
+    ],
+    "groupLabels": {"alertname": "DiskFull"},
+    "commonLabels": {"alertname": "DiskFull", "team": "x"},
+    "commonAnnotations": {},
+    "externalURL": "http://am.example:9093",
+}
+
+#: every alert resolved, no group labels, a common annotation
+ALL_RESOLVED = {
+    "receiver": "ops", "status": "resolved",
+    "alerts": [
+        {"status": "resolved", "labels": {"alertname": "A", "job": "api", "zone": "eu-1"},
+         "annotations": {"runbook": "http://rb/a"}, "startsAt": "2024-01-01T00:00:00Z",
+         "endsAt": "2024-01-01T01:30:00.25Z", "generatorURL": "http://prom/a",
+         "fingerprint": "00000000000000aa"},
+        {"status": "resolved", "labels": {"alertname": "B", "job": "api"},
+         "annotations": {"runbook": "http://rb/a", "summary": "b"},
+         "startsAt": "2024-01-01T00:05:00Z", "endsAt": "2024-01-01T01:00:00Z",
+         "generatorURL": "", "fingerprint": "00000000000000bb"},
+    ],
+    "groupLabels": {}, "commonLabels": {"job": "api"},
+    "commonAnnotations": {"runbook": "http://rb/a"}, "externalURL": "https://am.example/sub",
+}
+
+#: what default.tmpl defines for a list of alerts (dot), not for Data
+LIST_TEMPLATES = {"__text_alert_list", "pagerduty.default.instances"}
+
+
+def amtool_render(tmp_path: Path, text: str, doc: dict, globs: list[str]) -> str:
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(doc))
+    cmd = [AMTOOL, "template", "render", f"--template.text={text}", f"--template.data={data}",
+           f"--template.glob={DEBIAN_TMPL / 'default.tmpl'}",
+           f"--template.glob={DEBIAN_TMPL / 'email.tmpl'}"]
+    cmd += [f"--template.glob={g}" for g in globs]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def joined(names: list[str]) -> str:
+    """One template text rendering each of ``names`` after a ``@@name@@`` marker."""
+    return "".join(f'@@{n}@@{{{{ template "{n}" . }}}}' for n in names)
+
+
+def split(rendered: str, names: list[str]) -> dict[str, str]:
+    parts = rendered.split("@@")[1:]
+    got = dict(zip(parts[0::2], parts[1::2]))
+    assert list(got) == names
+    return got
+
+
+def template_names(ts) -> list[str]:
+    return [n for n in ts.names() if not n.endswith(".tmpl") and n not in LIST_TEMPLATES]
+
+
+@needs_amtool
+@pytest.mark.parametrize("doc", [FIRING_MIX, ALL_RESOLVED], ids=["firing-mix", "all-resolved"])
+def test_default_templates_render_as_alertmanager_025(tmp_path, doc):
+    ts = load_templates([])
+    names = template_names(ts)
+    # every notifier's defaults of 0.25 (msteams' came with 0.26)
+    for n in ("__subject", "email.default.subject", "email.default.html", "slack.default.title",
+              "slack.default.text", "pagerduty.default.description", "opsgenie.default.message",
+              "opsgenie.default.description", "wechat.default.message", "telegram.default.message",
+              "webex.default.message", "discord.default.title", "sns.default.message",
+              "victorops.default.state_message", "pushover.default.message"):
+        assert n in names
+    assert "msteams.default.title" not in names
+    text = joined(names)
+    want = split(amtool_render(tmp_path, text, doc, []), names)
+    got = split(ts.render(text, data_from_json(doc)), names)
+    for n in names:
+        assert got[n] == want[n], n
+    assert want["__subject"].startswith("[FIRING:2] DiskFull" if doc is FIRING_MIX else "[RESOLVED]")
+
+
+@needs_amtool
+def test_templates_for_alert_lists_render_as_alertmanager_025(tmp_path):
+    # __text_alert_list and pagerduty.default.instances take a list of alerts
+    ts = load_templates([])
+    text = ('@@{{ template "__text_alert_list" .Alerts.Firing }}'
+            '@@{{ template "pagerduty.default.instances" .Alerts }}@@')
+    assert ts.render(text, data_from_json(FIRING_MIX)) == amtool_render(tmp_path, text,
+                                                                        FIRING_MIX, [])
+
+
+@needs_amtool
+@pytest.mark.parametrize("doc", [FIRING_MIX, ALL_RESOLVED], ids=["firing-mix", "all-resolved"])
+def test_each_construct_renders_as_alertmanager_025(tmp_path, doc):
+    # constructs.tmpl uses every supported construct and function once at
+    # least; override.tmpl, loaded after it, replaces a block's body
+    globs = [CONSTRUCTS, OVERRIDE]
+    ts = load_templates(globs)
+    names = [n for n in ts.names() if n.startswith("t.")]
+    assert len(names) >= 8
+    text = joined(names)
+    want = split(amtool_render(tmp_path, text, doc, globs), names)
+    got = split(ts.render(text, data_from_json(doc)), names)
+    for n in names:
+        assert got[n] == want[n], n
+    assert got["t.block"].startswith("overridden ")
+
+
+def test_glob_patterns_load_in_sorted_order_and_later_files_win(tmp_path):
+    (tmp_path / "b.tmpl").write_text('{{ define "x" }}from b{{ end }}')
+    (tmp_path / "a.tmpl").write_text('{{ define "x" }}from a{{ end }}{{ define "y" }}y{{ end }}')
+    (tmp_path / "c.tmpl").write_text('{{ define "x" }}{{ end }}')  # empty: never replaces
+    ts = load_templates([str(tmp_path / "*.tmpl"), str(tmp_path / "none-*.tmpl")])
+    assert ts.render_named("x", {}) == "from b" and ts.render_named("y", {}) == "y"
+    # a user file replaces a default template
+    (tmp_path / "d.tmpl").write_text('{{ define "__subject" }}mine{{ end }}')
+    ts = load_templates([str(tmp_path / "d.tmpl")])
+    assert ts.render('{{ template "slack.default.title" . }}', data_from_json(FIRING_MIX)) == "mine"
+
+
+def test_go_semantics_on_plain_maps():
+    ts = load_templates([])
+    # a plain map's missing key prints <no value>; a KV's (a label set) ""
+    assert ts.render("{{ .x }}|{{ .kv.x }}|{{ index .kv `x` }}", {"kv": KV()}) == "<no value>||"
+    assert ts.render("{{ and .a .b }}|{{ or .a .b }}|{{ or .c .a }}",
+                     {"a": 0, "b": "bee", "c": [1]}) == "0|bee|[1]"
+    assert ts.render("{{ range $k, $v := . }}{{ $k }}={{ $v }},{{ end }}",
+                     {"b": 2, "a": 1.5, "c": True}) == "a=1.5,b=2,c=true,"
+    assert ts.render("", {}) == ""
+
+
+# -- the data model ----------------------------------------------------------------------
+
+def _view(fp: str, instance: str, status: str, starts: float, ends: float | None) -> dict:
+    return {"fingerprint": fp, "rule": "ExportFailed", "asset": f"BILL/{instance}",
+            "severity": "critical", "status": status, "change": "new", "escalated_from": None,
+            "labels": {"instance": instance, "team": "billing"},
+            "annotations": {"summary": f"{instance} failed", "runbook_url": "http://rb"},
+            "starts_at": starts, "ends_at": ends, "duration": None, "transient": False,
+            "generator_url": "http://prom/g", "source": "native"}
+
+
+def _sections() -> list[dict]:
+    alerts = [_view("aaaaaaaaaaaaaaaa", "n1", "firing", 1_700_000_000.0, None),
+              _view("bbbbbbbbbbbbbbbb~r2", "n2", "resolved", 1_699_999_000.25, 1_700_000_100.0)]
+    return [{"group_id": "g1", "group_labels": {"rule": "ExportFailed", "team": "billing"},
+             "part": 1, "parts": 1, "merged": False, "reminder": False,
+             "counts": {"new": 1, "escalated": 0, "resolved": 1, "still_firing": 1},
+             "alerts": alerts}]
+
+
+def test_alertmanager_data_from_sections():
+    data = alertmanager_data(_sections(), "billing.oncall", "https://plait.example")
+    assert isinstance(data, dict)
+    assert data["Receiver"] == "billing\\.oncall"  # regexp.QuoteMeta, as Alertmanager
+    assert data["Status"] == "firing"
+    assert [a["Status"] for a in data["Alerts"].Firing()] == ["firing"]
+    assert [a["Fingerprint"] for a in data["Alerts"].Resolved()] == ["bbbbbbbbbbbbbbbb"]
+    assert data["GroupLabels"] == {"alertname": "ExportFailed", "team": "billing"}
+    assert data["CommonLabels"].Names() == ["alertname", "asset", "severity", "team"][:0] + \
+        sorted(data["CommonLabels"])
+    assert data["CommonLabels"].SortedPairs()[0]["Name"] == "alertname"
+    assert data["CommonLabels"].Remove(["team"]).Values() == ["ExportFailed", "critical"]
+    ts = load_templates([])
+    assert ts.render("{{ (index .Alerts 0).EndsAt.IsZero }} {{ (index .Alerts 1).EndsAt.Unix }}",
+                     data) == "true 1700000100"
+
+
+@needs_amtool
+def test_alertmanager_data_renders_as_amtool_renders_the_webhook_body(tmp_path):
+    # Plait's Alertmanager webhook body is Alertmanager's Data in JSON: amtool
+    # rendering that body and Plait rendering alertmanager_data of the same
+    # sections must agree on every default template and every construct
+    message = Message("m1", "billing", "k", 1, 1_700_000_200.0, _sections(), alert_count=2)
+    body = render_alertmanager(message, "https://plait.example")
+    ts = load_templates([CONSTRUCTS])
+    names = template_names(ts)
+    text = joined(names)
+    want = split(amtool_render(tmp_path, text, body, [CONSTRUCTS]), names)
+    got = split(ts.render(text, alertmanager_data(_sections(), "billing", "https://plait.example")),
+                names)
+    for n in names:
+        assert got[n] == want[n], n
+
+
+# -- the real Alertmanager daemon ------------------------------------------------------
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.mails: list[bytes] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+        self.mails.append(envelope.content)
+        return "250 OK"
+
+
+def _wait(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _start_alertmanager(tmp_path: Path, smtp_port: int, names: list[str]):
+    from ops.infra import free_port
+
+    cfg = {"global": {"smtp_require_tls": False},
+           "route": {"receiver": "mail", "group_by": ["alertname"], "group_wait": "0s",
+                     "group_interval": "1m", "repeat_interval": "1h"},
+           "receivers": [{"name": "mail", "email_configs": [{
+               "to": "oncall@example.com", "from": "am@example.com",
+               "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False,
+               "send_resolved": True, "headers": {"Subject": '{{ template "__subject" . }}'},
+               "html": "", "text": joined(names) + "@@dot@@{{ . }}"}]}],
+           "templates": [CONSTRUCTS]}
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    proc = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+         "--web.external-url=http://am.example:9093"],
+        stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def fingerprint(labels: dict[str, str]) -> str:
+    """Alertmanager's alert fingerprint (prometheus/common ``LabelSet.Fingerprint``:
+    FNV-1a 64 over the sorted names and values, each followed by 0xff)."""
+    h = 14695981039346656037
+    for name in sorted(labels):
+        for part in (name, labels[name]):
+            for b in part.encode() + b"\xff":
+                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.skipif(ALERTMANAGER is None, reason="the Alertmanager binary is absent "
+                    "(apt-get install prometheus-alertmanager; .ci/run installs it)")
+def test_real_alertmanager_email_matches_plait_rendering(tmp_path):
+    from aiosmtpd.controller import Controller
+    from ops.infra import free_port
+
+    ts = load_templates([CONSTRUCTS])
+    names = template_names(ts)
+    inbox, smtp_port = _Inbox(), free_port()
+    ctl = Controller(inbox, hostname="127.0.0.1", port=smtp_port)
+    ctl.start()
+    proc, url = _start_alertmanager(tmp_path, smtp_port, names)
+    try:
+        _wait(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
+        assert proc.poll() is None, (tmp_path / "am.log").read_text()
+        # the alerts of FIRING_MIX, posted as Prometheus posts them
+        posted = [{"labels": a["labels"], "annotations": a["annotations"],
+                   "startsAt": a["startsAt"], "generatorURL": a["generatorURL"],
+                   "endsAt": a["endsAt"] if a["status"] == "resolved" else "2099-01-01T00:00:00Z"}
+                  for a in FIRING_MIX["alerts"]]
+        resp = httpx.post(f"{url}/api/v2/alerts", json=posted, timeout=10)
+        assert resp.status_code == 200, resp.text
+        _wait(lambda: inbox.mails, 30, "Alertmanager's email")
+        listed = httpx.get(f"{url}/api/v2/alerts", timeout=10).json()
+    finally:
+        proc.kill()
+        proc.wait(10)
+        ctl.stop()
+    mail = message_from_bytes(inbox.mails[0], policy=policy.default)
+    # the same Data: the daemon's fingerprints (it lists the active ones);
+    # a firing alert's EndsAt is Go's zero time there too
+    for a in listed:
+        assert a["fingerprint"] == fingerprint(a["labels"])
+    doc = json.loads(json.dumps(FIRING_MIX))
+    doc["receiver"] = "mail"
+    for a in doc["alerts"]:
+        a["fingerprint"] = fingerprint(a["labels"])
+    data = data_from_json(doc)
+    assert mail["Subject"] == ts.render('{{ template "__subject" . }}', data)
+    # SMTP carries lines ending CRLF (RFC 5321): the one difference allowed
+    want = split(mail.get_body(("plain",)).get_content().replace("\r\n", "\n"), names + ["dot"])
+    got = split(ts.render(joined(names) + "@@dot@@{{ . }}", data), names + ["dot"])
+    # text/template prints the *template.Data the daemon passes without its &
+    assert got["dot"].startswith("{mail firing [{firing map[alertname:DiskFull")
+    for n in names + ["dot"]:
+        assert got[n] == want[n], n
+
+
+# -- refused templates ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("line,construct,text", [
+    (2, "humanize", '{{ define "a" }}\n{{ .Value | humanize }}{{ end }}'),
+    (1, "date", '{{ date "2006" .StartsAt }}'),
+    (3, "call", '\n\n{{ call .F }}'),
+    (1, "{{else with}}", "{{ with .A }}{{ else with .B }}{{ end }}"),
+    (1, "{{else if}}", "{{ range .A }}{{ else if .B }}{{ end }}"),
+    (2, "1i", "x\n{{ 1i }}"),
+    (1, "nosuchfunc", "{{ nosuchfunc 1 }}"),
+])
+def test_unsupported_construct_names_file_line_and_construct(tmp_path, line, construct, text):
+    path = tmp_path / "team.tmpl"
+    path.write_text(text)
+    with pytest.raises(TemplateError) as e:
+        load_templates([str(tmp_path / "*.tmpl")])
+    err = e.value
+    assert (err.file, err.line, err.construct) == (str(path), line, construct)
+    assert str(err).startswith(f"{path}:{line}: ") and f"`{construct}`" in str(err)
+
+
+@pytest.mark.parametrize("line,fragment,text", [
+    (1, "unclosed action", "{{ .A "),
+    (2, "unexpected {{end}}", "ok\n{{ end }}"),
+    (1, "undefined variable '$x'", "{{ $x }}"),
+    (2, "has no {{end}}", "x\n{{ if .A }}y"),
+    (1, "inside another action", '{{ if .A }}{{ define "x" }}{{ end }}{{ end }}'),
+    (1, "multiple definition", '{{ define "x" }}1{{ end }}{{ define "x" }}2{{ end }}'),
+    (3, "unterminated quoted string", '\n\n{{ "abc }}'),
+    (1, "missing value for command", "{{ }}"),
+])
+def test_parse_errors_name_file_and_line(tmp_path, line, fragment, text):
+    path = tmp_path / "bad.tmpl"
+    path.write_text(text)
+    with pytest.raises(TemplateError) as e:
+        load_templates([str(path)])
+    assert e.value.file == str(path) and e.value.line == line
+    assert str(e.value).startswith(f"{path}:{line}: ") and fragment in str(e.value)
+
+
+def test_execution_errors_name_the_construct():
+    ts = load_templates([CONSTRUCTS])
+    data = data_from_json(FIRING_MIX)
+    with pytest.raises(TemplateError, match=r"receiver\.title:1: executing at <\{\{\.Nope\}\}>: "
+                       r"can't evaluate field Nope in type template\.Data"):
+        ts.render("{{ .Nope }}", data, source="receiver.title")
+    with pytest.raises(TemplateError, match='template "missing" not defined'):
+        ts.render('{{ template "missing" . }}', data)
+    with pytest.raises(TemplateError, match="error calling reReplaceAll: error parsing regexp"):
+        ts.render('{{ reReplaceAll "(" "" "x" }}', data)
+    with pytest.raises(TemplateError, match="incompatible types for comparison"):
+        ts.render('{{ eq 1 "1" }}', data)
+    with pytest.raises(TemplateError, match="exceeded maximum template depth"):
+        load_templates([]).render('{{ define "r" }}{{ template "r" . }}{{ end }}'
+                                  '{{ template "r" . }}', data)
+
+
+def test_packaged_templates_are_alertmanager_025s():
+    # the files shipped are Debian's 0.25 files below the attribution header
+    for name in ("default.tmpl", "email.tmpl"):
+        text = default_template_text(name)
+        assert "Apache" in text.split("*/", 1)[0]
+        if (DEBIAN_TMPL / name).exists():
+            assert text.split("*/ -}}\n", 1)[1] == (DEBIAN_TMPL / name).read_text()
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert '"templates_am/*.tmpl"' in pyproject
