@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import html
 import math
 import os
 import unicodedata
@@ -264,21 +263,16 @@ def _want(value: Any, kind: type, go: str, where: str) -> None:
 
 # ---------------------------------------------------------------- printing
 
+_GO_NAMES = {bool: "bool", int: "int", float: "float64", str: "string"}
+
+
 def go_type(v: Any) -> str:
     """Go's name of a value's type (``string``, ``int``, ``[]string``...)."""
     if v is None:
         return "<nil>"
-    t = getattr(v, "go_type", None)
+    t = getattr(v, "go_type", None) or _GO_NAMES.get(type(v))
     if t:
         return t
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float64"
-    if isinstance(v, str):
-        return "string"
     if isinstance(v, list):
         return "[]string" if all(isinstance(x, str) for x in v) else "[]interface {}"
     if isinstance(v, dict):
@@ -831,16 +825,12 @@ class _Parser:
 
 # ---------------------------------------------------------------- functions
 
+_KINDS = {bool: "bool", int: "int", float: "float", str: "string"}
+
+
 def _kind(v: Any) -> str:
-    if v is None:
-        return "invalid"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    return "string" if isinstance(v, str) else "other"
+    """Go's basic kind of a value for comparisons (``invalid`` for a missing one)."""
+    return "invalid" if v is None else _KINDS.get(type(v), "other")
 
 
 def _eq(a: Any, *others: Any) -> bool:
@@ -1225,7 +1215,7 @@ def _join(sep: str, items: Any) -> str:
     return sep.join(items)
 
 
-def _not_variadic_none(*args: Any) -> list[str]:
+def _string_slice(*args: Any) -> list[str]:
     for a in args:
         _want(a, str, "string", "stringSlice")
     return list(args)
@@ -1257,7 +1247,7 @@ FUNCS: dict[str, tuple[Callable[..., Any], int, int | None]] = {
     "match": (_str_func("match", _match), 2, 2),
     "reReplaceAll": (_str_func("reReplaceAll", _re_replace_all), 3, 3),
     "safeHtml": (_str_func("safeHtml", lambda s: s), 1, 1),
-    "stringSlice": (_not_variadic_none, 0, None),
+    "stringSlice": (_string_slice, 0, None),
 }
 
 #: functions known from Go, newer Alertmanagers or Prometheus, refused at load

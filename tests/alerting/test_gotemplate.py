@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from email import message_from_bytes, policy
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from alerting.delivery import render_alertmanager
 from alerting.gotemplate import (KV, TemplateError, alertmanager_data, data_from_json,
                                  default_template_text, load_templates)
 from alerting.model import Message
+from stack_env import wait_for
 
 AMTOOL = shutil.which("amtool")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -222,9 +222,9 @@ def test_alertmanager_data_from_sections():
     assert [a["Status"] for a in data["Alerts"].Firing()] == ["firing"]
     assert [a["Fingerprint"] for a in data["Alerts"].Resolved()] == ["bbbbbbbbbbbbbbbb"]
     assert data["GroupLabels"] == {"alertname": "ExportFailed", "team": "billing"}
-    assert data["CommonLabels"].Names() == ["alertname", "asset", "severity", "team"][:0] + \
-        sorted(data["CommonLabels"])
-    assert data["CommonLabels"].SortedPairs()[0]["Name"] == "alertname"
+    # Plait's rule is the alertname; severity and asset are labels, as in its webhook body
+    assert data["CommonLabels"].Names() == ["alertname", "severity", "team"]
+    assert data["CommonAnnotations"] == {"runbook_url": "http://rb"}
     assert data["CommonLabels"].Remove(["team"]).Values() == ["ExportFailed", "critical"]
     ts = load_templates([])
     assert ts.render("{{ (index .Alerts 0).EndsAt.IsZero }} {{ (index .Alerts 1).EndsAt.Unix }}",
@@ -257,16 +257,6 @@ class _Inbox:
     async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
         self.mails.append(envelope.content)
         return "250 OK"
-
-
-def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _start_alertmanager(tmp_path: Path, smtp_port: int, names: list[str]):
@@ -322,7 +312,7 @@ def test_real_alertmanager_email_matches_plait_rendering(tmp_path):
     ctl.start()
     proc, url = _start_alertmanager(tmp_path, smtp_port, names)
     try:
-        _wait(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
+        wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
         assert proc.poll() is None, (tmp_path / "am.log").read_text()
         # the alerts of FIRING_MIX, posted as Prometheus posts them
         posted = [{"labels": a["labels"], "annotations": a["annotations"],
@@ -331,7 +321,7 @@ def test_real_alertmanager_email_matches_plait_rendering(tmp_path):
                   for a in FIRING_MIX["alerts"]]
         resp = httpx.post(f"{url}/api/v2/alerts", json=posted, timeout=10)
         assert resp.status_code == 200, resp.text
-        _wait(lambda: inbox.mails, 30, "Alertmanager's email")
+        wait_for(lambda: inbox.mails, 30, "Alertmanager's email")
         listed = httpx.get(f"{url}/api/v2/alerts", timeout=10).json()
     finally:
         proc.kill()
