@@ -42,6 +42,7 @@ import functools
 import glob
 import math
 import os
+import re
 import unicodedata
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -381,13 +382,15 @@ def _unquote(body: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-_STRING_RX = re2.compile(r'"(?:[^"\\\n]|\\(?:[abfnrtv\\"\']|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}'
+# the lexer's own fixed patterns use the stdlib's re: matching at a position
+# of a long file costs the RE2 binding a text-to-bytes offset conversion per call
+_STRING_RX = re.compile(r'"(?:[^"\\\n]|\\(?:[abfnrtv\\"\']|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}'
                          r'|U[0-9a-fA-F]{8}|[0-7]{3}))*"')
-_CHAR_RX = re2.compile(r"'(?:[^'\\\n]|\\(?:[abfnrtv\\\"']|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}"
+_CHAR_RX = re.compile(r"'(?:[^'\\\n]|\\(?:[abfnrtv\\\"']|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}"
                        r"|U[0-9a-fA-F]{8}|[0-7]{3}))'")
-_NUMBER_RX = re2.compile(r"[+-]?(?:0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|"
+_NUMBER_RX = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|"
                          r"(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9_]+)?)i?")
-_WORD_RX = re2.compile(r"[A-Za-z_0-9\x{80}-\x{10FFFF}]*")
+_WORD_RX = re.compile(r"\w*")  # Go: letters, digits and _ (unicode.IsLetter / IsDigit)
 
 
 def _number(text: str) -> int | float | None:
@@ -988,7 +991,7 @@ def go_quote(s: str) -> str:
     return "".join(out) + '"'
 
 
-_VERB_RX = re2.compile(r"%([-+# 0]*)(\*|[0-9]+)?(?:\.(\*|[0-9]*))?((?s:.))?")
+_VERB_RX = re.compile(r"%([-+# 0]*)(\*|[0-9]+)?(?:\.(\*|[0-9]*))?(.)?", re.DOTALL)
 
 
 def _sprintf(fmt: str, *args: Any) -> str:
@@ -1308,7 +1311,7 @@ class _Exec:
             if n.__class__ is str:
                 out.append(n)
             else:
-                getattr(self, "_" + n.kind)(n, dot, out)
+                _NODES[n.kind](self, n, dot, out)
 
     def eval(self, node: _Node, dot: Any, declare: bool = True) -> Any:
         """The value of ``node``'s pipeline; an execution error names the node."""
@@ -1384,6 +1387,8 @@ class _Exec:
         """``receiver.name``: a method (called with ``args``), a struct field or a map key."""
         if receiver is None:
             return None
+        if receiver.__class__ in _STRUCTS and name in receiver and not args and final is _NOFINAL:
+            return receiver[name]
         if name in getattr(receiver, "go_methods", ()):
             vals = [self.arg(dot, a) for a in args] + ([] if final is _NOFINAL else [final])
             try:
@@ -1472,6 +1477,11 @@ class _Exec:
                                 "exceeded maximum template depth")
         value = self.eval(node, dot) if node.pipe is not None else None
         _Exec(self.templates, value, self.depth + 1).run(body, value, out)
+
+
+_NODES = {kind: getattr(_Exec, "_" + kind)
+          for kind in ("action", "if", "with", "range", "break", "continue", "template")}
+_STRUCTS = frozenset({Data, Alert, Pair})
 
 
 def _range_items(value: Any, node: _Node) -> list[tuple[Any, Any]]:
