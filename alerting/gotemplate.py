@@ -398,6 +398,8 @@ def _number(text: str) -> int | float | None:
     if text.endswith("i"):
         return None
     t = text.replace("_", "")
+    if re.fullmatch(r"[+-]?0[0-7]+", t):  # Go: a leading 0 is octal
+        return int(t.replace("0", "0o", 1), 0)
     try:
         return int(t, 0) if not any(c in t for c in ".eE") or t[1:2] in "xX" else float(t)
     except ValueError:
@@ -867,7 +869,7 @@ def _lt(a: Any, b: Any) -> bool:
 def _length(v: Any) -> int:
     if isinstance(v, str):
         return len(v.encode("utf-8", "surrogatepass"))
-    if isinstance(v, (list, tuple, dict)):
+    if isinstance(v, (list, tuple, dict)) and not isinstance(v, GoStruct):
         return len(v)
     raise _GoError(f"len of type {go_type(v)}")
 
