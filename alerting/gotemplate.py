@@ -143,8 +143,9 @@ class KV(dict):
         return self.SortedPairs().Values()
 
     def Remove(self, keys: list[str]) -> "KV":  # noqa: N802
-        _want(keys, list, "[]string", "Remove")
-        drop = set(keys)
+        drop = set(keys or ())
+        if not all(isinstance(k, str) for k in drop):
+            raise _GoError(f"wrong type for value; expected []string; got {go_type(keys)}")
         return KV({k: v for k, v in self.items() if k not in drop})
 
 
@@ -253,12 +254,21 @@ def _layout_element(dt: datetime, el: str) -> str:
     }[el]
 
 
+class HTML(str):
+    """``html/template.HTML``, what ``safeHtml`` returns: a string kind
+    (printed, compared, measured as one) that a function taking a plain
+    ``string`` refuses, as Go does."""
+
+    go_type = "template.HTML"
+
+
 class _GoError(Exception):
     """An execution error inside a function or method (Go's ``error`` return)."""
 
 
 def _want(value: Any, kind: type, go: str, where: str) -> None:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if (not isinstance(value, kind) or (kind is int and isinstance(value, bool))
+            or value.__class__ is HTML):
         raise _GoError(f"wrong type for value in {where}; expected {go}; got {go_type(value)}")
 
 
@@ -830,7 +840,7 @@ class _Parser:
 
 # ---------------------------------------------------------------- functions
 
-_KINDS = {bool: "bool", int: "int", float: "float", str: "string"}
+_KINDS = {bool: "bool", int: "int", float: "float", str: "string", HTML: "string"}
 
 
 def _kind(v: Any) -> str:
@@ -944,7 +954,11 @@ def _sprintln(*args: Any) -> str:
 
 
 def _eval_args(args: tuple) -> str:
-    return args[0] if len(args) == 1 and isinstance(args[0], str) else _sprint(*args)
+    """The text ``html``, ``js`` and ``urlquery`` escape (Go's ``evalArgs``:
+    a nil operand is ``<no value>``, then ``fmt.Sprint``)."""
+    if len(args) == 1 and isinstance(args[0], str):
+        return args[0]
+    return _sprint(*("<no value>" if a is None else a for a in args))
 
 
 def _html(*args: Any) -> str:
@@ -1028,8 +1042,7 @@ def _sprintf(fmt: str, *args: Any) -> str:
         if argi >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
-        out.append(_pad(_format_one(args[argi], verb, flags, nums[1]), flags, nums[0],
-                        isinstance(args[argi], (int, float)) and not isinstance(args[argi], bool)))
+        out.append(_format_one(args[argi], verb, flags, nums[0], nums[1]))
         argi += 1
     if argi < len(args):
         extra = ", ".join(f"{go_type(a)}={print_value(a, False)}" for a in args[argi:])
@@ -1048,42 +1061,62 @@ def _pad(text: str, flags: str, width: int, numeric: bool) -> str:
     return text.rjust(width)
 
 
-def _format_one(v: Any, verb: str, flags: str, prec: int) -> str:
-    """One operand of ``printf`` under ``verb`` (no padding)."""
-    bad = f"%!{verb}({go_type(v)}={print_value(v, False)})" if v is not None else f"%!{verb}(<nil>)"
+def _rune(n: int) -> str:
+    """``n`` as a character; U+FFFD when it is none (Go's ``%c`` / ``%q``)."""
+    return chr(n) if 0 <= n <= 0x10FFFF and not 0xD800 <= n <= 0xDFFF else "\ufffd"
+
+
+_INT_VERBS: dict[str, Callable[[int], str]] = {
+    "d": str, "v": str, "x": lambda n: format(n, "x"), "X": lambda n: format(n, "X"),
+    "o": lambda n: format(n, "o"), "b": lambda n: format(n, "b"), "c": _rune,
+    "q": lambda n: "'" + go_quote(_rune(n))[1:-1].replace("'", "\\'") + "'"}
+
+
+def _format_one(v: Any, verb: str, flags: str, width: int, prec: int) -> str:
+    """One operand of ``printf`` under ``verb``, padded to ``width``; a
+    list's, map's or struct's elements each (as Go's ``fmt``); a wrong verb
+    writes ``%!verb(type=value)``, the value under ``%v`` padded."""
     if isinstance(v, GoTime):
         v = v.String()
+    text = None
     if isinstance(v, bool):
-        return ("true" if v else "false") if verb in "tv" else bad
-    if isinstance(v, int):
-        sign = "+" if "+" in flags and v >= 0 else (" " if " " in flags and v >= 0 else "")
-        conv = {"d": str, "v": str, "x": lambda n: format(n, "x"), "X": lambda n: format(n, "X"),
-                "o": lambda n: format(n, "o"), "b": lambda n: format(n, "b"), "c": chr,
-                "q": lambda n: "'" + go_quote(chr(n))[1:-1].replace("'", "\\'") + "'"}
-        return sign + conv[verb](v) if verb in conv else bad
-    if isinstance(v, float):
-        if verb not in "vfFeEgG":
-            return bad
-        text = format_float(v, "g" if verb == "v" else verb.lower(), prec)
-        text = text.upper() if verb in "EG" else text
-        return ("+" + text if "+" in flags and not text.startswith("-") else text)
-    if isinstance(v, str):
+        text = ("true" if v else "false") if verb in "tv" else None
+    elif isinstance(v, int):
+        if verb in "cq":
+            text = _INT_VERBS[verb](v)
+        elif verb in _INT_VERBS:  # a precision is the fewest digits
+            sign = "-" if v < 0 else ("+" if "+" in flags else (" " if " " in flags else ""))
+            digits = "" if prec == 0 and v == 0 else _INT_VERBS[verb](abs(v))
+            text = sign + digits.rjust(max(prec, 0), "0")
+    elif isinstance(v, float):
+        if verb in "vfFeEgG":
+            text = format_float(v, "g" if verb == "v" else verb.lower(), prec)
+            text = text.upper() if verb in "EG" else text
+            text = "+" + text if "+" in flags and not text.startswith("-") else text
+    elif isinstance(v, str):
         if verb in "sv":
-            return v if prec < 0 else v[:prec]
-        if verb == "q":
-            return go_quote(v if prec < 0 else v[:prec])
-        if verb in "xX":
+            text = v if prec < 0 else v[:prec]
+        elif verb == "q":
+            text = go_quote(v if prec < 0 else v[:prec])
+        elif verb in "xX":
             h = v.encode("utf-8", "surrogatepass").hex()
-            return h.upper() if verb == "X" else h
-        return bad
-    if isinstance(v, GoStruct):
-        return "{" + " ".join(_format_one(x, verb, flags, prec) for x in v.values()) + "}"
-    if isinstance(v, dict):
-        return "map[" + " ".join(f"{_format_one(k, verb, flags, prec)}:"
-                                 f"{_format_one(v[k], verb, flags, prec)}" for k in sorted(v)) + "]"
-    if isinstance(v, (list, tuple)):
-        return "[" + " ".join(_format_one(x, verb, flags, prec) for x in v) + "]"
-    return "<nil>" if v is None and verb == "v" else bad
+            text = h.upper() if verb == "X" else h
+    elif isinstance(v, GoStruct):
+        return "{" + " ".join(_format_one(x, verb, flags, width, prec) for x in v.values()) + "}"
+    elif isinstance(v, dict):
+        return "map[" + " ".join(f"{_format_one(k, verb, flags, width, prec)}:"
+                                 f"{_format_one(v[k], verb, flags, width, prec)}"
+                                 for k in sorted(v)) + "]"
+    elif isinstance(v, (list, tuple)):
+        return "[" + " ".join(_format_one(x, verb, flags, width, prec) for x in v) + "]"
+    elif v is None:
+        text = "<nil>" if verb == "v" else None
+    numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if text is not None:
+        return _pad(text, flags, width, numeric)
+    if v is None:
+        return f"%!{verb}(<nil>)"
+    return f"%!{verb}({go_type(v)}={_format_one(v, 'v', flags, width, prec)})"
 
 
 def _str_func(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -1215,6 +1248,7 @@ def _re_replace_all(pattern: str, repl: str, text: str) -> str:
 
 def _join(sep: str, items: Any) -> str:
     _want(sep, str, "string", "join")
+    items = [] if items is None else items  # Go passes nil as an empty []string
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
         raise _GoError(f"wrong type for value; expected []string; got {go_type(items)}")
     return sep.join(items)
@@ -1251,7 +1285,7 @@ FUNCS: dict[str, tuple[Callable[..., Any], int, int | None]] = {
     "join": (_join, 2, 2),
     "match": (_str_func("match", _match), 2, 2),
     "reReplaceAll": (_str_func("reReplaceAll", _re_replace_all), 3, 3),
-    "safeHtml": (_str_func("safeHtml", lambda s: s), 1, 1),
+    "safeHtml": (_str_func("safeHtml", HTML), 1, 1),
     "stringSlice": (_string_slice, 0, None),
 }
 
