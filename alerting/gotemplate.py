@@ -73,7 +73,8 @@ class TemplateError(ValueError):
 
     def __init__(self, file: str, line: int, construct: str, problem: str) -> None:
         self.file, self.line, self.construct = file, line, construct
-        super().__init__(f"{file}:{line}: {problem}")
+        where = "" if not construct or construct in problem else f" (at `{construct}`)"
+        super().__init__(f"{file}:{line}: {problem}{where}")
 
 
 def _unsupported(file: str, line: int, construct: str, why: str = "") -> TemplateError:
