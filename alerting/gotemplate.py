@@ -222,7 +222,8 @@ def go_time_format(dt: datetime, layout: str) -> str:
                 i = j
                 continue
         for el in _LAYOUT:
-            if layout.startswith(el, i):
+            if layout.startswith(el, i) and not (  # "Month" is text, as in Go
+                    el in ("Jan", "Mon") and layout[i + 3:i + 4].islower()):
                 out.append(_layout_element(dt, el))
                 i += len(el)
                 break
