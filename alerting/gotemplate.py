@@ -406,16 +406,25 @@ _WORD_RX = re.compile(r"\w*")  # Go: letters, digits and _ (unicode.IsLetter / I
 
 
 def _number(text: str) -> int | float | None:
-    """The value of a Go number literal (None for an imaginary one)."""
+    """The value of a Go number literal: an int (decimal, ``0x``, ``0o``,
+    ``0b``, a leading ``0`` octal) or, with ``.`` or an exponent, a float;
+    None for an imaginary one.
+
+    Raises:
+        ValueError: not a number Go reads (``1e``, ``08``).
+    """
     if text.endswith("i"):
         return None
     t = text.replace("_", "")
-    if re.fullmatch(r"[+-]?0[0-7]+", t):  # Go: a leading 0 is octal
-        return int(t.replace("0", "0o", 1), 0)
+    body = t.lstrip("+-")
     try:
-        return int(t, 0) if not any(c in t for c in ".eE") or t[1:2] in "xX" else float(t)
+        if body[:2].lower() in ("0x", "0b", "0o") or not any(c in body for c in ".eE"):
+            if re.fullmatch(r"0[0-7]+", body):  # Go: a leading 0 is octal
+                t = t.replace("0", "0o", 1)
+            return int(t, 0)
+        return float(t)
     except ValueError:
-        return int(t.lstrip("+-").lstrip("0") or "0") * (-1 if t.startswith("-") else 1)
+        raise ValueError(f"bad number syntax: {text!r}") from None
 
 
 class _Lexer:
@@ -536,7 +545,10 @@ class _Lexer:
         raise self.error(f"unrecognized character in action: {c!r}", c, line)
 
     def _number_tok(self, text: str, line: int) -> _Tok:
-        value = _number(text)
+        try:
+            value = _number(text)
+        except ValueError as e:
+            raise self.error(str(e), text, line) from None
         if value is None:
             raise _unsupported(self.file, line, text, "complex numbers")
         return _Tok("number", value, text, line)

@@ -242,6 +242,58 @@ def test_random_templates_render_as_alertmanager_025(tmp_path, seed):
         assert got[str(i)] == want[str(i)], t
 
 
+#: fragments of template syntax, glued at random into mostly broken texts
+FRAGMENTS = ["{{", "}}", "{{-", "-}}", " ", "{{- ", " -}}", "/*", "*/", '"', "'", "`", "\\",
+             "$", "$x", ":=", "=", "|", "(", ")", ",", ".", ".A", "if", "else", "end", "range",
+             "with", "define", "template", "block", "break", "continue", "nil", "true", "1",
+             "-", "0x", "1e", ".5", "x", "\n", "printf", '"%', "len", "index", ".Alerts", "é",
+             "}", "{", '"a"', "'a'", "\\x", "\\u12", ".Status", "and", "or", "eq", "slice",
+             "_", "{{ ", " }}", "{{ .Status }}", "{{ end }}", "{{ if .Status }}",
+             "{{ range .Alerts }}", "{{ $x := 1 }}"]
+
+
+def token_soup(rng, most: int) -> str:
+    return "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, most)))
+
+
+def test_any_text_renders_or_raises_template_error():
+    # a broken receiver field is the user's error, named, never a crash
+    import random
+
+    rng = random.Random(7)
+    ts, data = load_templates([]), data_from_json(FIRING_MIX)
+    rendered = 0
+    for _ in range(3000):
+        try:
+            ts.render(token_soup(rng, 25), data)
+            rendered += 1
+        except TemplateError as e:
+            assert e.file == "<text>" and e.line >= 1 and str(e).startswith("<text>:")
+    assert 300 < rendered < 2700
+
+
+@needs_amtool
+def test_broken_texts_are_refused_as_alertmanager_refuses_them(tmp_path):
+    # Plait refuses exactly the texts amtool refuses and renders the others alike
+    import random
+
+    rng = random.Random(11)
+    ts, data = load_templates([]), data_from_json(FIRING_MIX)
+    (tmp_path / "data.json").write_text(json.dumps(FIRING_MIX))
+    for _ in range(60):
+        text = token_soup(rng, 12)
+        am = subprocess.run([AMTOOL, "template", "render", f"--template.text={text}",
+                             f"--template.data={tmp_path / 'data.json'}",
+                             f"--template.glob={DEBIAN_TMPL / 'default.tmpl'}"],
+                            capture_output=True, text=True, timeout=60)
+        try:
+            got = ts.render(text, data)
+        except TemplateError as e:
+            assert am.returncode != 0, (text, str(e))
+            continue
+        assert am.returncode == 0 and am.stdout == got, (text, am.stderr)
+
+
 def test_glob_patterns_load_in_sorted_order_and_later_files_win(tmp_path):
     (tmp_path / "b.tmpl").write_text('{{ define "x" }}from b{{ end }}')
     (tmp_path / "a.tmpl").write_text('{{ define "x" }}from a{{ end }}{{ define "y" }}y{{ end }}')
