@@ -35,6 +35,13 @@ The data (:func:`alertmanager_data`) is Alertmanager's ``template.Data``:
 each alert ``Status``, ``Labels``, ``Annotations``, ``StartsAt``,
 ``EndsAt`` (``time.Time``: ``.Format``, ``.Unix``, ``.UTC``, ``.IsZero``),
 ``GeneratorURL``, ``Fingerprint``.
+
+Not done: ``html/template``'s context escaping (an email's ``html`` renders
+as text, as above), and the functions of Alertmanager releases after 0.25
+other than ``trimSpace`` (``date``, ``tz``, ``since``, ``humanizeDuration``,
+``toJson``...), which are refused at load. The API: :func:`load_templates`,
+:class:`TemplateSet` (``render``, ``render_named``, ``check``),
+:func:`alertmanager_data`, :func:`data_from_json`, :class:`TemplateError`.
 """
 from __future__ import annotations
 
@@ -54,6 +61,10 @@ import re2
 
 from alerting.delivery import _am_labels, _common, am_group_labels
 from alerting.silence import _RE2_OPTIONS, _re2_words
+
+__all__ = ["TemplateError", "TemplateSet", "load_templates", "alertmanager_data",
+           "data_from_json", "parse", "default_template_text", "Data", "Alert", "Alerts",
+           "KV", "Pair", "Pairs", "GoTime", "HTML"]
 
 #: the packaged copies of Alertmanager 0.25's ``template/default.tmpl`` and
 #: ``template/email.tmpl``, parsed first in this order, as ``FromGlobs`` does
