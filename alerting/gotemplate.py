@@ -1057,13 +1057,20 @@ def _sprintf(fmt: str, *args: Any) -> str:
         if verb == "%":
             out.append("%")
             continue
+        if any(spec and spec != "*" and _too_large(spec) for spec in (width, prec)):
+            out.append("%!(NOVERB)")  # Go's parsenum gives up and skips to the end
+            break
         nums = []
-        for spec in (width, prec):
+        for spec, bad in ((width, "%!(BADWIDTH)"), (prec, "%!(BADPREC)")):
             if spec == "*":
-                nums.append(args[argi] if argi < len(args) and isinstance(args[argi], int) else 0)
+                n = args[argi] if argi < len(args) and isinstance(args[argi], int) else None
                 argi += 1
+                if n is None or abs(n) > 1_000_000:  # Go's fmt: no width past a million
+                    out.append(bad)
+                    n = -1
             else:
-                nums.append(int(spec) if spec else (0 if spec == "" else -1))
+                n = int(spec) if spec else (0 if spec == "" else -1)
+            nums.append(n)
         if argi >= len(args):
             out.append(f"%!{verb}(MISSING)")
             continue
@@ -1073,6 +1080,12 @@ def _sprintf(fmt: str, *args: Any) -> str:
         extra = ", ".join(f"{go_type(a)}={print_value(a, False)}" for a in args[argi:])
         out.append(f"%!(EXTRA {extra})")
     return "".join(out)
+
+
+def _too_large(digits: str) -> bool:
+    """Whether Go's ``parsenum`` overflows on ``digits`` (a number past a
+    million before its last digit is read)."""
+    return int(digits[:-1] or "0") > 1_000_000
 
 
 def _pad(text: str, flags: str, width: int, numeric: bool) -> str:
