@@ -516,6 +516,11 @@ def test_execution_errors_name_the_construct():
     with pytest.raises(TemplateError, match=r"receiver\.title:1: executing at <\{\{\.Nope\}\}>: "
                        r"can't evaluate field Nope in type template\.Data"):
         ts.render("{{ .Nope }}", data, source="receiver.title")
+    with pytest.raises(TemplateError) as e:  # a receiver field checked when the config loads
+        ts.check("ok\n{{ .A | humanize }}", source="receivers[0].slack_configs[0].title")
+    assert (e.value.file, e.value.line, e.value.construct) == (
+        "receivers[0].slack_configs[0].title", 2, "humanize")
+    ts.check('{{ template "slack.default.title" . }}')
     with pytest.raises(TemplateError, match='template "missing" not defined'):
         ts.render('{{ template "missing" . }}', data)
     with pytest.raises(TemplateError, match="error calling reReplaceAll: error parsing regexp"):
