@@ -110,6 +110,8 @@ def create_api(settings: Settings | None = None) -> FastAPI:
             raise NotFound("file not found")
         task_id = key.split("/")[1] if key.count("/") >= 2 else None
         task = await sv.projection.get(task_id) if task_id else None
+        if task is not None:
+            await sv.record_download(task_id, request)
         await sv.audit(request, "task.downloaded", taskId=task_id, fileName=name,
                        sysCode=(task or {}).get("sysCode"), userId=(task or {}).get("userId"),
                        rows=((task or {}).get("file") or {}).get("rows"),

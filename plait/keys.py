@@ -42,6 +42,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:schedules:owner          string  scheduler turn (lease)     schedules.store
     P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
     P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
+    P:downloads:{taskId}       hash    downloads of a task's file api.services
 """
 from __future__ import annotations
 
@@ -75,6 +76,14 @@ def task(prefix: str, task_id: str) -> str:
     handlers, sweeper and alerting. No TTL (deleted only by ``Projection.flush``).
     """
     return f"{prefix}:task:{task_id}"
+
+
+def task_downloads(prefix: str, task_id: str) -> str:
+    """``P:downloads:{taskId}``, hash: downloads of the task's file through the
+    API (``count``, ``lastAt`` RFC 3339, ``lastBy`` JSON ``{clientIp,
+    userAgent}``). Written by ``api.services.Services.record_download`` as the
+    download is audited; read into the task JSON (``downloads``). No TTL."""
+    return f"{prefix}:downloads:{task_id}"
 
 
 def task_pattern(prefix: str) -> str:
