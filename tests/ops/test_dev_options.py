@@ -5,14 +5,10 @@ workers' metrics ports; and a worker whose ``PLAIT_METRICS_PORT`` is taken
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,6 +16,7 @@ import pytest
 from ops.infra import free_port
 from plait.devenv import PID_KEY
 from test_cli import ROOT, one_line_error, plait
+from test_readme import READY, wait_for_line
 
 
 def listening() -> socket.socket:
@@ -57,24 +54,6 @@ def test_a_worker_whose_metrics_port_is_taken_says_so_in_one_line(tmp_path):
     assert f"PLAIT_METRICS_PORT={port}" in line and "already in use" in line
 
 
-def read_until_ready(proc: subprocess.Popen, timeout: float) -> list[str]:
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l.rstrip("\n")) for l in proc.stdout],
-                     daemon=True).start()
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.5)
-        except queue.Empty:
-            assert proc.poll() is None, f"plait dev exited {proc.returncode}: {seen}"
-            continue
-        seen.append(line)
-        if line.startswith("# plait dev: ready"):
-            return seen
-    raise AssertionError(f"plait dev not ready within {timeout}s: {seen}")
-
-
 @pytest.mark.integration
 def test_dev_in_a_shell_that_sourced_another_stack(tmp_path):
     # given a shell that sourced another (live) stack's dev.env, from another directory,
@@ -97,7 +76,7 @@ def test_dev_in_a_shell_that_sourced_another_stack(tmp_path):
                            cwd=work, env=env, text=True, stdout=subprocess.PIPE,
                            stderr=open(tmp_path / "dev.err", "w"), start_new_session=True)
     try:
-        printed = read_until_ready(dev, 180)
+        printed = wait_for_line(dev, READY, timeout=180)
         exports = dict(line.removeprefix("export ").split("=", 1)
                        for line in printed if line.startswith("export "))
         # then it runs its own stack on the port asked for
