@@ -30,7 +30,7 @@ def n_left(ids: list[tuple[int, str]], last: tuple[int, str] | None) -> int:
 #: Index entries read per Redis call by :meth:`Projection.page`.
 PAGE_SLICE = 500
 #: Index entries one :meth:`Projection.page` call looks at, at most.
-PAGE_SCAN_MAX = 5000
+PAGE_SCAN_MAX = 2000
 
 
 def _recent(task_id: str, seconds: float = 60.0) -> bool:
@@ -117,7 +117,8 @@ class Projection:
         """One page of a caller's (and user's) tasks, newest first.
 
         Reads the index (:func:`plait.keys.caller_tasks` / ``user_tasks``,
-        score = createdAt ms) in slices of at most :data:`PAGE_SLICE` ids,
+        score = createdAt ms) in slices of ``limit`` ids, doubled while a
+        filter leaves the page short, up to :data:`PAGE_SLICE`,
         between ``created_from_ms`` and ``created_to_ms`` (inclusive), after
         the position ``after`` = ``(createdAt ms, taskId)`` of the last task
         of the page before (equal times: ids in descending order, as the
@@ -135,9 +136,10 @@ class Projection:
             hi = min(hi, after[0])
         lo: float | int = float("-inf") if created_from_ms is None else created_from_ms
         out: list[dict[str, Any]] = []
-        last, start, seen = after, 0, 0
+        last, start, seen, want = after, 0, 0, limit
         while len(out) < limit and seen < scan_max:
-            size = min(PAGE_SLICE, scan_max - seen)
+            # a slice of what is still wanted, doubled each time filters drop tasks
+            size, want = min(PAGE_SLICE, scan_max - seen, want), want * 2
             got = await self.redis.zrevrangebyscore(index, hi, lo, start=start, num=size,
                                                     withscores=True)
             start += len(got)
