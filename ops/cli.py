@@ -380,8 +380,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=None, help="export only the first N flights")
     p.set_defaults(fn=cmd_demo)
     from ops.schedules_cli import add_parser as add_schedules
+    from ops.tasks_cli import add_parser as add_tasks
 
     add_schedules(sub)
+    add_tasks(sub)
     args = parser.parse_args(argv)
     try:
         args.fn(args)

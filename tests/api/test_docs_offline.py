@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 
 from api.app import create_api
+from ops.infra import free_port
 from plait.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -59,22 +60,27 @@ class _Server(uvicorn.Server):
         pass
 
 
-@pytest.fixture
-def api_url(settings):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = _Server(uvicorn.Config(create_api(settings), host="127.0.0.1", port=port,
-                                    log_level="warning"))
+@contextmanager
+def serving(app, port: int):
+    """``app`` served by uvicorn on 127.0.0.1:``port`` in a thread; yields its URL."""
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline, "the API did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture
+def api_url(settings):
+    with serving(create_api(settings), free_port()) as url:
+        yield url
 
 
 def test_chromium_renders_the_operations_with_no_outside_request(api_url):
