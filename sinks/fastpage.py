@@ -25,6 +25,9 @@ which also raises what it always raised. Rules it keeps
   non-finite spelling itself, so the scan for them (:func:`_finite`) runs only
   when a row holds an undeclared field and the rows are read again ignoring
   it;
+- a row without a declared field (the exact path counts ``missing_field``)
+  declines: a column holding nulls answers only when its plainly spelt key
+  stands once per row (:func:`_keyed`);
 - the envelope (``code``, ``message``, ``data.status``, ``runtimeContext``,
   ``total``) is decoded exactly by ``loads_exact`` from the body with its rows
   replaced by a marker, which also proves where ``data.rows`` lies.
