@@ -26,7 +26,7 @@ from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
 from plait.events import CancelRequested, ExportRequested, Lifecycle
-from plait.lifecycle import TERMINAL
+from plait.lifecycle import ACTIVE, TERMINAL
 from plait.projection import Projection
 from plait.spec import ExportSpec
 
@@ -73,7 +73,7 @@ SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
 
 
 CURSOR_DOC = "data.nextCursor of the page before (opaque); absent: the newest tasks"
-STATUSES = ("CREATED", "WAITING", "RUNNING", "SUCCESS", "FAILED", "CANCELLED", "TIMEOUT")
+STATUSES = (*sorted(ACTIVE), *sorted(TERMINAL))
 STATUS_DOC = f"only tasks in these statuses, comma-separated ({', '.join(STATUSES)})"
 
 

@@ -95,14 +95,14 @@ def task_pattern(prefix: str) -> str:
 def caller_tasks(prefix: str, sys_code: str) -> str:
     """``P:tasks:{sysCode}``, sorted set: ids of a caller's tasks, score =
     createdAt in epoch milliseconds. Written by ``Projection.apply``; read by
-    ``Projection.list`` (``GET /export/tasks``). No TTL."""
+    ``Projection.page`` (``GET /export/tasks``). No TTL."""
     return f"{prefix}:tasks:{sys_code}"
 
 
 def user_tasks(prefix: str, sys_code: str, user_id: str) -> str:
     """``P:tasks:{sysCode}:{userId}``, sorted set: the same as
     :func:`caller_tasks` for one user of the caller. Written by
-    ``Projection.apply``; read by ``Projection.list``. No TTL."""
+    ``Projection.apply``; read by ``Projection.page``. No TTL."""
     return f"{prefix}:tasks:{sys_code}:{user_id}"
 
 

@@ -99,17 +99,6 @@ class Projection:
                 except WatchError:
                     continue
 
-    async def list(self, sys_code: str, user_id: str | None = None,
-                   limit: int = 100) -> list[dict[str, Any]]:
-        """Tasks of a caller (and user), newest first, at most ``limit``."""
-        index = (K.user_tasks(self.prefix, sys_code, user_id) if user_id
-                 else K.caller_tasks(self.prefix, sys_code))
-        ids = await self.redis.zrevrange(index, 0, limit - 1)
-        if not ids:
-            return []
-        raws = await self.redis.mget([self.task_key(i.decode()) for i in ids])
-        return [json.loads(r) for r in raws if r]
-
     async def page(self, sys_code: str, user_id: str | None, limit: int,
                    after: tuple[int, str] | None = None, created_from_ms: int | None = None,
                    created_to_ms: int | None = None, keep: Callable[[dict], bool] | None = None,
