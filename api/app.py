@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.envelope import envelope, install_error_handlers, refuse_snake_query
@@ -59,7 +60,10 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         yield
         await sv.projection.redis.aclose()
 
-    app = FastAPI(title="Plait", lifespan=lifespan, dependencies=[Depends(refuse_snake_query)])
+    # /docs and /redoc load Swagger UI and ReDoc from the fastapi-offline package's
+    # files (served under /static-offline-docs), never from a CDN
+    app = FastAPIOffline(title="Plait", lifespan=lifespan,
+                         dependencies=[Depends(refuse_snake_query)])
     app.state.services = sv
 
     async def refused(request: Request, exc: AuthError) -> None:
@@ -106,6 +110,8 @@ def create_api(settings: Settings | None = None) -> FastAPI:
             raise NotFound("file not found")
         task_id = key.split("/")[1] if key.count("/") >= 2 else None
         task = await sv.projection.get(task_id) if task_id else None
+        if task is not None:
+            await sv.record_download(task_id, request)
         await sv.audit(request, "task.downloaded", taskId=task_id, fileName=name,
                        sysCode=(task or {}).get("sysCode"), userId=(task or {}).get("userId"),
                        rows=((task or {}).get("file") or {}).get("rows"),

@@ -251,6 +251,12 @@ def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) ->
     app.add_exception_handler(PlaitError, plait_error)
 
 
+def _route_query(request: Request) -> set[str]:
+    """The query parameter names the request's route takes."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    return {p.alias for p in getattr(dependant, "query_params", None) or []}
+
+
 async def refuse_snake_query(request: Request) -> None:
     """App-wide dependency: a query parameter spelt in snake_case whose
     camelCase form the route takes (``?user_id=`` for ``userId``) is a 422
@@ -259,12 +265,25 @@ async def refuse_snake_query(request: Request) -> None:
     Raises:
         FieldError: code ``spelling``.
     """
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    known = {p.alias for p in getattr(dependant, "query_params", None) or []}
+    known = _route_query(request)
     for name in request.query_params:
         if "_" in name and name not in known and _camel(name) in known:
             raise FieldError(name, "snake_case spelling is not accepted", _camel(name), "spelling")
+
+
+async def refuse_unknown_query(request: Request) -> None:
+    """Route dependency: a query parameter the route does not take is a 422
+    naming it and listing those it takes (a misspelt filter would otherwise
+    widen the answer silently).
+
+    Raises:
+        FieldError: code ``unknown``.
+    """
+    known = _route_query(request)
+    for name in request.query_params:
+        if name not in known:
+            raise FieldError(name, "is not a query parameter of this route",
+                             ", ".join(sorted(known)), "unknown")
 
 
 def parse_json_body(raw: bytes) -> Any:

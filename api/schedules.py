@@ -98,6 +98,12 @@ def create_schedules_router(services: Services) -> APIRouter:
                          "your sysCode", "required")
 
     def check(spec: ScheduleIn, caller) -> None:
+        floor = sv.settings.schedule_min_interval_seconds
+        if spec.trigger.interval is not None and spec.trigger.interval < floor:
+            raise FieldError("trigger.interval", f"is {spec.trigger.interval:g} s, shorter than "
+                             f"the shortest interval allowed ({floor:g} s, "
+                             "PLAIT_SCHEDULE_MIN_INTERVAL_SECONDS)",
+                             f"at least {floor:g}", "minimum")
         if spec.action.export is None:
             return
         try:
@@ -207,7 +213,7 @@ def create_schedules_router(services: Services) -> APIRouter:
         trig = ScheduleIn.model_validate(doc["spec"]).trigger.core(doc["createdMs"])
         start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
         try:
-            slots = core.backfill(trig, core.State(cursor=0), start, end)
+            slots = core.backfill_slots(trig, start, end)
         except ValueError as exc:
             raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
                              "range") from None

@@ -17,6 +17,7 @@ from plait import keys as K
 from plait import topics as T
 from plait.audit import Audit
 from plait.callers import Caller, CallerRegistry, load_callers
+from plait.clock import utcnow_iso
 from plait.errors import Unavailable
 from plait.logs import get_logger
 from plait.projection import Projection
@@ -104,6 +105,36 @@ class Services:
             info["url"] = await asyncio.to_thread(self.store.link, info["key"], info["fileName"],
                                                   self.link_ttl(caller))
         return task
+
+    async def record_download(self, task_id: str, request: Request) -> None:
+        """Count one download of ``task_id``'s file (:func:`plait.keys.task_downloads`:
+        count, time, client IP and user agent); never raises."""
+        by = {"clientIp": request.client.host if request.client else None,
+              "userAgent": request.headers.get("user-agent")}
+        try:
+            key = K.task_downloads(self.settings.redis_prefix, task_id)
+            async with self.projection.redis.pipeline(transaction=True) as pipe:
+                pipe.hincrby(key, "count", 1)
+                pipe.hset(key, mapping={"lastAt": utcnow_iso(), "lastBy": json.dumps(by)})
+                await pipe.execute()
+        except Exception:  # counting must not fail the download
+            log.exception("download not counted", taskId=task_id)
+
+    async def task_views(self, tasks: list[dict[str, Any]],
+                         caller: Caller | None) -> list[dict[str, Any]]:
+        """The public JSON of ``tasks``: fresh links, and ``downloads``
+        ``{"count", "lastAt" (RFC 3339), "lastBy": {"clientIp", "userAgent"}}``
+        of each (count 0, the others null, before the first); one Redis round trip."""
+        async with self.projection.redis.pipeline(transaction=False) as pipe:
+            for t in tasks:
+                pipe.hgetall(K.task_downloads(self.settings.redis_prefix, t["taskId"]))
+            counts = await pipe.execute()
+        for task, raw in zip(tasks, counts):
+            got = {k.decode(): v.decode() for k, v in raw.items()}
+            task["downloads"] = {"count": int(got.get("count", 0)), "lastAt": got.get("lastAt"),
+                                 "lastBy": json.loads(got["lastBy"]) if "lastBy" in got else None}
+            await self.with_fresh_link(task, caller)
+        return tasks
 
     async def audit(self, request: Request | None, action: str, caller: Caller | None = None,
                     **fields: Any) -> None:

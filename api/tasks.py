@@ -7,14 +7,17 @@ for an unknown task.
 """
 from __future__ import annotations
 
+import base64
 import json
+from datetime import datetime
 from typing import Annotated, AsyncIterator
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from prometheus_client import Counter
+from pydantic import AwareDatetime
 
-from api.envelope import envelope
+from api.envelope import envelope, refuse_unknown_query
 from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
 from plait import topics as T
@@ -23,7 +26,7 @@ from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
 from plait.events import CancelRequested, ExportRequested, Lifecycle
-from plait.lifecycle import TERMINAL
+from plait.lifecycle import ACTIVE, TERMINAL
 from plait.projection import Projection
 from plait.spec import ExportSpec
 
@@ -67,6 +70,49 @@ SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
     "event": {"type": "string", "description": "the task's status (CREATED, RUNNING, ...)"},
     "data": {"type": "string", "contentMediaType": "application/json",
              "description": "the task's state, as GET /export/tasks/{taskId} answers it"}}}
+
+
+CURSOR_DOC = "data.nextCursor of the page before (opaque); absent: the newest tasks"
+STATUSES = (*sorted(ACTIVE), *sorted(TERMINAL))
+STATUS_DOC = f"only tasks in these statuses, comma-separated ({', '.join(STATUSES)})"
+
+
+def parse_statuses(text: str | None) -> set[str] | None:
+    """``status=SUCCESS,FAILED`` -> the set; None when not given.
+    Raises FieldError ``status`` naming an unknown status."""
+    if text is None:
+        return None
+    wanted = {p.strip() for p in text.split(",") if p.strip()}
+    unknown = sorted(wanted - set(STATUSES))
+    if unknown or not wanted:
+        raise FieldError("status", f"unknown status {', '.join(unknown) or '(empty)'}",
+                         ", ".join(STATUSES), "enum")
+    return wanted
+
+
+def encode_cursor(pos: tuple[int, str] | None) -> str | None:
+    """A page position ``(createdAt ms, taskId)`` as an opaque cursor."""
+    if pos is None:
+        return None
+    return base64.urlsafe_b64encode(f"{pos[0]}:{pos[1]}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
+    """Inverse of :func:`encode_cursor`; FieldError ``cursor`` when not one."""
+    if cursor is None:
+        return None
+    try:
+        ms, task_id = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(
+            ":", 1)
+        return int(ms), task_id
+    except (ValueError, UnicodeDecodeError):
+        raise FieldError("cursor", "is not a cursor this API gave",
+                         "data.nextCursor of the page before", "invalid") from None
+
+
+def epoch_ms(at: datetime | None) -> int | None:
+    """An aware datetime as epoch milliseconds (None stays None)."""
+    return None if at is None else int(at.timestamp() * 1000)
 
 
 def not_found(task_id: str) -> NotFound:
@@ -158,17 +204,26 @@ def create_tasks_router(services: Services) -> APIRouter:
         if not sv.visible(task, caller, userId):
             raise not_found(task_id)
         await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
-        return envelope(200, "ok", await sv.with_fresh_link(task, caller))
+        return envelope(200, "ok", (await sv.task_views([task], caller))[0])
 
     @router.get("/export/tasks", operation_id="listTasks",
                 response_model=Envelope, responses=errors(401, 503),
-                openapi_extra=list_required)
+                openapi_extra=list_required, dependencies=[Depends(refuse_unknown_query)])
     async def list_tasks(request: Request,
                          sysCode: str | None = Query(None, description=SYS_CODE_DOC),
                          userId: UserId = None,
-                         limit: int = Query(100, ge=1, le=1000)):
-        """Tasks of a caller (and user), newest first. With authentication the
-        caller is the signed one and ``userId`` is required."""
+                         limit: int = Query(100, ge=1, le=1000, description="tasks per page"),
+                         cursor: str | None = Query(None, description=CURSOR_DOC),
+                         status: str | None = Query(None, description=STATUS_DOC),
+                         bizType: str | None = Query(None, description="only this bizType"),
+                         createdFrom: AwareDatetime | None = Query(
+                             None, description="RFC 3339: tasks created at or after"),
+                         createdTo: AwareDatetime | None = Query(
+                             None, description="RFC 3339: tasks created at or before")):
+        """Tasks of a caller (and user), newest first, a page at a time:
+        ``data.nextCursor`` (null on the last page) is the ``cursor`` of the
+        next. With authentication the caller is the signed one and
+        ``userId`` is required. An unknown query parameter is a 422 naming it."""
         caller = await sv.authenticate(request)
         if caller is not None:
             if not userId:
@@ -178,9 +233,14 @@ def create_tasks_router(services: Services) -> APIRouter:
         if not sysCode:
             raise FieldError("sysCode", "is required without a caller registry",
                              "the query parameter sysCode=<your sysCode>", "required")
-        tasks = await sv.projection.list(sysCode, userId, limit)
+        statuses = parse_statuses(status)
+        tasks, nxt = await sv.projection.page(
+            sysCode, userId, limit, decode_cursor(cursor), epoch_ms(createdFrom),
+            epoch_ms(createdTo), lambda t: (statuses is None or t["status"] in statuses)
+            and (bizType is None or t.get("bizType") == bizType))
         await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
-        return envelope(200, "ok", {"tasks": [await sv.with_fresh_link(t, caller) for t in tasks]})
+        return envelope(200, "ok", {"tasks": await sv.task_views(tasks, caller),
+                                    "nextCursor": encode_cursor(nxt)})
 
     @router.get("/export/tasks/{taskId}/events", operation_id="taskEvents",
                 response_class=StreamingResponse, responses={

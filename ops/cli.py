@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from plait.errors import PlaitError
+from plait.errors import ConfigError, PlaitError
 
 
 def cmd_topics(args: argparse.Namespace) -> None:
@@ -90,19 +90,26 @@ def cmd_worker(args: argparse.Namespace) -> None:
 
     from plait.kafka_admin import create_topics
     from plait.logs import get_logger, setup_logging
+    from ops.infra import port_in_use
     from ops.rebuild import ensure_built
+    from plait.metrics import port_in_use_text
     from plait.settings import get_settings
     from plait.topics import Topics
     from streams.app import create_app, tune_gc
 
     settings = get_settings()
     setup_logging(settings.log_level)
+    if settings.metrics_port and port_in_use(settings.metrics_port, "0.0.0.0"):
+        raise CliError(port_in_use_text(settings.metrics_port))
     create_topics(settings.broker_url, Topics(settings.topic_prefix).all(), settings.partitions)
     applied = asyncio.run(ensure_built(settings))
     if applied is not None:
         get_logger("plait.worker").info("projection rebuilt", events=applied)
     role = getattr(args, "role", "all")
-    app = create_app(settings, role)
+    try:
+        app = create_app(settings, role)
+    except ConfigError as exc:  # one line, no traceback (a port taken, a bad config)
+        raise CliError(exc.message) from None
     worker = faust_worker(app, settings.log_level)
     tune_gc(role)
     worker.execute_from_commandline()
@@ -155,9 +162,21 @@ def cmd_dev(args: argparse.Namespace) -> None:
     """Start the whole stack in the foreground. Once every worker consumes,
     write the URLs to .plait/dev.env (plait.devenv), print them as ``export``
     lines and a ready line; stop everything on Ctrl-C or SIGTERM."""
+    from ops.infra import port_in_use
     from ops.stack import Stack
-    from plait.devenv import remove_dev_env, write_dev_env
+    from plait.devenv import drop_sourced, live_owner, remove_dev_env, target_path, write_dev_env
 
+    dropped = drop_sourced()  # a shell that sourced another stack's dev.env
+    if dropped:
+        print(f"# plait dev: not using {', '.join(dropped)} (from another stack's dev.env)")
+    owner = live_owner(target_path())
+    if owner is not None:
+        raise CliError(f"{_shown(target_path())} belongs to another `plait dev` (pid {owner}), "
+                       "still running; stop it, or start this one in another directory or with "
+                       "PLAIT_DEV_ENV=<another file>")
+    if args.port and port_in_use(args.port):
+        raise CliError(f"--port {args.port}: 127.0.0.1:{args.port} is already in use; choose "
+                       "another port, or leave --port out for a free one")
     overrides = {}
     if args.config:
         from alerting.config import load_config
@@ -168,7 +187,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
             raise CliError(f"--config {args.config}: {exc}") from exc
         overrides["PLAIT_ALERTING_CONFIG"] = str(Path(args.config).resolve())
     quiet_kafka()
-    stack = Stack(Path(args.data_dir), overrides, args.broker_storage)
+    stack = Stack(Path(args.data_dir), overrides, args.broker_storage, api_port=args.port or 0,
+                  worker_metrics=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -183,6 +203,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
                 "PLAIT_REDIS_PREFIX": stack.redis_prefix}
         if stack.env.get("PLAIT_TOPIC_PREFIX"):
             urls["PLAIT_TOPIC_PREFIX"] = stack.env["PLAIT_TOPIC_PREFIX"]
+        urls["PLAIT_METRICS_URLS"] = ",".join(
+            f"http://127.0.0.1:{port}/metrics" for port in stack.metrics_ports.values())
         dev_file = write_dev_env(urls)
         for key, value in urls.items():
             print(f"export {key}={shlex.quote(value)}")
@@ -338,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("dev", help=cmd_dev.__doc__)
     p.add_argument("--data-dir", default=".plait/dev")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--port", type=int, default=0,
+                   help="the API's port on 127.0.0.1 (default: a free one)")
     p.add_argument("--config", help="alerting config file (YAML)")
     p.add_argument("--broker-storage", default="memory://tansu/",
                    help="Tansu storage engine: memory://tansu/ or s3://bucket/ (durable)")
@@ -356,8 +380,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=None, help="export only the first N flights")
     p.set_defaults(fn=cmd_demo)
     from ops.schedules_cli import add_parser as add_schedules
+    from ops.tasks_cli import add_parser as add_tasks
 
     add_schedules(sub)
+    add_tasks(sub)
     args = parser.parse_args(argv)
     try:
         args.fn(args)

@@ -24,6 +24,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``host:port`` is taken (something listens there): a bind
+    with ``SO_REUSEADDR`` fails only then, not for a closed socket's TIME_WAIT."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def wait_port(host: str, port: int, timeout: float = 15.0) -> None:
     """Block until ``host:port`` accepts TCP connections.
 

@@ -47,6 +47,10 @@ class Stack:
         data_dir: where storage, logs and the embedded Redis live.
         overrides: extra ``PLAIT_*`` environment values (e.g. a topic prefix).
         broker_storage: Tansu storage engine (``memory://tansu/`` or ``s3://...``).
+        api_port: the API's port on 127.0.0.1 (0: a free one).
+        worker_metrics: each worker serves its metrics on a free port of its
+            own (``metrics_ports``, kept across restarts), whatever
+            ``PLAIT_METRICS_PORT`` says.
     """
 
     data_dir: Path
@@ -60,6 +64,9 @@ class Stack:
     api_url: str = ""
     demo_data_api: str = ""
     roles: dict[str, str] = field(default_factory=dict)
+    api_port: int = 0
+    worker_metrics: bool = False
+    metrics_ports: dict[str, int] = field(default_factory=dict)
     _supervisor: threading.Thread | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -108,7 +115,7 @@ class Stack:
                                        log_path=self.data_dir / "logs" / "broker.log")
         broker_url = self.broker.bootstrap if self.broker else base.broker_url
         create_topics(broker_url, Topics(base.topic_prefix).all(), base.partitions)
-        api_port = free_port()
+        api_port = self.api_port or free_port()
         self.api_url = f"http://127.0.0.1:{api_port}"
         self.env = {
             "PLAIT_BROKER_URL": broker_url,
@@ -194,11 +201,13 @@ class Stack:
         self._spawn("api", ["api", "--port", str(self._api_port)])
         self._wait_http(f"{self.api_url}/health", "api")
 
-    def _spawn(self, name: str, args: list[str],
-               extra: dict[str, str] | None = None) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], extra: dict[str, str] | None = None,
+               force: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start ``plait <args>`` as ``name``; environment: ``extra``, then the
+        process's, then ``env``, then ``force``."""
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", *args],
-                                env={**(extra or {}), **os.environ, **self.env}, stdout=log,
+        env = {**(extra or {}), **os.environ, **self.env, **(force or {})}
+        proc = subprocess.Popen([sys.executable, "-m", "ops.cli", *args], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         self.procs[name] = proc
         return proc
@@ -213,7 +222,11 @@ class Stack:
         (docs/kafka-rules.md #11); Kafka answers as soon as data arrives."""
         self.roles[name] = role
         extra = {"PLAIT_FETCH_MAX_WAIT_MS": str(ALERTING_FETCH_WAIT_MS)} if role == "alerting" else {}
-        return self._spawn(name, ["worker"] if role == "all" else ["worker", "--role", role], extra)
+        force = None
+        if self.worker_metrics:
+            force = {"PLAIT_METRICS_PORT": str(self.metrics_ports.setdefault(name, free_port()))}
+        return self._spawn(name, ["worker"] if role == "all" else ["worker", "--role", role],
+                           extra, force)
 
     def supervise(self, backoff_max: float = 30.0) -> None:
         """Restart any worker that exits, in a daemon thread, until :meth:`stop`.

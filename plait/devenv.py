@@ -13,6 +13,12 @@ in a shell::
     export PLAIT_REDIS_PREFIX=plait-1a2b3c4d
     export PLAIT_DEV_PID=12345
 
+A shell that sourced the file carries these variables into whatever it
+starts; a new ``plait dev`` started there drops them
+(:func:`drop_sourced`: ``PLAIT_DEV_PID`` names another process), so it
+builds its own stack, and it refuses to take over a file that a live
+``plait dev`` wrote (:func:`live_owner`).
+
 Readers look for ``.plait/dev.env`` in the current directory and its parents
 (as git looks for ``.git``); a file whose ``PLAIT_DEV_PID`` is not a live
 process is stale (``plait dev`` was killed) and is not used.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +37,11 @@ ENV_FILE_VAR = "PLAIT_DEV_ENV"
 DEV_FILE = Path(".plait") / "dev.env"
 #: The key holding the pid of the ``plait dev`` process that wrote the file.
 PID_KEY = "PLAIT_DEV_PID"
+
+
+#: Variables ``plait dev`` writes to its dev file (besides :data:`PID_KEY`).
+DEV_KEYS = ("PLAIT_API_URL", "PLAIT_DEMO_DATA_API_URL", "PLAIT_BROKER_URL", "PLAIT_REDIS_URL",
+            "PLAIT_REDIS_PREFIX", "PLAIT_TOPIC_PREFIX", "PLAIT_METRICS_URLS")
 
 
 @dataclass
@@ -111,7 +123,7 @@ def read_dev_env(start: Path | None = None) -> DevEnv:
 def write_dev_env(values: dict[str, str], path: Path | None = None) -> Path:
     """Write ``values`` (plus this process's pid) as ``export`` lines to
     ``path`` (default ``$PLAIT_DEV_ENV`` or ``./.plait/dev.env``); returns the path."""
-    path = path or Path(os.environ.get(ENV_FILE_VAR) or DEV_FILE).resolve()
+    path = path or target_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"export {k}={shlex.quote(v)}" for k, v in {**values, PID_KEY: str(os.getpid())}.items()]
     tmp = path.with_suffix(".tmp")
@@ -132,3 +144,34 @@ def remove_dev_env(path: Path) -> None:
 def dev_value(key: str) -> str | None:
     """``os.environ[key]`` when set, else the running dev stack's value, else None."""
     return os.environ.get(key) or read_dev_env().values.get(key)
+
+
+def drop_sourced(environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Remove from ``environ`` (default ``os.environ``) the variables of a
+    sourced dev file: when ``PLAIT_DEV_PID`` is set and is not this process,
+    every :data:`DEV_KEYS` variable and the pid came from another ``plait
+    dev``'s file. Returns the names removed (none when the pid is absent or
+    this process's)."""
+    env = os.environ if environ is None else environ
+    pid = env.get(PID_KEY)
+    if pid is None or pid == str(os.getpid()):
+        return []
+    gone = [k for k in (*DEV_KEYS, PID_KEY) if k in env]
+    for key in gone:
+        del env[key]
+    return gone
+
+
+def live_owner(path: Path) -> int | None:
+    """The pid of the live process, not this one, that wrote the dev file
+    ``path``; None when there is no file, or its writer is gone or is us."""
+    try:
+        pid = int(parse_dev_file(path.read_text()).get(PID_KEY, ""))
+    except (OSError, ValueError):
+        return None
+    return pid if pid != os.getpid() and _pid_alive(pid) else None
+
+
+def target_path() -> Path:
+    """Where ``plait dev`` writes its file: ``$PLAIT_DEV_ENV`` or ``./.plait/dev.env``."""
+    return Path(os.environ.get(ENV_FILE_VAR) or DEV_FILE).resolve()

@@ -42,6 +42,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:schedules:owner          string  scheduler turn (lease)     schedules.store
     P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
     P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
+    P:downloads:{taskId}       hash    downloads of a task's file api.services
 """
 from __future__ import annotations
 
@@ -77,6 +78,14 @@ def task(prefix: str, task_id: str) -> str:
     return f"{prefix}:task:{task_id}"
 
 
+def task_downloads(prefix: str, task_id: str) -> str:
+    """``P:downloads:{taskId}``, hash: downloads of the task's file through the
+    API (``count``, ``lastAt`` RFC 3339, ``lastBy`` JSON ``{clientIp,
+    userAgent}``). Written by ``api.services.Services.record_download`` as the
+    download is audited; read into the task JSON (``downloads``). No TTL."""
+    return f"{prefix}:downloads:{task_id}"
+
+
 def task_pattern(prefix: str) -> str:
     """``SCAN`` pattern ``P:task:*`` of every :func:`task` key; used by
     ``Projection.flush`` (``plait rebuild``) to drop the projected states."""
@@ -86,14 +95,14 @@ def task_pattern(prefix: str) -> str:
 def caller_tasks(prefix: str, sys_code: str) -> str:
     """``P:tasks:{sysCode}``, sorted set: ids of a caller's tasks, score =
     createdAt in epoch milliseconds. Written by ``Projection.apply``; read by
-    ``Projection.list`` (``GET /export/tasks``). No TTL."""
+    ``Projection.page`` (``GET /export/tasks``). No TTL."""
     return f"{prefix}:tasks:{sys_code}"
 
 
 def user_tasks(prefix: str, sys_code: str, user_id: str) -> str:
     """``P:tasks:{sysCode}:{userId}``, sorted set: the same as
     :func:`caller_tasks` for one user of the caller. Written by
-    ``Projection.apply``; read by ``Projection.list``. No TTL."""
+    ``Projection.apply``; read by ``Projection.page``. No TTL."""
     return f"{prefix}:tasks:{sys_code}:{user_id}"
 
 

@@ -14,11 +14,14 @@ Every name here is listed in :data:`NAMES`; ``deploy/grafana/plait.json`` and
 """
 from __future__ import annotations
 
+import errno
 import time
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
+
+from plait.errors import ConfigError
 
 #: Buckets for handler and request durations, seconds.
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -225,8 +228,24 @@ def update_lag(app: Any, topic_names: dict[str, str]) -> None:
 
 
 def serve(port: int) -> None:
-    """Serve this process's metrics on ``port`` (0: do nothing)."""
+    """Serve this process's metrics on ``port`` (0: do nothing).
+
+    Raises:
+        ConfigError: the port is taken (another worker or process serves it),
+            naming ``PLAIT_METRICS_PORT`` and the port.
+    """
     if port:
         from prometheus_client import start_http_server
 
-        start_http_server(port)
+        try:
+            start_http_server(port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise ConfigError(port_in_use_text(port)) from None
+
+
+def port_in_use_text(port: int) -> str:
+    """The one line that reports ``PLAIT_METRICS_PORT`` taken."""
+    return (f"PLAIT_METRICS_PORT={port}: the port is already in use (another worker or "
+            "process serves it); give each worker its own port, or 0 for none")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Callable
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
@@ -20,6 +20,17 @@ from plait import keys as K
 from plait.clock import parse_iso
 from plait.events import Lifecycle
 from plait.lifecycle import ACTIVE, TERMINAL, apply
+
+
+def n_left(ids: list[tuple[int, str]], last: tuple[int, str] | None) -> int:
+    """How many of ``ids`` come after ``last`` (all of them when it is not one)."""
+    return len(ids) - ids.index(last) - 1 if last in ids else len(ids)
+
+
+#: Index entries read per Redis call by :meth:`Projection.page`.
+PAGE_SLICE = 500
+#: Index entries one :meth:`Projection.page` call looks at, at most.
+PAGE_SCAN_MAX = 2000
 
 
 def _recent(task_id: str, seconds: float = 60.0) -> bool:
@@ -88,16 +99,53 @@ class Projection:
                 except WatchError:
                     continue
 
-    async def list(self, sys_code: str, user_id: str | None = None,
-                   limit: int = 100) -> list[dict[str, Any]]:
-        """Tasks of a caller (and user), newest first, at most ``limit``."""
+    async def page(self, sys_code: str, user_id: str | None, limit: int,
+                   after: tuple[int, str] | None = None, created_from_ms: int | None = None,
+                   created_to_ms: int | None = None, keep: Callable[[dict], bool] | None = None,
+                   scan_max: int = PAGE_SCAN_MAX) -> tuple[list[dict[str, Any]], tuple[int, str] | None]:
+        """One page of a caller's (and user's) tasks, newest first.
+
+        Reads the index (:func:`plait.keys.caller_tasks` / ``user_tasks``,
+        score = createdAt ms) in slices of ``limit`` ids, doubled while a
+        filter leaves the page short, up to :data:`PAGE_SLICE`,
+        between ``created_from_ms`` and ``created_to_ms`` (inclusive), after
+        the position ``after`` = ``(createdAt ms, taskId)`` of the last task
+        of the page before (equal times: ids in descending order, as the
+        index holds them); keeps the tasks ``keep`` accepts. Stops at
+        ``limit`` tasks or after looking at ``scan_max`` ids (a narrow
+        filter then gives a short page and a cursor), so memory and time per
+        call stay bounded whatever the index holds.
+
+        Returns ``(tasks, next position)``; the position is None when the
+        range holds no more tasks."""
         index = (K.user_tasks(self.prefix, sys_code, user_id) if user_id
                  else K.caller_tasks(self.prefix, sys_code))
-        ids = await self.redis.zrevrange(index, 0, limit - 1)
-        if not ids:
-            return []
-        raws = await self.redis.mget([self.task_key(i.decode()) for i in ids])
-        return [json.loads(r) for r in raws if r]
+        hi: float | int = float("inf") if created_to_ms is None else created_to_ms
+        if after is not None:
+            hi = min(hi, after[0])
+        lo: float | int = float("-inf") if created_from_ms is None else created_from_ms
+        out: list[dict[str, Any]] = []
+        last, start, seen, want = after, 0, 0, limit
+        while len(out) < limit and seen < scan_max:
+            # a slice of what is still wanted, doubled each time filters drop tasks
+            size, want = min(PAGE_SLICE, scan_max - seen, want), want * 2
+            got = await self.redis.zrevrangebyscore(index, hi, lo, start=start, num=size,
+                                                    withscores=True)
+            start += len(got)
+            ids = [(int(score), m.decode()) for m, score in got]
+            if after is not None:  # the page before ended inside a run of equal times
+                ids = [(t, i) for t, i in ids if t < after[0] or i < after[1]]
+            raws = await self.redis.mget([self.task_key(i) for _, i in ids]) if ids else []
+            for pos, raw in zip(ids, raws):
+                seen, last = seen + 1, pos
+                task = json.loads(raw) if raw else None
+                if task is not None and (keep is None or keep(task)):
+                    out.append(task)
+                    if len(out) == limit:
+                        break
+            if len(got) < size and n_left(ids, last) == 0:
+                return out, None  # the range is read to its end
+        return out, last
 
     async def claim_fingerprint(self, fingerprint: str, task_id: str,
                                 reuse_window: float) -> tuple[dict[str, Any] | None, bool]:

@@ -61,6 +61,9 @@ class Settings(BaseSettings):
             (``schedules.runner``; one worker decides slots at a time).
         schedule_lease_seconds: how long one scheduler turn may hold the lease
             (a worker killed mid-turn delays the schedules this long).
+        schedule_min_interval_seconds: shortest ``trigger.interval`` the API
+            accepts for a schedule, seconds (a shorter one is a 422 naming
+            ``trigger.interval``).
         max_redrives: re-drives of one page without progress before the task FAILS.
         max_parallel_fetches: data-API pages one worker fetches at once (one per
             task), so a slow data API does not hold up other tasks.
@@ -123,6 +126,7 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(default=2.0, gt=0)
     schedule_tick_seconds: float = Field(default=0.5, gt=0, le=60)
     schedule_lease_seconds: float = Field(default=15.0, ge=1, le=300)
+    schedule_min_interval_seconds: float = Field(default=10.0, ge=0.1, le=86400)
     max_redrives: int = Field(default=3, ge=1)
     max_parallel_fetches: int = Field(default=8, ge=1, le=256)
     log_level: str = "INFO"

@@ -183,7 +183,10 @@ class DocumentConfig(_Model):
     ``columns`` fixes order, headers and types (absent: every field, inferred);
     ``csvFlavour`` ``excel`` = UTF-8 with BOM and CRLF, ``plain`` = UTF-8 and LF;
     ``timeZone`` is the IANA zone that aware datetimes are converted to;
-    ``maxRowsPerFile`` splits the export into several files in one zip.
+    ``maxRowsPerFile`` splits the export into several files in one zip;
+    ``allowMissingColumns``: a declared column that no row of the first page
+    has is an empty column (default: the task fails naming it, since its
+    ``fieldName`` is most likely misspelt).
     """
 
     fileName: str = Field(default="export", min_length=1, max_length=255)
@@ -201,6 +204,7 @@ class DocumentConfig(_Model):
     #: writes the most faithful form and counts it in the quality report; ``fail``
     #: fails the task naming column, page, row, value and rule.
     onInvalidValue: Literal["keep", "fail"] = "keep"
+    allowMissingColumns: bool = False
 
     @model_validator(mode="after")
     def _checks(self) -> "DocumentConfig":

@@ -14,6 +14,10 @@ page index ``fail_page`` (default 0) with optional ``retry_after``;
 ``delay_ms`` slows every page; ``redirect_to`` answers 307 to that URL.
 Data tokens received (``X-Plait-Data-Token``) are kept by task id for
 ``GET /tokens``, so tests can verify them.
+
+``POST /hooks`` is a local webhook receiver (a completion webhook's
+``notifyUrl`` on a machine without internet): ``GET /hooks`` lists the
+last 100 deliveries, newest last, as ``{"headers", "body"}``.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ from fastapi.responses import JSONResponse, Response
 app = FastAPI(title="Plait demo data API")
 _failures: collections.Counter[tuple[str, int]] = collections.Counter()
 _tokens: dict[str, str] = {}
+_hooks: collections.deque[dict[str, Any]] = collections.deque(maxlen=100)
 
 
 @lru_cache(maxsize=1)
@@ -192,6 +197,27 @@ async def faults() -> dict[str, int]:
 async def tokens() -> dict[str, str]:
     """The last data token received per task id."""
     return dict(_tokens)
+
+
+@app.post("/hooks")
+async def receive_hook(request: Request) -> dict[str, str]:
+    """Keep one webhook delivery (its ``X-Plait-*`` and ``Idempotency-Key``
+    headers and its body, JSON when it parses)."""
+    raw = await request.body()
+    try:
+        body: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = raw.decode("utf-8", "replace")
+    headers = {k: v for k, v in request.headers.items()
+               if k.startswith("x-plait-") or k == "idempotency-key"}
+    _hooks.append({"headers": headers, "body": body})
+    return {"status": "received"}
+
+
+@app.get("/hooks")
+async def hooks() -> list[dict[str, Any]]:
+    """The last 100 deliveries to ``POST /hooks``, newest last."""
+    return list(_hooks)
 
 
 @app.get("/health")

@@ -49,6 +49,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from collections.abc import Collection
+from itertools import islice
 from typing import Iterator, Literal
 from zoneinfo import ZoneInfo
 
@@ -453,14 +455,24 @@ def trigger_now(schedule_id: str, trigger: Trigger, policy: Policy, state: State
 
 
 def backfill(trigger: Trigger, state: State, start_ms: int, end_ms: int,
-             limit: int = 1000) -> list[int]:
+             limit: int = 1000, done: Collection[int] = ()) -> list[int]:
     """Queue the slots in ``[start_ms, end_ms]`` for :func:`tick` to fire
-    (obeying overlap). Returns them. Raises ValueError over ``limit`` slots."""
-    slots = list(trigger.slots(start_ms - 1, end_ms))
-    if len(slots) > limit:
-        raise ValueError(f"end: the range holds {len(slots)} slots; at most {limit} per backfill")
-    queued = sorted(set(state.backfill) | set(slots))
+    (obeying overlap), except those in ``done`` (slots that already ran: a
+    slot runs and is counted once however often it is backfilled). Returns
+    the slots of the range. Raises ValueError over ``limit`` slots."""
+    slots = backfill_slots(trigger, start_ms, end_ms, limit)
+    queued = sorted(set(state.backfill) | (set(slots) - set(done)))
     state.backfill = queued
+    return slots
+
+
+def backfill_slots(trigger: Trigger, start_ms: int, end_ms: int, limit: int = 1000) -> list[int]:
+    """The slots in ``[start_ms, end_ms]``, ascending. Raises ValueError over
+    ``limit`` slots (the range is not listed past ``limit + 1``)."""
+    slots = list(islice(trigger.slots(start_ms - 1, end_ms), limit + 1))
+    if len(slots) > limit:
+        raise ValueError(f"end: the range holds more than {limit} slots; at most {limit} "
+                         "per backfill")
     return slots
 
 

@@ -111,7 +111,9 @@ class Scheduler:
             if req["kind"] == "trigger":
                 actions += core.trigger_now(sid, trig, pol, state, req["at"])
             elif req["kind"] == "backfill":
-                core.backfill(trig, state, req["start"], req["end"])
+                ran = await self.store.fired(sid, core.backfill_slots(trig, req["start"],
+                                                                      req["end"]))
+                core.backfill(trig, state, req["start"], req["end"], done=ran)
         actions += core.tick(sid, trig, pol, state, now)
         await self.carry_out(sid, doc, spec, trig, pol, state, actions)
         if not await self.store.save_state(sid, state, self.owner):

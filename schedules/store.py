@@ -102,6 +102,15 @@ class Store:
         await self.redis.set(K.schedule_slot(self.prefix, schedule_id, slot_ms),
                              json.dumps(record), ex=SLOT_TTL_SECONDS)
 
+    async def fired(self, schedule_id: str, slots: list[int]) -> set[int]:
+        """The ``slots`` (ms) whose claim says ``fired`` (one MGET; a claim
+        lives :data:`SLOT_TTL_SECONDS`)."""
+        if not slots:
+            return set()
+        raws = await self.redis.mget([K.schedule_slot(self.prefix, schedule_id, s)
+                                      for s in slots])
+        return {s for s, raw in zip(slots, raws) if raw and json.loads(raw).get("state") == "fired"}
+
     # -- manual requests ---------------------------------------------------
     async def request(self, schedule_id: str, req: dict) -> None:
         """Queue a manual request (trigger or backfill) for the scheduler."""

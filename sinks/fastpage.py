@@ -25,6 +25,9 @@ which also raises what it always raised. Rules it keeps
   non-finite spelling itself, so the scan for them (:func:`_finite`) runs only
   when a row holds an undeclared field and the rows are read again ignoring
   it;
+- a row without a declared field (the exact path counts ``missing_field``)
+  declines: a column holding nulls answers only when its plainly spelt key
+  stands once per row (:func:`_keyed`);
 - the envelope (``code``, ``message``, ``data.status``, ``runtimeContext``,
   ``total``) is decoded exactly by ``loads_exact`` from the body with its rows
   replaced by a marker, which also proves where ``data.rows`` lies.
@@ -35,6 +38,7 @@ import io
 import re
 import struct
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -129,7 +133,10 @@ def decode_page(body: bytes, doc: DocumentConfig,
         return None
     if body.count(b"{", start, end) != len(structs):
         return None  # an object inside a row (or a "{" in a string): see _finite
-    batch = _typed(structs.flatten(), doc)
+    cols = structs.flatten()
+    if not _keyed(body, start, end, doc, cols):
+        return None  # a row without a declared field: the exact path counts it
+    batch = _typed(cols, doc)
     if batch is None:
         return None
     envelope["data"]["rows"] = []  # type: ignore[index]
@@ -190,6 +197,30 @@ def _finite(text: bytes) -> bool:
     arr = pa.Array.from_buffers(pa.large_binary(), 1, [
         None, pa.py_buffer(struct.pack("<qq", 0, len(text))), pa.py_buffer(text)])
     return not pc.match_substring_regex(arr, _NON_FINITE_RE2)[0].as_py()
+
+
+def _keyed(body: bytes, start: int, end: int, doc: DocumentConfig, cols: list[pa.Array]) -> bool:
+    """Whether every row of ``body[start:end]`` (the rows Arrow read as
+    ``cols``) has every declared field, null or not. A column without nulls
+    has; else its key, spelt plainly, must follow a ``{`` or ``,`` once per
+    row: strict JSON (Arrow's reader) puts no unescaped ``"`` after a comma
+    inside a string, rows hold no nested object and no ``{`` in a string
+    (one ``{`` per row, checked before) and no key twice. A key spelt with
+    escapes counts as absent (declined: safe). The regex runs in Arrow (GIL
+    released), only for columns holding nulls."""
+    rows = None
+    for spec, col in zip(doc.columns or [], cols):
+        if not col.null_count:
+            continue
+        if rows is None:
+            rows = pa.array([memoryview(body)[start:end].tobytes()], pa.large_binary())
+        key = orjson.dumps(spec.fieldName)
+        if b"\\" in key:
+            return False
+        pattern = r"[{,][ \t\n\r]*\Q" + key.decode() + r"\E[ \t\n\r]*:"
+        if pc.count_substring_regex(rows, pattern)[0].as_py() != len(col):
+            return False
+    return True
 
 
 def _row_schema(doc: DocumentConfig) -> pa.Schema | None:

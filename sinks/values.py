@@ -83,6 +83,8 @@ NONEXISTENT_LOCAL_TIME = "nonexistent_local_time"
 AMBIGUOUS_LOCAL_TIME = "ambiguous_local_time"
 TYPE_MISMATCH = "type_mismatch"
 MIXED_TYPES = "mixed_types"
+#: A row without a declared column's field (blank cell).
+MISSING_FIELD = "missing_field"
 #: Kinds that change or drop a value: ``onInvalidValue: "fail"`` fails on them.
 #: (``converted_to_text`` keeps every character and never fails.)
 STRICT_KINDS = frozenset({REPLACED_INVALID_UNICODE, OUT_OF_RANGE, INVALID_DATE,
@@ -227,6 +229,8 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
     message names the column and the page).
     """
     specs = _column_specs(rows, doc)
+    if page == 0 and doc.columns and not doc.allowMissingColumns:
+        check_columns_present(rows, doc)
     if doc.fileFormat == "xlsx" and len(specs) > XLSX_MAX_COLUMNS:
         raise PermanentError(
             f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); the data has "
@@ -240,6 +244,9 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
         conv = _Converter(name, zone, doc, counts, where)
         try:
             values = list(map(dict.get, rows, repeat(name)))  # rows are dicts (checked)
+            if doc.columns:
+                conv.count(MISSING_FIELD, len(rows) - sum(map(dict.__contains__, rows,
+                                                              repeat(name))))
             ctype = spec.type
             if spec.dictionary:
                 values = _relabel(values, spec.dictionary)
@@ -264,6 +271,25 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
         arrays.append(arr)
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)), counts
+
+
+def check_columns_present(rows: list[dict], doc: DocumentConfig) -> None:
+    """Raise :class:`PermanentError` when a column of ``doc.columns`` is a
+    field of none of ``rows`` (the first page; no rows: nothing to check),
+    naming those columns and the fields the rows have (first seen first)."""
+    if not rows:
+        return
+    seen: dict = {}
+    for r in rows:
+        seen.update(dict.fromkeys(r))
+    absent = [c.fieldName for c in doc.columns or [] if c.fieldName not in seen]
+    if absent:
+        have = [str(k) for k in seen]
+        more = f" and {len(have) - 50} more" if len(have) > 50 else ""
+        raise PermanentError(
+            f"documentConfig.columns: fieldName {', '.join(map(_show, absent))} is in no row of "
+            f"the first page; the rows have {', '.join(map(_show, have[:50]))}{more} (a "
+            "misspelt fieldName? set documentConfig.allowMissingColumns to keep it empty)")
 
 
 def zone_of(name: str) -> ZoneInfo:

@@ -73,6 +73,46 @@ def test_block_parser_reads_markers():
     assert (b.lang, b.marker, b.line) == ("python", None, 7)
 
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://(?:[^@/\s'\"]*@)?(\[[^\]]*\]|[^/:\s'\"?#]+)")
+HOST_PORT = re.compile(r"[\"'=\s](?!\d+[\"'\s])([A-Za-z][A-Za-z0-9.-]*):\d{2,5}\b")
+
+
+def compose_services() -> set[str]:
+    """Service names of ``docker-compose.yml`` (hosts on the compose network)."""
+    import yaml
+
+    return set(yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"])
+
+
+def hosts_named(code: str) -> set[str]:
+    """Hosts a block names: of URLs, and of quoted or spaced ``host:port``;
+    comments (`` #`` to the end of a line) are left out."""
+    text = "\n".join(re.sub(r"(^|\s)#.*$", "", line) for line in code.splitlines())
+    found = {h.strip("[]") for h in URL.findall(text)}
+    found |= {h for h in HOST_PORT.findall(" " + text) if not h.isdigit()}
+    return found
+
+
+def test_readme_blocks_name_only_hosts_of_this_machine():
+    """Blocks that run against `plait dev` reach only loopback; not-run blocks
+    may also name the compose services (hosts inside the compose network)."""
+    services = compose_services()
+    wrong = []
+    for b in readme_blocks(README.read_text()):
+        if b.lang not in RUNNABLE:
+            continue
+        allowed = LOOPBACK | (services if b.marker == "not-run" else set())
+        wrong += [(b.line, h) for h in sorted(hosts_named(b.code) - allowed)]
+    assert not wrong, f"README blocks (line, host) reach outside the machine: {wrong}"
+
+
+def test_host_scan_finds_urls_and_host_ports():
+    code = ('curl -s https://hooks.example.com/x "http://[::1]:80/" # http://comment.example\n'
+            'PlaitProducer("kafka:9092") {"tcp": "db.internal:5432"} $API:8000 "12:30"')
+    assert hosts_named(code) == {"hooks.example.com", "::1", "kafka", "db.internal"}
+
+
 def clean_env() -> dict[str, str]:
     """A new user's shell: no PLAIT_* settings."""
     return {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}

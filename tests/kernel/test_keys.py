@@ -20,6 +20,7 @@ PINNED = [
     (K.dev_stack_prefix, ("1a2b3c4d",), "plait-1a2b3c4d"),
     (K.task, ("P", "t1"), "P:task:t1"),
     (K.task_pattern, ("P",), "P:task:*"),
+    (K.task_downloads, ("P", "t1"), "P:downloads:t1"),
     (K.caller_tasks, ("P", "crm"), "P:tasks:crm"),
     (K.user_tasks, ("P", "crm", "u7"), "P:tasks:crm:u7"),
     (K.task_index_pattern, ("P",), "P:tasks:*"),

@@ -108,3 +108,31 @@ def test_metrics_show_schedule_lag(client):
         "interval": 60, "anchor": "2026-01-01T00:00:00Z"})).json()["data"]["id"]
     text = client.get("/metrics").text
     assert f'plait_schedule_lag_seconds{{schedule="{sid}"}}' in text
+
+
+@pytest.mark.parametrize("interval", [0.1, 9.5])
+def test_interval_below_the_floor_is_422_naming_the_field(client, interval):
+    resp = client.post("/schedules", json=body(trigger={"interval": interval}))
+    assert resp.status_code == 422, resp.text
+    err = resp.json()["data"]["errors"][0]
+    assert err["field"] == "trigger.interval" and "10 s" in err["rule"], err
+    sid = client.post("/schedules", json=body(trigger={"interval": 10})).json()["data"]["id"]
+    patched = client.patch(f"/schedules/{sid}", json={"trigger": {"interval": interval}})
+    assert patched.status_code == 422
+    assert patched.json()["data"]["errors"][0]["field"] == "trigger.interval"
+
+
+def test_interval_floor_is_a_setting(tmp_path):
+    from fastapi.testclient import TestClient
+
+    prefix = f"plait-schedapi-{uuid.uuid4().hex[:10]}"
+    settings = Settings(redis_url=REDIS_URL, redis_prefix=prefix, schedule_min_interval_seconds=1,
+                        storage_url=f"file://{tmp_path}/store", broker_url="127.0.0.1:1")
+    try:
+        with TestClient(create_api(settings)) as c:
+            assert c.post("/schedules", json=body(trigger={"interval": 1})).status_code == 201
+            assert c.post("/schedules", json=body(trigger={"interval": 0.5})).status_code == 422
+    finally:
+        r = redis.Redis.from_url(REDIS_URL)
+        for key in r.scan_iter(match=K.everything(prefix)):
+            r.delete(key)

@@ -55,7 +55,8 @@ def test_probe_target_down_and_up_gives_one_firing_and_one_resolved_alert(make_s
                            timing={"group_wait": "1s", "group_interval": "1s",
                                    "repeat_interval": "1h"})
         stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg),
-                           PLAIT_SCHEDULE_TICK_SECONDS="0.2")
+                           PLAIT_SCHEDULE_TICK_SECONDS="0.2",
+                           PLAIT_SCHEDULE_MIN_INTERVAL_SECONDS="1")
         api, kafka = AlertApi(stack), Kafka(stack)
         wait_until(lambda: api.counters()["partitions"] >= 4, 60, "the funnel worker to run")
         url = f"http://127.0.0.1:{target.port}/health"

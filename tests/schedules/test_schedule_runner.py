@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from plait import keys as K
 from plait import topics as T
+from plait.events import Lifecycle
 from plait.projection import Projection
 from schedules.runner import Scheduler
 from schedules.store import Store
@@ -255,3 +256,35 @@ async def test_pause_on_failure_pauses_the_definition_and_later_slots_are_skippe
     await sch.turn()
     state = await store.state("p1")
     assert state.counters["fired"] == 3 and not state.paused and state.failures == 1
+
+
+async def test_a_repeated_backfill_runs_and_counts_each_slot_once(env):
+    r, prefix, sent, http = env
+    store, projection = Store(r, prefix), Projection(r, prefix)
+    hour = 3600_000
+    t0 = int(T0 * 1000)
+    doc = export_schedule("b1", interval=3600)
+    doc["createdMs"] = t0 + 1000 * 1000  # no scheduled slot due before t0 + 1 h
+    doc["spec"]["trigger"]["anchor"] = "2025-12-31T00:00:00Z"
+    await store.put(doc)
+    clock = Clock(T0 + 1800)
+    sch = scheduler(r, prefix, sent, http, clock)
+    backfill = {"kind": "backfill", "start": t0 - 3 * hour, "end": t0 - hour}
+
+    async def run_backfill() -> None:
+        await store.request("b1", backfill)
+        await sch.turn()  # fires the queued slots
+        for task_id, _ in of(sent, T.REQUESTS):
+            await projection.apply(Lifecycle(taskId=task_id, status="SUCCESS",
+                                             at="2026-01-01T00:30:00Z"))
+        await sch.turn()  # sees them end
+
+    # given a backfill of three past slots that ran to success
+    await run_backfill()
+    # when the same range is backfilled again
+    await run_backfill()
+    # then each slot ran once and is counted once, in the counters and the history
+    assert len(of(sent, T.REQUESTS)) == 3
+    state = await store.state("b1")
+    assert state.counters["fired"] == 3 and state.counters["succeeded"] == 3, state.counters
+    assert sorted(h["slot"] for h in state.history) == [t0 - 3 * hour, t0 - 2 * hour, t0 - hour]
