@@ -19,6 +19,7 @@ from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
 from plait import topics as T
 from plait import tracing
+from plait import documents
 from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
@@ -222,7 +223,9 @@ def create_tasks_router(services: Services) -> APIRouter:
 
 def check_request(sv: Services, caller, spec: ExportSpec) -> None:
     """The caller's allowances (registry) or, in open mode, the data-API
-    allowlist. Raises ``NotAllowed`` naming the field."""
+    allowlist; and the limits of the document formats (``plait.documents``).
+    Raises ``NotAllowed`` / ``FieldError`` naming the field."""
+    documents.check_request(spec, sv.settings)
     if caller is not None:
         check_spec(caller, spec)
         return

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
         max_redrives: re-drives of one page without progress before the task FAILS.
         max_parallel_fetches: data-API pages one worker fetches at once (one per
             task), so a slow data API does not hold up other tasks.
+        pdf_max_columns, pdf_max_rows, docx_max_columns, docx_max_rows,
+            document_cell_chars: the limits of the document formats (pdf, docx;
+            ``plait.documents``), each field's ``description`` says why its default.
         callers_file: path of the caller registry (``plait.callers``, YAML/JSON),
             loaded at start-up. When set, every API call must be signed, callers
             see only their own tasks, and specs are checked against the caller's
@@ -125,6 +128,23 @@ class Settings(BaseSettings):
     schedule_lease_seconds: float = Field(default=15.0, ge=1, le=300)
     max_redrives: int = Field(default=3, ge=1)
     max_parallel_fetches: int = Field(default=8, ge=1, le=256)
+    pdf_max_columns: int = Field(default=12, ge=1, le=100, description=(
+        "Most columns a pdf export may have (landscape A4: ~65 pt, about 13 Latin "
+        "characters a line, per column at 12); wider exports are refused (422, or FAILED "
+        "when the columns are only known from the data): use xlsx or csv"))
+    pdf_max_rows: int = Field(default=10_000, ge=1, le=1_000_000, description=(
+        "Most data rows of a pdf export (~40 rows a page: ~250 pages); the document's "
+        "pages stay in memory until it is saved, so this bounds a worker's memory"))
+    docx_max_columns: int = Field(default=12, ge=1, le=63, description=(
+        "Most columns a docx export may have (Word allows 63; beyond ~12 a landscape "
+        "page shows nothing readable)"))
+    docx_max_rows: int = Field(default=20_000, ge=1, le=1_000_000, description=(
+        "Most data rows of a docx export (Word grows slow to open and page a table "
+        "past this)"))
+    document_cell_chars: int = Field(default=200, ge=8, le=32_767, description=(
+        "Longest cell text in pdf and docx exports, characters; longer values are cut "
+        "to this length ending with an ellipsis and counted 'truncated' in the quality "
+        "report"))
     log_level: str = "INFO"
 
 

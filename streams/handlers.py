@@ -15,8 +15,9 @@ import pyarrow as pa
 
 from plait import topics as T
 from plait.callers import NotAllowed, check_spec
+from plait.documents import check_request as check_document
 from plait.clock import parse_iso
-from plait.errors import PermanentError
+from plait.errors import FieldError, PermanentError
 from plait.events import ExportRequested, FetchPage, PageBatch
 from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
@@ -72,8 +73,13 @@ def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
 
 
 def check_caller(ctx: Context, spec: ExportSpec) -> None:
-    """Producer-SDK requests skip the API: check the caller's allowances here.
-    Raises ``PermanentError`` (task FAILED) naming the field."""
+    """Producer-SDK requests skip the API: check the caller's allowances and
+    the document formats' limits here. Raises ``PermanentError`` (task
+    FAILED) naming the field."""
+    try:
+        check_document(spec, ctx.settings)
+    except FieldError as exc:
+        raise PermanentError(f"not allowed: {exc}") from None
     if ctx.callers is None:
         return
     caller = ctx.callers.by_sys_code(spec.sysCode)
