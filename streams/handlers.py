@@ -27,6 +27,7 @@ from streams.datasource import Answer, Page, fetch_answer
 from streams.emits import lifecycle, start
 from streams.files import hand_off, page_shard
 from streams.layout import forget_ahead, shard_key, shard_prefix
+from streams.quota import within_quota
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -136,7 +137,7 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     entry.taken = True
     if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
         _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, entry.hint, None)
-    taken = await entry.future
+    taken = await within_quota(ctx, cmd, await entry.future)  # may end the task here
     del entry
     page, row_count, last, truncated, shard, normalized, quality = taken
     del taken
