@@ -14,9 +14,9 @@ every page, drawn page by page as rows arrive.
   Multilingual Plane (emoji) cannot be shown by these fonts (UCS-2 CMaps):
   they become U+FFFD and the cell is counted ``sanitized``.
 - Memory: the rows of one page at a time (~40); reportlab's canvas keeps
-  each finished page's compressed content stream until the file is saved,
-  which is what ``PLAIT_PDF_MAX_ROWS`` bounds (docs/perf-notes.md,
-  "Document formats").
+  each finished page's compressed content stream until the file is saved
+  (~110 KB per 1,000 rows), bounded by ``PLAIT_PDF_MAX_ROWS``
+  (docs/perf-notes.md, "Document formats").
 """
 from __future__ import annotations
 
