@@ -9,12 +9,11 @@ import re
 
 import httpx
 import pytest
-import yaml
 
 from plait.quotas import today
 from producers.signing import PlaitAuth
 from plait.lifecycle import TERMINAL
-from support import fetch_file, read_rows, seq_spec, source_ids, wait_for
+from support import fetch_file, read_rows, seq_spec, source_ids, start_with_registry, wait_for
 
 pytestmark = pytest.mark.integration
 SECRET = "quota-secret-" + "q" * 32
@@ -33,11 +32,7 @@ def stack(tmp_path_factory):
         "appKey": "free-key", "appSecret": SECRET, "bizTypes": ["seq"],
         "dataApiPrefixes": [f"{stack.demo_data_api}/data"], "fileFormats": ["csv", "docx"],
         "maxRows": 100_000, "tier": "free", "dailyRows": QUOTA, "timezone": "Asia/Tokyo"}}}
-    path = data_dir / "callers.yaml"
-    path.write_text(yaml.safe_dump(callers))
-    stack.env["PLAIT_CALLERS_FILE"] = str(path)
-    stack.spawn_worker("worker-0")
-    stack.start_api()
+    start_with_registry(stack, data_dir, callers)
     yield stack
     stack.stop()
     drop_redis_keys(stack)
