@@ -133,8 +133,8 @@ class Settings(BaseSettings):
         "characters a line, per column at 12); wider exports are refused (422, or FAILED "
         "when the columns are only known from the data): use xlsx or csv"))
     pdf_max_rows: int = Field(default=10_000, ge=1, le=1_000_000, description=(
-        "Most data rows of a pdf export (~40 rows a page: ~250 pages, ~12 s to draw; "
-        "the finished pages stay in memory until the file is saved, ~110 KB per 1,000 "
+        "Most data rows of a pdf export (~40 rows a page: ~250 pages, ~11 s to draw; "
+        "the finished pages stay in memory until the file is saved, ~105 KB per 1,000 "
         "rows)"))
     docx_max_columns: int = Field(default=12, ge=1, le=63, description=(
         "Most columns a docx export may have (Word allows 63; beyond ~12 a landscape "

@@ -16,7 +16,7 @@ from plait.errors import PermanentError
 from plait.spec import DocumentConfig
 from sinks.writers import open_writer
 from sinks.writers.docx_writer import DocxWriter
-from sinks.writers.pdf_writer import PdfWriter
+from sinks.writers.pdf_writer import FONT_FILES, PdfWriter
 
 CJK = ["東京都の売上", "北京市 数据导出", "한국어 보고서", "カタカナ"]
 
@@ -100,12 +100,25 @@ def test_pdf_multi_page_has_the_header_on_every_page_and_every_row(tmp_path):
     assert report.quality["truncated:note"] == sum(1 for i in range(1, 301) if i % 7 == 0)
 
 
-def test_pdf_characters_beyond_the_bmp_are_replaced_and_counted(tmp_path):
+def test_pdf_characters_the_font_lacks_are_replaced_and_counted(tmp_path):
     batch = pa.RecordBatch.from_pydict({"a": pa.array(["smile \U0001F600 ok", "plain"])})
     report = write(PdfWriter, tmp_path, "pdf", [batch], DocumentCaps("pdf", 12, 10, 200))
     text = "\n".join(pdf_pages(report.path))
-    assert "smile \ufffd ok" in text and "plain" in text
+    assert "smile \u25a1 ok" in text and "plain" in text
     assert report.quality["sanitized:a"] == 1
+
+
+def test_pdf_embeds_the_cjk_font_so_it_renders_anywhere(tmp_path):
+    # fonts-wqy-zenhei is installed by .ci/run and the Dockerfile
+    assert Path(FONT_FILES[0]).exists(), "install Debian's fonts-wqy-zenhei"
+    batch = pa.RecordBatch.from_pydict({"city": pa.array(CJK)})
+    report = write(PdfWriter, tmp_path, "pdf", [batch], DocumentCaps("pdf", 12, 10, 200))
+    page = pypdf.PdfReader(str(report.path)).pages[0]
+    fonts = page["/Resources"]["/Font"]
+    embedded = [f["/BaseFont"] for f in (fonts[k].get_object() for k in fonts)
+                if "/FontFile2" in f.get("/FontDescriptor", {})]
+    assert embedded and all("WenQuanYiZenHei" in name for name in embedded), embedded
+    assert all(c in page.extract_text() for c in CJK)
 
 
 @pytest.mark.parametrize("cls,fmt", [(PdfWriter, "pdf"), (DocxWriter, "docx")])
