@@ -4,7 +4,8 @@ docs/events.md, "Daily row quotas").
 A caller with ``dailyRows`` may export that many rows per day, the day being
 its own (``timezone``, an IANA zone, default UTC): the count resets at its
 local midnight. Rows count when they are fetched (pull) or written (push),
-whatever way the task then ends, since they loaded the data API and Plait.
+whatever way the task then ends, since they loaded the data API and Plait;
+never past the quota (pushed pages, which are not cut, are counted up to it).
 
 - :func:`check_request` (API): a request is refused with 429
   (:class:`QuotaExceeded`) when the rows counted today already reach the

@@ -5,7 +5,7 @@ python-docx makes the document (styles, page setup, the table and its header
 row); the data rows are WordprocessingML ``w:tr`` elements written to a
 temporary file as batches arrive, and spliced into the table when the file is
 saved, so memory holds one batch, not the document (python-docx's tree takes
-~10 KB per row of 12 cells: docs/perf-notes.md, "Document formats").
+~14 KB per row of 12 short cells: docs/perf-notes.md, "Document formats").
 
 Cells hold their text as runs: a line break is ``w:br``, a tab ``w:tab``
 (what python-docx's ``cell.text`` reads back as ``\\n`` and ``\\t``). Text in
