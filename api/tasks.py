@@ -112,11 +112,12 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         try:
             check_request(sv, caller, spec)
-        except NotAllowed as exc:
+            await quotas.check_request(sv.projection.redis, sv.settings.redis_prefix, caller,
+                                       spec)
+        except (NotAllowed, quotas.QuotaExceeded) as exc:
             await sv.audit(request, "access.refused", caller, reason=str(exc),
                            userId=spec.userId, sysCode=spec.sysCode)
             raise
-        await quotas.check_request(sv.projection.redis, sv.settings.redis_prefix, caller, spec)
         task_id, now = new_task_id(), utcnow_iso()
         if sp is not None:
             sp.set_attribute("plait.task_id", task_id)

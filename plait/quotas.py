@@ -24,6 +24,7 @@ each day's key expires a day after that day ends.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
@@ -91,13 +92,16 @@ class QuotaExceeded(PlaitError):
     """A request over its caller's daily row quota; the API answers 429.
 
     ``data()``: ``{"quota": "dailyRows", "dailyRows", "used", "remaining",
-    "timezone", "resetsAt"}`` (RFC 3339, the caller's zone)."""
+    "timezone", "resetsAt"}`` (RFC 3339, the caller's zone); ``headers``:
+    ``Retry-After``, whole seconds until the reset (RFC 6585, 4; RFC 9110,
+    10.2.3)."""
 
     status = 429
 
-    def __init__(self, message: str, details: dict[str, Any]) -> None:
+    def __init__(self, message: str, details: dict[str, Any], retry_after: int) -> None:
         super().__init__(message)
         self.details = details
+        self.headers = {"Retry-After": str(max(1, retry_after))}
 
     def data(self) -> Any:
         return self.details
@@ -135,7 +139,8 @@ async def check_request(redis: Any, prefix: str, caller: Any, spec: Any,
         f"{count:,} rows exported today ({caller.timezone}); it resets at "
         f"{day.resets_at_text}",
         {"quota": "dailyRows", "dailyRows": quota, "used": count, "remaining": left,
-         "timezone": caller.timezone, "resetsAt": day.resets_at_text})
+         "timezone": caller.timezone, "resetsAt": day.resets_at_text},
+        math.ceil((day.resets_at - (now or datetime.now(timezone.utc))).total_seconds()))
 
 
 async def charge(redis: Any, prefix: str, caller: Any, task_id: str, rows: int,

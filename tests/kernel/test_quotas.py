@@ -87,6 +87,7 @@ async def test_a_request_is_refused_when_used_up_or_asking_more_than_is_left(red
                                 "remaining": 400, "timezone": "Asia/Shanghai",
                                 "resetsAt": "2026-12-05T00:00:00+08:00"}
     assert "jobConfig.maxRows 500 is more than the 400 rows left" in err.value.message
+    assert err.value.headers == {"Retry-After": str(4 * 3600)}  # 12:00Z is 20:00 in Shanghai
     await quotas.check_request(client, prefix, caller, make_spec(), NOON_UTC)  # no maxRows: runs
     await quotas.charge(client, prefix, caller, "t2", 400, NOON_UTC)
     with pytest.raises(quotas.QuotaExceeded) as err:

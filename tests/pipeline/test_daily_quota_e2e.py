@@ -86,6 +86,7 @@ def test_the_quota_cuts_the_export_that_crosses_it_then_refuses(stack, tmp_path)
                             "remaining": 0, "timezone": "Asia/Tokyo",
                             "resetsAt": day.resets_at_text}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT00:00:00\+09:00", body["data"]["resetsAt"])
+    assert 0 < int(resp.headers["Retry-After"]) <= 24 * 3600
     metrics = httpx.get(f"{stack.api_url}/metrics").text
     assert 'plait_quota_refusals_total{sysCode="free"} 1.0' in metrics
     # the count is in Redis: an API started anew refuses too
