@@ -18,8 +18,7 @@ from api.envelope import envelope
 from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
 from plait import topics as T
-from plait import tracing
-from plait import documents, quotas
+from plait import documents, quotas, tracing
 from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso

@@ -40,7 +40,8 @@ _UNSAFE = re.compile(r'[\x00-\x1f\x7f<>:"/\\|?*]')
 #: Windows reserved device names (Microsoft, "Naming Files, Paths, and Namespaces").
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
              *(f"LPT{i}" for i in range(10))}
-_KNOWN_EXT = (".csv", ".xlsx", ".parquet", ".jsonl", ".pdf", ".docx", ".zip", ".xls", ".json", ".txt")
+_KNOWN_EXT = (".csv", ".xlsx", ".parquet", ".jsonl", ".pdf", ".docx", ".zip", ".xls", ".json",
+              ".txt")
 
 
 def sanitize_file_name(name: str, default: str = "export") -> str:

@@ -182,7 +182,8 @@ class PdfWriter(DocumentWriter):
 
     def _flush(self) -> None:
         """Draw the header and the rows gathered as one page."""
-        style = [("FONTNAME", (0, 0), (-1, -1), self._font), ("FONTSIZE", (0, 0), (-1, -1), FONT_SIZE),
+        style = [("FONTNAME", (0, 0), (-1, -1), self._font),
+                 ("FONTSIZE", (0, 0), (-1, -1), FONT_SIZE),
                  ("LEADING", (0, 0), (-1, -1), LEADING), ("VALIGN", (0, 0), (-1, -1), "TOP"),
                  ("LEFTPADDING", (0, 0), (-1, -1), PAD), ("RIGHTPADDING", (0, 0), (-1, -1), PAD),
                  ("TOPPADDING", (0, 0), (-1, -1), PAD), ("BOTTOMPADDING", (0, 0), (-1, -1), PAD),

@@ -38,13 +38,17 @@ def test_the_day_is_the_callers_own_and_resets_at_its_midnight():
     assert quotas.today("UTC", NOON_UTC).resets_at_text == "2026-12-05T00:00:00+00:00"
     # a midnight that a DST change skips (Santiago, 2022-09-11 00:00 -> 01:00)
     skipped = quotas.today("America/Santiago", datetime(2022, 9, 10, 12, tzinfo=timezone.utc))
-    assert skipped.resets_at.astimezone(timezone.utc) == datetime(2022, 9, 11, 4, tzinfo=timezone.utc)
+    utc = skipped.resets_at.astimezone(timezone.utc)
+    assert utc == datetime(2022, 9, 11, 4, tzinfo=timezone.utc)
 
 
 async def test_charging_is_idempotent_per_task_and_stops_at_the_quota(redis):
     client, prefix = redis
     caller = make_caller(dailyRows=250)
-    charge = lambda task, rows: quotas.charge(client, prefix, caller, task, rows, NOON_UTC)  # noqa: E731
+
+    def charge(task: str, rows: int):
+        return quotas.charge(client, prefix, caller, task, rows, NOON_UTC)
+
     assert await charge("t1", 100) == 100
     assert await charge("t1", 100) == 100  # the same page again: nothing added
     assert await charge("t1", 200) == 200
