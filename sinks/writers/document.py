@@ -27,7 +27,7 @@ from plait.errors import PermanentError
 from plait.spec import DocumentConfig
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import SingleFileWriter, headers, kind_of_field
-from sinks.writers.columns import text_column
+from sinks.writers.columns import clean_text, text_column
 
 #: One row of a document: each cell's text, None for no value.
 Row = tuple
@@ -76,7 +76,8 @@ class DocumentWriter(SingleFileWriter):
         if why:
             raise PermanentError(why)
         self._kinds = [kind_of_field(f) for f in schema]
-        head = pa.array(headers(schema, doc, with_zone=True), pa.string())
+        head = clean_text(pa.array(headers(schema, doc, with_zone=True), pa.string()),
+                          self.quality, None, escape=False)
         self.header: list[str] = cut_texts(_one_break(head), caps.cell_chars)[0].to_pylist()
 
     def write_batch(self, batch: pa.RecordBatch) -> None:

@@ -76,6 +76,18 @@ def test_docx_keeps_line_breaks_tabs_and_no_value(tmp_path):
     assert [r.cells[0].text for r in table.rows] == ["a", "one\ntwo\tthree", "", "<&>"]
 
 
+@pytest.mark.parametrize("cls,fmt", [(PdfWriter, "pdf"), (DocxWriter, "docx")])
+def test_control_characters_in_headers_and_cells_are_removed(tmp_path, cls, fmt):
+    batch = pa.RecordBatch.from_pydict({"a\x01b": pa.array(["x\x0by", "ok"])})
+    report = write(cls, tmp_path, fmt, [batch], DocumentCaps(fmt, 12, 10, 200))
+    if fmt == "docx":
+        cells = [r.cells[0].text for r in docx.Document(str(report.path)).tables[0].rows]
+        assert cells == ["ab", "xy", "ok"]
+    else:
+        assert pdf_pages(report.path)[0].split("\n")[:3] == ["ab", "xy", "ok"]
+    assert report.quality["sanitized"] == 2
+
+
 def pdf_pages(path: Path) -> list[str]:
     return [p.extract_text() for p in pypdf.PdfReader(str(path)).pages]
 
