@@ -42,9 +42,12 @@ def envelope(status: int, message: str, data: Any = None) -> JSONResponse:
 
 def error_response(exc: PlaitError) -> JSONResponse:
     """The envelope for any :class:`PlaitError`: ``exc.status`` and ``exc.data()``;
-    field errors are prefixed ``invalid request:``."""
+    field errors are prefixed ``invalid request:``; an error's ``headers``
+    (``Retry-After`` of a 429) are sent along."""
     message = f"invalid request: {exc.message}" if isinstance(exc, FieldError) else exc.message
-    return envelope(exc.status, message, exc.data())
+    resp = envelope(exc.status, message, exc.data())
+    resp.headers.update(getattr(exc, "headers", None) or {})
+    return resp
 
 
 #: Paths answered in Alertmanager's error shape (see :func:`alertmanager_error`).

@@ -43,7 +43,8 @@ class FieldProblem(BaseModel):
 class ErrorEnvelope(BaseModel):
     """Every error answer: ``code`` equals the HTTP status; ``data`` is
     ``{"errors": [FieldProblem...]}`` for a 422, the task's ``{"status"}`` for
-    a 409, else null (``api.envelope.error_response``)."""
+    a 409, the quota (``dailyRows``, ``used``, ``remaining``, ``timezone``,
+    ``resetsAt``) for a 429, else null (``api.envelope.error_response``)."""
 
     code: int = Field(description="the HTTP status again")
     message: str = Field(description="what went wrong and, where it helps, what to do")
@@ -67,6 +68,9 @@ _MEANING = {
     404: "Not found (or not visible to this caller: answered alike)",
     409: "Conflict: the resource's state refuses the call",
     422: "Invalid request: data.errors names each field as sent, the rule and what is accepted",
+    429: "The caller's daily row quota (dailyRows) is used up, or jobConfig.maxRows is more "
+         "than what is left: data names the quota, what is used and left, and resetsAt "
+         "(RFC 3339)",
     503: "A dependency (Kafka, Redis) did not answer; retry later",
 }
 

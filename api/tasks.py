@@ -21,7 +21,7 @@ from api.envelope import envelope, refuse_unknown_query
 from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
 from plait import topics as T
-from plait import tracing
+from plait import documents, quotas, tracing
 from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
@@ -138,7 +138,7 @@ def create_tasks_router(services: Services) -> APIRouter:
                             **ok(200, "An identical task is running, or a recent identical "
                                       "export is reused: that task (data.reused / "
                                       "data.deduplicated)", **task_links),
-                            **errors(401, 403, 503)})
+                            **errors(401, 403, 429, 503)})
     async def create_task(spec: ExportSpec, request: Request):
         """Accept an export (the written contract's request, see ``plait.spec``).
 
@@ -147,7 +147,8 @@ def create_tasks_router(services: Services) -> APIRouter:
         "deduplicated": false}}`` and HTTP status 202 (accepted, not done);
         or, for an identical running task / a recent identical result, that
         task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
-        the field."""
+        the field; a caller over its daily row quota a 429 naming the quota,
+        what is used and when it resets (``plait.quotas``)."""
         with tracing.span("export.request", **{"http.route": "/export/tasks",
                                                 "plait.sys_code": spec.sysCode}) as sp:
             return await _create(spec, request, sp)
@@ -156,7 +157,9 @@ def create_tasks_router(services: Services) -> APIRouter:
         caller = await sv.authenticate(request)
         try:
             check_request(sv, caller, spec)
-        except NotAllowed as exc:
+            await quotas.check_request(sv.projection.redis, sv.settings.redis_prefix, caller,
+                                       spec)
+        except (NotAllowed, quotas.QuotaExceeded) as exc:
             await sv.audit(request, "access.refused", caller, reason=str(exc),
                            userId=spec.userId, sysCode=spec.sysCode)
             raise
@@ -282,7 +285,9 @@ def create_tasks_router(services: Services) -> APIRouter:
 
 def check_request(sv: Services, caller, spec: ExportSpec) -> None:
     """The caller's allowances (registry) or, in open mode, the data-API
-    allowlist. Raises ``NotAllowed`` naming the field."""
+    allowlist; and the limits of the document formats (``plait.documents``).
+    Raises ``NotAllowed`` / ``FieldError`` naming the field."""
+    documents.check_request(spec, sv.settings)
     if caller is not None:
         check_spec(caller, spec)
         return

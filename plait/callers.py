@@ -16,7 +16,9 @@ at start-up::
         maxConcurrentTasks: 4
         reuseWindowSeconds: 600
         linkTtlSeconds: 3600
-        tier: gold                          # platinum | gold | standard
+        tier: gold                          # platinum | gold | standard | free
+        dailyRows: 5000000                  # rows per day (optional; plait.quotas)
+        timezone: Asia/Shanghai             # the caller's day for dailyRows (default UTC)
         alertIngest: true                   # may POST /alerts (signed)
         silenceManage: true                 # may POST /silences, DELETE /silences/{id} (signed)
         alertmanagerToken: "<at least 32 characters>"  # bearer token of /api/v2/... (optional)
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import SplitResult, unquote, urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import httpx
 import yaml
@@ -43,7 +46,7 @@ from pydantic import (BaseModel, ConfigDict, Field, SecretStr, ValidationError,
 from plait.errors import ConfigError, FieldError
 from plait.spec import ExportSpec, FileFormat
 
-Tier = Literal["platinum", "gold", "standard"]
+Tier = Literal["platinum", "gold", "standard", "free"]
 SYS_CODE_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Characters refused anywhere in a data-API URL: controls, space, backslash
@@ -92,7 +95,12 @@ class Caller(BaseModel):
         reuseWindowSeconds: a recent identical task (same fingerprint) younger
             than this is reused instead of run again; 0 disables reuse.
         linkTtlSeconds: lifetime of download links, seconds.
-        tier: tenant tier, for scheduling priority and quotas.
+        tier: tenant tier, for scheduling priority (``plait.limits.TIER_WEIGHTS``).
+        dailyRows: rows this caller may export per day, besides its concurrency
+            limit (``plait.quotas``; what standard and free tiers usually get);
+            None (default) is no daily quota.
+        timezone: IANA zone of the caller's day: ``dailyRows`` resets at its
+            local midnight; default ``UTC``.
         alertIngest: may send alerts (signed ``POST /alerts``); default False.
         silenceManage: may create and expire silences (signed ``POST /silences``,
             ``DELETE /silences/{id}``); default False.
@@ -115,9 +123,20 @@ class Caller(BaseModel):
     reuseWindowSeconds: int = Field(default=0, ge=0, le=7 * 24 * 3600)
     linkTtlSeconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
     tier: Tier = "standard"
+    dailyRows: int | None = Field(default=None, ge=1)
+    timezone: str = "UTC"
     alertIngest: bool = False
     silenceManage: bool = False
     alertmanagerToken: SecretStr | None = Field(default=None, min_length=32, max_length=512)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("unknown IANA time zone (e.g. UTC, Asia/Shanghai)") from None
+        return zone
 
     @field_validator("dataApiPrefixes", "notifyUrlPrefixes")
     @classmethod

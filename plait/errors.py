@@ -13,6 +13,7 @@ Branches, and who acts on them::
     +-- NotFound                     no such task / silence / file (or not visible) -> 404
     +-- Conflict                     the resource is in a state that refuses the call -> 409
     +-- Unavailable                  a dependency (Kafka, Redis) did not answer -> 503
+    +-- plait.quotas.QuotaExceeded   a caller's daily row quota is used up -> 429
     +-- ConfigError                  start-up: a settings/config/registry file is invalid
     |   +-- plait.callers.CallerConfigError
     +-- RetryableError               worker: transient, retried with backoff

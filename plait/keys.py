@@ -43,6 +43,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
     P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
     P:downloads:{taskId}       hash    downloads of a task's file api.services
+    P:quota:{sysCode}:{day}    string  rows counted on a day      plait.quotas
 """
 from __future__ import annotations
 
@@ -149,7 +150,8 @@ def projection_built(prefix: str) -> str:
 def checkpoint(prefix: str, task_id: str) -> str:
     """``P:ckpt:{taskId}``, hash: a task's progress markers (``admitted``,
     ``request``, ``fetched``, ``next_seq``, ``next_ctx``, ``rows_before``,
-    ``last_seq``, ``finalized``, ``absorbed``, ``redrives``, ...). Written by the
+    ``last_seq``, ``finalized``, ``absorbed``, ``redrives``, ``quota_rows``: rows
+    counted against the caller's daily quota, ``plait.quotas``...). Written by the
     handlers' after-hooks and the sweeper, read by handlers (skip duplicates)
     and the sweeper (re-drive), all via ``streams.checkpoints.Checkpoints``.
     TTL ``streams.checkpoints.TTL`` (14 days), renewed on every write."""
@@ -355,3 +357,12 @@ def notify(prefix: str, task_id: str, status: str) -> str:
     that died mid-delivery lets a redelivered lifecycle event try again), then
     ``sent``/``failed`` with a TTL of 7 days."""
     return f"{prefix}:notify:{task_id}:{status}"
+
+
+def daily_rows(prefix: str, sys_code: str, day: str) -> str:
+    """``P:quota:{sysCode}:{day}``, string (integer): rows a caller exported
+    on ``day`` (``YYYY-MM-DD`` in the caller's ``timezone``), counted against
+    its ``dailyRows``. Incremented by the export workers as pages are fetched
+    or written and read by the API (``plait.quotas``). Expires a day after
+    the day ends (EXPIREAT, renewed on every charge)."""
+    return f"{prefix}:quota:{sys_code}:{day}"

@@ -15,10 +15,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Tier = Literal["platinum", "gold", "standard"]
+Tier = Literal["platinum", "gold", "standard", "free"]
 
-#: Starts per round of each tier when several tenants wait.
-TIER_WEIGHTS: dict[str, int] = {"platinum": 4, "gold": 2, "standard": 1}
+#: Starts per round of each tier when several tenants wait (free: as standard;
+#: what sets it apart is its daily row quota, ``plait.quotas``).
+TIER_WEIGHTS: dict[str, int] = {"platinum": 4, "gold": 2, "standard": 1, "free": 1}
 
 
 class CallerLimits(BaseModel):

@@ -59,7 +59,8 @@ WEBHOOK_ATTEMPTS = Counter("plait_webhook_attempts_total",
 
 #: Every metric name Plait exports (histograms: the base name; Prometheus adds
 #: ``_bucket``, ``_sum``, ``_count``), including the state gauges below and the
-#: funnel counters of ``alerting.counters``.
+#: funnel counters of ``alerting.counters`` and the daily quota counters of
+#: ``plait.quotas``.
 NAMES = frozenset({
     "plait_export_tasks_total", "plait_export_rows_total", "plait_export_bytes_total",
     "plait_export_task_duration_seconds", "plait_export_queue_wait_seconds",
@@ -70,6 +71,7 @@ NAMES = frozenset({
     "plait_export_inflight_tasks", "plait_export_slots_used", "plait_export_waiting_tasks",
     "plait_export_oldest_active_task_age_seconds", "plait_dlq_records",
     "plait_api_tasks_created_total",
+    "plait_quota_rows_total", "plait_quota_refusals_total", "plait_quota_cut_tasks_total",
     "plait_alerts_received_total", "plait_alerts_outcome_total", "plait_alerts_pending",
 })
 

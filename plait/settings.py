@@ -67,6 +67,9 @@ class Settings(BaseSettings):
         max_redrives: re-drives of one page without progress before the task FAILS.
         max_parallel_fetches: data-API pages one worker fetches at once (one per
             task), so a slow data API does not hold up other tasks.
+        pdf_max_columns, pdf_max_rows, docx_max_columns, docx_max_rows,
+            document_cell_chars: the limits of the document formats (pdf, docx;
+            ``plait.documents``), each field's ``description`` says why its default.
         callers_file: path of the caller registry (``plait.callers``, YAML/JSON),
             loaded at start-up. When set, every API call must be signed, callers
             see only their own tasks, and specs are checked against the caller's
@@ -129,6 +132,24 @@ class Settings(BaseSettings):
     schedule_min_interval_seconds: float = Field(default=10.0, ge=0.1, le=86400)
     max_redrives: int = Field(default=3, ge=1)
     max_parallel_fetches: int = Field(default=8, ge=1, le=256)
+    pdf_max_columns: int = Field(default=12, ge=1, le=100, description=(
+        "Most columns a pdf export may have (landscape A4: ~65 pt, about 13 Latin "
+        "characters a line, per column at 12); wider exports are refused (422, or FAILED "
+        "when the columns are only known from the data): use xlsx or csv"))
+    pdf_max_rows: int = Field(default=10_000, ge=1, le=1_000_000, description=(
+        "Most data rows of a pdf export (~40 rows a page: ~250 pages, ~11 s to draw; "
+        "the finished pages stay in memory until the file is saved, ~105 KB per 1,000 "
+        "rows)"))
+    docx_max_columns: int = Field(default=12, ge=1, le=63, description=(
+        "Most columns a docx export may have (Word allows 63; beyond ~12 a landscape "
+        "page shows nothing readable)"))
+    docx_max_rows: int = Field(default=20_000, ge=1, le=1_000_000, description=(
+        "Most data rows of a docx export (Word grows slow to open and page a table "
+        "past this)"))
+    document_cell_chars: int = Field(default=200, ge=8, le=32_767, description=(
+        "Longest cell text in pdf and docx exports, characters; longer values are cut "
+        "to this length ending with an ellipsis and counted 'truncated' in the quality "
+        "report"))
     log_level: str = "INFO"
 
 

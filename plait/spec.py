@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-FileFormat = Literal["csv", "xlsx", "parquet", "jsonl"]
+FileFormat = Literal["csv", "xlsx", "parquet", "jsonl", "pdf", "docx"]
 ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datetime", "json"]
 
 #: Excel's sheet limits (Microsoft, "Excel specifications and limits").

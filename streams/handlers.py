@@ -15,8 +15,9 @@ import pyarrow as pa
 
 from plait import topics as T
 from plait.callers import NotAllowed, check_spec
+from plait.documents import check_request as check_document
 from plait.clock import parse_iso
-from plait.errors import PermanentError
+from plait.errors import FieldError, PermanentError
 from plait.events import ExportRequested, FetchPage, PageBatch
 from plait.lifecycle import TERMINAL
 from plait.spec import ExportSpec
@@ -26,6 +27,7 @@ from streams.datasource import Answer, Page, fetch_answer
 from streams.emits import lifecycle, start
 from streams.files import hand_off, page_shard
 from streams.layout import forget_ahead, shard_key, shard_prefix
+from streams.quota import within_quota
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -72,8 +74,13 @@ def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
 
 
 def check_caller(ctx: Context, spec: ExportSpec) -> None:
-    """Producer-SDK requests skip the API: check the caller's allowances here.
-    Raises ``PermanentError`` (task FAILED) naming the field."""
+    """Producer-SDK requests skip the API: check the caller's allowances and
+    the document formats' limits here. Raises ``PermanentError`` (task
+    FAILED) naming the field."""
+    try:
+        check_document(spec, ctx.settings)
+    except FieldError as exc:
+        raise PermanentError(f"not allowed: {exc}") from None
     if ctx.callers is None:
         return
     caller = ctx.callers.by_sys_code(spec.sysCode)
@@ -130,7 +137,7 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     entry.taken = True
     if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
         _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, entry.hint, None)
-    taken = await entry.future
+    taken = await within_quota(ctx, cmd, await entry.future)  # may end the task here
     del entry
     page, row_count, last, truncated, shard, normalized, quality = taken
     del taken

@@ -22,6 +22,7 @@ from streams.emits import lifecycle
 from streams.files import (decode_shard, drop, encode_shard, finish, grow, report_stage,
                            stage_reporter, success, take_handed)
 from streams.layout import cleanup, shard_key, shard_prefix
+from streams.quota import count_pushed
 
 
 def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes | None]:
@@ -75,8 +76,9 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
             drop(ctx, page.taskId)
             return []
     key = shard_key(page.taskId, page.seq)
-    if data is not None:
+    if data is not None:  # a pushed page: its rows count against the daily quota
         await asyncio.to_thread(ctx.store.put_bytes, key, data)
+        await count_pushed(ctx, page)
     doc = page.spec.documentConfig
     await asyncio.to_thread(grow, ctx, page.taskId, page.seq, batch, quality, doc)
     if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile: the

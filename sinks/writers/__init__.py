@@ -1,4 +1,4 @@
-"""File writers: stream record batches into csv, xlsx, parquet or jsonl.
+"""File writers: stream record batches into csv, xlsx, parquet, jsonl, pdf or docx.
 
 :func:`open_writer` is the one entry point the finalizer uses; every writer
 follows :class:`sinks.writers.base.FileWriter` (``write_batch`` then ``close``
@@ -17,8 +17,10 @@ from plait.spec import XLSX_MAX_COLUMNS, DocumentConfig
 from sinks.values import zone_of
 from sinks.writers.base import FileEntry, FileWriter, WriteReport
 from sinks.writers.csv_writer import CsvWriter
+from sinks.writers.docx_writer import DocxWriter
 from sinks.writers.jsonl_writer import JsonlWriter
 from sinks.writers.parquet_writer import ParquetFileWriter
+from sinks.writers.pdf_writer import PdfWriter
 from sinks.writers.split import SplitWriter
 from sinks.writers.xlsx_native import NativeXlsxWriter
 from sinks.writers.xlsx_writer import XlsxWriter
@@ -28,8 +30,9 @@ __all__ = ["XlsxWriter", "NativeXlsxWriter", "FileEntry", "FileWriter", "WriteRe
 #: Writer class per ``doc.fileFormat``. xlsx: the native engine
 #: (rustpy-xlsxwriter), falling back per file to :class:`XlsxWriter`
 #: (xlsxwriter, the reference engine) for what it cannot hold (issue 12).
+#: pdf and docx: documents with a column and a row cap (``plait.documents``).
 WRITERS = {"csv": CsvWriter, "xlsx": NativeXlsxWriter, "parquet": ParquetFileWriter,
-           "jsonl": JsonlWriter}
+           "jsonl": JsonlWriter, "pdf": PdfWriter, "docx": DocxWriter}
 #: Longest file stem in UTF-8 bytes; leaves room for ``_part001.parquet`` under
 #: the 255-byte name limit of common file systems.
 MAX_STEM_BYTES = 200
@@ -37,7 +40,8 @@ _UNSAFE = re.compile(r'[\x00-\x1f\x7f<>:"/\\|?*]')
 #: Windows reserved device names (Microsoft, "Naming Files, Paths, and Namespaces").
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
              *(f"LPT{i}" for i in range(10))}
-_KNOWN_EXT = (".csv", ".xlsx", ".parquet", ".jsonl", ".zip", ".xls", ".json", ".txt")
+_KNOWN_EXT = (".csv", ".xlsx", ".parquet", ".jsonl", ".pdf", ".docx", ".zip", ".xls", ".json",
+              ".txt")
 
 
 def sanitize_file_name(name: str, default: str = "export") -> str:
@@ -71,7 +75,8 @@ def open_writer(out_dir: Path, schema: pa.Schema, doc: DocumentConfig) -> FileWr
     ``<name>_part001.<ext>``... when ``doc.maxRowsPerFile`` splits the output).
 
     Raises :class:`PermanentError` when the format is xlsx and ``schema`` has
-    more than 16,384 columns (Excel limit), or the time zone is unknown.
+    more than 16,384 columns (Excel limit), pdf or docx and more columns than
+    their cap (``plait.documents``), or the time zone is unknown.
     """
     out_dir = Path(out_dir)
     if doc.fileFormat == "xlsx" and len(schema) > XLSX_MAX_COLUMNS:

@@ -13,8 +13,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plait.spec import DocumentConfig
 from sinks.values import iso_texts
-from sinks.writers.cells import _BAD_RE2, Quality, shortest
+from sinks.writers.cells import (
+    _BAD_RE2, Quality, mixed_column, number_text, other_cells, shortest,
+)
 
 _TWO53 = float(2**53)
 _STR_NULL = pa.scalar(None, pa.string())
@@ -158,3 +161,31 @@ def clean_text(col: pa.Array, quality: Quality, column: str | None, *, escape: b
 def bool_texts(col: pa.Array) -> pa.Array:
     """Booleans as ``true``/``false`` (null stays null)."""
     return pc.if_else(col, "true", "false")
+
+
+def text_column(kind: str, col: pa.Array, name: str, quality: Quality, doc: DocumentConfig,
+                *, escape: bool) -> pa.Array:
+    """One column of a batch as the text a reader sees (csv, pdf, docx):
+    ``kind`` is :func:`sinks.writers.cells.kind_of_field` of its field; text is
+    cleaned (:func:`clean_text`, formula-escaped when ``escape``); ints and
+    decimals with every digit; floats shortest (``doc.infText`` for +/-inf);
+    booleans ``true``/``false``; datetimes and dates ISO-8601; mixed columns
+    each cell's source form; anything else cast to text or compact JSON.
+    Null stays null. Counts go to ``quality`` under ``name``."""
+    if kind == "text":
+        return clean_text(col, quality, name, escape=escape)
+    if kind in ("int", "decimal"):
+        return col.cast(pa.string())
+    if kind == "float":
+        return float_texts(col, doc.infText)
+    if kind == "bool":
+        return bool_texts(col)
+    if kind in ("datetime", "date"):
+        return iso_array(col)
+    if kind == "mixed":
+        inf = doc.infText
+        values = mixed_column(col, name, quality, escape=escape, mark=lambda s: "'" + s)
+        return pa.array([v if v is None or type(v) is str else
+                         ("true" if v else "false") if type(v) is bool else
+                         number_text(v, inf) for v in values], pa.string())
+    return pa.array(other_cells(col), pa.string())

@@ -38,10 +38,8 @@ import pyarrow.compute as pc
 
 from plait.spec import DocumentConfig
 from sinks.writers.base import WriteReport
-from sinks.writers.cells import (
-    SingleFileWriter, headers, kind_of_field, mixed_column, number_text, other_cells,
-)
-from sinks.writers.columns import bool_texts, clean_text, float_texts, iso_array
+from sinks.writers.cells import SingleFileWriter, headers, kind_of_field
+from sinks.writers.columns import clean_text, text_column
 
 #: File buffer: a batch is written as one joined buffer (larger than this),
 #: so a big buffer only costs memory per open file.
@@ -85,25 +83,8 @@ class CsvWriter(SingleFileWriter):
                            header=True)
 
     def _column(self, c: int, col: pa.Array) -> pa.Array:
-        kind, name = self._kinds[c], self.names[c]
-        if kind == "text":
-            return clean_text(col, self.quality, name, escape=self.doc.escapeFormulas)
-        if kind in ("int", "decimal"):
-            return col.cast(pa.string())
-        if kind == "float":
-            return float_texts(col, self.doc.infText)
-        if kind == "bool":
-            return bool_texts(col)
-        if kind in ("datetime", "date"):
-            return iso_array(col)
-        if kind == "mixed":
-            inf = self.doc.infText
-            values = mixed_column(col, name, self.quality, escape=self.doc.escapeFormulas,
-                                  mark=lambda s: "'" + s)
-            return pa.array([v if v is None or type(v) is str else
-                             ("true" if v else "false") if type(v) is bool else
-                             number_text(v, inf) for v in values], pa.string())
-        return pa.array(other_cells(col), pa.string())
+        return text_column(self._kinds[c], col, self.names[c], self.quality, self.doc,
+                           escape=self.doc.escapeFormulas)
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append the rows of ``batch`` (columns as the writer's schema)."""

@@ -82,9 +82,9 @@ def test_an_unknown_key_lists_the_known_ones(client):
 
 
 def test_a_value_outside_a_literal_lists_the_allowed_ones(client):
-    spec = SPEC | {"documentConfig": {"fileFormat": "pdf"}}
+    spec = SPEC | {"documentConfig": {"fileFormat": "xls"}}
     e = error(client.post("/export/tasks", json=spec), "documentConfig.fileFormat")
-    assert e["accepted"] == "'csv', 'xlsx', 'parquet' or 'jsonl'"
+    assert e["accepted"] == "'csv', 'xlsx', 'parquet', 'jsonl', 'pdf' or 'docx'"
 
 
 def test_a_number_out_of_range_says_the_limit(client):

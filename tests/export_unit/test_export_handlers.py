@@ -43,6 +43,18 @@ async def test_admit_starts_a_task_that_fits_and_ignores_its_redelivery(make_ctx
     assert json.loads((await ctx.checkpoints.get("t1"))["request"])["taskId"] == "t1"
 
 
+async def test_admit_fails_an_sdk_request_over_the_document_caps(make_ctx):
+    # producer-SDK requests skip the API: admission checks plait.documents itself
+    from plait.errors import PermanentError
+
+    ctx = make_ctx(pdf_max_rows=500)
+    with pytest.raises(PermanentError) as err:
+        await admit(ctx, request("t1", spec(max_rows=501, fmt="pdf")))
+    assert "jobConfig.maxRows: pdf allows at most 500 rows" in str(err.value)
+    assert kinds(await admit(ctx, request("t2", spec(max_rows=500, fmt="pdf"))))[0] == \
+        (T.LIFECYCLE, "CREATED")
+
+
 async def test_admit_over_the_limit_waits_and_starts_when_the_slot_frees(make_ctx):
     ctx = make_ctx(limits={"perSysCode": 1})
     await admit(ctx, request("t1"))

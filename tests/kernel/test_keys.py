@@ -53,6 +53,7 @@ PINNED = [
     (K.schedule_owner, ("P",), "P:schedules:owner"),
     (K.schedule_requests, ("P", "s1"), "P:schedule:s1:requests"),
     (K.notify, ("P", "t1", "SUCCESS"), "P:notify:t1:SUCCESS"),
+    (K.daily_rows, ("P", "crm", "2026-12-04"), "P:quota:crm:2026-12-04"),
 ]
 
 

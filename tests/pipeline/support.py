@@ -102,6 +102,19 @@ def source_ids(n: int) -> list[int]:
     return [r["id"] for r in seq_rows(0, n)]
 
 
+def start_with_registry(stack, data_dir: Path, callers: dict[str, Any]) -> None:
+    """Finish starting ``stack`` (its demo data API already runs, so the
+    registry can name its URL) with the caller registry ``callers`` written to
+    ``data_dir/callers.yaml``: one worker, then the API."""
+    import yaml
+
+    path = data_dir / "callers.yaml"
+    path.write_text(yaml.safe_dump(callers))
+    stack.env["PLAIT_CALLERS_FILE"] = str(path)
+    stack.spawn_worker("worker-0")
+    stack.start_api()
+
+
 def warm_up(stack) -> None:
     """Run a one-row export so the workers' consumer group has formed."""
     task = wait_task(stack.api_url, submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 1, 1)))

@@ -94,7 +94,7 @@ def test_task_list_by_caller_and_user(stack):
 
 
 @pytest.mark.parametrize("mutate, field", [
-    (lambda s: s["documentConfig"].update(fileFormat="docx"), "documentConfig.fileFormat"),
+    (lambda s: s["documentConfig"].update(fileFormat="odt"), "documentConfig.fileFormat"),
     (lambda s: s["dataConfig"].update(pageSize=0), "dataConfig.pageSize"),
     (lambda s: s.pop("userId"), "userId"),
     (lambda s: s["dataConfig"].update(dataApiUrl="ftp://x/data"), "dataConfig"),

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from producers.signing import PlaitAuth, signed_headers
 from producers.token import verify_data_token
-from support import seq_spec
+from support import seq_spec, start_with_registry
 
 pytestmark = pytest.mark.integration
 ACME_SECRET = "acme-secret-" + "a" * 32
@@ -34,11 +33,7 @@ def secure(tmp_path_factory, request):
                "dataApiPrefixes": [f"{stack.demo_data_api}/data"],
                "fileFormats": ["csv", "xlsx"], "maxRows": 100_000, "linkTtlSeconds": 600}
         for name, secret in (("acme", ACME_SECRET), ("globex", GLOBEX_SECRET))}}
-    path = data_dir / "callers.yaml"
-    path.write_text(yaml.safe_dump(callers))
-    stack.env["PLAIT_CALLERS_FILE"] = str(path)
-    stack.spawn_worker("worker-0")
-    stack.start_api()
+    start_with_registry(stack, data_dir, callers)
     yield stack
     stack.stop()
     from stack_env import drop_redis_keys

@@ -1,0 +1,49 @@
+"""Daily row quotas in the export workers: each page's rows charged to its
+caller's day (``plait.quotas.charge``), a pulled page cut where the quota
+ends (the task then ends ``SUCCESS`` ``truncated``, quality
+``daily_quota_cut``), pushed pages counted."""
+from __future__ import annotations
+
+import asyncio
+
+from plait import quotas
+from plait.events import FetchPage, PageBatch
+from streams.context import Context
+from streams.files import encode_shard
+
+
+def _caller(ctx: Context, sys_code: str):
+    """The registered caller with a daily quota, or None."""
+    caller = ctx.callers.by_sys_code(sys_code) if ctx.callers is not None else None
+    return caller if caller is not None and caller.dailyRows is not None else None
+
+
+async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
+    """A fetched page (``streams.handlers._take_page``'s tuple: page, rows,
+    last, truncated, shard, batch, quality) charged to its caller's quota;
+    when only part of it fits, that part as the task's last page, truncated,
+    its shard re-encoded with the quality note. Unchanged without a quota."""
+    caller = _caller(ctx, cmd.spec.sysCode)
+    if caller is None:
+        return taken
+    page, rows, last, truncated, shard, batch, quality = taken
+    cp = ctx.checkpoints
+    allowed = await quotas.charge(cp.redis, cp.prefix, caller, cmd.taskId, cmd.rowsBefore + rows)
+    keep = allowed - cmd.rowsBefore
+    if keep >= rows:
+        return taken
+    batch = batch.slice(0, max(0, keep))
+    quality = {**quality, quotas.QUOTA_NOTE: 1}
+    shard = await asyncio.to_thread(encode_shard, batch, quality)
+    return page, batch.num_rows, True, True, shard, batch, quality
+
+
+async def count_pushed(ctx: Context, page: PageBatch) -> None:
+    """Charge a pushed page's rows to its caller's quota (never cut: the
+    producer holds the rows; the API refuses requests once the quota is
+    used up)."""
+    caller = _caller(ctx, page.spec.sysCode)
+    if caller is not None:
+        cp = ctx.checkpoints
+        await quotas.charge(cp.redis, cp.prefix, caller, page.taskId,
+                            page.rowsBefore + page.rowCount)
