@@ -17,7 +17,12 @@ one event rewrites only what it touched, not the whole state:
   ``batch_size`` alerts) and how many outbox pages there are;
 - ``<p>|ob|<receiver>|<n>``: page n of the receiver's outbox, at most
   ``PAGE_BYTES`` (a storm queues thousands of sections: kept in one value
-  they made a 2.5 MB record and the worker died, issue 11).
+  they made a 2.5 MB record and the worker died, issue 11);
+- ``<p>|ck|<version>|<i>|<key>``: piece i of the value of ``<p>|<key>``
+  when that value would pass one record
+  (``plait.records.MAX_RECORD_BYTES``: a message in flight of 10,000
+  alerts, a queued section as large, a meta with many silences); the key
+  then holds a head naming its pieces (:mod:`alerting.chunks`).
 
 Values are compact JSON bytes (immutable, so what the changelog carries is
 exactly what was meant at the time of the write). An entity that vanished
@@ -40,14 +45,17 @@ import operator
 import orjson
 from typing import Any, Iterable, MutableMapping
 
+from alerting import chunks
 from alerting.config import AlertingConfig
 from alerting.funnel import Funnel
+from plait.records import MAX_RECORD_BYTES
 
 _ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
 _KINDS = {v: k for k, v in _ENTITIES.items()}
-#: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``); far below the
-#: broker's 1 MB record limit.
-PAGE_BYTES = 256 * 1024
+#: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``): one record
+#: (``plait.records.MAX_RECORD_BYTES``) less room for its key; a page holding
+#: one larger section is stored in pieces (:mod:`alerting.chunks`).
+PAGE_BYTES = MAX_RECORD_BYTES - 1024
 
 
 def _dumps(value: Any) -> bytes:
@@ -133,6 +141,9 @@ class PartitionState:
         self.config = config
         self.prefix = f"{partition}|"
         self._written: dict[str, bytes] = {}
+        #: key -> the piece keys its stored head names (values past one record)
+        self._pieces: dict[str, list[str]] = {}
+        self._piece_start = f"{self.prefix}{chunks.PIECE_KIND}|"
         #: receiver -> its outbox as last written: [[page number, [section]]]
         self._layout: dict[str, list[list]] = {}
         #: id(section) -> (section, its "merged" flag, its JSON bytes)
@@ -169,11 +180,15 @@ class PartitionState:
         parts: dict[str, dict[str, Any]] = {k: {} for k in _ENTITIES}
         members: dict[str, dict[str, Any]] = {}
         pages: dict[str, dict[int, list]] = {}
-        for key in [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]:
-            raw = self.table.get(key)
+        keys = [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]
+        pieces = {k for k in keys if k.startswith(self._piece_start)}
+        for key in keys:
+            if key in pieces:
+                continue
+            raw = self._read(key)
             if raw is None:
                 continue
-            raw = self._written[key] = _as_bytes(raw)
+            self._written[key] = raw
             value = json.loads(raw)
             rest = key[len(self.prefix):]
             if rest == "meta":
@@ -207,12 +222,32 @@ class PartitionState:
                 self._layout[name] = layout
         if state is not None:
             state.update(parts)
+        # pieces no head names: written by a save that a crash cut short
+        for key in pieces - {k for ks in self._pieces.values() for k in ks}:
+            del self.table[key]
         return Funnel(self.config, state)
+
+    def _read(self, key: str) -> bytes | None:
+        """The stored value of ``key`` as JSON bytes, joined from its pieces
+        when it is a head (:mod:`alerting.chunks`); None when absent.
+
+        Raises:
+            ValueError: a head whose pieces are missing or corrupt."""
+        raw = self.table.get(key)
+        if raw is None:
+            return None
+        raw = _as_bytes(raw)
+        if chunks.is_head(raw):
+            self._pieces[key] = chunks.piece_keys(self.prefix, key, raw)
+            return chunks.join_value(self.table, self.prefix, key, raw)
+        return raw
 
     def stale(self) -> bool:
         """True when the table holds a newer image than this object (another
         worker owned the partition meanwhile): reload before use."""
         raw = self.table.get(self.prefix + "meta")
+        if raw is not None and chunks.is_head(_as_bytes(raw)):
+            raw = self._read(self.prefix + "meta")
         return raw is not None and json.loads(_as_bytes(raw))["offset"] != self.offset
 
     # --------------------------------------------------------------- replays
@@ -508,21 +543,25 @@ class PartitionState:
         touched = None if touched is None else set(touched)
         current = self._entities(touched)
         candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched
-        writes, done = 0, []
+        writes, done, gone = 0, [], []
         for key in candidates | set(current):
             value = current.get(key)
             if value is not None:
                 data = value if isinstance(value, bytes) else _dumps(value)
                 if self._written.get(key) != data:
-                    self.table[key] = data
+                    self._put(key, data, gone)
                     self._written[key] = data
                     writes += 1
                     done.append(key)
             elif key in self._written:
+                done.append(key)
+        # deletes after every set: old pieces go only once their new head is written
+        for key in done:
+            if current.get(key) is None:
                 del self.table[key]
                 del self._written[key]
+                gone += self._pieces.pop(key, ())
                 writes += 1
-                done.append(key)
         if self._watches and done:
             self._note(done)
         self.offset = offset
@@ -530,6 +569,26 @@ class PartitionState:
         # load: kept in meta, the record rewritten every batch grew with silenced alerts
         meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES and k != "silenced"}
         data = _dumps({"offset": offset, "src": self.src, "state": meta})
-        self.table[self.prefix + "meta"] = data
+        for key in gone:
+            del self.table[key]
+        gone = []
+        self._put(self.prefix + "meta", data, gone)  # last: the offset marks the save done
         self._written[self.prefix + "meta"] = data
+        for key in gone:
+            del self.table[key]
         return writes + 1
+
+    def _put(self, key: str, data: bytes, gone: list[str]) -> None:
+        """Store ``data`` at ``key``: as it is when it fits one record, else
+        its pieces then its head (:func:`alerting.chunks.split_value`). The
+        pieces of the value it replaces are added to ``gone``: the caller
+        deletes them after this write (docs/kafka-rules.md #17)."""
+        gone += self._pieces.pop(key, ())
+        if chunks.fits(key, data):
+            self.table[key] = data
+            return
+        head, pieces = chunks.split_value(self.prefix, key, data)
+        for pk, part in pieces:
+            self.table[pk] = part
+        self.table[key] = head
+        self._pieces[key] = [pk for pk, _ in pieces]
