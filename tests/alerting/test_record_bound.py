@@ -91,33 +91,42 @@ def test_a_message_in_flight_of_thousands_of_large_alerts_survives_a_kill_at_any
     # then a kill -9 after any prefix of those records leaves a table that loads, holding
     # the old message or the new one, each exactly (never pieces of both)
     # (cut before and after each record of the message: pieces, the head, deletes, meta)
-    marks = [i for i, (_p, k, _v) in enumerate(records) if b"|ck|" in k or b"|rcv|" in k or b"meta" in k]
+    marks = [i for i, (_p, k, _v) in enumerate(records) if b"|ck|" in k or b"|inf|" in k or b"|rcv|" in k or b"meta" in k]
     assert len(marks) >= 16
     for cut in sorted({0, len(records)} | set(marks) | {i + 1 for i in marks}):
         store = _replay(durable, records[:cut])
         inflight = PartitionState(0, store, CFG).funnel.state["receivers"]["oncall"]["inflight"]
         got = None if inflight is None else inflight["id"]
         assert inflight == live[got], cut
-    # and once all are durable, no piece of the old message is left
+    # and once all are durable, nothing of the old message is left
     store = _replay(durable, records)
-    assert len([k for k in store if k.startswith("0|ck|")]) == len(
-        [k for k in table.store if k.startswith("0|ck|")])
+    assert sorted(k for k in store if k.startswith(("0|ck|", "0|inf|"))) == sorted(
+        k for k in table.store if k.startswith(("0|ck|", "0|inf|")))
+    assert not any(first.id in k for k in store)
+    # and the message is written once, not again by a later save while it stays in flight
+    clock.now += 0.5
+    runner.apply_batch(0, [(1601, {"kind": "tick"})])
+    assert not any(b"|inf|" in k or b"|ck|" in k for _p, k, _v in table.drain())
     assert PartitionState(0, store, CFG).funnel.state["receivers"]["oncall"]["inflight"] == live[second.id]
 
 
 def test_pieces_no_head_names_are_deleted_on_load():
-    # given a table with pieces of a value whose head never became durable
+    # given a table with a piece of a value whose head never became durable
     table = BatchedTable(FaustTable())
     runner = FunnelRunner(CFG, table, clock=lambda: 1_000.0)
     runner.apply_batch(0, _alerts(0, 400, 1_000.0))
     table.drain()
-    head = orjson.loads(table.store["0|rcv|oncall"])
+    head = orjson.loads(table.store["0|inf|oncall|oncall-1"])
     assert chunks.HEAD in head
-    table.store["0|ck|deadbeef|0|rcv|oncall"] = b"stray"
-    # when the partition is loaded, the stray piece is deleted (a tombstone for the changelog)
+    table.store["0|ck|deadbeef|0|inf|oncall|oncall-1"] = b"stray"
+    # and the sections of a next message whose receiver header never became durable
+    table.store["0|inf|oncall|oncall-2"] = b"[]"
+    # when the partition is loaded, both are deleted (tombstones for the changelog)
     PartitionState(0, table, CFG)
-    assert "0|ck|deadbeef|0|rcv|oncall" not in table.store
-    assert (0, b'"0|ck|deadbeef|0|rcv|oncall"', None) in table.drain()
+    assert "0|ck|deadbeef|0|inf|oncall|oncall-1" not in table.store
+    assert "0|inf|oncall|oncall-2" not in table.store
+    assert {(0, b'"0|ck|deadbeef|0|inf|oncall|oncall-1"', None),
+            (0, b'"0|inf|oncall|oncall-2"', None)} <= set(table.drain())
 
 
 def test_a_corrupt_piece_is_refused_not_read_as_the_value():
