@@ -14,7 +14,7 @@ import time
 import orjson
 import pytest
 
-from alert_e2e_support import Kafka, Receiver, wait_until, write_config
+from alert_e2e_support import Receiver, storm_stack, wait_until
 
 from alerting.chunks import join_records
 from plait.records import MAX_RECORD_BYTES
@@ -60,14 +60,10 @@ def test_a_storm_under_the_most_permissive_config_delivers_every_alert_in_bounde
         make_stack, tmp_path):
     # given one receiver with a bucket that never runs dry, the largest batch, every alert its group
     receiver = Receiver().start()
-    cfg = write_config(tmp_path / "alerting.yaml",
-                       [{"name": "oncall", "url": receiver.url("/r"), "max_alerts": 0,
-                         "bucket": {"burst": 1_000_000, "refill_interval": "1s"}}],
-                       grouping={"group_by": ["alertname", "instance"], "batch_size": 10_000},
-                       timing={"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"})
-    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg))
-    kafka = Kafka(stack)
-    worker = stack.workers()["worker-0"]
+    stack, kafka, worker = storm_stack(make_stack, tmp_path, receiver,
+                                       {"burst": 1_000_000, "refill_interval": "1s"},
+                                       {"group_by": ["alertname", "instance"], "batch_size": 10_000},
+                                       max_alerts=0)
     try:
         # when N distinct firing alerts of ~4 KB each arrive, 50 per raw event
         alerts = [{"labels": {"alertname": f"Storm{i % 10}", "instance": f"host-{i:06d}",
