@@ -68,6 +68,8 @@ class Sink:
         self.messages = 0
         #: fingerprints of every alert delivered (distinct alerts at the webhook)
         self.fingerprints: set[str] = set()
+        #: (monotonic arrival time, alerts listed) of every POST
+        self.posts: list[tuple[float, int]] = []
         self.lock = threading.Lock()
         outer = self
 
@@ -82,6 +84,8 @@ class Sink:
                 now = time.time()
                 with outer.lock:
                     outer.messages += 1
+                    outer.posts.append((time.monotonic(), body.get("alertCount", 0)
+                                        if isinstance(body, dict) else 0))
                     for g in body.get("groups", []) if isinstance(body, dict) else []:
                         for a in g["alerts"]:
                             outer.fingerprints.add(a["fingerprint"])
@@ -538,6 +542,8 @@ def main() -> None:
                               "balanced": len(sids) == sum(by.values()) + pending,
                               "webhook_posts": sink.messages - msgs0,
                               "distinct_alerts_at_webhook": len(sink.fingerprints) - fps0,
+                              # each POST of the storm: seconds after the first produce, alerts
+                              "posts": [[round(at - t0, 1), n] for at, n in sink.posts[msgs0:]],
                               "permissive": args.permissive,
                               "workers": args.workers, "receivers": len(names),
                               "partitions": args.partitions or None,
