@@ -49,7 +49,9 @@ def is_head(raw: bytes) -> bool:
 def fits(key: str, data: bytes) -> bool:
     """Whether ``data`` stored at table ``key`` makes one record within
     :data:`MAX_RECORD_BYTES` (the changelog key is the key's JSON)."""
-    return len(data) + len(key) + 2 <= MAX_RECORD_BYTES // 2 or len(orjson.dumps(key)) + len(data) <= MAX_RECORD_BYTES
+    if len(data) + 6 * len(key) + 2 <= MAX_RECORD_BYTES:  # a character is at most 6 bytes of JSON
+        return True
+    return len(orjson.dumps(key)) + len(data) <= MAX_RECORD_BYTES
 
 
 def piece_key(prefix: str, key: str, version: str, i: int) -> str:
