@@ -52,10 +52,12 @@ from alerting.config import AlertingConfig, load_config
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.changelog import BatchedTable, send_records
+from alerting.chunks import split_record
+from alerting.oversize import Guard
 from alerting.runner import Effects, FunnelRunner
 from alerting.webhook import SendResult, WebhookSender
-from alerting.wire import (FUNNEL_TOPIC, command, ledger_records, pack_alerts, parse_command, parse_raw,
-                           raw_envelope, route_alerts)
+from alerting.wire import (FUNNEL_TOPIC, command, fits_command, ledger_records, pack_alerts,
+                           parse_command, parse_raw, raw_envelope, route_alerts, too_large_command)
 from plait import keys as K
 from plait import topics as T
 from plait import tracing
@@ -150,6 +152,16 @@ class AlertingService:
         self.dlq_watch = DlqWatch(rules.dlq_window, rules.dlq_threshold)
 
     # ----------------------------------------------------------- plumbing
+    @property
+    def guard(self) -> Guard:
+        """Records too large to send go to ``export.dlq`` with an alert
+        (:mod:`alerting.oversize`); made on first use."""
+        guard = self.__dict__.get("_guard")
+        if guard is None:
+            guard = self._guard = Guard(lambda letter, key: self.rt.keep(letter, key),
+                                        lambda alert: self._raise(alert, alert["asset"]))
+        return guard
+
     def changelog_topic(self) -> str:
         """Name of the table's changelog topic (Faust: ``<app id>-<table>-changelog``)."""
         return f"{self.app.conf.id}-{TABLE_NAME}-changelog"
@@ -200,8 +212,14 @@ class AlertingService:
                             cmd["tp"] = tp
                         per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
         for receiver, cmds in per_receiver.items():
-            for value in pack_alerts(cmds):
-                await self.funnel.send(key=receiver.encode(), value=value)
+            key = receiver.encode()
+            for i, (cmd, data) in enumerate(cmds):
+                if not fits_command(data, key):  # kept in export.dlq, ledgered rejected
+                    self.guard.hold(FUNNEL_TOPIC, None, key, data)
+                    cmds[i] = (cmd, too_large_command(cmd, len(data)))
+            for value in pack_alerts(cmds, key):
+                await self.funnel.send(key=key, value=value)
+        await self._flush_guard()
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:
@@ -320,26 +338,43 @@ class AlertingService:
         state recovered from the changelog."""
         producer, changelog = self.app.producer, self.changelog_topic()
         send_ledger, send_note = self.ledger.send, self.notifications.send
-        acks = []
+        acks, fits = [], self.guard.fits  # a record too large is dead-lettered, not sent
         try:
-            acks += await send_records(producer, changelog, self.state_table.drain())
+            acks += await send_records(producer, changelog, [
+                r for r in self.state_table.drain() if fits(changelog, r[0], r[1], r[2])])
             for partition, fx in results:
+                key = str(partition).encode()
                 for value in ledger_records(partition, fx.ledger):
-                    acks.append(await send_ledger(key=str(partition).encode(), value=value))
+                    if fits(T.ALERTS_LEDGER, partition, key, value):
+                        acks.append(await send_ledger(key=key, value=value))
                 for m in fx.messages:
-                    record = {"partition": partition, **m.to_dict()}
-                    acks.append(await send_note(key=m.receiver.encode(), value=_json_bytes(record)))
+                    key = m.receiver.encode()
+                    record = _json_bytes({"partition": partition, **m.to_dict()})
+                    for value in split_record(record, m.id, key):  # in order, one partition
+                        if fits(T.ALERTS_NOTIFICATIONS, None, key, value):
+                            acks.append(await send_note(key=key, value=value))
             await asyncio.gather(*acks)
         except Exception:
             log.critical("cannot send the funnel's state, ledger or notifications; exiting "
                          "so the partitions are redelivered", exc_info=True)
             self.rt._fatal()
             raise  # only when _fatal is stubbed out (tests)
+        await self._flush_guard()
         for partition, fx in results:
             for m in fx.messages:
                 self._spawn(self._deliver(partition, m))
             if fx.wake_at is not None:
                 self.wake(partition, fx.wake_at)
+
+    async def _flush_guard(self) -> None:
+        """Dead-letter the records held as too large and raise
+        ``AlertRecordTooLarge`` (:mod:`alerting.oversize`); best effort: a
+        failure is logged and the worker goes on."""
+        if self.guard.held:
+            try:
+                await self.guard.flush()
+            except Exception:
+                log.exception("cannot keep records too large in export.dlq")
 
     async def _deliver(self, partition: int, message: Message) -> None:
         """One webhook attempt, reported back to the message's partition."""

@@ -13,11 +13,18 @@ one event rewrites only what it touched, not the whole state:
 - ``<p>|gm|<group id>|<fingerprint>``: one member of a group, so an alert
   rewrites its own member, not the whole group (a group of 500 alerts made
   every event re-serialize ~200 KB);
-- ``<p>|rcv|<receiver>``: token bucket and the message in flight (at most
-  ``batch_size`` alerts) and how many outbox pages there are;
+- ``<p>|rcv|<receiver>``: token bucket, the message in flight but for its
+  sections, and the numbers of its outbox pages;
+- ``<p>|inf|<receiver>|<message id>``: the sections of the message in
+  flight (at most ``batch_size`` alerts), written once per message;
 - ``<p>|ob|<receiver>|<n>``: page n of the receiver's outbox, at most
   ``PAGE_BYTES`` (a storm queues thousands of sections: kept in one value
-  they made a 2.5 MB record and the worker died, issue 11).
+  they made a 2.5 MB record and the worker died, issue 11);
+- ``<p>|ck|<version>|<i>|<key>``: piece i of the value of ``<p>|<key>``
+  when that value would pass one record
+  (``plait.records.MAX_RECORD_BYTES``: a message in flight of 10,000
+  alerts, a queued section as large, a meta with many silences); the key
+  then holds a head naming its pieces (:mod:`alerting.chunks`).
 
 Values are compact JSON bytes (immutable, so what the changelog carries is
 exactly what was meant at the time of the write). An entity that vanished
@@ -40,14 +47,17 @@ import operator
 import orjson
 from typing import Any, Iterable, MutableMapping
 
+from alerting import chunks
 from alerting.config import AlertingConfig
 from alerting.funnel import Funnel
+from plait.records import MAX_RECORD_BYTES
 
 _ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
 _KINDS = {v: k for k, v in _ENTITIES.items()}
-#: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``); far below the
-#: broker's 1 MB record limit.
-PAGE_BYTES = 256 * 1024
+#: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``): one record
+#: (``plait.records.MAX_RECORD_BYTES``) less room for its key; a page holding
+#: one larger section is stored in pieces (:mod:`alerting.chunks`).
+PAGE_BYTES = MAX_RECORD_BYTES - 1024
 
 
 def _dumps(value: Any) -> bytes:
@@ -133,6 +143,9 @@ class PartitionState:
         self.config = config
         self.prefix = f"{partition}|"
         self._written: dict[str, bytes] = {}
+        #: key -> the piece keys its stored head names (values past one record)
+        self._pieces: dict[str, list[str]] = {}
+        self._piece_start = f"{self.prefix}{chunks.PIECE_KIND}|"
         #: receiver -> its outbox as last written: [[page number, [section]]]
         self._layout: dict[str, list[list]] = {}
         #: id(section) -> (section, its "merged" flag, its JSON bytes)
@@ -141,6 +154,10 @@ class PartitionState:
         self._parts: dict[str, list[bytes]] = {}
         #: receiver -> (its in-flight message's sections, their JSON bytes)
         self._inflight: dict[str, tuple[list, bytes]] = {}
+        #: receiver -> the key its in-flight message's sections were last written at
+        self._inf_keys: dict[str, str] = {}
+        #: keys :meth:`save` writes before the others (sections before their header)
+        self._early: list[str] = []
         #: receiver -> {page number: bytes of that page, at most} (:meth:`_paginate`)
         self._sizes: dict[str, dict[int, int]] = {}
         #: receiver -> its outbox as last saved (:meth:`_shifted`)
@@ -169,11 +186,16 @@ class PartitionState:
         parts: dict[str, dict[str, Any]] = {k: {} for k in _ENTITIES}
         members: dict[str, dict[str, Any]] = {}
         pages: dict[str, dict[int, list]] = {}
-        for key in [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]:
-            raw = self.table.get(key)
+        inflight: dict[str, list] = {}  # key -> the sections of a message in flight
+        keys = [k for k in list(self.table.keys()) if isinstance(k, str) and k.startswith(self.prefix)]
+        pieces = {k for k in keys if k.startswith(self._piece_start)}
+        for key in keys:
+            if key in pieces:
+                continue
+            raw = self._read(key)
             if raw is None:
                 continue
-            raw = self._written[key] = _as_bytes(raw)
+            self._written[key] = raw
             value = json.loads(raw)
             rest = key[len(self.prefix):]
             if rest == "meta":
@@ -182,6 +204,9 @@ class PartitionState:
                 self.src = value.get("src", {})
                 continue
             kind, _, ident = rest.partition("|")
+            if kind == "inf":
+                inflight[key] = value
+                continue
             if kind == "ob":
                 name, _, page = ident.rpartition("|")
                 pages.setdefault(name, {})[int(page)] = value
@@ -198,6 +223,13 @@ class PartitionState:
                 order = sorted(found, key=lambda fp: found[fp].get("o", 0))
             group["members"] = {fp: found[fp] for fp in order if fp in found}
         for name, rs in parts["receivers"].items():
+            inf = rs.get("inflight")
+            if inf is not None and "sections" not in inf:  # stored apart (older state: inside)
+                key = self._inf_keys[name] = f"{self.prefix}inf|{name}|{inf['id']}"
+                if key not in inflight:
+                    raise ValueError(f"table value {key!r} (the sections of the message in "
+                                     f"flight of {name!r}) is missing")
+                inf["sections"] = inflight.pop(key)
             n = rs.pop("outbox_pages", None)
             if n is not None:  # a list of page numbers (an int n: pages 0..n-1, older state)
                 got = pages.get(name, {})
@@ -207,12 +239,38 @@ class PartitionState:
                 self._layout[name] = layout
         if state is not None:
             state.update(parts)
+        # pieces no head names, sections no header names: written by a save
+        # that a crash cut short
+        for key in pieces - {k for ks in self._pieces.values() for k in ks}:
+            del self.table[key]
+        for key in inflight:
+            del self.table[key]
+            self._written.pop(key, None)
+            for pk in self._pieces.pop(key, ()):
+                del self.table[pk]
         return Funnel(self.config, state)
+
+    def _read(self, key: str) -> bytes | None:
+        """The stored value of ``key`` as JSON bytes, joined from its pieces
+        when it is a head (:mod:`alerting.chunks`); None when absent.
+
+        Raises:
+            ValueError: a head whose pieces are missing or corrupt."""
+        raw = self.table.get(key)
+        if raw is None:
+            return None
+        raw = _as_bytes(raw)
+        if chunks.is_head(raw):
+            self._pieces[key] = chunks.piece_keys(self.prefix, key, raw)
+            return chunks.join_value(self.table, self.prefix, key, raw)
+        return raw
 
     def stale(self) -> bool:
         """True when the table holds a newer image than this object (another
         worker owned the partition meanwhile): reload before use."""
         raw = self.table.get(self.prefix + "meta")
+        if raw is not None and chunks.is_head(_as_bytes(raw)):
+            raw = self._read(self.prefix + "meta")
         return raw is not None and json.loads(_as_bytes(raw))["offset"] != self.offset
 
     # --------------------------------------------------------------- replays
@@ -324,7 +382,7 @@ class PartitionState:
             self._sections = {k: v for k, v in self._sections.items() if k in live}
         head = {k: v for k, v in rs.items() if k not in ("outbox", "inflight")}
         head["outbox_pages"] = [n for n, _ in layout]
-        out[self.key("rcv", name)] = self._receiver_head(name, head, rs.get("inflight"))
+        out[self.key("rcv", name)] = self._receiver_head(name, head, rs.get("inflight"), out)
         return out
 
     def _shifted(self, name: str, old: list[list], outbox: list[dict]) -> tuple[list[list], set[int]] | None:
@@ -374,22 +432,36 @@ class PartitionState:
         self._unmerged[name] = unmerged
         return layout, dirty
 
-    def _receiver_head(self, name: str, head: dict[str, Any], inf: dict[str, Any] | None) -> bytes:
-        """JSON bytes of a receiver's header with its message in flight. The
-        message's sections (up to ``batch_size`` alerts, ~120 KB for 200)
-        do not change while it is in flight (a superseding message has new
-        ones), so they are serialized once per message, not on every save:
-        every batch saves the receiver, and re-serializing them took ~0.4
-        ms a batch at 1,000 new alerts/s (``bench/bench_alert_runner.py``)."""
+    def _receiver_head(self, name: str, head: dict[str, Any], inf: dict[str, Any] | None,
+                       out: dict[str, Any]) -> bytes:
+        """JSON bytes of a receiver's header with its message in flight but
+        for the message's sections, which go into ``out`` as their own
+        entity ``<p>|inf|<receiver>|<message id>`` (None for the previous
+        message's: a delete). The sections (up to ``batch_size`` alerts,
+        megabytes at 10,000) do not change while the message is in flight
+        (a superseding message has new ones and a new id), so they are
+        serialized and written once per message, not on every save: every
+        batch saves the receiver, and re-serializing them took ~0.4 ms a
+        batch at 1,000 new alerts/s (``bench/bench_alert_runner.py``). The
+        sections are written before the header and the old ones deleted
+        after it (:meth:`save`), so a header read back always finds its
+        message's sections."""
+        old = self._inf_keys.pop(name, None)
         if inf is None:
             self._inflight.pop(name, None)
+            if old is not None:
+                out[old] = None
             return _dumps(head | {"inflight": None})
         got = self._inflight.get(name)
         if got is None or got[0] is not inf["sections"]:
             got = self._inflight[name] = (inf["sections"], _dumps(inf["sections"]))
-        message = _with_member(_dumps({k: v for k, v in inf.items() if k != "sections"}),
-                               "sections", got[1])
-        return _with_member(_dumps(head), "inflight", message)
+        key = self._inf_keys[name] = f"{self.prefix}inf|{name}|{inf['id']}"
+        if old is not None and old != key:
+            out[old] = None
+        out[key] = got[1]
+        self._early.append(key)
+        return _with_member(_dumps(head), "inflight",
+                            _dumps({k: v for k, v in inf.items() if k != "sections"}))
 
     def _relayout(self, old: list[list], outbox: list[dict]) -> list[list] | None:
         """The new page layout when ``outbox`` is the old one with sections
@@ -508,21 +580,27 @@ class PartitionState:
         touched = None if touched is None else set(touched)
         current = self._entities(touched)
         candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched
-        writes, done = 0, []
-        for key in candidates | set(current):
+        writes, done, gone = 0, [], []
+        early, self._early = self._early, []
+        for key in itertools.chain([k for k in early if current.get(k) is not None],
+                                   candidates | set(current)):
             value = current.get(key)
             if value is not None:
                 data = value if isinstance(value, bytes) else _dumps(value)
-                if self._written.get(key) != data:
-                    self.table[key] = data
+                if self._written.get(key) is not data and self._written.get(key) != data:
+                    self._put(key, data, gone)
                     self._written[key] = data
                     writes += 1
                     done.append(key)
             elif key in self._written:
+                done.append(key)
+        # deletes after every set: old pieces go only once their new head is written
+        for key in done:
+            if current.get(key) is None:
                 del self.table[key]
                 del self._written[key]
+                gone += self._pieces.pop(key, ())
                 writes += 1
-                done.append(key)
         if self._watches and done:
             self._note(done)
         self.offset = offset
@@ -530,6 +608,26 @@ class PartitionState:
         # load: kept in meta, the record rewritten every batch grew with silenced alerts
         meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES and k != "silenced"}
         data = _dumps({"offset": offset, "src": self.src, "state": meta})
-        self.table[self.prefix + "meta"] = data
+        for key in gone:
+            del self.table[key]
+        gone = []
+        self._put(self.prefix + "meta", data, gone)  # last: the offset marks the save done
         self._written[self.prefix + "meta"] = data
+        for key in gone:
+            del self.table[key]
         return writes + 1
+
+    def _put(self, key: str, data: bytes, gone: list[str]) -> None:
+        """Store ``data`` at ``key``: as it is when it fits one record, else
+        its pieces then its head (:func:`alerting.chunks.split_value`). The
+        pieces of the value it replaces are added to ``gone``: the caller
+        deletes them after this write (docs/kafka-rules.md #17)."""
+        gone += self._pieces.pop(key, ())
+        if chunks.fits(key, data):
+            self.table[key] = data
+            return
+        head, pieces = chunks.split_value(self.prefix, key, data)
+        for pk, part in pieces:
+            self.table[pk] = part
+        self.table[key] = head
+        self._pieces[key] = [pk for pk, _ in pieces]

@@ -50,6 +50,7 @@ from alerting.intake import normalize, repair_text
 from alerting.routing import decide, routes_for
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
+from plait.records import MAX_RECORD_BYTES
 
 RAW_TYPE = "plait.alert.Raw.v1"
 FUNNEL_TOPIC = "alerts.funnel"
@@ -58,12 +59,12 @@ MAX_ALERTS = 10_000
 _MAX_INVALID_BYTES = 16_384
 #: Most alerts one ``alerts`` command carries.
 MAX_ITEMS = 500
-#: An ``alerts`` command is cut once its items pass this size (bytes, JSON).
-MAX_COMMAND_BYTES = 256 * 1024
-#: Most entries one ``alerts.ledger`` record carries, and the size (bytes,
-#: JSON) past which a record is cut: far below the broker's 1 MB limit.
+#: Most bytes of one ``alerts`` command record (key and JSON value).
+MAX_COMMAND_BYTES = MAX_RECORD_BYTES
+#: Most entries one ``alerts.ledger`` record carries, and its most bytes
+#: (key and JSON value).
 MAX_LEDGER_ENTRIES = 1000
-MAX_LEDGER_BYTES = 256 * 1024
+MAX_LEDGER_BYTES = MAX_RECORD_BYTES
 LEDGER_VERSION = 2
 
 
@@ -220,21 +221,49 @@ def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, A
     return route_alerts(config, raw)[0]
 
 
-def pack_alerts(items: list[tuple[dict[str, Any], bytes]]) -> list[bytes]:
+def pack_alerts(items: list[tuple[dict[str, Any], bytes]], key: bytes = b"") -> list[bytes]:
     """``alerts`` commands carrying ``items`` (``(command, its JSON bytes)``
     from :func:`route_alert` + :func:`command`), in order, each with at most
-    :data:`MAX_ITEMS` items and cut once past :data:`MAX_COMMAND_BYTES`."""
-    out: list[bytes] = []
+    :data:`MAX_ITEMS` items and, with its Kafka ``key``, at most
+    :data:`MAX_COMMAND_BYTES`. An item too large for a command of its own
+    (an alert of ~100 labels of 8 KB) is left out: see :func:`fits_command`."""
+    head, tail = b'{"v":1,"kind":"alerts","items":[', b"]}"
+    room = MAX_COMMAND_BYTES - len(key) - len(head) - len(tail)
+    return [head + b",".join(chunk) + tail
+            for chunk in _cut([data for _cmd, data in items if len(data) <= room], room, MAX_ITEMS)]
+
+
+def fits_command(data: bytes, key: bytes = b"") -> bool:
+    """Whether an item (an ``alert`` command's JSON) fits an ``alerts``
+    command of its own with ``key`` (:func:`pack_alerts` leaves it out
+    otherwise)."""
+    return len(data) + len(key) + len(b'{"v":1,"kind":"alerts","items":[]}') <= MAX_COMMAND_BYTES
+
+
+def too_large_command(cmd: dict[str, Any], size: int) -> bytes:
+    """The ``alert`` command sent in place of ``cmd`` (an alert command of
+    ``size`` bytes, too large for one record): the same raw id, position
+    and receiver, no alert, so the funnel ledgers it ``rejected`` with a
+    reason saying why (the alert itself is kept in ``export.dlq``)."""
+    keep = {k: cmd[k] for k in ("id", "src", "received_at", "copy", "receiver") if k in cmd}
+    return command("alert", **keep, reason=f"(alert): {size} bytes as an alerts.funnel command, "
+                                           f"most {MAX_COMMAND_BYTES}; kept in export.dlq")
+
+
+def _cut(parts: list[bytes], room: int, most: int) -> list[list[bytes]]:
+    """``parts`` (each at most ``room`` bytes) in consecutive runs of at
+    most ``most`` parts whose comma-joined bytes stay within ``room``."""
+    out: list[list[bytes]] = []
     chunk: list[bytes] = []
-    size = 0
-    for _cmd, data in items:
+    size = -1
+    for data in parts:
+        if chunk and (len(chunk) >= most or size + 1 + len(data) > room):
+            out.append(chunk)
+            chunk, size = [], -1
         chunk.append(data)
-        size += len(data) + 1
-        if len(chunk) >= MAX_ITEMS or size >= MAX_COMMAND_BYTES:
-            out.append(b'{"v":1,"kind":"alerts","items":[' + b",".join(chunk) + b"]}")
-            chunk, size = [], 0
+        size += 1 + len(data)
     if chunk:
-        out.append(b'{"v":1,"kind":"alerts","items":[' + b",".join(chunk) + b"]}")
+        out.append(chunk)
     return out
 
 
@@ -277,26 +306,28 @@ def ledger_records(partition: int, entries: list[dict[str, Any]]) -> list[bytes]
     :data:`MAX_LEDGER_BYTES` (an entry alone is small: a rejection reason
     names a field). Empty ``entries``: no record."""
     head = b'{"v":2,"partition":%d,"entries":[' % partition
-    out: list[bytes] = []
-    chunk: list[bytes] = []
-    size = 0
-    for e in entries:
-        data = _ledger_entry_bytes(e)
-        chunk.append(data)
-        size += len(data) + 1
-        if len(chunk) >= MAX_LEDGER_ENTRIES or size >= MAX_LEDGER_BYTES:
-            out.append(head + b",".join(chunk) + b"]}")
-            chunk, size = [], 0
-    if chunk:
-        out.append(head + b",".join(chunk) + b"]}")
-    return out
+    room = MAX_LEDGER_BYTES - len(head) - 2 - len(str(partition))  # the key: the partition
+    return [head + b",".join(chunk) + b"]}"
+            for chunk in _cut([_ledger_entry_bytes(e, room) for e in entries], room,
+                              MAX_LEDGER_ENTRIES)]
 
 
-def _ledger_entry_bytes(entry: dict[str, Any]) -> bytes:
+def _ledger_entry_bytes(entry: dict[str, Any], room: int = MAX_LEDGER_BYTES) -> bytes:
+    """One entry's JSON, at most ``room`` bytes: an entry is small but for
+    ``inhibited_by`` (one fingerprint per firing source) and ``reason``;
+    past ``room`` the list keeps its first fingerprints and
+    ``inhibited_by_count`` says how many there were, the reason its start."""
     try:
-        return orjson.dumps(entry)
+        data = orjson.dumps(entry)
     except TypeError:  # not plain JSON data (a lone surrogate...): the stdlib's rules
-        return json.dumps(entry, separators=(",", ":"), default=str).encode()
+        data = json.dumps(entry, separators=(",", ":"), default=str).encode()
+    if len(data) <= room:
+        return data
+    e = {k: (repair_text(v)[0][:1024] if isinstance(v, str) else v) for k, v in entry.items()}
+    by = e.get("inhibited_by") or []
+    if by:
+        e["inhibited_by"], e["inhibited_by_count"] = list(by[:(room - 8192) // 40]), len(by)
+    return orjson.dumps(e, default=str)
 
 
 def ledger_entries(value: bytes | str | None) -> list[dict[str, Any]]:

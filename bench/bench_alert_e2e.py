@@ -29,9 +29,14 @@ webhook receiver. Prints one JSON object per line:
   on distinct ``alerts.funnel`` partitions); compare ``alerts_per_s`` with
   ``--workers 1`` and the same flags.
 
+- ``--distinct --permissive``: a storm of distinct alerts under the most
+  permissive config the schema takes (burst 1,000,000, batch_size 10,000,
+  max_alerts 0, group_by [alertname, instance]), whose messages list
+  thousands of alerts; ``distinct_alerts_at_webhook`` counts them.
+
 Usage: ``python bench/bench_alert_e2e.py [--alerts 20000] [--per-event 1]
-[--latency-alerts 500] [--rate 50] [--storm 50000] [--workers 1] [--partitions 0]
-[--receivers 1] [--fetch-wait-ms 0]``
+[--latency-alerts 500] [--rate 50] [--storm 50000] [--distinct] [--permissive]
+[--workers 1] [--partitions 0] [--receivers 1] [--fetch-wait-ms 0]``
 """
 from __future__ import annotations
 
@@ -61,6 +66,10 @@ class Sink:
     def __init__(self) -> None:
         self.latencies: list[float] = []
         self.messages = 0
+        #: fingerprints of every alert delivered (distinct alerts at the webhook)
+        self.fingerprints: set[str] = set()
+        #: (monotonic arrival time, alerts listed) of every POST
+        self.posts: list[tuple[float, int]] = []
         self.lock = threading.Lock()
         outer = self
 
@@ -75,8 +84,11 @@ class Sink:
                 now = time.time()
                 with outer.lock:
                     outer.messages += 1
+                    outer.posts.append((time.monotonic(), body.get("alertCount", 0)
+                                        if isinstance(body, dict) else 0))
                     for g in body.get("groups", []) if isinstance(body, dict) else []:
                         for a in g["alerts"]:
+                            outer.fingerprints.add(a["fingerprint"])
                             sent = a["annotations"].get("sent_at")
                             if sent and a["change"] == "new":
                                 outer.latencies.append((now - float(sent)) * 1000)
@@ -295,6 +307,12 @@ def main() -> None:
     ap.add_argument("--storm", type=int, default=50_000,
                     help="alerts of the storm over 2,000 assets x 10 rules (0: skip)")
     ap.add_argument("--storm-per-event", type=int, default=50)
+    ap.add_argument("--distinct", action="store_true",
+                    help="the storm's alerts are all distinct (rule i mod 10, asset i), none repeated")
+    ap.add_argument("--permissive", action="store_true",
+                    help="the most permissive config the schema takes: bucket burst 1,000,000, "
+                         "batch_size 10,000, max_alerts 0, group_by [alertname, instance] (the "
+                         "storm's alerts carry an instance label); every alert is its own group")
     ap.add_argument("--scale", default="100,1000,10000,50000",
                     help="open-group counts at which the cost per alert is measured ('' skips)")
     ap.add_argument("--skip-throughput", action="store_true")
@@ -323,13 +341,15 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="plait-bench-alerts-"))
     cfg = tmp / "alerting.yaml"
     names = receiver_names(args.receivers, args.partitions or 4)
+    burst, batch = (1_000_000, 10_000) if args.permissive else (1000, 1000)
     cfg.write_text(yaml.safe_dump({
-        "receivers": [{"name": n, "url": sink.url, "bucket": {"burst": 1000, "refill_interval": "10ms"}}
-                      for n in names],
+        "receivers": [{"name": n, "url": sink.url, "max_alerts": 0,
+                       "bucket": {"burst": burst, "refill_interval": "10ms"}} for n in names],
         "route": {"receiver": names[0], "routes": [
             {"matchers": [f'rule="Storm{i}"'], "receiver": names[i % len(names)]} for i in range(10)]
             if len(names) > 1 else []},
-        "grouping": {"group_by": ["rule", "asset"], "batch_size": 1000},
+        "grouping": {"group_by": ["alertname", "instance"] if args.permissive else ["rule", "asset"],
+                     "batch_size": batch},
         "timing": {"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"},
         "dedupe": {"cooldown": "1h"},
     }))
@@ -492,10 +512,14 @@ def main() -> None:
             rnd = random.Random(11)
             keys = [(r, a) for r in range(10) for a in range(2000)]
             order = keys + [rnd.choice(keys) for _ in range(max(0, args.storm - len(keys)))]
+            if args.distinct:  # every alert its own identity
+                order = [(i % 10, i) for i in range(args.storm)]
             order = order[:args.storm]
             rnd.shuffle(order)
-            storm = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning"}
+            storm = [{"rule": f"Storm{r}", "asset": f"s{a:04d}", "severity": "warning",
+                      **({"labels": {"instance": f"s{a:04d}"}} if args.permissive else {})}
                      for r, a in order]
+            fps0 = len(sink.fingerprints)
             msgs0, rss0, cpu0, others0 = sink.messages, rss_mb(), cpu_s(), others_cpu_s()
             t0 = time.monotonic()
             sids = produce_events(storm, args.storm_per_event)
@@ -517,6 +541,10 @@ def main() -> None:
                               "pending": pending,
                               "balanced": len(sids) == sum(by.values()) + pending,
                               "webhook_posts": sink.messages - msgs0,
+                              "distinct_alerts_at_webhook": len(sink.fingerprints) - fps0,
+                              # each POST of the storm: seconds after the first produce, alerts
+                              "posts": [[round(at - t0, 1), n] for at, n in sink.posts[msgs0:]],
+                              "permissive": args.permissive,
                               "workers": args.workers, "receivers": len(names),
                               "partitions": args.partitions or None,
                               "posts_per_alertmanager_post": round(

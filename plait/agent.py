@@ -31,6 +31,7 @@ from plait import topics as T
 from plait import metrics, tracing
 from plait.events import DeadLetter, Payload, encode
 from plait.logs import get_logger
+from plait.records import MAX_RECORD_BYTES, cut_utf8
 
 log = get_logger("plait.runtime")
 
@@ -50,6 +51,20 @@ SPAN_NAMES = {
     "plait.alerts.router": "alert.route", "plait.alerts.funnel": "alert.funnel_decision",
     "plait.alerts.rules": "alert.rules", "plait.alerts.dlq": "alert.dlq",
 }
+
+
+def fit_letter(letter: DeadLetter, key: str) -> DeadLetter:
+    """``letter`` with its payload cut until its envelope (JSON escapes
+    included) and ``key`` make a record within
+    :data:`plait.records.MAX_RECORD_BYTES` (a few hundred bytes spare for
+    the ids and traceparent :func:`plait.events.encode` adds)."""
+    room = MAX_RECORD_BYTES - len(key.encode(errors="replace")) - 512
+    while True:
+        size = len(encode(letter, key))
+        if size <= room or not letter.payload:
+            return letter
+        keep = max(0, len(letter.payload.encode(errors="replace")) * room // size - 1024)
+        letter = letter.model_copy(update={"payload": cut_utf8(letter.payload, keep)})
 
 
 @dataclass
@@ -190,10 +205,17 @@ class AgentRuntime:
         key = event.key.decode(errors="replace") if isinstance(event.key, bytes) else event.key
         value = event.value if isinstance(event.value, bytes) else str(event.value).encode()
         letter = DeadLetter(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                            key=key or None, error=(detail or str(error))[:2000],
+                            key=(key or "")[:1024] or None, error=(detail or str(error))[:2000],
                             errorClass=type(error).__name__,
-                            payload=value.decode(errors="replace")[:100_000])
-        await self.send([Emit(T.DLQ, key or "", letter)])
+                            payload=value[:100_000].decode(errors="replace"))
+        await self.keep(letter, key or "")
+
+    async def keep(self, letter: DeadLetter, key: str) -> None:
+        """Send ``letter`` to ``export.dlq`` keyed by ``key`` (cut to 1 KiB),
+        its payload cut so the record stays within
+        :data:`plait.records.MAX_RECORD_BYTES`."""
+        key = cut_utf8(key, 1024)
+        await self.send([Emit(T.DLQ, key, fit_letter(letter, key))])
 
     # ------------------------------------------------------------- the loop
     def register(self, agent: Agent) -> None:

@@ -56,6 +56,10 @@ WEBHOOK_SECONDS = Histogram("plait_webhook_request_duration_seconds",
 WEBHOOK_ATTEMPTS = Counter("plait_webhook_attempts_total",
                            "Webhook delivery attempts by receiver and outcome (success, "
                            "http_4xx, http_5xx, network_error)", ["receiver", "outcome"])
+ALERT_RECORDS_TOO_LARGE = Counter(
+    "plait_alert_records_too_large_total",
+    "Records of the alert path past plait.records.MAX_RECORD_BYTES, kept in export.dlq "
+    "instead of sent, by topic", ["topic"])
 
 #: Every metric name Plait exports (histograms: the base name; Prometheus adds
 #: ``_bucket``, ``_sum``, ``_count``), including the state gauges below and the
@@ -73,6 +77,7 @@ NAMES = frozenset({
     "plait_api_tasks_created_total",
     "plait_quota_rows_total", "plait_quota_refusals_total", "plait_quota_cut_tasks_total",
     "plait_alerts_received_total", "plait_alerts_outcome_total", "plait_alerts_pending",
+    "plait_alert_records_too_large_total",
 })
 
 

@@ -189,6 +189,21 @@ def write_config(path: Path, receivers: list[dict], routes: list[dict] | None = 
     return path
 
 
+def storm_stack(make_stack, tmp_path: Path, receiver: "Receiver", bucket: dict, grouping: dict,
+                **options: Any):
+    """One worker whose one receiver ``oncall`` (``bucket``, and ``options``
+    such as ``max_alerts``) gets every alert, grouped by ``grouping``, sent
+    at once (group_wait 0, group_interval 1 s for permissive buckets, 5 s
+    otherwise); returns ``(stack, Kafka, the worker's process)``."""
+    cfg = write_config(tmp_path / "alerting.yaml",
+                       [{"name": "oncall", "url": receiver.url("/r"), "bucket": bucket, **options}],
+                       grouping=grouping,
+                       timing={"group_wait": 0, "group_interval": "5s" if bucket["burst"] < 10 else "1s",
+                               "repeat_interval": "1h"})
+    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg))
+    return stack, Kafka(stack), stack.workers()["worker-0"]
+
+
 def stack_settings(stack) -> Settings:
     """The settings the stack's children run with."""
     env = stack.env

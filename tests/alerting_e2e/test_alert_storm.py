@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from alert_e2e_support import Kafka, Receiver, wait_until, write_config
+from alert_e2e_support import Receiver, storm_stack, wait_until
 
 from alerting.wire import ledger_entries
 
@@ -21,14 +21,9 @@ def test_a_storm_of_distinct_alerts_leaves_the_worker_alive_and_every_alert_ledg
         make_stack, tmp_path, n):
     # given one receiver with scarce tokens, every alert its own group
     receiver = Receiver().start()
-    cfg = write_config(tmp_path / "alerting.yaml",
-                       [{"name": "oncall", "url": receiver.url("/r"),
-                         "bucket": {"burst": 3, "refill_interval": "1s"}}],
-                       grouping={"group_by": ["rule", "asset"], "batch_size": 2000},
-                       timing={"group_wait": 0, "group_interval": "5s", "repeat_interval": "1h"})
-    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg))
-    kafka = Kafka(stack)
-    worker = stack.workers()["worker-0"]
+    stack, kafka, worker = storm_stack(make_stack, tmp_path, receiver,
+                                       {"burst": 3, "refill_interval": "1s"},
+                                       {"group_by": ["rule", "asset"], "batch_size": 2000})
     try:
         # when n distinct firing alerts arrive, 500 per raw event
         ids: list[str] = []
