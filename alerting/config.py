@@ -88,7 +88,7 @@ class BucketConfig(_Model):
     refill_interval: Seconds = Field(default=10.0, gt=0)
 
 
-RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email")
+RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none")
 #: Default endpoint per receiver type (the services' documented URLs).
 DEFAULT_URLS = {"pagerduty": "https://events.pagerduty.com/v2/enqueue",
                 "opsgenie": "https://api.opsgenie.com/v2/alerts"}
@@ -128,13 +128,15 @@ class ReceiverConfig(_Model):
 
     ``type``: ``webhook`` (``format`` native | alertmanager), ``slack``
     (incoming webhook URL), ``teams`` (workflow webhook URL), ``pagerduty``
-    (``routing_key``), ``opsgenie`` (``api_key``), ``email`` (``email``).
+    (``routing_key``), ``opsgenie`` (``api_key``), ``email`` (``email``),
+    ``none`` (no integration: Alertmanager's receiver without ``*_configs``;
+    its messages are settled without a request).
     ``send_resolved`` (default true): resolved alerts are sent; ``max_alerts``
     (0 = all): most alerts listed in one message, the rest counted
     (Alertmanager's ``max_alerts``); ``templates``: title/text."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email"] = "webhook"
+    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none"] = "webhook"
     url: str = ""
     format: Literal["native", "alertmanager"] = "native"
     secret: str = ""
@@ -146,6 +148,10 @@ class ReceiverConfig(_Model):
     routing_key: str = ""
     api_key: str = ""
     email: EmailConfig | None = None
+    #: the notifier's Go-template fields of an Alertmanager file (``title``,
+    #: ``text``, ``details``...), kept as written for the Go-template renderer
+    #: (:func:`alerting.amconfig.template_set`); empty for Plait's own file
+    alertmanager_fields: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
@@ -156,6 +162,8 @@ class ReceiverConfig(_Model):
 
     @model_validator(mode="after")
     def _by_type(self) -> "ReceiverConfig":
+        if self.type == "none":
+            return self
         if self.type == "email":
             if self.email is None:
                 raise ValueError("email: required for type email (to, from, smarthost)")
@@ -181,7 +189,7 @@ class SubRoute(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    matchers: list[str] = Field(min_length=1)
+    matchers: list[str] = Field(default_factory=list)  # none: matches every alert
     receiver: str | None = None
     continue_: bool = Field(default=False, alias="continue")
     routes: list["SubRoute"] = Field(default_factory=list)
@@ -249,6 +257,7 @@ class TimeInterval(_Model):
     weekdays: list[str] = Field(default_factory=list)
     days_of_month: list[str] = Field(default_factory=list)
     months: list[str] = Field(default_factory=list)
+    years: list[str] = Field(default_factory=list)
     location: str = "UTC"
 
     @field_validator("weekdays")
@@ -279,6 +288,15 @@ class TimeInterval(_Model):
             for part in item.lower().split(":"):
                 if part not in names and not (part.isdigit() and 1 <= int(part) <= 12):
                     raise ValueError(f"bad month {part!r} (1..12 or january..december, ranges a:b)")
+        return v
+
+    @field_validator("years")
+    @classmethod
+    def _years(cls, v: list[str]) -> list[str]:
+        for item in v:
+            for part in item.split(":"):
+                if not part.isdigit():
+                    raise ValueError(f"bad year {part!r} (a year like 2026, ranges a:b)")
         return v
 
     @field_validator("location")
@@ -320,8 +338,8 @@ class InhibitRule(_Model):
     the labels silences see (source labels plus ``rule``, ``asset``,
     ``severity``, ``alertname``)."""
 
-    source_matchers: list[str] = Field(min_length=1)
-    target_matchers: list[str] = Field(min_length=1)
+    source_matchers: list[str] = Field(default_factory=list)  # none: every alert
+    target_matchers: list[str] = Field(default_factory=list)
     equal: list[str] = Field(default_factory=list)
 
     @field_validator("source_matchers", "target_matchers")
@@ -368,10 +386,13 @@ class GroupingConfig(_Model):
     """Group key = receiver + the values of ``group_by`` labels (vocabulary
     names ``rule``, ``asset``, ``severity`` or any source label; ``['...']``:
     all of the alert's labels, as in Alertmanager);
-    ``batch_size`` = most alerts listed in one message."""
+    ``batch_size`` = most alerts listed in one message; ``merge_groups``
+    (default true): sections of several due groups share a message up to
+    ``batch_size`` alerts (false: one group per message, as Alertmanager)."""
 
     group_by: list[str] = Field(default_factory=lambda: ["rule"])
     batch_size: int = Field(default=50, ge=1, le=10_000)
+    merge_groups: bool = True
 
     @field_validator("group_by")
     @classmethod
@@ -451,6 +472,9 @@ class AlertingConfig(_Model):
     time_intervals: list[NamedTimeIntervals] = Field(default_factory=list)
     #: the console's base URL for links (empty: ``PLAIT_EXTERNAL_URL``)
     external_url: str = ""
+    #: Go-template files of an Alertmanager file (``templates:``), absolute,
+    #: globs expanded (:func:`alerting.amconfig.template_set` loads them)
+    templates: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> "AlertingConfig":

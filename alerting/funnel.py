@@ -660,7 +660,8 @@ class Funnel:
     def _fill(self, name: str, rs: dict[str, Any], base: list[dict]) -> list[dict]:
         """:func:`alerting.outbox.fill`, keeping :attr:`_queued` and :attr:`_fresh` up to date."""
         taken: list[dict] = []
-        sections = outbox_.fill(rs, base, self.config.grouping.batch_size, taken)
+        sections = outbox_.fill(rs, base, self.config.grouping.batch_size, taken,
+                                one_group=not self.config.grouping.merge_groups)
         self._dequeued(name, taken)
         return sections
 

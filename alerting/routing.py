@@ -198,6 +198,8 @@ def interval_matches(interval: Any, now: float) -> bool:
         return False
     if interval.months and not _in_ranges(t.month, interval.months, _MONTHS):
         return False
+    if getattr(interval, "years", None) and not _in_ranges(t.year, interval.years):
+        return False
     return True
 
 

@@ -343,6 +343,8 @@ def _redacted_url(url: str) -> str:
 
 
 def _am_receiver(r: Any) -> dict[str, Any]:
+    if r.type == "none":  # Alertmanager's receiver without integrations
+        return {"name": r.name}
     resolved = {"send_resolved": r.send_resolved}
     if r.type == "slack":
         return {"name": r.name, "slack_configs": [{"api_url": SECRET, **resolved}]}
