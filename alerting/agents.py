@@ -48,7 +48,8 @@ import faust
 import orjson
 
 from alerting import view as alert_view
-from alerting.config import AlertingConfig, load_config
+from alerting.amconfig import load_configured
+from alerting.config import AlertingConfig
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.changelog import BatchedTable, send_records
@@ -148,6 +149,23 @@ class AlertingService:
         self._tasks: set[asyncio.Task] = set()
         rules = config.rules
         self.dlq_watch = DlqWatch(rules.dlq_window, rules.dlq_threshold)
+
+    def reload(self) -> AlertingConfig:
+        """Re-read the configuration file (SIGHUP) and put it in use: the
+        router's tree, the funnel of every partition, the sender. Called in
+        the event loop, between funnel batches (a batch is applied without
+        yielding), so no batch sees two configurations.
+
+        Raises:
+            plait.errors.ConfigError: the file is invalid; the one in use stays.
+        """
+        config = load_configured(self.settings)
+        self.config = self.runner.config = config
+        for ps in self.runner.partitions.values():
+            ps.config = ps.funnel.config = config
+        if self.sender is not None:
+            self.sender.config = config
+        return config
 
     # ----------------------------------------------------------- plumbing
     def changelog_topic(self) -> str:
@@ -426,7 +444,7 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
         alerting.config.ConfigError: the config is invalid (the text names the key).
         RuntimeError: a topic could not be created (named).
     """
-    config = load_config(settings.alerting_config)
+    config = load_configured(settings)
     # no standby copies of the funnel table: each would replay every changelog
     # record of the other workers' partitions (as much work again per worker);
     # a partition taking over recovers from the changelog instead
@@ -441,6 +459,12 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
             svc.rt.register_batch(agent, batched[agent.name], BATCH_SIZE, BATCH_WITHIN)
         else:
             svc.rt.register(agent)
+
+    @app.task
+    async def _reload_on_sighup() -> None:
+        from alerting.amconfig import on_sighup
+
+        on_sighup(svc.reload, "worker")
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:

@@ -825,3 +825,28 @@ def load_configured(settings: Any) -> AlertingConfig:
         return load_config(settings.alerting_config)
     raise ConfigError("no alerting configuration: set PLAIT_ALERTMANAGER_CONFIG or "
                       "PLAIT_ALERTING_CONFIG")
+
+
+def on_sighup(reload: Callable[[], Any], process: str) -> None:
+    """Call ``reload`` (re-read the configuration and put it in use) on
+    SIGHUP, in the running event loop, as Alertmanager reloads on SIGHUP: a
+    file that fails is logged with its error and the configuration in use
+    stays."""
+    import asyncio
+    import logging
+    import signal
+
+    log = logging.getLogger("plait.alerting")
+
+    def handler() -> None:
+        try:
+            reload()
+        except Exception as e:  # a bad file, or unreadable: keep the one in use
+            log.error("%s: configuration reload refused, the previous one stays: %s", process, e)
+        else:
+            log.info("%s: configuration reloaded", process)
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, handler)
+    except (ValueError, RuntimeError, NotImplementedError):  # not the main thread (a test client)
+        log.debug("%s: no SIGHUP handler outside the main thread", process)
