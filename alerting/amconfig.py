@@ -213,8 +213,8 @@ def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
             continue
         key = loader.construct_object(key_node, deep=True)
         if key in seen:
-            raise ConfigError(f"line {key_node.start_mark.line + 1}: mapping key {key!r} "
-                              "already defined")
+            raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
+                              "(a key given twice in one mapping)")
         seen.add(key)
     return loader.construct_mapping(node, deep=True)
 

@@ -223,8 +223,20 @@ class SubRoute(_Model):
         self._compiled = tuple(parse_matcher(m) for m in self.matchers)
 
 
+#: Go's ``time.Weekday`` numbers (Sunday 0), which Alertmanager's ranges use:
+#: ``sunday:saturday`` is the whole week, ``saturday:sunday`` is refused
 _WEEKDAYS = {d: i for i, d in enumerate(
-    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
+    ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"])}
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august",
+                "september", "october", "november", "december"]
+
+
+def _ordered(item: str, number: Any, message: str) -> None:
+    """Raise ``message`` (Alertmanager's ``timeinterval`` words, ``{a}`` /
+    ``{b}`` the start / end as written) when the range ``a:b`` runs backwards."""
+    parts = item.lower().split(":")
+    if len(parts) == 2 and number(parts[0]) > number(parts[1]):
+        raise ValueError(message.format(a=parts[0], b=parts[1]))
 _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
 
 
@@ -240,6 +252,13 @@ class TimeRange(_Model):
         if not _HHMM.match(v) or (v.startswith("24") and v != "24:00"):
             raise ValueError(f"expected HH:MM (00:00..24:00), got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _forward(self) -> "TimeRange":
+        a, b = self.minutes()
+        if a >= b:
+            raise ValueError("start time cannot be equal or greater than end time")
+        return self
 
     def minutes(self) -> tuple[int, int]:
         """(start, end) minutes of the day."""
@@ -267,6 +286,8 @@ class TimeInterval(_Model):
             for part in item.lower().split(":"):
                 if part not in _WEEKDAYS:
                     raise ValueError(f"unknown weekday {part!r} (monday..sunday, ranges a:b)")
+            _ordered(item, _WEEKDAYS.get, "start day cannot be before end day ({a}:{b}; "
+                                          "a week runs sunday:saturday)")
         return v
 
     @field_validator("days_of_month")
@@ -277,17 +298,18 @@ class TimeInterval(_Model):
                 if not part.isdigit() or not 1 <= int(part) <= 31:
                     raise ValueError(f"bad day of month {part!r} (1..31, ranges a:b; "
                                      "negative days are not supported)")
+            _ordered(item, int, "end day {b} is always before start day {a}")
         return v
 
     @field_validator("months")
     @classmethod
     def _months(cls, v: list[str]) -> list[str]:
-        names = ["january", "february", "march", "april", "may", "june", "july", "august",
-                 "september", "october", "november", "december"]
         for item in v:
             for part in item.lower().split(":"):
-                if part not in names and not (part.isdigit() and 1 <= int(part) <= 12):
+                if part not in _MONTH_NAMES and not (part.isdigit() and 1 <= int(part) <= 12):
                     raise ValueError(f"bad month {part!r} (1..12 or january..december, ranges a:b)")
+            _ordered(item, lambda p: int(p) if p.isdigit() else _MONTH_NAMES.index(p) + 1,
+                     "end month {b} is before start month {a}")
         return v
 
     @field_validator("years")
@@ -297,6 +319,7 @@ class TimeInterval(_Model):
             for part in item.split(":"):
                 if not part.isdigit():
                     raise ValueError(f"bad year {part!r} (a year like 2026, ranges a:b)")
+            _ordered(item, int, "end year {b} is before start year {a}")
         return v
 
     @field_validator("location")

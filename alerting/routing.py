@@ -38,7 +38,8 @@ from zoneinfo import ZoneInfo
 from alerting.dedupe import fingerprint
 from alerting.model import Alert
 
-_DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+#: Go's weekday order (Sunday 0), as Alertmanager's ranges count
+_DAYS = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
 _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december"]
 
@@ -192,7 +193,7 @@ def interval_matches(interval: Any, now: float) -> bool:
         minute = t.hour * 60 + t.minute
         if not any(a <= minute < b for a, b in (r.minutes() for r in interval.times)):
             return False
-    if interval.weekdays and not _in_ranges(t.weekday(), interval.weekdays, _DAYS, base=0):
+    if interval.weekdays and not _in_ranges((t.weekday() + 1) % 7, interval.weekdays, _DAYS, base=0):
         return False
     if interval.days_of_month and not _in_ranges(t.day, interval.days_of_month):
         return False

@@ -1,0 +1,371 @@
+"""alertmanager.yml read as it is (``alerting/amconfig.py``), checked against
+the real ``amtool check-config`` (Alertmanager 0.25, Debian): every broken
+file here is refused by both, Plait's error naming the key amtool's loader
+stops at; every valid one is accepted by both and routes as Alertmanager
+routes it."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alerting.amconfig import UNLIMITED, load_alertmanager_config, translate
+from alerting.model import Alert
+from alerting.routing import routes_for
+from plait.errors import ConfigError
+
+AMTOOL = shutil.which("amtool")
+needs_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool (prometheus-alertmanager) not installed")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alertmanager.yml"
+
+#: receivers + route most broken files share
+BASE = """
+route:
+  receiver: a
+receivers:
+  - name: a
+    webhook_configs: [{url: 'http://127.0.0.1:9/a'}]
+"""
+
+
+def routed(sub: str) -> str:
+    """BASE with one sub-route (flow YAML)."""
+    return BASE.replace("  receiver: a\n", f"  receiver: a\n  routes: [{sub}]\n", 1)
+
+
+def amtool_check(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([AMTOOL, "check-config", str(path)], capture_output=True, text=True,
+                          timeout=30)
+
+
+def write(tmp_path: Path, text: str, name: str = "alertmanager.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+# (id, file, the key Plait names, what amtool says)
+BROKEN = [
+    ("unknown-top-level", BASE + "foo: 1\n", "foo: field foo not found", "field foo not found"),
+    ("no-route", "receivers: [{name: a}]\n", "route: no route provided", "no route"),
+    ("root-without-receiver", "route: {group_wait: 1s}\nreceivers: [{name: a}]\n",
+     "route.receiver: root route must specify a default receiver", "must specify a default receiver"),
+    ("undefined-receiver", routed("{receiver: nope}"),
+     'route.routes.0.receiver: undefined receiver "nope"', 'undefined receiver "nope"'),
+    ("root-matchers", "route: {receiver: a, matchers: ['x=\"1\"']}\nreceivers: [{name: a}]\n",
+     "route.matchers: root route must not have any matchers", "root route must not have any matchers"),
+    ("root-match", "route: {receiver: a, match: {x: '1'}}\nreceivers: [{name: a}]\n",
+     "route.match: root route must not have any matchers", "root route must not have any matchers"),
+    ("root-continue", "route: {receiver: a, continue: true}\nreceivers: [{name: a}]\n",
+     "route.continue: cannot have continue in root route", "cannot have continue in root route"),
+    ("root-mute", "route: {receiver: a, mute_time_intervals: [n]}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: [monday]}]}]\n",
+     "route.mute_time_intervals: root route must not have any mute time intervals",
+     "must not have any mute time intervals"),
+    ("duplicate-receiver", "route: {receiver: a}\nreceivers: [{name: a}, {name: a}]\n",
+     'receivers.1.name: notification config name "a" is not unique', 'name "a" is not unique'),
+    ("receiver-without-name", "route: {receiver: a}\nreceivers: [{name: a}, {webhook_configs: []}]\n",
+     "receivers.1.name: missing name in receiver", "missing name in receiver"),
+    ("group-by-twice", "route: {receiver: a, group_by: [x, y, x]}\nreceivers: [{name: a}]\n",
+     "route.group_by: duplicated label 'x' in group_by", 'duplicated label "x" in group_by'),
+    ("group-by-wildcard-and-label", "route: {receiver: a, group_by: ['...', x]}\nreceivers: [{name: a}]\n",
+     "route.group_by: cannot have wildcard group_by", "cannot have wildcard group_by"),
+    ("repeat-interval-zero", "route: {receiver: a, routes: [{receiver: a, repeat_interval: 0s}]}\n"
+     "receivers: [{name: a}]\n", "route.routes.0.repeat_interval: repeat_interval cannot be zero",
+     "repeat_interval cannot be zero"),
+    ("group-interval-zero", "route: {receiver: a, group_interval: 0s}\nreceivers: [{name: a}]\n",
+     "route.group_interval: group_interval cannot be zero", "group_interval cannot be zero"),
+    ("bad-duration", "route: {receiver: a, group_wait: 30 seconds}\nreceivers: [{name: a}]\n",
+     'route.group_wait: not a valid duration string: "30 seconds"', "not a valid duration string"),
+    ("fractional-duration", "route: {receiver: a, group_wait: 1.5s}\nreceivers: [{name: a}]\n",
+     'route.group_wait: not a valid duration string: "1.5s"', "not a valid duration string"),
+    ("undefined-time-interval", "route: {receiver: a, routes: [{receiver: a, mute_time_intervals: [night]}]}\n"
+     "receivers: [{name: a}]\n", 'route.routes.0.mute_time_intervals.0: undefined time interval "night"',
+     'undefined time interval "night"'),
+    ("undefined-active-interval", "route: {receiver: a, routes: [{active_time_intervals: [day]}]}\n"
+     "receivers: [{name: a}]\n", 'route.routes.0.active_time_intervals.0: undefined time interval "day"',
+     'undefined time interval "day"'),
+    ("duplicate-time-interval", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "mute_time_intervals: [{name: n, time_intervals: [{weekdays: [monday]}]}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: [friday]}]}]\n",
+     'time_intervals.0.name: time interval "n" is not unique', 'time interval "n" is not unique'),
+    ("time-interval-without-name", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{time_intervals: [{weekdays: [monday]}]}]\n",
+     "time_intervals.0.name: missing name in time interval", "missing name in time interval"),
+    ("bad-weekday", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: [funday]}]}]\n",
+     "time_intervals.0.time_intervals.0.weekdays: unknown weekday 'funday'", "funday"),
+    ("weekend-backwards", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: ['saturday:sunday']}]}]\n",
+     "time_intervals.0.time_intervals.0.weekdays: start day cannot be before end day",
+     "start day cannot be before end day"),
+    ("times-backwards", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{times: [{start_time: '18:00', end_time: '08:00'}]}]}]\n",
+     "time_intervals.0.time_intervals.0.times.0: start time cannot be equal or greater than end time",
+     "start time cannot be equal or greater than end time"),
+    ("months-backwards", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{months: ['december:january']}]}]\n",
+     "end month january is before start month december", "is before start month"),
+    ("bad-location", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{location: Mars/Olympus}]}]\n",
+     "time_intervals.0.time_intervals.0.location: unknown time zone", "Mars/Olympus"),
+    ("bad-time", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{times: [{start_time: '25:00', end_time: '26:00'}]}]}]\n",
+     "time_intervals.0.time_intervals.0.times.0.start_time", "25:00"),
+    ("email-without-smarthost", "route: {receiver: a}\nreceivers: [{name: a, email_configs: [{to: x@example.org, from: y@example.org}]}]\n",
+     "receivers.0.email_configs.0.smarthost: no global SMTP smarthost set", "no global SMTP smarthost set"),
+    ("email-without-from", "global: {smtp_smarthost: 'localhost:25'}\nroute: {receiver: a}\n"
+     "receivers: [{name: a, email_configs: [{to: x@example.org}]}]\n",
+     "receivers.0.email_configs.0.from: no global SMTP from set", "no global SMTP from set"),
+    ("email-without-to", "global: {smtp_smarthost: 'localhost:25', smtp_from: a@example.org}\n"
+     "route: {receiver: a}\nreceivers: [{name: a, email_configs: [{html: x}]}]\n",
+     "receivers.0.email_configs.0.to: missing to address in email config", "missing to address"),
+    ("smarthost-without-port", "global: {smtp_smarthost: 'localhost', smtp_from: a@example.org}\n"
+     "route: {receiver: a}\nreceivers: [{name: a, email_configs: [{to: x@example.org}]}]\n",
+     "global.smtp_smarthost: address localhost: missing port in address", "missing port in address"),
+    ("webhook-without-url", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{send_resolved: true}]}]\n",
+     "receivers.0.webhook_configs.0.url: missing URL in webhook config", "missing URL in webhook config"),
+    ("webhook-url-and-url-file", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: "
+     "[{url: 'http://127.0.0.1:9/a', url_file: /tmp/x}]}]\n",
+     "receivers.0.webhook_configs.0.url_file: at most one of url & url_file", "url_file"),
+    ("webhook-bad-scheme", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{url: 'ftp://127.0.0.1/a'}]}]\n",
+     'receivers.0.webhook_configs.0.url: unsupported scheme "ftp" for URL', 'unsupported scheme "ftp"'),
+    ("webhook-unknown-field", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{urll: 'http://127.0.0.1/a'}]}]\n",
+     "receivers.0.webhook_configs.0.urll: field urll not found", "field urll not found"),
+    ("route-unknown-field", routed("{recevier: a}"),
+     "route.routes.0.recevier: field recevier not found", "field recevier not found"),
+    ("inhibit-unknown-field", BASE + "inhibit_rules: [{source_matcher: ['a=\"1\"']}]\n",
+     "inhibit_rules.0.source_matcher: field source_matcher not found", "field source_matcher not found"),
+    ("bad-matcher", routed("{matchers: [severity]}"),
+     "route.routes.0.matchers.0:", "bad matcher format"),
+    ("bad-match-re", routed("{match_re: {service: '(mysql'}}"),
+     "route.routes.0.match_re.service:", "missing closing )"),
+    ("bad-label-name-in-match", routed("{match: {1team: db}}"),
+     'route.routes.0.match.1team: invalid label name "1team"', 'invalid label name "1team"'),
+    ("pagerduty-without-key", "route: {receiver: a}\nreceivers: [{name: a, pagerduty_configs: [{description: x}]}]\n",
+     "receivers.0.pagerduty_configs.0.routing_key: missing service or routing key", "missing service or routing key"),
+    ("slack-without-url", "route: {receiver: a}\nreceivers: [{name: a, slack_configs: [{channel: '#x'}]}]\n",
+     "receivers.0.slack_configs.0.api_url: no global Slack API URL set", "no global Slack API URL set"),
+    ("opsgenie-without-key", "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{message: x}]}]\n",
+     "receivers.0.opsgenie_configs.0.api_key: no global OpsGenie API Key set", "no global OpsGenie API Key set"),
+    ("duplicate-yaml-key", "route:\n  receiver: a\n  receiver: b\nreceivers: [{name: a}, {name: b}]\n",
+     "line 3: field receiver already set", "field receiver already set"),
+    ("basic-auth-and-bearer", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {basic_auth: {username: u, password: p}, bearer_token: t}}]}]\n",
+     "receivers.0.webhook_configs.0.http_config.bearer_token: at most one of basic_auth",
+     "at most one of basic_auth"),
+    ("not-a-mapping", "- just\n- a list\n", "(top level): expected a mapping", "cannot unmarshal"),
+]
+
+
+@needs_amtool
+@pytest.mark.parametrize("text,plait_says,amtool_says", [c[1:] for c in BROKEN],
+                         ids=[c[0] for c in BROKEN])
+def test_amtool_and_plait_refuse_the_same_file_naming_the_same_key(tmp_path, text, plait_says,
+                                                                    amtool_says):
+    path = write(tmp_path, text)
+    am = amtool_check(path)
+    assert am.returncode != 0, f"amtool accepted it:\n{am.stdout}"
+    assert amtool_says in am.stdout + am.stderr
+    with pytest.raises(ConfigError) as err:
+        load_alertmanager_config(path)
+    assert plait_says in str(err.value)
+
+
+def am_alert(**labels: str) -> Alert:
+    from alerting.intake import from_alertmanager_alert
+
+    return from_alertmanager_alert({"labels": labels}, 1_000_000.0)
+
+
+def receivers_for(config, **labels: str) -> list[str]:
+    return [r.receiver for r in routes_for(config, am_alert(**labels).match_labels())]
+
+
+VALID = {
+    "minimal": ("route: {receiver: a}\nreceivers: [{name: a}]\n",
+                lambda c: receivers_for(c, alertname="X") == ["a"] and c.receivers[0].type == "none"),
+    "nested-inheritance": ("""
+        route:
+          receiver: default
+          group_by: [alertname]
+          group_wait: 5s
+          routes:
+            - match: {team: db}
+              receiver: dba
+              group_interval: 1m
+              routes:
+                - matchers: ['env="dev"']
+                  group_by: ['...']
+            - matchers: ['severity="critical"']
+              receiver: pager
+              continue: true
+            - matchers: ['severity=~"critical|warning"']
+              receiver: chat
+        receivers:
+          - {name: default, webhook_configs: [{url: 'http://127.0.0.1:9/d'}]}
+          - {name: dba, webhook_configs: [{url: 'http://127.0.0.1:9/dba'}]}
+          - {name: pager, webhook_configs: [{url: 'http://127.0.0.1:9/p'}]}
+          - {name: chat, webhook_configs: [{url: 'http://127.0.0.1:9/c'}]}
+        """, lambda c: (
+            receivers_for(c, alertname="X", team="db", env="dev") == ["dba"]
+            and receivers_for(c, alertname="X", severity="critical") == ["pager", "chat"]
+            and receivers_for(c, alertname="X", severity="info") == ["default"]
+            # inherited: the dev route keeps dba's group_interval and the root's group_wait
+            and [(r.group_by, r.group_wait, r.group_interval) for r in routes_for(
+                c, am_alert(alertname="X", team="db", env="dev").match_labels())]
+            == [(("...",), 5.0, 60.0)])),
+    "example": (EXAMPLE.read_text(encoding="utf-8"), lambda c: (
+        receivers_for(c, alertname="DiskFull", severity="critical", team="db", service="mysql")
+        == ["pager-webhook", "dba-mail"]
+        and receivers_for(c, alertname="Watchdog") == ["blackhole"]
+        and len(c.inhibit_rules) == 2 and c.inhibit_rules[1].source_matchers == ['alertname="NodeDown"'])),
+    "globals-and-kinds": ("""
+        global:
+          resolve_timeout: 1h30m
+          smtp_smarthost: '127.0.0.1:2525'
+          smtp_from: am@example.org
+          smtp_auth_username: am
+          smtp_auth_password: pw
+          slack_api_url: 'http://127.0.0.1:9/slack'
+          opsgenie_api_key: genie
+          opsgenie_api_url: 'http://127.0.0.1:9/og/'
+          pagerduty_url: 'http://127.0.0.1:9/pd'
+          http_config:
+            authorization: {credentials: global-token}
+        route: {receiver: mail}
+        receivers:
+          - {name: mail, email_configs: [{to: 'a@example.org, b@example.org'}]}
+          - {name: chat, slack_configs: [{channel: '#ops', title: '{{ .CommonLabels.alertname }}'}]}
+          - {name: genie, opsgenie_configs: [{priority: P2}]}
+          - {name: pd, pagerduty_configs: [{routing_key: rk, send_resolved: false}]}
+          - name: hook
+            webhook_configs:
+              - url: 'http://127.0.0.1:9/h'
+                max_alerts: 5
+                http_config: {basic_auth: {username: u, password: p}}
+        """, lambda c: (
+            c.timing.resolve_timeout == 5400.0
+            and c.receiver("mail").email.to == ["a@example.org", "b@example.org"]
+            and c.receiver("mail").email.auth_password == "pw" and c.receiver("mail").send_resolved is False
+            and c.receiver("chat").url == "http://127.0.0.1:9/slack"
+            and c.receiver("chat").alertmanager_fields["title"] == "{{ .CommonLabels.alertname }}"
+            and c.receiver("chat").headers == {"Authorization": "Bearer global-token"}
+            and c.receiver("genie").url == "http://127.0.0.1:9/og/v2/alerts"
+            and c.receiver("genie").api_key == "genie"
+            and c.receiver("pd").url == "http://127.0.0.1:9/pd" and not c.receiver("pd").send_resolved
+            and c.receiver("hook").headers == {"Authorization": "Basic dTpw"}
+            and c.receiver("hook").max_alerts == 5 and c.receiver("hook").format == "alertmanager")),
+    "deprecated-mute-time-intervals": ("""
+        route:
+          receiver: a
+          routes: [{matchers: ['x="1"'], mute_time_intervals: [old, new]}]
+        receivers: [{name: a}]
+        mute_time_intervals:
+          - {name: old, time_intervals: [{weekdays: ['sunday:saturday'], years: ['2020:2030']}]}
+        time_intervals:
+          - {name: new, time_intervals: [{months: ['december'], days_of_month: ['24:26']}]}
+        """, lambda c: [t.name for t in c.time_intervals] == ["old", "new"]
+        and c.time_intervals[0].time_intervals[0].years == ["2020:2030"]),
+}
+
+
+@needs_amtool
+@pytest.mark.parametrize("name", list(VALID))
+def test_amtool_and_plait_accept_the_same_valid_file_and_it_routes_as_alertmanager(tmp_path, name):
+    text, check = VALID[name]
+    path = write(tmp_path, text)
+    am = amtool_check(path)
+    assert am.returncode == 0, am.stdout + am.stderr
+    config = load_alertmanager_config(path)
+    assert check(config)
+
+
+def test_without_a_plait_block_the_file_behaves_as_alertmanager():
+    """No rate limit, no cooldown, one group per message, no split below
+    MAX_BATCH: Plait's extras are off."""
+    c = load_alertmanager_config(EXAMPLE)
+    assert {(r.bucket.burst, r.bucket.refill_interval) for r in c.receivers} == {
+        (UNLIMITED["burst"], UNLIMITED["refill_interval"])}
+    assert c.dedupe.cooldown == 0 and c.grouping.merge_groups is False
+    assert c.grouping.batch_size == 10_000
+    assert c.grouping.group_by == ["alertname", "cluster", "service"]
+
+
+def test_the_plait_block_in_its_own_file_or_in_the_file(tmp_path):
+    extras = EXAMPLE.parent / "alertmanager-plait.yml"
+    c = load_alertmanager_config(EXAMPLE, extras)
+    assert c.receiver("pager-webhook").bucket.burst == 10 and c.receiver("pager-webhook").secret
+    assert c.receiver("ops-webhook").format == "native" and c.receiver("blackhole").bucket.burst == 3
+    assert c.dedupe.cooldown == 300 and c.grouping.merge_groups and c.grouping.batch_size == 50
+    inline = dict(yaml.safe_load(EXAMPLE.read_text()), **yaml.safe_load(extras.read_text()))
+    assert translate(inline, EXAMPLE.parent).receiver("pager-webhook").bucket.burst == 10
+    with pytest.raises(ConfigError, match="plait: given twice"):
+        translate(inline, EXAMPLE.parent, {"dedupe": {"cooldown": "1m"}})
+    with pytest.raises(ConfigError, match=r"plait.receivers.nobody: no receiver 'nobody'"):
+        translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent, {"receivers": {"nobody": {}}})
+    with pytest.raises(ConfigError, match=r"plait.dedupe.cooldwn"):
+        translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent, {"dedupe": {"cooldwn": "1m"}})
+
+
+def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "url").write_text("http://127.0.0.1:9/from-file\n")
+    (tmp_path / "secrets" / "token").write_text("tok\n")
+    (tmp_path / "tmpl").mkdir()
+    for name in ("b.tmpl", "a.tmpl", "skip.txt"):
+        (tmp_path / "tmpl" / name).write_text('{{ define "x" }}x{{ end }}')
+    path = write(tmp_path, """
+        templates: ['tmpl/*.tmpl']
+        route: {receiver: a}
+        receivers:
+          - name: a
+            webhook_configs:
+              - url_file: secrets/url
+                http_config: {authorization: {type: Token, credentials_file: secrets/token}}
+        """)
+    c = load_alertmanager_config(path)
+    assert c.receiver("a").url == "http://127.0.0.1:9/from-file"
+    assert c.receiver("a").headers == {"Authorization": "Token tok"}
+    assert c.templates == [str(tmp_path / "tmpl" / "a.tmpl"), str(tmp_path / "tmpl" / "b.tmpl")]
+
+
+@pytest.mark.parametrize("text,says", [
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a'}], "
+     "slack_configs: [{api_url: 'http://127.0.0.1:9/s'}]}]",
+     "receivers.0.slack_configs.0: receiver 'a' has 2 integrations"),
+    ("receivers: [{name: a, telegram_configs: [{chat_id: 1}]}]",
+     "receivers.0.telegram_configs: not supported: Plait has no telegram receiver"),
+    ("receivers: [{name: a, pagerduty_configs: [{service_key: k}]}]",
+     "receivers.0.pagerduty_configs.0.service_key: not supported: PagerDuty Events API v1"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {tls_config: {insecure_skip_verify: true}}}]}]",
+     "receivers.0.webhook_configs.0.http_config.tls_config.insecure_skip_verify: not supported"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {proxy_url: 'http://127.0.0.1:3128'}}]}]",
+     "receivers.0.webhook_configs.0.http_config.proxy_url: not supported"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', timeout: 5s}]}]",
+     "receivers.0.webhook_configs.0.timeout: not supported"),
+])
+def test_what_plait_cannot_do_is_refused_naming_the_key(tmp_path, text, says):
+    path = write(tmp_path, "route: {receiver: a}\n" + text + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_alertmanager_config(path)
+    assert says in str(err.value)
+
+
+def test_msteams_configs_become_a_teams_receiver(tmp_path):
+    """Alertmanager 0.26+'s ``msteams_configs`` (amtool 0.25 does not know it)."""
+    path = write(tmp_path, """
+        route: {receiver: t}
+        receivers:
+          - name: t
+            msteams_configs: [{webhook_url: 'http://127.0.0.1:9/teams', title: 'T {{ .Status }}'}]
+        """)
+    r = load_alertmanager_config(path).receiver("t")
+    assert (r.type, r.url, r.send_resolved, r.alertmanager_fields) == (
+        "teams", "http://127.0.0.1:9/teams", True, {"title": "T {{ .Status }}"})
