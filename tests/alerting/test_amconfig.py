@@ -369,3 +369,73 @@ def test_msteams_configs_become_a_teams_receiver(tmp_path):
     r = load_alertmanager_config(path).receiver("t")
     assert (r.type, r.url, r.send_resolved, r.alertmanager_fields) == (
         "teams", "http://127.0.0.1:9/teams", True, {"title": "T {{ .Status }}"})
+
+
+def _am_file(path: Path, receiver: str) -> Path:
+    return write(path.parent, f"""
+        route: {{receiver: {receiver}}}
+        receivers:
+          - {{name: {receiver}, webhook_configs: [{{url: 'http://127.0.0.1:9/{receiver}'}}]}}
+        """, path.name)
+
+
+def test_post_reload_rereads_the_file_behind_the_bearer_gate_and_keeps_it_when_bad(tmp_path):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from api.alerts import create_alerts_router
+    from api.envelope import install_error_handlers
+    from plait.settings import Settings
+
+    path = _am_file(tmp_path / "alertmanager.yml", "first")
+    token = "reload-token-" + "x" * 32
+    settings = Settings(alertmanager_config=str(path), alertmanager_token=token,
+                        redis_prefix="test-c1-reload", broker_url="127.0.0.1:1")
+    app = FastAPI()
+    install_error_handlers(app)
+    app.include_router(create_alerts_router(settings))
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(app) as client:
+        names = lambda: [r["name"] for r in client.get("/api/v2/receivers", headers=auth).json()]  # noqa: E731
+        assert names() == ["first"]
+        _am_file(path, "second")
+        assert client.post("/-/reload").status_code == 401  # a state change needs the credential
+        assert names() == ["first"]
+        assert client.post("/-/reload", headers=auth).status_code == 200
+        assert names() == ["second"]
+        path.write_text("route: {receiver: nobody}\nreceivers: [{name: second}]\n")
+        bad = client.post("/-/reload", headers=auth)
+        assert bad.status_code == 400
+        assert bad.text == 'failed to reload config: route.receiver: undefined receiver "nobody" used in route'
+        assert names() == ["second"]  # the configuration in use stays
+
+
+def test_sighup_reloads_and_a_failing_reload_keeps_the_old_config(caplog):
+    import asyncio
+    import os
+    import signal
+
+    from alerting.amconfig import on_sighup
+
+    calls: list[str] = []
+
+    def reload() -> None:
+        calls.append("reload")
+        if len(calls) == 2:
+            raise ConfigError("route.receiver: undefined receiver")
+
+    async def main() -> None:
+        on_sighup(reload, "test")
+        for want in (1, 2):
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(200):
+                if len(calls) >= want:
+                    break
+                await asyncio.sleep(0.01)
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+
+    with caplog.at_level("INFO", logger="plait.alerting"):
+        asyncio.run(main())
+    assert calls == ["reload", "reload"]
+    assert "test: configuration reloaded" in caplog.text
+    assert "configuration reload refused, the previous one stays: route.receiver" in caplog.text
