@@ -351,8 +351,14 @@ def _inhibit_rules(rules: Any) -> list[dict[str, Any]]:
         key = f"inhibit_rules.{i}"
         r = _mapping(r, key, INHIBIT_KEYS, "config.plain (inhibit_rule)")
         equal = [_text(n, f"{key}.equal.{j}") for j, n in enumerate(_list(r.get("equal"), f"{key}.equal"))]
-        out.append({"source_matchers": matchers(r, key, "source_"),
-                    "target_matchers": matchers(r, key, "target_"), "equal": equal})
+        rule = {"equal": equal}
+        for side in ("source", "target"):
+            rule[f"{side}_matchers"] = matchers(r, key, f"{side}_")
+            if not rule[f"{side}_matchers"]:  # Alertmanager: every alert; Plait refuses that
+                raise _fail(f"{key}.{side}_matchers", f"not supported: a rule without {side} "
+                            f"matchers ({side}_matchers, {side}_match or {side}_match_re) "
+                            "would take every alert as its " + side)
+        out.append(rule)
     return out
 
 

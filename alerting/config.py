@@ -361,8 +361,8 @@ class InhibitRule(_Model):
     the labels silences see (source labels plus ``rule``, ``asset``,
     ``severity``, ``alertname``)."""
 
-    source_matchers: list[str] = Field(default_factory=list)  # none: every alert
-    target_matchers: list[str] = Field(default_factory=list)
+    source_matchers: list[str] = Field(min_length=1)
+    target_matchers: list[str] = Field(min_length=1)
     equal: list[str] = Field(default_factory=list)
 
     @field_validator("source_matchers", "target_matchers")

@@ -439,3 +439,9 @@ def test_sighup_reloads_and_a_failing_reload_keeps_the_old_config(caplog):
     assert calls == ["reload", "reload"]
     assert "test: configuration reloaded" in caplog.text
     assert "configuration reload refused, the previous one stays: route.receiver" in caplog.text
+
+
+def test_an_inhibit_rule_without_target_matchers_is_refused_naming_the_key(tmp_path):
+    path = write(tmp_path, BASE + "inhibit_rules: [{source_matchers: ['a=\"1\"'], equal: [x]}]\n")
+    with pytest.raises(ConfigError, match=r"^inhibit_rules.0.target_matchers: not supported"):
+        load_alertmanager_config(path)
