@@ -388,7 +388,7 @@ def validated(model: type[BaseModel], data: Any, key: str) -> dict[str, Any]:
     try:
         return model.model_validate(data if data is not None else {}).model_dump(by_alias=True)
     except ValidationError as e:
-        raise ConfigError("; ".join(f"{key}.{line}" for line in _format_errors(e).split("; "))) from None
+        raise ConfigError(_format_errors(e, key)) from None
 
 
 # -- receivers ---------------------------------------------------------------------------------

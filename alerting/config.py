@@ -539,10 +539,11 @@ class AlertingConfig(_Model):
         raise KeyError(name)
 
 
-def _format_errors(err: ValidationError) -> str:
+def _format_errors(err: ValidationError, prefix: str = "") -> str:
+    """``key: problem; ...`` for each error, keys under ``prefix`` when given."""
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        key = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         lines.append(f"{key}: {msg}")
     return "; ".join(lines)
