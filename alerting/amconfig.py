@@ -539,12 +539,19 @@ def _webhook(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
             "url": http_url(url, _at(key, "url_file" if c.get("url_file") else "url"))}
 
 
+def _own_or_global(c: dict, name: str, key: str, ctx: _Context, global_name: str, what: str) -> str:
+    """``name`` (or ``<name>_file``) of the integration, else ``global_name``
+    (or its ``_file``) of ``global``; neither: Alertmanager's ``no global
+    <what> set either inline or in a file``, naming ``key.name``."""
+    value = ctx.files.either(c, name, f"{name}_file", key)
+    value = value or ctx.files.either(ctx.glob, global_name, f"{global_name}_file", "global")
+    if not value:
+        raise _fail(_at(key, name), f"no global {what} set either inline or in a file")
+    return value
+
+
 def _slack(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    url = ctx.files.either(c, "api_url", "api_url_file", key)
-    if not url:
-        url = ctx.files.either(ctx.glob, "slack_api_url", "slack_api_url_file", "global")
-    if not url:
-        raise _fail(_at(key, "api_url"), "no global Slack API URL set either inline or in a file")
+    url = _own_or_global(c, "api_url", key, ctx, "slack_api_url", "Slack API URL")
     return {"type": "slack", "url": http_url(url, _at(key, "api_url"))}
 
 
@@ -558,11 +565,7 @@ def _pagerduty(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
 
 
 def _opsgenie(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    api_key = ctx.files.either(c, "api_key", "api_key_file", key)
-    if not api_key:
-        api_key = ctx.files.either(ctx.glob, "opsgenie_api_key", "opsgenie_api_key_file", "global")
-    if not api_key:
-        raise _fail(_at(key, "api_key"), "no global OpsGenie API Key set either inline or in a file")
+    api_key = _own_or_global(c, "api_key", key, ctx, "opsgenie_api_key", "OpsGenie API Key")
     base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
     base = http_url(base, _at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")
     return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}

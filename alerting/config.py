@@ -231,12 +231,23 @@ _MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", 
                 "september", "october", "november", "december"]
 
 
-def _ordered(item: str, number: Any, message: str) -> None:
-    """Raise ``message`` (Alertmanager's ``timeinterval`` words, ``{a}`` /
-    ``{b}`` the start / end as written) when the range ``a:b`` runs backwards."""
-    parts = item.lower().split(":")
-    if len(parts) == 2 and number(parts[0]) > number(parts[1]):
-        raise ValueError(message.format(a=parts[0], b=parts[1]))
+def _ranges(items: list[str], known: Any, bad: str, number: Any, backwards: str) -> list[str]:
+    """``items`` of a time interval field, each ``a`` or a range ``a:b``
+    (case-insensitive): a part that is not ``known`` raises ``bad`` (``{p}``
+    the part), a range running backwards by ``number`` raises ``backwards``
+    (Alertmanager's ``timeinterval`` words; ``{a}`` / ``{b}`` as written).
+
+    Raises:
+        ValueError: as above.
+    """
+    for item in items:
+        parts = item.lower().split(":")
+        for part in parts:
+            if not known(part):
+                raise ValueError(bad.format(p=repr(part)))
+        if len(parts) == 2 and number(parts[0]) > number(parts[1]):
+            raise ValueError(backwards.format(a=parts[0], b=parts[1]))
+    return items
 _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
 
 
@@ -282,45 +293,30 @@ class TimeInterval(_Model):
     @field_validator("weekdays")
     @classmethod
     def _days(cls, v: list[str]) -> list[str]:
-        for item in v:
-            for part in item.lower().split(":"):
-                if part not in _WEEKDAYS:
-                    raise ValueError(f"unknown weekday {part!r} (monday..sunday, ranges a:b)")
-            _ordered(item, _WEEKDAYS.get, "start day cannot be before end day ({a}:{b}; "
-                                          "a week runs sunday:saturday)")
-        return v
+        return _ranges(v, lambda p: p in _WEEKDAYS, "unknown weekday {p} (monday..sunday, ranges a:b)",
+                       _WEEKDAYS.get, "start day cannot be before end day ({a}:{b}; "
+                                      "a week runs sunday:saturday)")
 
     @field_validator("days_of_month")
     @classmethod
     def _mdays(cls, v: list[str]) -> list[str]:
-        for item in v:
-            for part in item.split(":"):
-                if not part.isdigit() or not 1 <= int(part) <= 31:
-                    raise ValueError(f"bad day of month {part!r} (1..31, ranges a:b; "
-                                     "negative days are not supported)")
-            _ordered(item, int, "end day {b} is always before start day {a}")
-        return v
+        return _ranges(v, lambda p: p.isdigit() and 1 <= int(p) <= 31,
+                       "bad day of month {p} (1..31, ranges a:b; negative days are not supported)",
+                       int, "end day {b} is always before start day {a}")
 
     @field_validator("months")
     @classmethod
     def _months(cls, v: list[str]) -> list[str]:
-        for item in v:
-            for part in item.lower().split(":"):
-                if part not in _MONTH_NAMES and not (part.isdigit() and 1 <= int(part) <= 12):
-                    raise ValueError(f"bad month {part!r} (1..12 or january..december, ranges a:b)")
-            _ordered(item, lambda p: int(p) if p.isdigit() else _MONTH_NAMES.index(p) + 1,
-                     "end month {b} is before start month {a}")
-        return v
+        return _ranges(v, lambda p: p in _MONTH_NAMES or p.isdigit() and 1 <= int(p) <= 12,
+                       "bad month {p} (1..12 or january..december, ranges a:b)",
+                       lambda p: int(p) if p.isdigit() else _MONTH_NAMES.index(p) + 1,
+                       "end month {b} is before start month {a}")
 
     @field_validator("years")
     @classmethod
     def _years(cls, v: list[str]) -> list[str]:
-        for item in v:
-            for part in item.split(":"):
-                if not part.isdigit():
-                    raise ValueError(f"bad year {part!r} (a year like 2026, ranges a:b)")
-            _ordered(item, int, "end year {b} is before start year {a}")
-        return v
+        return _ranges(v, str.isdigit, "bad year {p} (a year like 2026, ranges a:b)", int,
+                       "end year {b} is before start year {a}")
 
     @field_validator("location")
     @classmethod
