@@ -342,7 +342,7 @@ class AlertingService:
         try:
             acks += await send_records(producer, changelog, self.state_table.drain())
             for partition, fx in results:
-                for value in ledger_records(partition, fx.ledger):
+                for value in ledger_records(partition, fx.ledger if self.config.ledger else []):
                     acks.append(await send_ledger(key=str(partition).encode(), value=value))
                 for m in fx.messages:
                     record = {"partition": partition, **m.to_dict()}

@@ -42,7 +42,7 @@ such a file) or in a file of its own (``PLAIT_ALERTMANAGER_EXTRAS``, which
 keeps ``alertmanager.yml`` as Alertmanager and amtool read it). Without it
 the file behaves as in Alertmanager: no rate limit (:data:`UNLIMITED`), no
 cooldown, one group per message, a message split only above
-:data:`MAX_BATCH` alerts.
+:data:`MAX_BATCH` alerts, no ``alerts.ledger`` records (the counters stay).
 """
 from __future__ import annotations
 
@@ -691,6 +691,7 @@ class PlaitExtras(_Model):
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)
+    ledger: bool = False  # every raw alert's outcome on alerts.ledger
 
 
 def _apply_extras(receivers: list[dict], extras: PlaitExtras) -> None:
@@ -762,7 +763,8 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
              "inhibit_rules": _inhibit_rules(data.get("inhibit_rules")), "time_intervals": intervals,
              "dedupe": more.dedupe.model_dump(), "delivery": more.delivery.model_dump(),
              "normalize": more.normalize.model_dump(), "rules": more.rules.model_dump(),
-             "external_url": more.external_url, "templates": _templates(data, files)}
+             "external_url": more.external_url, "ledger": more.ledger,
+             "templates": _templates(data, files)}
     config = parse_config(plait)
     template_set(config)  # Go templates checked at load, as Alertmanager does
     return config

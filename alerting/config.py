@@ -491,6 +491,9 @@ class AlertingConfig(_Model):
     time_intervals: list[NamedTimeIntervals] = Field(default_factory=list)
     #: the console's base URL for links (empty: ``PLAIT_EXTERNAL_URL``)
     external_url: str = ""
+    #: every raw alert's outcome is written to ``alerts.ledger`` (false: only
+    #: counted; the counters and their balance are kept either way)
+    ledger: bool = True
     #: Go-template files of an Alertmanager file (``templates:``), absolute,
     #: globs expanded (:func:`alerting.amconfig.template_set` loads them)
     templates: list[str] = Field(default_factory=list)

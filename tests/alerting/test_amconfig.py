@@ -291,7 +291,7 @@ def test_without_a_plait_block_the_file_behaves_as_alertmanager():
     c = load_alertmanager_config(EXAMPLE)
     assert {(r.bucket.burst, r.bucket.refill_interval) for r in c.receivers} == {
         (UNLIMITED["burst"], UNLIMITED["refill_interval"])}
-    assert c.dedupe.cooldown == 0 and c.grouping.merge_groups is False
+    assert c.dedupe.cooldown == 0 and c.grouping.merge_groups is False and c.ledger is False
     assert c.grouping.batch_size == 10_000
     assert c.grouping.group_by == ["alertname", "cluster", "service"]
 
@@ -302,6 +302,7 @@ def test_the_plait_block_in_its_own_file_or_in_the_file(tmp_path):
     assert c.receiver("pager-webhook").bucket.burst == 10 and c.receiver("pager-webhook").secret
     assert c.receiver("ops-webhook").format == "native" and c.receiver("blackhole").bucket.burst == 3
     assert c.dedupe.cooldown == 300 and c.grouping.merge_groups and c.grouping.batch_size == 50
+    assert c.ledger is True
     inline = dict(yaml.safe_load(EXAMPLE.read_text()), **yaml.safe_load(extras.read_text()))
     assert translate(inline, EXAMPLE.parent).receiver("pager-webhook").bucket.burst == 10
     with pytest.raises(ConfigError, match="plait: given twice"):

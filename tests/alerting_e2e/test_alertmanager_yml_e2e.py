@@ -80,9 +80,9 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
             assert len(msg["alerts"][0]["fingerprint"]) == 16
         assert pager.headers["authorization"] == "Bearer change-me-pager-token"
         assert pager.body["receiver"] == "pager-webhook" and ops.body["receiver"] == "ops-webhook"
-        inhibited = wait_until(lambda: [e for e in kafka.read_ledger() if e["outcome"] == "inhibited"],
-                               30, "the inhibited warning on the ledger")
-        assert len(inhibited) == 1
+        # counted, not on alerts.ledger: the ledger is one of Plait's extras, off here
+        wait_until(lambda: api.counters()["inhibited"] == 1, 30, "the inhibited warning counted")
+        assert kafka.read_ledger() == []
         assert all(a["labels"]["cluster"] == "us1" for h in receiver.accepted("/ops")
                    for a in h.body["alerts"])
 
