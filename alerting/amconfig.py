@@ -25,8 +25,9 @@ the key names are Alertmanager's):
   default per kind), ``max_alerts``, ``url`` / ``url_file`` and the other
   ``*_file`` secrets (read at load, relative to the file's directory), and
   ``http_config`` ``basic_auth`` / ``authorization`` / ``bearer_token``
-  (sent as an ``Authorization`` header). A receiver without integrations is
-  type ``none``.
+  (sent as an ``Authorization`` header) and ``tls_config`` (``ca_file``,
+  ``cert_file`` / ``key_file``, ``insecure_skip_verify``). A receiver
+  without integrations is type ``none``.
 - ``templates``: file globs, relative to the file's directory
   (:func:`template_set` loads them).
 
@@ -416,24 +417,46 @@ class _Context:
         return name
 
 
+#: tls_config keys Plait applies (files relative to the config file's directory)
+TLS_FILES = ("ca_file", "cert_file", "key_file")
+TLS_KEYS = ("ca", "ca_file", "ca_ref", "cert", "cert_file", "cert_ref", "key", "key_file",
+            "key_ref", "server_name", "insecure_skip_verify", "min_version", "max_version")
+
+
+def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
+    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None when
+    it sets nothing): ``ca_file``, ``cert_file`` / ``key_file``,
+    ``insecure_skip_verify``; inline PEMs, ``*_ref``, ``server_name`` and TLS
+    versions are refused by name."""
+    tls = _mapping(c, key, TLS_KEYS, "config.TLSConfig")
+    out: dict[str, Any] = {}
+    for name, value in tls.items():
+        if value in (None, "", False):
+            continue
+        if name in TLS_FILES:
+            out[name] = str(files.path(_text(value, _at(key, name))))
+        elif name == "insecure_skip_verify":
+            out[name] = _bool(value, _at(key, name))
+        else:
+            raise _fail(_at(key, name), "not supported: Plait takes ca_file, cert_file, key_file "
+                                        "and insecure_skip_verify")
+    if bool(out.get("cert_file")) != bool(out.get("key_file")):
+        missing = "key_file" if out.get("cert_file") else "cert_file"
+        raise _fail(_at(key, missing), "client cert_file and key_file must both be set")
+    return out or None
+
+
 def _http_headers(c: dict, key: str, files: _File) -> dict[str, str]:
     """``http_config`` as request headers: ``basic_auth`` -> ``Authorization:
     Basic``, ``authorization`` (type default ``Bearer``) and ``bearer_token``
     -> ``Authorization: <type> <credentials>``; at most one of them
-    (Prometheus common's rule). TLS and proxies are refused by name."""
+    (Prometheus common's rule). Proxies and OAuth 2.0 are refused by name
+    (``tls_config``: :func:`_tls`)."""
     c = _mapping(c, key, HTTP_KEYS, "config.plain (http_config)")
     for name in HTTP_UNSUPPORTED:
         if c.get(name):
             raise _fail(_at(key, name), "not supported: Plait's sender connects directly, "
                                         "without a proxy or OAuth 2.0")
-    tls = _mapping(c.get("tls_config"), _at(key, "tls_config"),
-                   ("ca", "ca_file", "ca_ref", "cert", "cert_file", "cert_ref", "key", "key_file",
-                    "key_ref", "server_name", "insecure_skip_verify", "min_version", "max_version"),
-                   "config.TLSConfig")
-    for name, value in tls.items():
-        if value not in (None, "", False):
-            raise _fail(_at(key, f"tls_config.{name}"), "not supported: Plait verifies the "
-                                                        "receiver's certificate against the system CAs")
     auths = [n for n in ("basic_auth", "authorization", "bearer_token", "bearer_token_file") if c.get(n)]
     if len(auths) > 1:
         raise _fail(_at(key, auths[1]), "at most one of basic_auth, authorization, bearer_token & "
@@ -514,14 +537,17 @@ def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
     ``send_resolved``, ``headers`` from ``http_config`` (else the global
     one), ``alertmanager_fields``)."""
     keys, resolved_default, fields = _SPEC[kind]
-    c = _mapping(c, key, ("send_resolved", "http_config") + keys, f"config.plain ({kind})")
+    http_keys = () if kind == "email_configs" else ("http_config",)  # SMTP has no http_config
+    c = _mapping(c, key, ("send_resolved",) + http_keys + keys, f"config.plain ({kind})")
     for name in keys:
         if c.get(name) not in (None, "", False, 0) and (kind, name) in _REFUSED:
             raise _fail(_at(key, name), _REFUSED[(kind, name)])
-    http = c.get("http_config", ctx.glob.get("http_config"))
+    http = c.get("http_config", ctx.glob.get("http_config")) if http_keys else None
+    hkey = _at(key, "http_config")
     out = {"send_resolved": (_bool(c["send_resolved"], _at(key, "send_resolved"))
-                             if c.get("send_resolved") is not None else resolved_default),
-           "headers": _http_headers(http, _at(key, "http_config"), ctx.files),
+                           if c.get("send_resolved") is not None else resolved_default),
+           "headers": _http_headers(http, hkey, ctx.files),
+           "tls": _tls((http or {}).get("tls_config"), _at(hkey, "tls_config"), ctx.files),
            "alertmanager_fields": {n: c[n] for n in fields if c.get(n) not in (None, "", [], {})}}
     return c, out
 

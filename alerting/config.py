@@ -123,6 +123,24 @@ class EmailConfig(_Model):
         return [a.strip() for a in v.split(",") if a.strip()] if isinstance(v, str) else v
 
 
+class TlsConfig(_Model):
+    """TLS to an HTTP receiver (Alertmanager's ``http_config.tls_config``):
+    ``ca_file`` (PEM CAs the server's certificate must chain to, instead of
+    the system's), ``cert_file`` + ``key_file`` (a client certificate),
+    ``insecure_skip_verify`` (no server certificate check). Paths absolute."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    insecure_skip_verify: bool = False
+
+    @model_validator(mode="after")
+    def _pair(self) -> "TlsConfig":
+        if bool(self.cert_file) != bool(self.key_file):  # Prometheus common's rule
+            raise ValueError("cert_file and key_file: give both or neither")
+        return self
+
+
 class ReceiverConfig(_Model):
     """One receiver: where messages go and how they look.
 
@@ -148,6 +166,8 @@ class ReceiverConfig(_Model):
     routing_key: str = ""
     api_key: str = ""
     email: EmailConfig | None = None
+    #: TLS settings of an HTTP receiver (None: system CAs, no client certificate)
+    tls: TlsConfig | None = None
     #: the notifier's Go-template fields of an Alertmanager file (``title``,
     #: ``text``, ``details``...), kept as written for the Go-template renderer
     #: (:func:`alerting.amconfig.template_set`); empty for Plait's own file

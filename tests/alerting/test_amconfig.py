@@ -344,8 +344,14 @@ def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
     ("receivers: [{name: a, pagerduty_configs: [{service_key: k}]}]",
      "receivers.0.pagerduty_configs.0.service_key: not supported: PagerDuty Events API v1"),
     ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
-     "http_config: {tls_config: {insecure_skip_verify: true}}}]}]",
-     "receivers.0.webhook_configs.0.http_config.tls_config.insecure_skip_verify: not supported"),
+     "http_config: {tls_config: {server_name: x}}}]}]",
+     "receivers.0.webhook_configs.0.http_config.tls_config.server_name: not supported"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {tls_config: {cert_file: c.pem}}}]}]",
+     "receivers.0.webhook_configs.0.http_config.tls_config.key_file: client cert_file and key_file"),
+    ("global: {smtp_smarthost: 'localhost:25', smtp_from: a@example.org}\n"
+     "receivers: [{name: a, email_configs: [{to: b@example.org, http_config: {}}]}]",
+     "receivers.0.email_configs.0.http_config: field http_config not found"),
     ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
      "http_config: {proxy_url: 'http://127.0.0.1:3128'}}]}]",
      "receivers.0.webhook_configs.0.http_config.proxy_url: not supported"),
@@ -446,3 +452,89 @@ def test_an_inhibit_rule_without_target_matchers_is_refused_naming_the_key(tmp_p
     path = write(tmp_path, BASE + "inhibit_rules: [{source_matchers: ['a=\"1\"'], equal: [x]}]\n")
     with pytest.raises(ConfigError, match=r"^inhibit_rules.0.target_matchers: not supported"):
         load_alertmanager_config(path)
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by itself, and its key (PEM files)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "server.pem", tmp_path / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+async def test_tls_config_ca_file_and_insecure_skip_verify_reach_an_https_receiver(tmp_path):
+    """A webhook on HTTPS with a certificate of its own: refused against the
+    system CAs, delivered with ``tls_config.ca_file`` (relative to the file)
+    or ``insecure_skip_verify``."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+    from alerting.webhook import WebhookSender
+
+    cert, key = _self_signed(tmp_path)
+    got: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server API
+            import json
+
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{srv.server_address[1]}/hook"
+    try:
+        for tls, ok in (("{}", False), ("{ca_file: server.pem}", True),
+                        ("{insecure_skip_verify: true}", True)):
+            path = write(tmp_path, f"""
+                route: {{receiver: a, group_wait: 1s}}
+                receivers:
+                  - {{name: a, webhook_configs: [{{url: '{url}', http_config: {{tls_config: {tls}}}}}]}}
+                """)
+            config = load_alertmanager_config(path)
+            funnel = Funnel(config)
+            funnel.ingest(from_alertmanager_alert({"labels": {"alertname": "Tls"}}, 0.0), 0.0)
+            [msg] = [m for t in range(0, 3) for m in funnel.tick(float(t))]
+            sender = WebhookSender(config)
+            try:
+                result = await sender.send(msg)
+            finally:
+                await sender.aclose()
+            assert result.ok is ok, (tls, result)
+        assert [m["alerts"][0]["labels"]["alertname"] for m in got] == ["Tls", "Tls"]
+        assert got[0]["version"] == "4"
+    finally:
+        srv.shutdown()
+        srv.server_close()
