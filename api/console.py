@@ -22,7 +22,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from alerting.amconfig import enabled as alerting_enabled, load_configured
+from alerting.amconfig import enabled as alerting_enabled
 from api.auth import bearer_required
 from plait.settings import Settings
 
@@ -67,9 +67,10 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
         workers published (missing fields until a worker published)."""
         from alerting.view import read_receivers
 
-        if not alerting_enabled(settings):
+        live = getattr(app.state, "alerting", None)  # the configuration in use (reloads too)
+        config = live.config if live is not None else None
+        if config is None:
             return JSONResponse({"receivers": []})
-        config = load_configured(settings)
         levels = await read_receivers(services.projection.redis, settings.redis_prefix,
                                       range(settings.partitions))
         out = [{"name": r.name, "burst": r.bucket.burst, **levels.get(r.name, {})}

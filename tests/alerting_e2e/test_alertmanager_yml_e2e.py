@@ -115,6 +115,8 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
         # the API's Alertmanager view reads the file's receivers
         names = [r["name"] for r in httpx.get(f"{stack.api_url}/api/v2/receivers", timeout=10).json()]
         assert names == ["ops-webhook", "pager-webhook", "frontend-webhook", "dba-mail", "blackhole"]
+        ui = httpx.get(f"{stack.api_url}/ui/receivers", timeout=10).json()["receivers"]
+        assert [r["name"] for r in ui] == names  # the configuration in use, not the broken file
     finally:
         api.stop()
         kafka.close()
