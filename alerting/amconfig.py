@@ -652,9 +652,11 @@ _BUILD: dict[str, Callable[[dict, str, _Context], dict[str, Any]]] = {
     "opsgenie_configs": _opsgenie, "email_configs": _email, "msteams_configs": _msteams}
 
 
-def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> dict[str, Any]:
-    """One receiver as :class:`alerting.config.ReceiverConfig` data: its one
-    integration, or type ``none`` without any."""
+def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> list[dict[str, Any]]:
+    """One receiver as :class:`alerting.config.ReceiverConfig` data, one per
+    integration: the first keeps the name, the n-th further one is
+    ``<name>.<n>`` (``AlertingConfig.fanout`` sends each alert to all);
+    type ``none`` without any."""
     key = f"receivers.{i}"
     r = _mapping(r, key, ("name",) + tuple(KINDS) + OTHER_KINDS, "config.plain (receiver)")
     name = _text(r.get("name"), f"{key}.name")
@@ -669,17 +671,17 @@ def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> dict[str, Any]:
                                          f"receiver (it delivers {', '.join(KINDS)})")
     found = [(kind, j, c) for kind in KINDS for j, c in enumerate(_list(r.get(kind), f"{key}.{kind}"))]
     if not found:
-        return {"name": name, "type": "none"}
-    if len(found) > 1:
-        where = ", ".join(f"{kind}.{j}" for kind, j, _c in found)
-        raise _fail(f"{key}.{found[1][0]}.{found[1][1]}",
-                    f"receiver {name!r} has {len(found)} integrations ({where}); Plait delivers a "
-                    "receiver to one: make one receiver per integration and reach them with "
-                    "routes that say continue: true")
-    kind, j, c = found[0]
-    ikey = f"{key}.{kind}.{j}"
-    c, shared = _common(kind, c, ikey, ctx)
-    return {"name": name, **shared, **_BUILD[kind](c, ikey, ctx)}
+        return [{"name": name, "type": "none", "integration_of": name}]
+    out = []
+    for n, (kind, j, c) in enumerate(found):
+        ikey = f"{key}.{kind}.{j}"
+        own = f"{name}.{n}" if n else name
+        if n and own in ctx.receivers:
+            raise _fail(ikey, f"the receiver of this further integration would be named {own!r}, "
+                              "which another receiver has: rename one of them")
+        c, shared = _common(kind, c, ikey, ctx)
+        out.append({"name": own, **shared, **_BUILD[kind](c, ikey, ctx), "integration_of": name})
+    return out
 
 
 # -- Plait's own settings: the ``plait:`` block ----------------------------------------------------
@@ -722,13 +724,13 @@ class PlaitExtras(_Model):
 
 def _apply_extras(receivers: list[dict], extras: PlaitExtras) -> None:
     """Each receiver's bucket, format, secret, headers and templates from the block."""
-    names = [r["name"] for r in receivers]
+    names = list(dict.fromkeys(r["integration_of"] for r in receivers))
     for name in extras.receivers:
         if name not in names:
             raise _fail(f"plait.receivers.{name}", f"no receiver {name!r} in the file (known: {names})")
     default = extras.bucket.model_dump() if extras.bucket else UNLIMITED
     for r in receivers:
-        own = extras.receivers.get(r["name"])
+        own = extras.receivers.get(r["integration_of"])
         r["bucket"] = own.bucket.model_dump() if own and own.bucket else default
         if own is None:
             continue
@@ -776,11 +778,16 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
     ctx = _Context(data, files)
     receivers, seen = [], set()
     for i, r in enumerate(_list(data.get("receivers"), "receivers")):
-        receivers.append(_receiver(r, i, ctx, seen))
+        receivers += _receiver(r, i, ctx, seen)
     intervals = _time_intervals(data)
     route, timers, group_by = _root(data.get("route"), ctx)
     more = PlaitExtras.model_validate(validated(PlaitExtras, block, "plait"))
     _apply_extras(receivers, more)
+    fanout: dict[str, list[str]] = {}
+    for r in receivers:
+        base = r.pop("integration_of")
+        if base != r["name"]:
+            fanout.setdefault(base, []).append(r["name"])
     timing = {"group_wait": 30.0, "group_interval": 300.0, "repeat_interval": 4 * 3600.0, **timers,
               "resolve_timeout": duration(ctx.glob.get("resolve_timeout", "5m"),
                                           "global.resolve_timeout")}
@@ -789,7 +796,7 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
              "inhibit_rules": _inhibit_rules(data.get("inhibit_rules")), "time_intervals": intervals,
              "dedupe": more.dedupe.model_dump(), "delivery": more.delivery.model_dump(),
              "normalize": more.normalize.model_dump(), "rules": more.rules.model_dump(),
-             "external_url": more.external_url, "ledger": more.ledger,
+             "external_url": more.external_url, "ledger": more.ledger, "fanout": fanout,
              "templates": _templates(data, files)}
     config = parse_config(plait)
     template_set(config)  # Go templates checked at load, as Alertmanager does
@@ -811,27 +818,46 @@ def load_alertmanager_config(path: str | Path, extras_path: str | Path = "") -> 
     return translate(read_yaml(path), path.resolve().parent, extras)
 
 
+def _renderer() -> Any:
+    """The Go-template renderer module (``alerting/gotemplate.py``) of this
+    build, or None when it has none (a renderer of another checkout, seen
+    through an editable install's finder, is not this build's)."""
+    import importlib
+    import importlib.util
+
+    spec = importlib.util.find_spec("alerting.gotemplate")
+    if spec is None or not spec.origin or Path(spec.origin).parent != Path(__file__).parent:
+        return None
+    return importlib.import_module("alerting.gotemplate")
+
+
 def template_set(config: AlertingConfig) -> Any:
-    """The Go templates of ``config.templates`` loaded by the Go-template
-    renderer (:mod:`alerting.gotemplate`: ``load_templates(paths)``), or None
-    without templates or without that module. The one place the renderer is
-    called for a configuration's files: an error there refuses the
-    configuration, naming the file and line.
+    """The Go templates of an Alertmanager file loaded by the Go-template
+    renderer (:mod:`alerting.gotemplate`: ``load_templates(paths)``:
+    Alertmanager's default templates, then ``config.templates``), with every
+    receiver's string template fields (``alertmanager_fields``) parsed; None
+    when the build has no renderer. The one place the renderer is called for
+    a configuration: an error refuses it, naming the file (or field) and line.
 
     Raises:
-        ConfigError: ``templates: <file>:<line>: <construct>``.
+        ConfigError: ``templates: <file>:<line>: <problem>`` or
+            ``receivers.<name>.<field>: <problem>``.
     """
-    if not config.templates:
+    gotemplate = _renderer()
+    if gotemplate is None:  # paths and fields kept, not read
         return None
     try:
-        from alerting import gotemplate  # type: ignore[attr-defined]
-    except ImportError:  # the renderer is not part of this build: paths kept, not read
-        return None
-    try:
-        return gotemplate.load_templates(list(config.templates))
+        templates = gotemplate.load_templates(list(config.templates))
     except gotemplate.TemplateError as e:
-        where = ":".join(str(x) for x in (getattr(e, "file", ""), getattr(e, "line", "")) if x)
-        raise _fail("templates", f"{where}: {getattr(e, 'construct', '') or e}") from None
+        raise _fail("templates", str(e)) from None
+    for r in config.receivers:
+        for name, text in r.alertmanager_fields.items():
+            if isinstance(text, str):
+                try:
+                    templates.check(text, f"receivers.{r.name}.{name}")
+                except gotemplate.TemplateError as e:
+                    raise _fail(f"receivers.{r.name}.{name}", str(e)) from None
+    return templates
 
 
 # -- settings ------------------------------------------------------------------------------------

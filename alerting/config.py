@@ -511,6 +511,10 @@ class AlertingConfig(_Model):
     time_intervals: list[NamedTimeIntervals] = Field(default_factory=list)
     #: the console's base URL for links (empty: ``PLAIT_EXTERNAL_URL``)
     external_url: str = ""
+    #: an Alertmanager receiver of several integrations: its name (its first
+    #: integration) -> the receivers of the others, which every route
+    #: reaching it reaches too (:func:`alerting.routing.decide`)
+    fanout: dict[str, list[str]] = Field(default_factory=dict)
     #: every raw alert's outcome is written to ``alerts.ledger`` (false: only
     #: counted; the counters and their balance are kept either way)
     ledger: bool = True
@@ -538,6 +542,7 @@ class AlertingConfig(_Model):
                                              f"(known: {intervals})")
                 walk(r.routes, f"{key}.routes")
         walk(self.route.routes, "route.routes")
+        wanted += [(f"fanout.{k}", n) for k, more in self.fanout.items() for n in [k, *more]]
         for key, name in wanted:
             if name not in names:
                 raise ValueError(f"{key}: unknown receiver {name!r} (known: {names})")

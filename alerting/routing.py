@@ -248,9 +248,16 @@ class Decision:
 
 def decide(config: Any, alert: Alert) -> list[Decision]:
     """Every (receiver, identity, route) of ``alert`` under ``config``, one per
-    route it reaches (:func:`routes_for`, tree order; never empty). Pure;
-    raises only on a forged alert (the caller rejects it)."""
+    route it reaches (:func:`routes_for`, tree order; never empty), and one
+    more per further integration of its receiver (``config.fanout``: an
+    Alertmanager receiver of several ``*_configs``; identity ``<fp>~<route
+    id>~<n>``). Pure; raises only on a forged alert (the caller rejects it)."""
     fp = fingerprint(alert, config.dedupe.fingerprint_labels)
     routes = routes_for(config, alert.match_labels())
-    return [Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id)
-            for i, r in enumerate(routes)]
+    fanout = getattr(config, "fanout", None) or {}
+    out = []
+    for i, r in enumerate(routes):
+        out.append(Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id))
+        out += [Decision(name, f"{fp}~{r.id}~{n}", r.id)
+                for n, name in enumerate(fanout.get(r.receiver, ()), 1)]
+    return out

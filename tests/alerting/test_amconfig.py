@@ -337,8 +337,8 @@ def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
 
 @pytest.mark.parametrize("text,says", [
     ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a'}], "
-     "slack_configs: [{api_url: 'http://127.0.0.1:9/s'}]}]",
-     "receivers.0.slack_configs.0: receiver 'a' has 2 integrations"),
+     "slack_configs: [{api_url: 'http://127.0.0.1:9/s'}]}, {name: a.1}]",
+     "receivers.0.slack_configs.0: the receiver of this further integration would be named 'a.1'"),
     ("receivers: [{name: a, telegram_configs: [{chat_id: 1}]}]",
      "receivers.0.telegram_configs: not supported: Plait has no telegram receiver"),
     ("receivers: [{name: a, pagerduty_configs: [{service_key: k}]}]",
@@ -538,3 +538,101 @@ async def test_tls_config_ca_file_and_insecure_skip_verify_reach_an_https_receiv
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_receiver_of_several_integrations_gets_each_alert_on_every_one(tmp_path):
+    """Alertmanager notifies every ``*_configs`` entry of a receiver: each
+    becomes a receiver of its own (``pager``, ``pager.1``, ...) that every
+    route reaching ``pager`` reaches, with its own group and message."""
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+
+    path = write(tmp_path, """
+        route:
+          receiver: team
+          group_wait: 1s
+          routes: [{matchers: ['severity="critical"'], receiver: pager}]
+        receivers:
+          - {name: team, webhook_configs: [{url: 'http://127.0.0.1:9/team'}]}
+          - name: pager
+            webhook_configs: [{url: 'http://127.0.0.1:9/pager', max_alerts: 3}]
+            slack_configs: [{api_url: 'http://127.0.0.1:9/slack'}]
+            email_configs: [{to: oncall@example.org, from: am@example.org, smarthost: '127.0.0.1:25'}]
+        """)
+    c = load_alertmanager_config(path)
+    assert c.fanout == {"pager": ["pager.1", "pager.2"]}
+    assert [(r.name, r.type) for r in c.receivers] == [
+        ("team", "webhook"), ("pager", "webhook"), ("pager.1", "slack"), ("pager.2", "email")]
+    funnel = Funnel(c)
+    for sev in ("critical", "info"):
+        funnel.ingest(from_alertmanager_alert({"labels": {"alertname": "X", "severity": sev}}, 0.0), 0.0)
+    sent = sorted((m.receiver, [a["labels"]["severity"] for a in m.alerts()])
+                  for t in range(3) for m in funnel.tick(float(t)))
+    assert sent == [("pager", ["critical"]), ("pager.1", ["critical"]), ("pager.2", ["critical"]),
+                    ("team", ["info"])]
+    more = {"receivers": {"pager": {"bucket": {"burst": 2}}}}
+    c = translate(yaml.safe_load(path.read_text()), tmp_path, more)
+    assert [c.receiver(n).bucket.burst for n in ("pager", "pager.1", "team")] == [2, 2, UNLIMITED["burst"]]
+
+
+def test_each_integrations_copy_is_inhibited_and_released_on_its_own_receiver(tmp_path):
+    """The root's receiver has two integrations and no sub-routes: a warning
+    inhibited by a critical alert reaches both once the critical resolves."""
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+
+    path = write(tmp_path, """
+        route: {receiver: pager, group_wait: 1s, group_interval: 1s, group_by: [severity]}
+        receivers:
+          - name: pager
+            webhook_configs: [{url: 'http://127.0.0.1:9/p'}, {url: 'http://127.0.0.1:9/p2'}]
+        inhibit_rules:
+          - {source_matchers: ['severity="critical"'], target_matchers: ['severity="warning"'],
+             equal: [alertname]}
+        """)
+    funnel = Funnel(load_alertmanager_config(path))
+    alert = lambda sev, now=0.0, **more: from_alertmanager_alert(  # noqa: E731
+        {"labels": {"alertname": "X", "severity": sev}, **more}, now)
+    funnel.ingest(alert("critical"), 0.0)
+    assert [(e.raw_id.partition("~")[2], e.outcome) for e in funnel.ingest(alert("warning"), 0.5)] == [
+        ("", "inhibited"), ("pager.1", "inhibited")]
+    sent = []
+    for t in range(12):
+        if t == 5:
+            funnel.ingest(alert("critical", 5.0, startsAt="1970-01-01T00:00:00Z",
+                                endsAt="1970-01-01T00:00:04Z"), 5.0)
+        for m in funnel.tick(float(t)):
+            sent.append((m.receiver, [(a["labels"]["severity"], a["status"]) for a in m.alerts()]))
+            funnel.delivered(m.id, float(t))
+    for receiver in ("pager", "pager.1"):
+        assert [s for r, s in sent if r == receiver] == [
+            [("critical", "firing")], [("critical", "resolved")], [("warning", "firing")]]
+
+
+def test_templates_and_receiver_fields_go_to_the_renderer_at_load(tmp_path):
+    """With the Go-template renderer in the build (``alerting/gotemplate.py``):
+    a template file or a receiver field it cannot parse refuses the file,
+    naming the file and line (or the field)."""
+    from alerting.amconfig import _renderer, template_set
+
+    if _renderer() is None:
+        pytest.skip("this build has no Go-template renderer (alerting/gotemplate.py)")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "ok.tmpl").write_text('{{ define "team.title" }}[{{ .Status }}]{{ end }}\n')
+    text = """
+        templates: ['t/*.tmpl']
+        route: {receiver: chat}
+        receivers:
+          - name: chat
+            slack_configs: [{api_url: 'http://127.0.0.1:9/s', title: '%s'}]
+        """
+    path = write(tmp_path, text % '{{ template "team.title" . }}')
+    templates = template_set(load_alertmanager_config(path))
+    assert templates is not None
+    path = write(tmp_path, text % '{{ if }}')
+    with pytest.raises(ConfigError, match=r"^receivers.chat.title: "):
+        load_alertmanager_config(path)
+    (tmp_path / "t" / "bad.tmpl").write_text('{{ define "x" }}\n{{ .Status \n')
+    path = write(tmp_path, text % "plain")
+    with pytest.raises(ConfigError, match=r"^templates: .*bad.tmpl:2"):
+        load_alertmanager_config(path)

@@ -30,10 +30,11 @@ def am_file(path: Path, receiver: Receiver, ops_path: str = "/ops") -> Path:
     data = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     data["route"].update(group_wait=f"{GROUP_WAIT:g}s", group_interval="2s")
     data["route"]["routes"][0]["group_wait"] = f"{GROUP_WAIT:g}s"
-    paths = {"ops-webhook": ops_path, "pager-webhook": "/pager", "frontend-webhook": "/frontend"}
+    paths = {"ops-webhook": [ops_path], "pager-webhook": ["/pager", "/pager-audit"],
+             "frontend-webhook": ["/frontend"]}
     for r in data["receivers"]:
-        for c in r.get("webhook_configs", []):
-            c["url"] = receiver.url(paths[r["name"]])
+        for c, p in zip(r.get("webhook_configs", []), paths.get(r["name"], [])):
+            c["url"] = receiver.url(p)
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 
@@ -68,8 +69,10 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
         # match, so the root is not), the us1 warning the root's ops webhook, both in
         # Alertmanager's webhook format at group_wait; the eu1 warning is inhibited
         pager = wait_until(lambda: receiver.accepted("/pager"), 30, "the pager message")[0]
+        audit = wait_until(lambda: receiver.accepted("/pager-audit"), 30, "the pager's 2nd webhook")[0]
         ops = wait_until(lambda: receiver.accepted("/ops"), 30, "the ops message")[0]
-        for hit, sev, cluster in ((pager, "critical", "eu1"), (ops, "warning", "us1")):
+        for hit, sev, cluster in ((pager, "critical", "eu1"), (audit, "critical", "eu1"),
+                                  (ops, "warning", "us1")):
             assert GROUP_WAIT - 0.5 <= hit.at - posted <= GROUP_WAIT + 5, hit.at - posted
             msg = hit.body
             assert msg["version"] == "4" and msg["status"] == "firing"
@@ -114,7 +117,8 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
         assert kept and all(p.poll() is None for p in stack.workers().values())
         # the API's Alertmanager view reads the file's receivers
         names = [r["name"] for r in httpx.get(f"{stack.api_url}/api/v2/receivers", timeout=10).json()]
-        assert names == ["ops-webhook", "pager-webhook", "frontend-webhook", "dba-mail", "blackhole"]
+        assert names == ["ops-webhook", "pager-webhook", "pager-webhook.1", "frontend-webhook",
+                         "dba-mail", "blackhole"]
         ui = httpx.get(f"{stack.api_url}/ui/receivers", timeout=10).json()["receivers"]
         assert [r["name"] for r in ui] == names  # the configuration in use, not the broken file
     finally:
