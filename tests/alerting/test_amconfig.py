@@ -636,3 +636,19 @@ def test_templates_and_receiver_fields_go_to_the_renderer_at_load(tmp_path):
     path = write(tmp_path, text % "plain")
     with pytest.raises(ConfigError, match=r"^templates: .*bad.tmpl:2"):
         load_alertmanager_config(path)
+
+
+def test_plait_dev_refuses_a_broken_alertmanager_yml_before_starting_anything(tmp_path):
+    import os
+    import sys
+
+    path = write(tmp_path, routed("{receiver: nope}"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "dev", "--data-dir", str(tmp_path / "d"),
+                          "--alertmanager-config", str(path)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f'plait dev: --alertmanager-config {path}: route.routes.0.receiver: undefined receiver '
+        '"nope" used in route']
+    assert not (tmp_path / "d").exists()
