@@ -57,7 +57,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
-                             NormalizeConfig, RulesConfig, TemplatesConfig, TimeInterval,
+                             NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
                              _format_errors, parse_config)
 from plait.errors import ConfigError
 
@@ -707,6 +707,13 @@ class GroupingExtras(_Model):
     merge_groups: bool = False
 
 
+class DedupeExtras(DedupeConfig):
+    """``plait.dedupe``: Plait's dedupe settings, the cooldown 0 unless given
+    (Alertmanager sends no repeat inside a group's intervals anyway)."""
+
+    cooldown: Seconds = Field(default=0.0, ge=0)
+
+
 class PlaitExtras(_Model):
     """The ``plait:`` block: what Alertmanager's file has no key for. Every
     part is optional; absent, Plait behaves as Alertmanager (module doc)."""
@@ -715,7 +722,7 @@ class PlaitExtras(_Model):
     bucket: BucketConfig | None = None  # every receiver's, unless its own says otherwise
     receivers: dict[str, ReceiverExtras] = Field(default_factory=dict)
     grouping: GroupingExtras = Field(default_factory=GroupingExtras)
-    dedupe: DedupeConfig = Field(default_factory=lambda: DedupeConfig(cooldown=0.0))
+    dedupe: DedupeExtras = Field(default_factory=DedupeExtras)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
     rules: RulesConfig = Field(default_factory=RulesConfig)

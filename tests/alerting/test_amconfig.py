@@ -309,6 +309,8 @@ def test_the_plait_block_in_its_own_file_or_in_the_file(tmp_path):
         translate(inline, EXAMPLE.parent, {"dedupe": {"cooldown": "1m"}})
     with pytest.raises(ConfigError, match=r"plait.receivers.nobody: no receiver 'nobody'"):
         translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent, {"receivers": {"nobody": {}}})
+    assert translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent,
+                     {"dedupe": {"suppress_transient": True}}).dedupe.cooldown == 0
     with pytest.raises(ConfigError, match=r"plait.dedupe.cooldwn"):
         translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent, {"dedupe": {"cooldwn": "1m"}})
 
