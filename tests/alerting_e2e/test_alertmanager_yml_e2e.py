@@ -121,6 +121,14 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
                          "dba-mail", "blackhole"]
         ui = httpx.get(f"{stack.api_url}/ui/receivers", timeout=10).json()["receivers"]
         assert [r["name"] for r in ui] == names  # the configuration in use, not the broken file
+
+        # and the API re-reads the file on SIGHUP too
+        cfg.write_text("route: {receiver: only}\nreceivers: [{name: only}]\n")
+        stack.procs["api"].send_signal(signal.SIGHUP)
+        wait_until(lambda: [r["name"] for r in httpx.get(f"{stack.api_url}/api/v2/receivers",
+                                                         timeout=10).json()] == ["only"],
+                   30, "the API's receivers after SIGHUP")
+        assert stack.procs["api"].poll() is None
     finally:
         api.stop()
         kafka.close()
