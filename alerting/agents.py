@@ -48,7 +48,7 @@ import faust
 import orjson
 
 from alerting import view as alert_view
-from alerting.amconfig import load_configured
+from alerting.amconfig import keep_removed_receivers, load_configured
 from alerting.config import AlertingConfig
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
@@ -152,17 +152,22 @@ class AlertingService:
 
     def reload(self) -> AlertingConfig:
         """Re-read the configuration file (SIGHUP) and put it in use: the
-        router's tree, the funnel of every partition, the sender. Called in
-        the event loop, between funnel batches (a batch is applied without
-        yielding), so no batch sees two configurations.
+        router's tree, the sender, and the funnel of every partition, which
+        is dropped from memory and rebuilt from the table with the new
+        configuration at its next command (as after a failed command: what
+        the funnel derives from its configuration, such as the inhibition
+        index and the route cache, is derived again). Receivers the file no
+        longer has stay as type ``none`` (:func:`keep_removed_receivers`).
+        Called in the event loop, between funnel batches (a batch is applied
+        without yielding), so no batch sees two configurations.
 
         Raises:
             plait.errors.ConfigError: the file is invalid; the one in use stays.
         """
-        config = load_configured(self.settings)
+        config = keep_removed_receivers(self.config, load_configured(self.settings))
         self.config = self.runner.config = config
-        for ps in self.runner.partitions.values():
-            ps.config = ps.funnel.config = config
+        for partition in list(self.runner.partitions):
+            self.runner.forget(partition)
         if self.sender is not None:
             self.sender.config = config
         return config

@@ -897,6 +897,19 @@ def load_configured(settings: Any) -> AlertingConfig:
                       "PLAIT_ALERTING_CONFIG")
 
 
+def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> AlertingConfig:
+    """``new``, plus a receiver of type ``none`` for each receiver of ``old``
+    that ``new`` lacks: groups a worker still holds for a removed receiver
+    are then settled without a request (Alertmanager drops the aggregation
+    groups of a removed receiver on reload), rather than failing every tick
+    of their partition on an unknown receiver."""
+    from alerting.config import ReceiverConfig
+
+    names = {r.name for r in new.receivers}
+    gone = [ReceiverConfig(name=r.name, type="none") for r in old.receivers if r.name not in names]
+    return new.model_copy(update={"receivers": [*new.receivers, *gone]}) if gone else new
+
+
 def on_sighup(reload: Callable[[], Any], process: str) -> None:
     """Call ``reload`` (re-read the configuration and put it in use) on
     SIGHUP, in the running event loop, as Alertmanager reloads on SIGHUP: a

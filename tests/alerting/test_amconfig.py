@@ -654,3 +654,23 @@ def test_plait_dev_refuses_a_broken_alertmanager_yml_before_starting_anything(tm
         f'plait dev: --alertmanager-config {path}: route.routes.0.receiver: undefined receiver '
         '"nope" used in route']
     assert not (tmp_path / "d").exists()
+
+
+def test_a_reload_that_removes_a_receiver_settles_its_open_groups_without_a_request():
+    from alerting.amconfig import keep_removed_receivers
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+    from alerting.receivers import build_requests
+
+    def config(name: str):
+        return translate({"route": {"receiver": name, "group_wait": "1s"},
+                          "receivers": [{"name": name, "webhook_configs": [{"url": f"http://127.0.0.1:9/{name}"}]}]})
+
+    old, new = config("x"), config("y")
+    funnel = Funnel(old)
+    funnel.ingest(from_alertmanager_alert({"labels": {"alertname": "A"}}, 0.0), 0.0)
+    funnel.config = keep_removed_receivers(old, new)
+    assert [r.name for r in funnel.config.receivers] == ["y", "x"]
+    [message] = funnel.tick(2.0)
+    assert message.receiver == "x" and build_requests(message, funnel.config.receiver("x")) == []
+    assert keep_removed_receivers(new, new) is new

@@ -122,13 +122,19 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
         ui = httpx.get(f"{stack.api_url}/ui/receivers", timeout=10).json()["receivers"]
         assert [r["name"] for r in ui] == names  # the configuration in use, not the broken file
 
-        # and the API re-reads the file on SIGHUP too
-        cfg.write_text("route: {receiver: only}\nreceivers: [{name: only}]\n")
-        stack.procs["api"].send_signal(signal.SIGHUP)
+        # and the API re-reads the file on SIGHUP too; the workers' funnels take a tree
+        # without any of the receivers they hold groups for
+        cfg.write_text("route: {receiver: only, group_wait: 1s}\nreceivers: [{name: only, "
+                       f"webhook_configs: [{{url: '{receiver.url('/only')}'}}]}}]\n")
+        for proc in [stack.procs["api"], *stack.workers().values()]:
+            proc.send_signal(signal.SIGHUP)
         wait_until(lambda: [r["name"] for r in httpx.get(f"{stack.api_url}/api/v2/receivers",
                                                          timeout=10).json()] == ["only"],
                    30, "the API's receivers after SIGHUP")
-        assert stack.procs["api"].poll() is None
+        api.post("/api/v2/alerts", [{"labels": {"alertname": "Last", "severity": "critical"},
+                                     "startsAt": _now()}])
+        wait_until(lambda: receiver.accepted("/only"), 30, "the message under the new tree")
+        assert all(p.poll() is None for p in [stack.procs["api"], *stack.workers().values()])
     finally:
         api.stop()
         kafka.close()
