@@ -254,7 +254,10 @@ def decide(config: Any, alert: Alert) -> list[Decision]:
     id>~<n>``). Pure; raises only on a forged alert (the caller rejects it)."""
     fp = fingerprint(alert, config.dedupe.fingerprint_labels)
     routes = routes_for(config, alert.match_labels())
-    fanout = getattr(config, "fanout", None) or {}
+    fanout = getattr(config, "fanout", None)
+    if not fanout:  # the common case, as cheap as before fanout existed
+        return [Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id)
+                for i, r in enumerate(routes)]
     out = []
     for i, r in enumerate(routes):
         out.append(Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id))
