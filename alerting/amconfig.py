@@ -27,9 +27,12 @@ the key names are Alertmanager's):
   ``http_config`` ``basic_auth`` / ``authorization`` / ``bearer_token``
   (sent as an ``Authorization`` header) and ``tls_config`` (``ca_file``,
   ``cert_file`` / ``key_file``, ``insecure_skip_verify``). A receiver
-  without integrations is type ``none``.
-- ``templates``: file globs, relative to the file's directory
-  (:func:`template_set` loads them).
+  without integrations is type ``none``; one of several integrations is
+  one Plait receiver per integration (``<name>``, ``<name>.1``, ...), all
+  reached together (``AlertingConfig.fanout``).
+- ``templates``: file globs, relative to the file's directory, and the
+  notifiers' Go-template fields (``alertmanager_fields``):
+  :func:`template_set` hands them to the Go-template renderer.
 
 What Plait cannot do is refused at load, naming the key (docs/alerting.md,
 "Differences from Alertmanager"); what ``amtool check-config`` refuses is
