@@ -14,6 +14,9 @@ Paths, bodies and status codes follow Alertmanager's OpenAPI
     DELETE /api/v2/silence/{id}      200; 404
     GET    /api/v2/status            alertmanagerStatus (the config as Alertmanager's, secrets redacted)
     GET    /api/v2/receivers         [receiver]
+    POST   /-/reload                 200; 400 ``failed to reload config: <key>: ...``
+                                     (re-reads the configuration file; the old one
+                                     stays when the file is bad)
 
 Errors are raised (``plait.errors``) like everywhere else; the one handler
 (``api.envelope``) answers them on these paths the way Alertmanager does: a
