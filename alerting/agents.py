@@ -48,7 +48,8 @@ import faust
 import orjson
 
 from alerting import view as alert_view
-from alerting.config import AlertingConfig, load_config
+from alerting.amconfig import keep_removed_receivers, load_configured
+from alerting.config import AlertingConfig
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.changelog import BatchedTable, send_records
@@ -150,6 +151,28 @@ class AlertingService:
         self._tasks: set[asyncio.Task] = set()
         rules = config.rules
         self.dlq_watch = DlqWatch(rules.dlq_window, rules.dlq_threshold)
+
+    def reload(self) -> AlertingConfig:
+        """Re-read the configuration file (SIGHUP) and put it in use: the
+        router's tree, the sender, and the funnel of every partition, which
+        is dropped from memory and rebuilt from the table with the new
+        configuration at its next command (as after a failed command: what
+        the funnel derives from its configuration, such as the inhibition
+        index and the route cache, is derived again). Receivers the file no
+        longer has stay as type ``none`` (:func:`keep_removed_receivers`).
+        Called in the event loop, between funnel batches (a batch is applied
+        without yielding), so no batch sees two configurations.
+
+        Raises:
+            plait.errors.ConfigError: the file is invalid; the one in use stays.
+        """
+        config = keep_removed_receivers(self.config, load_configured(self.settings))
+        self.config = self.runner.config = config
+        for partition in list(self.runner.partitions):
+            self.runner.forget(partition)
+        if self.sender is not None:
+            self.sender.config = config
+        return config
 
     # ----------------------------------------------------------- plumbing
     @property
@@ -344,7 +367,7 @@ class AlertingService:
                 r for r in self.state_table.drain() if fits(changelog, r[0], r[1], r[2])])
             for partition, fx in results:
                 key = str(partition).encode()
-                for value in ledger_records(partition, fx.ledger):
+                for value in ledger_records(partition, fx.ledger if self.config.ledger else []):
                     if fits(T.ALERTS_LEDGER, partition, key, value):
                         acks.append(await send_ledger(key=key, value=value))
                 for m in fx.messages:
@@ -461,7 +484,7 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
         alerting.config.ConfigError: the config is invalid (the text names the key).
         RuntimeError: a topic could not be created (named).
     """
-    config = load_config(settings.alerting_config)
+    config = load_configured(settings)
     # no standby copies of the funnel table: each would replay every changelog
     # record of the other workers' partitions (as much work again per worker);
     # a partition taking over recovers from the changelog instead
@@ -476,6 +499,12 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
             svc.rt.register_batch(agent, batched[agent.name], BATCH_SIZE, BATCH_WITHIN)
         else:
             svc.rt.register(agent)
+
+    @app.task
+    async def _reload_on_sighup() -> None:
+        from alerting.amconfig import on_sighup
+
+        on_sighup(svc.reload, "worker")
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:

@@ -88,7 +88,7 @@ class BucketConfig(_Model):
     refill_interval: Seconds = Field(default=10.0, gt=0)
 
 
-RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email")
+RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none")
 #: Default endpoint per receiver type (the services' documented URLs).
 DEFAULT_URLS = {"pagerduty": "https://events.pagerduty.com/v2/enqueue",
                 "opsgenie": "https://api.opsgenie.com/v2/alerts"}
@@ -123,18 +123,38 @@ class EmailConfig(_Model):
         return [a.strip() for a in v.split(",") if a.strip()] if isinstance(v, str) else v
 
 
+class TlsConfig(_Model):
+    """TLS to an HTTP receiver (Alertmanager's ``http_config.tls_config``):
+    ``ca_file`` (PEM CAs the server's certificate must chain to, instead of
+    the system's), ``cert_file`` + ``key_file`` (a client certificate),
+    ``insecure_skip_verify`` (no server certificate check). Paths absolute."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    insecure_skip_verify: bool = False
+
+    @model_validator(mode="after")
+    def _pair(self) -> "TlsConfig":
+        if bool(self.cert_file) != bool(self.key_file):  # Prometheus common's rule
+            raise ValueError("cert_file and key_file: give both or neither")
+        return self
+
+
 class ReceiverConfig(_Model):
     """One receiver: where messages go and how they look.
 
     ``type``: ``webhook`` (``format`` native | alertmanager), ``slack``
     (incoming webhook URL), ``teams`` (workflow webhook URL), ``pagerduty``
-    (``routing_key``), ``opsgenie`` (``api_key``), ``email`` (``email``).
+    (``routing_key``), ``opsgenie`` (``api_key``), ``email`` (``email``),
+    ``none`` (no integration: Alertmanager's receiver without ``*_configs``;
+    its messages are settled without a request).
     ``send_resolved`` (default true): resolved alerts are sent; ``max_alerts``
     (0 = all): most alerts listed in one message, the rest counted
     (Alertmanager's ``max_alerts``); ``templates``: title/text."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email"] = "webhook"
+    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none"] = "webhook"
     url: str = ""
     format: Literal["native", "alertmanager"] = "native"
     secret: str = ""
@@ -146,6 +166,12 @@ class ReceiverConfig(_Model):
     routing_key: str = ""
     api_key: str = ""
     email: EmailConfig | None = None
+    #: TLS settings of an HTTP receiver (None: system CAs, no client certificate)
+    tls: TlsConfig | None = None
+    #: the notifier's Go-template fields of an Alertmanager file (``title``,
+    #: ``text``, ``details``...), kept as written for the Go-template renderer
+    #: (:func:`alerting.amconfig.template_set`); empty for Plait's own file
+    alertmanager_fields: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
@@ -156,6 +182,8 @@ class ReceiverConfig(_Model):
 
     @model_validator(mode="after")
     def _by_type(self) -> "ReceiverConfig":
+        if self.type == "none":
+            return self
         if self.type == "email":
             if self.email is None:
                 raise ValueError("email: required for type email (to, from, smarthost)")
@@ -181,7 +209,7 @@ class SubRoute(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    matchers: list[str] = Field(min_length=1)
+    matchers: list[str] = Field(default_factory=list)  # none: matches every alert
     receiver: str | None = None
     continue_: bool = Field(default=False, alias="continue")
     routes: list["SubRoute"] = Field(default_factory=list)
@@ -215,8 +243,31 @@ class SubRoute(_Model):
         self._compiled = tuple(parse_matcher(m) for m in self.matchers)
 
 
+#: Go's ``time.Weekday`` numbers (Sunday 0), which Alertmanager's ranges use:
+#: ``sunday:saturday`` is the whole week, ``saturday:sunday`` is refused
 _WEEKDAYS = {d: i for i, d in enumerate(
-    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
+    ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"])}
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august",
+                "september", "october", "november", "december"]
+
+
+def _ranges(items: list[str], known: Any, bad: str, number: Any, backwards: str) -> list[str]:
+    """``items`` of a time interval field, each ``a`` or a range ``a:b``
+    (case-insensitive): a part that is not ``known`` raises ``bad`` (``{p}``
+    the part), a range running backwards by ``number`` raises ``backwards``
+    (Alertmanager's ``timeinterval`` words; ``{a}`` / ``{b}`` as written).
+
+    Raises:
+        ValueError: as above.
+    """
+    for item in items:
+        parts = item.lower().split(":")
+        for part in parts:
+            if not known(part):
+                raise ValueError(bad.format(p=repr(part)))
+        if len(parts) == 2 and number(parts[0]) > number(parts[1]):
+            raise ValueError(backwards.format(a=parts[0], b=parts[1]))
+    return items
 _HHMM = re.compile(r"^([01]\d|2[0-4]):([0-5]\d)$")
 
 
@@ -232,6 +283,13 @@ class TimeRange(_Model):
         if not _HHMM.match(v) or (v.startswith("24") and v != "24:00"):
             raise ValueError(f"expected HH:MM (00:00..24:00), got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _forward(self) -> "TimeRange":
+        a, b = self.minutes()
+        if a >= b:
+            raise ValueError("start time cannot be equal or greater than end time")
+        return self
 
     def minutes(self) -> tuple[int, int]:
         """(start, end) minutes of the day."""
@@ -249,37 +307,36 @@ class TimeInterval(_Model):
     weekdays: list[str] = Field(default_factory=list)
     days_of_month: list[str] = Field(default_factory=list)
     months: list[str] = Field(default_factory=list)
+    years: list[str] = Field(default_factory=list)
     location: str = "UTC"
 
     @field_validator("weekdays")
     @classmethod
     def _days(cls, v: list[str]) -> list[str]:
-        for item in v:
-            for part in item.lower().split(":"):
-                if part not in _WEEKDAYS:
-                    raise ValueError(f"unknown weekday {part!r} (monday..sunday, ranges a:b)")
-        return v
+        return _ranges(v, lambda p: p in _WEEKDAYS, "unknown weekday {p} (monday..sunday, ranges a:b)",
+                       _WEEKDAYS.get, "start day cannot be before end day ({a}:{b}; "
+                                      "a week runs sunday:saturday)")
 
     @field_validator("days_of_month")
     @classmethod
     def _mdays(cls, v: list[str]) -> list[str]:
-        for item in v:
-            for part in item.split(":"):
-                if not part.isdigit() or not 1 <= int(part) <= 31:
-                    raise ValueError(f"bad day of month {part!r} (1..31, ranges a:b; "
-                                     "negative days are not supported)")
-        return v
+        return _ranges(v, lambda p: p.isdigit() and 1 <= int(p) <= 31,
+                       "bad day of month {p} (1..31, ranges a:b; negative days are not supported)",
+                       int, "end day {b} is always before start day {a}")
 
     @field_validator("months")
     @classmethod
     def _months(cls, v: list[str]) -> list[str]:
-        names = ["january", "february", "march", "april", "may", "june", "july", "august",
-                 "september", "october", "november", "december"]
-        for item in v:
-            for part in item.lower().split(":"):
-                if part not in names and not (part.isdigit() and 1 <= int(part) <= 12):
-                    raise ValueError(f"bad month {part!r} (1..12 or january..december, ranges a:b)")
-        return v
+        return _ranges(v, lambda p: p in _MONTH_NAMES or p.isdigit() and 1 <= int(p) <= 12,
+                       "bad month {p} (1..12 or january..december, ranges a:b)",
+                       lambda p: int(p) if p.isdigit() else _MONTH_NAMES.index(p) + 1,
+                       "end month {b} is before start month {a}")
+
+    @field_validator("years")
+    @classmethod
+    def _years(cls, v: list[str]) -> list[str]:
+        return _ranges(v, str.isdigit, "bad year {p} (a year like 2026, ranges a:b)", int,
+                       "end year {b} is before start year {a}")
 
     @field_validator("location")
     @classmethod
@@ -368,10 +425,13 @@ class GroupingConfig(_Model):
     """Group key = receiver + the values of ``group_by`` labels (vocabulary
     names ``rule``, ``asset``, ``severity`` or any source label; ``['...']``:
     all of the alert's labels, as in Alertmanager);
-    ``batch_size`` = most alerts listed in one message."""
+    ``batch_size`` = most alerts listed in one message; ``merge_groups``
+    (default true): sections of several due groups share a message up to
+    ``batch_size`` alerts (false: one group per message, as Alertmanager)."""
 
     group_by: list[str] = Field(default_factory=lambda: ["rule"])
     batch_size: int = Field(default=50, ge=1, le=10_000)
+    merge_groups: bool = True
 
     @field_validator("group_by")
     @classmethod
@@ -451,6 +511,16 @@ class AlertingConfig(_Model):
     time_intervals: list[NamedTimeIntervals] = Field(default_factory=list)
     #: the console's base URL for links (empty: ``PLAIT_EXTERNAL_URL``)
     external_url: str = ""
+    #: an Alertmanager receiver of several integrations: its name (its first
+    #: integration) -> the receivers of the others, which every route
+    #: reaching it reaches too (:func:`alerting.routing.decide`)
+    fanout: dict[str, list[str]] = Field(default_factory=dict)
+    #: every raw alert's outcome is written to ``alerts.ledger`` (false: only
+    #: counted; the counters and their balance are kept either way)
+    ledger: bool = True
+    #: Go-template files of an Alertmanager file (``templates:``), absolute,
+    #: globs expanded (:func:`alerting.amconfig.template_set` loads them)
+    templates: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> "AlertingConfig":
@@ -472,6 +542,7 @@ class AlertingConfig(_Model):
                                              f"(known: {intervals})")
                 walk(r.routes, f"{key}.routes")
         walk(self.route.routes, "route.routes")
+        wanted += [(f"fanout.{k}", n) for k, more in self.fanout.items() for n in [k, *more]]
         for key, name in wanted:
             if name not in names:
                 raise ValueError(f"{key}: unknown receiver {name!r} (known: {names})")
@@ -492,10 +563,11 @@ class AlertingConfig(_Model):
         raise KeyError(name)
 
 
-def _format_errors(err: ValidationError) -> str:
+def _format_errors(err: ValidationError, prefix: str = "") -> str:
+    """``key: problem; ...`` for each error, keys under ``prefix`` when given."""
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        key = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
         lines.append(f"{key}: {msg}")
     return "; ".join(lines)

@@ -125,7 +125,7 @@ class Funnel:
             self.state["next_expiry"] = 0.0  # state from before expiry: one scan backfills ends
         #: the routing tree has more than first-match routing (continue,
         #: nested routes, per-route grouping / timing / time intervals)
-        self._tree = bool(config.route.routes)
+        self._tree = bool(config.route.routes or getattr(config, "fanout", None))
         #: route id -> Route (settings inherited), for carried decisions
         self._routes: dict[str, Route] = {}
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
@@ -175,16 +175,15 @@ class Funnel:
         try:
             labels = alert.match_labels()
             if decision is not None:  # the router decided (issue 9.5): taken as given
-                route = self._route_of(decision.route)
-                if route.receiver != decision.receiver:
-                    route = dataclasses.replace(route, receiver=decision.receiver)
+                route = self._route_of(decision.route, decision.receiver)
                 return self._take(alert, decision.fingerprint, labels, rid, route, now,
                                   traceparent)
             decisions = decide_routes(self.config, alert)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
-        routes = [self._route_of(d.route) for d in decisions] if self._tree else [None]
+        routes = ([self._route_of(d.route, d.receiver) for d in decisions] if self._tree
+                  else [None])
         out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now,
                          traceparent)
         for d, route in zip(decisions[1:], routes[1:]):  # ``continue``: one copy per further route
@@ -194,13 +193,16 @@ class Funnel:
                               traceparent)
         return out
 
-    def _route_of(self, rid: str) -> Route:
+    def _route_of(self, rid: str, receiver: str | None = None) -> Route:
         """The route with id ``rid`` (cached per funnel; the root when the
-        config no longer has it)."""
+        config no longer has it), for ``receiver`` when given (a further
+        integration's receiver, ``config.fanout``)."""
         route = self._routes.get(rid)
         if route is None:
             route = route_by_id(self.config, rid) or route_by_id(self.config, "0")
             self._routes[rid] = route
+        if receiver is not None and route.receiver != receiver:
+            route = dataclasses.replace(route, receiver=receiver)
         return route
 
     def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
@@ -217,6 +219,8 @@ class Funnel:
             ep["fp"] = fp
             if route is not None and route.id != "0":
                 ep["route"] = route.id
+            if route is not None and route.receiver != self._route_of(route.id).receiver:
+                ep["receiver"] = route.receiver  # a further integration's copy (config.fanout)
             st["episodes"][fp] = ep
             if ep["status"] == "firing" and alert.status.value == "firing":
                 self._set_expiry(ep, alert, now)
@@ -426,6 +430,8 @@ class Funnel:
         route = route_by_id(self.config, rid) if rid else None
         if route is None:
             route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
+        if ep.get("receiver") and ep["receiver"] != route.receiver:  # config.fanout's copy
+            route = dataclasses.replace(route, receiver=ep["receiver"])
         return route
 
     def _group_for(self, ep: dict[str, Any], now: float,
@@ -660,7 +666,8 @@ class Funnel:
     def _fill(self, name: str, rs: dict[str, Any], base: list[dict]) -> list[dict]:
         """:func:`alerting.outbox.fill`, keeping :attr:`_queued` and :attr:`_fresh` up to date."""
         taken: list[dict] = []
-        sections = outbox_.fill(rs, base, self.config.grouping.batch_size, taken)
+        sections = outbox_.fill(rs, base, self.config.grouping.batch_size, taken,
+                                one_group=not self.config.grouping.merge_groups)
         self._dequeued(name, taken)
         return sections
 

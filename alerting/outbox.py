@@ -71,11 +71,13 @@ def wait(fresh: dict[int, dict]) -> None:
 
 
 def fill(rs: dict[str, Any], base: list[dict], limit: int,
-         taken_out: list[dict] | None = None) -> list[dict]:
+         taken_out: list[dict] | None = None, one_group: bool = False) -> list[dict]:
     """Sections for the next message: ``base`` (a failed message being
     superseded) plus queued sections while the combined count stays within
     ``limit`` alerts (the first always goes: a part is never above it).
-    ``taken_out``: gets the queued sections taken out of the outbox."""
+    ``taken_out``: gets the queued sections taken out of the outbox.
+    ``one_group``: stop at a section of another group than the first
+    (``grouping.merge_groups: false``: one group per message, as Alertmanager)."""
     chosen: list[dict] = []
     fps: dict[str, set] = {}  # unsplit group -> fingerprints listed (combine's count)
     total = 0
@@ -99,7 +101,8 @@ def fill(rs: dict[str, Any], base: list[dict], limit: int,
     queue = rs["outbox"]
     while taken < len(queue):  # linear: one pass, one slice (was a combine per step)
         s = queue[taken]
-        if chosen and total + grow(s) > limit:
+        if chosen and (total + grow(s) > limit
+                       or one_group and s["group_id"] != chosen[0]["group_id"]):
             break
         take(s)
         taken += 1

@@ -38,7 +38,8 @@ from zoneinfo import ZoneInfo
 from alerting.dedupe import fingerprint
 from alerting.model import Alert
 
-_DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+#: Go's weekday order (Sunday 0), as Alertmanager's ranges count
+_DAYS = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
 _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
            "september", "october", "november", "december"]
 
@@ -192,11 +193,13 @@ def interval_matches(interval: Any, now: float) -> bool:
         minute = t.hour * 60 + t.minute
         if not any(a <= minute < b for a, b in (r.minutes() for r in interval.times)):
             return False
-    if interval.weekdays and not _in_ranges(t.weekday(), interval.weekdays, _DAYS, base=0):
+    if interval.weekdays and not _in_ranges((t.weekday() + 1) % 7, interval.weekdays, _DAYS, base=0):
         return False
     if interval.days_of_month and not _in_ranges(t.day, interval.days_of_month):
         return False
     if interval.months and not _in_ranges(t.month, interval.months, _MONTHS):
+        return False
+    if getattr(interval, "years", None) and not _in_ranges(t.year, interval.years):
         return False
     return True
 
@@ -245,9 +248,19 @@ class Decision:
 
 def decide(config: Any, alert: Alert) -> list[Decision]:
     """Every (receiver, identity, route) of ``alert`` under ``config``, one per
-    route it reaches (:func:`routes_for`, tree order; never empty). Pure;
-    raises only on a forged alert (the caller rejects it)."""
+    route it reaches (:func:`routes_for`, tree order; never empty), and one
+    more per further integration of its receiver (``config.fanout``: an
+    Alertmanager receiver of several ``*_configs``; identity ``<fp>~<route
+    id>~<n>``). Pure; raises only on a forged alert (the caller rejects it)."""
     fp = fingerprint(alert, config.dedupe.fingerprint_labels)
     routes = routes_for(config, alert.match_labels())
-    return [Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id)
-            for i, r in enumerate(routes)]
+    fanout = getattr(config, "fanout", None)
+    if not fanout:  # the common case, as cheap as before fanout existed
+        return [Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id)
+                for i, r in enumerate(routes)]
+    out = []
+    for i, r in enumerate(routes):
+        out.append(Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id))
+        out += [Decision(name, f"{fp}~{r.id}~{n}", r.id)
+                for n, name in enumerate(fanout.get(r.receiver, ()), 1)]
+    return out

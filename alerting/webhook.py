@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Callable
+from typing import Any, Callable
 
 import httpx
 
@@ -92,6 +92,37 @@ class WebhookSender:
         self.client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(config.delivery.timeout), follow_redirects=False,
             headers={"User-Agent": USER_AGENT})
+        #: one client per distinct receiver TLS setting (``ReceiverConfig.tls``)
+        self._tls_clients: dict[Any, httpx.AsyncClient] = {}
+
+    def _client_for(self, rc: Any) -> httpx.AsyncClient:
+        """The client for receiver ``rc``: the shared one, or one built for
+        its TLS settings (CA file, client certificate, no verification),
+        kept for later messages.
+
+        Raises:
+            OSError, ssl.SSLError: a certificate file cannot be read (the
+                attempt fails and is retried).
+        """
+        tls = getattr(rc, "tls", None)
+        if tls is None:
+            return self.client
+        key = (tls.ca_file, tls.cert_file, tls.key_file, tls.insecure_skip_verify)
+        client = self._tls_clients.get(key)
+        if client is None:
+            import ssl
+
+            if tls.insecure_skip_verify:
+                ctx = ssl.create_default_context()
+                ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            else:
+                ctx = ssl.create_default_context(cafile=tls.ca_file or None)
+            if tls.cert_file:
+                ctx.load_cert_chain(tls.cert_file, tls.key_file)
+            client = self._tls_clients[key] = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.config.delivery.timeout), follow_redirects=False,
+                headers={"User-Agent": USER_AGENT}, verify=ctx)
+        return client
 
     async def send(self, message: Message) -> SendResult:
         """:meth:`_send` in a ``webhook.attempt`` span (the W3C ``traceparent``
@@ -135,16 +166,17 @@ class WebhookSender:
         requests = build_requests(message, rc, external_url, int(self.clock()))
         result = SendResult(True, 204)  # nothing to say (send_resolved: false): done
         for req in requests:  # several for PagerDuty / Opsgenie (one per group)
-            result = await self._post(req, t0)
+            result = await self._post(req, t0, self._client_for(rc))
             if not result.ok:
                 return result
         return result
 
-    async def _post(self, req: Request, t0: float) -> SendResult:
+    async def _post(self, req: Request, t0: float, client: httpx.AsyncClient | None = None
+                    ) -> SendResult:
         try:
             from plait import tracing
 
-            resp = await self.client.request(req.method, req.url, content=req.body,
+            resp = await (client or self.client).request(req.method, req.url, content=req.body,
                                              headers=tracing.inject(dict(req.headers)),
                                              timeout=self.config.delivery.timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
@@ -180,9 +212,11 @@ class WebhookSender:
         return SendResult(True, 250, elapsed=time.monotonic() - t0)
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this sender created it."""
+        """Close the HTTP client if this sender created it, and the TLS ones."""
         if self._own:
             await self.client.aclose()
+        for client in self._tls_clients.values():
+            await client.aclose()
 
 
 def report(funnel: Funnel, message: Message, result: SendResult,

@@ -14,6 +14,9 @@ Paths, bodies and status codes follow Alertmanager's OpenAPI
     DELETE /api/v2/silence/{id}      200; 404
     GET    /api/v2/status            alertmanagerStatus (the config as Alertmanager's, secrets redacted)
     GET    /api/v2/receivers         [receiver]
+    POST   /-/reload                 200; 400 ``failed to reload config: <key>: ...``
+                                     (re-reads the configuration file; the old one
+                                     stays when the file is bad)
 
 Errors are raised (``plait.errors``) like everywhere else; the one handler
 (``api.envelope``) answers them on these paths the way Alertmanager does: a
@@ -60,7 +63,7 @@ from alerting.silence import (Matcher, Silence, SilenceRefused, compile_regex, c
 from alerting.view import read_views
 from api.alerting_edge import _public_field, _public_text, scrub_text
 from plait.callers import Caller
-from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid
+from plait.errors import ConfigError, FieldError, Forbidden, NotFound, RequestInvalid
 
 #: ``endsAt`` shown for a recurring native silence without an end.
 FAR_FUTURE = "9999-12-31T23:59:59Z"
@@ -217,6 +220,21 @@ class AlertingContext:
     end_silence: Callable[[str, float], Awaitable[dict[str, Any]]]
     refused: Any
 
+    def reload(self) -> Any:
+        """Re-read the configuration file the settings name and put it in use
+        (routes, receivers, intake options); returns it.
+
+        Raises:
+            plait.errors.ConfigError: the file is invalid (the text names the
+                key); the configuration in use stays.
+        """
+        from alerting.amconfig import load_configured
+        from alerting.wire import normalize_options
+
+        config = load_configured(self.settings)
+        self.config, self.options = config, normalize_options(config)
+        return config
+
 
 # -- helpers -------------------------------------------------------------------------------
 
@@ -343,6 +361,8 @@ def _redacted_url(url: str) -> str:
 
 
 def _am_receiver(r: Any) -> dict[str, Any]:
+    if r.type == "none":  # Alertmanager's receiver without integrations
+        return {"name": r.name}
     resolved = {"send_resolved": r.send_resolved}
     if r.type == "slack":
         return {"name": r.name, "slack_configs": [{"api_url": SECRET, **resolved}]}
@@ -674,6 +694,21 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
                             "buildUser": "", "buildDate": "", "goVersion": "none (Plait, Python)"},
             "config": {"original": alertmanager_config(ctx.config)},
             "uptime": format_time(_STARTED)})
+
+    @router.post("/-/reload", response_class=Response, responses={
+        200: {"description": "The file was valid and is in use: no body"},
+        400: {"model": str, "description": "The file is invalid: `failed to reload config: "
+              "<key>: <problem>`; the configuration in use stays"}})
+    async def reload_config():
+        """Re-read the configuration file (Alertmanager's ``POST /-/reload``;
+        the workers re-read theirs on SIGHUP). Behind the same bearer gate as
+        ``/api/v2``."""
+        try:
+            ctx.reload()
+        except ConfigError as e:  # Alertmanager answers 500; a bad file is not a server fault
+            return Response(f"failed to reload config: {e}", status_code=400,
+                            media_type="text/plain; charset=utf-8")
+        return Response(status_code=200)
 
     @router.get("/api/v2/receivers", responses={200: {"model": list[Receiver]}})
     async def get_receivers():

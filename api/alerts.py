@@ -49,7 +49,8 @@ import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import Counter
 
-from alerting.config import AlertingConfig, load_config
+from alerting.amconfig import enabled as alerting_enabled, load_configured
+from alerting.config import AlertingConfig
 from alerting.counters import CountersCollector, decode_hash, merge
 from alerting.intake import normalize
 from alerting.model import AlertRejected
@@ -173,7 +174,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         plait.errors.ConfigError: the alerting config or the caller registry is
             invalid; the text names the key.
     """
-    config: AlertingConfig | None = load_config(settings.alerting_config) if settings.alerting_config else None
+    config: AlertingConfig | None = load_configured(settings) if alerting_enabled(settings) else None
     options = normalize_options(config)
     kafka = _Kafka(settings)
     names = T.Topics(settings.topic_prefix)
@@ -312,7 +313,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
             try:
                 check_native_alert(a, where)
                 try:
-                    normalize(a, now, **options)
+                    normalize(a, now, **ctx.options)  # ctx: below; a reload replaces them
                 except AlertRejected as e:
                     raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
             except AlertRejected as e:
@@ -438,10 +439,12 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
 
     from api.alertmanager import AlertingContext, add_alertmanager_routes
 
-    add_alertmanager_routes(am_router, AlertingContext(
+    ctx = AlertingContext(
         settings=settings, config=config, options=options, redis=redis, bearer=bearer,
         read_body=body, publish=publish, partitions=kafka.funnel_partitions,
         save_silence=save_silence, load_silence=load_silence, all_silences=all_silences,
-        end_silence=end_silence, refused=REFUSED))
+        end_silence=end_silence, refused=REFUSED)
+    add_alertmanager_routes(am_router, ctx)
     router.include_router(am_router)
+    router.alerting = ctx  # the app reloads the configuration through it (SIGHUP)
     return router

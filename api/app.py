@@ -57,6 +57,11 @@ def create_api(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        alerting = getattr(app.state, "alerting", None)
+        if alerting is not None:  # SIGHUP re-reads the alerting configuration (as Alertmanager)
+            from alerting.amconfig import on_sighup
+
+            on_sighup(alerting.reload, "api")
         yield
         await sv.projection.redis.aclose()
 
@@ -82,10 +87,14 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     from api.schedules import create_schedules_router, refresh_lag
 
     app.include_router(create_schedules_router(sv))
-    if settings.alerting_config:
+    from alerting.amconfig import enabled as alerting_enabled
+
+    if alerting_enabled(settings):
         from api.alerts import create_alerts_router
 
-        app.include_router(create_alerts_router(settings, sv))
+        alerts_router = create_alerts_router(settings, sv)
+        app.include_router(alerts_router)
+        app.state.alerting = alerts_router.alerting
 
     @app.get("/download/{key:path}", operation_id="download", tags=["export"],
              response_class=StreamingResponse, responses={

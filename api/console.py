@@ -22,6 +22,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from alerting.amconfig import enabled as alerting_enabled
 from api.auth import bearer_required
 from plait.settings import Settings
 
@@ -56,7 +57,7 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
         ``bearer`` (the ``/api/v2`` routes need a bearer token)."""
         token = settings.alertmanager_token.get_secret_value()
         return JSONResponse({"signed": services.callers is not None,
-                             "alerting": bool(settings.alerting_config),
+                             "alerting": alerting_enabled(settings),
                              "bearer": bearer_required(services.callers, token)})
 
     @router.get("/ui/receivers")
@@ -64,12 +65,12 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
         """``{"receivers": [{"name", "tokens", "burst", "outbox", "inflight",
         "last"}]}``: every configured receiver, with the levels the funnel
         workers published (missing fields until a worker published)."""
-        from alerting.config import load_config
         from alerting.view import read_receivers
 
-        if not settings.alerting_config:
+        live = getattr(app.state, "alerting", None)  # the configuration in use (reloads too)
+        config = live.config if live is not None else None
+        if config is None:
             return JSONResponse({"receivers": []})
-        config = load_config(settings.alerting_config)
         levels = await read_receivers(services.projection.redis, settings.redis_prefix,
                                       range(settings.partitions))
         out = [{"name": r.name, "burst": r.bucket.burst, **levels.get(r.name, {})}

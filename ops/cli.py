@@ -158,6 +158,32 @@ class CliError(PlaitError):
 START_DEV = "start `plait dev` in this directory (it writes .plait/dev.env)"
 
 
+def _alerting_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The settings naming ``plait dev``'s alerting configuration: ``--config``
+    (Plait's YAML) or ``--alertmanager-config`` (an alertmanager.yml, with
+    ``--alertmanager-extras`` for its ``plait:`` block), each checked before
+    anything starts (the error names the file's key)."""
+    from alerting.amconfig import load_alertmanager_config
+    from alerting.config import load_config
+
+    if args.config and args.alertmanager_config:
+        raise CliError("--config and --alertmanager-config: give one of them")
+    if args.alertmanager_extras and not args.alertmanager_config:
+        raise CliError("--alertmanager-extras needs --alertmanager-config")
+    try:
+        if args.alertmanager_config:
+            load_alertmanager_config(args.alertmanager_config, args.alertmanager_extras or "")
+        elif args.config:
+            load_config(args.config)
+    except Exception as exc:
+        flag = "--alertmanager-config" if args.alertmanager_config else "--config"
+        raise CliError(f"{flag} {args.alertmanager_config or args.config}: {exc}") from exc
+    names = (("PLAIT_ALERTING_CONFIG", args.config),
+             ("PLAIT_ALERTMANAGER_CONFIG", args.alertmanager_config),
+             ("PLAIT_ALERTMANAGER_EXTRAS", args.alertmanager_extras))
+    return {name: str(Path(value).resolve()) for name, value in names if value}
+
+
 def cmd_dev(args: argparse.Namespace) -> None:
     """Start the whole stack in the foreground. Once every worker consumes,
     write the URLs to .plait/dev.env (plait.devenv), print them as ``export``
@@ -177,15 +203,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     if args.port and port_in_use(args.port):
         raise CliError(f"--port {args.port}: 127.0.0.1:{args.port} is already in use; choose "
                        "another port, or leave --port out for a free one")
-    overrides = {}
-    if args.config:
-        from alerting.config import load_config
-
-        try:
-            load_config(args.config)  # fail before starting anything, naming the key
-        except Exception as exc:
-            raise CliError(f"--config {args.config}: {exc}") from exc
-        overrides["PLAIT_ALERTING_CONFIG"] = str(Path(args.config).resolve())
+    overrides = _alerting_overrides(args)
     quiet_kafka()
     stack = Stack(Path(args.data_dir), overrides, args.broker_storage, api_port=args.port or 0,
                   worker_metrics=True)
@@ -362,7 +380,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--port", type=int, default=0,
                    help="the API's port on 127.0.0.1 (default: a free one)")
-    p.add_argument("--config", help="alerting config file (YAML)")
+    p.add_argument("--config", help="alerting config file (Plait's YAML)")
+    p.add_argument("--alertmanager-config", metavar="FILE",
+                   help="an Alertmanager configuration file (alertmanager.yml), read as it is")
+    p.add_argument("--alertmanager-extras", metavar="FILE",
+                   help="optional YAML with Plait's own settings (a top-level plait: block) "
+                        "for --alertmanager-config")
     p.add_argument("--broker-storage", default="memory://tansu/",
                    help="Tansu storage engine: memory://tansu/ or s3://bucket/ (durable)")
     p.set_defaults(fn=cmd_dev)

@@ -124,8 +124,8 @@ class Stack:
             "PLAIT_API_URL": self.api_url,
             **self.overrides,
         }
-        split = split_roles and bool(self.env.get("PLAIT_ALERTING_CONFIG")
-                                     or os.environ.get("PLAIT_ALERTING_CONFIG"))
+        split = split_roles and any(self.env.get(k) or os.environ.get(k) for k in
+                                    ("PLAIT_ALERTING_CONFIG", "PLAIT_ALERTMANAGER_CONFIG"))
         for i in range(workers):
             self.spawn_worker(f"worker-{i}", "export" if split else role)
         if split:

@@ -85,6 +85,9 @@ class Settings(BaseSettings):
             requests without a valid one (401); with neither it is open (dev mode).
         alerting_config: path of the alerting YAML (receivers, grouping, timing);
             empty runs no alert funnel.
+        alertmanager_config: path of an Alertmanager ``alertmanager.yml`` used
+            instead (``alerting.amconfig``); ``alertmanager_extras``: the
+            optional file of its ``plait:`` block.
         external_url: the console's base URL as people reach it
             (``https://plait.example.com``); alert messages link to
             ``<external_url>/ui/tasks/<id>`` and silences, and Alertmanager-format
@@ -117,6 +120,14 @@ class Settings(BaseSettings):
     fetch_prefetch_backoff_ms: int = Field(default=5, ge=0, le=5000)
     worker_id: str = ""
     alerting_config: str = ""
+    alertmanager_config: str = Field(default="", description=(
+        "path of an Alertmanager configuration file (alertmanager.yml), read as it is and "
+        "translated by alerting.amconfig; instead of PLAIT_ALERTING_CONFIG. Re-read on SIGHUP "
+        "and POST /-/reload."))
+    alertmanager_extras: str = Field(default="", description=(
+        "optional path of a YAML file holding Plait's own settings for the file of "
+        "PLAIT_ALERTMANAGER_CONFIG as a top-level `plait:` block (token bucket, batch size, "
+        "dedupe cooldown, ...), so alertmanager.yml stays what amtool check-config accepts"))
     #: workers serve Prometheus metrics on this port when > 0 (plait.metrics.serve)
     metrics_port: int = Field(default=0, ge=0, le=65535)
     callers_file: str = ""

@@ -172,8 +172,11 @@ def create_app(settings: Settings, role: str = "all") -> faust.App:
     """
     if role not in ROLES:
         raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
-    if role == "alerting" and not settings.alerting_config:
-        raise ValueError("role 'alerting' needs PLAIT_ALERTING_CONFIG (an alerting config file)")
+    from alerting.amconfig import enabled as alerting_enabled
+
+    if role == "alerting" and not alerting_enabled(settings):
+        raise ValueError("role 'alerting' needs PLAIT_ALERTMANAGER_CONFIG or PLAIT_ALERTING_CONFIG "
+                         "(an alerting config file)")
     app = faust.App(
         app_id_for(settings, role),
         broker=f"kafka://{settings.broker_url}",
@@ -227,7 +230,7 @@ def create_app(settings: Settings, role: str = "all") -> faust.App:
         _every(app, readiness.INTERVAL_SECONDS, partial(
             readiness.report, app, client, settings.redis_prefix,
             settings.worker_id or f"{os.getpid()}-alerting"), "readiness")
-    if settings.alerting_config and role in ("all", "alerting"):
+    if alerting_enabled(settings) and role in ("all", "alerting"):
         from alerting.agents import register_alerting
 
         register_alerting(app, settings)

@@ -68,7 +68,7 @@ def build_requests(message: Message, receiver: Any, external_url: str = "",
     """
     if not receiver.send_resolved:
         message = without_resolved(message)
-    if not message.sections:
+    if not message.sections or receiver.type == "none":  # no integration: nothing to send
         return []
     kind = receiver.type
     if kind == "webhook":

@@ -1,0 +1,938 @@
+"""Alertmanager's configuration file (``alertmanager.yml``), read as it is and
+turned into Plait's :class:`~alerting.config.AlertingConfig`: the whole
+translation is here.
+
+What is read (Alertmanager's ``config/config.go`` and ``config/notifiers.go``;
+the key names are Alertmanager's):
+
+- ``global``: ``resolve_timeout`` -> ``timing.resolve_timeout``;
+  ``smtp_*`` (``smtp_from``, ``smtp_smarthost``, ``smtp_auth_username``,
+  ``smtp_auth_password[_file]``, ``smtp_require_tls``), ``slack_api_url[_file]``,
+  ``pagerduty_url``, ``opsgenie_api_url``, ``opsgenie_api_key[_file]`` and
+  ``http_config``: defaults of the receivers that leave them out.
+- ``route``: the root's ``receiver``, ``group_by`` and timers become the
+  config's defaults; sub-routes keep ``receiver``, ``group_by`` (``...``),
+  ``matchers`` and the legacy ``match`` / ``match_re`` (one matcher list),
+  ``continue``, the three timers, ``mute_time_intervals`` /
+  ``active_time_intervals`` and ``routes``; the inheritance is
+  :mod:`alerting.routing`'s, which is Alertmanager's.
+- ``inhibit_rules`` (``source_matchers`` / ``target_matchers`` / ``equal``,
+  and ``source_match[_re]`` / ``target_match[_re]``).
+- ``time_intervals`` and the older ``mute_time_intervals`` (one name space).
+- ``receivers``: ``webhook_configs`` (Alertmanager's webhook body v4),
+  ``slack_configs``, ``pagerduty_configs`` (Events API v2), ``opsgenie_configs``,
+  ``email_configs``, ``msteams_configs``; ``send_resolved`` (Alertmanager's
+  default per kind), ``max_alerts``, ``url`` / ``url_file`` and the other
+  ``*_file`` secrets (read at load, relative to the file's directory), and
+  ``http_config`` ``basic_auth`` / ``authorization`` / ``bearer_token``
+  (sent as an ``Authorization`` header) and ``tls_config`` (``ca_file``,
+  ``cert_file`` / ``key_file``, ``insecure_skip_verify``). A receiver
+  without integrations is type ``none``; one of several integrations is
+  one Plait receiver per integration (``<name>``, ``<name>.1``, ...), all
+  reached together (``AlertingConfig.fanout``).
+- ``templates``: file globs, relative to the file's directory, and the
+  notifiers' Go-template fields (``alertmanager_fields``):
+  :func:`template_set` hands them to the Go-template renderer.
+
+What Plait cannot do is refused at load, naming the key (docs/alerting.md,
+"Differences from Alertmanager"); what ``amtool check-config`` refuses is
+refused with Alertmanager's words, naming the key as the file spells it
+(``route.routes.0.receiver: undefined receiver "x" used in route``).
+
+Plait's own settings (token bucket, batch split, merging groups, dedupe
+cooldown, delivery retries, payload format, ...) are a top-level ``plait:``
+block, in the file itself (taken out before the rest is read; amtool refuses
+such a file) or in a file of its own (``PLAIT_ALERTMANAGER_EXTRAS``, which
+keeps ``alertmanager.yml`` as Alertmanager and amtool read it). Without it
+the file behaves as in Alertmanager: no rate limit (:data:`UNLIMITED`), no
+cooldown, one group per message, a message split only above
+:data:`MAX_BATCH` alerts, no ``alerts.ledger`` records (the counters stay).
+"""
+from __future__ import annotations
+
+import base64
+import glob
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
+                             NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
+                             _format_errors, parse_config)
+from plait.errors import ConfigError
+
+#: A receiver's token bucket when the ``plait:`` block sets none: a billion
+#: messages at once, so never empty (Alertmanager has no rate limit).
+UNLIMITED = {"burst": 1_000_000_000, "refill_interval": 0.001}
+#: Most alerts in one message without ``plait.grouping.batch_size``: a group
+#: above it is split (numbered parts), which bounds a Kafka record.
+MAX_BATCH = 10_000
+
+#: ``*_configs`` Plait delivers -> its receiver type.
+KINDS = {"webhook_configs": "webhook", "slack_configs": "slack", "pagerduty_configs": "pagerduty",
+         "opsgenie_configs": "opsgenie", "email_configs": "email", "msteams_configs": "teams"}
+#: Alertmanager's other integrations (refused: Plait has no such receiver).
+OTHER_KINDS = ("discord_configs", "pushover_configs", "victorops_configs", "wechat_configs",
+               "sns_configs", "telegram_configs", "webex_configs", "msteamsv2_configs",
+               "jira_configs", "rocketchat_configs", "mattermost_configs", "incidentio_configs")
+TOP_KEYS = ("global", "route", "inhibit_rules", "receivers", "templates", "mute_time_intervals",
+            "time_intervals", "tracing", "event_recorder")
+GLOBAL_KEYS = (
+    "resolve_timeout", "http_config", "jira_api_url", "smtp_from", "smtp_hello", "smtp_smarthost",
+    "smtp_auth_username", "smtp_auth_password", "smtp_auth_password_file", "smtp_auth_secret",
+    "smtp_auth_secret_file", "smtp_auth_identity", "smtp_require_tls", "smtp_tls_config",
+    "smtp_force_implicit_tls", "slack_api_url", "slack_api_url_file", "slack_app_token",
+    "slack_app_token_file", "slack_app_url", "pagerduty_url", "opsgenie_api_url",
+    "opsgenie_api_key", "opsgenie_api_key_file", "wechat_api_url", "wechat_api_secret",
+    "wechat_api_secret_file", "wechat_api_corp_id", "victorops_api_url", "victorops_api_key",
+    "victorops_api_key_file", "telegram_api_url", "telegram_bot_token", "telegram_bot_token_file",
+    "webex_api_url", "rocketchat_api_url", "rocketchat_token", "rocketchat_token_file",
+    "rocketchat_token_id", "rocketchat_token_id_file", "mattermost_webhook_url",
+    "mattermost_webhook_url_file")
+ROUTE_KEYS = ("receiver", "group_by", "match", "match_re", "matchers", "mute_time_intervals",
+              "active_time_intervals", "continue", "routes", "group_wait", "group_interval",
+              "repeat_interval")
+INHIBIT_KEYS = ("source_match", "source_match_re", "source_matchers", "target_match",
+                "target_match_re", "target_matchers", "equal")
+HTTP_KEYS = ("basic_auth", "authorization", "bearer_token", "bearer_token_file", "tls_config",
+             "proxy_url", "no_proxy", "proxy_from_environment", "proxy_connect_header",
+             "follow_redirects", "enable_http2", "oauth2", "http_headers")
+#: http_config keys Plait's sender does not apply (refused when set).
+HTTP_UNSUPPORTED = ("proxy_url", "no_proxy", "proxy_from_environment", "proxy_connect_header",
+                    "oauth2", "http_headers")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_PROM_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?"
+                            r"(?:(\d+)ms)?$")
+_DURATION_UNITS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def _fail(key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{key}: {problem}" if key else problem)
+
+
+def _at(key: str, name: Any) -> str:
+    return f"{key}.{name}" if key else str(name)
+
+
+def _mapping(value: Any, key: str, allowed: tuple[str, ...], what: str) -> dict[str, Any]:
+    """``value`` as a mapping whose keys are all in ``allowed`` (Go's
+    ``UnmarshalStrict``: ``field x not found in type ...``); null is ``{}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(key or "(top level)", f"expected a mapping, got {type(value).__name__}")
+    for name in value:
+        if name not in allowed:
+            raise _fail(_at(key, name), f"field {name} not found in type {what} "
+                                        "(Alertmanager's configuration has no such key)")
+    return value
+
+
+def _list(value: Any, key: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fail(key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _text(value: Any, key: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        raise _fail(key, f"expected a string, got {type(value).__name__}")
+    return str(value)
+
+
+def duration(value: Any, key: str) -> float:
+    """Seconds of a Prometheus duration (``30s``, ``1h30m``, ``0``; no
+    fraction, no bare number but ``0``), as Alertmanager reads its timers.
+
+    Raises:
+        ConfigError: naming ``key``.
+    """
+    text = _text(value, key)
+    m = _PROM_DURATION.match(text) if text and text != "0" else None
+    if text == "0":
+        return 0.0
+    if not m or not any(m.groups()):
+        raise _fail(key, f'not a valid duration string: "{text}"')
+    return float(sum(int(g) * u for g, u in zip(m.groups(), _DURATION_UNITS) if g))
+
+
+def http_url(value: Any, key: str) -> str:
+    """An absolute http(s) URL (Alertmanager's ``parseURL``)."""
+    from urllib.parse import urlsplit
+
+    text = _text(value, key).strip()
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https"):
+        raise _fail(key, f'unsupported scheme "{parts.scheme}" for URL')
+    if not parts.netloc:
+        raise _fail(key, "missing host for URL")
+    return text
+
+
+class _File:
+    """Reads the ``*_file`` secrets and globs of one configuration file,
+    relative to its directory (Alertmanager's ``resolveFilepaths``)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    def path(self, name: str) -> Path:
+        p = Path(name)
+        return p if p.is_absolute() else self.base / p
+
+    def secret(self, name: Any, key: str) -> str:
+        try:
+            return self.path(_text(name, key)).read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise _fail(key, f"cannot read {name}: {e.strerror or e}") from None
+
+    def either(self, c: dict, inline: str, file: str, key: str, default: str = "") -> str:
+        """The value of ``inline`` or the content of ``file`` (at most one of
+        them, Alertmanager's words), else ``default``."""
+        if c.get(inline) not in (None, "") and c.get(file) not in (None, ""):
+            raise _fail(_at(key, file), f"at most one of {inline} & {file} must be configured")
+        if c.get(file) not in (None, ""):
+            return self.secret(c[file], _at(key, file))
+        return _text(c.get(inline), _at(key, inline)) or default
+
+
+# -- YAML ------------------------------------------------------------------------------------
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as Go's ``yaml.UnmarshalStrict`` takes it: a key twice in one
+    mapping is refused (``mapping key "x" already defined``)."""
+
+
+def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+    seen: set = set()
+    for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
+                              "(a key given twice in one mapping)")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document of ``path`` (duplicate keys refused).
+
+    Raises:
+        ConfigError: unreadable file or bad YAML, naming the file.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from None
+
+
+# -- matchers, routes, inhibition, time intervals ------------------------------------------------
+
+def _legacy(value: Any, key: str, op: str) -> list[str]:
+    """``match`` (``op`` ``=``) or ``match_re`` (``=~``) as matcher texts;
+    label names as Alertmanager's ``LabelNameRE`` wants them."""
+    from alerting.silence import parse_matcher
+
+    out = []
+    for name, v in _mapping(value, key, tuple(value or ()), "map").items():
+        if not isinstance(name, str) or not _LABEL_NAME.match(name):
+            raise _fail(_at(key, name), f'invalid label name "{name}"')
+        try:
+            out.append(str(parse_matcher({"name": name, "op": op, "value": _text(v, _at(key, name))})))
+        except ValueError as e:
+            raise _fail(_at(key, name), str(e)) from None
+    return out
+
+
+def matchers(c: dict, key: str, prefix: str = "") -> list[str]:
+    """Every matcher of ``<prefix>match``, ``<prefix>match_re`` and
+    ``<prefix>matchers`` of ``c`` as canonical texts (one grammar:
+    :func:`alerting.silence.parse_matchers`)."""
+    from alerting.silence import parse_matchers
+
+    out = _legacy(c.get(f"{prefix}match"), _at(key, f"{prefix}match"), "=")
+    out += _legacy(c.get(f"{prefix}match_re"), _at(key, f"{prefix}match_re"), "=~")
+    name = f"{prefix}matchers"
+    for i, text in enumerate(_list(c.get(name), _at(key, name))):
+        try:
+            out += [str(m) for m in parse_matchers(_text(text, _at(key, f"{name}.{i}")))]
+        except ValueError as e:
+            raise _fail(_at(key, f"{name}.{i}"), str(e)) from None
+    return out
+
+
+def _timers(c: dict, key: str) -> dict[str, float]:
+    """The route's own timers (seconds); zero intervals refused as Alertmanager does."""
+    out = {}
+    for name in ("group_wait", "group_interval", "repeat_interval"):
+        if c.get(name) is not None:
+            out[name] = duration(c[name], _at(key, name))
+            if name != "group_wait" and out[name] == 0:
+                raise _fail(_at(key, name), f"{name} cannot be zero")
+    return out
+
+
+def _group_by(c: dict, key: str) -> list[str] | None:
+    from alerting.config import _check_group_by
+
+    if c.get("group_by") is None:
+        return None
+    names = [_text(n, _at(key, f"group_by.{i}")) for i, n in
+             enumerate(_list(c["group_by"], _at(key, "group_by")))]
+    try:
+        return _check_group_by(names)
+    except ValueError as e:
+        raise _fail(_at(key, "group_by"), str(e)) from None
+
+
+def _route(c: Any, key: str, ctx: "_Context") -> dict[str, Any]:
+    """One sub-route as :class:`alerting.config.SubRoute` data."""
+    c = _mapping(c, key, ROUTE_KEYS, "config.plain (route)")
+    out: dict[str, Any] = {"matchers": matchers(c, key), **_timers(c, key)}
+    if c.get("receiver"):
+        out["receiver"] = ctx.receiver(_text(c["receiver"], _at(key, "receiver")), _at(key, "receiver"))
+    group_by = _group_by(c, key)
+    if group_by is not None:
+        out["group_by"] = group_by
+    if c.get("continue") is not None:
+        out["continue"] = _bool(c["continue"], _at(key, "continue"))
+    for name in ("mute_time_intervals", "active_time_intervals"):
+        out[name] = [ctx.interval(_text(n, _at(key, f"{name}.{i}")), _at(key, f"{name}.{i}"))
+                     for i, n in enumerate(_list(c.get(name), _at(key, name)))]
+    out["routes"] = [_route(r, _at(key, f"routes.{i}"), ctx)
+                     for i, r in enumerate(_list(c.get("routes"), _at(key, "routes")))]
+    return out
+
+
+def _bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(key, f"expected true or false, got {value!r}")
+    return value
+
+
+def _root(c: Any, ctx: "_Context") -> tuple[dict, dict, list[str]]:
+    """(``route`` data, its timers, its ``group_by``) of the root route, with
+    Alertmanager's rules for the root (a receiver, no matchers, no
+    ``continue``, no time intervals)."""
+    if c is None:
+        raise _fail("route", "no route provided in config")
+    c = _mapping(c, "route", ROUTE_KEYS, "config.plain (route)")
+    if not c.get("receiver"):
+        raise _fail("route.receiver", "root route must specify a default receiver")
+    for name in ("match", "match_re", "matchers"):
+        if c.get(name):
+            raise _fail(f"route.{name}", "root route must not have any matchers")
+    for name, what in (("mute_time_intervals", "mute"), ("active_time_intervals", "active")):
+        if c.get(name):
+            raise _fail(f"route.{name}", f"root route must not have any {what} time intervals")
+    if c.get("continue"):
+        raise _fail("route.continue", "cannot have continue in root route")
+    receiver = ctx.receiver(_text(c["receiver"], "route.receiver"), "route.receiver")
+    routes = [_route(r, f"route.routes.{i}", ctx)
+              for i, r in enumerate(_list(c.get("routes"), "route.routes"))]
+    return {"receiver": receiver, "routes": routes}, _timers(c, "route"), _group_by(c, "route") or []
+
+
+def _inhibit_rules(rules: Any) -> list[dict[str, Any]]:
+    out = []
+    for i, r in enumerate(_list(rules, "inhibit_rules")):
+        key = f"inhibit_rules.{i}"
+        r = _mapping(r, key, INHIBIT_KEYS, "config.plain (inhibit_rule)")
+        equal = [_text(n, f"{key}.equal.{j}") for j, n in enumerate(_list(r.get("equal"), f"{key}.equal"))]
+        rule = {"equal": equal}
+        for side in ("source", "target"):
+            rule[f"{side}_matchers"] = matchers(r, key, f"{side}_")
+            if not rule[f"{side}_matchers"]:  # Alertmanager: every alert; Plait refuses that
+                raise _fail(f"{key}.{side}_matchers", f"not supported: a rule without {side} "
+                            f"matchers ({side}_matchers, {side}_match or {side}_match_re) "
+                            "would take every alert as its " + side)
+        out.append(rule)
+    return out
+
+
+def _time_intervals(data: dict) -> list[dict[str, Any]]:
+    """``mute_time_intervals`` then ``time_intervals``, one name space
+    (a name twice is refused, Alertmanager's words)."""
+    out, seen = [], set()
+    for top, what in (("mute_time_intervals", "mute time interval"), ("time_intervals", "time interval")):
+        for i, ti in enumerate(_list(data.get(top), top)):
+            key = f"{top}.{i}"
+            ti = _mapping(ti, key, ("name", "time_intervals"), f"config.plain ({what})")
+            name = _text(ti.get("name"), f"{key}.name")
+            if not name:
+                raise _fail(f"{key}.name", f"missing name in {what}")
+            if name in seen:
+                raise _fail(f"{key}.name", f'{what} "{name}" is not unique')
+            seen.add(name)
+            items = []
+            for j, item in enumerate(_list(ti.get("time_intervals"), f"{key}.time_intervals")):
+                items.append(validated(TimeInterval, item, f"{key}.time_intervals.{j}"))
+            out.append({"name": name, "time_intervals": items})
+    return out
+
+
+def validated(model: type[BaseModel], data: Any, key: str) -> dict[str, Any]:
+    """``data`` checked by the pydantic ``model``; errors named under ``key``."""
+    try:
+        return model.model_validate(data if data is not None else {}).model_dump(by_alias=True)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, key)) from None
+
+
+# -- receivers ---------------------------------------------------------------------------------
+
+class _Context:
+    """What resolving one file needs: the receiver and time interval names
+    (references are checked against them), ``global`` and the file reader."""
+
+    def __init__(self, data: dict, files: _File) -> None:
+        self.files = files
+        self.glob = _mapping(data.get("global"), "global", GLOBAL_KEYS, "config.plain (global)")
+        self.receivers = [r.get("name") for r in _list(data.get("receivers"), "receivers")
+                          if isinstance(r, dict)]
+        self.intervals = [t.get("name") for top in ("mute_time_intervals", "time_intervals")
+                          for t in _list(data.get(top), top) if isinstance(t, dict)]
+
+    def receiver(self, name: str, key: str) -> str:
+        if name not in self.receivers:
+            raise _fail(key, f'undefined receiver "{name}" used in route')
+        return name
+
+    def interval(self, name: str, key: str) -> str:
+        if name not in self.intervals:
+            raise _fail(key, f'undefined time interval "{name}" used in route')
+        return name
+
+
+#: tls_config keys Plait applies (files relative to the config file's directory)
+TLS_FILES = ("ca_file", "cert_file", "key_file")
+TLS_KEYS = ("ca", "ca_file", "ca_ref", "cert", "cert_file", "cert_ref", "key", "key_file",
+            "key_ref", "server_name", "insecure_skip_verify", "min_version", "max_version")
+
+
+def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
+    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None when
+    it sets nothing): ``ca_file``, ``cert_file`` / ``key_file``,
+    ``insecure_skip_verify``; inline PEMs, ``*_ref``, ``server_name`` and TLS
+    versions are refused by name."""
+    tls = _mapping(c, key, TLS_KEYS, "config.TLSConfig")
+    out: dict[str, Any] = {}
+    for name, value in tls.items():
+        if value in (None, "", False):
+            continue
+        if name in TLS_FILES:
+            out[name] = str(files.path(_text(value, _at(key, name))))
+        elif name == "insecure_skip_verify":
+            out[name] = _bool(value, _at(key, name))
+        else:
+            raise _fail(_at(key, name), "not supported: Plait takes ca_file, cert_file, key_file "
+                                        "and insecure_skip_verify")
+    if bool(out.get("cert_file")) != bool(out.get("key_file")):
+        missing = "key_file" if out.get("cert_file") else "cert_file"
+        raise _fail(_at(key, missing), "client cert_file and key_file must both be set")
+    return out or None
+
+
+def _http_headers(c: dict, key: str, files: _File) -> dict[str, str]:
+    """``http_config`` as request headers: ``basic_auth`` -> ``Authorization:
+    Basic``, ``authorization`` (type default ``Bearer``) and ``bearer_token``
+    -> ``Authorization: <type> <credentials>``; at most one of them
+    (Prometheus common's rule). Proxies and OAuth 2.0 are refused by name
+    (``tls_config``: :func:`_tls`)."""
+    c = _mapping(c, key, HTTP_KEYS, "config.plain (http_config)")
+    for name in HTTP_UNSUPPORTED:
+        if c.get(name):
+            raise _fail(_at(key, name), "not supported: Plait's sender connects directly, "
+                                        "without a proxy or OAuth 2.0")
+    auths = [n for n in ("basic_auth", "authorization", "bearer_token", "bearer_token_file") if c.get(n)]
+    if len(auths) > 1:
+        raise _fail(_at(key, auths[1]), "at most one of basic_auth, authorization, bearer_token & "
+                                        "bearer_token_file must be configured")
+    if not auths:
+        return {}
+    if auths[0] == "basic_auth":
+        b = _mapping(c["basic_auth"], _at(key, "basic_auth"),
+                     ("username", "username_file", "password", "password_file"), "config.BasicAuth")
+        user = files.either(b, "username", "username_file", _at(key, "basic_auth"))
+        password = files.either(b, "password", "password_file", _at(key, "basic_auth"))
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    if auths[0] == "authorization":
+        a = _mapping(c["authorization"], _at(key, "authorization"),
+                     ("type", "credentials", "credentials_file"), "config.Authorization")
+        kind = _text(a.get("type"), _at(key, "authorization.type")) or "Bearer"
+        if kind.lower() == "basic":
+            raise _fail(_at(key, "authorization.type"),
+                        'authorization type cannot be set to "basic", use "basic_auth" instead')
+        return {"Authorization": f"{kind} {files.either(a, 'credentials', 'credentials_file', _at(key, 'authorization'))}"}
+    token = files.either(c, "bearer_token", "bearer_token_file", key)
+    return {"Authorization": f"Bearer {token}"}
+
+
+#: Per kind: (its keys, Alertmanager's default send_resolved, its Go-template fields).
+_SPEC: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
+    "webhook_configs": (("url", "url_file", "max_alerts", "timeout"), True, ()),
+    "slack_configs": (("api_url", "api_url_file", "channel", "username", "color", "title",
+                       "title_link", "pretext", "text", "fields", "short_fields", "footer",
+                       "fallback", "callback_id", "icon_emoji", "icon_url", "image_url",
+                       "thumb_url", "link_names", "mrkdwn_in", "actions", "app_token",
+                       "app_token_file", "app_url", "update_message", "message_text", "timeout"),
+                      False, ("channel", "username", "color", "title", "title_link", "pretext",
+                              "text", "fields", "short_fields", "footer", "fallback", "callback_id",
+                              "icon_emoji", "icon_url", "image_url", "thumb_url", "link_names",
+                              "mrkdwn_in", "actions")),
+    "pagerduty_configs": (("service_key", "service_key_file", "routing_key", "routing_key_file",
+                           "url", "client", "client_url", "description", "details", "images",
+                           "links", "source", "severity", "class", "component", "group", "timeout"),
+                          True, ("client", "client_url", "description", "details", "images",
+                                 "links", "source", "severity", "class", "component", "group")),
+    "opsgenie_configs": (("api_key", "api_key_file", "api_url", "message", "description", "source",
+                          "details", "entity", "responders", "actions", "tags", "note", "priority",
+                          "update_alerts"), True,
+                         ("message", "description", "source", "details", "entity", "responders",
+                          "actions", "tags", "note", "priority")),
+    "email_configs": (("to", "from", "hello", "smarthost", "auth_username", "auth_password",
+                       "auth_password_file", "auth_secret", "auth_secret_file", "auth_identity",
+                       "headers", "html", "text", "require_tls", "tls_config", "force_implicit_tls",
+                       "threading"), False, ("headers", "html", "text")),
+    "msteams_configs": (("webhook_url", "webhook_url_file", "title", "summary", "text"), True,
+                        ("title", "summary", "text")),
+}
+#: Keys Plait refuses when set: (kind, key) -> why.
+_REFUSED = {
+    ("webhook_configs", "timeout"): "not supported: every attempt is bounded by plait.delivery.timeout",
+    ("slack_configs", "timeout"): "not supported: every attempt is bounded by plait.delivery.timeout",
+    ("pagerduty_configs", "timeout"): "not supported: every attempt is bounded by plait.delivery.timeout",
+    ("slack_configs", "app_token"): "not supported: Plait posts to an incoming webhook (api_url)",
+    ("slack_configs", "app_token_file"): "not supported: Plait posts to an incoming webhook (api_url)",
+    ("slack_configs", "app_url"): "not supported: Plait posts to an incoming webhook (api_url)",
+    ("slack_configs", "update_message"): "not supported: Plait posts to an incoming webhook (api_url)",
+    ("slack_configs", "message_text"): "not supported: Plait posts to an incoming webhook (api_url)",
+    ("pagerduty_configs", "service_key"): "not supported: PagerDuty Events API v1; use routing_key (v2)",
+    ("pagerduty_configs", "service_key_file"): "not supported: PagerDuty Events API v1; use routing_key (v2)",
+    ("opsgenie_configs", "update_alerts"): "not supported: Plait creates and closes Opsgenie alerts",
+    ("email_configs", "auth_secret"): "not supported: Plait logs in with auth_username/auth_password",
+    ("email_configs", "auth_secret_file"): "not supported: Plait logs in with auth_username/auth_password",
+    ("email_configs", "auth_identity"): "not supported: Plait logs in with auth_username/auth_password",
+    ("email_configs", "tls_config"): "not supported: STARTTLS (require_tls) with the system CAs",
+    ("email_configs", "force_implicit_tls"): "not supported: STARTTLS (require_tls) only",
+    ("email_configs", "threading"): "not supported",
+}
+
+
+def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
+    """(the integration's mapping, Plait receiver fields every kind shares:
+    ``send_resolved``, ``headers`` from ``http_config`` (else the global
+    one), ``alertmanager_fields``)."""
+    keys, resolved_default, fields = _SPEC[kind]
+    http_keys = () if kind == "email_configs" else ("http_config",)  # SMTP has no http_config
+    c = _mapping(c, key, ("send_resolved",) + http_keys + keys, f"config.plain ({kind})")
+    for name in keys:
+        if c.get(name) not in (None, "", False, 0) and (kind, name) in _REFUSED:
+            raise _fail(_at(key, name), _REFUSED[(kind, name)])
+    http = c.get("http_config", ctx.glob.get("http_config")) if http_keys else None
+    hkey = _at(key, "http_config")
+    out = {"send_resolved": (_bool(c["send_resolved"], _at(key, "send_resolved"))
+                           if c.get("send_resolved") is not None else resolved_default),
+           "headers": _http_headers(http, hkey, ctx.files),
+           "tls": _tls((http or {}).get("tls_config"), _at(hkey, "tls_config"), ctx.files),
+           "alertmanager_fields": {n: c[n] for n in fields if c.get(n) not in (None, "", [], {})}}
+    return c, out
+
+
+def _webhook(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
+    if c.get("url") and c.get("url_file"):
+        raise _fail(_at(key, "url_file"), "at most one of url & url_file must be configured")
+    if not c.get("url") and not c.get("url_file"):
+        raise _fail(_at(key, "url"), "missing URL in webhook config")
+    url = ctx.files.either(c, "url", "url_file", key)
+    max_alerts = c.get("max_alerts") or 0
+    if not isinstance(max_alerts, int) or isinstance(max_alerts, bool) or max_alerts < 0:
+        raise _fail(_at(key, "max_alerts"), f"expected a whole number >= 0, got {max_alerts!r}")
+    return {"type": "webhook", "format": "alertmanager", "max_alerts": max_alerts,
+            "url": http_url(url, _at(key, "url_file" if c.get("url_file") else "url"))}
+
+
+def _own_or_global(c: dict, name: str, key: str, ctx: _Context, global_name: str, what: str) -> str:
+    """``name`` (or ``<name>_file``) of the integration, else ``global_name``
+    (or its ``_file``) of ``global``; neither: Alertmanager's ``no global
+    <what> set either inline or in a file``, naming ``key.name``."""
+    value = ctx.files.either(c, name, f"{name}_file", key)
+    value = value or ctx.files.either(ctx.glob, global_name, f"{global_name}_file", "global")
+    if not value:
+        raise _fail(_at(key, name), f"no global {what} set either inline or in a file")
+    return value
+
+
+def _slack(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
+    url = _own_or_global(c, "api_url", key, ctx, "slack_api_url", "Slack API URL")
+    return {"type": "slack", "url": http_url(url, _at(key, "api_url"))}
+
+
+def _pagerduty(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
+    routing_key = ctx.files.either(c, "routing_key", "routing_key_file", key)
+    if not routing_key:
+        raise _fail(_at(key, "routing_key"), "missing service or routing key in PagerDuty config")
+    url = c.get("url") or ctx.glob.get("pagerduty_url") or "https://events.pagerduty.com/v2/enqueue"
+    return {"type": "pagerduty", "routing_key": routing_key,
+            "url": http_url(url, _at(key, "url") if c.get("url") else "global.pagerduty_url")}
+
+
+def _opsgenie(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
+    api_key = _own_or_global(c, "api_key", key, ctx, "opsgenie_api_key", "OpsGenie API Key")
+    base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
+    base = http_url(base, _at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")
+    return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}
+
+
+def _smarthost(value: Any, key: str) -> str:
+    text = _text(value, key)
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise _fail(key, f"address {text}: missing port in address")
+    if not port:
+        raise _fail(key, f'address "{text}": port cannot be empty')
+    if not port.isdigit():
+        raise _fail(key, f'address "{text}": port must be a number')
+    return f"{host.strip('[]')}:{port}"
+
+
+def _email(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
+    g, files = ctx.glob, ctx.files
+    to = _text(c.get("to"), _at(key, "to"))
+    if not to:
+        raise _fail(_at(key, "to"), "missing to address in email config")
+    smarthost = c.get("smarthost") or g.get("smtp_smarthost")
+    if not smarthost:
+        raise _fail(_at(key, "smarthost"), "no global SMTP smarthost set")
+    sender = _text(c.get("from") or g.get("smtp_from"), _at(key, "from"))
+    if not sender:
+        raise _fail(_at(key, "from"), "no global SMTP from set")
+    for name in ("smtp_auth_secret", "smtp_auth_secret_file", "smtp_auth_identity"):
+        if g.get(name):
+            raise _fail(f"global.{name}", _REFUSED[("email_configs", name.removeprefix("smtp_"))])
+    password = files.either(c, "auth_password", "auth_password_file", key)
+    if not password and not c.get("auth_password_file"):
+        password = files.either(g, "smtp_auth_password", "smtp_auth_password_file", "global")
+    require_tls = c.get("require_tls", g.get("smtp_require_tls", True))
+    return {"type": "email", "email": {
+        "to": to, "from": sender,
+        "smarthost": _smarthost(smarthost, _at(key, "smarthost") if c.get("smarthost")
+                                else "global.smtp_smarthost"),
+        "auth_username": _text(c.get("auth_username") or g.get("smtp_auth_username"),
+                               _at(key, "auth_username")),
+        "auth_password": password,
+        "require_tls": _bool(require_tls, _at(key, "require_tls"))}}
+
+
+def _msteams(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
+    if c.get("webhook_url") and c.get("webhook_url_file"):
+        raise _fail(_at(key, "webhook_url_file"),
+                    "at most one of webhook_url & webhook_url_file must be configured")
+    url = ctx.files.either(c, "webhook_url", "webhook_url_file", key)
+    if not url:
+        raise _fail(_at(key, "webhook_url"), "no msteams webhook URL or URLFile provided")
+    return {"type": "teams", "url": http_url(url, _at(key, "webhook_url"))}
+
+
+_BUILD: dict[str, Callable[[dict, str, _Context], dict[str, Any]]] = {
+    "webhook_configs": _webhook, "slack_configs": _slack, "pagerduty_configs": _pagerduty,
+    "opsgenie_configs": _opsgenie, "email_configs": _email, "msteams_configs": _msteams}
+
+
+def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> list[dict[str, Any]]:
+    """One receiver as :class:`alerting.config.ReceiverConfig` data, one per
+    integration: the first keeps the name, the n-th further one is
+    ``<name>.<n>`` (``AlertingConfig.fanout`` sends each alert to all);
+    type ``none`` without any."""
+    key = f"receivers.{i}"
+    r = _mapping(r, key, ("name",) + tuple(KINDS) + OTHER_KINDS, "config.plain (receiver)")
+    name = _text(r.get("name"), f"{key}.name")
+    if not name:
+        raise _fail(f"{key}.name", "missing name in receiver")
+    if name in seen:
+        raise _fail(f"{key}.name", f'notification config name "{name}" is not unique')
+    seen.add(name)
+    for kind in OTHER_KINDS:
+        if r.get(kind):
+            raise _fail(f"{key}.{kind}", f"not supported: Plait has no {kind.removesuffix('_configs')} "
+                                         f"receiver (it delivers {', '.join(KINDS)})")
+    found = [(kind, j, c) for kind in KINDS for j, c in enumerate(_list(r.get(kind), f"{key}.{kind}"))]
+    if not found:
+        return [{"name": name, "type": "none", "integration_of": name}]
+    out = []
+    for n, (kind, j, c) in enumerate(found):
+        ikey = f"{key}.{kind}.{j}"
+        own = f"{name}.{n}" if n else name
+        if n and own in ctx.receivers:
+            raise _fail(ikey, f"the receiver of this further integration would be named {own!r}, "
+                              "which another receiver has: rename one of them")
+        c, shared = _common(kind, c, ikey, ctx)
+        out.append({"name": own, **shared, **_BUILD[kind](c, ikey, ctx), "integration_of": name})
+    return out
+
+
+# -- Plait's own settings: the ``plait:`` block ----------------------------------------------------
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReceiverExtras(_Model):
+    """Plait's settings of one receiver (``plait.receivers.<name>``)."""
+
+    bucket: BucketConfig | None = None
+    format: str | None = Field(default=None, pattern="^(native|alertmanager)$")
+    secret: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+    templates: TemplatesConfig | None = None
+
+
+class GroupingExtras(_Model):
+    """``plait.grouping``: ``batch_size`` (split above it) and ``merge_groups``."""
+
+    batch_size: int = Field(default=MAX_BATCH, ge=1, le=MAX_BATCH)
+    merge_groups: bool = False
+
+
+class DedupeExtras(DedupeConfig):
+    """``plait.dedupe``: Plait's dedupe settings, the cooldown 0 unless given
+    (Alertmanager sends no repeat inside a group's intervals anyway)."""
+
+    cooldown: Seconds = Field(default=0.0, ge=0)
+
+
+class PlaitExtras(_Model):
+    """The ``plait:`` block: what Alertmanager's file has no key for. Every
+    part is optional; absent, Plait behaves as Alertmanager (module doc)."""
+
+    external_url: str = ""
+    bucket: BucketConfig | None = None  # every receiver's, unless its own says otherwise
+    receivers: dict[str, ReceiverExtras] = Field(default_factory=dict)
+    grouping: GroupingExtras = Field(default_factory=GroupingExtras)
+    dedupe: DedupeExtras = Field(default_factory=DedupeExtras)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    normalize: NormalizeConfig = Field(default_factory=NormalizeConfig)
+    rules: RulesConfig = Field(default_factory=RulesConfig)
+    ledger: bool = False  # every raw alert's outcome on alerts.ledger
+
+
+def _apply_extras(receivers: list[dict], extras: PlaitExtras) -> None:
+    """Each receiver's bucket, format, secret, headers and templates from the block."""
+    names = list(dict.fromkeys(r["integration_of"] for r in receivers))
+    for name in extras.receivers:
+        if name not in names:
+            raise _fail(f"plait.receivers.{name}", f"no receiver {name!r} in the file (known: {names})")
+    default = extras.bucket.model_dump() if extras.bucket else UNLIMITED
+    for r in receivers:
+        own = extras.receivers.get(r["integration_of"])
+        r["bucket"] = own.bucket.model_dump() if own and own.bucket else default
+        if own is None:
+            continue
+        if own.format:
+            r["format"] = own.format
+        if own.templates:
+            r["templates"] = own.templates.model_dump()
+        r["secret"] = own.secret
+        r["headers"] = {**r.get("headers", {}), **own.headers}
+
+
+def _templates(data: dict, files: _File) -> list[str]:
+    """The ``templates`` globs, relative to the file's directory, expanded
+    in order (Alertmanager's ``template.FromGlobs``; a glob matching nothing
+    adds nothing)."""
+    out = []
+    for i, pattern in enumerate(_list(data.get("templates"), "templates")):
+        text = _text(pattern, f"templates.{i}")
+        out += sorted(glob.glob(str(files.path(text))))
+    return out
+
+
+def translate(data: Any, base: str | Path = ".", extras: Any = None) -> AlertingConfig:
+    """An Alertmanager configuration (parsed YAML) as Plait's config.
+
+    Args:
+        data: the file's document (a mapping; a ``plait:`` key is the block).
+        base: the file's directory (``*_file`` and ``templates`` are relative to it).
+        extras: a ``plait:`` block given apart (``PLAIT_ALERTMANAGER_EXTRAS``).
+
+    Raises:
+        ConfigError: the first problem, naming its key as the file spells it.
+    """
+    if data is None:
+        raise _fail("route", "no route provided in config")
+    if not isinstance(data, dict):
+        raise _fail("(top level)", "expected a mapping")
+    data = dict(data)
+    block = data.pop("plait", None)
+    if block is not None and extras is not None:
+        raise _fail("plait", "given twice: in the file and in PLAIT_ALERTMANAGER_EXTRAS")
+    block = block if block is not None else extras
+    _mapping(data, "", TOP_KEYS, "config.plain")
+    files = _File(Path(base))
+    ctx = _Context(data, files)
+    receivers, seen = [], set()
+    for i, r in enumerate(_list(data.get("receivers"), "receivers")):
+        receivers += _receiver(r, i, ctx, seen)
+    intervals = _time_intervals(data)
+    route, timers, group_by = _root(data.get("route"), ctx)
+    more = PlaitExtras.model_validate(validated(PlaitExtras, block, "plait"))
+    _apply_extras(receivers, more)
+    fanout: dict[str, list[str]] = {}
+    for r in receivers:
+        base = r.pop("integration_of")
+        if base != r["name"]:
+            fanout.setdefault(base, []).append(r["name"])
+    timing = {"group_wait": 30.0, "group_interval": 300.0, "repeat_interval": 4 * 3600.0, **timers,
+              "resolve_timeout": duration(ctx.glob.get("resolve_timeout", "5m"),
+                                          "global.resolve_timeout")}
+    plait = {"receivers": receivers, "route": route, "timing": timing,
+             "grouping": {"group_by": group_by, **more.grouping.model_dump()},
+             "inhibit_rules": _inhibit_rules(data.get("inhibit_rules")), "time_intervals": intervals,
+             "dedupe": more.dedupe.model_dump(), "delivery": more.delivery.model_dump(),
+             "normalize": more.normalize.model_dump(), "rules": more.rules.model_dump(),
+             "external_url": more.external_url, "ledger": more.ledger, "fanout": fanout,
+             "templates": _templates(data, files)}
+    config = parse_config(plait)
+    template_set(config)  # Go templates checked at load, as Alertmanager does
+    return config
+
+
+def load_alertmanager_config(path: str | Path, extras_path: str | Path = "") -> AlertingConfig:
+    """Read an ``alertmanager.yml`` (and, when given, the file holding the
+    ``plait:`` block) and translate it (:func:`translate`).
+
+    Raises:
+        ConfigError: unreadable file, bad YAML, or the first bad key (named).
+    """
+    extras = None
+    if extras_path:
+        doc = read_yaml(extras_path)
+        extras = _mapping(doc, "", ("plait",), "extras file").get("plait") if doc else None
+    path = Path(path)
+    return translate(read_yaml(path), path.resolve().parent, extras)
+
+
+def _renderer() -> Any:
+    """The Go-template renderer module (``alerting/gotemplate.py``) of this
+    build, or None when it has none (a renderer of another checkout, seen
+    through an editable install's finder, is not this build's)."""
+    import importlib
+    import importlib.util
+
+    spec = importlib.util.find_spec("alerting.gotemplate")
+    if spec is None or not spec.origin or Path(spec.origin).parent != Path(__file__).parent:
+        return None
+    return importlib.import_module("alerting.gotemplate")
+
+
+def template_set(config: AlertingConfig) -> Any:
+    """The Go templates of an Alertmanager file loaded by the Go-template
+    renderer (:mod:`alerting.gotemplate`: ``load_templates(paths)``:
+    Alertmanager's default templates, then ``config.templates``), with every
+    receiver's string template fields (``alertmanager_fields``) parsed; None
+    when the build has no renderer. The one place the renderer is called for
+    a configuration: an error refuses it, naming the file (or field) and line.
+
+    Raises:
+        ConfigError: ``templates: <file>:<line>: <problem>`` or
+            ``receivers.<name>.<field>: <problem>``.
+    """
+    gotemplate = _renderer()
+    if gotemplate is None:  # paths and fields kept, not read
+        return None
+    try:
+        templates = gotemplate.load_templates(list(config.templates))
+    except gotemplate.TemplateError as e:
+        raise _fail("templates", str(e)) from None
+    for r in config.receivers:
+        for name, text in r.alertmanager_fields.items():
+            if isinstance(text, str):
+                try:
+                    templates.check(text, f"receivers.{r.name}.{name}")
+                except gotemplate.TemplateError as e:
+                    raise _fail(f"receivers.{r.name}.{name}", str(e)) from None
+    return templates
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+def enabled(settings: Any) -> bool:
+    """Whether ``settings`` name an alerting configuration (Plait's own file,
+    ``PLAIT_ALERTING_CONFIG``, or an Alertmanager file, ``PLAIT_ALERTMANAGER_CONFIG``)."""
+    return bool(settings.alerting_config or settings.alertmanager_config)
+
+
+def load_configured(settings: Any) -> AlertingConfig:
+    """The alerting configuration ``settings`` name: the Alertmanager file
+    (with ``PLAIT_ALERTMANAGER_EXTRAS``) or Plait's own file; what the API,
+    the workers and a reload (SIGHUP, ``POST /-/reload``) read.
+
+    Raises:
+        ConfigError: both or neither are set, or the file is invalid (the
+            text names the file's key).
+    """
+    from alerting.config import load_config
+
+    if settings.alerting_config and settings.alertmanager_config:
+        raise ConfigError("PLAIT_ALERTING_CONFIG and PLAIT_ALERTMANAGER_CONFIG are both set: "
+                          "set one of them")
+    if settings.alertmanager_config:
+        return load_alertmanager_config(settings.alertmanager_config, settings.alertmanager_extras)
+    if settings.alerting_config:
+        return load_config(settings.alerting_config)
+    raise ConfigError("no alerting configuration: set PLAIT_ALERTMANAGER_CONFIG or "
+                      "PLAIT_ALERTING_CONFIG")
+
+
+def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> AlertingConfig:
+    """``new``, plus a receiver of type ``none`` for each receiver of ``old``
+    that ``new`` lacks: groups a worker still holds for a removed receiver
+    are then settled without a request (Alertmanager drops the aggregation
+    groups of a removed receiver on reload), rather than failing every tick
+    of their partition on an unknown receiver."""
+    from alerting.config import ReceiverConfig
+
+    names = {r.name for r in new.receivers}
+    gone = [ReceiverConfig(name=r.name, type="none") for r in old.receivers if r.name not in names]
+    return new.model_copy(update={"receivers": [*new.receivers, *gone]}) if gone else new
+
+
+def on_sighup(reload: Callable[[], Any], process: str) -> None:
+    """Call ``reload`` (re-read the configuration and put it in use) on
+    SIGHUP, in the running event loop, as Alertmanager reloads on SIGHUP: a
+    file that fails is logged with its error and the configuration in use
+    stays."""
+    import asyncio
+    import logging
+    import signal
+
+    log = logging.getLogger("plait.alerting")
+
+    def handler() -> None:
+        try:
+            reload()
+        except Exception as e:  # a bad file, or unreadable: keep the one in use
+            log.error("%s: configuration reload refused, the previous one stays: %s", process, e)
+        else:
+            log.info("%s: configuration reloaded", process)
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, handler)
+    except (ValueError, RuntimeError, NotImplementedError):  # not the main thread (a test client)
+        log.debug("%s: no SIGHUP handler outside the main thread", process)

@@ -1,0 +1,676 @@
+"""alertmanager.yml read as it is (``alerting/amconfig.py``), checked against
+the real ``amtool check-config`` (Alertmanager 0.25, Debian): every broken
+file here is refused by both, Plait's error naming the key amtool's loader
+stops at; every valid one is accepted by both and routes as Alertmanager
+routes it."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alerting.amconfig import UNLIMITED, load_alertmanager_config, translate
+from alerting.model import Alert
+from alerting.routing import routes_for
+from plait.errors import ConfigError
+
+AMTOOL = shutil.which("amtool")
+needs_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool (prometheus-alertmanager) not installed")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alertmanager.yml"
+
+#: receivers + route most broken files share
+BASE = """
+route:
+  receiver: a
+receivers:
+  - name: a
+    webhook_configs: [{url: 'http://127.0.0.1:9/a'}]
+"""
+
+
+def routed(sub: str) -> str:
+    """BASE with one sub-route (flow YAML)."""
+    return BASE.replace("  receiver: a\n", f"  receiver: a\n  routes: [{sub}]\n", 1)
+
+
+def amtool_check(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([AMTOOL, "check-config", str(path)], capture_output=True, text=True,
+                          timeout=30)
+
+
+def write(tmp_path: Path, text: str, name: str = "alertmanager.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+# (id, file, the key Plait names, what amtool says)
+BROKEN = [
+    ("unknown-top-level", BASE + "foo: 1\n", "foo: field foo not found", "field foo not found"),
+    ("no-route", "receivers: [{name: a}]\n", "route: no route provided", "no route"),
+    ("root-without-receiver", "route: {group_wait: 1s}\nreceivers: [{name: a}]\n",
+     "route.receiver: root route must specify a default receiver", "must specify a default receiver"),
+    ("undefined-receiver", routed("{receiver: nope}"),
+     'route.routes.0.receiver: undefined receiver "nope"', 'undefined receiver "nope"'),
+    ("root-matchers", "route: {receiver: a, matchers: ['x=\"1\"']}\nreceivers: [{name: a}]\n",
+     "route.matchers: root route must not have any matchers", "root route must not have any matchers"),
+    ("root-match", "route: {receiver: a, match: {x: '1'}}\nreceivers: [{name: a}]\n",
+     "route.match: root route must not have any matchers", "root route must not have any matchers"),
+    ("root-continue", "route: {receiver: a, continue: true}\nreceivers: [{name: a}]\n",
+     "route.continue: cannot have continue in root route", "cannot have continue in root route"),
+    ("root-mute", "route: {receiver: a, mute_time_intervals: [n]}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: [monday]}]}]\n",
+     "route.mute_time_intervals: root route must not have any mute time intervals",
+     "must not have any mute time intervals"),
+    ("duplicate-receiver", "route: {receiver: a}\nreceivers: [{name: a}, {name: a}]\n",
+     'receivers.1.name: notification config name "a" is not unique', 'name "a" is not unique'),
+    ("receiver-without-name", "route: {receiver: a}\nreceivers: [{name: a}, {webhook_configs: []}]\n",
+     "receivers.1.name: missing name in receiver", "missing name in receiver"),
+    ("group-by-twice", "route: {receiver: a, group_by: [x, y, x]}\nreceivers: [{name: a}]\n",
+     "route.group_by: duplicated label 'x' in group_by", 'duplicated label "x" in group_by'),
+    ("group-by-wildcard-and-label", "route: {receiver: a, group_by: ['...', x]}\nreceivers: [{name: a}]\n",
+     "route.group_by: cannot have wildcard group_by", "cannot have wildcard group_by"),
+    ("repeat-interval-zero", "route: {receiver: a, routes: [{receiver: a, repeat_interval: 0s}]}\n"
+     "receivers: [{name: a}]\n", "route.routes.0.repeat_interval: repeat_interval cannot be zero",
+     "repeat_interval cannot be zero"),
+    ("group-interval-zero", "route: {receiver: a, group_interval: 0s}\nreceivers: [{name: a}]\n",
+     "route.group_interval: group_interval cannot be zero", "group_interval cannot be zero"),
+    ("bad-duration", "route: {receiver: a, group_wait: 30 seconds}\nreceivers: [{name: a}]\n",
+     'route.group_wait: not a valid duration string: "30 seconds"', "not a valid duration string"),
+    ("fractional-duration", "route: {receiver: a, group_wait: 1.5s}\nreceivers: [{name: a}]\n",
+     'route.group_wait: not a valid duration string: "1.5s"', "not a valid duration string"),
+    ("undefined-time-interval", "route: {receiver: a, routes: [{receiver: a, mute_time_intervals: [night]}]}\n"
+     "receivers: [{name: a}]\n", 'route.routes.0.mute_time_intervals.0: undefined time interval "night"',
+     'undefined time interval "night"'),
+    ("undefined-active-interval", "route: {receiver: a, routes: [{active_time_intervals: [day]}]}\n"
+     "receivers: [{name: a}]\n", 'route.routes.0.active_time_intervals.0: undefined time interval "day"',
+     'undefined time interval "day"'),
+    ("duplicate-time-interval", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "mute_time_intervals: [{name: n, time_intervals: [{weekdays: [monday]}]}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: [friday]}]}]\n",
+     'time_intervals.0.name: time interval "n" is not unique', 'time interval "n" is not unique'),
+    ("time-interval-without-name", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{time_intervals: [{weekdays: [monday]}]}]\n",
+     "time_intervals.0.name: missing name in time interval", "missing name in time interval"),
+    ("bad-weekday", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: [funday]}]}]\n",
+     "time_intervals.0.time_intervals.0.weekdays: unknown weekday 'funday'", "funday"),
+    ("weekend-backwards", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{weekdays: ['saturday:sunday']}]}]\n",
+     "time_intervals.0.time_intervals.0.weekdays: start day cannot be before end day",
+     "start day cannot be before end day"),
+    ("times-backwards", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{times: [{start_time: '18:00', end_time: '08:00'}]}]}]\n",
+     "time_intervals.0.time_intervals.0.times.0: start time cannot be equal or greater than end time",
+     "start time cannot be equal or greater than end time"),
+    ("months-backwards", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{months: ['december:january']}]}]\n",
+     "end month january is before start month december", "is before start month"),
+    ("bad-location", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{location: Mars/Olympus}]}]\n",
+     "time_intervals.0.time_intervals.0.location: unknown time zone", "Mars/Olympus"),
+    ("bad-time", "route: {receiver: a}\nreceivers: [{name: a}]\n"
+     "time_intervals: [{name: n, time_intervals: [{times: [{start_time: '25:00', end_time: '26:00'}]}]}]\n",
+     "time_intervals.0.time_intervals.0.times.0.start_time", "25:00"),
+    ("email-without-smarthost", "route: {receiver: a}\nreceivers: [{name: a, email_configs: [{to: x@example.org, from: y@example.org}]}]\n",
+     "receivers.0.email_configs.0.smarthost: no global SMTP smarthost set", "no global SMTP smarthost set"),
+    ("email-without-from", "global: {smtp_smarthost: 'localhost:25'}\nroute: {receiver: a}\n"
+     "receivers: [{name: a, email_configs: [{to: x@example.org}]}]\n",
+     "receivers.0.email_configs.0.from: no global SMTP from set", "no global SMTP from set"),
+    ("email-without-to", "global: {smtp_smarthost: 'localhost:25', smtp_from: a@example.org}\n"
+     "route: {receiver: a}\nreceivers: [{name: a, email_configs: [{html: x}]}]\n",
+     "receivers.0.email_configs.0.to: missing to address in email config", "missing to address"),
+    ("smarthost-without-port", "global: {smtp_smarthost: 'localhost', smtp_from: a@example.org}\n"
+     "route: {receiver: a}\nreceivers: [{name: a, email_configs: [{to: x@example.org}]}]\n",
+     "global.smtp_smarthost: address localhost: missing port in address", "missing port in address"),
+    ("webhook-without-url", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{send_resolved: true}]}]\n",
+     "receivers.0.webhook_configs.0.url: missing URL in webhook config", "missing URL in webhook config"),
+    ("webhook-url-and-url-file", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: "
+     "[{url: 'http://127.0.0.1:9/a', url_file: /tmp/x}]}]\n",
+     "receivers.0.webhook_configs.0.url_file: at most one of url & url_file", "url_file"),
+    ("webhook-bad-scheme", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{url: 'ftp://127.0.0.1/a'}]}]\n",
+     'receivers.0.webhook_configs.0.url: unsupported scheme "ftp" for URL', 'unsupported scheme "ftp"'),
+    ("webhook-unknown-field", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{urll: 'http://127.0.0.1/a'}]}]\n",
+     "receivers.0.webhook_configs.0.urll: field urll not found", "field urll not found"),
+    ("route-unknown-field", routed("{recevier: a}"),
+     "route.routes.0.recevier: field recevier not found", "field recevier not found"),
+    ("inhibit-unknown-field", BASE + "inhibit_rules: [{source_matcher: ['a=\"1\"']}]\n",
+     "inhibit_rules.0.source_matcher: field source_matcher not found", "field source_matcher not found"),
+    ("bad-matcher", routed("{matchers: [severity]}"),
+     "route.routes.0.matchers.0:", "bad matcher format"),
+    ("bad-match-re", routed("{match_re: {service: '(mysql'}}"),
+     "route.routes.0.match_re.service:", "missing closing )"),
+    ("bad-label-name-in-match", routed("{match: {1team: db}}"),
+     'route.routes.0.match.1team: invalid label name "1team"', 'invalid label name "1team"'),
+    ("pagerduty-without-key", "route: {receiver: a}\nreceivers: [{name: a, pagerduty_configs: [{description: x}]}]\n",
+     "receivers.0.pagerduty_configs.0.routing_key: missing service or routing key", "missing service or routing key"),
+    ("slack-without-url", "route: {receiver: a}\nreceivers: [{name: a, slack_configs: [{channel: '#x'}]}]\n",
+     "receivers.0.slack_configs.0.api_url: no global Slack API URL set", "no global Slack API URL set"),
+    ("opsgenie-without-key", "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{message: x}]}]\n",
+     "receivers.0.opsgenie_configs.0.api_key: no global OpsGenie API Key set", "no global OpsGenie API Key set"),
+    ("duplicate-yaml-key", "route:\n  receiver: a\n  receiver: b\nreceivers: [{name: a}, {name: b}]\n",
+     "line 3: field receiver already set", "field receiver already set"),
+    ("basic-auth-and-bearer", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {basic_auth: {username: u, password: p}, bearer_token: t}}]}]\n",
+     "receivers.0.webhook_configs.0.http_config.bearer_token: at most one of basic_auth",
+     "at most one of basic_auth"),
+    ("not-a-mapping", "- just\n- a list\n", "(top level): expected a mapping", "cannot unmarshal"),
+]
+
+
+@needs_amtool
+@pytest.mark.parametrize("text,plait_says,amtool_says", [c[1:] for c in BROKEN],
+                         ids=[c[0] for c in BROKEN])
+def test_amtool_and_plait_refuse_the_same_file_naming_the_same_key(tmp_path, text, plait_says,
+                                                                    amtool_says):
+    path = write(tmp_path, text)
+    am = amtool_check(path)
+    assert am.returncode != 0, f"amtool accepted it:\n{am.stdout}"
+    assert amtool_says in am.stdout + am.stderr
+    with pytest.raises(ConfigError) as err:
+        load_alertmanager_config(path)
+    assert plait_says in str(err.value)
+
+
+def am_alert(**labels: str) -> Alert:
+    from alerting.intake import from_alertmanager_alert
+
+    return from_alertmanager_alert({"labels": labels}, 1_000_000.0)
+
+
+def receivers_for(config, **labels: str) -> list[str]:
+    return [r.receiver for r in routes_for(config, am_alert(**labels).match_labels())]
+
+
+VALID = {
+    "minimal": ("route: {receiver: a}\nreceivers: [{name: a}]\n",
+                lambda c: receivers_for(c, alertname="X") == ["a"] and c.receivers[0].type == "none"),
+    "nested-inheritance": ("""
+        route:
+          receiver: default
+          group_by: [alertname]
+          group_wait: 5s
+          routes:
+            - match: {team: db}
+              receiver: dba
+              group_interval: 1m
+              routes:
+                - matchers: ['env="dev"']
+                  group_by: ['...']
+            - matchers: ['severity="critical"']
+              receiver: pager
+              continue: true
+            - matchers: ['severity=~"critical|warning"']
+              receiver: chat
+        receivers:
+          - {name: default, webhook_configs: [{url: 'http://127.0.0.1:9/d'}]}
+          - {name: dba, webhook_configs: [{url: 'http://127.0.0.1:9/dba'}]}
+          - {name: pager, webhook_configs: [{url: 'http://127.0.0.1:9/p'}]}
+          - {name: chat, webhook_configs: [{url: 'http://127.0.0.1:9/c'}]}
+        """, lambda c: (
+            receivers_for(c, alertname="X", team="db", env="dev") == ["dba"]
+            and receivers_for(c, alertname="X", severity="critical") == ["pager", "chat"]
+            and receivers_for(c, alertname="X", severity="info") == ["default"]
+            # inherited: the dev route keeps dba's group_interval and the root's group_wait
+            and [(r.group_by, r.group_wait, r.group_interval) for r in routes_for(
+                c, am_alert(alertname="X", team="db", env="dev").match_labels())]
+            == [(("...",), 5.0, 60.0)])),
+    "example": (EXAMPLE.read_text(encoding="utf-8"), lambda c: (
+        receivers_for(c, alertname="DiskFull", severity="critical", team="db", service="mysql")
+        == ["pager-webhook", "dba-mail"]
+        and receivers_for(c, alertname="Watchdog") == ["blackhole"]
+        and len(c.inhibit_rules) == 2 and c.inhibit_rules[1].source_matchers == ['alertname="NodeDown"'])),
+    "globals-and-kinds": ("""
+        global:
+          resolve_timeout: 1h30m
+          smtp_smarthost: '127.0.0.1:2525'
+          smtp_from: am@example.org
+          smtp_auth_username: am
+          smtp_auth_password: pw
+          slack_api_url: 'http://127.0.0.1:9/slack'
+          opsgenie_api_key: genie
+          opsgenie_api_url: 'http://127.0.0.1:9/og/'
+          pagerduty_url: 'http://127.0.0.1:9/pd'
+          http_config:
+            authorization: {credentials: global-token}
+        route: {receiver: mail}
+        receivers:
+          - {name: mail, email_configs: [{to: 'a@example.org, b@example.org'}]}
+          - {name: chat, slack_configs: [{channel: '#ops', title: '{{ .CommonLabels.alertname }}'}]}
+          - {name: genie, opsgenie_configs: [{priority: P2}]}
+          - {name: pd, pagerduty_configs: [{routing_key: rk, send_resolved: false}]}
+          - name: hook
+            webhook_configs:
+              - url: 'http://127.0.0.1:9/h'
+                max_alerts: 5
+                http_config: {basic_auth: {username: u, password: p}}
+        """, lambda c: (
+            c.timing.resolve_timeout == 5400.0
+            and c.receiver("mail").email.to == ["a@example.org", "b@example.org"]
+            and c.receiver("mail").email.auth_password == "pw" and c.receiver("mail").send_resolved is False
+            and c.receiver("chat").url == "http://127.0.0.1:9/slack"
+            and c.receiver("chat").alertmanager_fields["title"] == "{{ .CommonLabels.alertname }}"
+            and c.receiver("chat").headers == {"Authorization": "Bearer global-token"}
+            and c.receiver("genie").url == "http://127.0.0.1:9/og/v2/alerts"
+            and c.receiver("genie").api_key == "genie"
+            and c.receiver("pd").url == "http://127.0.0.1:9/pd" and not c.receiver("pd").send_resolved
+            and c.receiver("hook").headers == {"Authorization": "Basic dTpw"}
+            and c.receiver("hook").max_alerts == 5 and c.receiver("hook").format == "alertmanager")),
+    "deprecated-mute-time-intervals": ("""
+        route:
+          receiver: a
+          routes: [{matchers: ['x="1"'], mute_time_intervals: [old, new]}]
+        receivers: [{name: a}]
+        mute_time_intervals:
+          - {name: old, time_intervals: [{weekdays: ['sunday:saturday'], years: ['2020:2030']}]}
+        time_intervals:
+          - {name: new, time_intervals: [{months: ['december'], days_of_month: ['24:26']}]}
+        """, lambda c: [t.name for t in c.time_intervals] == ["old", "new"]
+        and c.time_intervals[0].time_intervals[0].years == ["2020:2030"]),
+}
+
+
+@needs_amtool
+@pytest.mark.parametrize("name", list(VALID))
+def test_amtool_and_plait_accept_the_same_valid_file_and_it_routes_as_alertmanager(tmp_path, name):
+    text, check = VALID[name]
+    path = write(tmp_path, text)
+    am = amtool_check(path)
+    assert am.returncode == 0, am.stdout + am.stderr
+    config = load_alertmanager_config(path)
+    assert check(config)
+
+
+def test_without_a_plait_block_the_file_behaves_as_alertmanager():
+    """No rate limit, no cooldown, one group per message, no split below
+    MAX_BATCH: Plait's extras are off."""
+    c = load_alertmanager_config(EXAMPLE)
+    assert {(r.bucket.burst, r.bucket.refill_interval) for r in c.receivers} == {
+        (UNLIMITED["burst"], UNLIMITED["refill_interval"])}
+    assert c.dedupe.cooldown == 0 and c.grouping.merge_groups is False and c.ledger is False
+    assert c.grouping.batch_size == 10_000
+    assert c.grouping.group_by == ["alertname", "cluster", "service"]
+
+
+def test_the_plait_block_in_its_own_file_or_in_the_file(tmp_path):
+    extras = EXAMPLE.parent / "alertmanager-plait.yml"
+    c = load_alertmanager_config(EXAMPLE, extras)
+    assert c.receiver("pager-webhook").bucket.burst == 10 and c.receiver("pager-webhook").secret
+    assert c.receiver("ops-webhook").format == "native" and c.receiver("blackhole").bucket.burst == 3
+    assert c.dedupe.cooldown == 300 and c.grouping.merge_groups and c.grouping.batch_size == 50
+    assert c.ledger is True
+    inline = dict(yaml.safe_load(EXAMPLE.read_text()), **yaml.safe_load(extras.read_text()))
+    assert translate(inline, EXAMPLE.parent).receiver("pager-webhook").bucket.burst == 10
+    with pytest.raises(ConfigError, match="plait: given twice"):
+        translate(inline, EXAMPLE.parent, {"dedupe": {"cooldown": "1m"}})
+    with pytest.raises(ConfigError, match=r"plait.receivers.nobody: no receiver 'nobody'"):
+        translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent, {"receivers": {"nobody": {}}})
+    assert translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent,
+                     {"dedupe": {"suppress_transient": True}}).dedupe.cooldown == 0
+    with pytest.raises(ConfigError, match=r"plait.dedupe.cooldwn"):
+        translate(yaml.safe_load(EXAMPLE.read_text()), EXAMPLE.parent, {"dedupe": {"cooldwn": "1m"}})
+
+
+def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "url").write_text("http://127.0.0.1:9/from-file\n")
+    (tmp_path / "secrets" / "token").write_text("tok\n")
+    (tmp_path / "tmpl").mkdir()
+    for name in ("b.tmpl", "a.tmpl", "skip.txt"):
+        (tmp_path / "tmpl" / name).write_text('{{ define "x" }}x{{ end }}')
+    path = write(tmp_path, """
+        templates: ['tmpl/*.tmpl']
+        route: {receiver: a}
+        receivers:
+          - name: a
+            webhook_configs:
+              - url_file: secrets/url
+                http_config: {authorization: {type: Token, credentials_file: secrets/token}}
+        """)
+    c = load_alertmanager_config(path)
+    assert c.receiver("a").url == "http://127.0.0.1:9/from-file"
+    assert c.receiver("a").headers == {"Authorization": "Token tok"}
+    assert c.templates == [str(tmp_path / "tmpl" / "a.tmpl"), str(tmp_path / "tmpl" / "b.tmpl")]
+
+
+@pytest.mark.parametrize("text,says", [
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a'}], "
+     "slack_configs: [{api_url: 'http://127.0.0.1:9/s'}]}, {name: a.1}]",
+     "receivers.0.slack_configs.0: the receiver of this further integration would be named 'a.1'"),
+    ("receivers: [{name: a, telegram_configs: [{chat_id: 1}]}]",
+     "receivers.0.telegram_configs: not supported: Plait has no telegram receiver"),
+    ("receivers: [{name: a, pagerduty_configs: [{service_key: k}]}]",
+     "receivers.0.pagerduty_configs.0.service_key: not supported: PagerDuty Events API v1"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {tls_config: {server_name: x}}}]}]",
+     "receivers.0.webhook_configs.0.http_config.tls_config.server_name: not supported"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {tls_config: {cert_file: c.pem}}}]}]",
+     "receivers.0.webhook_configs.0.http_config.tls_config.key_file: client cert_file and key_file"),
+    ("global: {smtp_smarthost: 'localhost:25', smtp_from: a@example.org}\n"
+     "receivers: [{name: a, email_configs: [{to: b@example.org, http_config: {}}]}]",
+     "receivers.0.email_configs.0.http_config: field http_config not found"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
+     "http_config: {proxy_url: 'http://127.0.0.1:3128'}}]}]",
+     "receivers.0.webhook_configs.0.http_config.proxy_url: not supported"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', timeout: 5s}]}]",
+     "receivers.0.webhook_configs.0.timeout: not supported"),
+])
+def test_what_plait_cannot_do_is_refused_naming_the_key(tmp_path, text, says):
+    path = write(tmp_path, "route: {receiver: a}\n" + text + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_alertmanager_config(path)
+    assert says in str(err.value)
+
+
+def test_msteams_configs_become_a_teams_receiver(tmp_path):
+    """Alertmanager 0.26+'s ``msteams_configs`` (amtool 0.25 does not know it)."""
+    path = write(tmp_path, """
+        route: {receiver: t}
+        receivers:
+          - name: t
+            msteams_configs: [{webhook_url: 'http://127.0.0.1:9/teams', title: 'T {{ .Status }}'}]
+        """)
+    r = load_alertmanager_config(path).receiver("t")
+    assert (r.type, r.url, r.send_resolved, r.alertmanager_fields) == (
+        "teams", "http://127.0.0.1:9/teams", True, {"title": "T {{ .Status }}"})
+
+
+def _am_file(path: Path, receiver: str) -> Path:
+    return write(path.parent, f"""
+        route: {{receiver: {receiver}}}
+        receivers:
+          - {{name: {receiver}, webhook_configs: [{{url: 'http://127.0.0.1:9/{receiver}'}}]}}
+        """, path.name)
+
+
+def test_post_reload_rereads_the_file_behind_the_bearer_gate_and_keeps_it_when_bad(tmp_path):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from api.alerts import create_alerts_router
+    from api.envelope import install_error_handlers
+    from plait.settings import Settings
+
+    path = _am_file(tmp_path / "alertmanager.yml", "first")
+    token = "reload-token-" + "x" * 32
+    settings = Settings(alertmanager_config=str(path), alertmanager_token=token,
+                        redis_prefix="test-c1-reload", broker_url="127.0.0.1:1")
+    app = FastAPI()
+    install_error_handlers(app)
+    app.include_router(create_alerts_router(settings))
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(app) as client:
+        names = lambda: [r["name"] for r in client.get("/api/v2/receivers", headers=auth).json()]  # noqa: E731
+        assert names() == ["first"]
+        _am_file(path, "second")
+        assert client.post("/-/reload").status_code == 401  # a state change needs the credential
+        assert names() == ["first"]
+        assert client.post("/-/reload", headers=auth).status_code == 200
+        assert names() == ["second"]
+        path.write_text("route: {receiver: nobody}\nreceivers: [{name: second}]\n")
+        bad = client.post("/-/reload", headers=auth)
+        assert bad.status_code == 400
+        assert bad.text == 'failed to reload config: route.receiver: undefined receiver "nobody" used in route'
+        assert names() == ["second"]  # the configuration in use stays
+
+
+def test_sighup_reloads_and_a_failing_reload_keeps_the_old_config(caplog):
+    import asyncio
+    import os
+    import signal
+
+    from alerting.amconfig import on_sighup
+
+    calls: list[str] = []
+
+    def reload() -> None:
+        calls.append("reload")
+        if len(calls) == 2:
+            raise ConfigError("route.receiver: undefined receiver")
+
+    async def main() -> None:
+        on_sighup(reload, "test")
+        for want in (1, 2):
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(200):
+                if len(calls) >= want:
+                    break
+                await asyncio.sleep(0.01)
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+
+    with caplog.at_level("INFO", logger="plait.alerting"):
+        asyncio.run(main())
+    assert calls == ["reload", "reload"]
+    assert "test: configuration reloaded" in caplog.text
+    assert "configuration reload refused, the previous one stays: route.receiver" in caplog.text
+
+
+def test_an_inhibit_rule_without_target_matchers_is_refused_naming_the_key(tmp_path):
+    path = write(tmp_path, BASE + "inhibit_rules: [{source_matchers: ['a=\"1\"'], equal: [x]}]\n")
+    with pytest.raises(ConfigError, match=r"^inhibit_rules.0.target_matchers: not supported"):
+        load_alertmanager_config(path)
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by itself, and its key (PEM files)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "server.pem", tmp_path / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+async def test_tls_config_ca_file_and_insecure_skip_verify_reach_an_https_receiver(tmp_path):
+    """A webhook on HTTPS with a certificate of its own: refused against the
+    system CAs, delivered with ``tls_config.ca_file`` (relative to the file)
+    or ``insecure_skip_verify``."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+    from alerting.webhook import WebhookSender
+
+    cert, key = _self_signed(tmp_path)
+    got: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server API
+            import json
+
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{srv.server_address[1]}/hook"
+    try:
+        for tls, ok in (("{}", False), ("{ca_file: server.pem}", True),
+                        ("{insecure_skip_verify: true}", True)):
+            path = write(tmp_path, f"""
+                route: {{receiver: a, group_wait: 1s}}
+                receivers:
+                  - {{name: a, webhook_configs: [{{url: '{url}', http_config: {{tls_config: {tls}}}}}]}}
+                """)
+            config = load_alertmanager_config(path)
+            funnel = Funnel(config)
+            funnel.ingest(from_alertmanager_alert({"labels": {"alertname": "Tls"}}, 0.0), 0.0)
+            [msg] = [m for t in range(0, 3) for m in funnel.tick(float(t))]
+            sender = WebhookSender(config)
+            try:
+                result = await sender.send(msg)
+            finally:
+                await sender.aclose()
+            assert result.ok is ok, (tls, result)
+        assert [m["alerts"][0]["labels"]["alertname"] for m in got] == ["Tls", "Tls"]
+        assert got[0]["version"] == "4"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_receiver_of_several_integrations_gets_each_alert_on_every_one(tmp_path):
+    """Alertmanager notifies every ``*_configs`` entry of a receiver: each
+    becomes a receiver of its own (``pager``, ``pager.1``, ...) that every
+    route reaching ``pager`` reaches, with its own group and message."""
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+
+    path = write(tmp_path, """
+        route:
+          receiver: team
+          group_wait: 1s
+          routes: [{matchers: ['severity="critical"'], receiver: pager}]
+        receivers:
+          - {name: team, webhook_configs: [{url: 'http://127.0.0.1:9/team'}]}
+          - name: pager
+            webhook_configs: [{url: 'http://127.0.0.1:9/pager', max_alerts: 3}]
+            slack_configs: [{api_url: 'http://127.0.0.1:9/slack'}]
+            email_configs: [{to: oncall@example.org, from: am@example.org, smarthost: '127.0.0.1:25'}]
+        """)
+    c = load_alertmanager_config(path)
+    assert c.fanout == {"pager": ["pager.1", "pager.2"]}
+    assert [(r.name, r.type) for r in c.receivers] == [
+        ("team", "webhook"), ("pager", "webhook"), ("pager.1", "slack"), ("pager.2", "email")]
+    funnel = Funnel(c)
+    for sev in ("critical", "info"):
+        funnel.ingest(from_alertmanager_alert({"labels": {"alertname": "X", "severity": sev}}, 0.0), 0.0)
+    sent = sorted((m.receiver, [a["labels"]["severity"] for a in m.alerts()])
+                  for t in range(3) for m in funnel.tick(float(t)))
+    assert sent == [("pager", ["critical"]), ("pager.1", ["critical"]), ("pager.2", ["critical"]),
+                    ("team", ["info"])]
+    more = {"receivers": {"pager": {"bucket": {"burst": 2}}}}
+    c = translate(yaml.safe_load(path.read_text()), tmp_path, more)
+    assert [c.receiver(n).bucket.burst for n in ("pager", "pager.1", "team")] == [2, 2, UNLIMITED["burst"]]
+
+
+def test_each_integrations_copy_is_inhibited_and_released_on_its_own_receiver(tmp_path):
+    """The root's receiver has two integrations and no sub-routes: a warning
+    inhibited by a critical alert reaches both once the critical resolves."""
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+
+    path = write(tmp_path, """
+        route: {receiver: pager, group_wait: 1s, group_interval: 1s, group_by: [severity]}
+        receivers:
+          - name: pager
+            webhook_configs: [{url: 'http://127.0.0.1:9/p'}, {url: 'http://127.0.0.1:9/p2'}]
+        inhibit_rules:
+          - {source_matchers: ['severity="critical"'], target_matchers: ['severity="warning"'],
+             equal: [alertname]}
+        """)
+    funnel = Funnel(load_alertmanager_config(path))
+    alert = lambda sev, now=0.0, **more: from_alertmanager_alert(  # noqa: E731
+        {"labels": {"alertname": "X", "severity": sev}, **more}, now)
+    funnel.ingest(alert("critical"), 0.0)
+    assert [(e.raw_id.partition("~")[2], e.outcome) for e in funnel.ingest(alert("warning"), 0.5)] == [
+        ("", "inhibited"), ("pager.1", "inhibited")]
+    sent = []
+    for t in range(12):
+        if t == 5:
+            funnel.ingest(alert("critical", 5.0, startsAt="1970-01-01T00:00:00Z",
+                                endsAt="1970-01-01T00:00:04Z"), 5.0)
+        for m in funnel.tick(float(t)):
+            sent.append((m.receiver, [(a["labels"]["severity"], a["status"]) for a in m.alerts()]))
+            funnel.delivered(m.id, float(t))
+    for receiver in ("pager", "pager.1"):
+        assert [s for r, s in sent if r == receiver] == [
+            [("critical", "firing")], [("critical", "resolved")], [("warning", "firing")]]
+
+
+def test_templates_and_receiver_fields_go_to_the_renderer_at_load(tmp_path):
+    """With the Go-template renderer in the build (``alerting/gotemplate.py``):
+    a template file or a receiver field it cannot parse refuses the file,
+    naming the file and line (or the field)."""
+    from alerting.amconfig import _renderer, template_set
+
+    if _renderer() is None:
+        pytest.skip("this build has no Go-template renderer (alerting/gotemplate.py)")
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "ok.tmpl").write_text('{{ define "team.title" }}[{{ .Status }}]{{ end }}\n')
+    text = """
+        templates: ['t/*.tmpl']
+        route: {receiver: chat}
+        receivers:
+          - name: chat
+            slack_configs: [{api_url: 'http://127.0.0.1:9/s', title: '%s'}]
+        """
+    path = write(tmp_path, text % '{{ template "team.title" . }}')
+    templates = template_set(load_alertmanager_config(path))
+    assert templates is not None
+    path = write(tmp_path, text % '{{ if }}')
+    with pytest.raises(ConfigError, match=r"^receivers.chat.title: "):
+        load_alertmanager_config(path)
+    (tmp_path / "t" / "bad.tmpl").write_text('{{ define "x" }}\n{{ .Status \n')
+    path = write(tmp_path, text % "plain")
+    with pytest.raises(ConfigError, match=r"^templates: .*bad.tmpl:2"):
+        load_alertmanager_config(path)
+
+
+def test_plait_dev_refuses_a_broken_alertmanager_yml_before_starting_anything(tmp_path):
+    import os
+    import sys
+
+    path = write(tmp_path, routed("{receiver: nope}"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
+    out = subprocess.run([sys.executable, "-m", "ops.cli", "dev", "--data-dir", str(tmp_path / "d"),
+                          "--alertmanager-config", str(path)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f'plait dev: --alertmanager-config {path}: route.routes.0.receiver: undefined receiver '
+        '"nope" used in route']
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_reload_that_removes_a_receiver_settles_its_open_groups_without_a_request():
+    from alerting.amconfig import keep_removed_receivers
+    from alerting.funnel import Funnel
+    from alerting.intake import from_alertmanager_alert
+    from alerting.receivers import build_requests
+
+    def config(name: str):
+        return translate({"route": {"receiver": name, "group_wait": "1s"},
+                          "receivers": [{"name": name, "webhook_configs": [{"url": f"http://127.0.0.1:9/{name}"}]}]})
+
+    old, new = config("x"), config("y")
+    funnel = Funnel(old)
+    funnel.ingest(from_alertmanager_alert({"labels": {"alertname": "A"}}, 0.0), 0.0)
+    funnel.config = keep_removed_receivers(old, new)
+    assert [r.name for r in funnel.config.receivers] == ["y", "x"]
+    [message] = funnel.tick(2.0)
+    assert message.receiver == "x" and build_requests(message, funnel.config.receiver("x")) == []
+    assert keep_removed_receivers(new, new) is new
