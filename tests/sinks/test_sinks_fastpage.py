@@ -171,8 +171,8 @@ def test_the_check_fails_when_the_fast_decode_is_wrong(monkeypatch):
     # given a fast decode that gets one cell wrong
     real = F._typed
 
-    def off_by_one(cols, doc):
-        batch = real(cols, doc)
+    def off_by_one(structs, doc, first):
+        batch = real(structs, doc, first)
         return pa.RecordBatch.from_arrays(
             [pa.compute.add(batch.column(0), 1)], schema=batch.schema)
 
