@@ -42,8 +42,10 @@ demo's columns with types; ``contract``, ``headerName`` + ``fieldName`` as the
 contract writes them, no type; ``none``, no columns), each a ``pipeline``
 line with its ``shape``; then per format and shape ``{"bench": "floor_ratio",
 "format", "shape", "runs", "pipeline_s", "floor_s", "ratio", "spread",
-"target"}``: the median over rounds of pipeline seconds over the floor's
-seconds of the same round, and the lowest and highest of those ratios.
+"cpu_ratio", "target"}``: the median over rounds of pipeline seconds over
+the floor's seconds of the same round, the lowest and highest of those
+ratios, and the median of the worker's CPU seconds over the floor process's
+(steadier on a shared machine; the API, broker and data API spend more).
 
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
@@ -306,6 +308,7 @@ def floor_rounds(formats: list[str], shapes: list[str], limit: int | None,
     every shape; prints their lines, then one ``floor_ratio`` line per format
     and shape (module docstring)."""
     ratios: dict[tuple[str, str], list[float]] = {}
+    cpu_ratios: dict[tuple[str, str], list[float]] = {}
     took: dict[tuple[str, str], list[float]] = {}
     floors: dict[str, list[float]] = {fmt: [] for fmt in formats}
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, 1) as stack:
@@ -316,7 +319,7 @@ def floor_rounds(formats: list[str], shapes: list[str], limit: int | None,
                 export(stack, fmt, 10, user=f"warm-up-{shape}", shape=shape)
         for r in range(repeat):
             for fmt in formats:
-                floor = floor_run(stack, fmt, limit, f"{tmp}/floor.{fmt}")
+                floor, floor_cpu = floor_run(stack, fmt, limit, f"{tmp}/floor.{fmt}")
                 floors[fmt].append(floor)
                 for shape in shapes:
                     reset_hwm(pid)
@@ -325,14 +328,17 @@ def floor_rounds(formats: list[str], shapes: list[str], limit: int | None,
                     seconds = time.perf_counter() - t0
                     took.setdefault((fmt, shape), []).append(seconds)
                     ratios.setdefault((fmt, shape), []).append(seconds / floor)
-                    line("pipeline", fmt, task["exportedRows"], seconds, vm_hwm_mb(pid),
-                         cpu_seconds(pid) - c0, shape=shape)
+                    cpu = cpu_seconds(pid) - c0
+                    cpu_ratios.setdefault((fmt, shape), []).append(cpu / floor_cpu)
+                    line("pipeline", fmt, task["exportedRows"], seconds, vm_hwm_mb(pid), cpu,
+                         shape=shape)
     for (fmt, shape), rs in ratios.items():
         print(json.dumps({"bench": "floor_ratio", "format": fmt, "shape": shape, "runs": repeat,
                           "pipeline_s": round(statistics.median(took[fmt, shape]), 2),
                           "floor_s": round(statistics.median(floors[fmt]), 2),
                           "ratio": round(statistics.median(rs), 2),
                           "spread": [round(min(rs), 2), round(max(rs), 2)],
+                          "cpu_ratio": round(statistics.median(cpu_ratios[fmt, shape]), 2),
                           "target": FLOOR_TARGET}), flush=True)
 
 
@@ -340,15 +346,16 @@ def floor_rounds(formats: list[str], shapes: list[str], limit: int | None,
 FLOOR_TARGET = 1.3
 
 
-def floor_run(stack: Stack, fmt: str, limit: int | None, out: str) -> float:
+def floor_run(stack: Stack, fmt: str, limit: int | None, out: str) -> tuple[float, float]:
     """The floor of ``fmt`` (:data:`FLOOR`) in a fresh child process against
-    the stack's demo data API; prints its line, returns its seconds."""
+    the stack's demo data API; prints its line, returns its seconds and CPU
+    seconds."""
     res = json.loads(subprocess.run(
         [sys.executable, "-c", FLOOR, f"{stack.demo_data_api}/data", fmt, str(limit),
          str(PAGE_SIZE), out], cwd=ROOT, capture_output=True, text=True,
         check=True).stdout.strip().splitlines()[-1])
     line("floor", fmt, res["rows"], res["seconds"], res["peak_rss_mb"], res["cpu_s"])
-    return res["seconds"]
+    return res["seconds"], res["cpu_s"]
 
 
 def concurrent(workers: int, tasks: int, limit: int | None) -> float:
