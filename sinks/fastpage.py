@@ -120,7 +120,8 @@ def decode_page(body: bytes, doc: DocumentConfig,
     if read is None:
         return None
     envelope, start, end = read
-    first = _first_row(body, start, end)
+    untyped = not doc.columns or any(c.type is None for c in doc.columns)
+    first = _first_row(body, start, end) if untyped else None
     schema, complete = _row_schema(doc, first)
     # the rows alone, as one object (read_envelope proved they hold no "]")
     rows_body = b'{"rows":[' + memoryview(body)[start:end] + b"]}"
