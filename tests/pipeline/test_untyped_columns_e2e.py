@@ -12,17 +12,20 @@ from support import submit, wait_task, warm_up
 pytestmark = pytest.mark.integration
 
 
+#: Column shapes: the demo's typed columns as they are, the contract's
+#: (``headerName`` + ``fieldName``), none.
+SHAPES = {"typed": lambda cols: cols,
+          "contract": lambda cols: [{"headerName": c["fieldName"], "fieldName": c["fieldName"]}
+                                    for c in cols],
+          "none": lambda cols: None}
+
+
 def spec_of(data_api: str, fmt: str, shape: str) -> dict:
     """12,000 flights in pages of 5,000, columns in ``shape``."""
     spec = flights_spec(f"{data_api}/data", fmt, 12_000)
     spec["dataConfig"]["pageSize"] = 5_000
     spec["userId"] = f"untyped-{shape}"
-    doc = spec["documentConfig"]
-    if shape == "contract":
-        doc["columns"] = [{"headerName": c["fieldName"], "fieldName": c["fieldName"]}
-                          for c in doc["columns"]]
-    elif shape == "none":
-        del doc["columns"]
+    spec["documentConfig"]["columns"] = SHAPES[shape](spec["documentConfig"]["columns"])
     return spec
 
 
