@@ -104,9 +104,11 @@ def decode_page(body: bytes, doc: DocumentConfig,
 
     ``envelope`` is ``loads_exact(body)`` with ``data.rows`` replaced by ``[]``
     (code, message, status, runtimeContext, total, exactly). ``batch`` has one
-    field per declared column, in ``doc.columns`` order, without metadata:
-    ``int64`` (every |n| <= 2**53), ``string``, ``timestamp("us",
-    doc.timeZone)``; when it answers, see the module docstring and
+    field per column, in ``doc.columns`` order (without columns: every field,
+    in first-seen order): ``int64`` (every |n| <= 2**53), ``string``,
+    ``timestamp("us", doc.timeZone)``, ``bool`` (a column without a type);
+    no field metadata but ``plait.all_null`` on a column without a type
+    that is all null; when it answers, see the module docstring and
     docs/fidelity-rules.md, "Fast page decode". Never raises on bad data: a
     body the exact path would refuse is declined. CPU: ~11 ms per 5,000
     flights rows (GIL released while Arrow parses).
@@ -202,9 +204,9 @@ def _first_row(body: bytes, start: int, end: int) -> dict | None:
 
 def _read_rows(rows_body: bytes, schema: pa.Schema, unexpected: str) -> pa.ListArray | None:
     """The ``rows`` list of ``rows_body`` (``{"rows":[...]}``, one line) read
-    by Arrow under ``schema``, undeclared fields refused (``unexpected``
-    ``"error"``) or ignored (``"ignore"``); None when Arrow refuses the body
-    or the list is null."""
+    by Arrow under ``schema``, fields not in it refused (``unexpected``
+    ``"error"``), ignored (``"ignore"``) or typed by Arrow (``"infer"``);
+    None when Arrow refuses the body or the list is null."""
     try:
         table = pj.read_json(
             io.BytesIO(rows_body),
