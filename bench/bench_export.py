@@ -32,8 +32,24 @@ Arrow (docs/fidelity-rules.md, "Fast page decode"): the csv export takes
 the next page's fetch overlaps); larger pages cost memory (one decoded page
 per worker, one response body per task fetching).
 
+Floor (``--floor``): on one stack, per round, the least any pull exporter
+must do with the same rows: fetch every page from the stack's demo data API,
+decode it (Arrow's JSON reader) and write it with pyarrow (csv, parquet), in a
+fresh child process (:data:`FLOOR`), printed as
+``{"bench": "floor", "format", "rows", "seconds", "cpu_s", ...}``; then Plait's
+export of each format once per column shape (``--shapes``: ``typed``, the
+demo's columns with types; ``contract``, ``headerName`` + ``fieldName`` as the
+contract writes them, no type; ``none``, no columns), each a ``pipeline``
+line with its ``shape``; then per format and shape ``{"bench": "floor_ratio",
+"format", "shape", "runs", "pipeline_s", "floor_s", "ratio", "spread",
+"cpu_ratio", "target"}``: the median over rounds of pipeline seconds over
+the floor's seconds of the same round, the lowest and highest of those
+ratios, and the median of the worker's CPU seconds over the floor process's
+(steadier on a shared machine; the API, broker and data API spend more).
+
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
-[--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]``
+[--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
+[--floor --shapes typed,contract,none]``
 """
 from __future__ import annotations
 
@@ -92,6 +108,41 @@ print(json.dumps({"seconds": seconds, "load_s": loaded, "peak_rss_mb": ru.ru_max
 '''
 
 
+FLOOR = r'''
+import io, json, resource, sys, time
+import httpx, orjson
+import pyarrow as pa, pyarrow.csv as pcsv, pyarrow.json as pj, pyarrow.parquet as pq
+url, fmt, limit, size, out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+conditions = {"dataset": "flights", "limit": None if limit == "None" else int(limit)}
+t0 = time.perf_counter()
+ctx, writer, rows = {"pageSize": size, "lastId": 0}, None, 0
+with httpx.Client(timeout=60) as client:
+    while True:
+        body = client.post(url, json={"queryConditions": conditions, "runtimeContext": ctx,
+                                      "userId": "floor"}).content
+        at = body.index(b'"rows":[') + 7
+        end = body.rindex(b"]") + 1
+        data = orjson.loads(body[:at] + b"[]" + body[end:])["data"]
+        table = pj.read_json(io.BytesIO(b'{"rows":' + body[at:end] + b"}"),
+                             read_options=pj.ReadOptions(block_size=len(body) + 8,
+                                                         use_threads=False))
+        batch = pa.Table.from_struct_array(table.column("rows").chunk(0).flatten())
+        if writer is None:
+            writer = (pq.ParquetWriter(out, batch.schema) if fmt == "parquet"
+                      else pcsv.CSVWriter(out, batch.schema))
+        writer.write_table(batch)
+        rows += batch.num_rows
+        if data["status"] != "continue":
+            break
+        ctx = data["runtimeContext"]
+writer.close()
+seconds = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": seconds, "rows": rows, "peak_rss_mb": ru.ru_maxrss / 1024,
+                  "cpu_s": ru.ru_utime + ru.ru_stime}))
+'''
+
+
 def vm_hwm_mb(pid: int) -> float:
     """Peak resident set size of ``pid`` (VmHWM), MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -125,14 +176,16 @@ def stack_pids(stack: Stack) -> dict[str, int]:
 
 def line(bench: str, fmt: str, rows: int, seconds: float, rss: float,
          cpu: float | None = None, load: float | None = None,
-         others: dict[str, float] | None = None) -> None:
+         others: dict[str, float] | None = None, shape: str | None = None) -> None:
     """One result line; ``cpu_s``: CPU seconds of the worker (pipeline) or the
     process (baselines), steadier than wall time on a shared machine;
     ``load_s`` (baselines): of ``seconds``, reading the flights table from the
     package's zip before writing it; ``others_cpu_s`` (pipeline): CPU seconds
     the stack's other processes (API, demo data API, broker) spent meanwhile,
     on the same cores as the worker."""
-    extra = {"page_size": PAGE_SIZE} if bench == "pipeline" else {}
+    extra = {"page_size": PAGE_SIZE} if bench in ("pipeline", "floor") else {}
+    if shape is not None:
+        extra["shape"] = shape
     if load is not None:
         extra["load_s"] = round(load, 2)
     if others is not None:
@@ -151,20 +204,38 @@ PAGE_SIZE = 5_000
 CLIENT = httpx.Client(timeout=30)
 
 
-def submit(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -> str:
-    """POST one flights export as ``user`` (``PAGE_SIZE`` rows per page); its task id."""
-    spec = flights_spec(f"{stack.demo_data_api}/data", fmt, limit)
+def shaped(spec: dict, shape: str) -> dict:
+    """``spec`` with its columns in ``shape``: ``typed`` as the demo declares
+    them, ``contract`` as ``headerName`` + ``fieldName`` without a type,
+    ``none`` without columns."""
+    doc = spec["documentConfig"]
+    if shape == "contract":
+        doc["columns"] = [{"headerName": c["fieldName"], "fieldName": c["fieldName"]}
+                          for c in doc["columns"]]
+    elif shape == "none":
+        del doc["columns"]
+    elif shape != "typed":
+        raise SystemExit(f"--shapes: unknown shape {shape!r} (typed, contract, none)")
+    return spec
+
+
+def submit(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user",
+           shape: str = "typed") -> str:
+    """POST one flights export as ``user`` (``PAGE_SIZE`` rows per page,
+    columns in ``shape``: :func:`shaped`); its task id."""
+    spec = shaped(flights_spec(f"{stack.demo_data_api}/data", fmt, limit), shape)
     spec["userId"] = user
     spec["dataConfig"]["pageSize"] = PAGE_SIZE
     resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
     return resp.json()["data"]["taskId"]
 
 
-def export(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user") -> dict:
+def export(stack: Stack, fmt: str, limit: int | None, user: str = "demo-user",
+           shape: str = "typed") -> dict:
     """Run one flights export through the API as ``user``; returns the SUCCESS
     task. (The same request again within the reuse window would answer the
     first task: repeats use another user.)"""
-    return wait(stack, submit(stack, fmt, limit, user), fmt)
+    return wait(stack, submit(stack, fmt, limit, user, shape), fmt)
 
 
 def wait(stack: Stack, task_id: str, fmt: str) -> dict:
@@ -230,6 +301,63 @@ def pipeline(formats: list[str], limit: int | None, r: int, took: dict[str, list
     return task["exportedRows"]
 
 
+def floor_rounds(formats: list[str], shapes: list[str], limit: int | None,
+                 repeat: int) -> None:
+    """``repeat`` rounds on one stack with one worker, each: the floor of
+    every format (:data:`FLOOR`), then Plait's export of every format in
+    every shape; prints their lines, then one ``floor_ratio`` line per format
+    and shape (module docstring)."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    cpu_ratios: dict[tuple[str, str], list[float]] = {}
+    took: dict[tuple[str, str], list[float]] = {}
+    floors: dict[str, list[float]] = {fmt: [] for fmt in formats}
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, 1) as stack:
+        stack.start(workers=1)
+        pid = stack.procs["worker-0"].pid
+        for fmt in formats:  # warm-up: the consumer group forms, each writer's imports load
+            for shape in shapes:
+                export(stack, fmt, 10, user=f"warm-up-{shape}", shape=shape)
+        for r in range(repeat):
+            for fmt in formats:
+                floor, floor_cpu = floor_run(stack, fmt, limit, f"{tmp}/floor.{fmt}")
+                floors[fmt].append(floor)
+                for shape in shapes:
+                    reset_hwm(pid)
+                    c0, t0 = cpu_seconds(pid), time.perf_counter()
+                    task = export(stack, fmt, limit, user=f"bench-{r}-{shape}", shape=shape)
+                    seconds = time.perf_counter() - t0
+                    took.setdefault((fmt, shape), []).append(seconds)
+                    ratios.setdefault((fmt, shape), []).append(seconds / floor)
+                    cpu = cpu_seconds(pid) - c0
+                    cpu_ratios.setdefault((fmt, shape), []).append(cpu / floor_cpu)
+                    line("pipeline", fmt, task["exportedRows"], seconds, vm_hwm_mb(pid), cpu,
+                         shape=shape)
+    for (fmt, shape), rs in ratios.items():
+        print(json.dumps({"bench": "floor_ratio", "format": fmt, "shape": shape, "runs": repeat,
+                          "pipeline_s": round(statistics.median(took[fmt, shape]), 2),
+                          "floor_s": round(statistics.median(floors[fmt]), 2),
+                          "ratio": round(statistics.median(rs), 2),
+                          "spread": [round(min(rs), 2), round(max(rs), 2)],
+                          "cpu_ratio": round(statistics.median(cpu_ratios[fmt, shape]), 2),
+                          "target": FLOOR_TARGET}), flush=True)
+
+
+#: Issue 36's target: Plait's export over the floor of the same run.
+FLOOR_TARGET = 1.3
+
+
+def floor_run(stack: Stack, fmt: str, limit: int | None, out: str) -> tuple[float, float]:
+    """The floor of ``fmt`` (:data:`FLOOR`) in a fresh child process against
+    the stack's demo data API; prints its line, returns its seconds and CPU
+    seconds."""
+    res = json.loads(subprocess.run(
+        [sys.executable, "-c", FLOOR, f"{stack.demo_data_api}/data", fmt, str(limit),
+         str(PAGE_SIZE), out], cwd=ROOT, capture_output=True, text=True,
+        check=True).stdout.strip().splitlines()[-1])
+    line("floor", fmt, res["rows"], res["seconds"], res["peak_rss_mb"], res["cpu_s"])
+    return res["seconds"], res["cpu_s"]
+
+
 def concurrent(workers: int, tasks: int, limit: int | None) -> float:
     """``tasks`` csv exports from ``tasks`` users at once on ``workers``
     workers; prints and returns tasks per minute."""
@@ -285,9 +413,17 @@ def main() -> None:
                         help="runs of each pipeline export and baseline; ratios of the medians")
     parser.add_argument("--workers", default="1,2",
                         help="worker counts of the concurrent runs")
+    parser.add_argument("--floor", action="store_true",
+                        help="only the floor and Plait over it, per --shapes (csv, parquet)")
+    parser.add_argument("--shapes", default="typed,contract,none",
+                        help="column shapes of the --floor exports: typed, contract, none")
     args = parser.parse_args()
     PAGE_SIZE = args.page_size
     formats = [f for f in args.formats.split(",") if f and f != "none"]
+    if args.floor:
+        floor_rounds([f for f in formats if f in ("csv", "parquet")] or ["csv", "parquet"],
+                     args.shapes.split(","), args.limit, args.repeat)
+        return
     took, bares = rounds(formats, args.limit, args.repeat) if formats else ({}, {})
     rows = args.limit or 336_776
     for fmt, runs in bares.items():

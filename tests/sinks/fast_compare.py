@@ -91,7 +91,9 @@ def body_of(rows: list, *, ensure_ascii: bool = False, pretty: bool = False) -> 
 
 def declared_docs(rows: list, doc: DocumentConfig) -> list[DocumentConfig]:
     """``doc`` and, per column of ``rows`` (at most 6), docs declaring it int,
-    string or datetime; all keys (at most 64) declared string."""
+    string or datetime, or listing it alone without a type; all keys (at
+    most 64) declared string, and listed without a type (the contract's
+    ``headerName`` + ``fieldName``); ``doc`` without columns."""
     out = [doc]
     keys: dict = {}
     for r in rows:
@@ -105,10 +107,13 @@ def declared_docs(rows: list, doc: DocumentConfig) -> list[DocumentConfig]:
         out.append(doc.model_copy(update={"columns": specs}))
 
     for k in list(keys)[:6]:
-        for t in ("int", "string", "datetime"):
+        for t in ("int", "string", "datetime", None):
             with_columns([(k, t)])
     if 0 < len(keys) <= 64:
         with_columns([(k, "string") for k in keys])
+        with_columns([(k, None) for k in keys])
+    if doc.columns:
+        out.append(doc.model_copy(update={"columns": None}))
     return out
 
 

@@ -55,7 +55,8 @@ GOOD = {"int": st.one_of(st.integers(-(2**53), 2**53).map(str),
                             st.text(max_size=8).map(lambda s: json.dumps(s, ensure_ascii=False)),
                             st.sampled_from(STRING_LITERALS), st.just("null")),
         "datetime": st.sampled_from([json.dumps(t) for t in UTC_TEXTS + UTC_TEXTS + BAD_TIMES]
-                                    + ["null"])}
+                                    + ["null"]),
+        "bool": st.sampled_from(["true", "false", "null"])}
 ANY = st.one_of(st.sampled_from(LITERALS), st.sampled_from([json.dumps(t) for t in BAD_TIMES]),
                 st.integers(-(2**64), 2**64).map(str),
                 st.floats(allow_nan=False, allow_infinity=False).map(json.dumps))
@@ -63,11 +64,16 @@ ANY = st.one_of(st.sampled_from(LITERALS), st.sampled_from([json.dumps(t) for t 
 
 @st.composite
 def pages(draw):
-    """(body, doc): columns a, b, c declared int/string/datetime (some left
-    out), rows mostly of values fitting their column, the rest anything:
-    missing, extra and repeated keys, escaped keys, non-object rows."""
-    types = {k: draw(st.sampled_from(["int", "string", "datetime"])) for k in "abc"}
-    columns = [(k, t) for k, t in types.items() if draw(st.integers(0, 5))]
+    """(body, doc): columns a, b, c declared int/string/datetime or without
+    a type (some left out, or no columns at all), rows mostly of values
+    fitting their column (an untyped one: of one kind, bool too), the rest
+    anything: missing, extra and repeated keys, escaped keys, non-object
+    rows."""
+    types = {k: draw(st.sampled_from(["int", "string", "datetime", "bool"])) for k in "abc"}
+    columns = [(k, None if t == "bool" or not draw(st.integers(0, 2)) else t)
+               for k, t in types.items() if draw(st.integers(0, 5))]
+    if not draw(st.integers(0, 4)):
+        columns = []
     rows = []
     for _ in range(draw(st.integers(0, 8))):
         if draw(st.integers(0, 30)) == 0:
@@ -122,6 +128,26 @@ NASTY = [
     ('[{"a":1}]', [("a", "float")]),  # a type the fast decode does not read
     ('[]', [("a", "int"), ("b", "datetime")]),
     ('[{"b":1,"a":2,"z":[1,{"q":null}]}]', [("a", "int"), ("b", "int")]),
+    # columns without a type: the first row's type, checked on every row
+    ('[{"a":1},{"a":2.5}]', [("a", None)]),
+    ('[{"a":1},{"a":"x"}]', [("a", None)]),
+    ('[{"a":true},{"a":"yes"}]', [("a", None)]),
+    ('[{"a":"2013-01-01T10:00:00Z"},{"a":"soon"}]', [("a", None)]),
+    ('[{"a":"soon"},{"a":"2013-01-01T10:00:00Z"}]', [("a", None)]),
+    ('[{"a":"2013-01-01T10:00:00+05:30"}]', [("a", None)]),
+    ('[{"a":"2013-01-01 10:00:00"},{"a":"2013-01-02"}]', [("a", None)]),
+    ('[{"a":"\u0662\u0660\u0661\u0663-01-01T10:00:00Z"}]', [("a", None)]),  # Unicode digits
+    ('[{"a":null},{"a":"2013-01-01"}]', [("a", None)]),  # Arrow infers a timestamp
+    ('[{"a":null},{"a":1.5}]', [("a", None)]),
+    ('[{"a":null},{"a":[1]}]', [("a", None)]),
+    ('[{"b":1},{"a":2,"b":3},{"c":"x","a":4}]', [("a", None), ("b", None)]),
+    ('[{"a":{"q":1}}]', [("a", None)]),
+    ('[{"a":"}"},{"a":"x"}]', [("a", None)]),  # the first row holds a "}"
+    ('[{"a":1,"b":null},{"b":true,"a":2}]', [("b", None), ("a", None)]),
+    ('[{"a":1},{"z":-Inf}]', [("a", None)]),
+    ('[{"a":1},{"z":"x"},{"z":2}]', [("a", None)]),
+    ('[{"a":1}]', [("a", None), ("b", None)]),
+    ('[{"a":9007199254740993}]', [("a", None)]),
 ]
 
 
@@ -129,7 +155,8 @@ NASTY = [
 def test_nasty_pages_decode_fast_to_the_exact_batch_or_decline(rows_text, columns):
     for tail in (',"total":12', ',"rows":[{"a":5}]', ',"runtimeContext":{"lastId":9}',
                  ',"runtimeContext":{"lastId":9},"y":[2]'):  # the last "]" is not the rows
-        check_body(envelope(rows_text, tail), doc_of(columns))
+        for cols in (columns, [(n, None) for n, _ in columns], []):  # typed, untyped, none
+            check_body(envelope(rows_text, tail), doc_of(cols))
 
 
 def test_envelopes_the_exact_path_reads_otherwise_are_declined():
@@ -171,8 +198,8 @@ def test_the_check_fails_when_the_fast_decode_is_wrong(monkeypatch):
     # given a fast decode that gets one cell wrong
     real = F._typed
 
-    def off_by_one(cols, doc):
-        batch = real(cols, doc)
+    def off_by_one(structs, doc, first):
+        batch = real(structs, doc, first)
         return pa.RecordBatch.from_arrays(
             [pa.compute.add(batch.column(0), 1)], schema=batch.schema)
 
@@ -205,9 +232,9 @@ BROKEN_ONCE = [
 @pytest.mark.parametrize("rows,kind", BROKEN_ONCE)
 def test_bodies_arrow_reads_and_python_does_not_are_declined(rows, kind):
     body = b'{"code":200,"data":{"status":"finish","rows":' + rows + b"}}"
-    doc = doc_of([("a", kind)])
-    assert F.decode_page(body, doc) is None
-    check_body(body, doc)
+    for doc in (doc_of([("a", kind)]), doc_of([("a", None)]), doc_of([])):
+        assert F.decode_page(body, doc) is None
+        check_body(body, doc)
 
 
 def test_a_page_nested_too_deeply_is_a_permanent_error_naming_the_page():
