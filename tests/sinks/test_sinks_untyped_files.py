@@ -117,7 +117,7 @@ CASES: dict[str, list[str]] = {
 #: two pages): what shows the untyped path is the fast one.
 TAKEN_FIRST_PAGES = ["int then float", "int then string", "date then free text",
                      "bool then yes", "int then beyond 2**53", "text then number",
-                     "missing fields", "keys in another order", "flights"]
+                     "keys in another order", "flights"]
 
 
 def body(rows_text: str, last: bool) -> bytes:
@@ -234,6 +234,19 @@ def test_untyped_pages_take_the_fast_decode_until_a_column_stops_fitting(exporte
         exporter.taken.clear()
         exporter.export(bodies, doc, fast=True)
         assert exporter.taken[0] >= 2, (case, doc.columns)
+
+
+def test_rows_missing_a_declared_field_decline_only_with_columns(exporter):
+    """Without columns a missing field is just absent; a declared column
+    missing from a row is the exact path's to count (``missing_field``)."""
+    pages = CASES["missing fields"]
+    bodies = [body(p, i == len(pages) - 1) for i, p in enumerate(pages)]
+    exporter.taken.clear()
+    exporter.export(bodies, DocumentConfig(fileFormat="csv", fileName="f"), fast=True)
+    assert exporter.taken[0] >= 2
+    exporter.taken.clear()
+    exporter.export(bodies, contract(bodies, "csv"), fast=True)
+    assert exporter.taken[0] <= 1  # the two pages missing a declared field decline
 
 
 def test_page_3_changing_a_column_type_falls_back_for_that_page_only(exporter):
