@@ -21,7 +21,7 @@ Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): ``POST
 ``alertmanagerToken``) whenever a registry or that token is set.
 
 Both ingest routes validate every alert on its own: a bad alert is refused
-naming its index and field (``[1].labels.alertname: ...``) and the valid ones
+naming its index and field (``[1].labels.severity: ...``) and the valid ones
 of the same request go on (``POST /alerts``: 202 listing the refused ones, or
 422 when none is valid; ``/api/v2/alerts``: Alertmanager's 400). A lone
 UTF-16 surrogate in a string becomes U+FFFD and is counted
