@@ -7,19 +7,12 @@ import signal
 import time
 import pytest
 
-from alert_e2e_support import AlertApi, Receiver, native_alerts, wait_until, write_config
+from alert_e2e_support import (AlertApi, Receiver, fast_timing, native_alerts, wait_until,
+                               write_config)
 
 pytestmark = pytest.mark.integration
 
-TIMING = {"timing": {"group_wait": "1s", "group_interval": "2s", "repeat_interval": "1h"},
-          "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver().start()
-    yield r
-    r.stop()
+TIMING = fast_timing()
 
 
 def funnel_stack(make_stack, tmp_path, receiver, roles: list[str]):

@@ -17,23 +17,14 @@ import httpx
 import pytest
 import yaml
 
-from alert_e2e_support import Kafka, Receiver, wait_until, write_config
+from alert_e2e_support import Kafka, fast_timing, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 
 ALERTMANAGER = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
 #: resolve_timeout of both: not Alertmanager's default, so a hard-coded 5m shows
 RESOLVE_TIMEOUT = 120.0
-FAST = {"timing": {"group_wait": "1s", "group_interval": "2s", "repeat_interval": "1h",
-                   "resolve_timeout": "2m"},
-        "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver().start()
-    yield r
-    r.stop()
+FAST = fast_timing(resolve_timeout="2m")
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import yaml
 from fastapi import FastAPI
 from security_helpers import SECRET
 
-import api.alerts as alerts_module
 from api.alerts import create_alerts_router
 from api.envelope import install_error_handlers
 from plait.settings import Settings
@@ -30,21 +29,6 @@ NATIVE_SILENCE = {"matchers": ['asset="h1"'], "endsAt": "2999-01-01T00:00:00Z",
 AM_SILENCE = {"matchers": [{"name": "asset", "value": "h1", "isRegex": False, "isEqual": True}],
               "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2999-01-01T00:00:00Z",
               "createdBy": "ops", "comment": "maintenance"}
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    records: list[tuple] = []
-
-    async def send(self, batch):
-        records.extend(batch)
-
-    async def partitions(self):
-        return 2
-
-    monkeypatch.setattr(alerts_module._Kafka, "send", send)
-    monkeypatch.setattr(alerts_module._Kafka, "funnel_partitions", partitions)
-    return records
 
 
 def settings_for(mode: str, prefix: str, tmp_path: Path) -> Settings:
