@@ -146,8 +146,8 @@ class Stack:
 
     def ready_workers(self) -> dict[int, int]:
         """Workers ready in every consumer group they run (``streams.readiness``):
-        pid -> consumer group generation (of the export group when the
-        worker runs both) of each worker whose every Faust app has joined its
+        pid -> consumer group generation (the lowest of its groups' when the
+        worker runs two) of each worker whose every Faust app has joined its
         group, been assigned its partitions and consumes."""
         return {pid: min(groups.values()) for pid, groups in self._ready_groups().items()}
 
