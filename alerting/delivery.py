@@ -86,10 +86,11 @@ def verify_signature(secret: str, body: bytes, timestamp: int, header: str, now:
 
 def _am_labels(view: dict[str, Any]) -> dict[str, str]:
     """An alert's labels in Alertmanager's webhook body: an Alertmanager
-    alert's own (none invented: no ``severity`` it did not send); a native
-    alert's with ``alertname``, ``severity`` and ``asset``."""
+    alert's own (none invented: no ``severity`` or ``alertname`` it did not
+    send); a native alert's with ``alertname``, ``severity`` and ``asset``."""
     labels = dict(view["labels"])
-    labels.setdefault("alertname", view["rule"])
+    if view["rule"]:
+        labels.setdefault("alertname", view["rule"])
     if view.get("source") != "alertmanager":
         labels.setdefault("severity", view["severity"])
         if view["asset"]:

@@ -291,7 +291,9 @@ def from_alertmanager_alert(raw: Any, now: float,
                             prefix: str = "", resolve_timeout: float = 300.0) -> Alert:
     """Normalize one Alertmanager / Prometheus alert (see module doc).
 
-    ``rule`` = ``labels.alertname``; ``asset`` = the first present label of
+    ``rule`` = ``labels.alertname`` (``""`` when absent: any non-empty label
+    set is an alert, as in Alertmanager's ``Alert.Validate``, alert/alert.go);
+    ``asset`` = the first present label of
     ``asset_labels`` (``""`` when none); ``severity`` = ``labels.severity`` or
     ``default_severity``; status from ``endsAt`` against ``now`` (seconds).
     As Alertmanager's ``postAlerts`` (``api/v2/api.go``, then
@@ -315,7 +317,7 @@ def from_alertmanager_alert(raw: Any, now: float,
     labels = {k: v for k, v in _str_map(raw.get("labels"), prefix + "labels").items() if v != ""}
     if not labels:
         raise AlertRejected(prefix + "labels", "is required and must not be empty")
-    rule = _text(labels.get("alertname"), prefix + "labels.alertname")
+    rule = _text(labels.get("alertname"), prefix + "labels.alertname", required=False)
     asset = next((labels[k] for k in asset_labels if labels.get(k)), "")
     severity = default_severity
     if "severity" in labels:
@@ -354,7 +356,7 @@ def from_alertmanager(payload: list[dict], now: float | None = None, **options: 
 
     Raises:
         AlertRejected: the whole body when it is not a list, or the first bad
-            alert with its index in the field (``"[1].labels.alertname"``).
+            alert with its index in the field (``"[1].labels"``).
     """
     if not isinstance(payload, list):
         raise AlertRejected("body", f"must be a JSON list of alerts, got {type(payload).__name__}",

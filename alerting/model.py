@@ -125,7 +125,8 @@ class Alert:
         either (matchers see ``""``, as in Alertmanager), though it is
         handled at the default severity."""
         out = dict(self.labels)
-        out.setdefault("alertname", self.rule)
+        if self.rule:  # an Alertmanager alert may have no alertname
+            out.setdefault("alertname", self.rule)
         out["rule"] = self.rule
         out["asset"] = self.asset
         if self.source != "alertmanager" or "severity" in out:

@@ -75,9 +75,6 @@ MAX_VIEW_ALERTS = 10_000
 VIEW_TTL = 30
 #: Least seconds between two publishes of one partition.
 PUBLISH_EVERY = 1.0
-#: Alertmanager's default ``resolve_timeout``: a firing alert without an
-#: ``endsAt`` is shown ending this long after it was last seen (seconds).
-RESOLVE_TIMEOUT = 300.0
 #: Hash field holding the partition's publish metadata (not an alert).
 META_FIELD = "~meta"
 
@@ -105,6 +102,13 @@ def _inhibitors(ep: dict[str, Any]) -> list[str]:
 def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[str, Any]:
     """One firing episode as Alertmanager's ``gettableAlert`` (plus ``_group``).
 
+    ``updatedAt`` is the episode's last receipt (``last_seen``) and
+    ``endsAt`` when it resolves unless re-sent (``expires_at``): the last
+    receipt's own future ``endsAt``, else that receipt's time +
+    ``timing.resolve_timeout``, as Alertmanager's ``postAlertsHandler``
+    (api/v2/api.go) sets ``UpdatedAt`` and ``EndsAt`` on every POST and
+    ``Alert.Merge`` (alert/alert.go) keeps the younger alert's ``EndsAt``.
+
     Args:
         ep: a funnel episode (``alerting.dedupe``: ``alert``, ``started_at``,
             ``last_seen``, ``group``, ``silenced_by``, optional ``inhibited_by``).
@@ -131,10 +135,13 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     inhibited = _inhibitors(ep)
     seen = float(ep.get("last_seen") or alert.time)
     started = ep.get("started_at")
+    ends = ep.get("expires_at")  # the funnel's: set by every firing receipt
+    if ends is None:
+        ends = alert.ends_at if alert.ends_at else seen + config.timing.resolve_timeout
     return {
         "labels": labels, "annotations": dict(alert.annotations),
         "startsAt": format_time(started if started is not None else seen),
-        "endsAt": format_time(alert.ends_at if alert.ends_at else seen + RESOLVE_TIMEOUT),
+        "endsAt": format_time(ends),
         "updatedAt": format_time(seen), "generatorURL": alert.generator_url,
         "fingerprint": labelset_fingerprint(labels), "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
@@ -163,8 +170,9 @@ def view_json(view: dict[str, Any]) -> bytes:
 def _signature(ep: dict[str, Any], groups: dict[str, Any]) -> tuple:
     """What a view depends on: unchanged signature -> the bytes are reused."""
     group = groups.get(ep.get("group") or "")
-    return (ep.get("last_seen"), ep.get("started_at"), ep.get("silenced_by"),
-            str(ep.get("inhibited_by")), ep.get("group"), group["receiver"] if group else None,
+    return (ep.get("last_seen"), ep.get("expires_at"), ep.get("started_at"),
+            ep.get("silenced_by"), str(ep.get("inhibited_by")), ep.get("group"),
+            group["receiver"] if group else None,
             ep["alert"].get("time"), ep["alert"].get("severity"))
 
 

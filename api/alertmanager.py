@@ -20,8 +20,8 @@ Paths, bodies and status codes follow Alertmanager's OpenAPI
 
 Errors are raised (``plait.errors``) like everywhere else; the one handler
 (``api.envelope``) answers them on these paths the way Alertmanager does: a
-JSON string body, 400 for caller input (``[3].labels.alertname: is
-required...``), 404 for an unknown silence. Authentication errors keep the
+JSON string body, 400 for caller input (``[3].labels: is required and
+must not be empty``), 404 for an unknown silence. Authentication errors keep the
 Plait envelope (Alertmanager has none).
 
 Alertmanager behaviours kept: a POST with some bad alerts takes the valid ones

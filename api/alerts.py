@@ -21,7 +21,7 @@ Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): ``POST
 ``alertmanagerToken``) whenever a registry or that token is set.
 
 Both ingest routes validate every alert on its own: a bad alert is refused
-naming its index and field (``[1].labels.alertname: ...``) and the valid ones
+naming its index and field (``[1].labels.severity: ...``) and the valid ones
 of the same request go on (``POST /alerts``: 202 listing the refused ones, or
 422 when none is valid; ``/api/v2/alerts``: Alertmanager's 400). A lone
 UTF-16 surrogate in a string becomes U+FFFD and is counted
@@ -194,16 +194,24 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         return state["redis"]
 
     def signed(allowance: str, what: str):
-        """A dependency: the signed caller holding ``allowance`` (None when
-        authentication is off). Raises AuthError 401 / Forbidden 403."""
+        """A dependency of the native routes that change alerting state: the
+        caller holding ``allowance``, None for the shared token or when no
+        credential is configured (open). With any credential configured the
+        request must carry one (:func:`api.auth.bearer_required`): a signed
+        request (caller registry) or ``Authorization: Bearer`` (the shared
+        token or a caller's ``alertmanagerToken``). Raises AuthError 401 /
+        Forbidden 403."""
 
         async def check(request: Request) -> Caller | None:
-            if callers is None:
+            if not bearer_required(callers, shared_token):
                 return None
-            caller = await verify_starlette_request(
-                request, callers, redis(), settings.redis_prefix, time.time(),
-                settings.auth_skew_seconds)
-            if not getattr(caller, allowance):
+            if callers is None or "authorization" in request.headers:
+                caller = verify_bearer(request.headers, callers, shared_token)
+            else:
+                caller = await verify_starlette_request(
+                    request, callers, redis(), settings.redis_prefix, time.time(),
+                    settings.auth_skew_seconds)
+            if caller is not None and not getattr(caller, allowance):
                 raise Forbidden(f"caller {caller.sysCode} may not {what}: its registry entry "
                                 f"needs '{allowance}: true'")
             return caller

@@ -121,16 +121,20 @@ def task_visible(task: Mapping[str, Any] | None, caller: Caller, user_id: str | 
 
 
 def bearer_required(registry: CallerRegistry | None, shared_token: str) -> bool:
-    """Whether the Alertmanager-compatible routes need a bearer token: yes
-    when a caller registry is loaded (authentication is on) or a shared token
-    (``PLAIT_ALERTMANAGER_TOKEN``) is set; no in open dev mode."""
+    """Whether the alerting routes need a credential: yes when any is
+    configured, a caller registry (``PLAIT_CALLERS_FILE``) or the shared
+    token (``PLAIT_ALERTMANAGER_TOKEN``); no in open dev mode. Then every
+    ``/api/v2`` route and every native route that changes alerting state
+    (``POST /alerts``, ``POST /silences``, ``DELETE /silences/{id}``)
+    needs one: authentication is all or nothing, whichever is configured."""
     return registry is not None or bool(shared_token)
 
 
 def verify_bearer(headers: Mapping[str, str], registry: CallerRegistry | None,
                   shared_token: str) -> Caller | None:
     """Authenticate ``Authorization: Bearer <token>`` (RFC 6750 s2.1) on the
-    Alertmanager-compatible routes, the header Prometheus
+    Alertmanager-compatible routes (and the native alerting routes that
+    change state, as an alternative to a signed request), the header Prometheus
     (``alertmanagers[].authorization``) and amtool (``--http.config.file``)
     send.
 
@@ -149,7 +153,7 @@ def verify_bearer(headers: Mapping[str, str], registry: CallerRegistry | None,
     value = headers.get("authorization") or headers.get("Authorization") or ""
     scheme, _, token = value.strip().partition(" ")
     if not value:
-        raise AuthError("missing header Authorization: the /api/v2 routes need "
+        raise AuthError("missing header Authorization: this route needs "
                         "'Authorization: Bearer <token>' (PLAIT_ALERTMANAGER_TOKEN or the "
                         "caller's alertmanagerToken)")
     if scheme.lower() != "bearer" or not token.strip():

@@ -195,12 +195,13 @@ class NativeAlert(BaseModel):
 
 
 class AlertmanagerLabels(BaseModel):
-    """Labels of an Alertmanager alert: ``alertname`` is required."""
+    """Labels of an Alertmanager alert: at least one; ``alertname`` is
+    optional, as in Alertmanager (``Alert.Validate``, alert/alert.go)."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={
         "additionalProperties": {"type": "string", "maxLength": 8192},
-        "propertyNames": {"minLength": 1}})
-    alertname: str = Field(min_length=1, max_length=8192)
+        "propertyNames": {"minLength": 1}, "minProperties": 1})
+    alertname: str = Field(None, max_length=8192)
     severity: str = Field(None, json_schema_extra={"enum": list(SEVERITIES)})
 
 

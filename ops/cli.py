@@ -83,7 +83,8 @@ def lean_worker() -> None:
 def cmd_worker(args: argparse.Namespace) -> None:
     """Run one worker in the foreground (creates missing topics first).
     ``--role export|alerting|all``: the export agents, the alert funnel, or
-    both in one process (default)."""
+    both in one process (default), each in its own consumer group
+    (``streams.app.create_apps``)."""
     lean_worker()
 
     import asyncio
@@ -95,7 +96,7 @@ def cmd_worker(args: argparse.Namespace) -> None:
     from plait.metrics import port_in_use_text
     from plait.settings import get_settings
     from plait.topics import Topics
-    from streams.app import create_app, tune_gc
+    from streams.app import create_apps, tune_gc
 
     settings = get_settings()
     setup_logging(settings.log_level)
@@ -107,23 +108,24 @@ def cmd_worker(args: argparse.Namespace) -> None:
         get_logger("plait.worker").info("projection rebuilt", events=applied)
     role = getattr(args, "role", "all")
     try:
-        app = create_app(settings, role)
+        apps = create_apps(settings, role)
     except ConfigError as exc:  # one line, no traceback (a port taken, a bad config)
         raise CliError(exc.message) from None
-    worker = faust_worker(app, settings.log_level)
+    worker = faust_worker(apps, settings.log_level)
     tune_gc(role)
     worker.execute_from_commandline()
 
 
-def faust_worker(app, log_level: str):
-    """The Faust ``Worker`` running ``app`` at ``log_level`` (``"INFO"``...),
+def faust_worker(apps: list, log_level: str):
+    """The Faust ``Worker`` running ``apps`` at ``log_level`` (``"INFO"``...):
+    the first as its app, the others as services it starts and stops with it;
     without Faust's terminal spinner: at WARNING and above the spinner sets
     the root logger to DEBUG, so every aiokafka/Faust debug call built a log
     record (~3.5% of an alerting worker's CPU, py-spy); a worker has no
     terminal to spin on."""
     from faust import Worker
 
-    worker = Worker(app, loglevel=log_level.lower(), quiet=True)
+    worker = Worker(apps[0], *apps[1:], loglevel=log_level.lower(), quiet=True)
     worker.spinner = None
     return worker
 

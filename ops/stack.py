@@ -152,29 +152,38 @@ class Stack:
         return {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX") or Settings().redis_prefix
 
     def ready_workers(self) -> dict[int, int]:
-        """Readiness records in Redis (``streams.readiness``): pid -> consumer
-        group generation of each worker that has joined the group and consumes."""
+        """Workers ready in every consumer group they run (``streams.readiness``):
+        pid -> consumer group generation (the lowest of its groups' when the
+        worker runs two) of each worker whose every Faust app has joined its
+        group, been assigned its partitions and consumes."""
+        return {pid: min(groups.values()) for pid, groups in self._ready_groups().items()}
+
+    def _ready_groups(self) -> dict[int, dict[str, int]]:
+        """pid -> {group: generation} of the workers ready in all their groups."""
         import json
 
         import redis
 
-        prefix = self.redis_prefix
         client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
         try:
-            found = {}
-            for key in client.scan_iter(match=K.ready_pattern(prefix), count=100):
+            found: dict[int, dict[str, int]] = {}
+            wanted: dict[int, int] = {}
+            for key in client.scan_iter(match=K.ready_pattern(self.redis_prefix), count=100):
                 raw = client.get(key)
                 if raw:
                     state = json.loads(raw)
-                    found[int(state["pid"])] = int(state["generation"])
-            return found
+                    pid = int(state["pid"])
+                    found.setdefault(pid, {})[state.get("group", "")] = int(state["generation"])
+                    wanted[pid] = int(state.get("apps", 1))
+            return {pid: g for pid, g in found.items() if len(g) >= wanted[pid]}
         finally:
             client.close()
 
     def wait_workers_ready(self, timeout: float = 90.0) -> None:
-        """Block until every worker started has joined the consumer group, been
-        assigned its partitions and consumes (all in the same group generation),
-        so an event sent now is handled without waiting for a rebalance.
+        """Block until every worker started has joined its consumer group(s),
+        been assigned its partitions and consumes, the workers of each group
+        in the same group generation, so an event sent now is handled without
+        waiting for a rebalance.
 
         Raises ``RuntimeError`` when a worker exited and ``TimeoutError`` naming
         the workers not ready after ``timeout`` seconds (logs in ``data_dir/logs``).
@@ -185,10 +194,13 @@ class Stack:
             for name, proc in workers.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"{name} exited; see {self.data_dir}/logs/{name}.log")
-            ready = self.ready_workers()
+            ready = self._ready_groups()
             waiting = [n for n, p in workers.items() if p.pid not in ready]
-            generations = {ready[p.pid] for p in workers.values() if p.pid in ready}
-            if not waiting and len(generations) <= 1:
+            generations: dict[str, set[int]] = {}
+            for p in workers.values():
+                for group, generation in ready.get(p.pid, {}).items():
+                    generations.setdefault(group, set()).add(generation)
+            if not waiting and all(len(g) == 1 for g in generations.values()):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"workers not consuming after {timeout}s: "

@@ -151,21 +151,28 @@ ROLES = ("all", "export", "alerting")
 
 
 def app_id_for(settings: Settings, role: str) -> str:
-    """Faust app id (= consumer group) of a worker role: exports and ``all``
-    keep ``settings.app_id``; an alerting-only worker is its own group
-    (``<app id>-alerting``) so a crash or storm there never rebalances the
-    export workers, and vice versa."""
+    """Faust app id (= consumer group) of a worker's ``export`` or ``alerting``
+    app: exports keep ``settings.app_id``; the alert funnel is always its own
+    group (``<app id>-alerting``), whichever role runs it, so every worker
+    deciding alerts shares one group and one changelog and each alert is
+    decided once; a crash or storm there never rebalances the export
+    workers, and vice versa."""
     return f"{settings.app_id}-alerting" if role == "alerting" else settings.app_id
 
 
-def create_app(settings: Settings, role: str = "all") -> faust.App:
-    """Build the worker app for ``settings`` (broker, topics, Redis, storage).
+def create_apps(settings: Settings, role: str = "all") -> list[faust.App]:
+    """Build the Faust apps a worker of ``role`` runs, one per consumer group.
 
     Args:
-        role: ``all`` (export agents, plus the alert funnel when
-            ``settings.alerting_config`` is set), ``export`` (export agents
-            only) or ``alerting`` (the alert funnel only; needs
+        role: ``all`` (the export app, plus the alerting app when
+            an alerting config is set), ``export`` (the export app
+            only) or ``alerting`` (the alerting app only; needs
             ``alerting_config``).
+
+    Returns:
+        ``[export app]``, ``[alerting app]`` or ``[export app, alerting app]``
+        (ids from :func:`app_id_for`); ``ops.cli`` runs them in one Faust
+        ``Worker``.
 
     Raises:
         ValueError: an unknown role, or ``alerting`` without a config.
@@ -177,8 +184,22 @@ def create_app(settings: Settings, role: str = "all") -> faust.App:
     if role == "alerting" and not alerting_enabled(settings):
         raise ValueError("role 'alerting' needs PLAIT_ALERTMANAGER_CONFIG or PLAIT_ALERTING_CONFIG "
                          "(an alerting config file)")
-    app = faust.App(
-        app_id_for(settings, role),
+    tune_fetch_wait(settings.fetch_max_wait_ms, settings.fetch_prefetch_backoff_ms)
+    fast_lz4()
+    from plait import metrics, tracing
+
+    tracing.setup("plait-worker")
+    metrics.serve(settings.metrics_port)
+    export = role in ("all", "export")
+    alerting = alerting_enabled(settings) and role in ("all", "alerting")
+    count = export + alerting
+    return ([_export_app(settings, count)] if export else []) + (
+        [_alerting_app(settings, count)] if alerting else [])
+
+
+def _faust_app(settings: Settings, app_id: str) -> faust.App:
+    return faust.App(
+        app_id,
         broker=f"kafka://{settings.broker_url}",
         store="memory://",
         # Faust's own working directory (default: "<app id>-data" in the CWD)
@@ -199,41 +220,47 @@ def create_app(settings: Settings, role: str = "all") -> faust.App:
         producer_compression_type="lz4",
         producer_max_request_size=2 * 1024 * 1024,
     )
-    tune_fetch_wait(settings.fetch_max_wait_ms, settings.fetch_prefetch_backoff_ms)
-    fast_lz4()
-    from plait import metrics, tracing
 
-    tracing.setup("plait-worker")
-    metrics.serve(settings.metrics_port)
+
+def _export_app(settings: Settings, apps: int) -> faust.App:
+    """The export agents, their timers and the scheduler (group ``app_id``);
+    ``apps``: how many Faust apps this process runs (its readiness says so)."""
+    from plait import metrics
+
+    app = _faust_app(settings, app_id_for(settings, "export"))
     names = {T.Topics(settings.topic_prefix).name(t): t for t in T.ALL}
-    if role in ("all", "export"):
-        runtime = Runtime(app, build_context(settings), routes(settings))
+    runtime = Runtime(app, build_context(settings), routes(settings))
 
-        async def gauges() -> None:
-            metrics.update_lag(app, names)
-            metrics.WORKER_INFLIGHT.set(len(runtime.inflight))
+    async def gauges() -> None:
+        metrics.update_lag(app, names)
+        metrics.WORKER_INFLIGHT.set(len(runtime.inflight))
 
-        _every(app, 5.0, gauges, "gauges")
-        _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
-        _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
-        _every(app, readiness.INTERVAL_SECONDS, partial(
-            readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
-            runtime.ctx.worker_id), "readiness")
-        from schedules.worker import register_scheduler
+    _every(app, 5.0, gauges, "gauges")
+    _every(app, settings.heartbeat_interval_seconds, runtime.heartbeat, "heartbeat")
+    _every(app, settings.sweep_interval_seconds, runtime.sweep, "sweeper")
+    _every(app, readiness.INTERVAL_SECONDS, partial(
+        readiness.report, app, runtime.ctx.projection.redis, settings.redis_prefix,
+        runtime.ctx.worker_id, apps), "readiness")
+    from schedules.worker import register_scheduler
 
-        register_scheduler(runtime, settings, partial(_every, app))
-    else:
-        import redis.asyncio as aioredis
+    register_scheduler(runtime, settings, partial(_every, app))
+    return app
 
-        client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2,
-                                         socket_connect_timeout=2)
-        _every(app, readiness.INTERVAL_SECONDS, partial(
-            readiness.report, app, client, settings.redis_prefix,
-            settings.worker_id or f"{os.getpid()}-alerting"), "readiness")
-    if alerting_enabled(settings) and role in ("all", "alerting"):
-        from alerting.agents import register_alerting
 
-        register_alerting(app, settings)
+def _alerting_app(settings: Settings, apps: int) -> faust.App:
+    """The alert funnel (group ``<app_id>-alerting``); ``apps`` as for
+    :func:`_export_app`."""
+    import redis.asyncio as aioredis
+
+    from alerting.agents import register_alerting
+
+    app = _faust_app(settings, app_id_for(settings, "alerting"))
+    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2,
+                                     socket_connect_timeout=2)
+    _every(app, readiness.INTERVAL_SECONDS, partial(
+        readiness.report, app, client, settings.redis_prefix,
+        f"{settings.worker_id or os.getpid()}-alerting", apps), "readiness")
+    register_alerting(app, settings)
     return app
 
 

@@ -2,10 +2,12 @@
 consumer group, been assigned its partitions and recovered its tables.
 
 Each worker keeps ``plait.keys.ready`` in Redis while it is ready
-(JSON ``{"workerId", "pid", "generation", "partitions"}``, expiring after
-:data:`TTL_SECONDS` unless refreshed) and deletes it while it rebalances.
-``ops.stack.Stack`` waits until every worker it started has a key with the
-same consumer-group generation before it calls the stack ready.
+(JSON ``{"workerId", "pid", "group", "apps", "generation", "partitions"}``,
+one per Faust app: a ``--role all`` worker runs two, the export group and
+the alerting group; expiring after :data:`TTL_SECONDS` unless refreshed)
+and deletes it while it rebalances. ``ops.stack.Stack`` waits until every
+worker it started has a key for each of its apps, and the workers of each
+group share one consumer-group generation, before it calls the stack ready.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ TTL_SECONDS = 5
 INTERVAL_SECONDS = 0.5
 
 
-def worker_state(app: faust.App, worker_id: str) -> dict | None:
+def worker_state(app: faust.App, worker_id: str, apps: int = 1) -> dict | None:
     """The readiness record of this worker, or None while it has not joined
     the group, is rebalancing or is recovering tables.
 
@@ -33,14 +35,15 @@ def worker_state(app: faust.App, worker_id: str) -> dict | None:
     """
     if app.rebalancing or not app.tables.recovery.completed.is_set():
         return None
-    return {"workerId": worker_id, "pid": os.getpid(),
+    return {"workerId": worker_id, "pid": os.getpid(), "group": app.conf.id, "apps": apps,
             "generation": app.consumer_generation_id,
             "partitions": len(app.consumer.assignment())}
 
 
-async def report(app: faust.App, redis, prefix: str, worker_id: str) -> None:
-    """Set or delete this worker's readiness key (one Faust timer tick)."""
-    state = worker_state(app, worker_id)
+async def report(app: faust.App, redis, prefix: str, worker_id: str, apps: int = 1) -> None:
+    """Set or delete the readiness key of ``app`` in this worker (one Faust
+    timer tick); ``apps``: how many Faust apps (consumer groups) the process runs."""
+    state = worker_state(app, worker_id, apps)
     key = K.ready(prefix, worker_id)
     if state is None:
         await redis.delete(key)

@@ -38,3 +38,22 @@ def stack(tmp_path_factory):
     finally:
         s.stop()
         drop_redis_keys(s)
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """What the alerting routes (``api.alerts``) send to Kafka (records),
+    recorded instead of sent, with 2 funnel partitions; Redis stays real."""
+    import api.alerts as alerts_module
+
+    records: list[tuple] = []
+
+    async def send(self, batch):
+        records.extend(batch)
+
+    async def partitions(self):
+        return 2
+
+    monkeypatch.setattr(alerts_module._Kafka, "send", send)
+    monkeypatch.setattr(alerts_module._Kafka, "funnel_partitions", partitions)
+    return records

@@ -74,7 +74,7 @@ def test_alertmanager_zero_time_endsat_is_firing():
 
 @pytest.mark.parametrize("body, field", [
     ({"labels": {}}, "body"),
-    ([{"labels": {"alertname": "A"}}, {"labels": {"instance": "x"}}], "[1].labels.alertname"),
+    ([{"labels": {"alertname": "A"}}, {"labels": {"instance": ""}}], "[1].labels"),
     ([{"annotations": {}}], "[0].labels"),
     ([{"labels": {"alertname": "A", "severity": "meh"}}], "[0].labels.severity"),
     ([{"labels": {"alertname": "A"}, "startsAt": "01/05/2024"}], "[0].startsAt"),
@@ -205,3 +205,11 @@ def test_repair_alert_returns_a_clean_alert_itself_and_repairs_a_lone_surrogate(
     assert repair_alert(clean) is clean
     fixed = repair_alert(dirty)
     assert fixed.labels == {"k": "x\ufffd"} and fixed.invalid_unicode == dirty.invalid_unicode + 1
+
+
+def test_alertmanager_alert_without_alertname_is_an_alert():
+    """Any non-empty label set is an alert (Alertmanager's Alert.Validate);
+    nothing invents an alertname for it."""
+    [a] = from_alertmanager([{"labels": {"foo": "bar"}}], now=NOW)
+    assert (a.rule, a.labels, a.status) == ("", {"foo": "bar"}, Status.FIRING)
+    assert "alertname" not in a.match_labels()

@@ -204,6 +204,14 @@ def storm_stack(make_stack, tmp_path: Path, receiver: "Receiver", bucket: dict, 
     return stack, Kafka(stack), stack.workers()["worker-0"]
 
 
+def fast_timing(group_wait: str = "1s", group_interval: str = "2s", **timing: str) -> dict:
+    """Config sections for quick tests: ``timing`` (repeat_interval 1h plus
+    ``timing``) and a ``delivery`` retrying every 0.5-2 s, 3 s a try."""
+    return {"timing": {"group_wait": group_wait, "group_interval": group_interval,
+                       "repeat_interval": "1h", **timing},
+            "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
+
+
 def stack_settings(stack) -> Settings:
     """The settings the stack's children run with."""
     env = stack.env

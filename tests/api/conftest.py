@@ -8,29 +8,11 @@ from pathlib import Path
 import pytest
 import redis
 
-import api.alerts as alerts_module
 from api.app import create_api
 from plait.settings import Settings
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 ALERTING_YAML = Path(__file__).resolve().parents[2] / "examples" / "alerting.yaml"
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    """What the alerting routes send to Kafka (records), instead of sending it;
-    ``emit`` of the export routes is refused (these tests never get that far)."""
-    records: list[tuple] = []
-
-    async def send(self, batch):
-        records.extend(batch)
-
-    async def partitions(self):
-        return 2
-
-    monkeypatch.setattr(alerts_module._Kafka, "send", send)
-    monkeypatch.setattr(alerts_module._Kafka, "funnel_partitions", partitions)
-    return records
 
 
 @pytest.fixture

@@ -126,7 +126,7 @@ def test_worker_at_warning_leaves_the_root_logger_at_its_level():
     from ops.cli import faust_worker
 
     app = faust.App("plait-test-spinner", broker="kafka://127.0.0.1:1")
-    worker = faust_worker(app, "WARNING")
+    worker = faust_worker([app], "WARNING")
     logger = logging.Logger("plait-test-root", level=logging.WARNING)
     logger.addHandler(logging.NullHandler())
     worker.on_setup_root_logger(logger, logging.WARNING)

@@ -16,7 +16,7 @@ import sys
 
 from ops.cli import main
 from ops.stack import Stack
-from streams.app import app_id_for, create_app
+from streams.app import app_id_for, create_apps
 from plait.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "pipeline"))
@@ -39,9 +39,9 @@ def test_roles_are_separate_consumer_groups():
     s = Settings(app_id="plait-x", alerting_config="")
     assert app_id_for(s, "alerting") == "plait-x-alerting" and app_id_for(s, "export") == "plait-x"
     with pytest.raises(ValueError, match="alerting"):
-        create_app(s, "alerting")
+        create_apps(s, "alerting")
     with pytest.raises(ValueError, match="role"):
-        create_app(s, "nope")
+        create_apps(s, "nope")
 
 
 def test_worker_cli_accepts_a_role():

@@ -13,7 +13,6 @@ import yaml
 from fastapi import FastAPI
 from security_helpers import SECRET
 
-import api.alerts as alerts_module
 from api.alerts import create_alerts_router
 from api.envelope import install_error_handlers
 from plait.callers import CallerConfigError, load_callers
@@ -40,22 +39,6 @@ def _write_registry(path: Path) -> Path:
                     alertmanagerToken=CRM_TOKEN),
     }}))
     return path
-
-
-@pytest.fixture
-def sent(monkeypatch):
-    """Records what the routes send to Kafka instead of sending it."""
-    records: list[tuple] = []
-
-    async def send(self, batch):
-        records.extend(batch)
-
-    async def partitions(self):
-        return 2
-
-    monkeypatch.setattr(alerts_module._Kafka, "send", send)
-    monkeypatch.setattr(alerts_module._Kafka, "funnel_partitions", partitions)
-    return records
 
 
 @pytest.fixture
