@@ -1,4 +1,4 @@
-"""Wiring the scheduler into a worker (``streams.app.create_app``): a timer
+"""Wiring the scheduler into a worker (``streams.app.create_apps``): a timer
 every ``Settings.schedule_tick_seconds`` runs :meth:`Scheduler.turn`; sends go
 through the export runtime's topics (raw bytes, acked)."""
 from __future__ import annotations
