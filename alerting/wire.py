@@ -35,6 +35,7 @@ may remain on the topic; :func:`ledger_entries` reads both.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -120,8 +121,14 @@ def raw_room(key: bytes, source: str, received_at: float) -> int:
     :data:`plait.records.MAX_RECORD_BYTES` (the envelope's own bytes
     counted with a 32-hex id and a millisecond time, as :func:`raw_envelope`
     writes them)."""
-    _eid, frame = raw_envelope([], source, received_at, event_id="0" * 32)
-    return MAX_RECORD_BYTES - len(key) - len(frame)
+    return MAX_RECORD_BYTES - len(key) - _frame_bytes(source, received_at)
+
+
+@functools.lru_cache(maxsize=64)
+def _frame_bytes(source: str, received_at: float) -> int:
+    """Bytes of an ``alerts.raw`` envelope carrying no alert (its id and
+    time have a fixed length)."""
+    return len(raw_envelope([], source, received_at, event_id="0" * 32)[1])
 
 
 def pack_raw(parts: list[bytes], key: bytes, source: str, received_at: float,
