@@ -2,7 +2,8 @@
 and the limit (plait.records.MAX_RECORD_BYTES, docs/kafka-rules.md #17),
 before anything is answered as accepted: an alert (by its index; the other
 alerts of the request go on), a silence (``comment``, ``matchers``) and an
-export request (``dataConfig.queryConditions``: plait.spec.MAX_SPEC_BYTES).
+export request or a schedule's export (``dataConfig.queryConditions``:
+plait.spec.MAX_SPEC_BYTES).
 The real app on a real Redis; the records it would send are recorded."""
 from __future__ import annotations
 
@@ -87,10 +88,22 @@ def test_an_alertmanager_silence_too_large_is_400_and_keeps_the_one_it_updates(c
     assert client.get(f"/api/v2/silence/{sid}").json()["status"]["state"] == "active"
 
 
+#: A spec whose queryConditions alone are ~200 KB of JSON.
+BIG_SPEC = SPEC | {"dataConfig": SPEC["dataConfig"] | {
+    "queryConditions": {f"k{i}": "v" * 1000 for i in range(200)}}}
+
+
 def test_an_export_request_too_large_is_422_naming_the_field_and_the_limit(client):
-    spec = SPEC | {"dataConfig": SPEC["dataConfig"] | {
-        "queryConditions": {f"k{i}": "v" * 1000 for i in range(200)}}}
-    resp = client.post("/export/tasks", json=spec)
+    resp = client.post("/export/tasks", json=BIG_SPEC)
     assert resp.status_code == 422, resp.text
     entry = _entries(resp)["dataConfig.queryConditions"]
     assert str(MAX_SPEC_BYTES) in entry["rule"]
+
+
+def test_a_schedule_whose_export_is_too_large_is_422_naming_the_field(client):
+    resp = client.post("/schedules", json={"name": "big", "trigger": {"interval": 3600},
+                                           "action": {"export": BIG_SPEC}})
+    assert resp.status_code == 422, resp.text
+    entry = _entries(resp)["action.export.dataConfig.queryConditions"]
+    assert str(MAX_SPEC_BYTES) in entry["rule"]
+    assert client.get("/schedules").json()["data"]["schedules"] == []
