@@ -26,8 +26,11 @@ of the same request go on (``POST /alerts``: 202 listing the refused ones, or
 422 when none is valid; ``/api/v2/alerts``: Alertmanager's 400). A lone
 UTF-16 surrogate in a string becomes U+FFFD and is counted
 (``plait_alert_edge_replaced_characters_total``, and ``replacedCharacters``
-in the answer). Valid alerts go to ``alerts.raw`` as one event per ordering
-key and request (chunks of 500).
+in the answer). Valid alerts go to ``alerts.raw`` as events per ordering key
+and request, each of at most 500 alerts and ``plait.records.MAX_RECORD_BYTES``
+(256 KiB) of key and value; an alert too large for an event of its own is
+refused like a bad one, naming its index (``code`` ``size``), as is a
+silence too large for one ``alerts.funnel`` record, naming its field.
 Errors are raised (``plait.errors``) and answered by the app's one handler
 (``api.envelope.install_error_handlers``).
 
