@@ -35,6 +35,7 @@ may remain on the topic; :func:`ledger_entries` reads both.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -106,6 +107,53 @@ def raw_envelope(alerts: list[Any], source: str = "plait-api",
            "data": {"alerts": alerts,
                     "receivedAt": time.time() if received_at is None else received_at}}
     return eid, _json_bytes(env)
+
+
+def raw_alert_bytes(alert: Any) -> bytes:
+    """One alert's JSON as :func:`raw_envelope` writes it (the piece
+    :func:`pack_raw` joins)."""
+    return _json_bytes(alert)
+
+
+def raw_room(key: bytes, source: str, received_at: float) -> int:
+    """Most bytes of alert JSON one ``alerts.raw`` record with Kafka ``key``
+    may carry so that key and value stay within
+    :data:`plait.records.MAX_RECORD_BYTES` (the envelope's own bytes
+    counted with a 32-hex id and a millisecond time, as :func:`raw_envelope`
+    writes them)."""
+    return MAX_RECORD_BYTES - len(key) - _frame_bytes(source, received_at)
+
+
+@functools.lru_cache(maxsize=64)
+def _frame_bytes(source: str, received_at: float) -> int:
+    """Bytes of an ``alerts.raw`` envelope carrying no alert (its id and
+    time have a fixed length)."""
+    return len(raw_envelope([], source, received_at, event_id="0" * 32)[1])
+
+
+def pack_raw(parts: list[bytes], key: bytes, source: str, received_at: float,
+             most: int) -> list[tuple[str, int, bytes]]:
+    """``alerts.raw`` events carrying ``parts`` (:func:`raw_alert_bytes` of
+    each alert, each at most :func:`raw_room`), in order, each with at most
+    ``most`` alerts and, with ``key``, at most
+    :data:`plait.records.MAX_RECORD_BYTES`.
+
+    Returns:
+        ``[(event id, alerts it carries, UTF-8 JSON bytes)]``; the raw ids
+        of an event's alerts are ``<event id>:<i>``.
+
+    Raises:
+        ValueError: a part is larger than :func:`raw_room` (check first).
+    """
+    room = raw_room(key, source, received_at)
+    if any(len(p) > room for p in parts):
+        raise ValueError(f"an alert is larger than the {room} bytes one alerts.raw record holds")
+    out = []
+    for chunk in _cut(parts, room, most):
+        eid, frame = raw_envelope([], source, received_at)
+        head, tail = frame.split(b'"alerts":[]', 1)
+        out.append((eid, len(chunk), head + b'"alerts":[' + b",".join(chunk) + b"]" + tail))
+    return out
 
 
 def _loads(value: bytes | str) -> Any:

@@ -18,7 +18,9 @@ from zoneinfo import ZoneInfo
 from alerting.intake import format_time
 from alerting.model import AlertRejected
 from alerting.silence import WEEKDAYS, Silence, SilenceRefused, create_silence
+from alerting.wire import command, ordering_key, raw_alert_bytes, raw_room
 from plait.errors import FieldError
+from plait.records import MAX_RECORD_BYTES
 
 #: Keys of one native alert (``POST /alerts``).
 ALERT_KEYS = ("rule", "asset", "severity", "status", "labels", "annotations", "time",
@@ -28,6 +30,8 @@ ALERT_TIMES = ("time", "startsAt", "endsAt")
 SILENCE_KEYS = ("matchers", "startsAt", "endsAt", "createdBy", "comment", "allowBroad",
                 "timeIntervals")
 INTERVAL_KEYS = ("weekdays", "times", "location")
+#: Kafka key of the silence commands sent to ``alerts.funnel``.
+SILENCE_KEY = b"silence"
 RANGE_KEYS = ("startTime", "endTime")
 #: Internal silence names -> the public spelling (for error messages).
 _PUBLIC = {"starts_at": "startsAt", "ends_at": "endsAt", "author": "createdBy",
@@ -139,6 +143,28 @@ def check_native_alert(raw: Any, where: str = "") -> None:
         parse_rfc3339(raw.get(key), f"{where}{key}", AlertRejected)
 
 
+def sized_alert(alert: Any, where: str, source: str, received_at: float) -> tuple[Any, bytes]:
+    """``(alert, its JSON bytes)`` when the alert fits one ``alerts.raw``
+    record of its own (:func:`alerting.wire.raw_room`: key, envelope and
+    alert within :data:`plait.records.MAX_RECORD_BYTES`, docs/kafka-rules.md
+    #17); ``where`` is its index prefix (``[3].``).
+
+    Raises:
+        AlertRejected: ``code`` ``size``, naming the alert (``[3]``, or
+            ``body`` for a lone alert), its size and the limit: it is refused
+            before anything is answered, so no accepted alert is lost.
+    """
+    data = raw_alert_bytes(alert)
+    room = raw_room(ordering_key(alert).encode(), source, received_at)
+    if len(data) > room:
+        raise AlertRejected(where.rstrip(".") or "body", f"is {len(data)} bytes of JSON, more "
+                            f"than one Kafka record carries ({room} bytes of alert: "
+                            f"{MAX_RECORD_BYTES} bytes with the record's key and envelope)",
+                            f"an alert of at most {room} bytes of JSON: shorten its labels or "
+                            "annotations", "size")
+    return alert, data
+
+
 def counters_view(counters: dict[str, Any]) -> dict[str, Any]:
     """The funnel counters with camelCase keys (``silenced_by`` ->
     ``silencedBy``, ``http_5xx`` -> ``http5xx``); names inside maps (silence
@@ -221,6 +247,29 @@ def parse_silence_request(doc: Any, now: float, silence_id: str) -> Silence:
     except SilenceRefused as e:
         raise SilenceRefused(_public_field(e.field), _public_text(e.rule),
                              _public_text(e.accepted) if e.accepted else None, e.code) from None
+
+
+def silence_command(d: dict[str, Any], key: bytes) -> bytes:
+    """The ``silence`` command of ``d`` (``Silence.to_dict``) for
+    ``alerts.funnel``, checked to make one record with Kafka ``key`` within
+    :data:`plait.records.MAX_RECORD_BYTES` (docs/kafka-rules.md #17).
+
+    Raises:
+        SilenceRefused: ``code`` ``size``, naming the silence's largest field
+            as the caller spells it (``matchers``, ``comment``, ``createdBy``,
+            ``timeIntervals``) and the limit; raised before the silence is
+            stored or sent.
+    """
+    value = command("silence", silence=d)
+    if len(value) + len(key) <= MAX_RECORD_BYTES:
+        return value
+    field = max(("matchers", "comment", "author", "time_intervals"),
+                key=lambda k: len(command("", v=d.get(k))))
+    name = _PUBLIC.get(field, field)
+    raise SilenceRefused(name, f"makes the silence {len(value) + len(key)} bytes as an "
+                         f"alerts.funnel record, more than one Kafka record carries",
+                         f"a silence of at most {MAX_RECORD_BYTES} bytes of JSON: "
+                         f"shorten {name}", "size")
 
 
 def _hhmm(minutes: int) -> str:

@@ -61,7 +61,8 @@ from alerting.model import AlertRejected
 from alerting.silence import (Matcher, Silence, SilenceRefused, compile_regex, create_silence,
                               parse_matcher, parse_matchers, regex_hit)
 from alerting.view import read_views
-from api.alerting_edge import _public_field, _public_text, scrub_text
+from api.alerting_edge import (SILENCE_KEY, _public_field, _public_text, scrub_text,
+                               silence_command, sized_alert)
 from plait.callers import Caller
 from plait.errors import ConfigError, FieldError, Forbidden, NotFound, RequestInvalid
 
@@ -536,10 +537,9 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
                 a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
             try:
                 from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
+                good.append(sized_alert(a, f"[{i}].", "plait-api-v2", now))
             except AlertRejected as e:
                 errors.append(e)
-                continue
-            good.append(a)
         if good:
             await ctx.publish(good, "plait-api-v2", now)
         headers = {"X-Plait-Accepted": str(len(good))}
@@ -638,7 +638,7 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
         prev = await ctx.load_silence(body["id"]) if body.get("id") else None
         if body.get("id") and prev is None:
             raise NotFound(f"silence {body['id']} not found")
-        sid, extra = None, {}
+        sid, extra, expire_prev = None, {}, False
         if prev is not None:
             state = silence_state(prev, now)
             same = tuple(matchers) == Silence.from_dict(prev).matchers
@@ -649,7 +649,7 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
                 extra = {"allow_broad": prev.get("allow_broad", False),
                          "time_intervals": prev.get("time_intervals") or []}
             elif state != "expired":
-                await ctx.end_silence(prev["id"], now)
+                expire_prev = True  # once the new silence is known to be valid and to fit
         if sid is None:
             sid, starts = str(uuid.uuid4()), max(starts, now)
         spec = {"matchers": matchers, "starts_at": starts, "ends_at": ends,
@@ -660,6 +660,9 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
             raise FieldError(_public_field(e.field), _public_text(e.rule).replace(
                 "or allowBroad: true", "(the Alertmanager API has no allowBroad; use POST "
                 "/silences)"), _public_text(e.accepted) if e.accepted else None, e.code) from None
+        silence_command(created.to_dict(), SILENCE_KEY)  # too large: 400 before any change
+        if expire_prev:
+            await ctx.end_silence(prev["id"], now)
         await ctx.save_silence(created, now)
         return JSONResponse({"silenceID": created.id})
 

@@ -26,8 +26,11 @@ of the same request go on (``POST /alerts``: 202 listing the refused ones, or
 422 when none is valid; ``/api/v2/alerts``: Alertmanager's 400). A lone
 UTF-16 surrogate in a string becomes U+FFFD and is counted
 (``plait_alert_edge_replaced_characters_total``, and ``replacedCharacters``
-in the answer). Valid alerts go to ``alerts.raw`` as one event per ordering
-key and request (chunks of 500).
+in the answer). Valid alerts go to ``alerts.raw`` as events per ordering key
+and request, each of at most 500 alerts and ``plait.records.MAX_RECORD_BYTES``
+(256 KiB) of key and value; an alert too large for an event of its own is
+refused like a bad one, naming its index (``code`` ``size``), as is a
+silence too large for one ``alerts.funnel`` record, naming its field.
 Errors are raised (``plait.errors``) and answered by the app's one handler
 (``api.envelope.install_error_handlers``).
 
@@ -55,9 +58,10 @@ from alerting.counters import CountersCollector, decode_hash, merge
 from alerting.intake import normalize
 from alerting.model import AlertRejected
 from alerting.silence import Silence
-from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, raw_envelope
+from alerting.wire import ordering_key, FUNNEL_TOPIC, command, normalize_options, pack_raw
 from api.alerting_edge import (check_native_alert, counters_view, parse_silence_request, scrub_text,
-                               silence_view)
+                               SILENCE_KEY, silence_command, silence_view,
+                               sized_alert)
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import envelope, parse_json_body
 from api.openapi import Envelope, ErrorEnvelope, NativeAlert, SilenceBody, errors, link, request_body
@@ -261,26 +265,28 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
             REPLACED.inc(replaced)
         return doc, replaced
 
-    async def publish(alerts: list[Any], source: str, received_at: float) -> list[str]:
-        """Send alerts keyed by what identifies them (rule and asset), so a
-        firing and its resolve share a partition and stay in order. Returns the
-        raw ids in input order.
+    async def publish(alerts: list[tuple[Any, bytes]], source: str, received_at: float) -> list[str]:
+        """Send alerts (``(alert, its JSON)`` from ``sized_alert``) keyed by
+        what identifies them (rule and asset), so a firing and its resolve
+        share a partition and stay in order; each record holds at most
+        ``CHUNK`` alerts and :data:`plait.records.MAX_RECORD_BYTES` bytes
+        (``alerting.wire.pack_raw``). Returns the raw ids in input order.
 
         Raises:
             Unavailable: Kafka did not acknowledge in time (503).
         """
         by_key: dict[str, list[int]] = {}
-        for i, alert in enumerate(alerts):
+        for i, (alert, _data) in enumerate(alerts):
             by_key.setdefault(ordering_key(alert), []).append(i)
         ids: list[str] = [""] * len(alerts)
         records = []
         for key, positions in by_key.items():
-            for start in range(0, len(positions), CHUNK):
-                chunk = positions[start:start + CHUNK]
-                eid, value = raw_envelope([alerts[i] for i in chunk], source=source,
-                                          received_at=received_at)
-                for n, i in enumerate(chunk):
-                    ids[i] = f"{eid}:{n}"
+            done = 0
+            for eid, n, value in pack_raw([alerts[i][1] for i in positions], key.encode(),
+                                          source, received_at, CHUNK):
+                for k, i in enumerate(positions[done:done + n]):
+                    ids[i] = f"{eid}:{k}"
+                done += n
                 records.append((names.name(T.ALERTS_RAW), key.encode(), value, None))
         from plait import tracing
 
@@ -324,11 +330,10 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
                     normalize(a, now, **ctx.options)  # ctx: below; a reload replaces them
                 except AlertRejected as e:
                     raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
+                good.append(sized_alert(a, where, "plait-api", now))
             except AlertRejected as e:
                 errors.append(e)
                 rejected.append({"index": i, **e.entry()})
-                continue
-            good.append(a)
         if errors:
             REFUSED.labels("/alerts").inc(len(errors))
         if not good:
@@ -342,10 +347,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         message = "accepted" if not rejected else f"accepted {len(ids)}, refused {len(rejected)}"
         return envelope(202, message, data)
 
-    async def broadcast(kind: str, **fields: Any) -> None:
+    async def broadcast(value: bytes) -> None:
         n = await kafka.funnel_partitions()
-        value = command(kind, **fields)
-        await send([(names.name(FUNNEL_TOPIC), b"silence", value, p) for p in range(n)])
+        await send([(names.name(FUNNEL_TOPIC), SILENCE_KEY, value, p) for p in range(n)])
 
     async def counters() -> dict[str, Any]:
         return merge(decode_hash(await redis().hgetall(counters_key)))
@@ -356,13 +360,16 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         the stored form (``Silence.to_dict`` plus ``updated_at``).
 
         Raises:
+            SilenceRefused: the silence is too large for one record (nothing
+                is stored; ``silence_command``).
             Unavailable: Kafka did not take the command (the store is rolled back).
         """
         d = silence.to_dict()
+        value = silence_command(d, SILENCE_KEY)
         old = await redis().hget(silences_key, silence.id)
         await redis().hset(silences_key, silence.id, json.dumps(d | {"updated_at": now}))
         try:
-            await broadcast("silence", silence=d)
+            await broadcast(value)
         except Unavailable:
             if old is None:
                 await redis().hdel(silences_key, silence.id)
@@ -393,7 +400,7 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
             d["ends_at"] = max(now, d["starts_at"])
             d["updated_at"] = now
             await redis().hset(silences_key, silence_id, json.dumps(d))
-        await broadcast("expire", id=silence_id)
+        await broadcast(command("expire", id=silence_id))
         return d
 
     @router.post("/silences", status_code=201, operation_id="createSilence",

@@ -1,4 +1,4 @@
-"""The one bound on a Kafka record Plait's alert path writes, and byte cuts.
+"""The one bound on a Kafka record Plait's alert path and API write, and byte cuts.
 
 :data:`MAX_RECORD_BYTES` (256 KiB) bounds ``len(key) + len(value)`` of every
 record the alert funnel writes (``alerts.funnel`` commands, the funnel
@@ -7,7 +7,10 @@ letters it keeps in ``export.dlq``), whatever a receiver's bucket, its
 ``batch_size`` or ``max_alerts`` or the number of alerts allow: a value that
 would be larger is carried in several records (``alerting.chunks``), and a
 record that still does not fit is dead-lettered, never handed to the
-producer (``alerting.oversize``). Apache Kafka refuses records above its
+producer (``alerting.oversize``). The API keeps the same bound on what it
+writes: alerts are cut into ``alerts.raw`` events by size
+(``alerting.wire.pack_raw``), and an alert, a silence or an export spec too
+large for one record is refused at the edge naming it. Apache Kafka refuses records above its
 ``max.message.bytes`` (1 MB by default) and the producer above its
 ``max_request_size`` (2 MiB here): a quarter of the broker's default leaves
 room for headers and batch framing (docs/kafka-rules.md #9, docs/topics.md).

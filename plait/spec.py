@@ -34,6 +34,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from plait.records import MAX_RECORD_BYTES
+
 FileFormat = Literal["csv", "xlsx", "parquet", "jsonl", "pdf", "docx"]
 ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datetime", "json"]
 
@@ -48,6 +50,33 @@ XLSX_SHEET_FORBIDDEN = "[]:*?/\\"
 DEFAULT_PAGE_SIZE = 1000
 #: Largest page size accepted, rows.
 MAX_PAGE_SIZE = 10_000
+
+
+#: Most bytes of a spec's JSON (the form the events carry): three quarters
+#: of :data:`plait.records.MAX_RECORD_BYTES`, leaving 64 KiB for the
+#: envelope and the fields of an event that carries the spec
+#: (``ExportRequested``, ``FetchPage`` with its cursor), so each stays one
+#: bounded Kafka record (docs/kafka-rules.md #17). It caps declared columns
+#: (about 9,000 of short names); undeclared columns are not limited.
+MAX_SPEC_BYTES = MAX_RECORD_BYTES * 3 // 4
+
+
+def _json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (as ``plait.events.encode`` writes it)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _largest_field(doc: dict[str, Any]) -> tuple[tuple[str, ...], int]:
+    """``(location, bytes)`` of the largest field of ``doc`` at most two
+    levels deep (``("dataConfig", "queryConditions")``)."""
+    best: tuple[tuple[str, ...], int] = ((), -1)
+    for key, value in doc.items():
+        inner = value.items() if isinstance(value, dict) else [(None, value)]
+        for sub, v in inner:
+            size = _json_size(v)
+            if size > best[1]:
+                best = ((key,) if sub is None else (key, sub), size)
+    return best
 
 
 class _Model(BaseModel):
@@ -293,6 +322,23 @@ class ExportSpec(_Model):
                             (("jobConfig", "pageSize"), "jobConfig.pageSize", job))
         data.pageSize = job
         return self
+
+    @model_validator(mode="after")
+    def _fits_a_record(self) -> "ExportSpec":
+        """Refuse a spec whose JSON passes :data:`MAX_SPEC_BYTES`, naming
+        its largest field (``dataConfig.queryConditions``) and the limit."""
+        doc = self.model_dump(mode="json", exclude_none=True)
+        size = _json_size(doc)
+        if size <= MAX_SPEC_BYTES:
+            return self
+        loc, field_size = _largest_field(doc)
+        too_large = InitErrorDetails(
+            type=PydanticCustomError(
+                "too_large", "is {field} bytes of JSON and makes the request {size} bytes; the "
+                "whole request may be at most {most} bytes (it travels in one Kafka record)",
+                {"field": field_size, "size": size, "most": MAX_SPEC_BYTES}),
+            loc=loc, input="(too large to show)")
+        raise ValidationError.from_exception_data("ExportSpec", [too_large])
 
     def fingerprint(self, slot: str | None = None) -> str:
         """sha256 (hex) of the canonical JSON (sorted keys) of everything that

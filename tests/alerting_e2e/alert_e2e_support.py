@@ -352,3 +352,36 @@ class Kafka:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+async def record_sizes(bootstrap: str, wanted, keep=lambda t: t.endswith("alerts.notifications")
+                       ) -> dict[str, tuple[int, int, list[bytes]]]:
+    """Per topic whose name ``wanted(name)`` accepts: (records, largest
+    key + value bytes, values of the topics ``keep(name)`` accepts: by
+    default alerts.notifications), read from the beginning until the
+    topics stay idle for 2 s."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                max_partition_fetch_bytes=4 * 1024 * 1024)
+    await consumer.start()
+    try:
+        topics = [t for t in await consumer.topics() if wanted(t)]
+        tps = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        out = {t: (0, 0, []) for t in topics}
+        idle = deadline = time.monotonic()
+        while time.monotonic() - idle < 2.0 and time.monotonic() - deadline < 60:
+            batch = await consumer.getmany(timeout_ms=300)
+            for tp, records in batch.items():
+                idle = time.monotonic()
+                n, most, values = out[tp.topic]
+                for r in records:
+                    most = max(most, len(r.key or b"") + len(r.value or b""))
+                    if keep(tp.topic):
+                        values.append(r.value)
+                out[tp.topic] = (n + len(records), most, values)
+        return out
+    finally:
+        await consumer.stop()

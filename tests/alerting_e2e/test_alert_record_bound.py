@@ -9,12 +9,11 @@ looped on MessageSizeTooLargeError."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import orjson
 import pytest
 
-from alert_e2e_support import Receiver, storm_stack, wait_until
+from alert_e2e_support import Receiver, record_sizes, storm_stack, wait_until
 
 from alerting.chunks import join_records
 from plait.records import MAX_RECORD_BYTES
@@ -22,37 +21,6 @@ from plait.records import MAX_RECORD_BYTES
 pytestmark = pytest.mark.integration
 
 N = 3000
-
-
-async def _record_sizes(bootstrap: str, wanted) -> dict[str, tuple[int, int, list[bytes]]]:
-    """Per topic whose name ``wanted(name)`` accepts: (records, largest
-    key + value bytes, values of alerts.notifications), read from the
-    beginning until the topics stay idle for 2 s."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                max_partition_fetch_bytes=4 * 1024 * 1024)
-    await consumer.start()
-    try:
-        topics = [t for t in await consumer.topics() if wanted(t)]
-        tps = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        out = {t: (0, 0, []) for t in topics}
-        idle = deadline = time.monotonic()
-        while time.monotonic() - idle < 2.0 and time.monotonic() - deadline < 60:
-            batch = await consumer.getmany(timeout_ms=300)
-            for tp, records in batch.items():
-                idle = time.monotonic()
-                n, most, values = out[tp.topic]
-                for r in records:
-                    most = max(most, len(r.key or b"") + len(r.value or b""))
-                    if tp.topic.endswith("alerts.notifications"):
-                        values.append(r.value)
-                out[tp.topic] = (n + len(records), most, values)
-        return out
-    finally:
-        await consumer.stop()
 
 
 @pytest.mark.timeout(300)
@@ -88,7 +56,7 @@ def test_a_storm_under_the_most_permissive_config_delivers_every_alert_in_bounde
         worker.wait(30)
         env = stack.env
         prefix, app = env["PLAIT_TOPIC_PREFIX"], env["PLAIT_APP_ID"]
-        sizes = asyncio.run(_record_sizes(env["PLAIT_BROKER_URL"], lambda t: (
+        sizes = asyncio.run(record_sizes(env["PLAIT_BROKER_URL"], lambda t: (
             t.startswith(prefix + "alerts.") or t == prefix + "export.dlq"
             or t.startswith(app + "-alerting"))))
         written = {t: (n, most) for t, (n, most, _v) in sizes.items() if n}

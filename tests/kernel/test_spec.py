@@ -47,7 +47,12 @@ def test_too_many_declared_columns_for_xlsx_names_the_limit_and_alternatives():
     cols = [{"fieldName": f"c{i}"} for i in range(16_385)]
     with pytest.raises(ValidationError, match=r"16,384 columns.*csv or parquet"):
         spec(documentConfig={"fileFormat": "xlsx", "columns": cols})
-    assert len(spec(documentConfig={"fileFormat": "csv", "columns": cols}).documentConfig.columns) == 16_385
+    # past xlsx's limit, the columns are left undeclared: declared, they pass the
+    # bytes one Kafka record carries (plait.spec.MAX_SPEC_BYTES)
+    with pytest.raises(ValidationError, match=r"documentConfig.columns\n.* at most 196608 bytes"):
+        spec(documentConfig={"fileFormat": "csv", "columns": cols})
+    assert len(spec(documentConfig={"fileFormat": "csv", "columns": cols[:8000]})
+               .documentConfig.columns) == 8000
 
 
 def test_unknown_fields_are_refused():
