@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from plait.spec import XLSX_MAX_COLUMNS, DocumentConfig
+from plait.spec import DocumentConfig, xlsx_columns_fit
 from sinks.values import MAX_EXACT_INT, _SURROGATE, loads_exact, utc_text_array, zone_of
 
 #: Declared column types the fast decode handles, and their Arrow type as read.
@@ -227,7 +227,7 @@ def _row_schema(doc: DocumentConfig) -> pa.Schema | None:
     """The reader's schema ``{rows: [{<declared columns>}]}``, or None
     when a column is not one the fast decode handles."""
     columns = doc.columns or []
-    if not columns or len(columns) > XLSX_MAX_COLUMNS:
+    if not columns or not xlsx_columns_fit(len(columns)):
         return None
     names = [c.fieldName for c in columns]
     if len(set(names)) != len(names) or any(_SURROGATE.search(n) for n in names):
