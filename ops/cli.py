@@ -125,9 +125,9 @@ def faust_worker(app, log_level: str):
     terminal to spin on."""
     from faust import Worker
 
-    worker = Worker(app, loglevel=log_level.lower(), quiet=True)
-    worker.spinner = None
-    return worker
+    from plait.patches import faust_worker_without_spinner
+
+    return faust_worker_without_spinner(Worker(app, loglevel=log_level.lower(), quiet=True))
 
 
 def cmd_api(args: argparse.Namespace) -> None:
