@@ -159,3 +159,23 @@ def test_only_plait_patches_assigns_to_third_party_modules_and_classes(gc_paused
              for hit in _third_party_assignments(path)]
     assert [hit for hit in found if not hit.startswith("plait/patches.py:")] == []
     assert any(hit.startswith("plait/patches.py:") for hit in found)
+
+
+def test_private_internals_the_product_uses_in_place_are_still_there():
+    """Private attributes read or written where they are used, not patched:
+    faust-streaming 0.15.3 ``Consumer._committed_offset`` (``plait.metrics.
+    update_lag``) and ``Producer._ensure_producer`` (``alerting.changelog.
+    send_records``); CPython's ``zipfile`` write handle (``sinks.writers.
+    xlsx_native``: pre-deflated sheet chunks written with the handle's CRC-32
+    and sizes kept, at ``ZipInfo._compresslevel``)."""
+    import zipfile
+
+    from faust.transport.consumer import Consumer
+    from faust.transport.drivers.aiokafka import Producer
+
+    assert "self._committed_offset = " in inspect.getsource(Consumer.__init__)
+    assert list(inspect.signature(Producer._ensure_producer).parameters) == ["self"]
+    assert "_compresslevel" in zipfile.ZipInfo.__slots__
+    handle = inspect.getsource(zipfile._ZipWriteFile.__init__)
+    assert all(f"self.{name} = 0" in handle for name in ("_file_size", "_compress_size", "_crc"))
+    assert isinstance(zipfile._ZipWriteFile._fileobj, property)
