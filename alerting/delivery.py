@@ -28,6 +28,7 @@ import orjson
 
 from alerting.model import Message
 from alerting.intake import format_time
+from plait.signature import hmac_sha256_hex
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 SIGNATURE_HEADER = "X-Plait-Signature"
@@ -71,8 +72,7 @@ def idempotency_key(receiver: str, message_id: str, created_at: float) -> str:
 
 def signature(secret: str, body: bytes, timestamp: int) -> str:
     """The ``X-Plait-Signature`` value for ``body`` sent at ``timestamp`` (epoch seconds)."""
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
-    return "sha256=" + mac.hexdigest()
+    return "sha256=" + hmac_sha256_hex(secret, f"{timestamp}.".encode() + body)
 
 
 def verify_signature(secret: str, body: bytes, timestamp: int, header: str, now: float,

@@ -10,7 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from plait.errors import ConfigError, PlaitError
+from ops.cli_shared import START_DEV, CliError, api_url
+from ops.cli_shared import shown as _shown
+from plait.errors import ConfigError
 
 
 def cmd_topics(args: argparse.Namespace) -> None:
@@ -125,9 +127,10 @@ def faust_worker(apps: list, log_level: str):
     terminal to spin on."""
     from faust import Worker
 
-    worker = Worker(apps[0], *apps[1:], loglevel=log_level.lower(), quiet=True)
-    worker.spinner = None
-    return worker
+    from plait.patches import faust_worker_without_spinner
+
+    return faust_worker_without_spinner(Worker(apps[0], *apps[1:], loglevel=log_level.lower(),
+                                               quiet=True))
 
 
 def cmd_api(args: argparse.Namespace) -> None:
@@ -149,15 +152,6 @@ def cmd_demo_data_api(args: argparse.Namespace) -> None:
     from producers.demo_api import app
 
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
-
-
-class CliError(PlaitError):
-    """An error the user can fix: printed as one line ``plait CMD: message``
-    (the message says what to do), exit status 1."""
-
-
-#: Printed after a broker/API/Redis address we could not reach.
-START_DEV = "start `plait dev` in this directory (it writes .plait/dev.env)"
 
 
 def _alerting_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -241,14 +235,6 @@ def cmd_dev(args: argparse.Namespace) -> None:
         stack.stop()
 
 
-def _shown(path: Path) -> str:
-    """``path`` relative to the CWD when below it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def quiet_kafka() -> None:
     """librdkafka's own log lines (one per reconnect attempt) stay out of the
     terminal: CLI commands report a broker they cannot reach as one error line."""
@@ -257,23 +243,6 @@ def quiet_kafka() -> None:
     from plait.logs import KAFKA_LOGGER
 
     logging.getLogger(KAFKA_LOGGER).setLevel(logging.CRITICAL)
-
-
-def api_url(given: str | None) -> str:
-    """``--api``, else ``PLAIT_API_URL``, else the running ``plait dev``'s API.
-
-    Raises ``CliError`` saying how to name one."""
-    from plait.devenv import read_dev_env
-
-    url = given or os.environ.get("PLAIT_API_URL")
-    if url:
-        return url.rstrip("/")
-    dev = read_dev_env()
-    if dev.running:
-        return dev.values["PLAIT_API_URL"].rstrip("/")
-    gone = (f"the `plait dev` that wrote {_shown(dev.path)} is no longer running; "
-            if dev.stale else "no `plait dev` is running here; ")
-    raise CliError(f"{gone}{START_DEV}, or pass --api URL / set PLAIT_API_URL")
 
 
 def cmd_follow(args: argparse.Namespace) -> None:

@@ -31,7 +31,7 @@ def cmd_schedules(args: argparse.Namespace) -> None:
     message (and the fields it names) when refused."""
     import sys
 
-    from ops.cli import CliError, api_url
+    from ops.cli_shared import CliError, api_url
     from producers.schedules import ScheduleClient, ScheduleError
 
     need = {"list": 0, "create": 1, "backfill": 3}.get(args.action, 1)

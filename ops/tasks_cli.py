@@ -50,7 +50,7 @@ def cmd_tasks(args: argparse.Namespace) -> None:
     message and the fields it names."""
     import httpx
 
-    from ops.cli import START_DEV, CliError, api_url
+    from ops.cli_shared import START_DEV, CliError, api_url
     from producers.signing import PlaitAuth
 
     if (args.task_id is None) != (args.action == "list"):
@@ -70,7 +70,7 @@ def cmd_tasks(args: argparse.Namespace) -> None:
 def call(http, method: str, path: str, params: dict[str, Any] | None = None) -> Any:
     """The envelope's ``data`` of one API call; CliError with the message
     (and the fields named) on a 4xx/5xx."""
-    from ops.cli import CliError
+    from ops.cli_shared import CliError
 
     resp = http.request(method, path, params=params)
     try:
@@ -121,7 +121,7 @@ def _user(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _download(http, args: argparse.Namespace) -> None:
-    from ops.cli import CliError
+    from ops.cli_shared import CliError
 
     task = call(http, "GET", f"/export/tasks/{args.task_id}", _user(args))
     info = task.get("file")

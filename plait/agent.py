@@ -31,6 +31,7 @@ from plait import topics as T
 from plait import metrics, tracing
 from plait.events import DeadLetter, Payload, encode
 from plait.logs import get_logger
+from plait.patches import faust_set_current_event
 from plait.records import MAX_RECORD_BYTES, cut_utf8
 
 log = get_logger("plait.runtime")
@@ -139,12 +140,8 @@ def set_current_event(event: Any) -> None:
     """Make ``event`` Faust's current event in this task, so table writes made
     while handling a batch go to the changelog partition of ``event``'s
     partition (Faust derives it from the current event, which
-    ``take_events`` leaves unset)."""
-    import weakref
-
-    from faust import streams
-
-    streams._current_event.set(weakref.ref(event))
+    ``take_events`` leaves unset; :func:`plait.patches.faust_set_current_event`)."""
+    faust_set_current_event(event)
 
 
 class AgentRuntime:

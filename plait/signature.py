@@ -86,9 +86,24 @@ def canonical_request(method: str, path: str, query: QueryLike, body: bytes | st
                       body_digest(body), str(timestamp), nonce])
 
 
+def hmac_sha256_hex(secret: str, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104, FIPS 180-4) of ``message`` under ``secret``
+    (its UTF-8 bytes), lower-case hex (64 chars).
+
+    The one MAC of every Plait signing scheme: request signatures
+    (:func:`sign`), data tokens (``plait.tokens``), download links
+    (``sinks.signing``) and webhook signatures (``alerting.delivery``). Each
+    scheme builds its own ``message`` bytes (its wire format); this only MACs them.
+
+    Raises:
+        UnicodeEncodeError: ``secret`` holds a lone surrogate.
+    """
+    return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
 def sign(secret: str, canonical: str) -> str:
     """HMAC-SHA256 (RFC 2104) of ``canonical`` under ``secret``, lower-case hex (64 chars)."""
-    return hmac.new(secret.encode("utf-8"), canonical.encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac_sha256_hex(secret, canonical.encode("utf-8"))
 
 
 def sign_request(secret: str, method: str, path: str, query: QueryLike,

@@ -42,6 +42,30 @@ ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datet
 #: Excel's sheet limits (Microsoft, "Excel specifications and limits").
 XLSX_MAX_COLUMNS = 16_384
 XLSX_MAX_ROWS = 1_048_576
+#: The tail of the column-cap message when the data (not the request) is too wide.
+XLSX_DATA_TOO_WIDE = "the data has {count:,}: choose csv or parquet, or list fewer columns"
+
+
+def xlsx_columns_fit(count: int) -> bool:
+    """True when ``count`` columns fit one xlsx sheet (:data:`XLSX_MAX_COLUMNS`,
+    Microsoft, "Excel specifications and limits")."""
+    return count <= XLSX_MAX_COLUMNS
+
+
+def check_xlsx_columns(file_format: str, count: int, error: type[Exception] = ValueError,
+                       advice: str = "got {count:,}: use csv or parquet") -> None:
+    """The one check of Excel's column cap: nothing unless ``file_format`` is
+    ``"xlsx"`` and ``count`` columns do not fit (:func:`xlsx_columns_fit`).
+
+    Raises:
+        error: ``"xlsx allows at most 16,384 columns (Excel limit); "`` plus
+            ``advice`` formatted with ``count``.
+    """
+    if file_format == "xlsx" and not xlsx_columns_fit(count):
+        raise error(f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); "
+                    + advice.format(count=count))
+
+
 #: Longest sheet name Excel accepts.
 XLSX_MAX_SHEET_NAME = 31
 #: Characters Excel refuses in a sheet name (plus control characters).
@@ -266,10 +290,7 @@ class DocumentConfig(_Model):
         self.sheetName = wanted
 
     def _xlsx_columns(self) -> "DocumentConfig":
-        if self.fileFormat == "xlsx" and self.columns and len(self.columns) > XLSX_MAX_COLUMNS:
-            raise ValueError(
-                f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); "
-                f"got {len(self.columns):,}: use csv or parquet")
+        check_xlsx_columns(self.fileFormat, len(self.columns or ()))
         return self
 
 

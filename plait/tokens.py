@@ -17,11 +17,11 @@ separates these MACs from request signatures made with the same secret.
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 
 from plait.errors import AuthError
+from plait.signature import hmac_sha256_hex
 
 HEADER_DATA_TOKEN = "X-Plait-Data-Token"
 HEADER_TASK_ID = "X-Plait-Task-Id"
@@ -47,7 +47,7 @@ class DataTokenError(AuthError, ValueError):
 
 def _mac(secret: str, task_id: str, user_id: str, expires_at: int) -> str:
     msg = "\n".join([_LABEL, task_id, user_id, str(expires_at)]).encode("utf-8")
-    return hmac.new(secret.encode("utf-8"), msg, hashlib.sha256).hexdigest()
+    return hmac_sha256_hex(secret, msg)
 
 
 def mint_data_token(secret: str, task_id: str, user_id: str, expires_at: int | float) -> str:

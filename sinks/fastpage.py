@@ -53,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from plait.spec import XLSX_MAX_COLUMNS, DocumentConfig
+from plait.spec import DocumentConfig, xlsx_columns_fit
 from sinks.values import (ALL_NULL, MAX_EXACT_INT, OFFSET_DATETIME, _SURROGATE, loads_exact,
                           utc_text_array, zone_of)
 
@@ -304,7 +304,7 @@ def _columns_handled(doc: DocumentConfig) -> bool:
     ``dictionary`` or ``mask``, names unique and free of lone surrogates,
     at most as many as Excel holds; or no columns."""
     columns = doc.columns or []
-    if len(columns) > XLSX_MAX_COLUMNS:
+    if not xlsx_columns_fit(len(columns)):
         return False
     names = [c.fieldName for c in columns]
     if len(set(names)) != len(names) or any(_SURROGATE.search(n) for n in names):
@@ -344,7 +344,7 @@ def _typed(structs: pa.StructArray, doc: DocumentConfig,
         found = [structs.type.field(i).name for i in range(structs.type.num_fields)]
         names = [k for k in (first or {}) if k in found]
         names += [k for k in found if k not in names]
-        if not names or len(names) > XLSX_MAX_COLUMNS:
+        if not names or not xlsx_columns_fit(len(names)):
             return None  # no column (rows_to_batch gives none) or too many for xlsx
         specs = [(k, None) for k in names]
     arrays, fields = [], []

@@ -1,16 +1,17 @@
 """Signed download links for the local store, and RFC 6266 file names."""
 from __future__ import annotations
 
-import hashlib
 import hmac
 import time
 from urllib.parse import quote
+
+from plait.signature import hmac_sha256_hex
 
 
 def sign_link(secret: str, key: str, expires: int, file_name: str) -> str:
     """HMAC-SHA256 (hex) over ``key``, ``expires`` (Unix seconds) and ``file_name``."""
     msg = f"{key}\n{expires}\n{file_name}".encode("utf-8", "surrogatepass")
-    return hmac.new(secret.encode(), msg, hashlib.sha256).hexdigest()
+    return hmac_sha256_hex(secret, msg)
 
 
 def verify_link(secret: str, key: str, expires: int, file_name: str, sig: str,

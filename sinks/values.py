@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plait.errors import PermanentError
-from plait.spec import XLSX_MAX_COLUMNS, ColumnSpec, DocumentConfig
+from plait.spec import XLSX_DATA_TOO_WIDE, ColumnSpec, DocumentConfig, check_xlsx_columns
 
 #: Largest integer magnitude a IEEE-754 double (Excel, JavaScript) holds exactly.
 MAX_EXACT_INT = 2**53
@@ -231,10 +231,7 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
     specs = _column_specs(rows, doc)
     if page == 0 and doc.columns and not doc.allowMissingColumns:
         check_columns_present(rows, doc)
-    if doc.fileFormat == "xlsx" and len(specs) > XLSX_MAX_COLUMNS:
-        raise PermanentError(
-            f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); the data has "
-            f"{len(specs):,}: choose csv or parquet, or list fewer columns")
+    check_xlsx_columns(doc.fileFormat, len(specs), PermanentError, XLSX_DATA_TOO_WIDE)
     zone = zone_of(doc.timeZone)
     where = "the page" if page is None else f"page {page}"
     counts: dict[str, int] = {}

@@ -11,6 +11,7 @@ import faust
 
 from plait import topics as T
 from plait.logs import get_logger
+from plait.patches import aiokafka_lz4_level, aiokafka_prefetch_backoff, faust_fetch_max_wait
 from plait.settings import Settings
 from schedules.notify import with_notify
 from streams import readiness
@@ -51,26 +52,11 @@ def tune_fetch_wait(max_wait_ms: int, prefetch_backoff_ms: int = 5) -> None:
     ``prefetch_backoff`` (0.1 s, not a consumer option): one agent's
     unconsumed records held every other agent's partitions on that broker.
     The worker's ``Fetcher`` is built with ``prefetch_backoff_ms`` instead.
+    The patches: :func:`plait.patches.aiokafka_prefetch_backoff` and
+    :func:`plait.patches.faust_fetch_max_wait`.
     """
-    from aiokafka.consumer import consumer as aiokafka_consumer
-    from aiokafka.consumer.fetcher import Fetcher
-    from faust.transport.drivers import aiokafka as driver
-
-    aiokafka_consumer.Fetcher = partial(Fetcher, prefetch_backoff=prefetch_backoff_ms / 1000)
-    original = driver.AIOKafkaConsumerThread._create_worker_consumer
-    if getattr(original, "_plait_tuned", False):
-        original._plait_wait[0] = max_wait_ms
-        return
-    wait = [max_wait_ms]
-
-    def create(self, transport):
-        consumer = original(self, transport)
-        consumer._fetch_max_wait_ms = wait[0]
-        return consumer
-
-    create._plait_tuned = True
-    create._plait_wait = wait
-    driver.AIOKafkaConsumerThread._create_worker_consumer = create
+    aiokafka_prefetch_backoff(prefetch_backoff_ms / 1000)
+    faust_fetch_max_wait(max_wait_ms)
 
 
 #: LZ4 level the worker's producer compresses record batches with (LZ4's fast mode).
@@ -87,23 +73,9 @@ def fast_lz4(level: int = LZ4_LEVEL) -> None:
     output ~3-15% smaller: ~5% of an alerting worker's CPU in a storm. The
     record builders (the pure-Python and the compiled one) call the module
     global ``lz4_encode``; it is replaced there by the same function at
-    ``level``. The output is standard LZ4 frames: any consumer reads them."""
-    from functools import partial
-
-    from aiokafka import codec
-    from aiokafka.record import default_records, legacy_records
-
-    modules = [default_records, legacy_records]
-    try:
-        from aiokafka.record._crecords import default_records as c_default
-        from aiokafka.record._crecords import legacy_records as c_legacy
-    except ImportError:  # a build without the compiled builders
-        pass
-    else:
-        modules += [c_default, c_legacy]
-    fast = partial(codec.lz4_encode, level=level)
-    for module in modules:
-        module.lz4_encode = fast
+    ``level`` (:func:`plait.patches.aiokafka_lz4_level`). The output is
+    standard LZ4 frames: any consumer reads them."""
+    aiokafka_lz4_level(level)
 
 
 #: Young-generation threshold of the worker's cyclic GC (CPython's default: 700).

@@ -23,6 +23,7 @@ from tenacity import AsyncRetrying, RetryError, retry_if_exception_type, stop_af
 from tenacity.wait import wait_base, wait_exponential_jitter
 
 from plait.errors import PermanentError, RetryableError
+from plait.patches import httpcore_read_bytes
 from plait.spec import DocumentConfig, ExportSpec
 from sinks.fastpage import decode_page, read_envelope
 from sinks.values import all_dicts, loads_exact
@@ -41,11 +42,9 @@ HTTP_READ_BYTES = 256 * 1024
 
 def tune_http_reads(read_bytes: int = HTTP_READ_BYTES) -> None:
     """Make httpcore (under httpx) read responses ``read_bytes`` at a time in
-    this process (:data:`HTTP_READ_BYTES`); never lowers it."""
-    from httpcore._async.http11 import AsyncHTTP11Connection
-
-    if AsyncHTTP11Connection.READ_NUM_BYTES < read_bytes:
-        AsyncHTTP11Connection.READ_NUM_BYTES = read_bytes
+    this process (:data:`HTTP_READ_BYTES`); never lowers it
+    (:func:`plait.patches.httpcore_read_bytes`)."""
+    httpcore_read_bytes(read_bytes)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from alerting.model import Message
-from alerting.receivers import Request, dumps
+from alerting.receivers.request import Request, dumps
 from alerting.templates import render
 
 PRIORITY = {"critical": "P1", "warning": "P3", "info": "P5"}

@@ -20,7 +20,7 @@ from typing import Any
 
 from alerting.intake import format_time
 from alerting.model import Message
-from alerting.receivers import Request, dumps
+from alerting.receivers.request import Request, dumps
 from alerting.receivers.slack import links
 from alerting.templates import render
 

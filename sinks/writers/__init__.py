@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from plait.errors import PermanentError
-from plait.spec import XLSX_MAX_COLUMNS, DocumentConfig
+from plait.spec import XLSX_DATA_TOO_WIDE, DocumentConfig, check_xlsx_columns
 from sinks.values import zone_of
 from sinks.writers.base import FileEntry, FileWriter, WriteReport
 from sinks.writers.csv_writer import CsvWriter
@@ -79,10 +79,7 @@ def open_writer(out_dir: Path, schema: pa.Schema, doc: DocumentConfig) -> FileWr
     their cap (``plait.documents``), or the time zone is unknown.
     """
     out_dir = Path(out_dir)
-    if doc.fileFormat == "xlsx" and len(schema) > XLSX_MAX_COLUMNS:
-        raise PermanentError(
-            f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); the data has "
-            f"{len(schema):,}: choose csv or parquet, or list fewer columns")
+    check_xlsx_columns(doc.fileFormat, len(schema), PermanentError, XLSX_DATA_TOO_WIDE)
     zone_of(doc.timeZone)
     cls = WRITERS[doc.fileFormat]
     stem = sanitize_file_name(doc.fileName)

@@ -29,3 +29,72 @@ def test_every_import_goes_to_the_same_package_or_a_lower_layer(gc_paused):
                 if target in LAYER and target != package and LAYER[target] >= layer:
                     upward.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert upward == [], upward
+
+
+def module_name(path: Path) -> str:
+    """``plait/spec.py`` -> ``plait.spec``; a package's ``__init__.py`` -> the package."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The product modules ``path`` imports (lazy imports included): for
+    ``from a.b import c`` the module ``a.b.c`` when it is one, else ``a.b``;
+    relative imports resolved against ``path``'s package."""
+    here = module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            for alias in node.names:
+                out.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {m for m in out if m in known and m != here}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+def test_import_cycles_are_found():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_between_product_modules(gc_paused):
+    paths = {module_name(p): p for package in LAYER for p in sorted((ROOT / package).rglob("*.py"))}
+    graph = {name: imported_modules(path, set(paths)) for name, path in paths.items()}
+    assert import_cycles(graph) == []

@@ -55,6 +55,18 @@ def test_too_many_declared_columns_for_xlsx_names_the_limit_and_alternatives():
                .documentConfig.columns) == 8000
 
 
+def test_the_one_xlsx_column_check_is_excels_limit_for_xlsx_only():
+    from plait.errors import PermanentError
+    from plait.spec import XLSX_DATA_TOO_WIDE, check_xlsx_columns, xlsx_columns_fit
+
+    assert xlsx_columns_fit(16_384) and not xlsx_columns_fit(16_385)
+    check_xlsx_columns("xlsx", 16_384)
+    check_xlsx_columns("csv", 10**6)
+    with pytest.raises(PermanentError, match=r"^xlsx allows at most 16,384 columns \(Excel limit\); "
+                                             r"the data has 16,385: choose csv or parquet"):
+        check_xlsx_columns("xlsx", 16_385, PermanentError, XLSX_DATA_TOO_WIDE)
+
+
 def test_unknown_fields_are_refused():
     with pytest.raises(ValidationError, match="extra"):
         spec(jobConfig={"timeoutt": 5})
