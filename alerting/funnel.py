@@ -48,7 +48,7 @@ from alerting.config import AlertingConfig
 from alerting.dedupe import DEDUPED, decide
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
-                            join_traces, new_group, set_trace, settle)
+                            join_traces, new_group, note_insert, set_trace, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
 from alerting.routing import Decision, Route, muted_at, route_by_id, routes_for
@@ -225,7 +225,11 @@ class Funnel:
                 # they were: the index stays what a restarted worker rebuilds
                 self._index_source(fp, ep, labels)
         inhibited = self._inhibitors(fp, labels) if self._inhibit else None
-        if inhibited is not None:
+        if inhibited is not None and verdict != "resolved":
+            # a resolve joins its group: whether it is inhibited is asked at
+            # the group's flush, as Alertmanager's pipeline asks its inhibitor
+            # (notify.go MuteStage), so the order in which a source's and a
+            # target's resolves arrive does not matter
             self._muted_alert(fp, verdict, ep, "inhibited_by", inhibited[1], now)
             return [self._final(rid, Outcome.INHIBITED, now, fp=fp, inhibited_by=inhibited)]
         sid = silenced_by(self._silences, labels, now) if self._silences else None
@@ -238,7 +242,9 @@ class Funnel:
             return [self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])]
         if ep.get("silenced_by") or ep.get("inhibited_by"):
             self._unmute(fp, ep)
-        apply_verdict(self._group_for(ep, now, route), verdict, ep, rid, now, traceparent)
+        g = self._group_for(ep, now, route)
+        apply_verdict(g, verdict, ep, rid, now, traceparent)
+        note_insert(g, ep["started_at"], self._timing(g)[0], now)
         return []
 
     def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
@@ -527,7 +533,6 @@ class Funnel:
         self.ticked = {}
         self._release_muted(now)
         self._expire(now)
-        t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
         groups = self.state["groups"]
         if only is None:
@@ -537,8 +542,7 @@ class Funnel:
             ids.update(dict.fromkeys(sorted(self.ticked)))
             items = [(gid, groups[gid]) for gid in ids if gid in groups]
         for gid, g in items:
-            gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
-            due = due_at(g, gw, gi, ri)
+            due = due_at(g, *self._timing(g))
             if due is None:
                 continue
             if g.get("route") and self._held(g, now):
@@ -602,25 +606,22 @@ class Funnel:
         self._dequeued(g["receiver"], stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
-                                           self.config.dedupe.suppress_transient, muted)
+                                           self.config.dedupe.suppress_transient, muted,
+                                           rc.send_resolved)
+        dropped = effects["transient"] + effects["quiet"]
         last_sent = g["last_sent_at"]
-        if (effects["transient"] and sections and sections[0]["reminder"] and not stale["sections"]
+        if (dropped and sections and sections[0]["reminder"] and not stale["sections"]
                 and not self._remind(g, now)):
-            sections = []  # the only news was suppressed: no reminder before repeat_interval
+            sections = []  # the only news was left out: no reminder before repeat_interval
         commit_sections(g, sections, now)
-        if not sections and effects["transient"]:
+        if not sections and dropped:
             g["last_sent_at"] = last_sent  # nothing left: the repeat_interval clock runs on
         for s in sections:
             s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
             if stale["sections"]:  # rebuilt: the older queued sections' trace goes first
                 set_trace(s, *join_traces(stale["sections"] + [s]))
-        for fp in effects["transient"]:
-            m = g["members"].pop(fp)
-            self._end_member(fp)
-            c["transient_suppressed"] += 1
-            for r in m["raw"]:
-                st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
-                                                    reason="transient").to_dict())
+        self._drop(g, effects["transient"], "transient", now)
+        self._drop(g, effects["quiet"], "send_resolved", now)
         for fp, (key, by) in effects["muted"].items():
             m = g["members"][fp]
             if m["status"] == "resolved":
@@ -637,6 +638,22 @@ class Funnel:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
         self._enqueued(g["receiver"], sections)
+
+    def _drop(self, g: dict[str, Any], fps: list[str], reason: str, now: float) -> None:
+        """Members ``fps`` of group ``g`` leave it untold: their episodes end
+        and their raw alerts are ``deduplicated`` with ``reason``
+        (``transient``: resolved before ever sent, counted in
+        ``transient_suppressed``; ``send_resolved``: a resolve the receiver
+        does not take, counted in ``resolved_not_sent``)."""
+        st, c = self.state, self.state["counters"]
+        counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
+        for fp in fps:
+            m = g["members"].pop(fp)
+            self._end_member(fp)
+            c[counter] = c.get(counter, 0) + 1
+            for r in m["raw"]:
+                st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
+                                                    reason=reason).to_dict())
 
     def _enqueued(self, name: str, sections: list[dict[str, Any]]) -> None:
         """``sections`` were put in receiver ``name``'s outbox."""
@@ -673,12 +690,16 @@ class Funnel:
         if ep is None or ep["status"] == "resolved":
             self._unmute(fp, self.state["episodes"].pop(fp, None))
 
+    def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
+        """(group_wait, group_interval, repeat_interval) of group ``g``: its
+        route's, else the configuration's (seconds)."""
+        t = self.config.timing
+        return g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
+
     def _remind(self, g: dict[str, Any], now: float) -> bool:
         """True when group ``g``'s repeat_interval has passed by ``now`` (a
         reminder is due whatever its news)."""
-        t = self.config.timing
-        at = due_at(dict(g, news_at=None),
-                    *(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)))
+        at = due_at(dict(g, news_at=None), *self._timing(g))
         return at is not None and at <= now + 1e-9
 
     def _muter(self, now: float):

@@ -238,7 +238,8 @@ def view(m: dict[str, Any]) -> dict[str, Any]:
 
 def build_sections(group: dict[str, Any], batch_size: int, include_context: bool,
                    suppress_transient: bool,
-                   muted: Callable[[dict[str, Any]], str | None]) -> tuple[list[dict], dict]:
+                   muted: Callable[[dict[str, Any]], str | None],
+                   send_resolved: bool = True) -> tuple[list[dict], dict]:
     """What the group says now, as sections of at most ``batch_size`` alerts.
 
     Lists members with news (resolved, escalated, new); lists unchanged firing
@@ -246,8 +247,12 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     group) or when there is no news (a reminder). ``muted(member)`` gives
     what hides the member (opaque to this function: the funnel passes
     ``("silenced_by", silence id)`` or ``("inhibited_by", (rule, [source
-    fps]))``), or None; a hidden member is left out. Pure: the group is not
-    modified; :func:`commit_sections` applies the returned effects.
+    fps]))``), or None; a hidden member is left out. With ``send_resolved``
+    False (the receiver's), a resolve is not news: Alertmanager's DedupStage
+    (``needsUpdate``, notify/notify.go) sends such a receiver nothing when
+    only resolves changed, so the resolved member is left out and reported
+    ``quiet``. Pure: the group is not modified; :func:`commit_sections`
+    applies the returned effects.
 
     Returns:
         (sections, effects). A section is ``{"group_id", "group_labels",
@@ -258,6 +263,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     """
     muted_now: dict[str, str] = {}
     transient: list[str] = []
+    quiet: list[str] = []
     changes, context = [], []
     still_firing = 0
     for m in group["members"].values():
@@ -270,6 +276,8 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
         if m["news"] is not None:
             if suppress_transient and m["status"] == "resolved" and never_sent(m):
                 transient.append(m["fp"])
+            elif not send_resolved and m["status"] == "resolved":
+                quiet.append(m["fp"])
             else:
                 changes.append(m)
         elif m["status"] == "firing":
@@ -277,7 +285,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     reminder = not changes
     listed = changes + (context if include_context or reminder else [])
     listed.sort(key=lambda m: (_CHANGE_ORDER[m["news"]], m["started_at"], m["fp"]))
-    effects = {"muted": muted_now, "transient": transient}
+    effects = {"muted": muted_now, "transient": transient, "quiet": quiet}
     if not listed:
         return [], effects
     counts = {"new": sum(m["news"] == "new" for m in changes),
@@ -295,7 +303,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
         if i == len(chunks) - 1:  # raw alerts of unlisted, unmuted members ride on the last part
             snap += [[m["fp"], None, list(m["raw"])] for m in group["members"].values()
                      if m["fp"] not in listed_fps and m["fp"] not in muted_now
-                     and m["fp"] not in transient and m["raw"]]
+                     and m["fp"] not in transient and m["fp"] not in quiet and m["raw"]]
         sections.append({
             "group_id": group["id"], "group_labels": dict(group["labels"]),
             "receiver": group["receiver"], "part": i + 1, "parts": len(chunks),
