@@ -144,7 +144,8 @@ class Funnel:
     # ----------------------------------------------------------------- ingest
     def ingest(self, raw: Any, now: float, raw_id: str | None = None, *,
                decision: Decision | None = None,
-               traceparent: str | None = None) -> list[LedgerEntry]:
+               traceparent: str | None = None,
+               received_at: float | None = None) -> list[LedgerEntry]:
         """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
         at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
         (default ``r<n>`` from the funnel's own sequence; the Kafka agents
@@ -154,7 +155,10 @@ class Funnel:
         here. ``traceparent``: the span of this decision (W3C); a group the
         alert opens keeps it as the parent of its message's delivery, and a
         member keeps it for the message's span links (docs/alerting.md,
-        "Traces").
+        "Traces"). ``received_at``: when the API or producer took the alert
+        (seconds; default ``now``); a group the alert opens counts its
+        ``group_wait`` from then, as Alertmanager's dispatcher does on
+        receipt, so the pipeline's latency does not delay its flushes.
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
@@ -179,19 +183,19 @@ class Funnel:
                 if route.receiver != decision.receiver:
                     route = dataclasses.replace(route, receiver=decision.receiver)
                 return self._take(alert, decision.fingerprint, labels, rid, route, now,
-                                  traceparent)
+                                  traceparent, received_at)
             decisions = decide_routes(self.config, alert)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
         routes = [self._route_of(d.route) for d in decisions] if self._tree else [None]
         out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now,
-                         traceparent)
+                         traceparent, received_at)
         for d, route in zip(decisions[1:], routes[1:]):  # ``continue``: one copy per further route
             st["seq"]["raw"] += 1                       # (docs/alerting.md, "Routes")
             c["received"] += 1
             out += self._take(alert, d.fingerprint, labels, f"{rid}~{d.receiver}", route, now,
-                              traceparent)
+                              traceparent, received_at)
         return out
 
     def _route_of(self, rid: str) -> Route:
@@ -204,7 +208,8 @@ class Funnel:
         return route
 
     def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
-              now: float, traceparent: str | None = None) -> list[LedgerEntry]:
+              now: float, traceparent: str | None = None,
+              received_at: float | None = None) -> list[LedgerEntry]:
         """One alert (or its copy for a further route) through dedupe,
         inhibition, silences and grouping; see :meth:`ingest`."""
         st, c = self.state, self.state["counters"]
@@ -242,7 +247,8 @@ class Funnel:
             return [self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])]
         if ep.get("silenced_by") or ep.get("inhibited_by"):
             self._unmute(fp, ep)
-        g = self._group_for(ep, now, route)
+        opened = now if received_at is None else min(now, received_at)
+        g = self._group_for(ep, opened, route)
         apply_verdict(g, verdict, ep, rid, now, traceparent)
         note_insert(g, ep["started_at"], self._timing(g)[0], now)
         return []

@@ -1,4 +1,4 @@
-"""Alertmanager's acceptance scenarios (``tests/alerting/am_scenarios.py``)
+"""Alertmanager's acceptance scenarios (``tests/am_scenarios.py``)
 played on the pure funnel with a fake clock: ticks every 10 ms, every
 message delivered at once, bodies built by the real webhook code
 (:func:`alerting.receivers.build_requests`), checked as Alertmanager's

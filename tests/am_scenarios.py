@@ -346,7 +346,9 @@ SILENCE_DELETE = Scenario(
         "group_by: [alertname]", "group_by: []"),
     _plait("[]", "1s", "1s", "1ms"),
     pushes=[(1, [A("alertname", "test1", active=(1,)), A("alertname", "test2", active=(1,))])],
-    silences=[(1.3, "set", "all", {"matchers": ['alertname=~".+"'], "start": 1.5, "end": 100}),
+    silences=[(1.3, "set", "all", {"matchers": ['alertname=~".+"'], "start": 1.5, "end": 100,
+                                   "am": [{"name": "alertname", "value": ".+", "isRegex": True,
+                                           "isEqual": True}]}),
               (3.5, "del", "all", {})],
     wants={0: [(3.5, 4.5, [A("alertname", "test1", active=(1,)),
                            A("alertname", "test2", active=(1,))])]})

@@ -1,0 +1,111 @@
+"""Alertmanager's acceptance scenarios (``tests/am_scenarios.py``) as
+black-box tests of a running Plait: one stack on the real broker per
+scenario, alerts POSTed to ``/api/v2/alerts`` (silences to
+``/api/v2/silences``) at the scenario's times, the webhook's arrivals
+checked as Alertmanager's ``Collector.Check`` checks them, at Alertmanager's
+tolerance (``am_scenarios.TOLERANCE``, 150 ms, for times in the payload)
+and the scenario's ``Between(lo, hi)`` windows widened by :data:`SLACK`.
+
+Each scenario's configuration is Plait's YAML next to its alertmanager.yml
+(:func:`am_scenarios.config_text` picks which one Plait is fed)."""
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+from alert_e2e_support import Receiver, wait_until
+from am_scenarios import BATCHING, REPEAT, SILENCE_DELETE, Scenario, check, config_text, push_body
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "am-acceptance-token-" + "k" * 32
+#: Windows are Alertmanager's, widened by this much at their end (seconds):
+#: a flush's message crosses the broker twice (the tick command, the
+#: "sending" state) on this shared 2-core machine. 0 is Alertmanager's.
+SLACK = 0.0
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver().start()
+    yield r
+    r.stop()
+
+
+def start_plait(make_stack, tmp_path, sc: Scenario, receiver: Receiver):
+    cfg = tmp_path / "alerting.yaml"
+    cfg.write_text(config_text(sc, [receiver.url(f"/{i}") for i in range(len(sc.wants))]))
+    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_ALERTMANAGER_TOKEN=TOKEN)
+
+    def running():
+        try:
+            c = httpx.get(f"{stack.api_url}/alerts/counters", timeout=5).json()["data"]
+            return c["partitions"] >= int(stack.env.get("PLAIT_PARTITIONS", 4))
+        except (httpx.HTTPError, KeyError, ValueError):
+            return False
+
+    wait_until(running, 90, "the funnel worker to publish its counters")
+    return stack
+
+
+def play(stack, sc: Scenario, receiver: Receiver) -> tuple[dict, float]:
+    """Make the scenario's pushes and silence changes at their times (from a
+    start 1 s ahead) and wait for its end; returns what each collector got
+    (index -> [(arrival from the start, webhook alerts)]) and the start."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    client = httpx.Client(base_url=stack.api_url, headers=auth, timeout=10)
+    t0 = time.time() + 1.0
+    ids: dict[str, str] = {}
+    actions = [(at, "push", alerts) for at, alerts in sc.pushes] + [
+        (at, op, (name, spec)) for at, op, name, spec in sc.silences]
+    errors: list[str] = []
+
+    def act(at: float, op: str, arg) -> None:
+        time.sleep(max(0.0, t0 + at - time.time()))
+        if op == "push":
+            resp = client.post("/api/v2/alerts", json=push_body(arg, t0))
+        elif op == "set":
+            name, spec = arg
+            from alerting.intake import format_time
+            resp = client.post("/api/v2/silences", json={
+                "matchers": spec["am"],
+                "startsAt": format_time(t0 + spec["start"]), "endsAt": format_time(t0 + spec["end"]),
+                "createdBy": "acceptance", "comment": sc.name})
+            ids[name] = resp.json().get("silenceID", "") if resp.status_code == 200 else ""
+        else:
+            resp = client.delete(f"/api/v2/silence/{ids[arg[0]]}")
+        if resp.status_code != 200:
+            errors.append(f"{op} at {at}: {resp.status_code} {resp.text}")
+
+    threads = [threading.Thread(target=act, args=a) for a in sorted(actions, key=lambda a: a[0])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_until(lambda: time.time() >= t0 + sc.end() + SLACK, sc.end() + 5, "the scenario's end")
+    client.close()
+    assert errors == []
+    got: dict[int, list] = {}
+    for h in receiver.hits:
+        ci = int(h.path.strip("/"))
+        got.setdefault(ci, []).append((h.at - t0, h.body["alerts"]))
+    return got, t0
+
+
+def widened(sc: Scenario) -> Scenario:
+    return Scenario(sc.name, sc.am_yml, sc.plait_yml, sc.pushes,
+                    {ci: [(lo, hi + SLACK, a) for lo, hi, a in ws] for ci, ws in sc.wants.items()},
+                    sc.silences)
+
+
+@pytest.mark.parametrize("sc", [REPEAT, BATCHING, SILENCE_DELETE], ids=lambda s: s.name)
+def test_alertmanager_acceptance_scenario(make_stack, tmp_path, receiver, sc):
+    """send_test.go TestRepeat and TestBatching, silence_test.go
+    TestSilenceDelete: the webhook gets what Alertmanager's collector wants,
+    in its windows (plus :data:`SLACK`)."""
+    stack = start_plait(make_stack, tmp_path, sc, receiver)
+    got, t0 = play(stack, sc, receiver)
+    errors = check(widened(sc), got, t0)
+    assert not errors, "\n".join(errors)
