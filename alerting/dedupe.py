@@ -149,7 +149,7 @@ def _refire_start(episode: dict[str, Any], alert: Alert, now: float) -> float:
     (a new alert, Alertmanager's store replaces an alert it does not
     overlap), or the old start when it began inside the resolved one
     (``types.Alert.Merge`` keeps the earliest start of overlapping alerts)."""
-    start = alert.starts_at if alert.starts_at is not None else now
+    start = alert.starts_at if alert.starts_at is not None else _received(alert, now)
     old_start, old_end = episode["started_at"], episode.get("resolved_at")
     if old_end is not None and old_start < start < old_end:
         return old_start
@@ -188,7 +188,7 @@ def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
                   alert=alert.to_state())
         return "resolved", ep
     if episode is None:
-        start = alert.starts_at if alert.starts_at is not None else now
+        start = alert.starts_at if alert.starts_at is not None else _received(alert, now)
         return "new", {
             "fp": "", "status": "firing", "severity": sev, "seen_severity": sev,
             "started_at": start, "last_seen": now, "last_pass_at": now, "resolved_at": None,
@@ -210,6 +210,17 @@ def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
         return "duplicate", dict(episode, last_seen=now)
     return "refresh", dict(episode, last_seen=now, last_pass_at=now, alert=alert.to_state(),
                            started_at=start)
+
+
+def _received(alert: Alert, now: float) -> float:
+    """When a firing ``alert`` without ``startsAt`` starts: an
+    Alertmanager-form one when it was received (its ``time``, the API's or
+    producer's receipt, at most ``now``), as Alertmanager's API sets
+    ``startsAt`` on receipt; a native one ``now``."""
+    t = alert.time
+    if alert.source == "alertmanager" and isinstance(t, (int, float)) and t <= now:
+        return t
+    return now
 
 
 def _earliest(episode: dict[str, Any], alert: Alert) -> float:

@@ -419,7 +419,9 @@ class Funnel:
                     self._mark(fp, ep, "silenced_by", still)
                 continue
             self._unmute(fp, ep)
-            g = self._group_for(ep, now)
+            # Alertmanager groups a muted alert on receipt: its group's timer
+            # has run since, so the release goes out at that timer's next flush
+            g = self._group_for(ep, min(now, ep["started_at"]))
             self._touch(g)
             apply_verdict(g, "release", ep, None, now)
 
