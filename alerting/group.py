@@ -18,6 +18,8 @@ A group larger than the batch size is split into numbered parts ``1/n``..
 Group state (plain JSON data)::
 
     {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
+     "first": the timer's first flush when not opened_at + group_wait (absent
+              in state from before it existed: that is the default),
      "tp", "n": members ever added,
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
                       "started_at", "resolved_at", "news", "news_seq",

@@ -253,24 +253,10 @@ def _lbl(v: str, *active: float) -> dict:
 #: told nothing when only resolves changed. Plait has one URL per receiver:
 #: the second webhook is a second receiver reached with ``continue``.
 RESOLVED_FILTER = Scenario(
-    "TestResolvedFilter", """
-global:
-  resolve_timeout: 10s
-
-route:
-  receiver: "default"
-  group_by: [alertname]
-  group_wait: 1s
-  group_interval: 5s
-
-receivers:
-- name: "default"
-  webhook_configs:
-  - url: 'http://%s'
-    send_resolved: true
-  - url: 'http://%s'
-    send_resolved: false
-""", _plait("[alertname]", "1s", "5s", "4h", "10s", (True, False)).replace(
+    "TestResolvedFilter", _RESOLVED_AM.replace(
+        "  - url: 'http://%s'\n", "  - url: 'http://%s'\n    send_resolved: true\n"
+        "  - url: 'http://%s'\n    send_resolved: false\n"),
+    _plait("[alertname]", "1s", "5s", "4h", "10s", (True, False)).replace(
         "route: {receiver: default}",
         "route:\n  receiver: default\n  routes:\n"
         "  - {matchers: ['alertname=~\".*\"'], receiver: default, continue: true}\n"

@@ -189,6 +189,23 @@ def write_config(path: Path, receivers: list[dict], routes: list[dict] | None = 
     return path
 
 
+def funnel_stack(make_stack, config_path: Path, **env: str):
+    """A one-worker stack running the alerting config at ``config_path``
+    (``env``: more PLAIT_ settings), once every funnel partition published
+    its counters."""
+    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config_path), **env)
+
+    def running():
+        try:
+            c = httpx.get(f"{stack.api_url}/alerts/counters", timeout=5).json()["data"]
+            return c["partitions"] >= int(stack.env.get("PLAIT_PARTITIONS", 4))
+        except (httpx.HTTPError, KeyError, ValueError):
+            return False
+
+    wait_until(running, 90, "the funnel worker to publish its counters")
+    return stack
+
+
 def stack_settings(stack) -> Settings:
     """The settings the stack's children run with."""
     env = stack.env

@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from alert_e2e_support import Receiver, wait_until
+from alert_e2e_support import Receiver, funnel_stack, wait_until
 from am_scenarios import (ALWAYS_INHIBITING, BATCHING, REPEAT, RESOLVED_FILTER, SILENCE_DELETE,
                           Scenario, check, config_text, push_body)
 
@@ -43,16 +43,7 @@ def receiver():
 def start_plait(make_stack, tmp_path, sc: Scenario, receiver: Receiver):
     cfg = tmp_path / "alerting.yaml"
     cfg.write_text(config_text(sc, [receiver.url(f"/{i}") for i in range(len(sc.wants))]))
-    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_ALERTMANAGER_TOKEN=TOKEN)
-
-    def running():
-        try:
-            c = httpx.get(f"{stack.api_url}/alerts/counters", timeout=5).json()["data"]
-            return c["partitions"] >= int(stack.env.get("PLAIT_PARTITIONS", 4))
-        except (httpx.HTTPError, KeyError, ValueError):
-            return False
-
-    wait_until(running, 90, "the funnel worker to publish its counters")
+    stack = funnel_stack(make_stack, cfg, PLAIT_ALERTMANAGER_TOKEN=TOKEN)
     warm_up(stack)
     return stack
 
