@@ -15,8 +15,9 @@ from am_scenarios import (ALWAYS_INHIBITING, BATCHING, INHIBITING, MERGE_ALERTS,
                           config_text, push_body)
 
 from alerting.config import parse_config
+from alerting.dedupe import decide
 from alerting.funnel import Funnel
-from alerting.intake import format_time
+from alerting.intake import format_time, normalize
 from alerting.receivers import build_requests
 
 STEP = 0.01
@@ -127,3 +128,35 @@ def test_other_scenarios_hold(sc):
     """send_test.go TestResolved, inhibit_test.go TestInhibiting,
     silence_test.go TestSilenceDelete, on the pure funnel."""
     assert check(sc, play(sc), 0.0) == []
+
+
+def _am(at: float, start: float | None, end: float | None = None, ann: str = ""):
+    raw = {"labels": {"alertname": "test"}, "annotations": {"ann": ann} if ann else {}}
+    if start is not None:
+        raw["startsAt"] = format_time(start)
+    if end is not None:
+        raw["endsAt"] = format_time(end)
+    return normalize(raw, at)
+
+
+def test_the_earliest_start_of_several_senders_is_kept():
+    """send_test.go TestMergeAlerts ("Another Prometheus server might be
+    sending later but with an earlier start time"); types/types.go
+    ``Alert.Merge``: "Always pick the earliest starting time"."""
+    _, ep = decide(None, _am(1, 1.1), 1, 0)
+    verdict, ep = decide(ep, _am(1.2, 1.0), 1.2, 0)
+    assert verdict == "refresh" and ep["started_at"] == 1.0
+
+
+def test_a_later_resolve_moves_the_end_and_takes_the_new_annotations():
+    """send_test.go TestMergeAlerts ("If an alert is marked resolved twice,
+    the latest point in time must be set as the eventual resolve time");
+    types/types.go ``Alert.Merge``: the latest explicit end of two resolved
+    alerts wins, the younger alert's annotations are kept."""
+    _, ep = decide(None, _am(1, 1), 1, 0)
+    _, ep = decide(ep, _am(4.6, 3, 4.5, "v2"), 4.6, 0)
+    verdict, ep = decide(ep, _am(4.8, 2.9, 4.8, "v3"), 4.8, 0)
+    assert verdict == "resolved" and (ep["started_at"], ep["resolved_at"]) == (1, 4.8)
+    assert ep["alert"]["annotations"] == {"ann": "v3"}
+    verdict, ep = decide(ep, _am(4.8, 2.9, 4.1, "v3"), 4.8, 0)
+    assert verdict == "resolve_repeat" and ep["resolved_at"] == 4.8
