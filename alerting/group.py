@@ -176,9 +176,9 @@ def note_insert(group: dict[str, Any], started_at: float, group_wait: float,
                 now: float) -> None:
     """An alert that started at ``started_at`` joined the group at ``now``:
     before the group's first flush, an alert active for ``group_wait``
-    already makes the group flush at once (Alertmanager's
+    already makes the group flush at once (Alertmanager 0.25's
     ``aggrGroup.insert``: ``if !hasFlushed && StartsAt + GroupWait < now:
-    next.Reset(0)``)."""
+    next.Reset(0)``; later versions check the alert that creates the group)."""
     if group["last_sent_at"] is None and started_at + group_wait < now \
             and first_flush(group, group_wait) > now:
         group["first"] = now

@@ -160,3 +160,21 @@ def test_a_later_resolve_moves_the_end_and_takes_the_new_annotations():
     assert ep["alert"]["annotations"] == {"ann": "v3"}
     verdict, ep = decide(ep, _am(4.8, 2.9, 4.1, "v3"), 4.8, 0)
     assert verdict == "resolve_repeat" and ep["resolved_at"] == 4.8
+
+
+def test_a_group_whose_first_alert_is_old_flushes_at_once():
+    """Alertmanager 0.25 dispatch/dispatch.go ``aggrGroup.insert``: before
+    the group's first flush, an alert whose ``StartsAt + GroupWait`` has
+    passed makes the group flush at once (``next.Reset(0)``; later versions,
+    the mirror's HEAD, do it for the alert that creates the group: "Alert is
+    old enough for immediate flush"); then every group_interval from there."""
+    cfg = parse_config(dict(yaml.safe_load(config_text(REPEAT, ["http://127.0.0.1:9/0"])),
+                            timing={"group_wait": 30, "group_interval": 60,
+                                    "repeat_interval": 3600}))
+    f = Funnel(cfg)
+    f.ingest({"labels": {"alertname": "old"}, "startsAt": format_time(900.0)}, 1_000.0)
+    [first] = f.tick(1_000.0)
+    f.delivered(first.id, 1_000.0)
+    f.ingest({"labels": {"alertname": "old", "pod": "b"}}, 1_010.0)
+    assert f.tick(1_030.0) == [] and f.tick(1_059.0) == []
+    assert [m.alert_count for m in f.tick(1_060.0)] == [2]
