@@ -381,10 +381,11 @@ class FunnelRunner:
                     fps = []
                 olds = {fp: f.state["episodes"].get(fp) for fp in fps}
                 received = cmd.get("received_at")
+                if not isinstance(received, (int, float)) or isinstance(received, bool):
+                    received = None
                 entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp,
-                                   received_at=received if isinstance(received, (int, float))
-                                   and not isinstance(received, bool) else None)
-                if isinstance(received, (int, float)) and not isinstance(received, bool):
+                                   received_at=received)
+                if received is not None:
                     observe_decision(f.state["counters"], now - received)  # raw in -> decided
                 touched = []
                 for fp in fps:
