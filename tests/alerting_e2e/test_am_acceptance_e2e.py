@@ -7,7 +7,9 @@ tolerance (``am_scenarios.TOLERANCE``, 150 ms, for times in the payload)
 and the scenario's ``Between(lo, hi)`` windows widened by :data:`SLACK`.
 
 Each scenario's configuration is Plait's YAML next to its alertmanager.yml
-(:func:`am_scenarios.config_text` picks which one Plait is fed)."""
+(:func:`am_scenarios.config_text` picks which one Plait is fed: one line to
+switch once Plait loads an alertmanager.yml), with Plait's extras out of the
+way (dedupe cooldown 0, an unlimited token bucket)."""
 from __future__ import annotations
 
 import threading
@@ -19,6 +21,8 @@ from alert_e2e_support import Receiver, funnel_stack, wait_until
 from am_scenarios import (ALWAYS_INHIBITING, BATCHING, REPEAT, RESOLVED_FILTER, SILENCE_DELETE,
                           Scenario, check, config_text, push_body)
 
+from alerting.intake import format_time
+
 pytestmark = pytest.mark.integration
 
 TOKEN = "am-acceptance-token-" + "k" * 32
@@ -26,10 +30,11 @@ TOKEN = "am-acceptance-token-" + "k" * 32
 #: flush), widened by this much at their end (seconds). A flush's message
 #: crosses the broker twice (the tick command, the "sending" state) before
 #: its POST: warm, 30-170 ms after the flush time here, the group's first
-#: message 240-440 ms (the webhook client is made on first use). On this
-#: shared 2-core machine (load average 12-18 while other suites run) 0.5 s
-#: is the tightest widening that passed three runs in a row; on an idle
-#: machine 0 (Alertmanager's own windows) passes.
+#: message 240-440 ms and more (the webhook client is made on first use).
+#: On this shared 2-core machine (load average 12-18 while other suites
+#: run) 0.5 s is the tightest widening that passed three runs in a row;
+#: 0.15 (Alertmanager's tolerance) failed a group's first message
+#: (TestResolvedFilter, later than 2.65 s for the flush at 2).
 SLACK = 0.5
 
 
@@ -53,8 +58,6 @@ def warm_up(stack) -> None:
     warm): resolved alerts nobody saw fire go through the API, the router and
     the funnel and are sent nowhere (Alertmanager would not send them
     either: DedupStage sends nothing for a group that never fired)."""
-    from alerting.intake import format_time
-
     client = httpx.Client(base_url=stack.api_url, timeout=10,
                           headers={"Authorization": f"Bearer {TOKEN}"})
 
@@ -90,7 +93,6 @@ def play(stack, sc: Scenario, receiver: Receiver) -> tuple[dict, float]:
             resp = client.post("/api/v2/alerts", json=push_body(arg, t0))
         elif op == "set":
             name, spec = arg
-            from alerting.intake import format_time
             resp = client.post("/api/v2/silences", json={
                 "matchers": spec["am"],
                 "startsAt": format_time(t0 + spec["start"]), "endsAt": format_time(t0 + spec["end"]),
