@@ -124,11 +124,50 @@ def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule"
     return hashlib.sha256(canonical).hexdigest()[:16]
 
 
+def _merged_resolve(episode: dict[str, Any], alert: Alert, now: float) -> dict[str, Any] | None:
+    """The resolved ``episode`` after another resolve of it, merged as
+    Alertmanager's store does (provider/mem ``Put`` and ``types.Alert.Merge``
+    in types/types.go): when the two overlap in time, the earliest start and
+    the latest end; otherwise the newer alert replaces the older. The
+    newest alert's labels and annotations win either way. None when nothing
+    changes (a plain repeat)."""
+    old_start, old_end = episode["started_at"], episode["resolved_at"]
+    # a resolve without its own end (a native alert) does not move the end
+    start, end = alert.starts_at, alert.ends_at if alert.ends_at is not None else old_end
+    if start is None or (old_start < end < old_end) or (old_start < start < old_end):
+        start, end = min(old_start, start if start is not None else old_start), max(old_end, end)
+    old = episode["alert"]
+    if (start, end, alert.annotations or {}, alert.generator_url or "") == (
+            old_start, old_end, old.get("annotations") or {}, old.get("generator_url") or ""):
+        return None
+    return dict(episode, started_at=start, resolved_at=end, last_seen=now, last_pass_at=now,
+                alert=alert.to_state())
+
+
+def _refire_start(episode: dict[str, Any], alert: Alert, now: float) -> float:
+    """The start of an alert firing again after its resolve: its own start
+    (a new alert, Alertmanager's store replaces an alert it does not
+    overlap), or the old start when it began inside the resolved one
+    (``types.Alert.Merge`` keeps the earliest start of overlapping alerts)."""
+    start = alert.starts_at if alert.starts_at is not None else _received(alert, now)
+    old_start, old_end = episode["started_at"], episode.get("resolved_at")
+    if old_end is not None and old_start < start < old_end:
+        return old_start
+    return start
+
+
 def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
            cooldown: float) -> tuple[str, dict[str, Any] | None]:
     """The dedupe verdict for ``alert`` arriving at ``now`` (seconds) given its
     fingerprint's ``episode`` (None when there is none), and the episode state
     afterwards (a new dict; the input is not modified). See the module doc.
+
+    Times merge as in Alertmanager's store (``types.Alert.Merge``): a firing
+    or resolved alert of an open episode keeps the earliest ``startsAt``
+    seen; a resolve of a resolved episode keeps the latest end and the
+    newest labels and annotations (:func:`_merged_resolve`; it passes as
+    ``resolved`` again, the group tells the new end); an alert firing
+    again after its resolve starts anew (:func:`_refire_start`).
 
     Returns:
         (verdict, episode): ``episode`` is None only for a ``resolve_repeat``
@@ -136,16 +175,20 @@ def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
     """
     sev = int(alert.severity)
     if alert.status is Status.RESOLVED:
-        if episode is None or episode["status"] == "resolved":
-            if episode is not None:
-                episode = dict(episode, last_seen=now)
-            return "resolve_repeat", episode
+        if episode is None:
+            return "resolve_repeat", None
+        if episode["status"] == "resolved":
+            merged = _merged_resolve(episode, alert, now)
+            if merged is None:
+                return "resolve_repeat", dict(episode, last_seen=now)
+            return "resolved", merged
         ep = dict(episode, status="resolved", last_seen=now, last_pass_at=now,
+                  started_at=_earliest(episode, alert),
                   resolved_at=alert.ends_at if alert.ends_at is not None else now,
                   alert=alert.to_state())
         return "resolved", ep
     if episode is None:
-        start = alert.starts_at if alert.starts_at is not None else now
+        start = alert.starts_at if alert.starts_at is not None else _received(alert, now)
         return "new", {
             "fp": "", "status": "firing", "severity": sev, "seen_severity": sev,
             "started_at": start, "last_seen": now, "last_pass_at": now, "resolved_at": None,
@@ -153,14 +196,36 @@ def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
         }
     if episode["status"] == "resolved":
         return "refire", dict(episode, status="firing", resolved_at=None, last_seen=now,
+                              started_at=_refire_start(episode, alert, now),
                               last_pass_at=now, severity=max(sev, episode["severity"]),
                               seen_severity=sev, alert=alert.to_state())
+    start = _earliest(episode, alert)
     if sev > episode["severity"]:
         return "escalated", dict(episode, severity=sev, seen_severity=sev, last_seen=now,
-                                 last_pass_at=now, alert=alert.to_state(),
+                                 last_pass_at=now, alert=alert.to_state(), started_at=start,
                                  escalated_from=episode["severity"])
     if sev < episode["severity"]:
         return "deescalation", dict(episode, seen_severity=sev, last_seen=now)
     if now - episode["last_pass_at"] < cooldown:
         return "duplicate", dict(episode, last_seen=now)
-    return "refresh", dict(episode, last_seen=now, last_pass_at=now, alert=alert.to_state())
+    return "refresh", dict(episode, last_seen=now, last_pass_at=now, alert=alert.to_state(),
+                           started_at=start)
+
+
+def _received(alert: Alert, now: float) -> float:
+    """When a firing ``alert`` without ``startsAt`` starts: an
+    Alertmanager-form one when it was received (its ``time``, the API's or
+    producer's receipt, at most ``now``), as Alertmanager's API sets
+    ``startsAt`` on receipt; a native one ``now``."""
+    t = alert.time
+    if alert.source == "alertmanager" and isinstance(t, (int, float)) and t <= now:
+        return t
+    return now
+
+
+def _earliest(episode: dict[str, Any], alert: Alert) -> float:
+    """The episode's start after ``alert`` of it arrived: the earliest
+    ``startsAt`` (``types.Alert.Merge``: "Always pick the earliest starting
+    time"; another Prometheus server may send an earlier one later)."""
+    start = alert.starts_at
+    return episode["started_at"] if start is None else min(episode["started_at"], start)

@@ -97,5 +97,13 @@ class DueIndex:
         out.sort(key=lambda gid: self._order.get(gid, self._n))
         return out
 
+    def next_due(self) -> float | None:
+        """The soonest due time in the index (seconds), or None (nothing
+        due); stale heap entries on top are dropped on the way."""
+        heap = self._heap
+        while heap and self._due.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
     def __len__(self) -> int:
         return len(self._due)

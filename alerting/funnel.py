@@ -48,7 +48,7 @@ from alerting.config import AlertingConfig
 from alerting.dedupe import DEDUPED, decide
 from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
-                            join_traces, new_group, set_trace, settle)
+                            join_traces, new_group, note_insert, set_trace, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
 from alerting.intake import normalize
 from alerting.routing import Decision, Route, muted_at, route_by_id, routes_for
@@ -144,7 +144,8 @@ class Funnel:
     # ----------------------------------------------------------------- ingest
     def ingest(self, raw: Any, now: float, raw_id: str | None = None, *,
                decision: Decision | None = None,
-               traceparent: str | None = None) -> list[LedgerEntry]:
+               traceparent: str | None = None,
+               received_at: float | None = None) -> list[LedgerEntry]:
         """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
         at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
         (default ``r<n>`` from the funnel's own sequence; the Kafka agents
@@ -154,7 +155,10 @@ class Funnel:
         here. ``traceparent``: the span of this decision (W3C); a group the
         alert opens keeps it as the parent of its message's delivery, and a
         member keeps it for the message's span links (docs/alerting.md,
-        "Traces").
+        "Traces"). ``received_at``: when the API or producer took the alert
+        (seconds; default ``now``); a group the alert opens counts its
+        ``group_wait`` from then, as Alertmanager's dispatcher does on
+        receipt, so the pipeline's latency does not delay its flushes.
 
         Returns:
             the ledger entries this call made final: one ``rejected``,
@@ -177,7 +181,7 @@ class Funnel:
             if decision is not None:  # the router decided (issue 9.5): taken as given
                 route = self._route_of(decision.route, decision.receiver)
                 return self._take(alert, decision.fingerprint, labels, rid, route, now,
-                                  traceparent)
+                                  traceparent, received_at)
             decisions = decide_routes(self.config, alert)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
@@ -185,12 +189,12 @@ class Funnel:
         routes = ([self._route_of(d.route, d.receiver) for d in decisions] if self._tree
                   else [None])
         out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now,
-                         traceparent)
+                         traceparent, received_at)
         for d, route in zip(decisions[1:], routes[1:]):  # ``continue``: one copy per further route
             st["seq"]["raw"] += 1                       # (docs/alerting.md, "Routes")
             c["received"] += 1
             out += self._take(alert, d.fingerprint, labels, f"{rid}~{d.receiver}", route, now,
-                              traceparent)
+                              traceparent, received_at)
         return out
 
     def _route_of(self, rid: str, receiver: str | None = None) -> Route:
@@ -206,7 +210,8 @@ class Funnel:
         return route
 
     def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
-              now: float, traceparent: str | None = None) -> list[LedgerEntry]:
+              now: float, traceparent: str | None = None,
+              received_at: float | None = None) -> list[LedgerEntry]:
         """One alert (or its copy for a further route) through dedupe,
         inhibition, silences and grouping; see :meth:`ingest`."""
         st, c = self.state, self.state["counters"]
@@ -229,7 +234,11 @@ class Funnel:
                 # they were: the index stays what a restarted worker rebuilds
                 self._index_source(fp, ep, labels)
         inhibited = self._inhibitors(fp, labels) if self._inhibit else None
-        if inhibited is not None:
+        if inhibited is not None and verdict != "resolved":
+            # a resolve joins its group: whether it is inhibited is asked at
+            # the group's flush, as Alertmanager's pipeline asks its inhibitor
+            # (notify.go MuteStage), so the order in which a source's and a
+            # target's resolves arrive does not matter
             self._muted_alert(fp, verdict, ep, "inhibited_by", inhibited[1], now)
             return [self._final(rid, Outcome.INHIBITED, now, fp=fp, inhibited_by=inhibited)]
         sid = silenced_by(self._silences, labels, now) if self._silences else None
@@ -242,7 +251,10 @@ class Funnel:
             return [self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])]
         if ep.get("silenced_by") or ep.get("inhibited_by"):
             self._unmute(fp, ep)
-        apply_verdict(self._group_for(ep, now, route), verdict, ep, rid, now, traceparent)
+        opened = now if received_at is None else min(now, received_at)
+        g = self._group_for(ep, opened, route)
+        apply_verdict(g, verdict, ep, rid, now, traceparent)
+        note_insert(g, ep["started_at"], self._timing(g)[0], now)
         return []
 
     def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
@@ -411,7 +423,9 @@ class Funnel:
                     self._mark(fp, ep, "silenced_by", still)
                 continue
             self._unmute(fp, ep)
-            g = self._group_for(ep, now)
+            # Alertmanager groups a muted alert on receipt: its group's timer
+            # has run since, so the release goes out at that timer's next flush
+            g = self._group_for(ep, min(now, ep["started_at"]))
             self._touch(g)
             apply_verdict(g, "release", ep, None, now)
 
@@ -533,7 +547,6 @@ class Funnel:
         self.ticked = {}
         self._release_muted(now)
         self._expire(now)
-        t = self.config.timing
         later: dict[str, list[tuple[float, str]]] = {}
         groups = self.state["groups"]
         if only is None:
@@ -543,8 +556,7 @@ class Funnel:
             ids.update(dict.fromkeys(sorted(self.ticked)))
             items = [(gid, groups[gid]) for gid in ids if gid in groups]
         for gid, g in items:
-            gw, gi, ri = g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
-            due = due_at(g, gw, gi, ri)
+            due = due_at(g, *self._timing(g))
             if due is None:
                 continue
             if g.get("route") and self._held(g, now):
@@ -608,25 +620,22 @@ class Funnel:
         self._dequeued(g["receiver"], stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
-                                           self.config.dedupe.suppress_transient, muted)
+                                           self.config.dedupe.suppress_transient, muted,
+                                           rc.send_resolved)
+        dropped = effects["transient"] + effects["quiet"]
         last_sent = g["last_sent_at"]
-        if (effects["transient"] and sections and sections[0]["reminder"] and not stale["sections"]
+        if (dropped and sections and sections[0]["reminder"] and not stale["sections"]
                 and not self._remind(g, now)):
-            sections = []  # the only news was suppressed: no reminder before repeat_interval
+            sections = []  # the only news was left out: no reminder before repeat_interval
         commit_sections(g, sections, now)
-        if not sections and effects["transient"]:
+        if not sections and dropped:
             g["last_sent_at"] = last_sent  # nothing left: the repeat_interval clock runs on
         for s in sections:
             s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
             if stale["sections"]:  # rebuilt: the older queued sections' trace goes first
                 set_trace(s, *join_traces(stale["sections"] + [s]))
-        for fp in effects["transient"]:
-            m = g["members"].pop(fp)
-            self._end_member(fp)
-            c["transient_suppressed"] += 1
-            for r in m["raw"]:
-                st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
-                                                    reason="transient").to_dict())
+        self._drop(g, effects["transient"], "transient", now)
+        self._drop(g, effects["quiet"], "send_resolved", now)
         for fp, (key, by) in effects["muted"].items():
             m = g["members"][fp]
             if m["status"] == "resolved":
@@ -643,6 +652,22 @@ class Funnel:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
         self._enqueued(g["receiver"], sections)
+
+    def _drop(self, g: dict[str, Any], fps: list[str], reason: str, now: float) -> None:
+        """Members ``fps`` of group ``g`` leave it untold: their episodes end
+        and their raw alerts are ``deduplicated`` with ``reason``
+        (``transient``: resolved before ever sent, counted in
+        ``transient_suppressed``; ``send_resolved``: a resolve the receiver
+        does not take, counted in ``resolved_not_sent``)."""
+        st, c = self.state, self.state["counters"]
+        counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
+        for fp in fps:
+            m = g["members"].pop(fp)
+            self._end_member(fp)
+            c[counter] = c.get(counter, 0) + 1
+            for r in m["raw"]:
+                st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
+                                                    reason=reason).to_dict())
 
     def _enqueued(self, name: str, sections: list[dict[str, Any]]) -> None:
         """``sections`` were put in receiver ``name``'s outbox."""
@@ -680,12 +705,16 @@ class Funnel:
         if ep is None or ep["status"] == "resolved":
             self._unmute(fp, self.state["episodes"].pop(fp, None))
 
+    def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
+        """(group_wait, group_interval, repeat_interval) of group ``g``: its
+        route's, else the configuration's (seconds)."""
+        t = self.config.timing
+        return g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
+
     def _remind(self, g: dict[str, Any], now: float) -> bool:
         """True when group ``g``'s repeat_interval has passed by ``now`` (a
         reminder is due whatever its news)."""
-        t = self.config.timing
-        at = due_at(dict(g, news_at=None),
-                    *(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)))
+        at = due_at(dict(g, news_at=None), *self._timing(g))
         return at is not None and at <= now + 1e-9
 
     def _muter(self, now: float):

@@ -3,15 +3,14 @@
 Timing follows Alertmanager's three timers (docs, "route"), with the fixes
 the issue asks for:
 
-- ``group_wait``: a new group's first message is due ``group_wait`` seconds
-  after the alert that opened it;
-- ``group_interval``: news (new, escalated, resolved members) waits for the
-  next multiple of ``group_interval`` after the group's last message, so it
-  is held at most ``group_interval`` (resolves included);
-- ``repeat_interval``: an unchanged group with firing members is repeated
-  exactly ``repeat_interval`` after its last message was sent (and
-  delivered; Alertmanager rounds this up to the next group_interval tick;
-  Plait does not).
+- ``group_wait``: a new group's timer first fires ``group_wait`` seconds
+  after the alert that opened it (at once when that alert has been active
+  that long already), then every ``group_interval`` (:func:`flush_at_or_after`);
+- a flush sends when the group has news (new, escalated, resolved members)
+  since its last evaluation, so news is held at most ``group_interval``;
+- ``repeat_interval``: an unchanged group with firing members is repeated at
+  the first flush strictly more than ``repeat_interval`` after its last
+  message was sent (and delivered), as Alertmanager's DedupStage has it.
 
 A group larger than the batch size is split into numbered parts ``1/n``..
 ``n/n`` sharing the group id; nothing is ever truncated.
@@ -19,6 +18,8 @@ A group larger than the batch size is split into numbered parts ``1/n``..
 Group state (plain JSON data)::
 
     {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
+     "first": the timer's first flush when not opened_at + group_wait (absent
+              in state from before it existed: that is the default),
      "tp", "n": members ever added,
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
                       "started_at", "resolved_at", "news", "news_seq",
@@ -123,21 +124,23 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
             _set_news(group, m, "resolved", now)
     elif verdict in ("new", "release", "refire"):
         m.update(status="firing", resolved_at=None, alert=episode["alert"],
-                 severity=episode["severity"])
+                 severity=episode["severity"], started_at=episode["started_at"])
         _set_news(group, m, None if m["notified"] else "new", now)
     elif verdict == "escalated":
         before = m["severity"]
-        m.update(severity=episode["severity"], alert=episode["alert"])
+        m.update(severity=episode["severity"], alert=episode["alert"],
+                 started_at=episode["started_at"])
         if m["notified"]:
             m["escalated_from"] = before
             _set_news(group, m, "escalated", now)
         else:
             _set_news(group, m, "new", now)
     elif verdict == "resolved":
-        m.update(status="resolved", resolved_at=episode["resolved_at"], alert=episode["alert"])
+        m.update(status="resolved", resolved_at=episode["resolved_at"], alert=episode["alert"],
+                 started_at=episode["started_at"])
         _set_news(group, m, "resolved", now)
     elif verdict == "refresh":
-        m["alert"] = episode["alert"]
+        m.update(alert=episode["alert"], started_at=episode["started_at"])
     if raw_id is not None:
         m["raw"].append(raw_id)
     if traceparent and m["news"] is not None:
@@ -146,23 +149,67 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
             group["tp"] = traceparent
 
 
+def first_flush(group: dict[str, Any], group_wait: float) -> float:
+    """When the group's aggregation timer first fires (seconds): ``first``
+    when set (a group whose first alert had been active ``group_wait``
+    already flushes at once, :func:`note_insert`), else ``opened_at +
+    group_wait`` (Alertmanager's ``newAggrGroup``: ``next = group_wait``)."""
+    first = group.get("first")
+    return group["opened_at"] + group_wait if first is None else first
+
+
+def flush_at_or_after(group: dict[str, Any], group_wait: float, group_interval: float,
+                      t: float) -> float:
+    """The first flush of the group's timer at or after ``t`` (seconds).
+
+    Alertmanager's ``aggrGroup.run`` (dispatch/dispatch.go) flushes at
+    :func:`first_flush`, then every ``group_interval`` (the timer is reset to
+    ``group_interval`` as each flush starts), whether or not it sends: the
+    flush times are ``first + k * group_interval``."""
+    first = first_flush(group, group_wait)
+    if t <= first + 1e-9:
+        return first
+    return first + math.ceil((t - first) / group_interval - 1e-9) * group_interval
+
+
+def note_insert(group: dict[str, Any], started_at: float, group_wait: float,
+                now: float) -> None:
+    """An alert that started at ``started_at`` joined the group at ``now``:
+    before the group's first flush, an alert active for ``group_wait``
+    already makes the group flush at once (Alertmanager 0.25's
+    ``aggrGroup.insert``: ``if !hasFlushed && StartsAt + GroupWait < now:
+    next.Reset(0)``; later versions check the alert that creates the group)."""
+    if group["last_sent_at"] is None and started_at + group_wait < now \
+            and first_flush(group, group_wait) > now:
+        group["first"] = now
+
+
 def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
            repeat_interval: float) -> float | None:
     """When the group's next message is due (seconds), or None (nothing to say).
 
-    See the module doc for the rules."""
+    Alertmanager's timing: the group is looked at on its timer's flushes
+    (:func:`flush_at_or_after`); a flush sends when the group has news
+    since it was last evaluated (the set of alerts changed: DedupStage
+    ``needsUpdate`` in notify/notify.go), or when ``repeat_interval`` has
+    passed since the last delivered notification (``entry.Timestamp.Before(
+    now - repeat)``: strictly after, so with ``repeat_interval`` a multiple
+    of ``group_interval`` the reminder comes one ``group_interval`` later, as
+    in Alertmanager). A reminder is therefore never sent between flushes."""
     last = group["last_sent_at"]
     news_at = group["news_at"]
     if last is None:
-        return group["opened_at"] + group_wait if news_at is not None else None
+        return (flush_at_or_after(group, group_wait, group_interval, news_at)
+                if news_at is not None else None)
     due = None
-    if news_at is not None:
-        k = max(1, math.ceil((news_at - last) / group_interval - 1e-9))
-        due = last + k * group_interval
+    if news_at is not None:  # the first flush after the last evaluation that sees the news
+        due = flush_at_or_after(group, group_wait, group_interval, max(news_at, last + 1e-6))
     notified_at = group.get("notified_at")
     if notified_at is not None and any(m["status"] == "firing" and m["notified"]
                                        for m in group["members"].values()):
-        repeat = max(last, notified_at) + repeat_interval
+        # from the last message built (one may be in flight) or delivered
+        after = max(last, notified_at) + repeat_interval + 1e-6
+        repeat = flush_at_or_after(group, group_wait, group_interval, after)
         due = repeat if due is None else min(due, repeat)
     return due
 
@@ -193,7 +240,8 @@ def view(m: dict[str, Any]) -> dict[str, Any]:
 
 def build_sections(group: dict[str, Any], batch_size: int, include_context: bool,
                    suppress_transient: bool,
-                   muted: Callable[[dict[str, Any]], str | None]) -> tuple[list[dict], dict]:
+                   muted: Callable[[dict[str, Any]], str | None],
+                   send_resolved: bool = True) -> tuple[list[dict], dict]:
     """What the group says now, as sections of at most ``batch_size`` alerts.
 
     Lists members with news (resolved, escalated, new); lists unchanged firing
@@ -201,8 +249,12 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     group) or when there is no news (a reminder). ``muted(member)`` gives
     what hides the member (opaque to this function: the funnel passes
     ``("silenced_by", silence id)`` or ``("inhibited_by", (rule, [source
-    fps]))``), or None; a hidden member is left out. Pure: the group is not
-    modified; :func:`commit_sections` applies the returned effects.
+    fps]))``), or None; a hidden member is left out. With ``send_resolved``
+    False (the receiver's), a resolve is not news: Alertmanager's DedupStage
+    (``needsUpdate``, notify/notify.go) sends such a receiver nothing when
+    only resolves changed, so the resolved member is left out and reported
+    ``quiet``. Pure: the group is not modified; :func:`commit_sections`
+    applies the returned effects.
 
     Returns:
         (sections, effects). A section is ``{"group_id", "group_labels",
@@ -213,6 +265,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     """
     muted_now: dict[str, str] = {}
     transient: list[str] = []
+    quiet: list[str] = []
     changes, context = [], []
     still_firing = 0
     for m in group["members"].values():
@@ -225,6 +278,8 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
         if m["news"] is not None:
             if suppress_transient and m["status"] == "resolved" and never_sent(m):
                 transient.append(m["fp"])
+            elif not send_resolved and m["status"] == "resolved":
+                quiet.append(m["fp"])
             else:
                 changes.append(m)
         elif m["status"] == "firing":
@@ -232,7 +287,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     reminder = not changes
     listed = changes + (context if include_context or reminder else [])
     listed.sort(key=lambda m: (_CHANGE_ORDER[m["news"]], m["started_at"], m["fp"]))
-    effects = {"muted": muted_now, "transient": transient}
+    effects = {"muted": muted_now, "transient": transient, "quiet": quiet}
     if not listed:
         return [], effects
     counts = {"new": sum(m["news"] == "new" for m in changes),
@@ -250,7 +305,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
         if i == len(chunks) - 1:  # raw alerts of unlisted, unmuted members ride on the last part
             snap += [[m["fp"], None, list(m["raw"])] for m in group["members"].values()
                      if m["fp"] not in listed_fps and m["fp"] not in muted_now
-                     and m["fp"] not in transient and m["raw"]]
+                     and m["fp"] not in transient and m["fp"] not in quiet and m["raw"]]
         sections.append({
             "group_id": group["id"], "group_labels": dict(group["labels"]),
             "receiver": group["receiver"], "part": i + 1, "parts": len(chunks),

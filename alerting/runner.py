@@ -220,9 +220,25 @@ class FunnelRunner:
             self._reindex(ps, keys, now)
             if touched is not None:
                 touched |= set(keys)
+        nxt = self.next_due(ps)
+        if nxt is not None and nxt > now:  # a past one (a group held by a mute interval): the timer
+            fx.wake(nxt)
         fx.writes = ps.save(last, touched)
         self._tag(fx.ledger, partition)
         return fx
+
+    @staticmethod
+    def next_due(ps: PartitionState) -> float | None:
+        """When the partition next needs a tick (epoch s): its soonest due
+        group, alert expiry or retry. The agent schedules a tick then
+        (:meth:`alerting.agents.AlertingService.wake`), so a group flushes on
+        its timer's time, not at the next 1 s timer tick."""
+        st = ps.funnel.state
+        times = [ps.due.next_due(), st.get("next_expiry")] + [
+            rs["inflight"].get("next_attempt_at") for rs in st["receivers"].values()
+            if rs["inflight"] is not None and rs["inflight"].get("state") == "waiting"]
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
 
     @staticmethod
     def _reindex(ps: PartitionState, keys: list[str] | None, now: float) -> None:
@@ -317,6 +333,7 @@ class FunnelRunner:
                                           retry_after=cmd.get("retry_after"),
                                           maybe_delivered=bool(cmd.get("maybe_delivered"))))
             return list(before | self._group_keys(ps, gids, set()))
+        fx.wake(now)  # a silence made or ended changes what the next flush may send
         if kind == "silence":
             try:
                 f.add_silence(cmd["silence"], now, silence_id=cmd["silence"].get("id"))
@@ -363,9 +380,12 @@ class FunnelRunner:
                 except Exception:  # a forged alert: ingest rejects it
                     fps = []
                 olds = {fp: f.state["episodes"].get(fp) for fp in fps}
-                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp)
                 received = cmd.get("received_at")
-                if isinstance(received, (int, float)) and not isinstance(received, bool):
+                if not isinstance(received, (int, float)) or isinstance(received, bool):
+                    received = None
+                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp,
+                                   received_at=received)
+                if received is not None:
                     observe_decision(f.state["counters"], now - received)  # raw in -> decided
                 touched = []
                 for fp in fps:

@@ -57,7 +57,9 @@ def test_dedupe_resolve_then_repeats_then_refire():
     assert decide(ep, alert(status="resolved"), 20, 300)[0] == "resolve_repeat"
     assert decide(None, alert(status="resolved"), 20, 300) == ("resolve_repeat", None)
     v, ep = decide(ep, alert(), 30, 300)
-    assert v == "refire" and ep["status"] == "firing" and ep["started_at"] == 0
+    # firing again after its resolve: a new alert, starting now (Alertmanager's
+    # store replaces an alert it does not overlap, provider/mem ``Put``)
+    assert v == "refire" and ep["status"] == "firing" and ep["started_at"] == 30
 
 
 # ------------------------------------------------------------------ token bucket
@@ -186,7 +188,11 @@ def _episode(fp, sev=1, start=0.0):
             "resolved_at": None}
 
 
-def test_group_wait_then_grid_of_group_interval_then_exact_repeat():
+def test_group_wait_then_grid_of_group_interval_then_repeat_on_the_grid():
+    """The repeat is sent at the first flush strictly after repeat_interval
+    (Alertmanager's DedupStage ``needsUpdate``, notify/notify.go:
+    ``entry.Timestamp.Before(now - repeat)``; flushes every group_interval,
+    dispatch/dispatch.go ``aggrGroup.run``)."""
     # given a group opened at 0 (group_wait 30, group_interval 30, repeat 300)
     g = new_group("g", "r", {"rule": "Lat"}, 0)
     apply_verdict(g, "new", _episode("h1"), "r1", 0)
@@ -195,8 +201,9 @@ def test_group_wait_then_grid_of_group_interval_then_exact_repeat():
     sections, _ = build_sections(g, 50, False, False, lambda m: None)
     commit_sections(g, sections, 30)
     settle(g, sections[0]["snapshot"], 30)
-    # then with no news it repeats at exactly 330; news at 100 is due at the next tick 120
-    assert due_at(g, 30, 30, 300) == 330
+    # then with no news it repeats at 360 (the flush at 330 is not strictly
+    # after 30 + 300); news at 100 is due at the next flush 120
+    assert due_at(g, 30, 30, 300) == 360
     apply_verdict(g, "new", _episode("h2", start=100), "r2", 100)
     assert due_at(g, 30, 30, 300) == 120
 

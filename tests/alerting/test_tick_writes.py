@@ -34,9 +34,10 @@ def test_a_group_whose_only_news_was_a_suppressed_transient_sends_no_reminder_ea
     # then the group's next evaluation drops h2 and sends no reminder of h1
     assert [m for t in range(1_021, 1_200, 10) for m in f.tick(float(t))] == []
     assert f.counters()["transient_suppressed"] == 1 and f.counters()["balanced"]
-    # and the reminder comes when repeat_interval has passed since h1 was sent
-    assert f.tick(1_000.0 + 3_599) == []
-    assert _assets(f.tick(1_000.0 + 3_600)) == [(True, ["h1"])]
+    # and the reminder comes at the first flush (every 60 s from 1,000) after
+    # repeat_interval has passed since h1 was sent
+    assert f.tick(1_000.0 + 3_600) == []
+    assert _assets(f.tick(1_000.0 + 3_660)) == [(True, ["h1"])]
 
 
 def test_an_alert_flapping_inside_group_interval_does_not_hold_back_the_reminders():
@@ -45,15 +46,16 @@ def test_an_alert_flapping_inside_group_interval_does_not_hold_back_the_reminder
     [sent] = f.tick(1_000.0)
     f.delivered(sent.id, 1_000.0)
     reminders = []
-    for t in range(1_001, 1_000 + 2 * 3_600 + 10):  # h2 fires and resolves every 2 minutes
+    for t in range(1_001, 1_000 + 2 * 3_600 + 130):  # h2 fires and resolves every 2 minutes
         if t % 120 in (10, 20):
             f.ingest({"rule": "Disk", "asset": "h2", "severity": "warning",
                       "status": "firing" if t % 120 == 10 else "resolved"}, float(t))
         for m in f.tick(float(t)):
             reminders.append((t, _assets([m])))
             f.delivered(m.id, float(t))
-    assert reminders == [(4_600, [(True, ["h1"])]), (8_200, [(True, ["h1"])])]
-    assert f.counters()["transient_suppressed"] == 60
+    # (at the flushes every 60 s from 1,000 strictly after repeat_interval)
+    assert reminders == [(4_660, [(True, ["h1"])]), (8_320, [(True, ["h1"])])]
+    assert f.counters()["transient_suppressed"] == 61  # one flap every 120 s to 8,330
 
 
 class Rig:
@@ -214,3 +216,35 @@ def test_a_message_sent_by_a_later_tick_leaves_its_groups_written():
     # then a restarted worker reads Cpu's group as the live one has it
     live, reloaded = rig.states()
     assert reloaded["groups"] == live["groups"]
+
+
+def test_runner_asks_for_a_tick_at_the_next_flush_of_any_group():
+    """A flush happens on the group's timer (Alertmanager's ``aggrGroup.run``,
+    dispatch/dispatch.go), not at the next 1 s timer tick: after each batch
+    the runner wants a tick at the partition's next due time, and a silence
+    command ticks at once (its release may be due at the next flush)."""
+    rig = Rig(parse_config({
+        "receivers": [{"name": "a", "url": "http://127.0.0.1:9/a"}], "route": {"receiver": "a"},
+        "timing": {"group_wait": 30, "group_interval": 60, "repeat_interval": 3600}}))
+    # given Disk opened at 1,000 and Net at 1,010 (groups by rule)
+    assert rig.run(rig.alert(0, "h1")).wake_at == 1_030.0
+    rig.now = 1_010.0
+    rig.run(rig.alert(1, "h1", rule="Net"))
+    # when the tick at 1,030 sends Disk's group
+    rig.now = 1_030.0
+    fx = rig.run({"kind": "tick"})
+    # then the runner wants the next tick at Net's first flush, 1,040
+    assert [s["group_labels"] for m in fx.messages for s in m.sections] == [{"rule": "Disk"}]
+    assert fx.wake_at == 1_040.0
+
+
+def test_an_expired_silence_releases_its_alerts_in_the_same_batch():
+    """silence_test.go TestSilenceDelete: alerts go out at the first flush
+    after the silence is deleted, so the release must not wait for the next
+    1 s timer tick (which may come after that flush)."""
+    rig = Rig(_config(group_interval=1))
+    rig.run(rig.silence("s1", "h1", 1_100.0))
+    assert [e["outcome"] for e in rig.run(rig.alert(0, "h1")).ledger] == ["silenced"]
+    rig.now = 1_003.5
+    rig.run({"kind": "expire", "id": "s1"})
+    assert rig.states()[0]["silenced"] == {}

@@ -211,6 +211,22 @@ def fast_timing(group_wait: str = "1s", group_interval: str = "2s", **timing: st
                        "repeat_interval": "1h", **timing},
             "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
 
+def funnel_stack(make_stack, config_path: Path, **env: str):
+    """A one-worker stack running the alerting config at ``config_path``
+    (``env``: more PLAIT_ settings), once every funnel partition published
+    its counters."""
+    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config_path), **env)
+
+    def running():
+        try:
+            c = httpx.get(f"{stack.api_url}/alerts/counters", timeout=5).json()["data"]
+            return c["partitions"] >= int(stack.env.get("PLAIT_PARTITIONS", 4))
+        except (httpx.HTTPError, KeyError, ValueError):
+            return False
+
+    wait_until(running, 90, "the funnel worker to publish its counters")
+    return stack
+
 
 def stack_settings(stack) -> Settings:
     """The settings the stack's children run with."""

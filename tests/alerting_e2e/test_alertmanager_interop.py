@@ -20,7 +20,7 @@ import httpx
 import pytest
 import yaml
 
-from alert_e2e_support import Receiver, wait_until, write_config
+from alert_e2e_support import Receiver, funnel_stack, wait_until, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -87,17 +87,7 @@ def plait(make_stack, tmp_path, receiver):
                        [{"name": "am", "url": receiver.url("/am"), "format": "alertmanager"},
                         {"name": "disks", "url": receiver.url("/disks"), "format": "alertmanager"}],
                        [{"matchers": ['rule="DiskFull"'], "receiver": "disks"}], **FAST)
-    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_ALERTMANAGER_TOKEN=TOKEN)
-
-    def running():
-        try:
-            c = httpx.get(f"{stack.api_url}/alerts/counters", timeout=5).json()["data"]
-            return c["partitions"] >= int(stack.env.get("PLAIT_PARTITIONS", 4))
-        except (httpx.HTTPError, KeyError, ValueError):
-            return False
-
-    wait_until(running, 90, "the funnel worker to publish its counters")
-    return stack
+    return funnel_stack(make_stack, cfg, PLAIT_ALERTMANAGER_TOKEN=TOKEN)
 
 
 def am_get(stack, path: str, **params) -> httpx.Response:

@@ -1,0 +1,343 @@
+"""Alertmanager's own acceptance scenarios as data, played on Plait.
+
+Each :class:`Scenario` is one test of Alertmanager's
+``test/with_api_v2/acceptance/*_test.go`` (single instance): its
+``alertmanager.yml`` verbatim (``AM_YML``, the webhook URLs as ``%s``),
+the same configuration in Plait's YAML (``plait_yml``, the URLs as
+``{url0}``, ``{url1}``; Plait's extras set out of the way: dedupe cooldown
+0, an unlimited token bucket), the pushes at their times and the
+collectors' expectations (``co.Want(Between(lo, hi), alerts...)``).
+Times are seconds from the scenario's start, as in ``At(t)`` and
+``Active(start, end)``.
+
+:func:`config_text` is the one place that picks which configuration a
+test feeds Plait: once ``PLAIT_ALERTMANAGER_CONFIG`` loads an
+alertmanager.yml, it returns ``AM_YML`` instead.
+
+:func:`check` is Alertmanager's ``Collector.Check`` (test/testutils/
+collector.go): every wanted batch arrives within its interval (alerts
+equal by labels, annotations, ``startsAt`` and ``endsAt`` within the
+tolerance, a firing alert's ``endsAt`` the zero time), and the collector
+got no more alerts in total than wanted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from alerting.intake import format_time, parse_time
+
+#: Alertmanager's acceptance tolerance (``AcceptanceOpts.Tolerance``), seconds.
+TOLERANCE = 0.150
+
+#: Plait's receiver for a scenario's webhook: Alertmanager's body, no rate limit.
+_RECEIVER = """  - name: {name}
+    url: "{url}"
+    format: alertmanager
+    send_resolved: {send_resolved}
+    bucket: {{burst: 1000, refill_interval: 0.001}}
+"""
+
+
+def A(*kv: str, active: tuple[float, ...] = (), ann: dict[str, str] | None = None) -> dict:
+    """A test alert (``Alert(k, v, ...).Active(start[, end]).Annotate(...)``)."""
+    return {"labels": dict(zip(kv[::2], kv[1::2])), "annotations": dict(ann or {}),
+            "start": active[0] if active else None,
+            "end": active[1] if len(active) > 1 else None}
+
+
+@dataclass
+class Scenario:
+    """One acceptance test: see the module doc."""
+
+    name: str
+    am_yml: str
+    plait_yml: str
+    pushes: list[tuple[float, list[dict]]]
+    #: collector index -> [(lo, hi, [alerts])]; an empty list wants nothing
+    wants: dict[int, list[tuple[float, float, list[dict]]]]
+    #: (at, "set" | "del", silence name, {"matchers": [...], "start", "end"})
+    silences: list[tuple[float, str, str, dict]] = field(default_factory=list)
+
+    def end(self) -> float:
+        """When the scenario is over (Alertmanager's ``Collector.Latest``)."""
+        return max(hi for ws in self.wants.values() for _lo, hi, _a in ws)
+
+
+def receivers(*send_resolved: bool) -> str:
+    """Plait's ``receivers:`` for webhooks ``{url0}``, ``{url1}``..."""
+    names = ["default"] + [f"default{i}" for i in range(1, len(send_resolved))]
+    return "receivers:\n" + "".join(
+        _RECEIVER.format(name=n, url="{url%d}" % i, send_resolved=str(sr).lower())
+        for i, (n, sr) in enumerate(zip(names, send_resolved)))
+
+
+def config_text(sc: Scenario, urls: list[str]) -> str:
+    """The configuration Plait is fed for ``sc`` with webhooks ``urls``: the
+    Plait YAML (switch to ``sc.am_yml % tuple(urls)`` once Plait reads an
+    alertmanager.yml)."""
+    text = sc.plait_yml
+    for i, u in enumerate(urls):
+        text = text.replace("{url%d}" % i, u)
+    return text
+
+
+def push_body(alerts: list[dict], t0: float) -> list[dict[str, Any]]:
+    """The ``POST /api/v2/alerts`` body of a push (times from ``t0``, epoch s);
+    a start or end not given is left out, as the acceptance mock leaves it zero."""
+    out = []
+    for a in alerts:
+        d: dict[str, Any] = {"labels": a["labels"], "annotations": a["annotations"]}
+        if a["start"] is not None:
+            d["startsAt"] = format_time(t0 + a["start"])
+        if a["end"] is not None:
+            d["endsAt"] = format_time(t0 + a["end"])
+        out.append(d)
+    return out
+
+
+def _equal(want: dict, got: dict, t0: float) -> bool:
+    """``EqualAlerts`` (test/testutils/mock.go): labels, annotations, times
+    within :data:`TOLERANCE`, the zero time only equal to itself."""
+    if want["labels"] != got.get("labels") or want["annotations"] != (got.get("annotations") or {}):
+        return False
+    for key, rel in (("startsAt", want["start"]), ("endsAt", want["end"])):
+        at = parse_time(got.get(key), key)
+        if (rel is None) != (at is None or got.get(key, "").startswith("0001-")):
+            return False
+        if rel is not None and abs(at - (t0 + rel)) > TOLERANCE:
+            return False
+    return True
+
+
+def check(sc: Scenario, collected: dict[int, list[tuple[float, list[dict]]]],
+          t0: float) -> list[str]:
+    """What fails of ``sc``'s expectations given ``collected`` (collector
+    index -> [(arrival, webhook alerts)], arrival in seconds from ``t0``):
+    [] when everything holds."""
+    errors = []
+    for ci, wants in sc.wants.items():
+        got = collected.get(ci, [])
+        for lo, hi, alerts in wants:
+            inside = [b for at, b in got if lo <= at <= hi]
+            ok = (not alerts and not inside) or any(
+                len(b) == len(alerts) and all(any(_equal(w, g, t0) for g in b) for w in alerts)
+                for b in inside)
+            if not ok:
+                errors.append(f"collector {ci}: Between({lo}, {hi}) wants {alerts}")
+        total_want = sum(len(a) for _lo, _hi, a in wants)
+        total_got = sum(len(b) for _at, b in got)
+        if total_want != total_got:
+            errors.append(f"collector {ci}: {total_got} alerts, wanted {total_want}")
+    if errors:
+        errors.append("received: " + repr({ci: [(round(at, 3), [
+            (g["labels"], g["status"], g["startsAt"], g["endsAt"], g.get("annotations"))
+            for g in b]) for at, b in got] for ci, got in collected.items()}))
+    return errors
+
+
+# ---------------------------------------------------------------- scenarios
+_REPEAT_AM = """
+route:
+  receiver: "default"
+  group_by: [alertname]
+  group_wait:      1s
+  group_interval:  1s
+  repeat_interval: 1ms
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+    send_resolved: true
+"""
+
+_PLAIT_COMMON = """
+route: {{receiver: default}}
+dedupe: {{cooldown: 0}}
+"""
+
+
+def _plait(group_by: str, gw: str, gi: str, ri: str, resolve_timeout: str = "5m",
+           send_resolved: tuple[bool, ...] = (True,), extra: str = "") -> str:
+    timing = (f"timing: {{group_wait: {gw}, group_interval: {gi}, repeat_interval: {ri}, "
+              f"resolve_timeout: {resolve_timeout}}}\n")
+    return (receivers(*send_resolved) + _PLAIT_COMMON.replace("{{", "{").replace("}}", "}")
+            + f"grouping: {{group_by: {group_by}}}\n" + timing + extra)
+
+
+#: send_test.go TestMergeAlerts: the earliest start of several senders, the
+#: newest annotations, the latest end of several resolves, no merge of a
+#: new occurrence after a resolve.
+MERGE_ALERTS = Scenario(
+    "TestMergeAlerts", _REPEAT_AM, _plait("[alertname]", "1s", "1s", "1ms"),
+    pushes=[(1, [A("alertname", "test", active=(1.1,))]),
+            (1.2, [A("alertname", "test", active=(1,))]),
+            (2.1, [A("alertname", "test", active=(2,), ann={"ann": "v1"})]),
+            (3.6, [A("alertname", "test", active=(1.5,), ann={"ann": "v2"})]),
+            (4.6, [A("alertname", "test", active=(3, 4.5), ann={"ann": "v2"})]),
+            (4.8, [A("alertname", "test", active=(2.9, 4.8), ann={"ann": "v3"})]),
+            (4.8, [A("alertname", "test", active=(2.9, 4.1), ann={"ann": "v3"})]),
+            (5.3, [A("alertname", "test", active=(5,))])],
+    wants={0: [(2, 2.5, [A("alertname", "test", active=(1,))]),
+               (3, 3.5, [A("alertname", "test", active=(1,), ann={"ann": "v1"})]),
+               (4, 4.5, [A("alertname", "test", active=(1,), ann={"ann": "v2"})]),
+               (5, 5.5, [A("alertname", "test", active=(1, 4.8), ann={"ann": "v3"})]),
+               (6, 6.5, [A("alertname", "test", active=(5,))])]})
+
+#: send_test.go TestRepeat: with repeat_interval under group_interval, one
+#: reminder per flush.
+REPEAT = Scenario(
+    "TestRepeat", _REPEAT_AM.replace("    send_resolved: true\n", ""),
+    _plait("[alertname]", "1s", "1s", "1ms"),
+    pushes=[(1, [A("alertname", "test", active=(1,))]),
+            (3.5, [A("alertname", "test", active=(1, 3))])],
+    wants={0: [(2, 2.5, [A("alertname", "test", active=(1,))]),
+               (3, 3.5, [A("alertname", "test", active=(1,))]),
+               (4, 4.5, [A("alertname", "test", active=(1, 3))])]})
+
+_BATCH = [A("alertname", n, active=(s,)) for n, s in
+          (("test1", 1), ("test5", 1), ("test2", 1.5), ("test3", 1.5), ("test4", 1.6))]
+
+#: send_test.go TestBatching: news waits for the group's next flush; the
+#: reminder comes at the first flush after repeat_interval.
+BATCHING = Scenario(
+    "TestBatching", """
+route:
+  receiver: "default"
+  group_by: []
+  group_wait:      1s
+  group_interval:  1s
+  # use a value slightly below the 5s interval to avoid timing issues
+  repeat_interval: 4900ms
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+""", _plait("[]", "1s", "1s", "4900ms"),
+    pushes=[(1.1, [_BATCH[0]]), (1.7, [_BATCH[1]]), (3.3, _BATCH[2:])],
+    wants={0: [(2.0, 2.5, _BATCH[:2]), (4.1, 4.5, _BATCH), (9.1, 9.5, _BATCH)]})
+
+_RESOLVED_AM = """
+global:
+  resolve_timeout: 10s
+
+route:
+  receiver: "default"
+  group_by: [alertname]
+  group_wait: 1s
+  group_interval: 5s
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+"""
+
+#: send_test.go TestResolved: alerts not re-sent resolve after resolve_timeout,
+#: told at the next flush.
+RESOLVED = Scenario(
+    "TestResolved", _RESOLVED_AM, _plait("[alertname]", "1s", "5s", "4h", "10s"),
+    pushes=[(1, [A("alertname", "test", "lbl", v) for v in ("v1", "v2", "v3")])],
+    wants={0: [(2, 2.5, [A("alertname", "test", "lbl", v, active=(1,)) for v in ("v1", "v2", "v3")]),
+               (12, 13, [A("alertname", "test", "lbl", v, active=(1, 11))
+                         for v in ("v1", "v2", "v3")])]})
+
+
+def _lbl(v: str, *active: float) -> dict:
+    return A("alertname", "test", "lbl", v, active=active)
+
+
+#: send_test.go TestResolvedFilter: a receiver with send_resolved false is
+#: told nothing when only resolves changed. Plait has one URL per receiver:
+#: the second webhook is a second receiver reached with ``continue``.
+RESOLVED_FILTER = Scenario(
+    "TestResolvedFilter", _RESOLVED_AM.replace(
+        "  - url: 'http://%s'\n", "  - url: 'http://%s'\n    send_resolved: true\n"
+        "  - url: 'http://%s'\n    send_resolved: false\n"),
+    _plait("[alertname]", "1s", "5s", "4h", "10s", (True, False)).replace(
+        "route: {receiver: default}",
+        "route:\n  receiver: default\n  routes:\n"
+        "  - {matchers: ['alertname=~\".*\"'], receiver: default, continue: true}\n"
+        "  - {matchers: ['alertname=~\".*\"'], receiver: default1}"),
+    pushes=[(1, [_lbl("v1"), _lbl("v2")]),
+            (3, [_lbl("v1", 1, 4), _lbl("v3")]),
+            (8, [_lbl("v3", 3)])],
+    wants={0: [(2, 2.5, [_lbl("v1", 1), _lbl("v2", 1)]),
+               (7, 7.5, [_lbl("v1", 1, 4), _lbl("v2", 1), _lbl("v3", 3)]),
+               (12, 12.5, [_lbl("v2", 1, 11), _lbl("v3", 3)])],
+           1: [(2, 2.5, [_lbl("v1", 1), _lbl("v2", 1)]),
+               (7, 7.5, [_lbl("v2", 1), _lbl("v3", 3)]),
+               (12, 12.5, [])]})
+
+_INHIBIT_AM = """
+route:
+  receiver: "default"
+  group_by: []
+  group_wait:      1s
+  group_interval:  1s
+  repeat_interval: 1s
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+
+inhibit_rules:
+- source_match:
+    alertname: JobDown
+  target_match:
+    alertname: InstanceDown
+  equal:
+    - job
+    - zone
+"""
+_INHIBIT_PLAIT = _plait("[]", "1s", "1s", "1s", extra="""inhibit_rules:
+- source_matchers: ['alertname="JobDown"']
+  target_matchers: ['alertname="InstanceDown"']
+  equal: [job, zone]
+""")
+
+
+def _jz(name: str, zone: str = "aa", *active: float) -> dict:
+    return A("alertname", name, "job", "testjob", "zone", zone, active=active)
+
+
+#: inhibit_test.go TestAlwaysInhibiting: a target inhibited all its life is
+#: told resolved with its source (both resolved by the flush).
+ALWAYS_INHIBITING = Scenario(
+    "TestAlwaysInhibiting", _INHIBIT_AM, _INHIBIT_PLAIT,
+    pushes=[(1, [_jz("InstanceDown")]), (1, [_jz("JobDown")]),
+            (2.6, [_jz("JobDown", "aa", 1, 2.6)]), (2.6, [_jz("InstanceDown", "aa", 1, 2.6)])],
+    wants={0: [(2, 2.5, [_jz("JobDown", "aa", 1)]),
+               (3, 3.5, [_jz("InstanceDown", "aa", 1, 2.6), _jz("JobDown", "aa", 1, 2.6)])]})
+
+#: inhibit_test.go TestInhibiting.
+INHIBITING = Scenario(
+    "TestInhibiting", _INHIBIT_AM, _INHIBIT_PLAIT,
+    pushes=[(1, [_jz("test1")]), (1, [_jz("InstanceDown")]), (1, [_jz("InstanceDown", "ab")]),
+            (2.2, [_jz("JobDown")]), (3.6, [_jz("JobDown", "aa", 2.2, 3.6)])],
+    wants={0: [(2, 2.5, [_jz("test1", "aa", 1), _jz("InstanceDown", "aa", 1),
+                         _jz("InstanceDown", "ab", 1)]),
+               (3, 3.5, [_jz("test1", "aa", 1), _jz("InstanceDown", "ab", 1),
+                         _jz("JobDown", "aa", 2.2)]),
+               (4, 4.5, [_jz("test1", "aa", 1), _jz("InstanceDown", "aa", 1),
+                         _jz("InstanceDown", "ab", 1), _jz("JobDown", "aa", 2.2, 3.6)])]})
+
+#: silence_test.go TestSilenceDelete: alerts silenced from the start go out
+#: at the first flush after the silence is deleted.
+SILENCE_DELETE = Scenario(
+    "TestSilenceDelete", _REPEAT_AM.replace("    send_resolved: true\n", "").replace(
+        "group_by: [alertname]", "group_by: []"),
+    _plait("[]", "1s", "1s", "1ms"),
+    pushes=[(1, [A("alertname", "test1", active=(1,)), A("alertname", "test2", active=(1,))])],
+    silences=[(1.3, "set", "all", {"matchers": ['alertname=~".+"'], "start": 1.5, "end": 100,
+                                   "am": [{"name": "alertname", "value": ".+", "isRegex": True,
+                                           "isEqual": True}]}),
+              (3.5, "del", "all", {})],
+    wants={0: [(3.5, 4.5, [A("alertname", "test1", active=(1,)),
+                           A("alertname", "test2", active=(1,))])]})
+
+ALL = [MERGE_ALERTS, REPEAT, BATCHING, RESOLVED, RESOLVED_FILTER, ALWAYS_INHIBITING, INHIBITING,
+       SILENCE_DELETE]
