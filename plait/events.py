@@ -78,6 +78,10 @@ class PageBatch(Payload):
     partition: int = Field(default=0, ge=0)
     partitions: int = Field(default=1, ge=1)
     rows: list[dict[str, Any]] | None = None
+    #: the rows as JSON text (a JSON array of objects), read as the pull path
+    #: reads a data API's body: number literals exactly (``Decimal`` when a
+    #: double cannot spell them); the Producer SDK sends this
+    rowsJson: str | None = None
     blobKey: str | None = None
     shardKey: str | None = None
     rowCount: int = Field(ge=0)

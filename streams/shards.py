@@ -17,7 +17,8 @@ import pyarrow as pa
 from plait import metrics, tracing
 from plait.events import PageBatch
 from plait.lifecycle import TERMINAL
-from sinks.values import loads_exact, rows_to_batch
+from plait.errors import PermanentError
+from sinks.values import all_dicts, loads_exact, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
 from streams.files import (PageOrder, TaskFile, decode_shard, drop, encode_shard, finish, grow,
@@ -32,7 +33,16 @@ def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int]
         batch, quality = decode_shard(store.get_bytes(page.shardKey))
         return batch, quality, None
     rows = page.rows
-    if rows is None:
+    if rows is None and page.rowsJson is not None:
+        try:
+            rows = loads_exact(page.rowsJson.encode("utf-8", "surrogatepass"))
+        except ValueError as exc:
+            raise PermanentError(f"page {page.seq} of partition {page.partition}: field "
+                                 f"rowsJson is not JSON ({str(exc)[:200]})") from exc
+        if not isinstance(rows, list) or not all_dicts(rows):
+            raise PermanentError(f"page {page.seq} of partition {page.partition}: field "
+                                 f"rowsJson is not a JSON array of objects")
+    elif rows is None:
         rows = loads_exact(store.get_bytes(page.blobKey))
     batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
     return batch, quality, encode_shard(batch, quality)
