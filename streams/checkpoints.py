@@ -53,6 +53,11 @@ class Checkpoints:
             pipe.expire(key, TTL)
             await pipe.execute()
 
+    async def field(self, task_id: str, name: str) -> str | None:
+        """One marker of a task (a string), None when absent."""
+        raw = await self.redis.hget(self._key(task_id), name)
+        return raw.decode() if raw is not None else None
+
     async def clear(self, task_id: str, *fields: str) -> None:
         """Remove markers (absent ones are ignored)."""
         await self.redis.hdel(self._key(task_id), *fields)

@@ -5,14 +5,18 @@ built from its shards; uploaded and reported SUCCESS (``docs/architecture.md``,
 Shared floor of the page writer (``streams.shards``) and the finalizer
 (``streams.finalize``); neither imports the other.
 
+- :class:`PageOrder`: which pages of a task are in its file, in
+  (partition, seq) order (``streams.layout.PageKey``), and which wait ahead
+  as shards (keys only).
 - :class:`TaskFile`: the file of one task growing on this worker. Its
-  progress is ``next_seq`` (pages 0..next_seq-1 are in it, each once, in page
-  order). It lives only in this process (``Context.files``); the durable
-  checkpoint is the shards, kept until SUCCESS, so any worker can rebuild.
-- :func:`grow`: append one page, catching up from shards when this worker
-  did not see the earlier pages (a re-drive, a rebalance).
-- :func:`build_file`: the whole file from shards 0..last_seq (the re-drive
-  path and the fallback whenever the growing file is in doubt).
+  progress is ``order.next`` (every page before it is in the file, each
+  once, in order). It lives only in this process (``Context.files``); the
+  durable checkpoint is the shards, kept until SUCCESS, so any worker can
+  rebuild (:func:`rescan`).
+- :func:`grow`: place one page: appended when it is next (then the pages
+  waiting ahead that follow), else kept as a key until the gap fills.
+- :func:`build_file`: the whole file from the shards (the re-drive path and
+  the fallback whenever the growing file is in doubt).
 - :func:`report_stage`, :func:`stage_reporter`: the ``writing`` and
   ``uploading`` PROGRESS reports of a task being finished (``docs/events.md``,
   ``stage``). Wherever a file is finished (:meth:`TaskFile.finish`,

@@ -89,7 +89,7 @@ async def missing_too_long(ctx: Context, task_id: str, state: dict,
     recorded by the page writer while later pages of its partition arrived)
     longer than ``PLAIT_PUSH_PAGE_TIMEOUT_SECONDS``, naming its partition and
     seq; None otherwise."""
-    raw = (await ctx.checkpoints.get(task_id)).get("missing")
+    raw = await ctx.checkpoints.field(task_id, "missing")
     if raw is None:
         return None
     mark = json.loads(raw)
