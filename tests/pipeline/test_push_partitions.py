@@ -33,10 +33,13 @@ PAGES = {0: (3, 40), 1: (4, 25)}
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """A stack whose sweeper fails a page missing for 3 s."""
+    """A stack whose sweeper fails a page missing for 3 s (its worker is
+    killed by the last test)."""
     s = Stack(Path(tmp_path_factory.mktemp("stack")),
               isolated_env(PLAIT_PUSH_PAGE_TIMEOUT_SECONDS="3",
-                           PLAIT_SWEEP_INTERVAL_SECONDS="0.5"))
+                           PLAIT_SWEEP_INTERVAL_SECONDS="0.5",
+                           PLAIT_HEARTBEAT_INTERVAL_SECONDS="1",
+                           PLAIT_STALE_AFTER_SECONDS="4"))
     try:
         yield s.start(workers=1)
     finally:
@@ -85,20 +88,24 @@ def shuffled(seed: int) -> list[tuple[int, int]]:
     return keys
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_two_producers_out_of_order_give_the_file_in_order(stack, tmp_path, fmt):
-    # given a push task fed by two producers, one per partition, pages shuffled
-    spec, sdks = push_spec(fmt), producers(stack)
-    task_id = sdks[0].request_export(spec)
-    push(sdks, task_id, spec, shuffled(FORMATS.index(fmt)))
-    # when the task completes
-    task = wait_task(stack.api_url, task_id)
-    # then the file holds partition 0's rows, then partition 1's, each once, in order
-    assert task["status"] == "SUCCESS", task
-    rows = read_rows(fetch_file(task, tmp_path))
-    assert rows[0] == ["id", "name"]
-    assert [int(r[0]) for r in rows[1:]] == expected_ids()
-    assert [r[1] for r in rows[1:]] == [f"p{i // 1000}-{i}" for i in expected_ids()]
+def test_two_producers_out_of_order_give_the_file_in_order(stack, tmp_path):
+    # given a push task per format, fed by two producers (one per partition),
+    # pages shuffled
+    sdks, tasks = producers(stack), {}
+    for n, fmt in enumerate(FORMATS):
+        spec = push_spec(fmt)
+        tasks[fmt] = sdks[0].request_export(spec)
+        push(sdks, tasks[fmt], spec, shuffled(n))
+    for fmt, task_id in tasks.items():
+        # when the task completes
+        task = wait_task(stack.api_url, task_id)
+        # then the file holds partition 0's rows, then partition 1's, each once, in order
+        assert task["status"] == "SUCCESS", (fmt, task)
+        (tmp_path / fmt).mkdir()
+        rows = read_rows(fetch_file(task, tmp_path / fmt))
+        assert rows[0] == ["id", "name"], fmt
+        assert [int(r[0]) for r in rows[1:]] == expected_ids(), fmt
+        assert [r[1] for r in rows[1:]] == [f"p{i // 1000}-{i}" for i in expected_ids()], fmt
 
 
 def test_repeated_pages_ahead_and_behind_are_counted_once(stack, tmp_path):
@@ -172,43 +179,39 @@ def typed_api():
     server.shutdown()
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_pushed_values_give_the_cells_of_the_same_values_pulled(stack, typed_api, tmp_path,
-                                                                fmt):
-    # given the same two rows pulled from a data API and pushed with the SDK
-    doc = {"fileName": f"typed-{fmt}", "fileFormat": fmt, "timeZone": "UTC"}
-    pulled_spec = {"sysCode": "tests", "bizType": "typed", "userId": "alice",
-                   "dataConfig": {"dataApiUrl": typed_api,
-                                  "queryConditions": {"tag": uuid.uuid4().hex}},
-                   "documentConfig": doc}
-    pulled = wait_task(stack.api_url, submit(stack.api_url, pulled_spec))
-    spec = ExportSpec.model_validate({**pulled_spec, "dataConfig": {"mode": "push"}})
+def test_pushed_values_give_the_cells_of_the_same_values_pulled(stack, typed_api, tmp_path):
+    # given, per format, the same two rows pulled from a data API and pushed with the SDK
     sdk = PlaitProducer(stack.env["PLAIT_BROKER_URL"], stack.env["PLAIT_TOPIC_PREFIX"])
-    task_id = sdk.request_export(spec)
-    sdk.send_page(task_id, spec, 0, TYPED, is_last=True)
+    tasks = {}
+    for fmt in FORMATS:
+        doc = {"fileName": f"typed-{fmt}", "fileFormat": fmt, "timeZone": "UTC"}
+        pulled_spec = {"sysCode": "tests", "bizType": "typed", "userId": "alice",
+                       "dataConfig": {"dataApiUrl": typed_api,
+                                      "queryConditions": {"tag": uuid.uuid4().hex}},
+                       "documentConfig": doc}
+        spec = ExportSpec.model_validate({**pulled_spec, "dataConfig": {"mode": "push"}})
+        pushed_id = sdk.request_export(spec)
+        sdk.send_page(pushed_id, spec, 0, TYPED, is_last=True)
+        tasks[fmt] = (submit(stack.api_url, pulled_spec), pushed_id)
     sdk.flush()
-    pushed = wait_task(stack.api_url, task_id)
-    # then both files hold the same cells
-    assert pulled["status"] == "SUCCESS" and pushed["status"] == "SUCCESS", (pulled, pushed)
-    (tmp_path / "pull").mkdir(), (tmp_path / "push").mkdir()
-    want = read_rows(fetch_file(pulled, tmp_path / "pull"))
-    got = read_rows(fetch_file(pushed, tmp_path / "push"))
-    assert got == want
-    header = want[0]
-    first = dict(zip(header, want[1]))
-    assert str(first["amount"]) in ("1.10", "1.1")  # a number, every digit the format keeps
-    assert base64.b64decode(str(first["raw"])) == b"\x00\x01\x02\xff"
+    for fmt, (pulled_id, pushed_id) in tasks.items():
+        pulled = wait_task(stack.api_url, pulled_id)
+        pushed = wait_task(stack.api_url, pushed_id)
+        # then both files hold the same cells
+        assert pulled["status"] == "SUCCESS" and pushed["status"] == "SUCCESS", (pulled, pushed)
+        (tmp_path / fmt / "pull").mkdir(parents=True), (tmp_path / fmt / "push").mkdir()
+        want = read_rows(fetch_file(pulled, tmp_path / fmt / "pull"))
+        got = read_rows(fetch_file(pushed, tmp_path / fmt / "push"))
+        assert got == want, fmt
+        first = dict(zip(want[0], want[1]))
+        assert str(first["amount"]) in ("1.10", "1.1"), fmt  # a number, every digit kept
+        assert base64.b64decode(str(first["raw"])) == b"\x00\x01\x02\xff", fmt
 
 
-# -- kill -9 ------------------------------------------------------------------
+# -- kill -9 (last: it replaces the module stack's worker) ---------------------
 
-FAST = {"PLAIT_STALE_AFTER_SECONDS": "4", "PLAIT_SWEEP_INTERVAL_SECONDS": "0.5",
-        "PLAIT_HEARTBEAT_INTERVAL_SECONDS": "1"}
-
-
-def test_kill_9_mid_task_the_new_worker_writes_every_row_once(make_stack, tmp_path):
+def test_kill_9_mid_task_the_new_worker_writes_every_row_once(stack, tmp_path):
     # given a push task whose worker holds pages ahead and part of its file
-    stack = make_stack(**FAST)
     spec, sdks = push_spec("xlsx"), producers(stack)
     task_id = sdks[0].request_export(spec)
     first = [(1, 1), (1, 0), (0, 0), (1, 3), (0, 1)]
