@@ -185,3 +185,33 @@ async def test_a_gap_that_fills_clears_the_missing_mark(make_ctx):
     assert "missing" in await ctx.checkpoints.get("t1")
     await feed(ctx, [(1, 0), (1, 1)])
     assert "missing" not in await ctx.checkpoints.get("t1")
+
+
+async def test_a_redrive_finalizes_every_partition_from_the_shards(make_ctx):
+    # given every page's shard stored by a worker that died before SUCCESS,
+    # its checkpoints saying where each partition ends
+    from plait import topics as T
+    from plait.events import FinalizeRequested
+    from sinks.values import rows_to_batch
+    from streams.files import encode_shard
+    from streams.finalize import finalize
+    from streams.sweeper import redrive
+    from export_harness import request
+    a, b = make_ctx(), make_ctx()
+    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
+    await running(a, "t1", SPEC)
+    await feed(a, all_pages()[:-1])
+    batch, quality = rows_to_batch(rows_of(1, 3), SPEC.documentConfig)
+    a.store.put_bytes(shard_key("t1", 3, 1), encode_shard(batch, quality))
+    await a.checkpoints.set("t1", request=request("t1", SPEC).model_dump_json(), last_seq=3,
+                            ends=[2, 3])
+    # when the sweeper re-drives it and another worker finalizes
+    cmds = [e for e in await redrive(b, "t1") if e.topic == T.FINALIZE]
+    assert len(cmds) == 1 and cmds[0].payload.lastSeqs == [2, 3]
+    [done] = await finalize(b, cmds[0].payload)
+    # then the file holds every partition's rows in order
+    assert file_ids(b, done.payload) == expected_ids()
+    # and a shard gone missing is named with its partition
+    a.store.delete_prefix(shard_key("t1", 1, 1))
+    with pytest.raises(PermanentError, match="pages 1 of partition 1"):
+        await finalize(b, FinalizeRequested(taskId="t1", lastSeq=3, lastSeqs=[2, 3], spec=SPEC))
