@@ -14,7 +14,7 @@ import secrets
 import uuid
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
@@ -63,12 +63,25 @@ class PageBatch(Payload):
     """``export.pages``: one page of rows; ``rows`` inline, ``blobKey`` naming a
     JSON array in object storage when the page is larger than the inline limit,
     or ``shardKey`` naming the page already normalized into its Parquet shard
-    (pull mode: the fetcher writes it, so the rows cross the broker as a key)."""
+    (pull mode: the fetcher writes it, so the rows cross the broker as a key).
+
+    A page's place in the file is (``partition``, ``seq``): partitions in
+    order, each partition's pages in ``seq`` order; ``isLast`` closes its
+    partition, and the task is complete once each of its ``partitions``
+    partitions is closed with no page missing (docs/events.md, "Push
+    contract"). Raises ``ValueError`` (naming ``partition``) when
+    ``partition >= partitions``."""
 
     TYPE: ClassVar[str] = "plait.export.PageBatch.v1"
     taskId: str
     seq: int = Field(ge=0)
+    partition: int = Field(default=0, ge=0)
+    partitions: int = Field(default=1, ge=1)
     rows: list[dict[str, Any]] | None = None
+    #: the rows as JSON text (a JSON array of objects), read as the pull path
+    #: reads a data API's body: number literals exactly (``Decimal`` when a
+    #: double cannot spell them); the Producer SDK sends this
+    rowsJson: str | None = None
     blobKey: str | None = None
     shardKey: str | None = None
     rowCount: int = Field(ge=0)
@@ -79,13 +92,23 @@ class PageBatch(Payload):
     totalRows: int | None = None
     spec: ExportSpec
 
+    @model_validator(mode="after")
+    def _partition_in_range(self) -> "PageBatch":
+        if self.partition >= self.partitions:
+            raise ValueError(f"partition {self.partition} is not below partitions "
+                             f"{self.partitions}")
+        return self
+
 
 class FinalizeRequested(Payload):
-    """``export.finalize``: shards 0..lastSeq are written; build the file."""
+    """``export.finalize``: every shard is written; build the file. Shards
+    0..lastSeq of partition 0, or, with ``lastSeqs``, 0..lastSeqs[p] of each
+    partition p."""
 
     TYPE: ClassVar[str] = "plait.export.FinalizeRequested.v1"
     taskId: str
     lastSeq: int = Field(ge=0)
+    lastSeqs: list[int] | None = None
     truncated: bool = False
     spec: ExportSpec
 

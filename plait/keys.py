@@ -151,8 +151,10 @@ def checkpoint(prefix: str, task_id: str) -> str:
     """``P:ckpt:{taskId}``, hash: a task's progress markers (``admitted``,
     ``request``, ``fetched``, ``next_seq``, ``next_ctx``, ``rows_before``,
     ``last_seq``, ``finalized``, ``absorbed``, ``redrives``, ``quota_rows``: rows
-    counted against the caller's daily quota, ``plait.quotas``...). Written by the
-    handlers' after-hooks and the sweeper, read by handlers (skip duplicates)
+    counted against the caller's daily quota, ``plait.quotas``; the page
+    writer's ``partitions``, ``end:<partition>``, ``ends``, ``missing``: see
+    ``streams.checkpoints``). Written by the handlers, their after-hooks and
+    the sweeper, read by handlers (skip duplicates)
     and the sweeper (re-drive), all via ``streams.checkpoints.Checkpoints``.
     TTL ``streams.checkpoints.TTL`` (14 days), renewed on every write."""
     return f"{prefix}:ckpt:{task_id}"

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
             accepts for a schedule, seconds (a shorter one is a 422 naming
             ``trigger.interval``).
         max_redrives: re-drives of one page without progress before the task FAILS.
+        push_page_timeout_seconds: how long a page may stay missing while later
+            pages of its partition arrived before the task FAILS naming it
+            (``streams.sweeper.missing_too_long``).
         max_parallel_fetches: data-API pages one worker fetches at once (one per
             task), so a slow data API does not hold up other tasks.
         pdf_max_columns, pdf_max_rows, docx_max_columns, docx_max_rows,
@@ -142,6 +145,11 @@ class Settings(BaseSettings):
     schedule_lease_seconds: float = Field(default=15.0, ge=1, le=300)
     schedule_min_interval_seconds: float = Field(default=10.0, ge=0.1, le=86400)
     max_redrives: int = Field(default=3, ge=1)
+    push_page_timeout_seconds: float = Field(
+        default=300.0, gt=0,
+        description="Seconds a page of a task may stay missing while later pages of its "
+                    "partition arrived (push mode: pages in any order) before the sweeper "
+                    "fails the task naming that page's partition and seq.")
     max_parallel_fetches: int = Field(default=8, ge=1, le=256)
     pdf_max_columns: int = Field(default=12, ge=1, le=100, description=(
         "Most columns a pdf export may have (landscape A4: ~65 pt, about 13 Latin "

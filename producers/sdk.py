@@ -7,8 +7,13 @@ task's events land on the same partition whoever sends them (docs/kafka-rules.md
 """
 from __future__ import annotations
 
+import base64
 import time
+from collections.abc import Mapping
+from datetime import date, datetime, time as dtime
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from confluent_kafka import KafkaError, Producer
 
@@ -20,11 +25,52 @@ from plait.events import ExportRequested, PageBatch, Payload, encode
 from plait.logs import kafka_logger
 from plait.spec import ExportSpec
 from plait.topics import Topics
+from sinks.values import dumps_rows
 
 
 class BrokerUnreachable(Unavailable, ConnectionError, RuntimeError):
     """No Kafka broker answered: an :class:`plait.errors.Unavailable` (503 at the
     API), a ``ConnectionError``, and a ``RuntimeError`` as ``flush`` raised before."""
+
+
+def _json_row(index: int, row: Mapping[str, Any]) -> dict[str, Any]:
+    """One pushed row with its values as the pull contract's JSON carries
+    them (``PlaitProducer.send_page``). Raises ``TypeError`` naming the row
+    and column of a value it cannot send."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row {index}: a row is a mapping of column -> value, "
+                        f"not {type(row).__name__}")
+    out = {}
+    for column, value in row.items():
+        try:
+            out[str(column)] = _json_value(value)
+        except TypeError as exc:
+            raise TypeError(f"row {index}, column {column!r}: {exc}") from None
+    return out
+
+
+_PLAIN = (str, int, float, bool, Decimal, type(None))
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as JSON can carry it: see ``send_page``."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, (datetime, date, dtime)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, UUID):
+        return str(value)
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():
+        return _json_value(value.item())
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    raise TypeError(f"cannot send a value of type {type(value).__name__} (send str, int, "
+                    f"float, bool, Decimal, bytes, date/datetime/time, UUID, a numpy "
+                    f"scalar, dict or list)")
 
 
 class PlaitProducer:
@@ -98,11 +144,37 @@ class PlaitProducer:
         self.flush()
         return task_id
 
-    def send_page(self, task_id: str, spec: ExportSpec, seq: int, rows: list[dict[str, Any]],
-                  rows_before: int, is_last: bool) -> None:
-        """Push mode: emit page ``seq`` (rows inline; keep a page under ~1 MB)."""
+    def send_page(self, task_id: str, spec: ExportSpec, seq: int, rows: list[Mapping[str, Any]],
+                  rows_before: int = 0, is_last: bool = False, *, partition: int = 0,
+                  partitions: int = 1) -> None:
+        """Push mode: queue page ``seq`` of ``partition`` (call :meth:`flush`
+        to wait for the broker). Keep a page under ~1 MB of JSON.
+
+        Several producers may feed one task, each its own ``partition``
+        (0..``partitions``-1, every page saying the same ``partitions``),
+        numbering its pages ``seq`` 0, 1, ... and marking its last page
+        ``is_last``; pages may arrive in any order and repeat. The file holds
+        partition 0's pages in seq order, then partition 1's, and so on
+        (docs/events.md, "Push contract"). ``rows_before`` only feeds the
+        progress reports.
+
+        Values are sent as a data API would send them in JSON (the pull
+        contract), so a pushed row gives the same cells as the same row
+        pulled: ``Decimal`` as its number literal (every digit), ``bytes``
+        as base64 text, ``date`` / ``datetime`` / ``time`` in ISO 8601 (a
+        zoned datetime with its offset), ``UUID`` as text, numpy scalars as
+        the Python value they hold; dicts and lists recursively.
+
+        Raises ``TypeError`` naming the row and column of a value of another
+        type, ``pydantic.ValidationError`` naming the field of a bad
+        ``seq``/``partition``/``partitions``, ``BufferError`` when the local
+        queue is full (call ``flush``).
+        """
+        clean = [_json_row(i, row) for i, row in enumerate(rows)]
+        body, _plain = dumps_rows(clean)
         self.send(T.PAGES, task_id, PageBatch(
-            taskId=task_id, seq=seq, rows=rows, rowCount=len(rows), rowsBefore=rows_before,
+            taskId=task_id, seq=seq, partition=partition, partitions=partitions,
+            rowsJson=body.decode("utf-8"), rowCount=len(clean), rowsBefore=rows_before,
             isLast=is_last, spec=spec))
 
     def _delivered(self, err, msg) -> None:

@@ -9,7 +9,12 @@ are ignored) and a duplicate next command is skipped here.
 Key: ``plait.keys.checkpoint``, a hash with ``admitted``, ``fetched`` (last
 fetched seq), ``next_seq``, ``next_ctx``, ``rows_before``, ``finalized``,
 ``request``, ``last_seq``, ``redrives``, ``absorbed``, ``fetcher`` (the worker
-whose in-process fetch chain recorded the last page).
+whose in-process fetch chain recorded the last page); for the page writer
+(``streams.shards``): ``partitions`` and ``end:<partition>`` (a partition's
+last seq, recorded before its last page's shard), ``ends`` (JSON list: each
+partition's last seq, recorded once every page is in the file) and
+``missing`` (JSON ``{"page": [partition, seq], "since": epoch seconds}``: the
+first page missing while later pages of its partition arrived).
 """
 from __future__ import annotations
 
@@ -47,6 +52,15 @@ class Checkpoints:
             pipe.hset(key, mapping=enc)
             pipe.expire(key, TTL)
             await pipe.execute()
+
+    async def field(self, task_id: str, name: str) -> str | None:
+        """One marker of a task (a string), None when absent."""
+        raw = await self.redis.hget(self._key(task_id), name)
+        return raw.decode() if raw is not None else None
+
+    async def clear(self, task_id: str, *fields: str) -> None:
+        """Remove markers (absent ones are ignored)."""
+        await self.redis.hdel(self._key(task_id), *fields)
 
     async def fetched_seq(self, task_id: str) -> int:
         """The last seq whose fetch completed, -1 when none."""

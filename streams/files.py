@@ -5,14 +5,18 @@ built from its shards; uploaded and reported SUCCESS (``docs/architecture.md``,
 Shared floor of the page writer (``streams.shards``) and the finalizer
 (``streams.finalize``); neither imports the other.
 
+- :class:`PageOrder`: which pages of a task are in its file, in
+  (partition, seq) order (``streams.layout.PageKey``), and which wait ahead
+  as shards (keys only).
 - :class:`TaskFile`: the file of one task growing on this worker. Its
-  progress is ``next_seq`` (pages 0..next_seq-1 are in it, each once, in page
-  order). It lives only in this process (``Context.files``); the durable
-  checkpoint is the shards, kept until SUCCESS, so any worker can rebuild.
-- :func:`grow`: append one page, catching up from shards when this worker
-  did not see the earlier pages (a re-drive, a rebalance).
-- :func:`build_file`: the whole file from shards 0..last_seq (the re-drive
-  path and the fallback whenever the growing file is in doubt).
+  progress is ``order.next`` (every page before it is in the file, each
+  once, in order). It lives only in this process (``Context.files``); the
+  durable checkpoint is the shards, kept until SUCCESS, so any worker can
+  rebuild (:func:`rescan`).
+- :func:`grow`: place one page: appended when it is next (then the pages
+  waiting ahead that follow), else kept as a key until the gap fills.
+- :func:`build_file`: the whole file from the shards (the re-drive path and
+  the fallback whenever the growing file is in doubt).
 - :func:`report_stage`, :func:`stage_reporter`: the ``writing`` and
   ``uploading`` PROGRESS reports of a task being finished (``docs/events.md``,
   ``stage``). Wherever a file is finished (:meth:`TaskFile.finish`,
@@ -29,7 +33,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,7 +49,8 @@ from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
 from streams.emits import lifecycle
-from streams.layout import QUALITY_KEY, shard_key, shard_prefix
+from streams.layout import (QUALITY_KEY, PageKey, following, page_keys, parse_shard_key,
+                           shard_key, shard_prefix)
 
 log = get_logger("plait.files")
 
@@ -162,55 +167,153 @@ class Diverged(Exception):
     built from all shards with the unified schema instead."""
 
 
+class PageOrder:
+    """Which pages of a task are in its file and which wait as shards.
+
+    Pages go into the file in :class:`PageKey` order (``streams.layout``):
+    ``next`` is the page the file needs now; ``ahead`` the keys of pages that
+    arrived before it (their shards are stored; only keys are held here, so
+    memory does not grow with rows); ``ends`` maps a partition to its last seq
+    once known; ``partitions`` is how many partitions the task has. Pure: no
+    I/O, shared by whatever assembles pages in order.
+    """
+
+    def __init__(self, partitions: int = 1, ends: dict[int, int] | None = None) -> None:
+        self.partitions = partitions
+        self.ends: dict[int, int] = dict(ends or {})
+        self.next = PageKey(0, 0)
+        self.ahead: set[PageKey] = set()
+
+    def note(self, key: PageKey, is_last: bool, partitions: int) -> None:
+        """Learn from a page: its partition count and, when ``is_last``, where
+        its partition ends. Raises ``PermanentError`` (naming the fields as a
+        producer spells them) when pages disagree on ``partitions``, or a page
+        lies past its partition's last page."""
+        if partitions != self.partitions:
+            raise PermanentError(f"page {key.seq} of partition {key.partition}: partitions "
+                                 f"{partitions} differs from {self.partitions} of earlier pages")
+        end = self.ends.get(key.partition)
+        if end is not None and (key.seq > end or (is_last and key.seq != end)):
+            raise PermanentError(f"page {key.seq} of partition {key.partition}: isLast was "
+                                 f"page {end} of that partition")
+        if is_last:
+            self.ends[key.partition] = key.seq
+            if self.next == PageKey(key.partition, key.seq + 1):
+                self.next = PageKey(key.partition + 1, 0)
+
+    def passed(self, key: PageKey) -> None:
+        """``key`` (== ``next``) is in the file now: move ``next`` on."""
+        self.ahead.discard(key)
+        self.next = following(key, self.ends)
+
+    @property
+    def complete(self) -> bool:
+        """Every page of every partition is in the file."""
+        return self.next == PageKey(self.partitions, 0)
+
+    def ends_list(self) -> list[int]:
+        """Each partition's last seq, in partition order (only when complete)."""
+        return [self.ends[p] for p in range(self.partitions)]
+
+    def missing(self) -> PageKey | None:
+        """The first page known to be missing: a page of a partition, after
+        whose place a later page of the same partition arrived. Pages of a
+        later partition waiting for an earlier one to end are not missing."""
+        for partition in sorted({k.partition for k in self.ahead}):
+            seq = self.next.seq if partition == self.next.partition else 0
+            while PageKey(partition, seq) in self.ahead:
+                seq += 1
+            if any(k.partition == partition and k.seq > seq for k in self.ahead):
+                return PageKey(partition, seq)
+        return None
+
+
 class TaskFile:
-    """The output file of one task, growing on this worker page by page.
+    """The output file of one task, growing on this worker page by page, in
+    :class:`PageOrder`.
 
     The schema is fixed by the first page (``unify_schemas`` of it: all-null
     columns become text); a page is appended only when unifying it changes
     nothing, so the file equals what :func:`build_file` makes of the same
-    shards. Memory: one page's batch at a time; the file is on local disk in
-    a private temporary directory (removed by :meth:`discard`).
+    shards. A page that does not fit stops the growing (``grown`` False): the
+    order is still tracked, and the finished task is built from its shards.
+    Memory: one page's batch at a time; the file is on local disk in a
+    private temporary directory (removed by :meth:`discard`).
     """
 
-    def __init__(self, task_id: str, schema: pa.Schema, doc: DocumentConfig) -> None:
+    def __init__(self, task_id: str, doc: DocumentConfig, order: PageOrder | None = None) -> None:
         self.task_id = task_id
         self.doc = doc
-        self.schema = unify_schemas([schema.remove_metadata()])
+        self.order = order or PageOrder()
+        self.schema: pa.Schema | None = None
+        self.writer = None
         self.dir = Path(tempfile.mkdtemp(prefix=f"plait-{task_id}-"))
-        self.writer = open_writer(self.dir / "out", self.schema, doc)
-        #: pages 0..next_seq-1 are in the file
-        self.next_seq = 0
+        #: False once a page did not fit: the file is built from shards at the end
+        self.grown = True
+        self.pages = 0
         self.quality: dict[str, int] = {}
+        #: the missing page recorded in the task's checkpoints (``missing``)
+        self.missing_mark: PageKey | None = None
         #: when this worker last reported the task's progress (monotonic
         #: seconds; ``streams.shards.due``), None before its first report
         self.reported_at: float | None = None
 
+    @property
+    def next_seq(self) -> int:
+        """Pages of partition 0 in the file (all of them once it is passed)."""
+        nxt = self.order.next
+        return nxt.seq if nxt.partition == 0 else self.order.ends[0] + 1
+
     def fits(self, schema: pa.Schema) -> bool:
         """Whether a page of ``schema`` goes into the file unchanged."""
+        if self.schema is None:
+            return True
         unified = unify_schemas([self.schema, schema.remove_metadata()])
         return unified.equals(self.schema, check_metadata=True)
 
-    def append(self, seq: int, batch: pa.RecordBatch, quality: dict[str, int]) -> None:
-        """Append page ``seq`` (must be ``next_seq``). Raises :class:`Diverged`
-        when it does not fit, ``PermanentError`` when the writer refuses its
-        rows (names the page)."""
-        if seq != self.next_seq:
-            raise ValueError(f"page {seq} is not the next page ({self.next_seq})")
-        if not self.fits(batch.schema):
-            raise Diverged(f"page {seq}")
-        self._write(seq, batch)
-        _add(self.quality, quality)
-        self.next_seq = seq + 1
+    def append(self, key: PageKey, batch: pa.RecordBatch | Iterable[pa.RecordBatch],
+               schema: pa.Schema, quality: dict[str, int]) -> None:
+        """Append page ``key`` (must be ``order.next``): its batches of
+        ``schema``. A page that does not fit stops the growing
+        (:class:`Diverged` is logged, not raised); ``PermanentError`` when the
+        writer refuses its rows (names the page)."""
+        if key != self.order.next:
+            raise ValueError(f"page {key} is not the next page ({self.order.next})")
+        if self.grown and not self.fits(schema):
+            log.info("page does not fit the growing file; it will be built from shards",
+                     task=self.task_id, partition=key.partition, seq=key.seq)
+            self.stop()
+        if self.grown:
+            if self.writer is None:
+                self.schema = unify_schemas([schema.remove_metadata()])
+                self.writer = open_writer(self.dir / "out", self.schema, self.doc)
+            for part in [batch] if isinstance(batch, pa.RecordBatch) else batch:
+                self._write(key, part)
+            _add(self.quality, quality)
+        self.pages += 1
+        self.order.passed(key)
 
-    def _write(self, seq: int, batch: pa.RecordBatch) -> None:
+    def _write(self, key: PageKey, batch: pa.RecordBatch) -> None:
+        where = f"page {key.seq}" + (f" of partition {key.partition}" if key.partition else "")
         try:
             for start in range(0, batch.num_rows, BATCH_ROWS):
                 self.writer.write_batch(conform(batch.slice(start, BATCH_ROWS), self.schema))
         except PermanentError:
             raise
         except Exception as exc:  # a data problem never surfaces as "internal error"
-            raise PermanentError(f"page {seq}: cannot write its rows as {self.doc.fileFormat} "
+            raise PermanentError(f"{where}: cannot write its rows as {self.doc.fileFormat} "
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+    def stop(self) -> None:
+        """Stop growing the file (it will be built from shards); keep the order."""
+        self.grown = False
+        self._close_writer()
+
+    def _close_writer(self) -> None:
+        abort = getattr(self.writer, "abort", None)
+        if abort is not None:
+            abort()
+        self.writer = None
 
     def finish(self, store: ObjectStore, on_stage: OnStage | None = None) -> Built:
         """Close the writer (the tail of the file is written: span
@@ -218,7 +321,7 @@ class TaskFile:
         (:func:`upload`: ``on_stage("uploading")``, span ``export.upload``)."""
         with tracing.span("export.write_file", **{"plait.task_id": self.task_id,
                                                   "plait.file_format": self.doc.fileFormat,
-                                                  "plait.pages": self.next_seq,
+                                                  "plait.pages": self.pages,
                                                   "plait.grown": True}):
             report = self.writer.close()
         quality = dict(self.quality)
@@ -228,9 +331,7 @@ class TaskFile:
     def discard(self) -> None:
         """Forget the file: a writer that streams from a thread (native xlsx)
         is stopped, its directory removed; idempotent."""
-        abort = getattr(self.writer, "abort", None)
-        if abort is not None:
-            abort()
+        self._close_writer()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -248,73 +349,60 @@ def upload(store: ObjectStore, task_id: str, report: WriteReport,
     return Built(key, report, size, digest, quality)
 
 
-def _read_shard(store: ObjectStore, task_id: str, seq: int) -> pq.ParquetFile:
-    return pq.ParquetFile(pa.BufferReader(store.get_bytes(shard_key(task_id, seq))))
+def _drain(store: ObjectStore, tf: TaskFile) -> None:
+    """Append from their shards the pages waiting ahead that are next now
+    (one shard in memory at a time); a page whose shard is gone (deleted by
+    the task's cleanup) stays missing."""
+    while tf.order.next in tf.order.ahead and not tf.order.complete:
+        key = tf.order.next
+        if not tf.grown:
+            tf.pages += 1
+            tf.order.passed(key)
+            continue
+        try:
+            data = store.get_bytes(shard_key(tf.task_id, key.seq, key.partition))
+        except (KeyError, FileNotFoundError):
+            tf.order.ahead.discard(key)
+            return
+        shard = pq.ParquetFile(pa.BufferReader(data))
+        schema = shard.schema_arrow
+        tf.append(key, shard.iter_batches(batch_size=BATCH_ROWS, use_threads=False),
+                  schema, shard_quality(schema))
 
 
-def catch_up(store: ObjectStore, task_id: str, upto: int, doc: DocumentConfig) -> TaskFile | None:
-    """Blocking: a :class:`TaskFile` holding pages 0..upto-1 read back from
-    their shards (one shard in memory at a time); None when ``upto`` is 0, a
-    shard is missing or a page does not fit (the last page then builds the
-    file from shards)."""
-    if upto == 0:
-        return None
-    tf = None
+def rescan(store: ObjectStore, tf: TaskFile) -> None:
+    """Blocking: learn every stored shard of the task (a worker that did not
+    see its pages: a re-drive, a kill -9, a rebalance) and append the ones
+    that are next, in order."""
+    for key in store.list(shard_prefix(tf.task_id)):
+        page = parse_shard_key(tf.task_id, key)
+        if page is not None and page >= tf.order.next:
+            tf.order.ahead.add(page)
+    _drain(store, tf)
+
+
+def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
+         quality: dict[str, int]) -> None:
+    """Blocking: place page ``key`` (its shard already stored) in the task's
+    file on this worker: appended when it is next (then the pages waiting
+    ahead that follow it), skipped when already in the file (a redelivery),
+    else kept as a key until the pages before it arrive. A page ahead whose
+    predecessor's shard exists (appended by another worker meanwhile: a
+    rebalance) makes this worker rescan the shards. ``PermanentError`` from
+    the writer propagates (the task fails, as when building from shards); any
+    other failure drops the file (the task is then built from its shards)."""
+    order = tf.order
     try:
-        for seq in range(upto):
-            shard = _read_shard(store, task_id, seq)
-            schema = shard.schema_arrow
-            if tf is None:
-                tf = TaskFile(task_id, schema, doc)
-            if not tf.fits(schema):
-                raise Diverged(f"page {seq}")
-            for batch in shard.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
-                tf._write(seq, batch)
-            _add(tf.quality, shard_quality(schema))
-            tf.next_seq = seq + 1
-        return tf
-    except (KeyError, FileNotFoundError, Diverged) as exc:  # KeyError: shard missing
-        log.info("cannot catch up from shards; the file will be built from them",
-                 task=task_id, reason=f"{type(exc).__name__}: {exc}")
-        if tf is not None:
-            tf.discard()
-        return None
-
-
-def grow(ctx: Context, task_id: str, seq: int, batch: pa.RecordBatch,
-         quality: dict[str, int], doc: DocumentConfig) -> None:
-    """Blocking: append page ``seq`` to the task's file on this worker.
-
-    Page 0 opens the file; a page this worker already appended (a redelivery)
-    is skipped; a page after a gap (this worker did not see the earlier pages)
-    first catches up from their shards. Anything in doubt (a page that does
-    not fit, a writer failure) drops the file: the last page then builds it
-    from the shards. ``PermanentError`` from the writer propagates (the task
-    fails, as when building from shards).
-    """
-    files = ctx.files
-    tf = files.get(task_id)
-    if tf is not None and seq < tf.next_seq:
-        return  # redelivered: already in the file
-    if tf is not None and tf.next_seq < seq:
-        drop(ctx, task_id)
-        tf = None
-    if tf is None:
-        if seq == 0:
-            tf = TaskFile(task_id, batch.schema, doc)
-        else:
-            tf = catch_up(ctx.store, task_id, seq, doc)
-            if tf is None:
-                return
-        files[task_id] = tf
-    try:
-        tf.append(seq, batch, quality)
-    except Diverged:
-        log.info("page does not fit the growing file; it will be built from shards",
-                 task=task_id, seq=seq)
-        drop(ctx, task_id)
+        if key == order.next:
+            tf.append(key, batch, batch.schema, quality)
+            _drain(ctx.store, tf)
+        elif key > order.next:
+            order.ahead.add(key)
+            nxt = order.next
+            if ctx.store.exists(shard_key(tf.task_id, nxt.seq, nxt.partition)):
+                rescan(ctx.store, tf)
     except BaseException:
-        drop(ctx, task_id)
+        drop(ctx, tf.task_id)
         raise
 
 
@@ -325,41 +413,54 @@ def drop(ctx: Context, task_id: str) -> None:
         tf.discard()
 
 
-def finish(ctx: Context, task_id: str, last_seq: int, doc: DocumentConfig,
+def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfig,
            on_stage: OnStage | None = None) -> Built:
-    """Blocking: the task's file, uploaded: the grown one when it holds pages
-    0..last_seq, else built from the shards. The grown file is forgotten
-    either way. ``on_stage("uploading")`` when the upload starts."""
+    """Blocking: the task's file, uploaded: the grown one when it holds every
+    page (``last``: partition 0's last seq, or each partition's, in order),
+    else built from the shards. The grown file is forgotten either way.
+    ``on_stage("uploading")`` when the upload starts."""
+    ends = [last] if isinstance(last, int) else list(last)
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         try:
-            if tf.next_seq == last_seq + 1:
+            order = tf.order
+            if (tf.grown and tf.writer is not None and order.complete
+                    and order.ends_list() == ends):
                 return tf.finish(ctx.store, on_stage)
         finally:
             tf.discard()
-    return build_file(ctx.store, task_id, last_seq, doc, on_stage)
+    return build_file(ctx.store, task_id, ends, doc, on_stage)
 
 
-def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentConfig,
+def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: DocumentConfig,
                on_stage: OnStage | None = None) -> Built:
-    """Blocking: merge shards 0..last_seq into one file and upload it to
-    ``results/{task_id}/{file name}``. Peak memory is one shard plus one batch.
-    Writing the file is the span ``export.write_file``; ``on_stage("uploading")``
-    is called when its upload (span ``export.upload``) starts.
+    """Blocking: merge the task's shards, in :class:`PageKey` order, into one
+    file and upload it to ``results/{task_id}/{file name}``. ``last``: the
+    last seq of partition 0, or of each partition in order. Peak memory is
+    one shard plus one batch. Writing the file is the span
+    ``export.write_file``; ``on_stage("uploading")`` is called when its upload
+    (span ``export.upload``) starts.
 
     Raises:
-        PermanentError: a shard is missing (names the first missing pages).
+        PermanentError: a shard is missing (names the first missing pages,
+            with their partitions when there are several).
     """
+    ends = [last] if isinstance(last, int) else list(last)
+    keys = list(page_keys(ends))
     present = set(store.list(shard_prefix(task_id)))
-    missing = [s for s in range(last_seq + 1) if shard_key(task_id, s) not in present]
+    missing = [k for k in keys if shard_key(task_id, k.seq, k.partition) not in present]
+    if missing and len(ends) == 1:
+        raise PermanentError(f"shards missing for pages {[k.seq for k in missing[:10]]} "
+                             f"of 0..{ends[0]}")
     if missing:
-        raise PermanentError(f"shards missing for pages {missing[:10]} of 0..{last_seq}")
+        raise PermanentError("shards missing for pages " + ", ".join(
+            f"{k.seq} of partition {k.partition}" for k in missing[:10]))
     with tempfile.TemporaryDirectory(prefix=f"plait-{task_id}-") as tmp:
         work = Path(tmp)
         paths, quality = [], {}
-        for seq in range(last_seq + 1):
-            path = work / f"{seq:08d}.parquet"
-            path.write_bytes(store.get_bytes(shard_key(task_id, seq)))
+        for n, key in enumerate(keys):
+            path = work / f"{n:08d}.parquet"
+            path.write_bytes(store.get_bytes(shard_key(task_id, key.seq, key.partition)))
             paths.append(path)
         schemas = []
         for path in paths:
@@ -371,10 +472,10 @@ def build_file(store: ObjectStore, task_id: str, last_seq: int, doc: DocumentCon
         out.mkdir()
         with tracing.span("export.write_file", **{"plait.task_id": task_id,
                                                   "plait.file_format": doc.fileFormat,
-                                                  "plait.pages": last_seq + 1,
+                                                  "plait.pages": len(keys),
                                                   "plait.grown": False}):
             writer = open_writer(out, schema, doc)
-            for seq, path in enumerate(paths):
+            for (_, seq), path in zip(keys, paths):
                 try:
                     for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
                         writer.write_batch(conform(batch, schema))

@@ -1,6 +1,6 @@
 """Finalizing on a re-drive: the sweeper's FinalizeRequested for a task whose
 last page was written but whose worker died before SUCCESS. Builds the file
-from the task's shards in seq order (or uses the file grown on this worker
+from the task's shards in (partition, seq) order (or uses the file grown on this worker
 when it is complete), uploads it and reports SUCCESS with rows, bytes, sha256
 and a signed link (docs/architecture.md, "Data flow of an export", step 5). In the normal flow the
 last page's handler finishes the file in place (``streams.shards``)."""
@@ -33,7 +33,7 @@ async def finalize(ctx: Context, cmd: FinalizeRequested) -> list[Emit]:
         return []
     doc = cmd.spec.documentConfig
     await report_stage(ctx, cmd.spec, cmd.taskId, "writing")
-    built = await asyncio.to_thread(finish, ctx, cmd.taskId, cmd.lastSeq, doc,
+    built = await asyncio.to_thread(finish, ctx, cmd.taskId, cmd.lastSeqs or cmd.lastSeq, doc,
                                     stage_reporter(ctx, cmd.spec, cmd.taskId))
     return [await success(ctx, cmd.spec, cmd.taskId, built, cmd.truncated)]
 

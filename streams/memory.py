@@ -41,6 +41,15 @@ class MemoryCheckpoints:
         for k, v in fields.items():
             marks[k] = str(v) if isinstance(v, (str, int)) else json.dumps(v)
 
+    async def field(self, task_id: str, name: str) -> str | None:
+        """One marker of a task (a string), None when absent."""
+        return self.marks.get(task_id, {}).get(name)
+
+    async def clear(self, task_id: str, *fields: str) -> None:
+        """Remove markers (absent ones are ignored)."""
+        for field in fields:
+            self.marks.get(task_id, {}).pop(field, None)
+
     async def fetched_seq(self, task_id: str) -> int:
         """The last seq whose fetch completed, -1 when none."""
         raw = self.marks.get(task_id, {}).get("fetched")

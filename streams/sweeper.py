@@ -29,8 +29,10 @@ async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list
         return []
     req = ExportRequested.model_validate_json(marks["request"])
     if "last_seq" in marks:
+        ends = json.loads(marks.get("ends", "null"))
         point, cmd = "finalize", Emit(T.FINALIZE, task_id, FinalizeRequested(
             taskId=task_id, lastSeq=int(marks["last_seq"]),
+            lastSeqs=ends if ends and len(ends) > 1 else None,
             truncated=marks.get("truncated") == "1", spec=req.spec))
     elif req.spec.dataConfig.mode == "pull":
         seq = int(marks.get("next_seq", 0))
@@ -67,6 +69,10 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
             emits.append(ended(task_id, "TIMEOUT", f"task exceeded jobConfig.timeout="
                                                    f"{timeout:g}s", ctx.worker_id, state))
             ended_ids.append(task_id)
+        elif state["status"] == "RUNNING" and (failed := await missing_too_long(
+                ctx, task_id, state, now)):
+            emits.append(failed)
+            ended_ids.append(task_id)
         elif state["status"] == "RUNNING":
             beat = parse_iso(state.get("heartbeatAt") or state["createdAt"])
             if (now - beat > ctx.settings.stale_after_seconds
@@ -75,6 +81,26 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
     for req in await ctx.slots.promote(now):
         emits.extend(start(ctx, req))
     return emits, ended_ids
+
+
+async def missing_too_long(ctx: Context, task_id: str, state: dict,
+                           now: float) -> Emit | None:
+    """FAILED for a task whose page has been missing (checkpoint ``missing``,
+    recorded by the page writer while later pages of its partition arrived)
+    longer than ``PLAIT_PUSH_PAGE_TIMEOUT_SECONDS``, naming its partition and
+    seq; None otherwise."""
+    raw = await ctx.checkpoints.field(task_id, "missing")
+    if raw is None:
+        return None
+    mark = json.loads(raw)
+    limit = ctx.settings.push_page_timeout_seconds
+    if now - mark["since"] <= limit:
+        return None
+    partition, seq = mark["page"]
+    return ended(task_id, "FAILED", f"page {seq} of partition {partition} missing for more "
+                                    f"than {limit:g}s (PLAIT_PUSH_PAGE_TIMEOUT_SECONDS) while "
+                                    f"later pages of that partition arrived",
+                 ctx.worker_id, state)
 
 
 async def owner_alive(ctx: Context, task_id: str, state: dict) -> bool:

@@ -126,7 +126,7 @@ async def test_a_page_that_widens_a_type_falls_back_to_the_shards(make_ctx):
     await running(ctx, "t1")
     await write_shard(ctx, page(0, [{"id": 1, "v": 1}, {"id": 2, "v": 2}]))
     await write_shard(ctx, page(1, [{"id": 3, "v": 2.5}]))  # int -> float: does not fit
-    assert "t1" not in ctx.files
+    assert not ctx.files["t1"].grown  # the order is kept; the file stopped growing
     emits = await write_shard(ctx, page(2, [{"id": 4, "v": 3}], last=True))
     assert [r for r in file_rows(ctx, emits[-1].payload)] == [
         ["1", "1"], ["2", "2"], ["3", "2.5"], ["4", "3"]]
@@ -488,8 +488,12 @@ async def test_progress_is_reported_at_most_every_interval_and_always_for_the_la
     assert [(e.payload.status, e.payload.exportedRows) for e in emits] == \
         [("PROGRESS", 60), ("SUCCESS", 60)]
     # a file that does not grow here (built from the shards at the end) reports every page
-    ctx.files.clear()
-    assert [e.payload.exportedRows for e in await write_shard(ctx, page(1, ids(1)))] == [20]
+    await running(ctx, "t2")
+    await write_shard(ctx, page(0, ids(0), task="t2"))
+    ctx.files["t2"].stop()
+    for seq in (1, 2):
+        emits = await write_shard(ctx, page(seq, ids(seq), task="t2"))
+        assert [e.payload.exportedRows for e in emits] == [10 * (seq + 1)]
 
 
 async def test_a_worker_taking_over_a_task_reports_its_first_page_at_once(make_ctx):

@@ -1,0 +1,217 @@
+"""Push mode, many producers, pages in any order, on in-memory members: the
+file is written in (partition, seq) order as pages become contiguous, pages
+that arrive ahead wait as their shards, a repeated page is written once, a
+worker that did not see the earlier pages catches up from the shards, and a
+page missing too long fails the task naming its partition and seq."""
+from __future__ import annotations
+
+import csv
+import io
+import random
+
+import pytest
+
+from export_harness import running
+from plait.errors import PermanentError
+from plait.events import PageBatch
+from plait.spec import ExportSpec
+from streams.files import PageOrder
+from streams.layout import PageKey, following, page_keys, parse_shard_key, shard_key
+from streams.shards import after_write_shard, write_shard
+from streams.sweeper import sweep
+
+pytestmark = pytest.mark.timeout(30)
+
+SPEC = ExportSpec.model_validate({
+    "sysCode": "s", "bizType": "push", "userId": "u", "dataConfig": {"mode": "push"},
+    "documentConfig": {"fileName": "pushed", "fileFormat": "csv"}})
+
+#: partition -> its pages (ids continue across partitions, so file order is id order)
+PAGES = {0: 3, 1: 4}
+
+
+def rows_of(partition: int, seq: int) -> list[dict]:
+    first = 100 * partition + 10 * seq
+    return [{"id": first + i} for i in range(10)]
+
+
+def page(partition: int, seq: int, task: str = "t1") -> PageBatch:
+    return PageBatch(taskId=task, seq=seq, partition=partition, partitions=len(PAGES),
+                     rows=rows_of(partition, seq), rowCount=10,
+                     isLast=seq == PAGES[partition] - 1, spec=SPEC)
+
+
+def all_pages() -> list[tuple[int, int]]:
+    return [(p, s) for p, n in PAGES.items() for s in range(n)]
+
+
+def expected_ids() -> list[int]:
+    return [r["id"] for p, s in all_pages() for r in rows_of(p, s)]
+
+
+def file_ids(ctx, done) -> list[int]:
+    text = ctx.store.get_bytes(done.file.key).decode("utf-8-sig")
+    return [int(r[0]) for r in list(csv.reader(io.StringIO(text)))[1:]]
+
+
+async def feed(ctx, order) -> list:
+    """Write the pages in ``order``; the emits of each, with the after-hook run."""
+    out = []
+    for p, s in order:
+        emits = await write_shard(ctx, page(p, s))
+        await after_write_shard(ctx, page(p, s), emits)
+        out.append(emits)
+    return out
+
+
+def success_of(emitted: list) -> list:
+    return [e.payload for emits in emitted for e in emits if e.payload.status == "SUCCESS"]
+
+
+def test_page_keys_sort_in_file_order_and_round_trip():
+    keys = [PageKey(1, 0), PageKey(0, 10), PageKey(0, 2), PageKey(2, 1)]
+    assert sorted(keys) == [PageKey(0, 2), PageKey(0, 10), PageKey(1, 0), PageKey(2, 1)]
+    assert sorted(shard_key("t", k.seq, k.partition) for k in keys) == [
+        shard_key("t", k.seq, k.partition) for k in sorted(keys)]
+    assert all(parse_shard_key("t", shard_key("t", k.seq, k.partition)) == k for k in keys)
+    assert parse_shard_key("t", "shards/t/x.parquet") is None
+    assert following(PageKey(0, 2), {0: 2}) == PageKey(1, 0)
+    assert following(PageKey(0, 2), {}) == PageKey(0, 3)
+    assert list(page_keys([1, 0])) == [PageKey(0, 0), PageKey(0, 1), PageKey(1, 0)]
+
+
+def test_a_page_is_missing_only_when_a_later_page_of_its_partition_arrived():
+    order = PageOrder(partitions=2)
+    order.ahead |= {PageKey(1, 0), PageKey(1, 1)}  # partition 1 waits for partition 0
+    assert order.missing() is None
+    order.ahead.add(PageKey(1, 3))
+    assert order.missing() == PageKey(1, 2)
+    order.ahead.add(PageKey(0, 2))
+    assert order.missing() == PageKey(0, 0)
+
+
+def test_pages_disagreeing_on_their_partitions_are_refused():
+    order = PageOrder(partitions=2)
+    with pytest.raises(PermanentError, match="partitions 3 differs from 2"):
+        order.note(PageKey(0, 0), False, 3)
+    order.note(PageKey(1, 2), True, 2)
+    with pytest.raises(PermanentError, match="page 4 of partition 1: isLast was page 2"):
+        order.note(PageKey(1, 4), False, 2)
+
+
+def test_a_partition_beyond_partitions_names_the_field():
+    with pytest.raises(ValueError, match="partition 2 is not below partitions 2"):
+        PageBatch(taskId="t", seq=0, partition=2, partitions=2, rows=[], rowCount=0, spec=SPEC)
+
+
+@pytest.mark.parametrize("shuffle_seed", [1, 2, 3])
+async def test_two_partitions_shuffled_give_the_file_in_order(make_ctx, shuffle_seed):
+    # given two partitions' pages in a random order
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    order = all_pages()
+    random.Random(shuffle_seed).shuffle(order)
+    # when they are written
+    emitted = await feed(ctx, order)
+    # then exactly one SUCCESS, once every page is in, with every row once, in order
+    done = success_of(emitted)
+    assert len(done) == 1 and done[0].exportedRows == 70
+    assert file_ids(ctx, done[0]) == expected_ids()
+    assert ctx.files == {}  # finished and forgotten
+    assert ctx.store.list("shards/t1/") == []  # cleaned up after SUCCESS
+
+
+async def test_pages_ahead_are_kept_as_shards_not_in_memory(make_ctx):
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    await feed(ctx, [(0, 2), (1, 0), (1, 1)])
+    tf = ctx.files["t1"]
+    assert tf.order.next == PageKey(0, 0) and tf.pages == 0
+    assert tf.order.ahead == {PageKey(0, 2), PageKey(1, 0), PageKey(1, 1)}
+    assert len(ctx.store.list("shards/t1/")) == 3
+    await feed(ctx, [(0, 0)])  # fills the front: page 0 only (page 1 still missing)
+    assert tf.order.next == PageKey(0, 1) and tf.pages == 1
+    await feed(ctx, [(0, 1)])  # the gap fills: 0/1, 0/2 (end of 0), 1/0, 1/1 follow
+    assert tf.order.next == PageKey(1, 2) and tf.pages == 5
+
+
+async def test_a_repeated_page_is_written_once(make_ctx):
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    order = all_pages()
+    emitted = await feed(ctx, [order[3], order[3]] + order[:3] + [order[0], order[3]]
+                         + order[4:-1] + [order[1]] + order[-1:])
+    done = success_of(emitted)
+    assert len(done) == 1 and file_ids(ctx, done[0]) == expected_ids()
+
+
+async def test_another_worker_catches_up_from_the_shards(make_ctx):
+    # given worker a wrote some pages, in and out of order, then died
+    a, b = make_ctx(), make_ctx()
+    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
+    await running(a, "t1", SPEC)
+    order = [(1, 3), (0, 0), (1, 0), (0, 2), (0, 1)]
+    await feed(a, order)
+    # when worker b receives the redelivered last one and the rest
+    rest = [(0, 1)] + [k for k in all_pages() if k not in order]
+    emitted = await feed(b, rest)
+    # then b's file holds every row once, in order
+    done = success_of(emitted)
+    assert len(done) == 1 and file_ids(b, done[0]) == expected_ids()
+
+
+async def test_a_page_missing_too_long_fails_naming_partition_and_seq(make_ctx):
+    ctx = make_ctx(push_page_timeout_seconds=5)
+    await running(ctx, "t1", SPEC)
+    await feed(ctx, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 2), (1, 3)])  # 1/1 never comes
+    marks = await ctx.checkpoints.get("t1")
+    assert '"page": [1, 1]' in marks["missing"]
+    since = __import__("json").loads(marks["missing"])["since"]
+    # the sweeper leaves it alone within the timeout, then fails it
+    emits, ended = await sweep(ctx, now=since + 4)
+    assert not [e for e in emits if e.payload.status == "FAILED"] and ended == []
+    emits, ended = await sweep(ctx, now=since + 6)
+    failed = [e.payload for e in emits if e.payload.status == "FAILED"]
+    assert ended == ["t1"] and len(failed) == 1
+    assert "page 1 of partition 1 missing" in failed[0].errorMessage
+
+
+async def test_a_gap_that_fills_clears_the_missing_mark(make_ctx):
+    ctx = make_ctx(push_page_timeout_seconds=5)
+    await running(ctx, "t1", SPEC)
+    await feed(ctx, [(0, 1), (0, 0)])
+    assert "missing" not in await ctx.checkpoints.get("t1")
+    await feed(ctx, [(1, 2)])
+    assert "missing" in await ctx.checkpoints.get("t1")
+    await feed(ctx, [(1, 0), (1, 1)])
+    assert "missing" not in await ctx.checkpoints.get("t1")
+
+
+async def test_a_redrive_finalizes_every_partition_from_the_shards(make_ctx):
+    # given every page's shard stored by a worker that died before SUCCESS,
+    # its checkpoints saying where each partition ends
+    from plait import topics as T
+    from plait.events import FinalizeRequested
+    from sinks.values import rows_to_batch
+    from streams.files import encode_shard
+    from streams.finalize import finalize
+    from streams.sweeper import redrive
+    from export_harness import request
+    a, b = make_ctx(), make_ctx()
+    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
+    await running(a, "t1", SPEC)
+    await feed(a, all_pages()[:-1])
+    batch, quality = rows_to_batch(rows_of(1, 3), SPEC.documentConfig)
+    a.store.put_bytes(shard_key("t1", 3, 1), encode_shard(batch, quality))
+    await a.checkpoints.set("t1", request=request("t1", SPEC).model_dump_json(), last_seq=3,
+                            ends=[2, 3])
+    # when the sweeper re-drives it and another worker finalizes
+    cmds = [e for e in await redrive(b, "t1") if e.topic == T.FINALIZE]
+    assert len(cmds) == 1 and cmds[0].payload.lastSeqs == [2, 3]
+    [done] = await finalize(b, cmds[0].payload)
+    # then the file holds every partition's rows in order
+    assert file_ids(b, done.payload) == expected_ids()
+    # and a shard gone missing is named with its partition
+    a.store.delete_prefix(shard_key("t1", 1, 1))
+    with pytest.raises(PermanentError, match="pages 1 of partition 1"):
+        await finalize(b, FinalizeRequested(taskId="t1", lastSeq=3, lastSeqs=[2, 3], spec=SPEC))
