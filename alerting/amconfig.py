@@ -62,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
                              NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
                              _format_errors, parse_config)
+from alerting.receivers.alertmanager import with_defaults
 from plait.errors import ConfigError
 
 #: A receiver's token bucket when the ``plait:`` block sets none: a billion
@@ -551,7 +552,8 @@ def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
                            if c.get("send_resolved") is not None else resolved_default),
            "headers": _http_headers(http, hkey, ctx.files),
            "tls": _tls((http or {}).get("tls_config"), _at(hkey, "tls_config"), ctx.files),
-           "alertmanager_fields": {n: c[n] for n in fields if c.get(n) not in (None, "", [], {})}}
+           "alertmanager_fields": with_defaults(kind, {n: c[n] for n in fields
+                                                       if c.get(n) not in (None, "", [], {})})}
     return c, out
 
 
@@ -868,6 +870,17 @@ def template_set(config: AlertingConfig) -> Any:
                 except gotemplate.TemplateError as e:
                     raise _fail(f"receivers.{r.name}.{name}", str(e)) from None
     return templates
+
+
+_CACHED: list[Any] = [None, None]
+
+
+def cached_template_set(config: AlertingConfig) -> Any:
+    """:func:`template_set` of ``config``, loaded once per configuration
+    object (a reload is a new one) and kept for the messages that follow."""
+    if _CACHED[0] is not config:
+        _CACHED[:] = [config, template_set(config)]
+    return _CACHED[1]
 
 
 # -- settings ------------------------------------------------------------------------------------

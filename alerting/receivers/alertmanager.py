@@ -1,0 +1,306 @@
+"""Messages of a receiver read from an ``alertmanager.yml``, rendered and
+shaped as Alertmanager 0.25 sends them (its ``notify/<name>/<name>.go``).
+
+A receiver's Go-template fields (``ReceiverConfig.alertmanager_fields``)
+hold Alertmanager's defaults (:data:`DEFAULTS`, ``config/notifiers.go``
+``DefaultSlackConfig``, ``DefaultPagerdutyConfig``, ...) under what the file
+sets; :func:`render_fields` renders that field set against the message's
+``Data`` (:func:`alerting.gotemplate.alertmanager_data`), and one builder
+per notifier turns the rendered fields into the body Alertmanager posts:
+
+- Slack: ``{"channel", "username", "icon_emoji", "icon_url", "link_names",
+  "attachments": [{"title" (at most 1024 runes), "title_link", "pretext",
+  "text", "fallback", "callback_id", "fields", "actions", "image_url",
+  "thumb_url", "footer", "color", "mrkdwn_in"}]}`` (empty optional keys left out);
+- PagerDuty Events API v2: ``{"routing_key", "dedup_key", "event_action",
+  "payload": {"summary" (``description``, 1024 runes), "source",
+  "severity" (default ``error``), "class", "component", "group",
+  "custom_details" (``details``)}, "client", "client_url", "images", "links"}``;
+- Opsgenie: create ``{"alias", "message" (130 runes), "description",
+  "details" (common labels, then ``details``), "source", "responders",
+  "tags", "note", "priority", "entity", "actions"}``; close ``{"source"}``;
+- MS Teams (``msteams_configs``, Alertmanager 0.26's ``notify/msteams``):
+  ``{"@context", "type": "MessageCard", "title", "text", "themeColor"}``
+  (and ``summary`` when set);
+- email: ``Subject`` / ``To`` / ``From`` and the other ``headers``, an
+  ``html`` part and a ``text`` part (each when not empty).
+
+Plait's own identifiers stay: ``dedup_key`` / ``alias`` are the Plait
+group id (Alertmanager's are the SHA-256 of its group key).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterator
+
+from alerting.model import Message
+
+#: Alertmanager 0.26's ``msteams.default.text`` (0.25 has no Teams
+#: notifier), its ``__text_alert_list_markdown`` written in.
+_TEAMS_TEXT = """
+{{ if gt (len .Alerts.Firing) 0 }}
+# Alerts Firing:
+{{ range .Alerts.Firing }}
+Labels:
+{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}
+{{ end }}
+Annotations:
+{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}
+{{ end }}
+Source: {{ .GeneratorURL }}
+{{ end }}
+{{ end }}
+{{ if gt (len .Alerts.Resolved) 0 }}
+# Alerts Resolved:
+{{ range .Alerts.Resolved }}
+Labels:
+{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}
+{{ end }}
+Annotations:
+{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}
+{{ end }}
+Source: {{ .GeneratorURL }}
+{{ end }}
+{{ end }}
+"""
+
+
+def _t(name: str) -> str:
+    return '{{ template "%s" . }}' % name
+
+
+#: Per ``*_configs`` kind: Alertmanager's default of each Go-template field
+#: (``config/notifiers.go`` at v0.25.0; Teams: v0.26.0).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "slack_configs": {
+        "color": '{{ if eq .Status "firing" }}danger{{ else }}good{{ end }}',
+        "username": _t("slack.default.username"), "title": _t("slack.default.title"),
+        "title_link": _t("slack.default.titlelink"), "icon_emoji": _t("slack.default.iconemoji"),
+        "icon_url": _t("slack.default.iconurl"), "pretext": _t("slack.default.pretext"),
+        "text": _t("slack.default.text"), "fallback": _t("slack.default.fallback"),
+        "callback_id": _t("slack.default.callbackid"), "footer": _t("slack.default.footer")},
+    "pagerduty_configs": {
+        "description": '{{ template "pagerduty.default.description" .}}',
+        "client": _t("pagerduty.default.client"), "client_url": _t("pagerduty.default.clientURL"),
+        "details": {"firing": '{{ template "pagerduty.default.instances" .Alerts.Firing }}',
+                    "resolved": '{{ template "pagerduty.default.instances" .Alerts.Resolved }}',
+                    "num_firing": "{{ .Alerts.Firing | len }}",
+                    "num_resolved": "{{ .Alerts.Resolved | len }}"}},
+    "opsgenie_configs": {
+        "message": _t("opsgenie.default.message"), "description": _t("opsgenie.default.description"),
+        "source": _t("opsgenie.default.source")},
+    "email_configs": {"headers": {"Subject": _t("email.default.subject")},
+                      "html": _t("email.default.html")},
+    "msteams_configs": {"title": '{{ template "__subject" . }}', "text": _TEAMS_TEXT},
+}
+
+
+def with_defaults(kind: str, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` (an integration's Go-template fields) over Alertmanager's
+    defaults for ``kind``, merged as its ``UnmarshalYAML`` merges them:
+    PagerDuty ``details`` keeps every default key the file leaves out and
+    ``source`` defaults to ``client``; email ``headers`` keep ``Subject``."""
+    out = dict(DEFAULTS.get(kind, {})) | given
+    if kind == "pagerduty_configs":
+        out["details"] = DEFAULTS[kind]["details"] | dict(given.get("details") or {})
+        out.setdefault("source", out["client"])
+    if kind == "email_configs":
+        headers = dict(given.get("headers") or {})
+        out["headers"] = {**({} if any(h.lower() == "subject" for h in headers)
+                             else DEFAULTS[kind]["headers"]), **headers}
+    return out
+
+
+def render_fields(templates: Any, fields: Any, data: Any, source: str) -> Any:
+    """``fields`` (a receiver's field set: strings, lists and mappings of
+    them, booleans) with every string rendered against ``data`` by
+    ``templates`` (:class:`alerting.gotemplate.TemplateSet`), as
+    Alertmanager's ``tmplText``; ``source`` (``receivers.<name>``) names the
+    field in errors.
+
+    Raises:
+        alerting.gotemplate.TemplateError: a field fails to render.
+    """
+    if isinstance(fields, str):
+        return templates.render(fields, data, source)
+    if isinstance(fields, dict):
+        return {k: render_fields(templates, v, data, f"{source}.{k}") for k, v in fields.items()}
+    if isinstance(fields, list):
+        return [render_fields(templates, v, data, f"{source}.{i}") for i, v in enumerate(fields)]
+    return fields
+
+
+def rendered(message: Message, receiver: Any, templates: Any,
+             external_url: str) -> tuple[dict[str, Any], Any]:
+    """(the receiver's field set rendered against ``message``'s ``Data``, that ``Data``)."""
+    from alerting.gotemplate import alertmanager_data
+
+    data = alertmanager_data(message.sections, message.receiver, external_url)
+    return render_fields(templates, receiver.alertmanager_fields, data,
+                         f"receivers.{receiver.name}"), data
+
+
+def requests(message: Message, receiver: Any, templates: Any, external_url: str) -> list:
+    """The :class:`~alerting.receivers.Request` s Alertmanager would make for
+    ``message`` to ``receiver`` (type slack, teams, pagerduty or opsgenie):
+    one POST; PagerDuty and Opsgenie one per group.
+
+    Raises:
+        ValueError: another receiver type.
+        alerting.gotemplate.TemplateError: a field fails to render.
+    """
+    from urllib.parse import quote
+
+    from alerting.receivers import Request, dumps
+
+    headers = {"Content-Type": "application/json", **receiver.headers}
+    kind = receiver.type
+    if kind in ("slack", "teams"):
+        f, data = rendered(message, receiver, templates, external_url)
+        body = slack(f) if kind == "slack" else teams(f, data["Status"])
+        return [Request(receiver.url, dumps(body), headers)]
+    out = []
+    for gid, one, resolved in per_group(message):
+        f, data = rendered(one, receiver, templates, external_url)
+        if kind == "pagerduty":
+            out.append(Request(receiver.url, dumps(pagerduty(f, receiver.routing_key, gid[:255],
+                                                             resolved)), headers))
+        elif kind == "opsgenie":
+            url = (f"{receiver.url}/{quote(gid[:512], safe='')}/close?identifierType=alias"
+                   if resolved else receiver.url)
+            out.append(Request(url, dumps(opsgenie(f, gid[:512], data["CommonLabels"], resolved)),
+                               headers | {"Authorization": f"GenieKey {receiver.api_key}"}))
+        else:
+            raise ValueError(f"receiver type {kind!r} has no Alertmanager notifier here")
+    return out
+
+
+def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:
+    """The MIME message Alertmanager's ``notify/email`` sends: every
+    rendered header (``To`` / ``From`` default to the receiver's
+    addresses), a ``text/plain`` part when ``text`` renders non-empty, a
+    ``text/html`` part when ``html`` does (``multipart/alternative`` with both)."""
+    from email.message import EmailMessage
+
+    f, _data = rendered(message, receiver, templates, external_url)
+    mail = EmailMessage()
+    headers = {"To": ", ".join(receiver.email.to), "From": receiver.email.from_} | f["headers"]
+    for name, value in headers.items():
+        mail[name] = value
+    mail["Message-ID"] = f"<{message.idempotency_key}@plait.alerting>"
+    text, html = f.get("text", ""), f.get("html", "")
+    if text:
+        mail.set_content(text)
+        if html:
+            mail.add_alternative(html, subtype="html")
+    else:
+        mail.set_content(html, subtype="html")
+    return mail
+
+
+def truncate(text: str, n: int) -> str:
+    """Alertmanager's ``TruncateInRunes``: at most ``n`` characters, the
+    last one ``…`` when cut."""
+    if len(text) <= n:
+        return text
+    return text[:n] if n <= 3 else text[:n - 1] + "…"
+
+
+def _present(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without the empty values Go's ``omitempty`` leaves out."""
+    return {k: v for k, v in d.items() if v not in ("", None, [], {}, False)}
+
+
+def per_group(message: Message) -> Iterator[tuple[str, Message, bool]]:
+    """(group id, the message cut to that group's sections, whether the
+    group is all resolved) for each group of ``message``: Alertmanager
+    notifies once per aggregation group."""
+    done: set[str] = set()
+    for s in message.sections:
+        gid = s["group_id"]
+        if gid in done:
+            continue
+        done.add(gid)
+        parts = [x for x in message.sections if x["group_id"] == gid]
+        one = replace(message, sections=parts, alert_count=sum(len(x["alerts"]) for x in parts))
+        firing = any(a["status"] == "firing" for x in parts for a in x["alerts"])
+        still = sum(x["counts"].get("still_firing", 0) for x in parts)
+        yield gid, one, not firing and still == 0
+
+
+def slack(f: dict[str, Any]) -> dict[str, Any]:
+    """Slack's body from rendered fields ``f`` (notify/slack/slack.go)."""
+    att = _present({"title": truncate(f.get("title", ""), 1024),
+                    "title_link": f.get("title_link"), "pretext": f.get("pretext"),
+                    "image_url": f.get("image_url"), "thumb_url": f.get("thumb_url"),
+                    "color": f.get("color")})
+    att |= {"text": f.get("text", ""), "fallback": f.get("fallback", ""),
+            "callback_id": f.get("callback_id", ""), "footer": f.get("footer", ""),
+            "mrkdwn_in": f.get("mrkdwn_in") or ["fallback", "pretext", "text"]}
+    short = bool(f.get("short_fields", False))
+    if f.get("fields"):
+        att["fields"] = [_present({"title": x.get("title"), "value": x.get("value")})
+                         | {"short": bool(x.get("short", short))} for x in f["fields"]]
+    if f.get("actions"):
+        att["actions"] = [_present({k: x.get(k) for k in ("type", "text", "url", "style", "name",
+                                                          "value")})
+                          | ({"confirm": _present(dict(x["confirm"]))} if x.get("confirm") else {})
+                          for x in f["actions"]]
+    return _present({"channel": f.get("channel"), "username": f.get("username"),
+                     "icon_emoji": f.get("icon_emoji"), "icon_url": f.get("icon_url"),
+                     "link_names": bool(f.get("link_names"))}) | {"attachments": [att]}
+
+
+def pagerduty(f: dict[str, Any], routing_key: str, dedup_key: str, resolved: bool) -> dict[str, Any]:
+    """One Events API v2 event from rendered fields ``f``
+    (notify/pagerduty/pagerduty.go ``notifyV2``)."""
+    payload = {"summary": truncate(f.get("description", ""), 1024), "source": f.get("source", ""),
+               "severity": f.get("severity") or "error"}
+    payload |= _present({"class": f.get("class"), "component": f.get("component"),
+                         "group": f.get("group"), "custom_details": f.get("details")})
+    images = [{k: i.get(k, "") for k in ("src", "alt", "href")}
+              for i in f.get("images") or [] if i.get("src")]
+    links = [{"href": x.get("href", ""), "text": x.get("text", "")}
+             for x in f.get("links") or [] if x.get("href")]
+    return {"routing_key": routing_key, "dedup_key": dedup_key,
+            "event_action": "resolve" if resolved else "trigger", "payload": payload,
+            **_present({"client": f.get("client"), "client_url": f.get("client_url"),
+                        "images": images, "links": links})}
+
+
+def _split(text: str) -> list[str]:
+    """Opsgenie's ``safeSplit``: ``text`` trimmed, cut at commas, empty parts dropped."""
+    return [x for x in text.strip().split(",") if x]
+
+
+def opsgenie(f: dict[str, Any], alias: str, common_labels: dict[str, str],
+             resolved: bool) -> dict[str, Any]:
+    """Opsgenie's create body (or close body when ``resolved``) from
+    rendered fields ``f`` (notify/opsgenie/opsgenie.go ``createRequests``)."""
+    if resolved:
+        return {"source": f.get("source", "")}
+    responders = []
+    for r in f.get("responders") or []:
+        r = {k: r.get(k, "") for k in ("id", "name", "username", "type")}
+        if not any(r.values()):
+            continue
+        if r["type"] == "teams":
+            responders += [{"name": t, "type": "team"} for t in _split(r["name"])]
+        else:
+            responders.append(_present({k: r[k] for k in ("id", "name", "username")})
+                              | {"type": r["type"]})
+    body = {"alias": alias, "message": truncate(f.get("message", ""), 130),
+            "details": dict(common_labels) | dict(f.get("details") or {}),
+            "source": f.get("source", "")}
+    return body | _present({"description": f.get("description"), "responders": responders,
+                            "tags": _split(f.get("tags", "")), "note": f.get("note"),
+                            "priority": f.get("priority"), "entity": f.get("entity"),
+                            "actions": _split(f.get("actions", ""))})
+
+
+def teams(f: dict[str, Any], status: str) -> dict[str, Any]:
+    """The MessageCard Alertmanager's ``notify/msteams`` posts (0.26)."""
+    color = {"firing": "8C1A1A", "resolved": "2DC72D"}.get(status, "808080")
+    return {"@context": "http://schema.org/extensions", "type": "MessageCard",
+            "title": f.get("title", ""), "text": f.get("text", ""), "themeColor": color,
+            **_present({"summary": f.get("summary")})}
