@@ -30,6 +30,7 @@ group id (Alertmanager's are the SHA-256 of its group key).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any, Iterator
 
@@ -136,8 +137,36 @@ def rendered(message: Message, receiver: Any, templates: Any,
     from alerting.gotemplate import alertmanager_data
 
     data = alertmanager_data(message.sections, message.receiver, external_url)
-    return render_fields(templates, receiver.alertmanager_fields, data,
-                         f"receivers.{receiver.name}"), data
+    fields = dict(receiver.alertmanager_fields)
+    html = fields.pop("html", "")
+    out = render_fields(templates, fields, data, f"receivers.{receiver.name}")
+    if html:
+        out["html"] = _HTML_COMMENT.sub("", templates.render(
+            html, _html_escaped(data), f"receivers.{receiver.name}.html"))
+    return out, data
+
+
+#: Go's html/template ``htmlEscaper`` (html/template/html.go ``htmlReplacementTable``)
+_HTML_ESCAPES = str.maketrans({"\0": "\ufffd", '"': "&#34;", "&": "&amp;", "'": "&#39;",
+                               "+": "&#43;", "<": "&lt;", ">": "&gt;"})
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def _html_escaped(value: Any) -> Any:
+    """``value`` (a ``Data``) with every string (label names and values,
+    annotations, URLs, the receiver) escaped as html/template escapes what
+    an email's ``html`` prints: with the template's HTML comments taken out
+    of the output (:func:`rendered`), the default ``email.default.html``
+    renders as Alertmanager's ``ExecuteHTMLString`` renders it. Contextual
+    escaping beyond that (a ``javascript:`` URL, a value inside ``<script>``)
+    is not html/template's: docs/alerting.md, "Differences from Alertmanager"."""
+    if isinstance(value, str):
+        return value.translate(_HTML_ESCAPES)
+    if isinstance(value, dict):
+        return type(value)({_html_escaped(k): _html_escaped(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return type(value)(_html_escaped(v) for v in value)
+    return value
 
 
 def requests(message: Message, receiver: Any, templates: Any, external_url: str) -> list:
@@ -175,6 +204,13 @@ def requests(message: Message, receiver: Any, templates: Any, external_url: str)
     return out
 
 
+def _set_text(part: Any, subtype: str, body: str) -> None:
+    """``body`` as ``part``'s UTF-8 ``text/<subtype>`` payload, byte for byte
+    (``set_content`` would add a final newline Alertmanager does not send)."""
+    part.set_payload(body, "utf-8")
+    part.set_type(f"text/{subtype}")
+
+
 def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:
     """The MIME message Alertmanager's ``notify/email`` sends: every
     rendered header (``To`` / ``From`` default to the receiver's
@@ -188,13 +224,17 @@ def email(message: Message, receiver: Any, templates: Any, external_url: str) ->
     for name, value in headers.items():
         mail[name] = value
     mail["Message-ID"] = f"<{message.idempotency_key}@plait.alerting>"
-    text, html = f.get("text", ""), f.get("html", "")
-    if text:
-        mail.set_content(text)
-        if html:
-            mail.add_alternative(html, subtype="html")
-    else:
-        mail.set_content(html, subtype="html")
+    parts = [(sub, body) for sub, body in (("plain", f.get("text", "")), ("html", f.get("html", "")))
+             if body]
+    if len(parts) == 1:
+        _set_text(mail, *parts[0])
+    else:  # both, or neither (Alertmanager's multipart with no part)
+        mail["Content-Type"] = "multipart/alternative"
+        mail.set_payload([])
+        for sub, body in parts:
+            part = EmailMessage()
+            _set_text(part, sub, body)
+            mail.attach(part)
     return mail
 
 
