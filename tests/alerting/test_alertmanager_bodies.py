@@ -21,6 +21,7 @@ import threading
 from email import message_from_bytes, policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -52,6 +53,7 @@ ALERTS = [
      "startsAt": "2024-03-05T10:12:00Z", "endsAt": "2099-01-01T00:00:00Z",
      "generatorURL": "http://prom:9090/graph?g0.expr=y"},
 ]
+ENDED = "2024-03-05T11:00:00.25Z"
 
 
 class _Capture(BaseHTTPRequestHandler):
@@ -82,7 +84,7 @@ def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
     cfg = {
         "global": {"smtp_require_tls": False},
         "route": {"receiver": "chat", "group_by": ["alertname"], "group_wait": "0s",
-                  "group_interval": "1m", "repeat_interval": "1h",
+                  "group_interval": "1s", "repeat_interval": "1h",
                   "routes": [{"receiver": r, "continue": True}
                              for r in ("chat", "pager", "genie", "mail")]},
         "receivers": [
@@ -120,8 +122,9 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], bytes]:
-    """(the config file, captured JSON body per path, the email) of the real daemon."""
+def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, Any]:
+    """(the config file, captured JSON body per path, the inbox, a function
+    stopping the HTTP and SMTP servers) of the real daemon."""
     from aiosmtpd.controller import Controller
     from ops.infra import free_port
 
@@ -145,12 +148,20 @@ def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], bytes]:
         resp = httpx.post(f"{url}/api/v2/alerts", json=ALERTS, timeout=10)
         assert resp.status_code == 200, resp.text
         wait_for(lambda: len(_Capture.seen) >= 3 and inbox.mails, 30, "Alertmanager's requests")
+        # the same alerts ended: PagerDuty's resolve and Opsgenie's close follow
+        resp = httpx.post(f"{url}/api/v2/alerts", json=[a | {"endsAt": ENDED} for a in ALERTS],
+                          timeout=10)
+        assert resp.status_code == 200, resp.text
+        wait_for(lambda: any("/close" in p for p, _b in _Capture.seen)
+                 and sum(p == "/pd" for p, _b in _Capture.seen) >= 2, 30, "the resolved ones")
     finally:
         proc.kill()
         proc.wait(10)
-        ctl.stop()
-        server.shutdown()
-    return path, {p.split("?")[0]: b for p, b in _Capture.seen}, inbox.mails[0]
+    sent: dict[str, dict] = {}
+    for p, b in _Capture.seen:  # the first of each; a resolve / close under its own key
+        p = p.split("?")[0].rsplit("/", 2)[0] + "/close" if "/close" in p else p
+        sent.setdefault(f"{p}:{b.get('event_action', '')}", b)
+    return path, sent, inbox, lambda: (ctl.stop(), server.shutdown())
 
 
 def fingerprint(labels: dict[str, str]) -> str:
@@ -163,17 +174,20 @@ def fingerprint(labels: dict[str, str]) -> str:
     return f"{h:016x}"
 
 
-def _message(receiver: str) -> Message:
-    """Plait's message of ``ALERTS`` (as Alertmanager alerts) to ``receiver``."""
+def _message(receiver: str, resolved: bool = False) -> Message:
+    """Plait's message of ``ALERTS`` (as Alertmanager alerts) to ``receiver``,
+    firing or (``resolved``) ended at ``ENDED``."""
     from datetime import datetime
 
     def when(text: str) -> float:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
     alerts = [{"fingerprint": fingerprint(a["labels"]), "rule": "DiskFull", "asset": "",
-               "severity": "critical", "status": "firing", "change": "new", "escalated_from": None,
+               "severity": "critical", "status": "resolved" if resolved else "firing",
+               "change": "new", "escalated_from": None,
                "labels": dict(a["labels"]), "annotations": dict(a["annotations"]),
-               "starts_at": when(a["startsAt"]), "ends_at": None, "duration": None,
+               "starts_at": when(a["startsAt"]), "ends_at": when(ENDED) if resolved else None,
+               "duration": None,
                "transient": False, "generator_url": a["generatorURL"], "source": "alertmanager"}
               for a in ALERTS]
     sections = [{"group_id": "g-disk", "group_labels": {"rule": "DiskFull"}, "part": 1, "parts": 1,
@@ -183,30 +197,44 @@ def _message(receiver: str) -> Message:
     return Message("m1", receiver, "idem", 1, 1_709_633_600.0, sections, alert_count=2)
 
 
-def _plait(config, receiver: str) -> list:
+def _plait(config, receiver: str, resolved: bool = False) -> list:
     rc = config.receiver(receiver)
-    return build_requests(_message(receiver), rc, EXTERNAL, 0, cached_template_set(config))
+    return build_requests(_message(receiver, resolved), rc, EXTERNAL, 0,
+                          cached_template_set(config))
 
 
 def test_slack_pagerduty_opsgenie_and_email_match_alertmanager_025(tmp_path):
-    path, sent, mail = _alertmanager_sends(tmp_path)
-    config = load_alertmanager_config(path)
+    path, sent, inbox, stop = _alertmanager_sends(tmp_path)
+    try:
+        _compare(load_alertmanager_config(path), sent, inbox)
+    finally:
+        stop()
+
+
+def _compare(config, sent: dict[str, dict], inbox: _Inbox) -> None:
+    mail = inbox.mails[0]
 
     [slack] = _plait(config, "chat")
     assert slack.url.endswith("/slack")
-    assert json.loads(slack.body) == sent["/slack"]
+    assert json.loads(slack.body) == sent["/slack:"]
     # the custom template file rendered (toUpper, join, range): the daemon agrees above
-    assert sent["/slack"]["attachments"][0]["title"] == "FIRING DiskFull"
+    assert sent["/slack:"]["attachments"][0]["title"] == "FIRING DiskFull"
 
     [pd] = _plait(config, "pager")
     got = json.loads(pd.body)
     assert got["dedup_key"] == "g-disk"  # Plait's group id; Alertmanager's hashes its group key
-    assert got | {"dedup_key": sent["/pd"]["dedup_key"]} == sent["/pd"]
+    assert got | {"dedup_key": sent["/pd:trigger"]["dedup_key"]} == sent["/pd:trigger"]
+    [pd] = _plait(config, "pager", resolved=True)
+    got = json.loads(pd.body)
+    assert got | {"dedup_key": sent["/pd:resolve"]["dedup_key"]} == sent["/pd:resolve"]
 
     [og] = _plait(config, "genie")
     got = json.loads(og.body)
     assert og.url.endswith("/og/v2/alerts") and og.headers["Authorization"] == "GenieKey k"
-    assert got | {"alias": sent["/og/v2/alerts"]["alias"]} == sent["/og/v2/alerts"]
+    assert got | {"alias": sent["/og/v2/alerts:"]["alias"]} == sent["/og/v2/alerts:"]
+    [og] = _plait(config, "genie", resolved=True)
+    assert og.url.endswith("/og/v2/alerts/g-disk/close?identifierType=alias")
+    assert json.loads(og.body) == sent["/og/v2/alerts/close:"]
 
     am_mail = message_from_bytes(mail, policy=policy.default)
     rc = config.receiver("mail")
@@ -216,6 +244,26 @@ def test_slack_pagerduty_opsgenie_and_email_match_alertmanager_025(tmp_path):
     for part in ("plain", "html"):  # SMTP carries lines ending CRLF: the one difference allowed
         want = am_mail.get_body((part,)).get_content().replace("\r\n", "\n")
         assert plait_mail.get_body((part,)).get_content() == want, part
+
+    # and Plait's sender posts those bodies to the same servers
+    import asyncio
+
+    from alerting.webhook import WebhookSender
+
+    async def send_all() -> list:
+        sender = WebhookSender(config, external_url=EXTERNAL)
+        try:
+            return [await sender.send(_message(r)) for r in ("chat", "pager", "genie", "mail")]
+        finally:
+            await sender.aclose()
+
+    _Capture.seen = []
+    assert all(r.ok for r in asyncio.run(send_all()))
+    assert [(p, b) for p, b in _Capture.seen] == [
+        ("/slack", sent["/slack:"]), ("/pd", json.loads(_plait(config, "pager")[0].body)),
+        ("/og/v2/alerts", json.loads(_plait(config, "genie")[0].body))]
+    wait_for(lambda: len(inbox.mails) == 2, 10, "Plait's email")
+    assert message_from_bytes(inbox.mails[1], policy=policy.default)["Subject"] == am_mail["Subject"]
 
 
 def test_plait_receivers_keep_their_own_layout(tmp_path):
