@@ -800,6 +800,8 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
         base = r.pop("integration_of")
         if base != r["name"]:
             fanout.setdefault(base, []).append(r["name"])
+            if r.get("alertmanager_fields"):  # Alertmanager's .Receiver: the file's name
+                r["alertmanager_fields"]["receiver"] = base
     timing = {"group_wait": 30.0, "group_interval": 300.0, "repeat_interval": 4 * 3600.0, **timers,
               "resolve_timeout": duration(ctx.glob.get("resolve_timeout", "5m"),
                                           "global.resolve_timeout")}

@@ -4,7 +4,9 @@ shaped as Alertmanager 0.25 sends them (its ``notify/<name>/<name>.go``).
 A receiver's Go-template fields (``ReceiverConfig.alertmanager_fields``)
 hold Alertmanager's defaults (:data:`DEFAULTS`, ``config/notifiers.go``
 ``DefaultSlackConfig``, ``DefaultPagerdutyConfig``, ...) under what the file
-sets; :func:`render_fields` renders that field set against the message's
+sets (and, for the second and later integrations of one receiver,
+``receiver``: the receiver's name in the file, Alertmanager's
+``.Receiver``); :func:`render_fields` renders that field set against the message's
 ``Data`` (:func:`alerting.gotemplate.alertmanager_data`), and one builder
 per notifier turns the rendered fields into the body Alertmanager posts:
 
@@ -136,8 +138,9 @@ def rendered(message: Message, receiver: Any, templates: Any,
     """(the receiver's field set rendered against ``message``'s ``Data``, that ``Data``)."""
     from alerting.gotemplate import alertmanager_data
 
-    data = alertmanager_data(message.sections, message.receiver, external_url)
     fields = dict(receiver.alertmanager_fields)
+    name = fields.pop("receiver", message.receiver)  # a 2nd integration's: the file's name
+    data = alertmanager_data(message.sections, name, external_url)
     html = fields.pop("html", "")
     out = render_fields(templates, fields, data, f"receivers.{receiver.name}")
     if html:

@@ -296,3 +296,20 @@ def test_teams_card_is_alertmanager_026s_message_card(tmp_path):
                     "text": body["text"], "themeColor": "8C1A1A"}
     assert body["title"] == "[FIRING:2] DiskFull (critical x)"
     assert "# Alerts Firing:" in body["text"] and "  - instance = db2:9100" in body["text"]
+
+
+def test_second_integration_renders_the_files_receiver_name(tmp_path):
+    """One receiver with two integrations is two Plait receivers (``team``,
+    ``team.1``); both render Alertmanager's ``.Receiver``: ``team``."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump({
+        "route": {"receiver": "team", "group_by": ["alertname"]},
+        "receivers": [{"name": "team",
+                       "slack_configs": [{"api_url": "http://127.0.0.1:9/s"}],
+                       "pagerduty_configs": [{"routing_key": "k", "url": "http://127.0.0.1:9/p"}]}]}))
+    config = load_alertmanager_config(path)
+    [slack] = _plait(config, "team")
+    [pd] = _plait(config, "team.1")
+    want = f"{EXTERNAL}/#/alerts?receiver=team"
+    assert json.loads(slack.body)["attachments"][0]["title_link"] == want
+    assert json.loads(pd.body)["client_url"] == want
