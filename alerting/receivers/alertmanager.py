@@ -38,34 +38,18 @@ from typing import Any, Iterator
 
 from alerting.model import Message
 
-#: Alertmanager 0.26's ``msteams.default.text`` (0.25 has no Teams
-#: notifier), its ``__text_alert_list_markdown`` written in.
-_TEAMS_TEXT = """
-{{ if gt (len .Alerts.Firing) 0 }}
-# Alerts Firing:
-{{ range .Alerts.Firing }}
-Labels:
-{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}
-{{ end }}
-Annotations:
-{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}
-{{ end }}
-Source: {{ .GeneratorURL }}
-{{ end }}
-{{ end }}
-{{ if gt (len .Alerts.Resolved) 0 }}
-# Alerts Resolved:
-{{ range .Alerts.Resolved }}
-Labels:
-{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}
-{{ end }}
-Annotations:
-{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}
-{{ end }}
-Source: {{ .GeneratorURL }}
-{{ end }}
-{{ end }}
-"""
+#: Alertmanager 0.26's ``msteams.default.text`` (0.25 has no Teams notifier)
+#: with the ``__text_alert_list_markdown`` it calls (``template/default.tmpl``
+#: at v0.26.0; 0.25's default templates lack both).
+_TEAMS_TEXT = (
+    '{{ define "__text_alert_list_markdown" }}{{ range . }}\nLabels:\n'
+    "{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\nAnnotations:\n"
+    "{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\n"
+    "Source: {{ .GeneratorURL }}\n{{ end }}\n{{ end }}"
+    "\n{{ if gt (len .Alerts.Firing) 0 }}\n# Alerts Firing:\n"
+    '{{ template "__text_alert_list_markdown" .Alerts.Firing }}\n{{ end }}\n'
+    "{{ if gt (len .Alerts.Resolved) 0 }}\n# Alerts Resolved:\n"
+    '{{ template "__text_alert_list_markdown" .Alerts.Resolved }}\n{{ end }}\n')
 
 
 def _t(name: str) -> str:

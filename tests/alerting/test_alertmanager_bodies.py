@@ -32,6 +32,7 @@ from alerting.model import Message
 from alerting.receivers import build_requests
 from alerting.receivers.email import build_email
 from stack_env import wait_for
+from test_gotemplate import _Inbox, _ready, fingerprint  # the daemon harness's parts
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 pytestmark = pytest.mark.skipif(ALERTMANAGER is None, reason="the Alertmanager binary is absent "
@@ -70,15 +71,6 @@ class _Capture(BaseHTTPRequestHandler):
         pass
 
 
-class _Inbox:
-    def __init__(self) -> None:
-        self.mails: list[bytes] = []
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
-        self.mails.append(envelope.content)
-        return "250 OK"
-
-
 def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
     (tmp_path / "custom.tmpl").write_text(CUSTOM)
     cfg = {
@@ -113,13 +105,6 @@ def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, Any]:
@@ -162,16 +147,6 @@ def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, 
         p = p.split("?")[0].rsplit("/", 2)[0] + "/close" if "/close" in p else p
         sent.setdefault(f"{p}:{b.get('event_action', '')}", b)
     return path, sent, inbox, lambda: (ctl.stop(), server.shutdown())
-
-
-def fingerprint(labels: dict[str, str]) -> str:
-    """Alertmanager's alert fingerprint (FNV-1a 64 of sorted names and values)."""
-    h = 14695981039346656037
-    for name in sorted(labels):
-        for part in (name, labels[name]):
-            for b in part.encode() + b"\xff":
-                h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
 
 
 def _message(receiver: str, resolved: bool = False) -> Message:
