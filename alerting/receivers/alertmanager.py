@@ -32,11 +32,14 @@ group id (Alertmanager's are the SHA-256 of its group key).
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import replace
 from typing import Any, Iterator
 
 from alerting.model import Message
+
+log = logging.getLogger("plait.alerting")
 
 #: Alertmanager 0.26's ``msteams.default.text`` (0.25 has no Teams notifier)
 #: with the ``__text_alert_list_markdown`` it calls (``template/default.tmpl``
@@ -119,18 +122,33 @@ def render_fields(templates: Any, fields: Any, data: Any, source: str) -> Any:
 
 def rendered(message: Message, receiver: Any, templates: Any,
              external_url: str) -> tuple[dict[str, Any], Any]:
-    """(the receiver's field set rendered against ``message``'s ``Data``, that ``Data``)."""
-    from alerting.gotemplate import alertmanager_data
+    """(the receiver's field set rendered against ``message``'s ``Data``,
+    that ``Data``). A field that fails at run time (it passed the check at
+    load) is logged and Alertmanager's default for it is sent (empty when it
+    has none): a message is never lost to a template, as with Plait's own
+    templates (Alertmanager fails the notification instead)."""
+    from alerting.gotemplate import TemplateError, alertmanager_data
 
     fields = dict(receiver.alertmanager_fields)
     name = fields.pop("receiver", message.receiver)  # a 2nd integration's: the file's name
     data = alertmanager_data(message.sections, name, external_url)
-    html = fields.pop("html", "")
-    out = render_fields(templates, fields, data, f"receivers.{receiver.name}")
-    if html:
-        out["html"] = _HTML_COMMENT.sub("", templates.render(
-            html, _html_escaped(data), f"receivers.{receiver.name}.html"))
+    defaults = DEFAULTS.get(f"{'msteams' if receiver.type == 'teams' else receiver.type}_configs",
+                            {})
+    out = {}
+    for field, value in fields.items():
+        try:
+            out[field] = _render_field(templates, field, value, data, f"receivers.{receiver.name}")
+        except TemplateError as e:
+            log.warning("%s; Alertmanager's default for %s is sent instead", e, field)
+            out[field] = _render_field(templates, field, defaults.get(field, ""), data, "")
     return out, data
+
+
+def _render_field(templates: Any, field: str, value: Any, data: Any, source: str) -> Any:
+    """One field rendered; ``html`` as an email's (:func:`_html_escaped`)."""
+    if field != "html":
+        return render_fields(templates, value, data, f"{source}.{field}")
+    return _HTML_COMMENT.sub("", templates.render(value, _html_escaped(data), f"{source}.html"))
 
 
 #: Go's html/template ``htmlEscaper`` (html/template/html.go ``htmlReplacementTable``)

@@ -288,3 +288,19 @@ def test_second_integration_renders_the_files_receiver_name(tmp_path):
     want = f"{EXTERNAL}/#/alerts?receiver=team"
     assert json.loads(slack.body)["attachments"][0]["title_link"] == want
     assert json.loads(pd.body)["client_url"] == want
+
+
+def test_a_field_failing_at_run_time_sends_alertmanagers_default(tmp_path, caplog):
+    """``{{ index .Alerts 5 }}`` passes the load check and fails on a message
+    of two alerts: the title is Alertmanager's default, the rest as written."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump({
+        "route": {"receiver": "chat", "group_by": ["alertname"]},
+        "receivers": [{"name": "chat", "slack_configs": [{
+            "api_url": "http://127.0.0.1:9/s", "title": "{{ (index .Alerts 5).Status }}",
+            "text": "{{ .Alerts | len }} alerts"}]}]}))
+    config = load_alertmanager_config(path)
+    [req] = _plait(config, "chat")
+    att = json.loads(req.body)["attachments"][0]
+    assert (att["title"], att["text"]) == ("[FIRING:2] DiskFull (critical x)", "2 alerts")
+    assert "receivers.chat.title" in caplog.text
