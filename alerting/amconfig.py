@@ -31,8 +31,10 @@ the key names are Alertmanager's):
   one Plait receiver per integration (``<name>``, ``<name>.1``, ...), all
   reached together (``AlertingConfig.fanout``).
 - ``templates``: file globs, relative to the file's directory, and the
-  notifiers' Go-template fields (``alertmanager_fields``):
-  :func:`template_set` hands them to the Go-template renderer.
+  notifiers' Go-template fields (``alertmanager_fields``, over
+  Alertmanager's defaults: :func:`alerting.receivers.alertmanager.with_defaults`):
+  :func:`template_set` hands them to the Go-template renderer, and
+  :mod:`alerting.receivers.alertmanager` renders them into each message.
 
 What Plait cannot do is refused at load, naming the key (docs/alerting.md,
 "Differences from Alertmanager"); what ``amtool check-config`` refuses is
