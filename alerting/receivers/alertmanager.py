@@ -181,7 +181,8 @@ def requests(message: Message, receiver: Any, templates: Any, external_url: str)
 
     Raises:
         ValueError: another receiver type.
-        alerting.gotemplate.TemplateError: a field fails to render.
+        alerting.gotemplate.TemplateError: a field and Alertmanager's
+            default for it both fail to render.
     """
     from urllib.parse import quote
 
@@ -209,36 +210,32 @@ def requests(message: Message, receiver: Any, templates: Any, external_url: str)
     return out
 
 
-def _set_text(part: Any, subtype: str, body: str) -> None:
-    """``body`` as ``part``'s UTF-8 ``text/<subtype>`` payload, byte for byte
-    (``set_content`` would add a final newline Alertmanager does not send)."""
-    part.set_payload(body, "utf-8")
-    part.set_type(f"text/{subtype}")
-
-
 def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:
     """The MIME message Alertmanager's ``notify/email`` sends: every
     rendered header (``To`` / ``From`` default to the receiver's
-    addresses), a ``text/plain`` part when ``text`` renders non-empty, a
-    ``text/html`` part when ``html`` does (``multipart/alternative`` with both)."""
+    addresses; ``Message-Id`` unless set: from the idempotency key, equal
+    for every retry), ``Date`` (the message's creation), and a
+    ``multipart/alternative`` body with a ``text/plain`` part when the
+    receiver has a ``text`` field and a ``text/html`` part when it has
+    ``html``, each as rendered."""
     from email.message import EmailMessage
+    from email.utils import formatdate
 
     f, _data = rendered(message, receiver, templates, external_url)
     mail = EmailMessage()
     headers = {"To": ", ".join(receiver.email.to), "From": receiver.email.from_} | f["headers"]
     for name, value in headers.items():
         mail[name] = value
-    mail["Message-ID"] = f"<{message.idempotency_key}@plait.alerting>"
-    parts = [(sub, body) for sub, body in (("plain", f.get("text", "")), ("html", f.get("html", "")))
-             if body]
-    if len(parts) == 1:
-        _set_text(mail, *parts[0])
-    else:  # both, or neither (Alertmanager's multipart with no part)
-        mail["Content-Type"] = "multipart/alternative"
-        mail.set_payload([])
-        for sub, body in parts:
+    if "Message-Id" not in headers:
+        mail["Message-Id"] = f"<{message.idempotency_key}@plait.alerting>"
+    mail["Date"] = formatdate(message.created_at)
+    mail["Content-Type"] = "multipart/alternative"
+    mail.set_payload([])
+    for sub, field in (("plain", "text"), ("html", "html")):
+        if receiver.alertmanager_fields.get(field):
             part = EmailMessage()
-            _set_text(part, sub, body)
+            part.set_payload(f[field], "utf-8")  # as rendered: set_content adds a final newline
+            part.set_type(f"text/{sub}")
             mail.attach(part)
     return mail
 

@@ -216,6 +216,9 @@ def _compare(config, sent: dict[str, dict], inbox: _Inbox) -> None:
     plait_mail = build_email(_message("mail"), rc, EXTERNAL, cached_template_set(config))
     for header in ("Subject", "To", "From"):
         assert plait_mail[header] == am_mail[header], header
+    assert ([p.get_content_type() for p in plait_mail.walk()]
+            == [p.get_content_type() for p in am_mail.walk()]
+            == ["multipart/alternative", "text/plain", "text/html"])
     for part in ("plain", "html"):  # SMTP carries lines ending CRLF: the one difference allowed
         want = am_mail.get_body((part,)).get_content().replace("\r\n", "\n")
         assert plait_mail.get_body((part,)).get_content() == want, part
