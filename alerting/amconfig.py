@@ -31,8 +31,10 @@ the key names are Alertmanager's):
   one Plait receiver per integration (``<name>``, ``<name>.1``, ...), all
   reached together (``AlertingConfig.fanout``).
 - ``templates``: file globs, relative to the file's directory, and the
-  notifiers' Go-template fields (``alertmanager_fields``):
-  :func:`template_set` hands them to the Go-template renderer.
+  notifiers' Go-template fields (``alertmanager_fields``, over
+  Alertmanager's defaults: :func:`alerting.receivers.alertmanager.with_defaults`):
+  :func:`template_set` hands them to the Go-template renderer, and
+  :mod:`alerting.receivers.alertmanager` renders them into each message.
 
 What Plait cannot do is refused at load, naming the key (docs/alerting.md,
 "Differences from Alertmanager"); what ``amtool check-config`` refuses is
@@ -62,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
                              NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
                              _format_errors, parse_config)
+from alerting.receivers.alertmanager import with_defaults
 from plait.errors import ConfigError
 
 #: A receiver's token bucket when the ``plait:`` block sets none: a billion
@@ -551,7 +554,8 @@ def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
                            if c.get("send_resolved") is not None else resolved_default),
            "headers": _http_headers(http, hkey, ctx.files),
            "tls": _tls((http or {}).get("tls_config"), _at(hkey, "tls_config"), ctx.files),
-           "alertmanager_fields": {n: c[n] for n in fields if c.get(n) not in (None, "", [], {})}}
+           "alertmanager_fields": with_defaults(kind, {n: c[n] for n in fields
+                                                       if c.get(n) not in (None, "", [], {})})}
     return c, out
 
 
@@ -798,6 +802,8 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
         base = r.pop("integration_of")
         if base != r["name"]:
             fanout.setdefault(base, []).append(r["name"])
+            if r.get("alertmanager_fields"):  # Alertmanager's .Receiver: the file's name
+                r["alertmanager_fields"]["receiver"] = base
     timing = {"group_wait": 30.0, "group_interval": 300.0, "repeat_interval": 4 * 3600.0, **timers,
               "resolve_timeout": duration(ctx.glob.get("resolve_timeout", "5m"),
                                           "global.resolve_timeout")}
@@ -868,6 +874,17 @@ def template_set(config: AlertingConfig) -> Any:
                 except gotemplate.TemplateError as e:
                     raise _fail(f"receivers.{r.name}.{name}", str(e)) from None
     return templates
+
+
+_CACHED: list[Any] = [None, None]
+
+
+def cached_template_set(config: AlertingConfig) -> Any:
+    """:func:`template_set` of ``config``, loaded once per configuration
+    object (a reload is a new one) and kept for the messages that follow."""
+    if _CACHED[0] is not config:
+        _CACHED[:] = [config, template_set(config)]
+    return _CACHED[1]
 
 
 # -- settings ------------------------------------------------------------------------------------

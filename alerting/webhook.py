@@ -163,13 +163,22 @@ class WebhookSender:
         t0 = time.monotonic()
         if rc.type == "email":
             return await self._send_email(message, rc, external_url, t0)
-        requests = build_requests(message, rc, external_url, int(self.clock()))
+        requests = build_requests(message, rc, external_url, int(self.clock()),
+                                  self._templates(rc))
         result = SendResult(True, 204)  # nothing to say (send_resolved: false): done
         for req in requests:  # several for PagerDuty / Opsgenie (one per group)
             result = await self._post(req, t0, self._client_for(rc))
             if not result.ok:
                 return result
         return result
+
+    def _templates(self, rc) -> object:
+        """The Go templates of an ``alertmanager.yml`` receiver's file
+        (loaded once per configuration); None for Plait's own receivers."""
+        if not rc.alertmanager_fields:
+            return None
+        from alerting.amconfig import cached_template_set
+        return cached_template_set(self.config)
 
     async def _post(self, req: Request, t0: float, client: httpx.AsyncClient | None = None
                     ) -> SendResult:
@@ -200,7 +209,7 @@ class WebhookSender:
             message = without_resolved(message)
             if not message.sections:
                 return SendResult(True, 250)
-        mail = build_email(message, rc, external_url)
+        mail = build_email(message, rc, external_url, self._templates(rc))
         try:
             await asyncio.to_thread(send, mail, rc, self.config.delivery.timeout)
         except smtplib.SMTPServerDisconnected as e:

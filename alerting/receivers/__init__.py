@@ -42,10 +42,13 @@ def without_resolved(message: Message) -> Message:
 
 
 def build_requests(message: Message, receiver: Any, external_url: str = "",
-                   timestamp: int = 0) -> list[Request]:
+                   timestamp: int = 0, templates: Any = None) -> list[Request]:
     """The HTTP requests that deliver ``message`` to ``receiver`` (a
     :class:`~alerting.config.ReceiverConfig` of an HTTP type); ``timestamp``
-    (epoch seconds) signs webhook bodies. Empty: nothing to send.
+    (epoch seconds) signs webhook bodies. Empty: nothing to send. A
+    receiver of an ``alertmanager.yml`` (its ``alertmanager_fields`` set)
+    given its file's ``templates`` (:func:`alerting.amconfig.cached_template_set`)
+    gets Alertmanager's body (:mod:`alerting.receivers.alertmanager`).
 
     Raises:
         ValueError: ``receiver.type`` is ``email`` or unknown.
@@ -55,6 +58,9 @@ def build_requests(message: Message, receiver: Any, external_url: str = "",
     if not message.sections or receiver.type == "none":  # no integration: nothing to send
         return []
     kind = receiver.type
+    if templates is not None and receiver.alertmanager_fields and kind != "webhook":
+        from alerting.receivers.alertmanager import requests as alertmanager_requests
+        return alertmanager_requests(message, receiver, templates, external_url)
     if kind == "webhook":
         from alerting.delivery import render_body, request_headers
         body = render_body(message, receiver.format, external_url, receiver=receiver)

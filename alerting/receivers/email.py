@@ -19,8 +19,14 @@ from alerting.templates import render
 _URL = re.compile(r"(https?://[^\s<>\"]+)")
 
 
-def build_email(message: Message, receiver: Any, external_url: str = "") -> EmailMessage:
-    """The MIME message for ``message`` to ``receiver.email.to``."""
+def build_email(message: Message, receiver: Any, external_url: str = "",
+                templates: Any = None) -> EmailMessage:
+    """The MIME message for ``message`` to ``receiver.email.to``; a receiver
+    of an ``alertmanager.yml`` given its file's ``templates``: Alertmanager's
+    (:func:`alerting.receivers.alertmanager.email`)."""
+    if templates is not None and receiver.alertmanager_fields:
+        from alerting.receivers.alertmanager import email
+        return email(message, receiver, templates, external_url)
     title, text, _ctx = render(message, receiver, external_url)
     cfg = receiver.email
     mail = EmailMessage()

@@ -14,11 +14,11 @@ One request per group of the message: ``alias`` = Plait group id; create
 while any alert fires, close when the group is all resolved."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 from alerting.model import Message
+from alerting.receivers.alertmanager import per_group
 from alerting.receivers.request import Request, dumps
 from alerting.templates import render
 
@@ -30,18 +30,12 @@ def requests(message: Message, receiver: Any, external_url: str = "") -> list[Re
     headers = {"Content-Type": "application/json", "Authorization": f"GenieKey {receiver.api_key}",
                **receiver.headers}
     base = receiver.url.rstrip("/")
-    out, done = [], set()
-    for s in message.sections:
-        gid = s["group_id"]
-        if gid in done:
-            continue
-        done.add(gid)
-        parts = [x for x in message.sections if x["group_id"] == gid]
-        one = replace(message, sections=parts, alert_count=sum(len(x["alerts"]) for x in parts))
-        firing = [a for x in parts for a in x["alerts"] if a["status"] == "firing"]
-        still = sum(x["counts"].get("still_firing", 0) for x in parts)
+    out = []
+    for gid, one, resolved in per_group(message):
+        s = one.sections[0]
+        firing = [a for x in one.sections for a in x["alerts"] if a["status"] == "firing"]
         title, text, ctx = render(one, receiver, external_url)
-        if not firing and still == 0:
+        if resolved:
             body = {"source": "Plait", "note": title[:25000]}
             out.append(Request(f"{base}/{quote(gid, safe='')}/close?identifierType=alias",
                                dumps(body), headers))

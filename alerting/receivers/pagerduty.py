@@ -15,11 +15,11 @@ Plait group id, so PagerDuty's incident follows the group. The answer is 202
 ``{"status": "success", "dedup_key": ...}``."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from alerting.intake import format_time
 from alerting.model import Message
+from alerting.receivers.alertmanager import per_group
 from alerting.receivers.request import Request, dumps
 from alerting.receivers.slack import links
 from alerting.templates import render
@@ -29,18 +29,12 @@ SEVERITY = {"critical": "critical", "warning": "warning", "info": "info"}
 
 def events(message: Message, receiver: Any, external_url: str = "") -> list[dict[str, Any]]:
     """One Events API v2 event per section group of ``message``."""
-    out, done = [], set()
-    for s in message.sections:
-        gid = s["group_id"]
-        if gid in done:  # parts of one group: one event with the group's state
-            continue
-        done.add(gid)
-        parts = [x for x in message.sections if x["group_id"] == gid]
-        one = replace(message, sections=parts, alert_count=sum(len(x["alerts"]) for x in parts))
-        firing = [a for x in parts for a in x["alerts"] if a["status"] == "firing"]
-        still = sum(x["counts"].get("still_firing", 0) for x in parts)
+    out = []
+    for gid, one, resolved in per_group(message):  # parts of one group: one event
+        s = one.sections[0]
+        firing = [a for x in one.sections for a in x["alerts"] if a["status"] == "firing"]
         event: dict[str, Any] = {"routing_key": receiver.routing_key, "dedup_key": gid[:255]}
-        if not firing and still == 0:
+        if resolved:
             event["event_action"] = "resolve"
             out.append(event)
             continue

@@ -1,0 +1,309 @@
+"""Receivers of an ``alertmanager.yml`` send what the real Alertmanager 0.25 sends.
+
+One Alertmanager daemon (Debian's) reads an ``alertmanager.yml`` with a
+Slack receiver (a custom template file: ``define``, ``range``, ``toUpper``,
+``join``; ``fields`` and ``actions``), a PagerDuty receiver, an Opsgenie
+receiver (their URLs on a local HTTP server) and an email receiver (a local
+aiosmtpd server); the same alerts are posted to it and the bodies it sends
+are captured. Plait loads the same file and builds its messages for the same
+alerts: the JSON bodies must be equal but for Plait's own ``dedup_key`` /
+``alias`` (Alertmanager's hash its group key), and the email's ``Subject``
+and text part must be equal. Ground truth is the daemon's output, never
+strings written here. Teams (no notifier in 0.25): Plait's MessageCard
+against the default templates rendered by amtool-checked ``gotemplate``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+from email import message_from_bytes, policy
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from alerting.amconfig import cached_template_set, load_alertmanager_config
+from alerting.model import Message
+from alerting.receivers import build_requests
+from alerting.receivers.email import build_email
+from stack_env import wait_for
+from test_gotemplate import _Inbox, _ready, fingerprint  # the daemon harness's parts
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+pytestmark = pytest.mark.skipif(ALERTMANAGER is None, reason="the Alertmanager binary is absent "
+                                "(apt-get install prometheus-alertmanager; .ci/run installs it)")
+EXTERNAL = "http://am.example:9093"
+CUSTOM = """{{ define "custom.title" }}{{ .Status | toUpper }} {{ .GroupLabels.SortedPairs.Values | join "/" }}{{ end }}
+{{ define "custom.text" }}{{ range .Alerts }}* {{ .Labels.instance }}: {{ .Annotations.summary }}
+{{ end }}{{ .CommonLabels.Names | join ", " }}{{ end }}
+"""
+ALERTS = [
+    {"labels": {"alertname": "DiskFull", "instance": "db1:9100", "severity": "critical",
+                "team": "x"},
+     "annotations": {"summary": "Disk 95% full", "runbook": "http://rb/disk"},
+     "startsAt": "2024-03-05T10:11:12.5Z", "endsAt": "2099-01-01T00:00:00Z",
+     "generatorURL": "http://prom:9090/graph?g0.expr=x"},
+    {"labels": {"alertname": "DiskFull", "instance": "db2:9100", "severity": "critical",
+                "team": "x"},
+     "annotations": {"summary": 'Disk <97%> & "more"', "runbook": "http://rb/disk"},
+     "startsAt": "2024-03-05T10:12:00Z", "endsAt": "2099-01-01T00:00:00Z",
+     "generatorURL": "http://prom:9090/graph?g0.expr=y"},
+]
+ENDED = "2024-03-05T11:00:00.25Z"
+
+
+class _Capture(BaseHTTPRequestHandler):
+    seen: list[tuple[str, dict]] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.seen.append((self.path, json.loads(body)))
+        self.send_response(202)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
+    (tmp_path / "custom.tmpl").write_text(CUSTOM)
+    cfg = {
+        "global": {"smtp_require_tls": False},
+        "route": {"receiver": "chat", "group_by": ["alertname"], "group_wait": "0s",
+                  "group_interval": "1s", "repeat_interval": "1h",
+                  "routes": [{"receiver": r, "continue": True}
+                             for r in ("chat", "pager", "genie", "mail")]},
+        "receivers": [
+            {"name": "chat", "slack_configs": [{
+                "api_url": f"{http}/slack", "channel": "#ops",
+                "title": '{{ template "custom.title" . }}', "text": '{{ template "custom.text" . }}',
+                "fields": [{"title": "Team", "value": "{{ .CommonLabels.team }}"},
+                           {"title": "Sev", "value": "{{ .CommonLabels.severity }}", "short": True}],
+                "actions": [{"type": "button", "text": "Runbook",
+                             "url": "{{ (index .Alerts 0).Annotations.runbook }}"}]}]},
+            {"name": "pager", "pagerduty_configs": [{
+                "routing_key": "0123456789abcdef0123456789abcdef", "url": f"{http}/pd",
+                "severity": "{{ .CommonLabels.severity }}", "class": "disk",
+                "group": "{{ .CommonLabels.team }}"}]},
+            {"name": "genie", "opsgenie_configs": [{
+                "api_key": "k", "api_url": f"{http}/og/", "tags": "{{ .CommonLabels.team }}, disk",
+                "priority": "P2", "note": "{{ .Alerts | len }} alerts",
+                "details": {"runbook": "{{ .CommonAnnotations.runbook }}"}}]},
+            {"name": "mail", "email_configs": [{
+                "to": "oncall@example.com", "from": "am@example.com",
+                "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False,
+                "text": '{{ template "custom.text" . }}'}]},
+        ],
+        "templates": [str(tmp_path / "*.tmpl")],
+    }
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, Any]:
+    """(the config file, captured JSON body per path, the inbox, a function
+    stopping the HTTP and SMTP servers) of the real daemon."""
+    from aiosmtpd.controller import Controller
+    from ops.infra import free_port
+
+    _Capture.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    inbox, smtp_port = _Inbox(), free_port()
+    ctl = Controller(inbox, hostname="127.0.0.1", port=smtp_port)
+    ctl.start()
+    path = _config(tmp_path, f"http://127.0.0.1:{server.server_port}", smtp_port)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={path}", f"--storage.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+         f"--web.external-url={EXTERNAL}"],
+        stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
+        assert proc.poll() is None, (tmp_path / "am.log").read_text()
+        resp = httpx.post(f"{url}/api/v2/alerts", json=ALERTS, timeout=10)
+        assert resp.status_code == 200, resp.text
+        wait_for(lambda: len(_Capture.seen) >= 3 and inbox.mails, 30, "Alertmanager's requests")
+        # the same alerts ended: PagerDuty's resolve and Opsgenie's close follow
+        resp = httpx.post(f"{url}/api/v2/alerts", json=[a | {"endsAt": ENDED} for a in ALERTS],
+                          timeout=10)
+        assert resp.status_code == 200, resp.text
+        wait_for(lambda: any("/close" in p for p, _b in _Capture.seen)
+                 and sum(p == "/pd" for p, _b in _Capture.seen) >= 2, 30, "the resolved ones")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    sent: dict[str, dict] = {}
+    for p, b in _Capture.seen:  # the first of each; a resolve / close under its own key
+        p = p.split("?")[0].rsplit("/", 2)[0] + "/close" if "/close" in p else p
+        sent.setdefault(f"{p}:{b.get('event_action', '')}", b)
+    return path, sent, inbox, lambda: (ctl.stop(), server.shutdown())
+
+
+def _message(receiver: str, resolved: bool = False) -> Message:
+    """Plait's message of ``ALERTS`` (as Alertmanager alerts) to ``receiver``,
+    firing or (``resolved``) ended at ``ENDED``."""
+    from datetime import datetime
+
+    def when(text: str) -> float:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+    alerts = [{"fingerprint": fingerprint(a["labels"]), "rule": "DiskFull", "asset": "",
+               "severity": "critical", "status": "resolved" if resolved else "firing",
+               "change": "new", "escalated_from": None,
+               "labels": dict(a["labels"]), "annotations": dict(a["annotations"]),
+               "starts_at": when(a["startsAt"]), "ends_at": when(ENDED) if resolved else None,
+               "duration": None,
+               "transient": False, "generator_url": a["generatorURL"], "source": "alertmanager"}
+              for a in ALERTS]
+    sections = [{"group_id": "g-disk", "group_labels": {"rule": "DiskFull"}, "part": 1, "parts": 1,
+                 "merged": False, "reminder": False,
+                 "counts": {"new": 2, "escalated": 0, "resolved": 0, "still_firing": 0},
+                 "alerts": alerts}]
+    return Message("m1", receiver, "idem", 1, 1_709_633_600.0, sections, alert_count=2)
+
+
+def _plait(config, receiver: str, resolved: bool = False) -> list:
+    rc = config.receiver(receiver)
+    return build_requests(_message(receiver, resolved), rc, EXTERNAL, 0,
+                          cached_template_set(config))
+
+
+def test_slack_pagerduty_opsgenie_and_email_match_alertmanager_025(tmp_path):
+    path, sent, inbox, stop = _alertmanager_sends(tmp_path)
+    try:
+        _compare(load_alertmanager_config(path), sent, inbox)
+    finally:
+        stop()
+
+
+def _compare(config, sent: dict[str, dict], inbox: _Inbox) -> None:
+    mail = inbox.mails[0]
+
+    [slack] = _plait(config, "chat")
+    assert slack.url.endswith("/slack")
+    assert json.loads(slack.body) == sent["/slack:"]
+    # the custom template file rendered (toUpper, join, range): the daemon agrees above
+    assert sent["/slack:"]["attachments"][0]["title"] == "FIRING DiskFull"
+
+    [pd] = _plait(config, "pager")
+    got = json.loads(pd.body)
+    assert got["dedup_key"] == "g-disk"  # Plait's group id; Alertmanager's hashes its group key
+    assert got | {"dedup_key": sent["/pd:trigger"]["dedup_key"]} == sent["/pd:trigger"]
+    [pd] = _plait(config, "pager", resolved=True)
+    got = json.loads(pd.body)
+    assert got | {"dedup_key": sent["/pd:resolve"]["dedup_key"]} == sent["/pd:resolve"]
+
+    [og] = _plait(config, "genie")
+    got = json.loads(og.body)
+    assert og.url.endswith("/og/v2/alerts") and og.headers["Authorization"] == "GenieKey k"
+    assert got | {"alias": sent["/og/v2/alerts:"]["alias"]} == sent["/og/v2/alerts:"]
+    [og] = _plait(config, "genie", resolved=True)
+    assert og.url.endswith("/og/v2/alerts/g-disk/close?identifierType=alias")
+    assert json.loads(og.body) == sent["/og/v2/alerts/close:"]
+
+    am_mail = message_from_bytes(mail, policy=policy.default)
+    rc = config.receiver("mail")
+    plait_mail = build_email(_message("mail"), rc, EXTERNAL, cached_template_set(config))
+    for header in ("Subject", "To", "From"):
+        assert plait_mail[header] == am_mail[header], header
+    assert ([p.get_content_type() for p in plait_mail.walk()]
+            == [p.get_content_type() for p in am_mail.walk()]
+            == ["multipart/alternative", "text/plain", "text/html"])
+    for part in ("plain", "html"):  # SMTP carries lines ending CRLF: the one difference allowed
+        want = am_mail.get_body((part,)).get_content().replace("\r\n", "\n")
+        assert plait_mail.get_body((part,)).get_content() == want, part
+
+    # and Plait's sender posts those bodies to the same servers
+    import asyncio
+
+    from alerting.webhook import WebhookSender
+
+    async def send_all() -> list:
+        sender = WebhookSender(config, external_url=EXTERNAL)
+        try:
+            return [await sender.send(_message(r)) for r in ("chat", "pager", "genie", "mail")]
+        finally:
+            await sender.aclose()
+
+    _Capture.seen = []
+    assert all(r.ok for r in asyncio.run(send_all()))
+    assert [(p, b) for p, b in _Capture.seen] == [
+        ("/slack", sent["/slack:"]), ("/pd", json.loads(_plait(config, "pager")[0].body)),
+        ("/og/v2/alerts", json.loads(_plait(config, "genie")[0].body))]
+    wait_for(lambda: len(inbox.mails) == 2, 10, "Plait's email")
+    assert message_from_bytes(inbox.mails[1], policy=policy.default)["Subject"] == am_mail["Subject"]
+
+
+def test_plait_receivers_keep_their_own_layout(tmp_path):
+    """A receiver of Plait's own YAML (no ``alertmanager_fields``) keeps
+    Plait's Block Kit body even when templates are at hand."""
+    from alerting.config import ReceiverConfig
+    from alerting.gotemplate import load_templates
+
+    rc = ReceiverConfig(name="chat", type="slack", url="http://127.0.0.1:9/slack")
+    [req] = build_requests(_message("chat"), rc, EXTERNAL, 0, load_templates([]))
+    assert "blocks" in json.loads(req.body) and "attachments" not in json.loads(req.body)
+
+
+def test_teams_card_is_alertmanager_026s_message_card(tmp_path):
+    """0.25 has no Teams notifier: the body is 0.26's MessageCard with its
+    default title (``__subject``) and text, rendered by the Go-template renderer."""
+    from alerting.gotemplate import alertmanager_data
+
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump({
+        "route": {"receiver": "t", "group_by": ["alertname"]},
+        "receivers": [{"name": "t", "msteams_configs": [{"webhook_url": "http://127.0.0.1:9/t"}]}]}))
+    config = load_alertmanager_config(path)
+    [req] = _plait(config, "t")
+    body = json.loads(req.body)
+    ts = cached_template_set(config)
+    data = alertmanager_data(_message("t").sections, "t", EXTERNAL)
+    assert body == {"@context": "http://schema.org/extensions", "type": "MessageCard",
+                    "title": ts.render('{{ template "__subject" . }}', data),
+                    "text": body["text"], "themeColor": "8C1A1A"}
+    assert body["title"] == "[FIRING:2] DiskFull (critical x)"
+    assert "# Alerts Firing:" in body["text"] and "  - instance = db2:9100" in body["text"]
+
+
+def test_second_integration_renders_the_files_receiver_name(tmp_path):
+    """One receiver with two integrations is two Plait receivers (``team``,
+    ``team.1``); both render Alertmanager's ``.Receiver``: ``team``."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump({
+        "route": {"receiver": "team", "group_by": ["alertname"]},
+        "receivers": [{"name": "team",
+                       "slack_configs": [{"api_url": "http://127.0.0.1:9/s"}],
+                       "pagerduty_configs": [{"routing_key": "k", "url": "http://127.0.0.1:9/p"}]}]}))
+    config = load_alertmanager_config(path)
+    [slack] = _plait(config, "team")
+    [pd] = _plait(config, "team.1")
+    want = f"{EXTERNAL}/#/alerts?receiver=team"
+    assert json.loads(slack.body)["attachments"][0]["title_link"] == want
+    assert json.loads(pd.body)["client_url"] == want
+
+
+def test_a_field_failing_at_run_time_sends_alertmanagers_default(tmp_path, caplog):
+    """``{{ index .Alerts 5 }}`` passes the load check and fails on a message
+    of two alerts: the title is Alertmanager's default, the rest as written."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump({
+        "route": {"receiver": "chat", "group_by": ["alertname"]},
+        "receivers": [{"name": "chat", "slack_configs": [{
+            "api_url": "http://127.0.0.1:9/s", "title": "{{ (index .Alerts 5).Status }}",
+            "text": "{{ .Alerts | len }} alerts"}]}]}))
+    config = load_alertmanager_config(path)
+    [req] = _plait(config, "chat")
+    att = json.loads(req.body)["attachments"][0]
+    assert (att["title"], att["text"]) == ("[FIRING:2] DiskFull (critical x)", "2 alerts")
+    assert "receivers.chat.title" in caplog.text
