@@ -186,7 +186,7 @@ def requests(message: Message, receiver: Any, templates: Any, external_url: str)
     """
     from urllib.parse import quote
 
-    from alerting.receivers import Request, dumps
+    from alerting.receivers.request import Request, dumps
 
     headers = {"Content-Type": "application/json", **receiver.headers}
     kind = receiver.type
