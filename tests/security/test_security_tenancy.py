@@ -43,7 +43,7 @@ async def test_only_the_owner_within_its_sys_code_sees_a_task(tasks, caller, use
 
 async def test_listing_scoped_to_the_caller_and_user_returns_only_their_tasks(tasks):
     # given the API lists with the authenticated caller's sysCode and the user
-    listed = await tasks.list(CRM.sysCode, "alice")
+    listed, _next = await tasks.page(CRM.sysCode, "alice", 100)
     # then only crm/alice's task, and every listed task passes task_visible
     assert [t["taskId"] for t in listed] == ["t-crm-alice"]
     assert all(task_visible(t, CRM, "alice") for t in listed)
