@@ -18,8 +18,8 @@ one event rewrites only what it touched, not the whole state:
 - ``<p>|inf|<receiver>|<message id>``: the sections of the message in
   flight (at most ``batch_size`` alerts), written once per message;
 - ``<p>|ob|<receiver>|<n>``: page n of the receiver's outbox, at most
-  ``PAGE_BYTES`` (a storm queues thousands of sections: kept in one value
-  they made a 2.5 MB record and the worker died, issue 11);
+  ``PAGE_BYTES`` (a storm queues thousands of sections: one value would
+  pass the record bound);
 - ``<p>|ck|<version>|<i>|<key>``: piece i of the value of ``<p>|<key>``
   when that value would pass one record
   (``plait.records.MAX_RECORD_BYTES``: a message in flight of 10,000

@@ -342,7 +342,7 @@ def floor_rounds(formats: list[str], shapes: list[str], limit: int | None,
                           "target": FLOOR_TARGET}), flush=True)
 
 
-#: Issue 36's target: Plait's export over the floor of the same run.
+#: The target: Plait's export over the floor of the same run, at most this.
 FLOOR_TARGET = 1.3
 
 
