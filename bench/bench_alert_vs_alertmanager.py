@@ -33,8 +33,8 @@ cooldown 0).
   seen every resolve.
 
 ``--profile DIR`` runs ``py-spy record`` (raw collapsed stacks, 100 Hz) on
-Plait's API and workers over the firing phase and prints their top frames
-(``alert_storm_profile`` lines); its overhead makes that run's other
+Plait's API and workers over the firing phase and over the resolve phase
+and prints their top frames (``alert_storm_profile`` lines); its overhead makes that run's other
 figures slower. The steady 1,000-alerts/s latency run and its broker floor
 are in ``bench/bench_alert_e2e.py``.
 
@@ -146,30 +146,35 @@ def warm_up(base: str, sink: Sink) -> None:
 
 
 def measure(system: str, shape: str, base: str, pids: dict[str, int], sink: Sink,
-            n: int, on_firing=None) -> dict:
+            n: int, on_phase=None) -> dict:
     """Send the storm firing, then resolved, to ``base``; the figures of
     one line (see the module docstring). ``pids``: name -> server process;
-    ``on_firing(phase)``: called with "start" before the first POST and
-    "end" once every alert was delivered (the profiler's hooks)."""
+    ``on_phase(phase, event)``: called with ("firing" | "resolved",
+    "start") before a phase's first POST and with "end" once the receiver
+    has seen all of it (the profiler's hooks)."""
     alerts = storm(n)
     n = len(alerts)
     warm_up(base, sink)
     firing = bodies(alerts, time.time())
     rss0 = {k: rss_bytes(p) for k, p in pids.items()}
     cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
-    if on_firing:
-        on_firing("start")
+    if on_phase:
+        on_phase("firing", "start")
     t0, t_accepted = post_all(base, firing)
     accepted = t_accepted - t0
     wait(lambda: sink.count("firing") >= n, 900, f"{n} firing alerts at the receiver", 0.05)
     delivered = sink.last_new - t0
     cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
     posts = sink.messages
-    if on_firing:
-        on_firing("end")
+    if on_phase:
+        on_phase("firing", "end")
     rss_open = {k: rss_bytes(p) for k, p in pids.items()}
+    if on_phase:
+        on_phase("resolved", "start")
     t1, _ = post_all(base, bodies(alerts, time.time() - 60, time.time() - 1))
     wait(lambda: sink.count("resolved") >= n, 900, f"{n} resolves at the receiver", 0.05)
+    if on_phase:
+        on_phase("resolved", "end")
     resolved = sink.last_new - t1
     rss_end = {k: rss_bytes(p) for k, p in pids.items()}
     cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in pids}
@@ -237,9 +242,9 @@ def run_plait(shape: str, n: int, workers: int, partitions: int,
             if profile else None
         line = measure("plait", shape, stack.api_url, pids, sink, n, spy.hook if spy else None)
         if spy:
-            for name, frames in spy.top().items():
+            for (phase, name), frames in spy.top().items():
                 print(json.dumps({"bench": "alert_storm_profile", "group_by": shape,
-                                  "process": name, **frames}), flush=True)
+                                  "phase": phase, "process": name, **frames}), flush=True)
         return line
     finally:
         stack.stop()
@@ -248,20 +253,23 @@ def run_plait(shape: str, n: int, workers: int, partitions: int,
 
 class Profiler:
     """``py-spy record --format raw`` (collapsed stacks, 100 Hz,
-    ``--nonblocking``) on each of ``pids`` (name -> pid) between the hook's
-    "start" and "end"; files ``DIR/<group_by>-<name>.txt``."""
+    ``--nonblocking``) on each of ``pids`` (name -> pid) between a
+    phase's "start" and "end"; files ``DIR/<group_by>-<phase>-<name>.txt``."""
 
     def __init__(self, out: Path, shape: str, pids: dict[str, int]) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        self.files = {k: out / f"{shape.replace(',', '-')}-{k}.txt" for k in pids}
+        self.out, self.shape = out, shape.replace(",", "-")
+        self.files: dict[tuple[str, str], Path] = {}
         self.pids, self.procs = pids, []
 
-    def hook(self, phase: str) -> None:
-        if phase == "start":
+    def hook(self, phase: str, event: str) -> None:
+        if event == "start":
             spy = str(Path(sys.executable).with_name("py-spy"))
+            for k in self.pids:
+                self.files[phase, k] = self.out / f"{self.shape}-{phase}-{k}.txt"
             self.procs = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "100",
                                             "--nonblocking", "--format", "raw",
-                                            "-o", str(self.files[k])],
+                                            "-o", str(self.files[phase, k])],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                           for k, pid in self.pids.items()]
             time.sleep(1.0)  # attached before the first POST
@@ -271,19 +279,28 @@ class Profiler:
         for p in self.procs:
             p.wait(60)
 
-    def top(self, n: int = 15) -> dict[str, dict]:
-        """Per process: samples, and the ``n`` frames with the most samples
+    def top(self, n: int = 15) -> dict[tuple[str, str], dict]:
+        """Per (phase, process): samples, and the ``n`` frames with the most samples
         on top of the stack (self) and anywhere in it (inclusive), as
         ``"function (file:line)": share`` of that process's samples."""
         return {k: top_frames(f.read_text(), n) for k, f in self.files.items() if f.exists()}
+
+
+#: Stages of the alert path: part -> the function (prefix of a short frame) it runs under.
+PARTS = {"api_post": "post_alerts (", "api_publish": "publish (api/",
+         "router": "AlertingService.route_batch (", "funnel_apply": "FunnelRunner.apply_batch (",
+         "funnel_effects": "AlertingService._effects_all (", "webhook": "AlertingService._deliver (",
+         "kafka_fetch": "Fetcher.", "kafka_produce": "Sender.", "json_dumps": "dumps ("}
 
 
 def top_frames(raw: str, n: int) -> dict:
     """The top frames of py-spy's raw (collapsed) output: lines
     ``frame;frame;... count``, outermost first. Idle frames (a thread
     waiting in ``select`` / ``epoll`` / ``sleep`` / a lock) are counted
-    apart as ``idle_share``."""
+    apart as ``idle_share``; ``parts`` is the inclusive share of each of
+    :data:`PARTS` (which stage of the alert path the time is spent in)."""
     self_, incl, total, idle = Counter(), Counter(), 0, 0
+    parts = Counter()
     for line in raw.splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
@@ -296,10 +313,15 @@ def top_frames(raw: str, n: int) -> dict:
             idle += c
             continue
         self_[leaf] += c
-        for f in set(frames):
-            incl[_short(f)] += c
+        names = {_short(f) for f in frames}
+        for f in names:
+            incl[f] += c
+        for part, fn in PARTS.items():
+            if any(x.startswith(fn) for x in names):
+                parts[part] += c
     busy = max(1, total - idle)
     return {"samples": total, "idle_share": round(idle / max(1, total), 3),
+            "parts": {k: round(parts[k] / busy, 3) for k in PARTS if parts[k]},
             "self": {_short(f): round(c / busy, 3) for f, c in self_.most_common(n)},
             "inclusive": {f: round(c / busy, 3) for f, c in incl.most_common(n + 10)
                           if not f.startswith(("<module>", "run (", "_run_once", "run_forever",
@@ -335,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--alertmanager", action=argparse.BooleanOptionalAction, default=True,
                     help="also run Alertmanager (when its binary is present)")
     ap.add_argument("--profile", type=Path, default=None,
-                    help="py-spy the API and workers over Plait's firing phase; files here")
+                    help="py-spy the API and workers over Plait's firing and resolve phases; "
+                         "files here")
     args = ap.parse_args(argv)
     if args.alerts < ALERTNAMES:
         ap.error(f"--alerts: at least {ALERTNAMES}")

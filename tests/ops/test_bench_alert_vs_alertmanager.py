@@ -31,15 +31,16 @@ def test_bodies_hold_64_alerts_each_and_a_past_end_marks_them_resolved():
     assert docs[0][0]["endsAt"] == "1970-01-01T00:33:20Z"
 
 
-def test_top_frames_shares_self_and_inclusive_time_and_sets_idle_apart():
-    raw = ("<module> (/a/x.py:1);handle (/a/api/alerts.py:5);dumps (/u/json/__init__.py:9) 6\n"
-           "<module> (/a/x.py:1);handle (/a/api/alerts.py:7) 2\n"
+def test_top_frames_shares_self_inclusive_and_stage_time_and_sets_idle_apart():
+    raw = ("<module> (/a/x.py:1);post_alerts (/a/api/alertmanager.py:5);dumps (/u/json/__init__.py:9) 6\n"
+           "<module> (/a/x.py:1);post_alerts (/a/api/alertmanager.py:7) 2\n"
            "<module> (/a/x.py:1);select (/u/selectors.py:3) 2\n")
     top = bench.top_frames(raw, 5)
     assert top["samples"] == 10
     assert top["idle_share"] == 0.2
-    assert top["self"] == {"dumps (json/__init__.py)": 0.75, "handle (api/alerts.py)": 0.25}
-    assert top["inclusive"]["handle (api/alerts.py)"] == 1.0
+    assert top["self"] == {"dumps (json/__init__.py)": 0.75, "post_alerts (api/alertmanager.py)": 0.25}
+    assert top["inclusive"]["post_alerts (api/alertmanager.py)"] == 1.0
+    assert top["parts"] == {"api_post": 1.0, "json_dumps": 0.75}
 
 
 def test_too_few_alerts_is_refused_naming_the_option(capsys):
