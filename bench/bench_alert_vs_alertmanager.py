@@ -13,8 +13,9 @@ The storm: ``--alerts`` distinct alerts (20 alertnames x alerts/20
 instances; labels alertname, instance, job, severity, team; annotations
 summary, description), POSTed to ``/api/v2/alerts`` 64 per POST
 (Prometheus's batch) by 4 keep-alive senders (httpx), bodies encoded before
-the clock starts, in a process apart from the receiver. One webhook receiver (Alertmanager's webhook v4 body on
-both sides: Plait's receiver has ``format: alertmanager``). Route
+the clock starts, in a process apart from the receiver. One webhook
+receiver (Alertmanager's webhook v4 body on both sides: Plait's receiver
+has ``format: alertmanager``). Route
 ``group_wait 1s, group_interval 1s, repeat_interval 1h``; Plait's own
 limits out of the way (bucket burst 10,000, ``batch_size`` 1,000, dedupe
 cooldown 0).

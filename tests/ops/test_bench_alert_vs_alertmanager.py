@@ -32,7 +32,8 @@ def test_bodies_hold_64_alerts_each_and_a_past_end_marks_them_resolved():
 
 
 def test_top_frames_shares_self_inclusive_and_stage_time_and_sets_idle_apart():
-    raw = ("<module> (/a/x.py:1);post_alerts (/a/api/alertmanager.py:5);dumps (/u/json/__init__.py:9) 6\n"
+    raw = ("<module> (/a/x.py:1);post_alerts (/a/api/alertmanager.py:5);"
+           "dumps (/u/json/__init__.py:9) 6\n"
            "<module> (/a/x.py:1);post_alerts (/a/api/alertmanager.py:7) 2\n"
            "<module> (/a/x.py:1);select (/u/selectors.py:3) 2\n")
     top = bench.top_frames(raw, 5)
