@@ -318,7 +318,7 @@ def top_frames(raw: str, n: int) -> dict:
         for f in names:
             incl[f] += c
         for part, fn in PARTS.items():
-            if any(x.startswith(fn) for x in names):
+            if any(x.startswith(fn) or f".{fn}" in x for x in names):  # nested: a.<locals>.fn
                 parts[part] += c
     busy = max(1, total - idle)
     return {"samples": total, "idle_share": round(idle / max(1, total), 3),
