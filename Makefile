@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_alert_funnel.py
 	$(PY) bench/bench_alert_runner.py
 	$(PY) bench/bench_alert_e2e.py
+	$(PY) bench/bench_alert_vs_alertmanager.py
 
 dev: $(STAMP)
 	$(PY) -m ops.cli dev

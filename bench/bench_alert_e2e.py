@@ -47,61 +47,16 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
+from _alertbench import Sink, alertmanager, alertmanager_binary, wait
 
 from alerting.wire import ledger_entries, raw_envelope
 from ops.stack import ALERTING_FETCH_WAIT_MS, Stack
 from plait.topics import Topics
-
-
-class Sink:
-    """Webhook receiver recording, per alert, (send time, arrival time)."""
-
-    def __init__(self) -> None:
-        self.latencies: list[float] = []
-        self.messages = 0
-        #: fingerprints of every alert delivered (distinct alerts at the webhook)
-        self.fingerprints: set[str] = set()
-        #: (monotonic arrival time, alerts listed) of every POST
-        self.posts: list[tuple[float, int]] = []
-        self.lock = threading.Lock()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            # keep-alive, as the receivers Plait posts to (Slack, PagerDuty,
-            # chat bridges) are: HTTP/1.0 closed every connection, and the
-            # worker paid a TCP connect per message
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                now = time.time()
-                with outer.lock:
-                    outer.messages += 1
-                    outer.posts.append((time.monotonic(), body.get("alertCount", 0)
-                                        if isinstance(body, dict) else 0))
-                    for g in body.get("groups", []) if isinstance(body, dict) else []:
-                        for a in g["alerts"]:
-                            outer.fingerprints.add(a["fingerprint"])
-                            sent = a["annotations"].get("sent_at")
-                            if sent and a["change"] == "new":
-                                outer.latencies.append((now - float(sent)) * 1000)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -110,78 +65,45 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, int(round(q * len(s))) - 1))]
 
 
-def wait(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
 def alertmanager_storm(n: int, per_post: int = 64) -> dict | None:
     """The same storm (2,000 assets x 10 rules) POSTed to a real Alertmanager
     (``alertmanager`` or Debian's ``prometheus-alertmanager``), group_by
     [alertname, instance], group_wait 0, webhook to a local sink: ingest
     rate and webhook POSTs once they stop growing. None when absent."""
-    import shutil
-    import socket
-    import subprocess
-
     import httpx
 
-    binary = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
-    if binary is None:
+    if alertmanager_binary() is None:
         return None
     sink = Sink()
-    tmp = Path(tempfile.mkdtemp(prefix="plait-bench-am-"))
-    (tmp / "am.yml").write_text(yaml.safe_dump({
+    config = {
         "route": {"receiver": "hook", "group_by": ["alertname", "instance"],
                   "group_wait": "0s", "group_interval": "1s", "repeat_interval": "1h"},
-        "receivers": [{"name": "hook", "webhook_configs": [{"url": sink.url}]}]}))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([binary, f"--config.file={tmp / 'am.yml'}", f"--storage.path={tmp}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
+        "receivers": [{"name": "hook", "webhook_configs": [{"url": sink.url}]}]}
     try:
-        wait(lambda: _ok(f"{base}/-/ready"), 30, "alertmanager")
-        rnd = random.Random(11)
-        keys = [(r, a) for r in range(10) for a in range(2000)]
-        order = (keys + [rnd.choice(keys) for _ in range(max(0, n - len(keys)))])[:n]
-        rnd.shuffle(order)
-        alerts = [{"labels": {"alertname": f"Storm{r}", "instance": f"s{a:04d}",
-                              "severity": "warning"}} for r, a in order]
-        t0 = time.monotonic()
-        with httpx.Client(timeout=30) as c:
-            for i in range(0, len(alerts), per_post):
-                c.post(f"{base}/api/v2/alerts", json=alerts[i:i + per_post]).raise_for_status()
-        ingest = time.monotonic() - t0
-        last, still = -1, time.monotonic()
-        while time.monotonic() - still < 5 and time.monotonic() - t0 < 180:
-            time.sleep(0.5)
-            if sink.messages != last:
-                last, still = sink.messages, time.monotonic()
-        return {"bench": "alertmanager_storm", "alerts": n, "ingest_seconds": round(ingest, 2),
-                "ingest_alerts_per_s": round(n / ingest, 1), "webhook_posts": sink.messages,
-                "settled_seconds": round(still - t0, 2),
-                # first POST to the last webhook (0.5 s polls): the storm handled whole
-                "settled_alerts_per_s": round(n / max(still - t0, ingest), 1)}
+        with alertmanager(config) as (base, _proc):
+            rnd = random.Random(11)
+            keys = [(r, a) for r in range(10) for a in range(2000)]
+            order = (keys + [rnd.choice(keys) for _ in range(max(0, n - len(keys)))])[:n]
+            rnd.shuffle(order)
+            alerts = [{"labels": {"alertname": f"Storm{r}", "instance": f"s{a:04d}",
+                                  "severity": "warning"}} for r, a in order]
+            t0 = time.monotonic()
+            with httpx.Client(timeout=30) as c:
+                for i in range(0, len(alerts), per_post):
+                    c.post(f"{base}/api/v2/alerts", json=alerts[i:i + per_post]).raise_for_status()
+            ingest = time.monotonic() - t0
+            last, still = -1, time.monotonic()
+            while time.monotonic() - still < 5 and time.monotonic() - t0 < 180:
+                time.sleep(0.5)
+                if sink.messages != last:
+                    last, still = sink.messages, time.monotonic()
     finally:
-        proc.terminate()
-        proc.wait(10)
-        sink.server.shutdown()
-
-
-def _ok(url: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
+        sink.stop()
+    return {"bench": "alertmanager_storm", "alerts": n, "ingest_seconds": round(ingest, 2),
+            "ingest_alerts_per_s": round(n / ingest, 1), "webhook_posts": sink.messages,
+            "settled_seconds": round(still - t0, 2),
+            # first POST to the last webhook (0.5 s polls): the storm handled whole
+            "settled_alerts_per_s": round(n / max(still - t0, ingest), 1)}
 
 
 def spread(partitions: int) -> list[int]:
