@@ -141,7 +141,7 @@
     document.querySelector("#silences tbody").replaceChildren(...list.map((s) => el("tr", { dataset: { silence: s.id, state: s.status.state } },
       el("td", { class: "muted" }, s.id), el("td", {}, s.matchers.map((m) => `${m.name}${m.isEqual === false ? "!" : ""}${m.isRegex ? "=~" : "="}"${m.value}"`).join(", ")),
       el("td", {}, s.status.state), el("td", { class: "muted" }, s.endsAt), el("td", {}, s.comment),
-      el("td", { class: "silenced-alerts" }, alerts.filter((a) => (a.status.silencedBy || []).includes(s.id))
+      el("td", { class: "silenced-alerts labels" }, alerts.filter((a) => (a.status.silencedBy || []).includes(s.id))
         .map((a) => el("code", { dataset: { fingerprint: a.fingerprint } }, (a.labels || {}).alertname || a.fingerprint))),
       el("td", {}, s.status.state !== "expired" ? el("button", { type: "button", class: "danger expire", onclick: () => expire(s.id) }, "Expire") : null))));
   }
@@ -162,7 +162,7 @@
       const others = hit.filter((a) => a.fingerprint !== form.dataset.for);
       const name = (a) => (a.labels || {}).alertname || a.fingerprint;
       box.replaceChildren(`Would mute ${hit.length} of ${alerts.length} current alerts`,
-        hit.length ? ": " : ".", hit.map((a) => el("code", { class: "would-mute", dataset: { fingerprint: a.fingerprint } }, name(a))),
+        hit.length ? ": " : ".", ...hit.map((a) => el("code", { class: "would-mute", dataset: { fingerprint: a.fingerprint } }, name(a))),
         form.dataset.for && hit.length ? el("div", { class: "others" }, others.length ? `${others.length} other alert(s) also muted: ` : "no other alert is muted",
           others.map((a) => el("code", { class: "other-muted", dataset: { fingerprint: a.fingerprint } }, matcherText(a.labels || {})))) : null);
     } catch (e) { if (seq === previewSeq) box.textContent = e.message; }
