@@ -44,15 +44,21 @@ def shown_tasks(page) -> list[str]:
 
 def check_export_center(stack, page, tmp_path) -> None:
     api = stack.api_url
-    spec = {**seq_spec(stack.demo_data_api, "csv", 2000, 100, query="?delay_ms=100"),
+    spec = {**seq_spec(stack.demo_data_api, "csv", 3000, 100, query="?delay_ms=200"),
             "bizDesc": "orders of June"}
+    sign_in(page, api)
     done = submit(api, spec)
+    page.click("#refresh")
+    # while it runs: a rate and a time left
+    running = page.locator(f'tr[data-task="{done}"][data-status="RUNNING"]')
+    eta = wait_until(lambda: running.count() and re.fullmatch(
+        r"ETA \d+ s", running.locator(".eta").inner_text()), 30, "an ETA while running")
+    assert re.fullmatch(r"\d+ rows/s", running.locator(".rate").inner_text()), eta
     small = [submit(api, seq_spec(stack.demo_data_api, "csv", 10 + i, 100)) for i in range(4)]
     task = wait_task(api, done, 90)
     assert task["status"] == "SUCCESS", task
     got = httpx.get(task["file"]["url"], timeout=10)
     assert got.status_code == 200
-    sign_in(page, api)
 
     row = page.locator(f'tr[data-task="{done}"][data-status="SUCCESS"]')
     row.wait_for(timeout=30_000)
@@ -173,6 +179,10 @@ def check_alert_console(stack, page) -> None:
 def test_operator_acts_from_the_console(console_stack, page, tmp_path):
     ARTIFACTS.mkdir(exist_ok=True)
     start = time.monotonic()
+    requested = []
+    page.on("request", lambda req: requested.append(req.url))
     check_alert_console(console_stack, page)
     check_export_center(console_stack, page, tmp_path)
+    outside = [u for u in requested if not u.startswith(console_stack.api_url + "/")]
+    assert requested and not outside, outside
     assert time.monotonic() - start < 90
