@@ -11,7 +11,12 @@ request of ``plait.signature``) with the appKey/appSecret the operator types
 exactly as through the API. The alert console reads the Alertmanager API v2
 (``/api/v2/...``, bearer token when required), ``/alerts/counters`` and
 ``/ui/receivers`` (receiver token buckets and last delivery results from the
-alert view read model, ``alerting.view.read_receivers``).
+alert view read model, ``alerting.view.read_receivers``); its silence preview
+asks ``GET /api/v2/alerts?filter=...`` so the matcher rules stay the server's.
+"Run again" in the export center posts the ``spec`` of ``GET
+/export/tasks/{taskId}`` to ``POST /export/tasks?reuse=false``. Every label,
+annotation and task field is inserted as text (``Plait.el``), links only when
+http(s).
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from pydantic import AwareDatetime
 from api.envelope import envelope, refuse_unknown_query
 from api.openapi import Envelope, errors, link, ok, required_query
 from api.services import Services
+from plait import keys as K
 from plait import topics as T
 from plait import documents, quotas, tracing
 from plait.callers import NotAllowed, check_spec
@@ -72,6 +73,8 @@ SSE_EVENT = {"type": "object", "required": ["event", "data"], "properties": {
              "description": "the task's state, as GET /export/tasks/{taskId} answers it"}}}
 
 
+REUSE_DOC = ("false: run the export again even when an identical one succeeded within "
+             "the reuse window (an identical running task is still answered instead)")
 CURSOR_DOC = "data.nextCursor of the page before (opaque); absent: the newest tasks"
 STATUSES = (*sorted(ACTIVE), *sorted(TERMINAL))
 STATUS_DOC = f"only tasks in these statuses, comma-separated ({', '.join(STATUSES)})"
@@ -139,7 +142,8 @@ def create_tasks_router(services: Services) -> APIRouter:
                                       "export is reused: that task (data.reused / "
                                       "data.deduplicated)", **task_links),
                             **errors(401, 403, 429, 503)})
-    async def create_task(spec: ExportSpec, request: Request):
+    async def create_task(spec: ExportSpec, request: Request,
+                          reuse: bool = Query(True, description=REUSE_DOC)):
         """Accept an export (the written contract's request, see ``plait.spec``).
 
         Answers at once with the contract's body ``{"code": 200, "message":
@@ -148,12 +152,13 @@ def create_tasks_router(services: Services) -> APIRouter:
         or, for an identical running task / a recent identical result, that
         task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
         the field; a caller over its daily row quota a 429 naming the quota,
-        what is used and when it resets (``plait.quotas``)."""
+        what is used and when it resets (``plait.quotas``). ``reuse=false``
+        runs it again even when an identical export succeeded recently."""
         with tracing.span("export.request", **{"http.route": "/export/tasks",
                                                 "plait.sys_code": spec.sysCode}) as sp:
-            return await _create(spec, request, sp)
+            return await _create(spec, request, sp, reuse)
 
-    async def _create(spec: ExportSpec, request: Request, sp):
+    async def _create(spec: ExportSpec, request: Request, sp, reuse: bool = True):
         caller = await sv.authenticate(request)
         try:
             check_request(sv, caller, spec)
@@ -168,7 +173,7 @@ def create_tasks_router(services: Services) -> APIRouter:
             sp.set_attribute("plait.task_id", task_id)
         fingerprint = spec.fingerprint()
         existing, reused = await sv.projection.claim_fingerprint(
-            fingerprint, task_id, sv.reuse_window(caller))
+            fingerprint, task_id, sv.reuse_window(caller) if reuse else 0)
         if existing is not None:
             message = "reused a recent identical export" if reused else "identical task running"
             return envelope(200, message, {**await sv.with_fresh_link(existing, caller),
@@ -179,6 +184,8 @@ def create_tasks_router(services: Services) -> APIRouter:
             bizType=spec.bizType, bizDesc=spec.bizDesc, userId=spec.userId,
             fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fingerprint,
             timeout=spec.jobConfig.timeout))
+        await sv.projection.redis.set(K.task_spec(sv.settings.redis_prefix, task_id),
+                                      spec.model_dump_json(exclude_none=True), ex=K.TASK_SPEC_TTL)
         try:
             await sv.emit(T.REQUESTS, task_id, ExportRequested(
                 taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
@@ -200,14 +207,18 @@ def create_tasks_router(services: Services) -> APIRouter:
     @router.get("/export/tasks/{taskId}", operation_id="getTask",
                 response_model=Envelope, responses=task_errors)
     async def get_task(taskId: str, request: Request, userId: UserId = None):
-        """One task's state: status, counts, progress, file info with a fresh link."""
+        """One task's state: status, counts, progress, file info with a fresh link,
+        and ``spec``: the accepted request (``plait.spec.ExportSpec`` JSON; null
+        when no longer kept, ``plait.keys.task_spec``), to submit it again."""
         task_id = taskId
         caller = await sv.authenticate(request)
         task = await sv.projection.get(task_id)
         if not sv.visible(task, caller, userId):
             raise not_found(task_id)
         await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
-        return envelope(200, "ok", (await sv.task_views([task], caller))[0])
+        view = (await sv.task_views([task], caller))[0]
+        raw = await sv.projection.redis.get(K.task_spec(sv.settings.redis_prefix, task_id))
+        return envelope(200, "ok", {**view, "spec": json.loads(raw) if raw else None})
 
     @router.get("/export/tasks", operation_id="listTasks",
                 response_model=Envelope, responses=errors(401, 503),

@@ -43,6 +43,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
     P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
     P:downloads:{taskId}       hash    downloads of a task's file api.services
+    P:spec:{taskId}            string  the task's request (JSON)  api.tasks
     P:quota:{sysCode}:{day}    string  rows counted on a day      plait.quotas
 """
 from __future__ import annotations
@@ -85,6 +86,19 @@ def task_downloads(prefix: str, task_id: str) -> str:
     userAgent}``). Written by ``api.services.Services.record_download`` as the
     download is audited; read into the task JSON (``downloads``). No TTL."""
     return f"{prefix}:downloads:{task_id}"
+
+
+def task_spec(prefix: str, task_id: str) -> str:
+    """``P:spec:{taskId}``, string: the task's accepted request (``plait.spec.ExportSpec``
+    JSON, a few KiB at most: its fields are length-bounded). Written by
+    ``POST /export/tasks`` with the task; read by ``GET /export/tasks/{taskId}``
+    (``spec``) so a client can submit the same export again. TTL
+    :data:`TASK_SPEC_TTL`."""
+    return f"{prefix}:spec:{task_id}"
+
+
+#: Seconds a :func:`task_spec` is kept (30 days).
+TASK_SPEC_TTL = 30 * 24 * 3600
 
 
 def task_pattern(prefix: str) -> str:

@@ -42,18 +42,73 @@
     if ((st.inhibitedBy || []).length) return "inhibited";
     return st.state === "active" ? "firing" : st.state || "firing";
   };
+  const SEVERITIES = new Set(["critical", "warning", "info"]);
+  // a link only when it is http(s) or relative: never javascript: or data: from a label
+  function safeHref(url) {
+    try { return ["http:", "https:"].includes(new URL(url, location.href).protocol) ? url : null; }
+    catch (e) { return null; }
+  }
+  const quote = (v) => '"' + String(v).replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"';
+  const matcherText = (labels) => Object.entries(labels).map(([k, v]) => `${k}=${quote(v)}`).join(", ");
+  // the filter box: label=value / label=~"re" / label!="x" matchers, the other words free text
+  function filterOf(text) {
+    const ms = [], words = [];
+    for (const part of text.match(/[^\s,"]+(?:"(?:[^"\\]|\\.)*")?/g) || []) {
+      if (/^[a-zA-Z_][a-zA-Z0-9_]*(=~|!~|!=|=)/.test(part)) ms.push(...parseMatchers(part));
+      else words.push(part.toLowerCase());
+    }
+    return (a) => ms.every((m) => matches(m, a.labels || {})) && words.every((w) =>
+      JSON.stringify([a.labels, a.annotations, (a.receivers || []).map((r) => r.name)]).toLowerCase().includes(w));
+  }
+  function groupKey(a, by) {
+    if (by === "receiver") return (a.receivers || []).map((r) => r.name).join(", ") || "(none)";
+    return by ? `${by}=${(a.labels || {})[by] ?? "(absent)"}` : "";
+  }
+  // Extension point: functions (alert) → Node appended to each alert's actions cell
+  // (e.g. a history drawer reading /api/v2/alerts/{fingerprint}/history).
+  const rowActions = [];
+  window.PlaitAlertConsole = { rowActions, refresh: () => refresh() };
+  function alertRow(a) {
+    const s = stateOf(a), sev = (a.labels || {}).severity, ann = a.annotations || {};
+    const runbook = ann.runbook_url && safeHref(ann.runbook_url), gen = a.generatorURL && safeHref(a.generatorURL);
+    return el("tr", { class: SEVERITIES.has(sev) ? "sev-" + sev : null,
+                      dataset: { fingerprint: a.fingerprint, alertname: (a.labels || {}).alertname || "", state: s, severity: sev || "" } },
+      el("td", {}, (a.labels || {}).alertname || "", el("div", { class: "muted" }, ann.summary || "")),
+      el("td", {}, labelsOf(a)),
+      el("td", { class: "alert-state " + (s === "firing" ? "state-active" : "state-suppressed") }, s,
+         (a.status.silencedBy || []).length ? el("div", { class: "muted" }, "by " + a.status.silencedBy.join(", ")) : null),
+      el("td", {}, (a.receivers || []).map((r) => r.name).join(", ")),
+      el("td", { class: "muted" }, a.startsAt || ""),
+      el("td", { class: "actions" },
+        el("button", { type: "button", class: "silence", onclick: () => silenceAlert(a) }, "Silence"),
+        runbook ? el("a", { class: "runbook", href: runbook, target: "_blank", rel: "noopener noreferrer" }, "runbook") : null,
+        gen ? el("a", { class: "generator", href: gen, target: "_blank", rel: "noopener noreferrer" }, "source") : null,
+        rowActions.map((f) => f(a))));
+  }
   function renderAlerts() {
-    document.getElementById("alert-count").textContent = `(${alerts.length})`;
-    document.querySelector("#alerts tbody").replaceChildren(...alerts.map((a) => {
-      const s = stateOf(a);
-      return el("tr", { dataset: { fingerprint: a.fingerprint, alertname: (a.labels || {}).alertname || "", state: s } },
-        el("td", {}, (a.labels || {}).alertname || "", el("div", { class: "muted" }, (a.annotations || {}).summary || "")),
-        el("td", {}, labelsOf(a)),
-        el("td", { class: "alert-state " + (s === "firing" ? "state-active" : "state-suppressed") }, s,
-           (a.status.silencedBy || []).length ? el("div", { class: "muted" }, "by " + a.status.silencedBy.join(", ")) : null),
-        el("td", {}, (a.receivers || []).map((r) => r.name).join(", ")),
-        el("td", { class: "muted" }, a.startsAt || ""));
-    }));
+    let keep;
+    try { keep = filterOf(document.getElementById("alert-filter").value); document.getElementById("filter-error").textContent = ""; }
+    catch (e) { keep = () => true; document.getElementById("filter-error").textContent = e.message; }
+    const by = document.getElementById("group-by").value;
+    const shown = alerts.filter(keep);
+    document.getElementById("alert-count").textContent = `(${shown.length} of ${alerts.length})`;
+    const groups = new Map();
+    for (const a of shown) { const k = groupKey(a, by); groups.set(k, [...(groups.get(k) || []), a]); }
+    const keys = [...groups.keys()].sort();
+    document.querySelector("#alerts tbody").replaceChildren(...keys.flatMap((k) => [
+      by ? el("tr", { class: "group-head", dataset: { group: k } }, el("td", { colspan: "6" }, `${k} (${groups.get(k).length})`)) : null,
+      ...groups.get(k).map(alertRow)].filter(Boolean)));
+    const names = new Set(alerts.flatMap((a) => Object.keys(a.labels || {})));
+    const sel = document.getElementById("group-by");
+    for (const n of [...names].sort()) if (![...sel.options].some((o) => o.value === n)) sel.append(el("option", { value: n }, "label " + n));
+  }
+  // the Silence button: the form prefilled with the alert's labels as equality matchers
+  function silenceAlert(a) {
+    const f = document.getElementById("silence-form");
+    f.querySelector("[name=matchers]").value = matcherText(a.labels || {});
+    f.dataset.for = a.fingerprint;
+    f.scrollIntoView({ block: "center" });
+    f.querySelector("[name=comment]").focus();
     preview();
   }
   function renderGroups(groups) {
@@ -86,18 +141,31 @@
     document.querySelector("#silences tbody").replaceChildren(...list.map((s) => el("tr", { dataset: { silence: s.id, state: s.status.state } },
       el("td", { class: "muted" }, s.id), el("td", {}, s.matchers.map((m) => `${m.name}${m.isEqual === false ? "!" : ""}${m.isRegex ? "=~" : "="}"${m.value}"`).join(", ")),
       el("td", {}, s.status.state), el("td", { class: "muted" }, s.endsAt), el("td", {}, s.comment),
+      el("td", { class: "silenced-alerts labels" }, alerts.filter((a) => (a.status.silencedBy || []).includes(s.id))
+        .map((a) => el("code", { dataset: { fingerprint: a.fingerprint } }, (a.labels || {}).alertname || a.fingerprint))),
       el("td", {}, s.status.state !== "expired" ? el("button", { type: "button", class: "danger expire", onclick: () => expire(s.id) }, "Expire") : null))));
   }
-  function preview() {
+  // which current alerts a silence would mute: the server's own matcher rules
+  // (GET /api/v2/alerts?filter=...), the alert being silenced listed apart from the others
+  let previewSeq = 0;
+  async function preview() {
     const box = document.getElementById("preview");
-    const text = document.querySelector("#silence-form [name=matchers]").value;
+    const form = document.getElementById("silence-form");
+    const text = form.querySelector("[name=matchers]").value;
+    const seq = ++previewSeq;
     if (!text.trim()) { box.textContent = "Type matchers to see which current alerts the silence would mute."; return; }
     try {
-      const ms = parseMatchers(text);
-      const hit = alerts.filter((a) => ms.every((m) => matches(m, a.labels || {})));
+      const q = new URLSearchParams();
+      for (const m of parseMatchers(text)) q.append("filter", `${m.name}${m.isEqual ? "" : "!"}${m.isRegex ? "=~" : "="}${quote(m.value)}`);
+      const hit = await am("GET", "/api/v2/alerts?" + q);
+      if (seq !== previewSeq) return;
+      const others = hit.filter((a) => a.fingerprint !== form.dataset.for);
+      const name = (a) => (a.labels || {}).alertname || a.fingerprint;
       box.replaceChildren(`Would mute ${hit.length} of ${alerts.length} current alerts`,
-        hit.length ? ": " : ".", hit.map((a) => el("code", { class: "would-mute" }, (a.labels || {}).alertname || a.fingerprint)));
-    } catch (e) { box.textContent = e.message; }
+        hit.length ? ": " : ".", ...hit.map((a) => el("code", { class: "would-mute", dataset: { fingerprint: a.fingerprint } }, name(a))),
+        form.dataset.for && hit.length ? el("div", { class: "others" }, others.length ? `${others.length} other alert(s) also muted: ` : "no other alert is muted",
+          others.map((a) => el("code", { class: "other-muted", dataset: { fingerprint: a.fingerprint } }, matcherText(a.labels || {})))) : null);
+    } catch (e) { if (seq === previewSeq) box.textContent = e.message; }
   }
   async function refresh() {
     const [a, g, s, c, r] = await Promise.allSettled([am("GET", "/api/v2/alerts"), am("GET", "/api/v2/alerts/groups"),
@@ -122,6 +190,7 @@
       await am("POST", "/api/v2/silences", { matchers: parseMatchers(f.matchers), startsAt: now.toISOString(),
         endsAt: new Date(now.getTime() + parseFloat(f.hours) * 3600e3).toISOString(), createdBy: f.createdBy, comment: f.comment });
       ev.target.querySelector("[name=matchers]").value = "";
+      delete ev.target.dataset.for;
     } catch (e) { alert(e.message); }
     refresh();
   }
@@ -136,7 +205,9 @@
     }
     document.getElementById("console").hidden = false;
     document.getElementById("silence-form").addEventListener("submit", create);
-    document.querySelector("#silence-form [name=matchers]").addEventListener("input", preview);
+    document.querySelector("#silence-form [name=matchers]").addEventListener("input", () => { delete document.getElementById("silence-form").dataset.for; preview(); });
+    document.getElementById("alert-filter").addEventListener("input", renderAlerts);
+    document.getElementById("group-by").addEventListener("change", renderAlerts);
     await refresh();
     setInterval(refresh, 2000);
   }

@@ -7,6 +7,9 @@
   const tasks = new Map();   // taskId -> state
   const streams = new Map(); // taskId -> AbortController
   let config = { signed: false };
+  let pages = [];         // cursors of the pages before this one ("" = the first page)
+  let cursor = "";        // this page's cursor
+  let nextCursor = null;  // data.nextCursor of this page
 
   function query(extra) {
     const c = creds(); const q = new URLSearchParams();
@@ -32,6 +35,38 @@
     return el("td", { class: "progress" }, bar, stage ? chips : null,
               t.progress !== null && t.progress !== undefined && !busy ? el("span", { class: "muted" }, pct + "%") : null);
   }
+  // rows per second over the task's run (started → finished, or now)
+  function rate(t) {
+    const from = Date.parse(t.startedAt || t.createdAt || "");
+    const to = t.finishedAt ? Date.parse(t.finishedAt) : Date.now();
+    const s = (to - from) / 1000;
+    return t.exportedRows && s > 0 ? t.exportedRows / s : null;
+  }
+  function eta(t, perSec) {
+    if (t.status === "SUCCESS") return "done";
+    if (TERMINAL.has(t.status) || !t.totalRows || !perSec) return "";
+    const s = Math.max(0, (t.totalRows - (t.exportedRows || 0)) / perSec);
+    return s < 60 ? Math.ceil(s) + " s" : Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
+  }
+  // the expiry a download link carries: expires=<epoch s> (local store), Expires=<epoch s>
+  // (S3 SigV2) or X-Amz-Date + X-Amz-Expires (S3 SigV4); null when it carries none
+  function linkExpiry(url) {
+    let q;
+    try { q = new URL(url, location.href).searchParams; } catch (e) { return null; }
+    const epoch = q.get("expires") || q.get("Expires");
+    if (epoch && /^\d+$/.test(epoch)) return new Date(Number(epoch) * 1000);
+    const d = q.get("X-Amz-Date"), ttl = q.get("X-Amz-Expires");
+    const m = d && /^(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z$/.exec(d);
+    return m && ttl ? new Date(Date.UTC(m[1], m[2] - 1, m[3], m[4], m[5], m[6]) + Number(ttl) * 1000) : null;
+  }
+  function fileCell(f, dl) {
+    const exp = f.url ? linkExpiry(f.url) : null;
+    return el("td", {}, f.bytes !== undefined ? bytes(f.bytes) : "", f.fileName ? el("div", { class: "muted" }, f.fileName) : null,
+      exp ? el("div", { class: "expiry muted", dataset: { expires: exp.toISOString() } },
+               (exp < new Date() ? "link expired " : "link expires ") + exp.toISOString().replace(".000", "")) : null,
+      dl ? el("div", { class: "downloads muted", dataset: { count: String(dl.count) } },
+              `downloads: ${dl.count}` + (dl.lastAt ? `, last ${dl.lastAt}` : "")) : null);
+  }
   function row(t) {
     const f = t.file || {};
     const running = !TERMINAL.has(t.status);
@@ -41,51 +76,61 @@
       const q = Object.entries(t.quality || {});
       details.push(el("div", { class: "quality" }, q.length ? "quality: " + q.map(([k, v]) => `${k}=${v}`).join(", ") : "quality: clean"));
     }
+    const perSec = rate(t);
     return el("tr", { dataset: { task: t.taskId, status: t.status } },
-      el("td", {}, el("div", {}, t.fileName || ""), el("div", { class: "muted" }, t.taskId),
-         el("div", { class: "muted" }, `${t.bizType || ""} · ${t.createdAt || ""}`)),
+      el("td", {}, el("div", {}, t.fileName || ""), t.bizDesc ? el("div", { class: "desc" }, t.bizDesc) : null,
+         el("div", { class: "muted" }, t.taskId), el("div", { class: "muted" }, `${t.bizType || ""} · ${t.createdAt || ""}`)),
       el("td", {}, el("span", { class: "status " + t.status }, t.status)),
       el("td", { class: "rows" }, String(t.exportedRows || 0), t.totalRows ? el("span", { class: "muted" }, " / " + t.totalRows) : null),
       progressCell(t),
-      el("td", {}, duration(t.startedAt || t.createdAt, t.finishedAt)),
-      el("td", {}, f.bytes !== undefined ? bytes(f.bytes) : "", f.fileName ? el("div", { class: "muted" }, f.fileName) : null),
+      el("td", {}, duration(t.startedAt || t.createdAt, t.finishedAt),
+         el("div", { class: "rate muted" }, perSec ? Math.round(perSec) + " rows/s" : ""),
+         el("div", { class: "eta muted" }, eta(t, perSec) ? "ETA " + eta(t, perSec) : "")),
+      fileCell(f, t.downloads),
       el("td", {}, details),
       el("td", {},
         f.url ? el("a", { href: f.url, class: "download", download: f.fileName || "" }, el("button", { type: "button" }, "Download")) : null,
-        running ? el("button", { type: "button", class: "danger cancel", onclick: () => cancel(t.taskId) }, "Cancel") : null));
+        running ? el("button", { type: "button", class: "danger cancel", onclick: () => cancel(t.taskId) }, "Cancel") : null,
+        el("button", { type: "button", class: "again", onclick: () => runAgain(t.taskId) }, "Run again")));
   }
-  function shown(t) {
+  // server-side filters of GET /export/tasks (status, bizType, createdFrom/To)
+  function filters() {
     const f = Object.fromEntries(new FormData(document.getElementById("filters")));
-    if (f.status && t.status !== f.status) return false;
-    if (f.bizType && t.bizType !== f.bizType) return false;
-    const day = (t.createdAt || "").slice(0, 10);
-    if (f.from && day < f.from) return false;
-    if (f.to && day > f.to) return false;
-    return true;
+    const q = { limit: f.limit || "20" };
+    if (f.status) q.status = f.status;
+    if (f.bizType) q.bizType = f.bizType;
+    if (f.from) q.createdFrom = f.from + "T00:00:00Z";
+    if (f.to) q.createdTo = f.to + "T23:59:59.999Z";
+    return q;
   }
   function render() {
-    const list = [...tasks.values()].filter(shown).sort((a, b) => (b.createdAt || "").localeCompare(a.createdAt || ""));
+    const list = [...tasks.values()].sort((a, b) => (b.createdAt || "").localeCompare(a.createdAt || ""));
     document.querySelector("#tasks tbody").replaceChildren(...list.map(row));
-    document.getElementById("count").textContent = `${list.length} of ${tasks.size} tasks`;
+    document.getElementById("count").textContent = `page ${pages.length + 1}: ${list.length} tasks`;
+    document.getElementById("next-page").disabled = !nextCursor;
+    document.getElementById("prev-page").disabled = !pages.length;
   }
   function follow(t) {
     if (TERMINAL.has(t.status) || streams.has(t.taskId)) return;
     const url = `/export/tasks/${encodeURIComponent(t.taskId)}/events?` + query();
     streams.set(t.taskId, events(url, (state) => {
-      const old = tasks.get(state.taskId) || {};
+      if (!tasks.has(state.taskId)) return; // paged away
+      const old = tasks.get(state.taskId);
       tasks.set(state.taskId, { ...old, ...state });
       render();
     }, () => {
       streams.delete(t.taskId);
       // the SSE state carries no fresh download link: read the task once more
       api("GET", `/export/tasks/${encodeURIComponent(t.taskId)}?` + query())
-        .then((r) => { tasks.set(t.taskId, r.data); render(); }).catch(() => {});
+        .then((r) => { if (tasks.has(t.taskId)) { tasks.set(t.taskId, r.data); render(); } }).catch(() => {});
     }));
   }
   async function load() {
     try {
-      const r = await api("GET", "/export/tasks?" + query({ limit: "200" }));
+      const r = await api("GET", "/export/tasks?" + query({ ...filters(), ...(cursor ? { cursor } : {}) }));
+      tasks.clear();
       for (const t of r.data.tasks) tasks.set(t.taskId, t);
+      nextCursor = r.data.nextCursor;
       render();
       for (const t of r.data.tasks) follow(t);
     } catch (e) {
@@ -95,6 +140,24 @@
   async function cancel(id) {
     try { await api("POST", `/export/tasks/${encodeURIComponent(id)}/cancel?` + query()); }
     catch (e) { alert(e.message); }
+  }
+  // "Run again": the task's accepted request (GET /export/tasks/{id} → spec), posted
+  // anew with reuse=false so a recent identical result is not answered instead
+  async function runAgain(id) {
+    try {
+      const t = (await api("GET", `/export/tasks/${encodeURIComponent(id)}?` + query())).data;
+      if (!t.spec) throw new Error("this task's request is no longer kept: it cannot be run again");
+      const r = await api("POST", "/export/tasks?reuse=false", t.spec);
+      document.getElementById("count").textContent = `started again as ${r.data.taskId}`;
+      pages = []; cursor = "";
+      await load();
+    } catch (e) { alert(e.message); }
+  }
+  function turn(to) {
+    if (to === "next" && nextCursor) { pages.push(cursor); cursor = nextCursor; }
+    else if (to === "prev" && pages.length) cursor = pages.pop();
+    else if (to === "first") { pages = []; cursor = ""; }
+    load();
   }
   async function start() {
     config = await (await fetch("/ui/config")).json();
@@ -106,9 +169,10 @@
     }
     document.getElementById("who").textContent = (config.signed ? c.appKey : c.sysCode) + (c.userId ? " · " + c.userId : "");
     document.getElementById("center").hidden = false;
-    document.getElementById("filters").addEventListener("change", render);
-    document.getElementById("filters").addEventListener("input", render);
-    document.getElementById("refresh").addEventListener("click", load);
+    document.getElementById("filters").addEventListener("change", () => turn("first"));
+    document.getElementById("refresh").addEventListener("click", () => load());
+    document.getElementById("next-page").addEventListener("click", () => turn("next"));
+    document.getElementById("prev-page").addEventListener("click", () => turn("prev"));
     await load();
     setInterval(load, 5000); // picks up tasks created elsewhere; live rows come over SSE
   }

@@ -142,3 +142,42 @@ def test_a_task_shows_its_downloads(client):
     assert d["lastBy"]["clientIp"]
     listed = client.get("/export/tasks?sysCode=crm").json()["data"]["tasks"]
     assert listed[0]["downloads"]["count"] == 2
+
+
+def test_a_task_carries_its_spec_and_runs_again_without_reuse(client):
+    """``GET /export/tasks/{id}`` answers the accepted request as ``spec``;
+    posting it again reuses the recent result unless ``reuse=false``."""
+    sv = client.app.state.services
+    emitted = []
+
+    async def emit(topic, key, payload):  # no broker in these tests: record the request
+        emitted.append(payload)
+    sv.emit = emit
+    spec = {"sysCode": "crm", "bizType": "orders", "bizDesc": "June", "userId": "u1",
+            "dataConfig": {"dataApiUrl": "http://data.example/export",
+                           "queryConditions": {"month": 6}},
+            "documentConfig": {"fileName": "june", "fileFormat": "csv"}}
+    resp = client.post("/export/tasks", json=spec)
+    assert resp.status_code == 202, resp.text
+    first = resp.json()["data"]["taskId"]
+    got = client.get(f"/export/tasks/{first}").json()["data"]["spec"]
+    assert got == emitted[0].spec.model_dump(mode="json", exclude_none=True)
+    assert {k: got[k] for k in ("sysCode", "bizType", "bizDesc", "userId")} == \
+        {k: spec[k] for k in ("sysCode", "bizType", "bizDesc", "userId")}
+    assert got["dataConfig"]["queryConditions"] == {"month": 6}
+
+    async def succeed():
+        r = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+        p = Projection(r, sv.settings.redis_prefix)
+        await p.apply(Lifecycle(taskId=first, status="RUNNING"))
+        await p.apply(Lifecycle(taskId=first, status="SUCCESS"))
+        await r.aclose()
+    asyncio.run(succeed())
+    reused = client.post("/export/tasks", json=got)
+    assert reused.status_code == 200 and reused.json()["data"]["reused"] is True
+    assert reused.json()["data"]["taskId"] == first
+    again = client.post("/export/tasks?reuse=false", json=got)
+    assert again.status_code == 202, again.text
+    second = again.json()["data"]["taskId"]
+    assert second != first
+    assert client.get(f"/export/tasks/{second}").json()["data"]["spec"] == got

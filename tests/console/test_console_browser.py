@@ -112,7 +112,8 @@ def test_export_center_and_alert_console(console_stack, page, tmp_path):
     page.goto(f"{api}/ui/alerts")
     page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="firing"]', timeout=60_000)
     page.fill("#silence-form [name=matchers]", 'alertname="DiskFull"')
-    assert "Would mute 1 of" in page.inner_text("#preview")
+    wait_until(lambda: "Would mute 1 of" in page.inner_text("#preview"), 10,
+               "the preview (GET /api/v2/alerts?filter=...)")
     page.click("#create-silence")
     page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="silenced"]', timeout=30_000)
     page.wait_for_selector('#silences tr[data-state="active"]', timeout=10_000)
