@@ -57,6 +57,7 @@ from alerting.chunks import split_record
 from alerting.oversize import Guard
 from alerting.runner import Effects, FunnelRunner
 from alerting.webhook import SendResult, WebhookSender
+from alerting import history as alert_history
 from alerting.wire import (FUNNEL_TOPIC, command, fits_command, ledger_records, pack_alerts,
                            parse_command, parse_raw, raw_envelope, route_alerts, too_large_command)
 from plait import keys as K
@@ -383,6 +384,8 @@ class AlertingService:
             self.rt._fatal()
             raise  # only when _fatal is stubbed out (tests)
         await self._flush_guard()
+        await self._story(alert_history.batch_entries(
+            [e for _p, fx in results for e in fx.ledger], [m for _p, fx in results for m in fx.messages]))
         for partition, fx in results:
             for m in fx.messages:
                 self._spawn(self._deliver(partition, m))
@@ -411,6 +414,8 @@ class AlertingService:
         if not result.ok:
             log.info("webhook %s attempt %s -> %s %s", message.id, message.attempt,
                      result.status, result.error)
+        await self._story(alert_history.attempt_entries(
+            message, result.ok, result.status, result.error, result.elapsed, time.time()))
         value = command("result", message_id=message.id, ok=result.ok, status=result.status,
                         retry_after=result.retry_after, maybe_delivered=result.maybe_delivered,
                         error=result.error[:500], elapsed=result.elapsed)
@@ -456,6 +461,19 @@ class AlertingService:
         for tp in self.app.assignor.assigned_actives():
             if tp.topic == name:
                 await self.send_tick(tp.partition)
+
+    # ------------------------------------------------------------- history
+    async def _story(self, entries: list) -> None:
+        """Append ``entries`` (``(fingerprint, entry)``, :mod:`alerting.history`)
+        to the alerts' stories; best effort: the story is a view, the funnel
+        goes on without Redis (a warning is logged)."""
+        s = self.settings
+        try:
+            await asyncio.wait_for(alert_history.write(
+                self._redis(), alert_history.redis_writes(s.redis_prefix, entries),
+                s.alert_history_retention_seconds, s.alert_history_max_entries), 3)
+        except Exception as e:
+            log.warning("cannot write alert history: %s", e)
 
     # ------------------------------------------------------------ counters
     async def _publish_counters(self, partition: int) -> None:
