@@ -219,6 +219,7 @@ class AlertingService:
         of ``alerts.raw`` events once, and forward them to ``alerts.funnel``
         as ``alerts`` commands per receiver (bounded size, wire.pack_alerts)."""
         per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
+        received: list = []  # (fingerprint, entry): each copy's story starts here
         for event, _attrs, raws in items:
             msg = event.message
             # one ``alert.route`` span per raw event, child of its ingest (the
@@ -235,6 +236,7 @@ class AlertingService:
                         if tp:
                             cmd["tp"] = tp
                         per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
+                        received += alert_history.received_entries(cmd, raw.source)
         for receiver, cmds in per_receiver.items():
             key = receiver.encode()
             for i, (cmd, data) in enumerate(cmds):
@@ -244,6 +246,7 @@ class AlertingService:
             for value in pack_alerts(cmds, key):
                 await self.funnel.send(key=key, value=value)
         await self._flush_guard()
+        await self._story(received)
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:
@@ -467,8 +470,10 @@ class AlertingService:
         """Append ``entries`` (``(fingerprint, entry)``, :mod:`alerting.history`)
         to the alerts' stories; best effort: the story is a view, the funnel
         goes on without Redis (a warning is logged)."""
-        s = self.settings
+        if not entries:
+            return
         try:
+            s = self.settings
             await asyncio.wait_for(alert_history.write(
                 self._redis(), alert_history.redis_writes(s.redis_prefix, entries),
                 s.alert_history_retention_seconds, s.alert_history_max_entries), 3)

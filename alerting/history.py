@@ -2,6 +2,9 @@
 
 The alerting worker decides every fact told here, so it is the one writer:
 
+- ``received``: a copy of the alert read from ``alerts.raw`` and routed (its
+  raw id, the sender: the event's ``source`` such as ``plait-api-v2`` for
+  ``POST /api/v2/alerts``, and ``generatorURL``), written by the router;
 - ``outcome``: a raw alert's final ledger outcome (:class:`alerting.model.LedgerEntry`:
   ``delivered`` / ``merged`` into message M, ``deduplicated`` with the reason,
   ``silenced`` by silence S, ``inhibited`` by source alerts, ``rejected``), from
@@ -44,6 +47,22 @@ def outcome_entry(ledger: dict[str, Any]) -> dict[str, Any]:
         if ledger.get(name):
             out[public] = ledger[name]
     return out
+
+
+def received_entries(cmd: dict[str, Any], source: str) -> list[tuple[str, dict[str, Any]]]:
+    """The ``received`` entry of one routed copy (an ``alerts.funnel``
+    ``alert`` command, :func:`alerting.wire.route_alerts`) of an ``alerts.raw``
+    event from ``source``: ``[(fingerprint, {"kind": "received", "time",
+    "rawId", "source", "receiver", "status", "generatorURL"?})]``; [] for a
+    copy without a fingerprint (one the funnel will reject)."""
+    alert, fp = cmd.get("alert"), cmd.get("fp")
+    if not isinstance(alert, dict) or not fp:
+        return []
+    entry = {"kind": "received", "time": format_time(cmd["received_at"]), "rawId": cmd["id"],
+             "source": source, "receiver": cmd.get("receiver"), "status": alert.get("status")}
+    if alert.get("generator_url"):
+        entry["generatorURL"] = alert["generator_url"]
+    return [(fp, entry)]
 
 
 def message_entries(message: Message) -> list[tuple[str, dict[str, Any]]]:
@@ -94,7 +113,8 @@ def redis_writes(prefix: str, entries: list[tuple[str, dict[str, Any]]]
     key -> the JSON values to append, in order."""
     out: dict[str, list[bytes]] = {}
     for fp, entry in entries:
-        out.setdefault(K.alert_history(prefix, fp), []).append(
+        # a ``continue`` route's copy (``<fp>~<route id>``) joins its alert's story
+        out.setdefault(K.alert_history(prefix, fp.split("~", 1)[0]), []).append(
             json.dumps(entry, separators=(",", ":")).encode())
     return out
 

@@ -81,3 +81,20 @@ def test_redis_list_is_capped_and_expires_with_the_retention():
     story, ttl = asyncio.run(go())
     assert [e["n"] for e in story] == [2, 3, 4, 5, 6]
     assert 100 < ttl <= 120
+
+
+def test_received_entries_name_the_sender_and_join_continue_copies():
+    from alerting.wire import parse_raw, raw_envelope, route_alerts
+
+    config = case_config()
+    _eid, value = raw_envelope([ev("disk", "a", generatorURL="http://prom/graph"), "junk"],
+                               source="plait-api-v2", received_at=1700000000.0)
+    raws = parse_raw(value, 0, 7, 1700000001.0)
+    entries = [e for raw in raws for _r, cmd in route_alerts(config, raw)
+               for e in history.received_entries(cmd, raw.source)]
+    (fp, entry), = entries  # the unreadable "junk" has no fingerprint: no story
+    assert entry == {"kind": "received", "time": "2023-11-14T22:13:20Z", "rawId": raws[0].raw_id,
+                     "source": "plait-api-v2", "receiver": "oncall", "status": "firing",
+                     "generatorURL": "http://prom/graph"}
+    writes = history.redis_writes("P", [(f"{fp}~1", {"kind": "outcome"}), (fp, entry)])
+    assert list(writes) == [K.alert_history("P", fp)] and len(writes[K.alert_history("P", fp)]) == 2

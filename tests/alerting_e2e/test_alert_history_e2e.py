@@ -115,6 +115,10 @@ def test_every_alerts_story_matches_its_ledger_outcome(make_stack, tmp_path):
                 assert t.get("silenceId") == e["silence_id"]
                 assert t.get("inhibitedBy") == e["inhibited_by"]
                 assert (t.get("reason") or "") == e["reason"]
+                # and where it came from: the route it was posted to, when
+                got = [r for r in story if r["kind"] == "received" and r["rawId"] == rid]
+                assert len(got) == 1 and got[0]["source"] == "plait-api-v2", (rid, story)
+                assert got[0]["receiver"] == "oncall" and got[0]["time"] <= t["time"]
                 if e["outcome"] in ("delivered", "merged"):
                     # the message that carried it, and its accepted attempt
                     oks = [a for a in story if a["kind"] == "attempt" and a["ok"]
