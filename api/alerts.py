@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 import uuid
 from typing import Any
@@ -53,7 +52,6 @@ import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import Counter
 
-from alerting import history as alert_history
 from alerting.amconfig import enabled as alerting_enabled, load_configured
 from alerting.config import AlertingConfig
 from alerting.counters import CountersCollector, decode_hash, merge
@@ -165,10 +163,6 @@ class _Kafka:
             except Exception:
                 return self.settings.partitions
         return self._partitions
-
-
-#: An alert fingerprint as the funnel prints it (:mod:`alerting.dedupe`).
-_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
 def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
@@ -458,39 +452,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         camelCase keys (``silencedBy``, ``http5xx``)."""
         return envelope(200, "ok", counters_view(await counters()))
 
-    async def story(fingerprint: str) -> dict[str, Any]:
-        """``{"fingerprint", "retentionSeconds", "entries"}`` of one alert
-        (:mod:`alerting.history`); FieldError naming ``fingerprint`` unless it
-        is 16 lower-case hex digits; 404 when nothing is kept for it."""
-        if not _FINGERPRINT.fullmatch(fingerprint):
-            raise FieldError("fingerprint", "must be 16 lower-case hex digits",
-                             "an alert's fingerprint, e.g. 0123456789abcdef")
-        entries = await alert_history.read(redis(), settings.redis_prefix, fingerprint)
-        if not entries:
-            raise NotFound(f"no history kept for alert {fingerprint} (kept "
-                           f"{settings.alert_history_retention_seconds:g} s after its last entry)")
-        return {"fingerprint": fingerprint,
-                "retentionSeconds": settings.alert_history_retention_seconds,
-                "entries": entries}
+    from api.alert_history import add_history_routes
 
-    @router.get("/alerts/{fingerprint}/history", operation_id="alertHistory",
-                response_model=Envelope, responses=errors(404, 503, validated=False))
-    async def get_history(fingerprint: str):
-        """Every alert's story, oldest fact first: each ``outcome`` (the
-        ledger's: delivered/merged into ``messageId``, deduplicated with its
-        ``reason``, silenced by ``silenceId``, inhibited by ``inhibitedBy``),
-        each ``message`` that listed it (receiver, split ``part`` of
-        ``parts``, attempt) and each HTTP ``attempt`` (receiver, ``httpStatus``,
-        ``time``); kept ``alert_history_retention_seconds``."""
-        return envelope(200, "ok", await story(fingerprint))
-
-    @am_router.get("/api/v2/alerts/{fingerprint}/history",
-                   responses={400: {"model": str}, 404: {"model": str}})
-    async def get_am_history(fingerprint: str):
-        """The same story as ``GET /alerts/{fingerprint}/history``, without
-        the envelope (a Plait addition to the Alertmanager API)."""
-        return await story(fingerprint)
-
+    add_history_routes(router, am_router, settings, redis)
     from api.alertmanager import AlertingContext, add_alertmanager_routes
 
     ctx = AlertingContext(
