@@ -98,3 +98,34 @@ def test_received_entries_name_the_sender_and_join_continue_copies():
                      "generatorURL": "http://prom/graph"}
     writes = history.redis_writes("P", [(f"{fp}~1", {"kind": "outcome"}), (fp, entry)])
     assert list(writes) == [K.alert_history("P", fp)] and len(writes[K.alert_history("P", fp)]) == 2
+
+
+def test_the_worker_writes_stories_in_order_in_the_background_and_drops_past_the_backlog():
+    from types import SimpleNamespace
+
+    from alerting import agents
+    from alerting.agents import AlertingService
+
+    prefix = f"test-history-{uuid.uuid4().hex[:8]}"
+    fp = "00000000000000ab"
+
+    async def go():
+        svc = object.__new__(AlertingService)
+        svc.settings = SimpleNamespace(redis_prefix=prefix, alert_history_retention_seconds=60,
+                                       alert_history_max_entries=1000)
+        svc.redis, svc._tasks, svc._story_last, svc._story_pending = (
+            aioredis.Redis.from_url(REDIS_URL), set(), None, 0)
+        try:
+            for i in range(5):  # returns at once; the writes keep their order
+                svc._story([(fp, {"n": i})])
+            assert svc._story_pending == 5
+            svc._story([(fp, {"n": -1})] * (agents.STORY_BACKLOG - 4))  # past the bound: dropped
+            assert svc._story_pending == 5
+            await asyncio.gather(*svc._tasks)
+            assert svc._story_pending == 0
+            return [e["n"] for e in await history.read(svc.redis, prefix, fp)]
+        finally:
+            await svc.redis.delete(K.alert_history(prefix, fp))
+            await svc.redis.aclose()
+
+    assert asyncio.run(go()) == [0, 1, 2, 3, 4]
