@@ -57,6 +57,7 @@ from alerting.chunks import split_record
 from alerting.oversize import Guard
 from alerting.runner import Effects, FunnelRunner
 from alerting.webhook import SendResult, WebhookSender
+from alerting import history as alert_history
 from alerting.wire import (FUNNEL_TOPIC, command, fits_command, ledger_records, pack_alerts,
                            parse_command, parse_raw, raw_envelope, route_alerts, too_large_command)
 from plait import keys as K
@@ -71,6 +72,9 @@ from plait.kafka_admin import create_topics
 from plait.settings import Settings
 
 log = logging.getLogger("plait.alerting")
+#: Most alert history entries waiting to be written (:meth:`AlertingService._story`;
+#: ~300 bytes each: ~30 MB).
+STORY_BACKLOG = 100_000
 
 TABLE_NAME = "alerting-state"
 TICK_SECONDS = 1.0
@@ -149,6 +153,8 @@ class AlertingService:
         self.redis = None
         self._wakeups: dict[int, float] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._story_last: asyncio.Task | None = None  # the newest alert history write
+        self._story_pending = 0  # alert history entries not written yet
         rules = config.rules
         self.dlq_watch = DlqWatch(rules.dlq_window, rules.dlq_threshold)
 
@@ -218,6 +224,7 @@ class AlertingService:
         of ``alerts.raw`` events once, and forward them to ``alerts.funnel``
         as ``alerts`` commands per receiver (bounded size, wire.pack_alerts)."""
         per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
+        received: list = []  # (fingerprint, entry): each copy's story starts here
         for event, _attrs, raws in items:
             msg = event.message
             # one ``alert.route`` span per raw event, child of its ingest (the
@@ -234,6 +241,7 @@ class AlertingService:
                         if tp:
                             cmd["tp"] = tp
                         per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
+                        received += alert_history.received_entries(cmd, raw.source)
         for receiver, cmds in per_receiver.items():
             key = receiver.encode()
             for i, (cmd, data) in enumerate(cmds):
@@ -243,6 +251,7 @@ class AlertingService:
             for value in pack_alerts(cmds, key):
                 await self.funnel.send(key=key, value=value)
         await self._flush_guard()
+        self._story(received)
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:
@@ -383,6 +392,8 @@ class AlertingService:
             self.rt._fatal()
             raise  # only when _fatal is stubbed out (tests)
         await self._flush_guard()
+        self._story(alert_history.batch_entries(
+            [e for _p, fx in results for e in fx.ledger], [m for _p, fx in results for m in fx.messages]))
         for partition, fx in results:
             for m in fx.messages:
                 self._spawn(self._deliver(partition, m))
@@ -411,6 +422,8 @@ class AlertingService:
         if not result.ok:
             log.info("webhook %s attempt %s -> %s %s", message.id, message.attempt,
                      result.status, result.error)
+        self._story(alert_history.attempt_entries(
+            message, result.ok, result.status, result.error, result.elapsed, time.time()))
         value = command("result", message_id=message.id, ok=result.ok, status=result.status,
                         retry_after=result.retry_after, maybe_delivered=result.maybe_delivered,
                         error=result.error[:500], elapsed=result.elapsed)
@@ -456,6 +469,44 @@ class AlertingService:
         for tp in self.app.assignor.assigned_actives():
             if tp.topic == name:
                 await self.send_tick(tp.partition)
+
+    # ------------------------------------------------------------- history
+    def _story(self, entries: list) -> None:
+        """Append ``entries`` (``(fingerprint, entry)``, :mod:`alerting.history`)
+        to the alerts' stories in the background: funnel batches and webhook
+        POSTs never wait for Redis. Each write waits for the one before, so a
+        story keeps the order the facts were decided in; with
+        :data:`STORY_BACKLOG` entries pending (Redis slow or down) new ones
+        are dropped with a warning: the story is a view, memory stays bounded."""
+        if not entries:
+            return
+        try:
+            if self._story_pending + len(entries) > STORY_BACKLOG:
+                log.warning("alert history behind by %s entries; %s entries dropped",
+                            self._story_pending, len(entries))
+                return
+            s, previous, n = self.settings, self._story_last, len(entries)
+            writes = alert_history.redis_writes(s.redis_prefix, entries)
+        except Exception as e:  # a half-built service (unit tests)
+            log.warning("cannot write alert history: %s", e)
+            return
+
+        async def run() -> None:
+            try:
+                if previous is not None and not previous.done():
+                    await asyncio.wait({previous}, timeout=10)
+                await asyncio.wait_for(alert_history.write(
+                    self._redis(), writes, s.alert_history_retention_seconds,
+                    s.alert_history_max_entries), 5)
+            except Exception as e:
+                log.warning("cannot write alert history: %s", e)
+            finally:
+                self._story_pending -= n
+
+        self._story_pending += n
+        self._story_last = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(self._story_last)
+        self._story_last.add_done_callback(self._tasks.discard)
 
     # ------------------------------------------------------------ counters
     async def _publish_counters(self, partition: int) -> None:

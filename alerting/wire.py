@@ -72,12 +72,13 @@ LEDGER_VERSION = 2
 @dataclass(frozen=True)
 class RawAlert:
     """One alert read from ``alerts.raw``: its raw id, the payload as sent,
-    and when Plait received it (epoch seconds, decides Alertmanager
-    firing/resolved from ``endsAt``)."""
+    when Plait received it (epoch seconds, decides Alertmanager
+    firing/resolved from ``endsAt``) and who sent the event (its ``source``)."""
 
     raw_id: str
     payload: Any
     received_at: float
+    source: str = ""  # the envelope's ``source`` (``plait-api``, ``plait-api-v2``, ...)
 
 
 def ordering_key(alert: Any) -> str:
@@ -193,9 +194,9 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
         doc = _loads(value)
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.raw event is not JSON: {e}") from None
-    base, received = f"{partition}@{offset}", now
+    base, received, source = f"{partition}@{offset}", now, ""
     if isinstance(doc, dict) and "specversion" in doc and "data" in doc:
-        base = str(doc.get("id") or base)
+        base, source = str(doc.get("id") or base), str(doc.get("source") or "")[:200]
         doc = doc["data"]
         if isinstance(doc, dict) and isinstance(doc.get("alerts"), list):
             r = doc.get("receivedAt")
@@ -210,7 +211,7 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
         raise PoisonError(f"alerts.raw event must be a JSON object or list, got {type(doc).__name__}")
     if len(items) > MAX_ALERTS:
         raise PoisonError(f"alerts.raw event carries {len(items)} alerts (most {MAX_ALERTS})")
-    return [RawAlert(f"{base}:{i}", a, received) for i, a in enumerate(items)]
+    return [RawAlert(f"{base}:{i}", a, received, source) for i, a in enumerate(items)]
 
 
 def receiver_for(config: AlertingConfig, alert: Alert) -> str:

@@ -452,6 +452,9 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
         camelCase keys (``silencedBy``, ``http5xx``)."""
         return envelope(200, "ok", counters_view(await counters()))
 
+    from api.alert_history import add_history_routes
+
+    add_history_routes(router, am_router, settings, redis)
     from api.alertmanager import AlertingContext, add_alertmanager_routes
 
     ctx = AlertingContext(

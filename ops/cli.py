@@ -373,9 +373,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--formats", default="xlsx,csv")
     p.add_argument("--limit", type=int, default=None, help="export only the first N flights")
     p.set_defaults(fn=cmd_demo)
+    from ops.alerts_cli import add_parsers as add_alerts
     from ops.schedules_cli import add_parser as add_schedules
     from ops.tasks_cli import add_parser as add_tasks
 
+    add_alerts(sub)
     add_schedules(sub)
     add_tasks(sub)
     args = parser.parse_args(argv)

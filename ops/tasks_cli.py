@@ -67,12 +67,13 @@ def cmd_tasks(args: argparse.Namespace) -> None:
                            f"{START_DEV}, or pass --api URL") from None
 
 
-def call(http, method: str, path: str, params: dict[str, Any] | None = None) -> Any:
-    """The envelope's ``data`` of one API call; CliError with the message
-    (and the fields named) on a 4xx/5xx."""
+def call(http, method: str, path: str, params: dict[str, Any] | None = None,
+         body: Any = None) -> Any:
+    """The envelope's ``data`` of one API call (``body``: sent as JSON);
+    CliError with the message (and the fields named) on a 4xx/5xx."""
     from ops.cli_shared import CliError
 
-    resp = http.request(method, path, params=params)
+    resp = http.request(method, path, params=params, json=body)
     try:
         body = resp.json()
     except ValueError:

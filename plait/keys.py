@@ -34,6 +34,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:alerts:counters          hash    funnel counters            alerting.agents
     P:alerts:silences          hash    silences                   api.alerts
     P:alerts:view:{partition}  hash    current alerts (view)      alerting.view
+    P:alerts:history:{fp}      list    an alert's story           alerting.history
     P:alerts:slow:{taskId}     string  ExportSlow fired           alerting.agents
     P:schedules                hash    schedule definitions       schedules.store
     P:schedule:{id}:state      string  schedule runtime state     schedules.store
@@ -293,6 +294,17 @@ def alert_view(prefix: str, partition: int) -> str:
     by ``alerting.view.read_views`` (``GET /api/v2/alerts``). TTL
     ``alerting.view.VIEW_TTL`` (30 s) after the last publish."""
     return f"{prefix}:alerts:view:{partition}"
+
+
+def alert_history(prefix: str, fp: str) -> str:
+    """``P:alerts:history:{fingerprint}``, list: the story of one alert
+    fingerprint, oldest entry first, each the public JSON of one fact
+    (``alerting.history``: outcome, message, attempt). Written by the alerting
+    agents (``alerting.history.write``: RPUSH, LTRIM to
+    ``Settings.alert_history_max_entries``); read by ``api.alerts`` (``GET
+    /alerts/{fingerprint}/history``, ``GET /api/v2/alerts/{fingerprint}/history``).
+    TTL ``Settings.alert_history_retention_seconds`` after the last write."""
+    return f"{prefix}:alerts:history:{fp}"
 
 
 def export_failed_marker(prefix: str, sys_code: str, biz_type: str) -> str:

@@ -132,6 +132,13 @@ class Settings(BaseSettings):
         "PLAIT_ALERTMANAGER_CONFIG as a top-level `plait:` block (token bucket, batch size, "
         "dedupe cooldown, ...), so alertmanager.yml stays what amtool check-config accepts"))
     #: workers serve Prometheus metrics on this port when > 0 (plait.metrics.serve)
+    alert_history_retention_seconds: float = Field(default=7 * 24 * 3600.0, ge=60, description=(
+        "Seconds an alert's story (GET /alerts/{fingerprint}/history, `plait alerts why`) "
+        "is kept after its last entry: the TTL of its Redis list"))
+    alert_history_max_entries: int = Field(default=200, ge=1, le=100_000, description=(
+        "Most entries kept per alert fingerprint in its story (oldest dropped first): "
+        "Redis memory is at most this many ~300-byte entries per fingerprint seen "
+        "within the retention"))
     metrics_port: int = Field(default=0, ge=0, le=65535)
     callers_file: str = ""
     auth_skew_seconds: int = Field(default=300, ge=1, le=3600)

@@ -44,6 +44,7 @@ PINNED = [
     (K.alert_counters, ("P",), "P:alerts:counters"),
     (K.alert_silences, ("P",), "P:alerts:silences"),
     (K.alert_view, ("P", 3), "P:alerts:view:3"),
+    (K.alert_history, ("P", "0123abcd0123abcd"), "P:alerts:history:0123abcd0123abcd"),
     (K.slow_task_marker, ("P", "t1"), "P:alerts:slow:t1"),
     (K.export_failed_marker, ("P", "BILL", "daily"), "P:alerts:failed:BILL/daily"),
     (K.schedules, ("P",), "P:schedules"),
