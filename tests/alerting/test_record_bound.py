@@ -257,7 +257,7 @@ def test_a_record_the_funnel_cannot_send_is_dead_lettered_and_the_batch_still_go
     assert counter._value.get() == before + 1
     assert [d.topic for d, _k in kept].count("alerts.ledger") == 1
     assert "AlertRecordTooLarge" in {a["rule"] for a in raised}
-    assert "ledger" not in acked and spawned == ["_deliver"]
+    assert "ledger" not in acked and spawned.count("_deliver") == 1  # (and the next tick)
 
 
 async def _no_records(producer, topic, records):
