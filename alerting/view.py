@@ -524,8 +524,8 @@ class RecentAlerts:
     (Alertmanager answers from its current state).
 
     Bounded: at most :data:`RECENT_MAX` entries (the oldest go first) and
-    none older than :data:`RECENT_AGE` s, ~1-2 KB each, whatever the alert
-    rate. A resolved alert is kept as a tombstone that hides the published
+    none older than :data:`RECENT_AGE` s, whatever the alert rate: ~2.7 KB
+    an entry of a Prometheus-sized alert (tracemalloc), ~5.4 MB when full. A resolved alert is kept as a tombstone that hides the published
     view of its fingerprint, as Alertmanager stops listing it at once.
     """
 
