@@ -508,3 +508,117 @@ async def read_views(redis: Any, prefix: str, partitions: Iterable[int]) -> list
             except ValueError:
                 continue
     return out
+
+
+#: Most alerts one API process keeps in its read-your-writes overlay (:class:`RecentAlerts`).
+RECENT_MAX = 2_000
+#: Seconds an accepted alert stays in the overlay: several publishes (:data:`PUBLISH_EVERY`).
+RECENT_AGE = 10.0
+
+
+class RecentAlerts:
+    """The API's read-your-writes overlay: the alerts this process accepted
+    in the last :data:`RECENT_AGE` seconds, as views, merged into the
+    published view (:meth:`merge`) until it shows them, so an alert is
+    listed by ``GET /api/v2/alerts`` as soon as its POST has been answered
+    (Alertmanager answers from its current state).
+
+    Bounded: at most :data:`RECENT_MAX` entries (the oldest go first) and
+    none older than :data:`RECENT_AGE` s, whatever the alert rate: ~2.7 KB
+    an entry of a Prometheus-sized alert (tracemalloc), ~5.4 MB when full. A resolved alert is kept as a tombstone that hides the published
+    view of its fingerprint, as Alertmanager stops listing it at once.
+    """
+
+    def __init__(self, limit: int = RECENT_MAX, age: float = RECENT_AGE) -> None:
+        from collections import OrderedDict
+
+        self.limit, self.age = limit, age
+        #: fingerprint -> (accepted at, epoch s; its view; resolved: the view only dates it)
+        self._views: "OrderedDict[str, tuple[float, dict[str, Any], bool]]" = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def add(self, alert: Alert, config: Any, now: float) -> None:
+        """Keep ``alert`` (just accepted at ``now``) as its view would show it:
+        ``updatedAt`` = ``now``, ``endsAt`` its own future one or ``now`` +
+        ``timing.resolve_timeout`` (:func:`alert_view`), its first route's
+        receiver and group labels."""
+        ep = {"alert": alert.to_dict(), "last_seen": now,
+              "started_at": alert.starts_at if alert.starts_at is not None else now}
+        view = alert_view(ep, config, {})
+        fp = view["fingerprint"]
+        self._views.pop(fp, None)
+        resolved = alert.status.value != "firing" or (alert.ends_at is not None
+                                                      and alert.ends_at <= now)
+        self._views[fp] = (now, view, resolved)
+        self._prune(now)
+        while len(self._views) > self.limit:
+            self._views.popitem(last=False)
+
+    def _prune(self, now: float) -> None:
+        while self._views:
+            fp, (at, _, _) = next(iter(self._views.items()))
+            if now - at <= self.age:
+                return
+            del self._views[fp]
+
+    def merge(self, views: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        """``views`` (published, from :func:`read_views`) with this process's
+        newer receipts: an alert the published view lacks is added, one it
+        shows from an older receipt takes the newer ``endsAt``,
+        ``updatedAt`` and annotations (keeping its start, group and
+        status), one resolved since is left out. A published view as new as
+        the overlay's (same RFC 3339 ``updatedAt`` format) wins and ends
+        that overlay entry."""
+        self._prune(now)
+        if not self._views:
+            return views
+        out, present = [], set()
+        for v in views:
+            fp = v.get("fingerprint", "")
+            present.add(fp)
+            entry = self._views.get(fp)
+            if entry is None or str(v.get("updatedAt", "")) >= entry[1]["updatedAt"]:
+                if entry is not None and not entry[2]:
+                    del self._views[fp]  # the published view caught up
+                out.append(v)
+            elif not entry[2]:
+                out.append({**v, **{k: entry[1][k] for k in ("endsAt", "updatedAt", "annotations")}})
+        for fp, (_, view, resolved) in self._views.items():
+            if not resolved and fp not in present:  # a copy: the routes change what they list
+                out.append(json.loads(view_json(view)))
+        return out
+
+
+def inhibited_now(alerts: list[tuple[str, dict[str, str]]], config: Any) -> dict[str, list[str]]:
+    """fingerprint -> [the inhibiting source's fingerprint] of each of
+    ``alerts`` (``(fingerprint, labels as silences see them)``, all firing)
+    that another of them inhibits under ``config.inhibit_rules``: the rule
+    of :meth:`alerting.funnel.Funnel._inhibitors` (Alertmanager's
+    ``inhibit.Inhibitor.Mutes``: target side matches, a source with the same
+    ``equal`` values fires, and an alert matching both sides is not
+    inhibited by a source matching both), applied at query time as
+    Alertmanager's API does. O(alerts) per rule."""
+    from alerting.silence import parse_matcher
+
+    out: dict[str, list[str]] = {}
+    for rule in getattr(config, "inhibit_rules", None) or []:
+        src = [parse_matcher(m) for m in rule.source_matchers]
+        tgt = [parse_matcher(m) for m in rule.target_matchers]
+        sources: dict[tuple[str, ...], list[tuple[str, bool]]] = {}
+        for fp, labels in alerts:
+            if all(m.matches(labels) for m in src):
+                sources.setdefault(tuple(labels.get(n, "") for n in rule.equal), []).append(
+                    (fp, all(m.matches(labels) for m in tgt)))
+        if not sources:
+            continue
+        for fp, labels in alerts:
+            if fp in out or not all(m.matches(labels) for m in tgt):
+                continue
+            two_sided = all(m.matches(labels) for m in src)
+            for sfp, both in sources.get(tuple(labels.get(n, "") for n in rule.equal), ()):
+                if sfp != fp and not (two_sided and both):
+                    out[fp] = [sfp]
+                    break
+    return out

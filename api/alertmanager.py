@@ -34,9 +34,13 @@ else expires it and creates a new one; silences are listed active first
 ``matchFilterLabels`` (an ``=""`` filter matches an absent label).
 
 State: alerts come from the read model the funnel partitions publish
-(:mod:`alerting.view`, bounded, at most ~2 s old); their ``silencedBy`` is
-also computed at query time against the silence store (as Alertmanager's API
-does), so a silence just created shows at once. Silences are the one store
+(:mod:`alerting.view`, bounded, at most ~2 s old), merged with the alerts
+this process accepted since (:class:`alerting.view.RecentAlerts`, bounded
+by count and age), so an alert is listed as soon as its POST is answered;
+their ``silencedBy`` and ``inhibitedBy`` are also computed at query time
+against the silence store and the listed firing alerts
+(:func:`alerting.view.inhibited_now`), as Alertmanager's API does, so a
+silence just created or an inhibiting source just posted shows at once. Silences are the one store
 of ``/silences`` (same ids, same funnel commands).
 """
 from __future__ import annotations
@@ -60,7 +64,7 @@ from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
 from alerting.silence import (Matcher, Silence, SilenceRefused, compile_regex, create_silence,
                               parse_matcher, parse_matchers, regex_hit)
-from alerting.view import read_views
+from alerting.view import RecentAlerts, inhibited_now, read_views
 from api.alerting_edge import (SILENCE_KEY, _public_field, _public_text, scrub_text,
                                silence_command, sized_alert)
 from plait.callers import Caller
@@ -461,6 +465,8 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
     #: kept across requests (a regex silence recompiled per GET cost ~0.3 s for \pL{400}),
     #: as many as the store holds
     compiled: dict[str, tuple[tuple, Silence]] = {}
+    #: alerts this process accepted, listed before the published view shows them (bounded)
+    recent = RecentAlerts()
 
     def silences_of(stored: list[dict[str, Any]]) -> list[Silence]:
         out = []
@@ -476,21 +482,24 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
 
     async def current(now: float) -> list[dict[str, Any]]:
         """Every current alert with its status at ``now`` (silences applied now)."""
-        views = await read_views(ctx.redis(), ctx.settings.redis_prefix,
-                                 range(await ctx.partitions()))
+        views = recent.merge(await read_views(ctx.redis(), ctx.settings.redis_prefix,
+                                              range(await ctx.partitions())), now)
         active = {s.id: s for s in silences_of(await ctx.all_silences()) if s.active(now)}
-        out = []
+        seen_of = []
         for v in views:
             m = v.pop("_m", None) or {}
-            labels = v.get("labels") or {}
-            seen = dict(labels)
+            seen = dict(v.get("labels") or {})
             seen.setdefault("alertname", m.get("rule", ""))
             seen.update(m)
+            seen_of.append((v.get("fingerprint", ""), seen))
+        muted = inhibited_now(seen_of, ctx.config) if ctx.config is not None else {}
+        out = []
+        for v, (fp, seen) in zip(views, seen_of):
             status = v.get("status") or {}
             silenced = {sid for sid in status.get("silencedBy") or [] if sid in active}
             silenced |= {sid for sid, s in active.items()
                          if s.matches(seen, now)}
-            inhibited = list(status.get("inhibitedBy") or [])
+            inhibited = list(status.get("inhibitedBy") or []) or muted.get(fp, [])
             v["status"] = {"state": "suppressed" if silenced or inhibited else "active",
                            "silencedBy": sorted(silenced), "inhibitedBy": inhibited}
             out.append(v)
@@ -529,19 +538,23 @@ def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
                                 "a list of Alertmanager postableAlert objects", "type")
         if len(doc) > MAX_ALERTS:
             raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
-        good, errors = [], []
+        good, errors, accepted = [], [], []
         for i, a in enumerate(doc):
             # removeEmptyLabels, as intake does too: here so the record's ordering key
             # (``publish``) sees the label set intake identifies the alert by
             if isinstance(a, dict) and isinstance(a.get("labels"), dict):
                 a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
             try:
-                from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
+                alert = from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
                 good.append(sized_alert(a, f"[{i}].", "plait-api-v2", now))
+                accepted.append(alert)
             except AlertRejected as e:
                 errors.append(e)
         if good:
             await ctx.publish(good, "plait-api-v2", now)
+            if ctx.config is not None:  # listed at once by the GET routes (read your writes)
+                for alert in accepted:
+                    recent.add(alert, ctx.config, now)
         headers = {"X-Plait-Accepted": str(len(good))}
         if replaced:
             headers["X-Plait-Replaced-Characters"] = str(replaced)

@@ -148,6 +148,16 @@ class _Kafka:
         """
         await asyncio.to_thread(self._send_sync, records)
 
+    async def warm(self) -> None:
+        """Create the producer and look up ``alerts.funnel``'s partitions now
+        (the producer, its broker connection and the topic's metadata) so the
+        first POST does not pay for them; a broker that does not answer leaves
+        them to the first POST (logged, never raised)."""
+        try:
+            await self.funnel_partitions()
+        except Exception as exc:  # the API still starts; the first POST retries
+            logging.getLogger("plait.api").warning("Kafka producer warm-up failed: %s", exc)
+
     async def funnel_partitions(self) -> int:
         """Partition count of ``alerts.funnel`` (metadata; the setting as fallback)."""
         if self._partitions is None:
@@ -465,4 +475,5 @@ def create_alerts_router(settings: Settings, services: Any = None) -> APIRouter:
     add_alertmanager_routes(am_router, ctx)
     router.include_router(am_router)
     router.alerting = ctx  # the app reloads the configuration through it (SIGHUP)
+    router.warm = kafka.warm  # the app runs it before it answers (ready means ready)
     return router

@@ -62,6 +62,9 @@ def create_api(settings: Settings | None = None) -> FastAPI:
             from alerting.amconfig import on_sighup
 
             on_sighup(alerting.reload, "api")
+        warm = getattr(app.state, "alerting_warm", None)
+        if warm is not None:  # the first POST /api/v2/alerts is as fast as the next ones
+            await warm()
         yield
         await sv.projection.redis.aclose()
 
@@ -95,6 +98,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         alerts_router = create_alerts_router(settings, sv)
         app.include_router(alerts_router)
         app.state.alerting = alerts_router.alerting
+        app.state.alerting_warm = alerts_router.warm
 
     @app.get("/download/{key:path}", operation_id="download", tags=["export"],
              response_class=StreamingResponse, responses={

@@ -51,6 +51,10 @@ class Stack:
         worker_metrics: each worker serves its metrics on a free port of its
             own (``metrics_ports``, kept across restarts), whatever
             ``PLAIT_METRICS_PORT`` says.
+        api_replicas: how many API processes to start (``api``, ``api-2``,
+            ...), each on a free port, all on the same broker and Redis (the
+            way Plait runs highly available: docs/alerting.md); ``api_urls``
+            lists them, ``api_url`` is the first.
     """
 
     data_dir: Path
@@ -67,6 +71,8 @@ class Stack:
     api_port: int = 0
     worker_metrics: bool = False
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    api_replicas: int = 1
+    api_urls: list[str] = field(default_factory=list)
     _supervisor: threading.Thread | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -209,9 +215,16 @@ class Stack:
             time.sleep(0.1)
 
     def start_api(self) -> None:
-        """Start the API (with the current ``env``) and wait until it answers."""
+        """Start the API (with the current ``env``) and its ``api_replicas - 1``
+        replicas, and wait until each answers."""
+        self.api_urls = [self.api_url]
         self._spawn("api", ["api", "--port", str(self._api_port)])
-        self._wait_http(f"{self.api_url}/health", "api")
+        for i in range(2, self.api_replicas + 1):
+            port = free_port()
+            self.api_urls.append(f"http://127.0.0.1:{port}")
+            self._spawn(f"api-{i}", ["api", "--port", str(port)])
+        for i, url in enumerate(self.api_urls):
+            self._wait_http(f"{url}/health", "api" if i == 0 else f"api-{i + 1}")
 
     def _spawn(self, name: str, args: list[str], extra: dict[str, str] | None = None,
                force: dict[str, str] | None = None) -> subprocess.Popen:

@@ -13,13 +13,15 @@ from stack_env import drop_redis_keys, isolated_env
 
 @pytest.fixture
 def make_stack(tmp_path_factory):
-    """Factory: ``make_stack(workers=1, **PLAIT_overrides) -> started Stack``;
-    every stack made is stopped and its Redis keys dropped at teardown."""
+    """Factory: ``make_stack(workers=1, **PLAIT_overrides) -> started Stack``
+    (``api_replicas``: API processes, ``Stack.api_urls``); every stack made
+    is stopped and its Redis keys dropped at teardown."""
     made: list[Stack] = []
 
-    def make(workers: int = 1, broker_storage: str = "memory://tansu/", **extra: str) -> Stack:
+    def make(workers: int = 1, broker_storage: str = "memory://tansu/", api_replicas: int = 1,
+             **extra: str) -> Stack:
         data_dir = Path(tmp_path_factory.mktemp("stack"))
-        stack = Stack(data_dir, isolated_env(**extra), broker_storage)
+        stack = Stack(data_dir, isolated_env(**extra), broker_storage, api_replicas=api_replicas)
         made.append(stack)
         return stack.start(workers=workers)
 

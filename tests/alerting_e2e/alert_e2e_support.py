@@ -211,11 +211,12 @@ def fast_timing(group_wait: str = "1s", group_interval: str = "2s", **timing: st
                        "repeat_interval": "1h", **timing},
             "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
 
-def funnel_stack(make_stack, config_path: Path, **env: str):
-    """A one-worker stack running the alerting config at ``config_path``
-    (``env``: more PLAIT_ settings), once every funnel partition published
-    its counters."""
-    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(config_path), **env)
+def funnel_stack(make_stack, config_path: Path, api_replicas: int = 1, **env: str):
+    """A one-worker stack (``api_replicas`` API processes) running the
+    alerting config at ``config_path`` (``env``: more PLAIT_ settings), once
+    every funnel partition published its counters."""
+    stack = make_stack(workers=1, api_replicas=api_replicas,
+                       PLAIT_ALERTING_CONFIG=str(config_path), **env)
 
     def running():
         try:
@@ -401,3 +402,53 @@ async def record_sizes(bootstrap: str, wanted, keep=lambda t: t.endswith("alerts
         return out
     finally:
         await consumer.stop()
+
+
+def start_prometheus(directory: Path, alertmanagers: list[str], rules: list[dict],
+                     scrape_configs: list[dict] | None = None, token: str = "") -> "subprocess.Popen":
+    """Start the real ``prometheus`` on a free loopback port, evaluating
+    ``rules`` (one group, every second) and sending to every
+    ``alertmanagers`` entry (``host:port``, API v2, with ``Bearer token``
+    when given) with ``--rules.alert.resend-delay=2s``; writes
+    ``prometheus.yml``, ``rules.yml`` and ``prometheus.log`` under
+    ``directory``. The caller kills the process."""
+    import subprocess
+    import shutil
+
+    from ops.infra import free_port
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "rules.yml").write_text(yaml.safe_dump({"groups": [{
+        "name": "rules", "interval": "1s", "rules": rules}]}))
+    am: dict[str, Any] = {"api_version": "v2", "timeout": "5s",
+                          "static_configs": [{"targets": alertmanagers}]}
+    if token:
+        am["authorization"] = {"type": "Bearer", "credentials": token}
+    (directory / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(directory / "rules.yml")],
+        "scrape_configs": scrape_configs or [], "alerting": {"alertmanagers": [am]}}))
+    log = open(directory / "prometheus.log", "wb")
+    return subprocess.Popen(
+        [shutil.which("prometheus") or "prometheus", f"--config.file={directory / 'prometheus.yml'}",
+         f"--storage.tsdb.path={directory / 'data'}", f"--web.listen-address=127.0.0.1:{free_port()}",
+         "--rules.alert.resend-delay=2s", "--log.level=info"],
+        stdout=log, stderr=subprocess.STDOUT)
+
+
+def run_amtool(url: str, directory: Path, *args: str, token: str = "",
+               check: bool = True) -> "subprocess.CompletedProcess":
+    """Run the real ``amtool`` against ``url`` (``Bearer token`` when given;
+    its HTTP config file goes to ``directory``); asserts exit 0 when ``check``."""
+    import subprocess
+    import shutil
+
+    http = directory / "amtool-http.yml"
+    if not http.exists():
+        http.write_text(yaml.safe_dump({"authorization": {"credentials": token}} if token else {}))
+    out = subprocess.run([shutil.which("amtool") or "amtool", f"--alertmanager.url={url}",
+                          f"--http.config.file={http}", "--timeout=20s", *args],
+                         capture_output=True, text=True, timeout=60)
+    if check:
+        assert out.returncode == 0, f"amtool {' '.join(args)}: {out.stdout}{out.stderr}"
+    return out

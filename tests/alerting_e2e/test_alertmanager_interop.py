@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
-from alert_e2e_support import Receiver, funnel_stack, wait_until, write_config
+from alert_e2e_support import (Receiver, funnel_stack, run_amtool, start_prometheus, wait_until,
+                               write_config)
 
 pytestmark = pytest.mark.integration
 
@@ -114,31 +114,11 @@ def prometheus(tmp_path):
     procs: list[subprocess.Popen] = []
 
     def start(api_url: str, metrics: Metrics) -> subprocess.Popen:
-        from ops.infra import free_port
-
-        d = tmp_path / "prometheus"
-        d.mkdir()
-        (d / "rules.yml").write_text(yaml.safe_dump({"groups": [{
-            "name": "pods", "interval": "1s",
-            "rules": [{"alert": "PodDown", "expr": "pod_down == 1",
-                       "labels": {"severity": "critical"},
-                       "annotations": {"summary": "pod {{ $labels.pod }} is down"}}]}]}))
-        host = api_url.removeprefix("http://")
-        (d / "prometheus.yml").write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(d / "rules.yml")],
-            "scrape_configs": [{"job_name": "pods",
-                                "static_configs": [{"targets": [metrics.target]}]}],
-            "alerting": {"alertmanagers": [{
-                "api_version": "v2", "timeout": "5s",
-                "authorization": {"type": "Bearer", "credentials": TOKEN},
-                "static_configs": [{"targets": [host]}]}]}}))
-        log = open(d / "prometheus.log", "wb")
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={d / 'prometheus.yml'}",
-             f"--storage.tsdb.path={d / 'data'}", f"--web.listen-address=127.0.0.1:{free_port()}",
-             "--rules.alert.resend-delay=2s", "--log.level=info"],
-            stdout=log, stderr=subprocess.STDOUT)
+        proc = start_prometheus(
+            tmp_path / "prometheus", [api_url.removeprefix("http://")],
+            [{"alert": "PodDown", "expr": "pod_down == 1", "labels": {"severity": "critical"},
+              "annotations": {"summary": "pod {{ $labels.pod }} is down"}}],
+            [{"job_name": "pods", "static_configs": [{"targets": [metrics.target]}]}], TOKEN)
         procs.append(proc)
         return proc
 
@@ -192,15 +172,7 @@ def test_prometheus_rule_with_two_series_delivers_both_then_resolves_them(
 # -- amtool ------------------------------------------------------------------------------
 
 def amtool(stack, tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    http = tmp_path / "amtool-http.yml"
-    if not http.exists():
-        http.write_text(yaml.safe_dump({"authorization": {"credentials": TOKEN}}))
-    out = subprocess.run([AMTOOL, f"--alertmanager.url={stack.api_url}",
-                          f"--http.config.file={http}", "--timeout=20s", *args],
-                         capture_output=True, text=True, timeout=60)
-    if check:
-        assert out.returncode == 0, f"amtool {' '.join(args)}: {out.stdout}{out.stderr}"
-    return out
+    return run_amtool(stack.api_url, tmp_path, *args, token=TOKEN, check=check)
 
 
 @pytest.mark.skipif(AMTOOL is None, reason="the amtool binary is absent "
