@@ -68,6 +68,29 @@
   // (e.g. a history drawer reading /api/v2/alerts/{fingerprint}/history).
   const rowActions = [];
   window.PlaitAlertConsole = { rowActions, refresh: () => refresh() };
+  // the alert's story (docs/alerting.md, "History"): one line per entry, oldest first
+  const STORY = {
+    received: (e) => `received from ${e.source || "?"} for ${e.receiver || "?"} (${e.status || ""})`,
+    outcome: (e) => [e.outcome, e.reason, e.silenceId && "silence " + e.silenceId,
+                     (e.inhibitedBy || []).length && "inhibited by " + e.inhibitedBy.join(", "),
+                     e.messageId && "message " + e.messageId].filter(Boolean).join(" · "),
+    message: (e) => `in message ${e.messageId} to ${e.receiver}` + (e.parts > 1 ? ` (part ${e.part} of ${e.parts})` : ""),
+    attempt: (e) => `attempt ${e.attempt} to ${e.receiver}: ` + (e.ok ? "delivered" : "failed") +
+                    (e.httpStatus ? ` (HTTP ${e.httpStatus})` : "") + (e.error ? ` ${e.error}` : ""),
+  };
+  async function showHistory(a) {
+    const drawer = document.getElementById("history");
+    drawer.hidden = false;
+    drawer.querySelector("h3").textContent = `History of ${(a.labels || {}).alertname || a.fingerprint}`;
+    const list = drawer.querySelector("ol");
+    list.replaceChildren(el("li", { class: "muted" }, "loading..."));
+    try {
+      const story = await am("GET", `/api/v2/alerts/${encodeURIComponent(a.fingerprint)}/history`);
+      list.replaceChildren(...story.entries.map((e) => el("li", { class: "story-" + e.kind, dataset: { kind: e.kind } },
+        el("span", { class: "muted" }, e.time + " "), (STORY[e.kind] || JSON.stringify)(e))));
+    } catch (e) { list.replaceChildren(el("li", { class: "error" }, e.message)); }
+  }
+  rowActions.push((a) => el("button", { type: "button", class: "history", onclick: () => showHistory(a) }, "History"));
   function alertRow(a) {
     const s = stateOf(a), sev = (a.labels || {}).severity, ann = a.annotations || {};
     const runbook = ann.runbook_url && safeHref(ann.runbook_url), gen = a.generatorURL && safeHref(a.generatorURL);
@@ -208,6 +231,7 @@
     document.querySelector("#silence-form [name=matchers]").addEventListener("input", () => { delete document.getElementById("silence-form").dataset.for; preview(); });
     document.getElementById("alert-filter").addEventListener("input", renderAlerts);
     document.getElementById("group-by").addEventListener("change", renderAlerts);
+    document.querySelector("#history .close").addEventListener("click", () => { document.getElementById("history").hidden = true; });
     await refresh();
     setInterval(refresh, 2000);
   }

@@ -2,7 +2,7 @@
 fixtures of ``test_console_browser``): the alert console's per-alert Silence
 (prefilled matchers, a server-side preview of the other alerts it mutes),
 filter, group-by, severity colours, runbook/source links, escaping of
-label values; the export center's rows/s, ETA, link expiry, description,
+label values, the alert's history drawer; the export center's rows/s, ETA, link expiry, description,
 downloads, "Run again" and paging. Screenshots go to ``tests/artifacts/``."""
 from __future__ import annotations
 
@@ -171,6 +171,16 @@ def check_alert_console(stack, page) -> None:
     listed = page.locator(f'#silences tr[data-silence="{silence["id"]}"] td.silenced-alerts code')
     wait_until(lambda: listed.count() == 2, 10, "the silence's muted alerts listed")
     assert row_of(page, fp[("CpuHigh", None)]).get_attribute("data-state") == "firing"
+
+    # History: the alert's story (GET /api/v2/alerts/{fingerprint}/history) in a drawer
+    row_of(page, main).locator("button.history").click()
+    page.wait_for_selector('#history li[data-kind="received"]', timeout=15_000)
+    assert "DiskFull" in page.inner_text("#history h3")
+    kinds = page.eval_on_selector_all("#history li", "ls => ls.map(l => l.dataset.kind)")
+    story = httpx.get(f"{api}/api/v2/alerts/{main}/history", timeout=10).json()["entries"]
+    assert kinds == [e["kind"] for e in story][:len(kinds)], (kinds, story)
+    received = page.locator('#history li[data-kind="received"]').first.inner_text()
+    assert "received from plait-api-v2 for oncall" in received, received
     shot = ARTIFACTS / "alert-console-actions.png"
     page.screenshot(path=str(shot), full_page=True)
     print(f"screenshot: {shot}")
