@@ -2,17 +2,16 @@
 
 Each :class:`Scenario` is one test of Alertmanager's
 ``test/with_api_v2/acceptance/*_test.go`` (single instance): its
-``alertmanager.yml`` verbatim (``AM_YML``, the webhook URLs as ``%s``),
-the same configuration in Plait's YAML (``plait_yml``, the URLs as
-``{url0}``, ``{url1}``; Plait's extras set out of the way: dedupe cooldown
-0, an unlimited token bucket), the pushes at their times and the
-collectors' expectations (``co.Want(Between(lo, hi), alerts...)``).
+``alertmanager.yml`` verbatim (``am_yml``, the webhook URLs as
+``http://%s``), the pushes at their times and the collectors'
+expectations (``co.Want(Between(lo, hi), alerts...)``).
 Times are seconds from the scenario's start, as in ``At(t)`` and
 ``Active(start, end)``.
 
-:func:`config_text` is the one place that picks which configuration a
-test feeds Plait: once ``PLAIT_ALERTMANAGER_CONFIG`` loads an
-alertmanager.yml, it returns ``AM_YML`` instead.
+:func:`config_text` fills in the webhook URLs; Plait reads the result
+as Alertmanager does (``alerting.amconfig``, ``PLAIT_ALERTMANAGER_CONFIG``),
+without a ``plait:`` block, so Plait's extras are out of the way (no
+token bucket, no dedupe cooldown).
 
 :func:`check` is Alertmanager's ``Collector.Check`` (test/testutils/
 collector.go): every wanted batch arrives within its interval (alerts
@@ -30,14 +29,6 @@ from alerting.intake import format_time, parse_time
 #: Alertmanager's acceptance tolerance (``AcceptanceOpts.Tolerance``), seconds.
 TOLERANCE = 0.150
 
-#: Plait's receiver for a scenario's webhook: Alertmanager's body, no rate limit.
-_RECEIVER = """  - name: {name}
-    url: "{url}"
-    format: alertmanager
-    send_resolved: {send_resolved}
-    bucket: {{burst: 1000, refill_interval: 0.001}}
-"""
-
 
 def A(*kv: str, active: tuple[float, ...] = (), ann: dict[str, str] | None = None) -> dict:
     """A test alert (``Alert(k, v, ...).Active(start[, end]).Annotate(...)``)."""
@@ -52,7 +43,6 @@ class Scenario:
 
     name: str
     am_yml: str
-    plait_yml: str
     pushes: list[tuple[float, list[dict]]]
     #: collector index -> [(lo, hi, [alerts])]; an empty list wants nothing
     wants: dict[int, list[tuple[float, float, list[dict]]]]
@@ -64,22 +54,10 @@ class Scenario:
         return max(hi for ws in self.wants.values() for _lo, hi, _a in ws)
 
 
-def receivers(*send_resolved: bool) -> str:
-    """Plait's ``receivers:`` for webhooks ``{url0}``, ``{url1}``..."""
-    names = ["default"] + [f"default{i}" for i in range(1, len(send_resolved))]
-    return "receivers:\n" + "".join(
-        _RECEIVER.format(name=n, url="{url%d}" % i, send_resolved=str(sr).lower())
-        for i, (n, sr) in enumerate(zip(names, send_resolved)))
-
-
 def config_text(sc: Scenario, urls: list[str]) -> str:
-    """The configuration Plait is fed for ``sc`` with webhooks ``urls``: the
-    Plait YAML (switch to ``sc.am_yml % tuple(urls)`` once Plait reads an
-    alertmanager.yml)."""
-    text = sc.plait_yml
-    for i, u in enumerate(urls):
-        text = text.replace("{url%d}" % i, u)
-    return text
+    """``sc``'s alertmanager.yml with webhooks ``urls`` (``http://host:port/path``;
+    the file spells ``http://%s``)."""
+    return sc.am_yml % tuple(u.removeprefix("http://") for u in urls)
 
 
 def push_body(alerts: list[dict], t0: float) -> list[dict[str, Any]]:
@@ -152,25 +130,11 @@ receivers:
     send_resolved: true
 """
 
-_PLAIT_COMMON = """
-route: {{receiver: default}}
-dedupe: {{cooldown: 0}}
-"""
-
-
-def _plait(group_by: str, gw: str, gi: str, ri: str, resolve_timeout: str = "5m",
-           send_resolved: tuple[bool, ...] = (True,), extra: str = "") -> str:
-    timing = (f"timing: {{group_wait: {gw}, group_interval: {gi}, repeat_interval: {ri}, "
-              f"resolve_timeout: {resolve_timeout}}}\n")
-    return (receivers(*send_resolved) + _PLAIT_COMMON.replace("{{", "{").replace("}}", "}")
-            + f"grouping: {{group_by: {group_by}}}\n" + timing + extra)
-
-
 #: send_test.go TestMergeAlerts: the earliest start of several senders, the
 #: newest annotations, the latest end of several resolves, no merge of a
 #: new occurrence after a resolve.
 MERGE_ALERTS = Scenario(
-    "TestMergeAlerts", _REPEAT_AM, _plait("[alertname]", "1s", "1s", "1ms"),
+    "TestMergeAlerts", _REPEAT_AM,
     pushes=[(1, [A("alertname", "test", active=(1.1,))]),
             (1.2, [A("alertname", "test", active=(1,))]),
             (2.1, [A("alertname", "test", active=(2,), ann={"ann": "v1"})]),
@@ -189,7 +153,6 @@ MERGE_ALERTS = Scenario(
 #: reminder per flush.
 REPEAT = Scenario(
     "TestRepeat", _REPEAT_AM.replace("    send_resolved: true\n", ""),
-    _plait("[alertname]", "1s", "1s", "1ms"),
     pushes=[(1, [A("alertname", "test", active=(1,))]),
             (3.5, [A("alertname", "test", active=(1, 3))])],
     wants={0: [(2, 2.5, [A("alertname", "test", active=(1,))]),
@@ -215,7 +178,7 @@ receivers:
 - name: "default"
   webhook_configs:
   - url: 'http://%s'
-""", _plait("[]", "1s", "1s", "4900ms"),
+""",
     pushes=[(1.1, [_BATCH[0]]), (1.7, [_BATCH[1]]), (3.3, _BATCH[2:])],
     wants={0: [(2.0, 2.5, _BATCH[:2]), (4.1, 4.5, _BATCH), (9.1, 9.5, _BATCH)]})
 
@@ -238,7 +201,7 @@ receivers:
 #: send_test.go TestResolved: alerts not re-sent resolve after resolve_timeout,
 #: told at the next flush.
 RESOLVED = Scenario(
-    "TestResolved", _RESOLVED_AM, _plait("[alertname]", "1s", "5s", "4h", "10s"),
+    "TestResolved", _RESOLVED_AM,
     pushes=[(1, [A("alertname", "test", "lbl", v) for v in ("v1", "v2", "v3")])],
     wants={0: [(2, 2.5, [A("alertname", "test", "lbl", v, active=(1,)) for v in ("v1", "v2", "v3")]),
                (12, 13, [A("alertname", "test", "lbl", v, active=(1, 11))
@@ -250,17 +213,12 @@ def _lbl(v: str, *active: float) -> dict:
 
 
 #: send_test.go TestResolvedFilter: a receiver with send_resolved false is
-#: told nothing when only resolves changed. Plait has one URL per receiver:
-#: the second webhook is a second receiver reached with ``continue``.
+#: told nothing when only resolves changed. The receiver's two webhooks
+#: are two Plait receivers (``default``, ``default.1``) reached together.
 RESOLVED_FILTER = Scenario(
     "TestResolvedFilter", _RESOLVED_AM.replace(
         "  - url: 'http://%s'\n", "  - url: 'http://%s'\n    send_resolved: true\n"
         "  - url: 'http://%s'\n    send_resolved: false\n"),
-    _plait("[alertname]", "1s", "5s", "4h", "10s", (True, False)).replace(
-        "route: {receiver: default}",
-        "route:\n  receiver: default\n  routes:\n"
-        "  - {matchers: ['alertname=~\".*\"'], receiver: default, continue: true}\n"
-        "  - {matchers: ['alertname=~\".*\"'], receiver: default1}"),
     pushes=[(1, [_lbl("v1"), _lbl("v2")]),
             (3, [_lbl("v1", 1, 4), _lbl("v3")]),
             (8, [_lbl("v3", 3)])],
@@ -293,11 +251,6 @@ inhibit_rules:
     - job
     - zone
 """
-_INHIBIT_PLAIT = _plait("[]", "1s", "1s", "1s", extra="""inhibit_rules:
-- source_matchers: ['alertname="JobDown"']
-  target_matchers: ['alertname="InstanceDown"']
-  equal: [job, zone]
-""")
 
 
 def _jz(name: str, zone: str = "aa", *active: float) -> dict:
@@ -307,7 +260,7 @@ def _jz(name: str, zone: str = "aa", *active: float) -> dict:
 #: inhibit_test.go TestAlwaysInhibiting: a target inhibited all its life is
 #: told resolved with its source (both resolved by the flush).
 ALWAYS_INHIBITING = Scenario(
-    "TestAlwaysInhibiting", _INHIBIT_AM, _INHIBIT_PLAIT,
+    "TestAlwaysInhibiting", _INHIBIT_AM,
     pushes=[(1, [_jz("InstanceDown")]), (1, [_jz("JobDown")]),
             (2.6, [_jz("JobDown", "aa", 1, 2.6)]), (2.6, [_jz("InstanceDown", "aa", 1, 2.6)])],
     wants={0: [(2, 2.5, [_jz("JobDown", "aa", 1)]),
@@ -315,7 +268,7 @@ ALWAYS_INHIBITING = Scenario(
 
 #: inhibit_test.go TestInhibiting.
 INHIBITING = Scenario(
-    "TestInhibiting", _INHIBIT_AM, _INHIBIT_PLAIT,
+    "TestInhibiting", _INHIBIT_AM,
     pushes=[(1, [_jz("test1")]), (1, [_jz("InstanceDown")]), (1, [_jz("InstanceDown", "ab")]),
             (2.2, [_jz("JobDown")]), (3.6, [_jz("JobDown", "aa", 2.2, 3.6)])],
     wants={0: [(2, 2.5, [_jz("test1", "aa", 1), _jz("InstanceDown", "aa", 1),
@@ -330,7 +283,6 @@ INHIBITING = Scenario(
 SILENCE_DELETE = Scenario(
     "TestSilenceDelete", _REPEAT_AM.replace("    send_resolved: true\n", "").replace(
         "group_by: [alertname]", "group_by: []"),
-    _plait("[]", "1s", "1s", "1ms"),
     pushes=[(1, [A("alertname", "test1", active=(1,)), A("alertname", "test2", active=(1,))])],
     silences=[(1.3, "set", "all", {"matchers": ['alertname=~".+"'], "start": 1.5, "end": 100,
                                    "am": [{"name": "alertname", "value": ".+", "isRegex": True,

@@ -3,18 +3,19 @@ played on the pure funnel with a fake clock: ticks every 10 ms, every
 message delivered at once, bodies built by the real webhook code
 (:func:`alerting.receivers.build_requests`), checked as Alertmanager's
 ``Collector.Check`` checks them. Each test names the Go test it comes from;
-the rule behind it is cited in its docstring."""
+the rule behind it is cited in its docstring. Each scenario's
+alertmanager.yml is read verbatim (:func:`alerting.amconfig.load_alertmanager_config`)."""
 from __future__ import annotations
 
 import json
 
 import pytest
-import yaml
 from am_scenarios import (ALWAYS_INHIBITING, BATCHING, INHIBITING, MERGE_ALERTS, REPEAT,
                           RESOLVED, RESOLVED_FILTER, SILENCE_DELETE, Scenario, check,
                           config_text, push_body)
 
-from alerting.config import parse_config
+from alerting.amconfig import load_alertmanager_config
+from alerting.config import AlertingConfig
 from alerting.dedupe import decide
 from alerting.funnel import Funnel
 from alerting.intake import format_time, normalize
@@ -23,12 +24,21 @@ from alerting.receivers import build_requests
 STEP = 0.01
 
 
-def play(sc: Scenario, order=lambda pushes: pushes) -> dict[int, list[tuple[float, list]]]:
-    """Run ``sc`` on a funnel from t = 0 to its end; returns what each
-    collector (receiver index) received, with arrival times. ``order``
-    reorders the pushes made at the same time."""
-    urls = [f"http://127.0.0.1:9/{i}" for i in range(len(sc.wants))]
-    cfg = parse_config(yaml.safe_load(config_text(sc, urls)))
+def load(sc: Scenario, tmp_path) -> AlertingConfig:
+    """``sc``'s alertmanager.yml, written to ``tmp_path`` and loaded as
+    ``PLAIT_ALERTMANAGER_CONFIG`` loads it (webhooks at 127.0.0.1:9/<i>)."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(config_text(sc, [f"http://127.0.0.1:9/{i}" for i in range(len(sc.wants))]))
+    return load_alertmanager_config(path)
+
+
+def play(sc: Scenario, tmp_path,
+         order=lambda pushes: pushes) -> dict[int, list[tuple[float, list]]]:
+    """Run ``sc`` (its alertmanager.yml written to ``tmp_path``) on a funnel
+    from t = 0 to its end; returns what each collector (receiver index)
+    received, with arrival times. ``order`` reorders the pushes made at the
+    same time."""
+    cfg = load(sc, tmp_path)
     f = Funnel(cfg)
     names = [r.name for r in cfg.receivers]
     events: dict[int, list] = {}
@@ -61,36 +71,36 @@ def play(sc: Scenario, order=lambda pushes: pushes) -> dict[int, list[tuple[floa
     return got
 
 
-def test_repeat_is_sent_at_the_next_flush_not_every_repeat_interval():
+def test_repeat_is_sent_at_the_next_flush_not_every_repeat_interval(tmp_path):
     """send_test.go TestRepeat: repeat_interval 1 ms under a 1 s
     group_interval gives one reminder per flush (dispatch.go
     ``aggrGroup.run`` flushes every group_interval; notify.go DedupStage
     ``needsUpdate`` sends an unchanged group once ``repeat_interval`` passed)."""
-    assert check(REPEAT, play(REPEAT), 0.0) == []
+    assert check(REPEAT, play(REPEAT, tmp_path), 0.0) == []
 
 
-def test_reminder_waits_for_the_flush_after_repeat_interval():
+def test_reminder_waits_for_the_flush_after_repeat_interval(tmp_path):
     """send_test.go TestBatching: news goes out at the group's next flush
     (every 1 s from 2.1), and the reminder after repeat_interval 4.9 s at the
     flush at 9.1, not at 4.1 + 4.9 = 9.0."""
-    assert check(BATCHING, play(BATCHING), 0.0) == []
+    assert check(BATCHING, play(BATCHING, tmp_path), 0.0) == []
 
 
-def test_alerts_merge_as_alertmanagers_store_merges_them():
+def test_alerts_merge_as_alertmanagers_store_merges_them(tmp_path):
     """send_test.go TestMergeAlerts: the earliest startsAt of several senders
     is kept, the newest annotations win, of several resolves the latest
     endsAt wins, and a new occurrence after a resolve does not merge
     (types/types.go ``Alert.Merge``, provider/mem ``Put``)."""
-    assert check(MERGE_ALERTS, play(MERGE_ALERTS), 0.0) == []
+    assert check(MERGE_ALERTS, play(MERGE_ALERTS, tmp_path), 0.0) == []
 
 
-def test_alert_firing_again_before_its_resolve_went_out_starts_anew():
+def test_alert_firing_again_before_its_resolve_went_out_starts_anew(tmp_path):
     """send_test.go TestMergeAlerts ("Reactivate an alert after a previous
     occurrence has been resolved. No overlap, no merge must occur"),
     with the new occurrence arriving before the resolve's flush: the group
     tells it firing with its own start (provider/mem ``Put`` merges only
     overlapping alerts; the aggregation group holds the newer one)."""
-    sc = Scenario("refire", MERGE_ALERTS.am_yml, MERGE_ALERTS.plait_yml,
+    sc = Scenario("refire", MERGE_ALERTS.am_yml,
                   pushes=[(1, [{"labels": {"alertname": "test"}, "annotations": {},
                                 "start": 1, "end": None}]),
                           (2.5, [{"labels": {"alertname": "test"}, "annotations": {},
@@ -103,31 +113,31 @@ def test_alert_firing_again_before_its_resolve_went_out_starts_anew():
                                         "start": 2.6, "end": None}]),
                              (4, 4.1, [{"labels": {"alertname": "test"}, "annotations": {},
                                         "start": 2.6, "end": None}])]})
-    assert check(sc, play(sc), 0.0) == []
+    assert check(sc, play(sc, tmp_path), 0.0) == []
 
 
-def test_receiver_without_send_resolved_is_not_told_of_resolves_alone():
+def test_receiver_without_send_resolved_is_not_told_of_resolves_alone(tmp_path):
     """send_test.go TestResolvedFilter: the send_resolved: false webhook gets
     nothing at 12 when the only change is v2's resolve (notify.go DedupStage
     ``needsUpdate``: a shrunk firing set is news only with ``SendResolved()``)."""
-    assert check(RESOLVED_FILTER, play(RESOLVED_FILTER), 0.0) == []
+    assert check(RESOLVED_FILTER, play(RESOLVED_FILTER, tmp_path), 0.0) == []
 
 
 @pytest.mark.parametrize("source_first", [True, False], ids=["source-first", "target-first"])
-def test_resolve_of_an_alert_inhibited_all_its_life_is_told_whatever_the_order(source_first):
+def test_resolve_of_an_alert_inhibited_all_its_life_is_told_whatever_the_order(source_first, tmp_path):
     """inhibit_test.go TestAlwaysInhibiting: InstanceDown, inhibited by
     JobDown all its life, is told resolved along with JobDown, whichever of
     the two resolves arrives first (notify.go MuteStage asks the inhibitor at
     the flush, when neither fires any more)."""
     order = (lambda p: p) if source_first else (lambda p: list(reversed(p)))
-    assert check(ALWAYS_INHIBITING, play(ALWAYS_INHIBITING, order), 0.0) == []
+    assert check(ALWAYS_INHIBITING, play(ALWAYS_INHIBITING, tmp_path, order), 0.0) == []
 
 
 @pytest.mark.parametrize("sc", [RESOLVED, INHIBITING, SILENCE_DELETE], ids=lambda s: s.name)
-def test_other_scenarios_hold(sc):
+def test_other_scenarios_hold(sc, tmp_path):
     """send_test.go TestResolved, inhibit_test.go TestInhibiting,
     silence_test.go TestSilenceDelete, on the pure funnel."""
-    assert check(sc, play(sc), 0.0) == []
+    assert check(sc, play(sc, tmp_path), 0.0) == []
 
 
 def _am(at: float, start: float | None, end: float | None = None, ann: str = ""):
@@ -162,15 +172,17 @@ def test_a_later_resolve_moves_the_end_and_takes_the_new_annotations():
     assert verdict == "resolve_repeat" and ep["resolved_at"] == 4.8
 
 
-def test_a_group_whose_first_alert_is_old_flushes_at_once():
+def test_a_group_whose_first_alert_is_old_flushes_at_once(tmp_path):
     """Alertmanager 0.25 dispatch/dispatch.go ``aggrGroup.insert``: before
     the group's first flush, an alert whose ``StartsAt + GroupWait`` has
     passed makes the group flush at once (``next.Reset(0)``; later versions,
     the mirror's HEAD, do it for the alert that creates the group: "Alert is
     old enough for immediate flush"); then every group_interval from there."""
-    cfg = parse_config(dict(yaml.safe_load(config_text(REPEAT, ["http://127.0.0.1:9/0"])),
-                            timing={"group_wait": 30, "group_interval": 60,
-                                    "repeat_interval": 3600}))
+    slow = REPEAT.am_yml.replace("group_wait:      1s", "group_wait:      30s").replace(
+        "group_interval:  1s", "group_interval:  60s").replace("repeat_interval: 1ms",
+                                                                "repeat_interval: 1h")
+    cfg = load(Scenario("old", slow, [], {0: []}), tmp_path)
+    assert (cfg.timing.group_wait, cfg.timing.group_interval) == (30, 60)
     f = Funnel(cfg)
     f.ingest({"labels": {"alertname": "old"}, "startsAt": format_time(900.0)}, 1_000.0)
     [first] = f.tick(1_000.0)

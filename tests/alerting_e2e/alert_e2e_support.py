@@ -211,12 +211,15 @@ def fast_timing(group_wait: str = "1s", group_interval: str = "2s", **timing: st
                        "repeat_interval": "1h", **timing},
             "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
 
-def funnel_stack(make_stack, config_path: Path, api_replicas: int = 1, **env: str):
+def funnel_stack(make_stack, config_path: Path, api_replicas: int = 1,
+                 setting: str = "PLAIT_ALERTING_CONFIG", **env: str):
     """A one-worker stack (``api_replicas`` API processes) running the
-    alerting config at ``config_path`` (``env``: more PLAIT_ settings), once
-    every funnel partition published its counters."""
+    alerting config at ``config_path``, given as ``setting`` (Plait's YAML;
+    ``"PLAIT_ALERTMANAGER_CONFIG"`` for an alertmanager.yml), ``env``: more
+    PLAIT_ settings; returned once every funnel partition published its
+    counters."""
     stack = make_stack(workers=1, api_replicas=api_replicas,
-                       PLAIT_ALERTING_CONFIG=str(config_path), **env)
+                       **{setting: str(config_path)}, **env)
 
     def running():
         try:

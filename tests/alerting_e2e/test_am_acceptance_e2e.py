@@ -6,10 +6,10 @@ checked as Alertmanager's ``Collector.Check`` checks them, at Alertmanager's
 tolerance (``am_scenarios.TOLERANCE``, 150 ms, for times in the payload)
 and the scenario's ``Between(lo, hi)`` windows widened by :data:`SLACK`.
 
-Each scenario's configuration is Plait's YAML next to its alertmanager.yml
-(:func:`am_scenarios.config_text` picks which one Plait is fed: one line to
-switch once Plait loads an alertmanager.yml), with Plait's extras out of the
-way (dedupe cooldown 0, an unlimited token bucket)."""
+Each stack reads the scenario's alertmanager.yml verbatim
+(``PLAIT_ALERTMANAGER_CONFIG``, the webhook URLs filled in by
+:func:`am_scenarios.config_text`), without a ``plait:`` block: Plait's extras
+are out of the way as in Alertmanager (no token bucket, no dedupe cooldown)."""
 from __future__ import annotations
 
 import threading
@@ -46,9 +46,10 @@ def receiver():
 
 
 def start_plait(make_stack, tmp_path, sc: Scenario, receiver: Receiver):
-    cfg = tmp_path / "alerting.yaml"
+    cfg = tmp_path / "alertmanager.yml"
     cfg.write_text(config_text(sc, [receiver.url(f"/{i}") for i in range(len(sc.wants))]))
-    stack = funnel_stack(make_stack, cfg, PLAIT_ALERTMANAGER_TOKEN=TOKEN)
+    stack = funnel_stack(make_stack, cfg, setting="PLAIT_ALERTMANAGER_CONFIG",
+                         PLAIT_ALERTMANAGER_TOKEN=TOKEN)
     warm_up(stack)
     return stack
 
@@ -119,7 +120,7 @@ def play(stack, sc: Scenario, receiver: Receiver) -> tuple[dict, float]:
 
 
 def widened(sc: Scenario) -> Scenario:
-    return Scenario(sc.name, sc.am_yml, sc.plait_yml, sc.pushes,
+    return Scenario(sc.name, sc.am_yml, sc.pushes,
                     {ci: [(lo, hi + SLACK, a) for lo, hi, a in ws] for ci, ws in sc.wants.items()},
                     sc.silences)
 
