@@ -21,6 +21,7 @@ PINNED = [
     (K.task, ("P", "t1"), "P:task:t1"),
     (K.task_pattern, ("P",), "P:task:*"),
     (K.task_downloads, ("P", "t1"), "P:downloads:t1"),
+    (K.task_spec, ("P", "t1"), "P:spec:t1"),
     (K.caller_tasks, ("P", "crm"), "P:tasks:crm"),
     (K.user_tasks, ("P", "crm", "u7"), "P:tasks:crm:u7"),
     (K.task_index_pattern, ("P",), "P:tasks:*"),
