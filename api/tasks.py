@@ -27,7 +27,7 @@ from plait.callers import NotAllowed, check_spec
 from plait.errors import Conflict, FieldError, NotFound, Unavailable
 from plait.clock import new_task_id, utcnow_iso
 from plait.events import CancelRequested, ExportRequested, Lifecycle
-from plait.lifecycle import ACTIVE, TERMINAL
+from plait.lifecycle import ACTIVE, TERMINAL, created
 from plait.projection import Projection
 from plait.spec import ExportSpec
 
@@ -179,11 +179,7 @@ def create_tasks_router(services: Services) -> APIRouter:
             return envelope(200, message, {**await sv.with_fresh_link(existing, caller),
                                            "reused": reused, "deduplicated": not reused})
         doc = spec.documentConfig
-        await sv.projection.apply(Lifecycle(
-            taskId=task_id, status="CREATED", at=now, sysCode=spec.sysCode,
-            bizType=spec.bizType, bizDesc=spec.bizDesc, userId=spec.userId,
-            fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fingerprint,
-            timeout=spec.jobConfig.timeout))
+        await sv.projection.apply(created(spec, task_id, fingerprint, now))
         await sv.projection.redis.set(K.task_spec(sv.settings.redis_prefix, task_id),
                                       spec.model_dump_json(exclude_none=True), ex=K.TASK_SPEC_TTL)
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from plait.events import Lifecycle
+from plait.spec import ExportSpec
 
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"})
 ACTIVE = frozenset({"CREATED", "WAITING", "RUNNING"})
@@ -37,6 +38,23 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 
 _COPIED = ("sysCode", "bizType", "bizDesc", "userId", "fileName", "fileFormat", "fingerprint",
            "timeout", "totalRows", "truncated", "errorMessage", "workerId", "quality", "stage")
+
+
+def event(spec: ExportSpec, task_id: str, status: str, **fields: Any) -> Lifecycle:
+    """A lifecycle event of ``task_id`` carrying the task's identity fields
+    (sysCode, bizType, userId, fileName, fileFormat: alert rules group by them)."""
+    doc = spec.documentConfig
+    return Lifecycle(taskId=task_id, status=status, sysCode=spec.sysCode, bizType=spec.bizType,
+                     userId=spec.userId, fileName=doc.fileName, fileFormat=doc.fileFormat,
+                     **fields)
+
+
+def created(spec: ExportSpec, task_id: str, fingerprint: str, at: str) -> Lifecycle:
+    """The CREATED event of an export task (API, scheduler and admission
+    alike): identity, ``bizDesc``, ``fingerprint`` and ``jobConfig.timeout``;
+    ``at`` RFC 3339."""
+    return event(spec, task_id, "CREATED", at=at, fingerprint=fingerprint,
+                 timeout=spec.jobConfig.timeout, bizDesc=spec.bizDesc)
 
 
 def can_move(current: str | None, new: str) -> bool:

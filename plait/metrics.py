@@ -96,7 +96,7 @@ def task_changed(before: str | None, state: dict[str, Any]) -> None:
     """Count a task state change (``state`` is the new projection, ``before``
     the old status): queue wait when it starts RUNNING; outcome, rows, bytes
     and duration when it ends. Called where the change is applied once
-    (``streams.runtime.ExportHooks.before_send``)."""
+    (``streams.emits.record``)."""
     status = state.get("status")
     if status == before:
         return

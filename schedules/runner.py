@@ -28,8 +28,8 @@ from plait import keys as K
 from plait import topics as T
 from plait.audit import Audit
 from plait.clock import new_task_id
-from plait.events import CancelRequested, ExportRequested, Lifecycle, Payload, encode
-from plait.lifecycle import TERMINAL
+from plait.events import CancelRequested, ExportRequested, Payload, encode
+from plait.lifecycle import TERMINAL, created
 from plait.logs import get_logger
 from plait.projection import Projection
 from schedules import core
@@ -205,12 +205,7 @@ class Scheduler:
             run.ref = existing["taskId"]
         task_id, now = run.ref, rfc3339(self._now())
         if await self.projection.get(task_id) is None:
-            doc = export.documentConfig
-            await self.projection.apply(Lifecycle(
-                taskId=task_id, status="CREATED", at=now, sysCode=export.sysCode,
-                bizType=export.bizType, bizDesc=export.bizDesc, userId=export.userId,
-                fileName=doc.fileName, fileFormat=doc.fileFormat, fingerprint=fp,
-                timeout=export.jobConfig.timeout))
+            await self.projection.apply(created(export, task_id, fp, now))
         await self._send([(T.REQUESTS, task_id, encode(ExportRequested(
             taskId=task_id, spec=export, fingerprint=fp, requestedAt=now), task_id, self.owner)),
             self._event_record(sid, "fired", slot, reason=a.reason, taskId=task_id,

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from plait.events import CancelRequested, Lifecycle
 from plait.lifecycle import TERMINAL
-from plait.lifecycle import apply as fold
 from streams.context import Context, Emit
-from streams.emits import ended, start
+from streams.emits import ended, record, start
 from streams.layout import cleanup
 
 
@@ -32,9 +31,8 @@ async def project(ctx: Context, event: Lifecycle) -> list[Emit]:
 
     Most events are in the projection already (the runtime applies what it
     sends first, ``streams.runtime.ExportHooks.before_send``): a plain read
-    shows that, without the optimistic transaction (three Redis round trips)."""
-    if fold(await ctx.projection.get(event.taskId), event) is not None:
-        await ctx.projection.apply(event)
+    shows that (``streams.emits.record``)."""
+    await record(ctx, event)
     if event.status not in TERMINAL:
         return []
     state = await ctx.projection.get(event.taskId)

@@ -1,4 +1,5 @@
-"""Events several export stages emit, built in one place.
+"""Events several export stages emit, built in one place, and the one
+place the worker writes them to the task projection (:func:`record`).
 
 Handlers, shards, finalize, control and the sweeper all report lifecycle
 changes and start tasks; they take these builders from here instead of from
@@ -6,8 +7,14 @@ each other, so no stage imports another.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from plait import metrics
 from plait import topics as T
 from plait.events import ExportRequested, FetchPage, Lifecycle
+from plait.lifecycle import created as lifecycle_created
+from plait.lifecycle import apply as fold
+from plait.lifecycle import event
 from plait.spec import ExportSpec
 from streams.context import Context, Emit
 
@@ -16,11 +23,15 @@ IDENTITY = ("sysCode", "bizType", "userId", "fileName", "fileFormat")
 
 
 def lifecycle(spec: ExportSpec, task_id: str, status: str, **fields) -> Emit:
-    """A lifecycle event for ``task_id`` carrying the task's identity fields."""
-    doc = spec.documentConfig
-    return Emit(T.LIFECYCLE, task_id, Lifecycle(
-        taskId=task_id, status=status, sysCode=spec.sysCode, bizType=spec.bizType,
-        userId=spec.userId, fileName=doc.fileName, fileFormat=doc.fileFormat, **fields))
+    """A lifecycle event for ``task_id`` carrying the task's identity fields
+    (``plait.lifecycle.event``)."""
+    return Emit(T.LIFECYCLE, task_id, event(spec, task_id, status, **fields))
+
+
+def created(req: ExportRequested) -> Emit:
+    """The CREATED event of an admitted request (``plait.lifecycle.created``)."""
+    return Emit(T.LIFECYCLE, req.taskId, lifecycle_created(req.spec, req.taskId,
+                                                           req.fingerprint, req.requestedAt))
 
 
 def start(ctx: Context, req: ExportRequested) -> list[Emit]:
@@ -41,3 +52,18 @@ def ended(task_id: str, status: str, message: str, worker_id: str,
     return Emit(T.LIFECYCLE, task_id, Lifecycle(
         taskId=task_id, status=status, errorMessage=message, workerId=worker_id,
         **{k: (state or {}).get(k) for k in IDENTITY}))
+
+
+async def record(ctx: Context, event: Lifecycle) -> dict[str, Any] | None:
+    """Apply ``event`` to the projection (the runtime before sending, the
+    stage reports, the projector) and count a status change
+    (``plait.metrics.task_changed``) where it is applied. An event already
+    projected costs one read, not the optimistic transaction. Returns the
+    new state, or None when nothing changed."""
+    before = await ctx.projection.get(event.taskId)
+    if fold(before, event) is None:
+        return None
+    new = await ctx.projection.apply(event)
+    if new is not None and event.status != "PROGRESS":
+        metrics.task_changed(before["status"] if before else None, new)
+    return new

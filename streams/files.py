@@ -48,7 +48,7 @@ from sinks.values import conform, rows_to_batch, unify_schemas
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
-from streams.emits import lifecycle
+from streams.emits import lifecycle, record
 from streams.layout import (QUALITY_KEY, PageKey, following, page_keys, parse_shard_key,
                            shard_key, shard_prefix)
 
@@ -509,7 +509,7 @@ async def report_stage(ctx: Context, spec: ExportSpec, task_id: str, stage: str,
     else:
         event.payload.stage = stage
     try:
-        await ctx.projection.apply(event.payload)
+        await record(ctx, event.payload)
         if ctx.report is None:
             return False
         await ctx.report([event])

@@ -24,7 +24,7 @@ from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import Answer, Page, fetch_answer
-from streams.emits import lifecycle, start
+from streams.emits import created, lifecycle, start
 from streams.files import hand_off, page_shard
 from streams.layout import forget_ahead, shard_key, shard_prefix
 from streams.quota import within_quota
@@ -44,9 +44,7 @@ async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
     check_caller(ctx, spec)
     await ctx.slots.enqueue(req)
     started = await ctx.slots.promote()
-    emits = [lifecycle(spec, req.taskId, "CREATED", at=req.requestedAt,
-                       fingerprint=req.fingerprint, timeout=spec.jobConfig.timeout,
-                       bizDesc=spec.bizDesc)]
+    emits = [created(req)]
     if req.taskId not in {r.taskId for r in started}:
         emits.append(lifecycle(spec, req.taskId, "WAITING"))
     for other in started:

@@ -29,7 +29,7 @@ from plait import metrics
 from plait.lifecycle import TERMINAL
 from plait.logs import get_logger
 from streams.context import Context
-from streams.emits import lifecycle
+from streams.emits import lifecycle, record
 from streams.layout import cleanup
 
 log = get_logger("plait.runtime")
@@ -88,11 +88,7 @@ class ExportHooks(Hooks):
         ``export.lifecycle`` differs from)."""
         for e in emits:
             if isinstance(e.payload, Lifecycle):
-                final = e.payload.status != "PROGRESS"
-                before = await self.ctx.projection.status(e.payload.taskId) if final else None
-                new = await self.ctx.projection.apply(e.payload)
-                if new is not None and final:
-                    metrics.task_changed(before, new)
+                await record(self.ctx, e.payload)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
                        run: Callable[[], Awaitable[None]]) -> None:
