@@ -42,7 +42,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:schedule:{id}:probe      hash    probe target up/down       schedules.store
     P:schedules:owner          string  scheduler turn (lease)     schedules.store
     P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
-    P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
+    P:notify:{taskId}:{status} string  completion webhook sent    streams.notify
     P:downloads:{taskId}       hash    downloads of a task's file api.services
     P:spec:{taskId}            string  the task's request (JSON)  api.tasks
     P:quota:{sysCode}:{day}    string  rows counted on a day      plait.quotas
@@ -381,7 +381,7 @@ def notify(prefix: str, task_id: str, status: str) -> str:
     """``P:notify:{taskId}:{status}``, string ``sending`` / ``sent`` /
     ``failed``: the completion webhook (``jobConfig.notifyUrl``) of a task's
     final status; the pair is also its ``Idempotency-Key``. Set NX by
-    ``schedules.notify`` before the first attempt (TTL 10 min, so a worker
+    ``streams.notify`` before the first attempt (TTL 10 min, so a worker
     that died mid-delivery lets a redelivered lifecycle event try again), then
     ``sent``/``failed`` with a TTL of 7 days."""
     return f"{prefix}:notify:{task_id}:{status}"

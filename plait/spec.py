@@ -300,7 +300,7 @@ class JobConfig(_Model):
     page (1..10,000; the contract's spelling of ``dataConfig.pageSize``, see the
     module docstring), ``notifyUrl`` a completion webhook (http/https; with a
     caller registry it must be under the caller's ``notifyUrlPrefixes``) that
-    receives the final status and the signed link (``schedules.notify``); not
+    receives the final status and the signed link (``streams.notify``); not
     part of the fingerprint."""
 
     timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)

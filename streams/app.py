@@ -13,7 +13,7 @@ from plait import topics as T
 from plait.logs import get_logger
 from plait.patches import aiokafka_lz4_level, aiokafka_prefetch_backoff, faust_fetch_max_wait
 from plait.settings import Settings
-from schedules.notify import with_notify
+from streams.notify import with_notify
 from streams import readiness
 from streams.context import build_context
 from streams.control import after_cancel, cancel, project

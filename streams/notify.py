@@ -1,5 +1,5 @@
-"""Completion webhooks (issue 14, item 5): an export naming
-``jobConfig.notifyUrl`` gets one POST of its final status and signed link.
+"""Completion webhooks: an export naming ``jobConfig.notifyUrl`` gets one
+POST of its final status and signed link.
 
 - Started by the projector (``streams.app.routes`` wraps its handler with
   :func:`with_notify`; the ``export.lifecycle`` agent) once the terminal state
@@ -10,8 +10,9 @@
   "<timestamp>." + body)``) with the caller's ``appSecret`` (open mode: the
   deployment's ``signing_secret``).
 - ``Idempotency-Key: <taskId>:<status>``, the same on every attempt; retried
-  with exponential backoff (tenacity) on connect errors, timeouts, 408, 429
-  and 5xx, at most :data:`ATTEMPTS` times; another 4xx ends it.
+  with exponential backoff (tenacity) on the answers the alert webhooks
+  retry (``alerting.delivery.is_retryable``: connect errors, timeouts, 408,
+  425, 429, 5xx), at most :data:`ATTEMPTS` times; another 4xx ends it.
 - Once per task and status across workers: ``plait.keys.notify`` (SET NX).
 
 Body (camelCase, RFC 3339)::
@@ -29,7 +30,8 @@ from typing import Any
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from alerting.delivery import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
+from alerting.delivery import (IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+                               is_retryable, signature)
 from plait import keys as K
 from plait.errors import RetryableError
 from plait.events import ExportRequested, Lifecycle
@@ -40,7 +42,6 @@ log = get_logger("plait.notify")
 
 #: Attempts per webhook (first + retries).
 ATTEMPTS = 6
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 _jobs: set[asyncio.Task] = set()
 
 
@@ -79,7 +80,7 @@ async def deliver(client: httpx.AsyncClient, url: str, body: bytes, key: str, se
                 resp = await client.post(url, content=body, headers=headers, timeout=10)
             except httpx.TransportError as exc:
                 raise RetryableError(f"{type(exc).__name__}: {exc}") from None
-            if resp.status_code in (408, 429) or resp.status_code >= 500:
+            if is_retryable(resp.status_code):
                 raise RetryableError(f"HTTP {resp.status_code}")
             return resp.status_code
     raise AssertionError("unreachable")

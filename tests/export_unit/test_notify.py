@@ -10,7 +10,7 @@ import pytest
 from alerting.delivery import verify_signature
 from plait.callers import Caller, NotAllowed, check_spec
 from plait.spec import ExportSpec
-from schedules.notify import body_of, deliver
+from streams.notify import body_of, deliver
 
 SPEC = {"sysCode": "crm", "bizType": "orders", "userId": "u1",
         "dataConfig": {"dataApiUrl": "https://data.crm.example.com/export/rows"}}
@@ -49,6 +49,16 @@ async def test_a_4xx_is_final_and_not_retried():
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         assert await deliver(client, "https://h/", b"{}", "t:FAILED", "s", wait_max=0.01) == 400
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize("status", [408, 425, 429, 502])
+async def test_the_alert_webhooks_retryable_answers_are_retried(status):
+    answers = [status, 204]
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(
+            lambda request: httpx.Response(answers.pop(0)))) as client:
+        assert await deliver(client, "https://h/", b"{}", "t:FAILED", "s", wait_max=0.01) == 204
+    assert answers == []
 
 
 def test_notify_url_must_be_under_the_callers_prefixes():
