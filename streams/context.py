@@ -11,12 +11,14 @@ in-memory ones for unit tests of handler logic without Redis or a broker.
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import httpx
+import pyarrow as pa
 import redis.asyncio as aioredis
 
 from plait.agent import Emit
@@ -39,8 +41,31 @@ from streams.workers import Workers
 #: JSON bytes until its Arrow batch is built; at most two such pages at once.
 DECODE_SLOTS = 2
 
-__all__ = ["CheckpointStore", "Context", "Emit", "Liveness", "ProjectionView", "SlotStore",
-           "build_context"]
+__all__ = ["CheckpointStore", "Context", "Emit", "GrowingFile", "Handed", "Liveness",
+           "PreparedPage", "ProjectionView", "Report", "SlotStore", "build_context"]
+
+#: A page's normalized batch and its quality counts, kept for the page writer
+#: (``streams.files.hand_off``).
+Handed = tuple[pa.RecordBatch, dict[str, int]]
+#: Sends events now, in the middle of a handler (``streams.runtime``).
+Report = Callable[[list[Emit]], Awaitable[None]]
+
+
+class GrowingFile(Protocol):
+    """A task's output file growing on this worker (``streams.files.TaskFile``)."""
+
+    grown: bool
+
+    def discard(self) -> None:
+        """Forget the file and remove its directory; idempotent."""
+
+
+class PreparedPage(Protocol):
+    """A page of a task prepared ahead of its fetch step (``streams.handlers.Ahead``)."""
+
+    seq: int
+    cursor: dict[str, Any]
+    future: asyncio.Future
 
 
 class CheckpointStore(Protocol):
@@ -118,21 +143,21 @@ class Context:
     workers: Liveness
     callers: CallerRegistry | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    #: task id -> its output file growing on this worker (``streams.files.TaskFile``);
-    #: process-local, the shards are the durable checkpoint.
-    files: dict[str, Any] = field(default_factory=dict)
+    #: task id -> its output file growing on this worker; process-local, the
+    #: shards are the durable checkpoint.
+    files: dict[str, GrowingFile] = field(default_factory=dict)
     #: task id -> its pages being prepared ahead of its fetch step, in page
-    #: order (``streams.handlers.Ahead``; ``AHEAD_PAGES`` beyond the one taken).
-    ahead: dict[str, Any] = field(default_factory=dict)
-    #: shard key -> (normalized batch, quality counts) of a page this worker
-    #: fetched, for its page writer (``streams.files.hand_off``; bounded)
-    handed: dict[str, Any] = field(default_factory=dict)
+    #: order (``streams.handlers.AHEAD_PAGES`` beyond the one taken).
+    ahead: dict[str, collections.deque[PreparedPage]] = field(default_factory=dict)
+    #: shard key -> a page this worker fetched, for its page writer
+    #: (``streams.files.hand_off``; bounded)
+    handed: dict[str, Handed] = field(default_factory=dict)
     #: pages being decoded into rows at once on this worker (``streams.handlers.fetch``)
     decoding: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DECODE_SLOTS))
-    #: send events now, in the middle of a handler (acked, projection first;
-    #: set by ``streams.runtime.Runtime``, None without a runtime): the page
-    #: writer and the finalizer report the ``writing``/``uploading`` stages with it
-    report: Any = None
+    #: acked, projection first; set by ``streams.runtime.Runtime``, None
+    #: without a runtime: the page writer and the finalizer report the
+    #: ``writing``/``uploading`` stages with it
+    report: Report | None = None
 
 
 def build_context(settings: Settings) -> Context:
