@@ -1,4 +1,4 @@
-"""Schedule routes (issue 14): ``POST/GET /schedules``, ``GET/PATCH/DELETE
+"""Schedule routes: ``POST/GET /schedules``, ``GET/PATCH/DELETE
 /schedules/{id}``, ``POST /schedules/{id}/trigger``, ``POST
 /schedules/{id}/backfill``; camelCase JSON, RFC 3339 times.
 
@@ -13,16 +13,16 @@ requests (``plait.keys.schedule_requests``).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from prometheus_client import Gauge
 
 from api.envelope import envelope
 from api.openapi import Envelope, errors, link
-from api.services import Services
+from api.services import Services, get_services
 from api.tasks import check_request
-from plait.callers import NotAllowed
+from plait.callers import Caller, NotAllowed
 from plait.errors import FieldError, NotFound
 from schedules import core
 from schedules.model import BackfillIn, ScheduleIn, SchedulePatch, rfc3339
@@ -78,152 +78,183 @@ async def view(store: Store, doc: dict[str, Any], now_ms: int | None = None) -> 
             "lagSeconds": lag}
 
 
+SV = Annotated[Services, Depends(get_services)]
+
+
+def schedule_store(sv: SV) -> Store:
+    """The schedules' Redis store over the app's services (a dependency)."""
+    return Store(sv.projection.redis, sv.settings.redis_prefix)
+
+
+Schedules = Annotated[Store, Depends(schedule_store)]
+LINKS = {"links": {
+    "GetSchedule": link("getSchedule", "/data/id", "scheduleId", "the schedule"),
+    "TriggerSchedule": link("triggerSchedule", "/data/id", "scheduleId", "run it now"),
+    "DeleteSchedule": link("deleteSchedule", "/data/id", "scheduleId", "delete it")}}
+ONE = errors(401, 404, 503)
+
+
+def owner_of(spec: ScheduleIn, caller: Caller | None) -> str:
+    """The sysCode a new schedule belongs to; FieldError ``sysCode`` when
+    it is not the signed caller's, or none can be told."""
+    if caller is not None:
+        if spec.sysCode and spec.sysCode != caller.sysCode:
+            raise FieldError("sysCode", "is not the sysCode of the authenticated caller",
+                             caller.sysCode, "owner")
+        return caller.sysCode
+    if spec.sysCode:
+        return spec.sysCode
+    if spec.action.export is not None:
+        return spec.action.export.sysCode
+    raise FieldError("sysCode", "is required for a probe schedule without a caller registry",
+                     "your sysCode", "required")
+
+
+def check(sv: Services, spec: ScheduleIn, caller: Caller | None) -> None:
+    """The shortest interval allowed and the export's allowances; FieldError
+    naming the field (``action.export.<field>``)."""
+    floor = sv.settings.schedule_min_interval_seconds
+    if spec.trigger.interval is not None and spec.trigger.interval < floor:
+        raise FieldError("trigger.interval", f"is {spec.trigger.interval:g} s, shorter than "
+                         f"the shortest interval allowed ({floor:g} s, "
+                         "PLAIT_SCHEDULE_MIN_INTERVAL_SECONDS)",
+                         f"at least {floor:g}", "minimum")
+    if spec.action.export is None:
+        return
+    try:
+        check_request(sv, caller, spec.action.export)
+    except NotAllowed as exc:
+        raise FieldError(f"action.export.{exc.field}", exc.rule, exc.accepted,
+                         exc.code) from None
+
+
+async def visible(store: Store, scheduleId: str, caller: Caller | None,
+                  sys_code: str | None) -> dict:
+    """The schedule's document; NotFound when unknown or another tenant's."""
+    doc = await store.get(scheduleId)
+    want = caller.sysCode if caller is not None else sys_code
+    if doc is None or (want is not None and doc["sysCode"] != want) or (
+            caller is not None and want is None):
+        raise NotFound(f"schedule {scheduleId} not found")
+    return doc
+
+
+router = APIRouter()
+
+
+@router.post("/schedules", status_code=201, operation_id="createSchedule",
+             response_model=Envelope, responses={201: LINKS, **errors(401, 503)})
+async def create_schedule(spec: ScheduleIn, request: Request, sv: SV, store: Schedules):
+    """Create a schedule; 201 with its view. 422 names the field."""
+    caller = await sv.authenticate(request)
+    owner = owner_of(spec, caller)
+    check(sv, spec, caller)
+    now = _now_ms()
+    doc = {"id": new_schedule_id(), "sysCode": owner, "createdMs": now, "updatedMs": now,
+           "paused": spec.paused, "note": spec.note,
+           "spec": spec.model_dump(mode="json", exclude_none=True)}
+    await store.put(doc)
+    await sv.audit(request, "schedule.created", caller, sysCode=owner,
+                   details={"scheduleId": doc["id"], "name": spec.name})
+    return envelope(201, "created", await view(store, doc, now))
+
+
+@router.get("/schedules", operation_id="listSchedules", response_model=Envelope,
+            responses=errors(401, 503))
+async def list_schedules(request: Request, sv: SV, store: Schedules,
+                         sysCode: str | None = None):
+    """Schedules of the caller (open mode: of ``sysCode``, or all)."""
+    caller = await sv.authenticate(request)
+    want = caller.sysCode if caller is not None else sysCode
+    docs = [d for d in await store.all() if want is None or d["sysCode"] == want]
+    return envelope(200, "ok", {"schedules": [await view(store, d) for d in docs]})
+
+
+@router.get("/schedules/{scheduleId}", operation_id="getSchedule",
+            response_model=Envelope, responses=ONE)
+async def get_schedule(scheduleId: str, request: Request, sv: SV, store: Schedules,
+                       sysCode: str | None = None):
+    """One schedule: definition, next 5 fire times, last runs, counters."""
+    caller = await sv.authenticate(request)
+    return envelope(200, "ok", await view(store, await visible(store, scheduleId, caller,
+                                                               sysCode)))
+
+
+@router.patch("/schedules/{scheduleId}", operation_id="updateSchedule",
+              response_model=Envelope, responses=ONE)
+async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request, sv: SV,
+                         store: Schedules, sysCode: str | None = None):
+    """Replace the given fields (``paused`` and ``note`` pause/resume)."""
+    caller = await sv.authenticate(request)
+    doc = await visible(store, scheduleId, caller, sysCode)
+    given = patch.model_dump(mode="json", exclude_unset=True)
+    merged = doc["spec"] | {k: v for k, v in given.items() if k not in ("paused", "note")}
+    spec = ScheduleIn.model_validate(merged)
+    check(sv, spec, caller)
+    if "paused" in given:
+        doc["paused"] = given["paused"]
+        doc["note"] = given.get("note")
+    elif "note" in given:
+        doc["note"] = given["note"]
+    doc.update(spec=spec.model_dump(mode="json", exclude_none=True), updatedMs=_now_ms())
+    await store.put(doc)
+    await sv.audit(request, "schedule.updated", caller, sysCode=doc["sysCode"],
+                   details={"scheduleId": scheduleId, "fields": sorted(given)})
+    return envelope(200, "ok", await view(store, doc))
+
+
+@router.delete("/schedules/{scheduleId}", operation_id="deleteSchedule",
+               response_model=Envelope, responses=ONE)
+async def delete_schedule(scheduleId: str, request: Request, sv: SV, store: Schedules,
+                          sysCode: str | None = None):
+    """Delete a schedule (running exports go on)."""
+    caller = await sv.authenticate(request)
+    doc = await visible(store, scheduleId, caller, sysCode)
+    await store.delete(scheduleId)
+    await sv.audit(request, "schedule.deleted", caller, sysCode=doc["sysCode"],
+                   details={"scheduleId": scheduleId})
+    return envelope(200, "deleted", {"id": scheduleId})
+
+
+@router.post("/schedules/{scheduleId}/trigger", status_code=202,
+             operation_id="triggerSchedule", response_model=Envelope, responses=ONE)
+async def trigger_schedule(scheduleId: str, request: Request, sv: SV, store: Schedules,
+                           sysCode: str | None = None):
+    """Run now (slot = now; obeys overlap; works while paused)."""
+    caller = await sv.authenticate(request)
+    doc = await visible(store, scheduleId, caller, sysCode)
+    at = _now_ms()
+    await store.request(scheduleId, {"kind": "trigger", "at": at})
+    await sv.audit(request, "schedule.triggered", caller, sysCode=doc["sysCode"],
+                   details={"scheduleId": scheduleId, "slot": rfc3339(at)})
+    return envelope(202, "trigger requested", {"id": scheduleId, "slot": rfc3339(at)})
+
+
+@router.post("/schedules/{scheduleId}/backfill", status_code=202,
+             operation_id="backfillSchedule", response_model=Envelope, responses=ONE)
+async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request, sv: SV,
+                            store: Schedules, sysCode: str | None = None):
+    """Run the slots in ``[start, end]`` (obeying overlap); 422 over 1000 slots."""
+    caller = await sv.authenticate(request)
+    doc = await visible(store, scheduleId, caller, sysCode)
+    trig = ScheduleIn.model_validate(doc["spec"]).trigger.core(doc["createdMs"])
+    start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
+    try:
+        slots = core.backfill_slots(trig, start, end)
+    except ValueError as exc:
+        raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
+                         "range") from None
+    await store.request(scheduleId, {"kind": "backfill", "start": start, "end": end})
+    await sv.audit(request, "schedule.backfilled", caller, sysCode=doc["sysCode"],
+                   details={"scheduleId": scheduleId, "slots": len(slots)})
+    return envelope(202, "backfill requested", {"id": scheduleId, "slots": len(slots),
+                                                "first": rfc3339(slots[0]) if slots else None,
+                                                "last": rfc3339(slots[-1]) if slots else None})
+
+
 def create_schedules_router(services: Services) -> APIRouter:
-    """The ``/schedules`` routes over ``services``."""
-    router = APIRouter()
-    sv = services
-    store = Store(sv.projection.redis, sv.settings.redis_prefix)
-
-    def owner_of(spec: ScheduleIn, caller) -> str:
-        if caller is not None:
-            if spec.sysCode and spec.sysCode != caller.sysCode:
-                raise FieldError("sysCode", "is not the sysCode of the authenticated caller",
-                                 caller.sysCode, "owner")
-            return caller.sysCode
-        if spec.sysCode:
-            return spec.sysCode
-        if spec.action.export is not None:
-            return spec.action.export.sysCode
-        raise FieldError("sysCode", "is required for a probe schedule without a caller registry",
-                         "your sysCode", "required")
-
-    def check(spec: ScheduleIn, caller) -> None:
-        floor = sv.settings.schedule_min_interval_seconds
-        if spec.trigger.interval is not None and spec.trigger.interval < floor:
-            raise FieldError("trigger.interval", f"is {spec.trigger.interval:g} s, shorter than "
-                             f"the shortest interval allowed ({floor:g} s, "
-                             "PLAIT_SCHEDULE_MIN_INTERVAL_SECONDS)",
-                             f"at least {floor:g}", "minimum")
-        if spec.action.export is None:
-            return
-        try:
-            check_request(sv, caller, spec.action.export)
-        except NotAllowed as exc:
-            raise FieldError(f"action.export.{exc.field}", exc.rule, exc.accepted,
-                             exc.code) from None
-
-    async def visible(scheduleId: str, caller, sys_code: str | None) -> dict:
-        doc = await store.get(scheduleId)
-        want = caller.sysCode if caller is not None else sys_code
-        if doc is None or (want is not None and doc["sysCode"] != want) or (
-                caller is not None and want is None):
-            raise NotFound(f"schedule {scheduleId} not found")
-        return doc
-
-    links = {"links": {
-        "GetSchedule": link("getSchedule", "/data/id", "scheduleId", "the schedule"),
-        "TriggerSchedule": link("triggerSchedule", "/data/id", "scheduleId", "run it now"),
-        "DeleteSchedule": link("deleteSchedule", "/data/id", "scheduleId", "delete it")}}
-    one = errors(401, 404, 503)
-
-    @router.post("/schedules", status_code=201, operation_id="createSchedule",
-                 response_model=Envelope, responses={201: links, **errors(401, 503)})
-    async def create_schedule(spec: ScheduleIn, request: Request):
-        """Create a schedule; 201 with its view. 422 names the field."""
-        caller = await sv.authenticate(request)
-        owner = owner_of(spec, caller)
-        check(spec, caller)
-        now = _now_ms()
-        doc = {"id": new_schedule_id(), "sysCode": owner, "createdMs": now, "updatedMs": now,
-               "paused": spec.paused, "note": spec.note,
-               "spec": spec.model_dump(mode="json", exclude_none=True)}
-        await store.put(doc)
-        await sv.audit(request, "schedule.created", caller, sysCode=owner,
-                       details={"scheduleId": doc["id"], "name": spec.name})
-        return envelope(201, "created", await view(store, doc, now))
-
-    @router.get("/schedules", operation_id="listSchedules", response_model=Envelope,
-                responses=errors(401, 503))
-    async def list_schedules(request: Request, sysCode: str | None = None):
-        """Schedules of the caller (open mode: of ``sysCode``, or all)."""
-        caller = await sv.authenticate(request)
-        want = caller.sysCode if caller is not None else sysCode
-        docs = [d for d in await store.all() if want is None or d["sysCode"] == want]
-        return envelope(200, "ok", {"schedules": [await view(store, d) for d in docs]})
-
-    @router.get("/schedules/{scheduleId}", operation_id="getSchedule",
-                response_model=Envelope, responses=one)
-    async def get_schedule(scheduleId: str, request: Request, sysCode: str | None = None):
-        """One schedule: definition, next 5 fire times, last runs, counters."""
-        caller = await sv.authenticate(request)
-        return envelope(200, "ok", await view(store, await visible(scheduleId, caller, sysCode)))
-
-    @router.patch("/schedules/{scheduleId}", operation_id="updateSchedule",
-                  response_model=Envelope, responses=one)
-    async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request,
-                             sysCode: str | None = None):
-        """Replace the given fields (``paused`` and ``note`` pause/resume)."""
-        caller = await sv.authenticate(request)
-        doc = await visible(scheduleId, caller, sysCode)
-        given = patch.model_dump(mode="json", exclude_unset=True)
-        merged = doc["spec"] | {k: v for k, v in given.items() if k not in ("paused", "note")}
-        spec = ScheduleIn.model_validate(merged)
-        check(spec, caller)
-        if "paused" in given:
-            doc["paused"] = given["paused"]
-            doc["note"] = given.get("note")
-        elif "note" in given:
-            doc["note"] = given["note"]
-        doc.update(spec=spec.model_dump(mode="json", exclude_none=True), updatedMs=_now_ms())
-        await store.put(doc)
-        await sv.audit(request, "schedule.updated", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": scheduleId, "fields": sorted(given)})
-        return envelope(200, "ok", await view(store, doc))
-
-    @router.delete("/schedules/{scheduleId}", operation_id="deleteSchedule",
-                   response_model=Envelope, responses=one)
-    async def delete_schedule(scheduleId: str, request: Request, sysCode: str | None = None):
-        """Delete a schedule (running exports go on)."""
-        caller = await sv.authenticate(request)
-        doc = await visible(scheduleId, caller, sysCode)
-        await store.delete(scheduleId)
-        await sv.audit(request, "schedule.deleted", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": scheduleId})
-        return envelope(200, "deleted", {"id": scheduleId})
-
-    @router.post("/schedules/{scheduleId}/trigger", status_code=202,
-                 operation_id="triggerSchedule", response_model=Envelope, responses=one)
-    async def trigger_schedule(scheduleId: str, request: Request, sysCode: str | None = None):
-        """Run now (slot = now; obeys overlap; works while paused)."""
-        caller = await sv.authenticate(request)
-        doc = await visible(scheduleId, caller, sysCode)
-        at = _now_ms()
-        await store.request(scheduleId, {"kind": "trigger", "at": at})
-        await sv.audit(request, "schedule.triggered", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": scheduleId, "slot": rfc3339(at)})
-        return envelope(202, "trigger requested", {"id": scheduleId, "slot": rfc3339(at)})
-
-    @router.post("/schedules/{scheduleId}/backfill", status_code=202,
-                 operation_id="backfillSchedule", response_model=Envelope, responses=one)
-    async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request,
-                                sysCode: str | None = None):
-        """Run the slots in ``[start, end]`` (obeying overlap); 422 over 1000 slots."""
-        caller = await sv.authenticate(request)
-        doc = await visible(scheduleId, caller, sysCode)
-        trig = ScheduleIn.model_validate(doc["spec"]).trigger.core(doc["createdMs"])
-        start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
-        try:
-            slots = core.backfill_slots(trig, start, end)
-        except ValueError as exc:
-            raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
-                             "range") from None
-        await store.request(scheduleId, {"kind": "backfill", "start": start, "end": end})
-        await sv.audit(request, "schedule.backfilled", caller, sysCode=doc["sysCode"],
-                       details={"scheduleId": scheduleId, "slots": len(slots)})
-        return envelope(202, "backfill requested", {"id": scheduleId, "slots": len(slots),
-                                                    "first": rfc3339(slots[0]) if slots else None,
-                                                    "last": rfc3339(slots[-1]) if slots else None})
-
+    """The ``/schedules`` routes (services from ``app.state.services``, the
+    same for every app: ``services`` is not needed to build them)."""
     return router
 
 

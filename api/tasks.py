@@ -19,7 +19,7 @@ from pydantic import AwareDatetime
 
 from api.envelope import envelope, refuse_unknown_query
 from api.openapi import Envelope, errors, link, ok, required_query
-from api.services import Services
+from api.services import Services, get_services
 from plait import keys as K
 from plait import topics as T
 from plait import documents, quotas, tracing
@@ -123,170 +123,172 @@ def not_found(task_id: str) -> NotFound:
     return NotFound(f"task {task_id} not found")
 
 
+TASK_LINKS = {"links": {
+    "GetTask": link("getTask", "/data/taskId", "taskId", "the task's state"),
+    "TaskEvents": link("taskEvents", "/data/taskId", "taskId", "the task's progress events"),
+    "CancelTask": link("cancelTask", "/data/taskId", "taskId", "cancel the task")}}
+TASK_ERRORS = errors(401, 404, 503)
+SV = Annotated[Services, Depends(get_services)]
+
+
+async def create_task(spec: ExportSpec, request: Request, sv: SV,
+                      reuse: bool = Query(True, description=REUSE_DOC)):
+    """Accept an export (the written contract's request, see ``plait.spec``).
+
+    Answers at once with the contract's body ``{"code": 200, "message":
+    "accepted", "data": {"taskId", "status": "CREATED", "reused": false,
+    "deduplicated": false}}`` and HTTP status 202 (accepted, not done);
+    or, for an identical running task / a recent identical result, that
+    task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
+    the field; a caller over its daily row quota a 429 naming the quota,
+    what is used and when it resets (``plait.quotas``). ``reuse=false``
+    runs it again even when an identical export succeeded recently."""
+    with tracing.span("export.request", **{"http.route": "/export/tasks",
+                                            "plait.sys_code": spec.sysCode}) as sp:
+        return await accept(sv, spec, request, sp, reuse)
+
+
+async def accept(sv: Services, spec: ExportSpec, request: Request, sp, reuse: bool = True):
+    """:func:`create_task` inside its span ``sp``."""
+    caller = await sv.authenticate(request)
+    try:
+        check_request(sv, caller, spec)
+        await quotas.check_request(sv.projection.redis, sv.settings.redis_prefix, caller, spec)
+    except (NotAllowed, quotas.QuotaExceeded) as exc:
+        await sv.audit(request, "access.refused", caller, reason=str(exc),
+                       userId=spec.userId, sysCode=spec.sysCode)
+        raise
+    task_id, now = new_task_id(), utcnow_iso()
+    if sp is not None:
+        sp.set_attribute("plait.task_id", task_id)
+    fingerprint = spec.fingerprint()
+    existing, reused = await sv.projection.claim_fingerprint(
+        fingerprint, task_id, sv.reuse_window(caller) if reuse else 0)
+    if existing is not None:
+        message = "reused a recent identical export" if reused else "identical task running"
+        return envelope(200, message, {**await sv.with_fresh_link(existing, caller),
+                                       "reused": reused, "deduplicated": not reused})
+    doc = spec.documentConfig
+    await sv.projection.apply(created(spec, task_id, fingerprint, now))
+    await sv.projection.redis.set(K.task_spec(sv.settings.redis_prefix, task_id),
+                                  spec.model_dump_json(exclude_none=True), ex=K.TASK_SPEC_TTL)
+    try:
+        await sv.emit(T.REQUESTS, task_id, ExportRequested(
+            taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
+    except Unavailable as exc:  # never queued: it ends now, the fingerprint is free
+        await sv.projection.apply(Lifecycle(taskId=task_id, status="FAILED",
+                                            errorMessage=f"not queued: {exc.message}"))
+        raise
+    TASKS_CREATED.labels(spec.sysCode).inc()
+    await sv.audit(request, "task.created", caller, taskId=task_id, userId=spec.userId,
+                   bizType=spec.bizType, fileName=doc.fileName, fileFormat=doc.fileFormat,
+                   sysCode=spec.sysCode)
+    # the contract's answer carries code 200; HTTP 202 says the work is queued
+    return JSONResponse({"code": 200, "message": "accepted", "data": {
+        "taskId": task_id, "status": "CREATED", "reused": False, "deduplicated": False}},
+        status_code=202)
+
+
+async def get_task(taskId: str, request: Request, sv: SV, userId: UserId = None):
+    """One task's state: status, counts, progress, file info with a fresh link,
+    and ``spec``: the accepted request (``plait.spec.ExportSpec`` JSON; null
+    when no longer kept, ``plait.keys.task_spec``), to submit it again."""
+    caller = await sv.authenticate(request)
+    task = await sv.projection.get(taskId)
+    if not sv.visible(task, caller, userId):
+        raise not_found(taskId)
+    await sv.audit(request, "task.read", caller, taskId=taskId, userId=userId)
+    view = (await sv.task_views([task], caller))[0]
+    raw = await sv.projection.redis.get(K.task_spec(sv.settings.redis_prefix, taskId))
+    return envelope(200, "ok", {**view, "spec": json.loads(raw) if raw else None})
+
+
+async def list_tasks(request: Request, sv: SV,
+                     sysCode: str | None = Query(None, description=SYS_CODE_DOC),
+                     userId: UserId = None,
+                     limit: int = Query(100, ge=1, le=1000, description="tasks per page"),
+                     cursor: str | None = Query(None, description=CURSOR_DOC),
+                     status: str | None = Query(None, description=STATUS_DOC),
+                     bizType: str | None = Query(None, description="only this bizType"),
+                     createdFrom: AwareDatetime | None = Query(
+                         None, description="RFC 3339: tasks created at or after"),
+                     createdTo: AwareDatetime | None = Query(
+                         None, description="RFC 3339: tasks created at or before")):
+    """Tasks of a caller (and user), newest first, a page at a time:
+    ``data.nextCursor`` (null on the last page) is the ``cursor`` of the
+    next. With authentication the caller is the signed one and
+    ``userId`` is required. An unknown query parameter is a 422 naming it."""
+    caller = await sv.authenticate(request)
+    if caller is not None:
+        if not userId:
+            raise FieldError("userId", "is required with a caller registry",
+                             "the query parameter userId=<the end user's id>", "required")
+        sysCode = caller.sysCode
+    if not sysCode:
+        raise FieldError("sysCode", "is required without a caller registry",
+                         "the query parameter sysCode=<your sysCode>", "required")
+    statuses = parse_statuses(status)
+    tasks, nxt = await sv.projection.page(
+        sysCode, userId, limit, decode_cursor(cursor), epoch_ms(createdFrom),
+        epoch_ms(createdTo), lambda t: (statuses is None or t["status"] in statuses)
+        and (bizType is None or t.get("bizType") == bizType))
+    await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
+    return envelope(200, "ok", {"tasks": await sv.task_views(tasks, caller),
+                                "nextCursor": encode_cursor(nxt)})
+
+
+async def task_events(taskId: str, request: Request, sv: SV, userId: UserId = None):
+    """Server-Sent Events: the task's state now, then every change, until it
+    ends (``event:`` = status, ``data:`` = the task JSON)."""
+    caller = await sv.authenticate(request)
+    if not sv.visible(await sv.projection.get(taskId), caller, userId):
+        raise not_found(taskId)
+    return StreamingResponse(sse_stream(sv.projection, taskId), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})
+
+
+async def cancel_task(taskId: str, request: Request, sv: SV, userId: UserId = None):
+    """Ask to cancel; 409 when the task already ended."""
+    caller = await sv.authenticate(request)
+    task = await sv.projection.get(taskId)
+    if not sv.visible(task, caller, userId):
+        raise not_found(taskId)
+    if task["status"] in TERMINAL:
+        raise Conflict(f"task {taskId} already ended as {task['status']}",
+                       {"status": task["status"]})
+    await sv.emit(T.CONTROL, taskId, CancelRequested(taskId=taskId))
+    await sv.audit(request, "task.cancelled", caller, taskId=taskId, userId=userId,
+                   sysCode=task.get("sysCode"))
+    return envelope(202, "cancel requested", {"taskId": taskId})
+
+
 def create_tasks_router(services: Services) -> APIRouter:
-    """The ``/export/tasks`` routes over ``services``."""
+    """The ``/export/tasks`` routes (services from ``app.state.services``);
+    ``services`` picks the query parameter the list documents as required:
+    with a caller registry the signed caller is the sysCode and userId is
+    required, without one sysCode is."""
     router = APIRouter(tags=["export"])
-    sv = services
-    task_links = {"links": {
-        "GetTask": link("getTask", "/data/taskId", "taskId", "the task's state"),
-        "TaskEvents": link("taskEvents", "/data/taskId", "taskId", "the task's progress events"),
-        "CancelTask": link("cancelTask", "/data/taskId", "taskId", "cancel the task")}}
-    # with a caller registry the signed caller is the sysCode and userId is
-    # required; without one, sysCode is: the document says which, per mode
-    list_required = required_query("sysCode" if sv.callers is None else "userId")
-
-    @router.post("/export/tasks", status_code=202, operation_id="createTask",
-                 response_model=Envelope,
-                 responses={202: task_links,
-                            **ok(200, "An identical task is running, or a recent identical "
-                                      "export is reused: that task (data.reused / "
-                                      "data.deduplicated)", **task_links),
-                            **errors(401, 403, 429, 503)})
-    async def create_task(spec: ExportSpec, request: Request,
-                          reuse: bool = Query(True, description=REUSE_DOC)):
-        """Accept an export (the written contract's request, see ``plait.spec``).
-
-        Answers at once with the contract's body ``{"code": 200, "message":
-        "accepted", "data": {"taskId", "status": "CREATED", "reused": false,
-        "deduplicated": false}}`` and HTTP status 202 (accepted, not done);
-        or, for an identical running task / a recent identical result, that
-        task with ``code`` 200 and HTTP 200. An invalid spec is a 422 naming
-        the field; a caller over its daily row quota a 429 naming the quota,
-        what is used and when it resets (``plait.quotas``). ``reuse=false``
-        runs it again even when an identical export succeeded recently."""
-        with tracing.span("export.request", **{"http.route": "/export/tasks",
-                                                "plait.sys_code": spec.sysCode}) as sp:
-            return await _create(spec, request, sp, reuse)
-
-    async def _create(spec: ExportSpec, request: Request, sp, reuse: bool = True):
-        caller = await sv.authenticate(request)
-        try:
-            check_request(sv, caller, spec)
-            await quotas.check_request(sv.projection.redis, sv.settings.redis_prefix, caller,
-                                       spec)
-        except (NotAllowed, quotas.QuotaExceeded) as exc:
-            await sv.audit(request, "access.refused", caller, reason=str(exc),
-                           userId=spec.userId, sysCode=spec.sysCode)
-            raise
-        task_id, now = new_task_id(), utcnow_iso()
-        if sp is not None:
-            sp.set_attribute("plait.task_id", task_id)
-        fingerprint = spec.fingerprint()
-        existing, reused = await sv.projection.claim_fingerprint(
-            fingerprint, task_id, sv.reuse_window(caller) if reuse else 0)
-        if existing is not None:
-            message = "reused a recent identical export" if reused else "identical task running"
-            return envelope(200, message, {**await sv.with_fresh_link(existing, caller),
-                                           "reused": reused, "deduplicated": not reused})
-        doc = spec.documentConfig
-        await sv.projection.apply(created(spec, task_id, fingerprint, now))
-        await sv.projection.redis.set(K.task_spec(sv.settings.redis_prefix, task_id),
-                                      spec.model_dump_json(exclude_none=True), ex=K.TASK_SPEC_TTL)
-        try:
-            await sv.emit(T.REQUESTS, task_id, ExportRequested(
-                taskId=task_id, spec=spec, fingerprint=fingerprint, requestedAt=now))
-        except Unavailable as exc:  # never queued: it ends now, the fingerprint is free
-            await sv.projection.apply(Lifecycle(taskId=task_id, status="FAILED",
-                                                errorMessage=f"not queued: {exc.message}"))
-            raise
-        TASKS_CREATED.labels(spec.sysCode).inc()
-        await sv.audit(request, "task.created", caller, taskId=task_id, userId=spec.userId,
-                       bizType=spec.bizType, fileName=doc.fileName, fileFormat=doc.fileFormat,
-                       sysCode=spec.sysCode)
-        # the contract's answer carries code 200; HTTP 202 says the work is queued
-        return JSONResponse({"code": 200, "message": "accepted", "data": {
-            "taskId": task_id, "status": "CREATED", "reused": False, "deduplicated": False}},
-            status_code=202)
-
-    task_errors = errors(401, 404, 503)
-
-    @router.get("/export/tasks/{taskId}", operation_id="getTask",
-                response_model=Envelope, responses=task_errors)
-    async def get_task(taskId: str, request: Request, userId: UserId = None):
-        """One task's state: status, counts, progress, file info with a fresh link,
-        and ``spec``: the accepted request (``plait.spec.ExportSpec`` JSON; null
-        when no longer kept, ``plait.keys.task_spec``), to submit it again."""
-        task_id = taskId
-        caller = await sv.authenticate(request)
-        task = await sv.projection.get(task_id)
-        if not sv.visible(task, caller, userId):
-            raise not_found(task_id)
-        await sv.audit(request, "task.read", caller, taskId=task_id, userId=userId)
-        view = (await sv.task_views([task], caller))[0]
-        raw = await sv.projection.redis.get(K.task_spec(sv.settings.redis_prefix, task_id))
-        return envelope(200, "ok", {**view, "spec": json.loads(raw) if raw else None})
-
-    @router.get("/export/tasks", operation_id="listTasks",
-                response_model=Envelope, responses=errors(401, 503),
-                openapi_extra=list_required, dependencies=[Depends(refuse_unknown_query)])
-    async def list_tasks(request: Request,
-                         sysCode: str | None = Query(None, description=SYS_CODE_DOC),
-                         userId: UserId = None,
-                         limit: int = Query(100, ge=1, le=1000, description="tasks per page"),
-                         cursor: str | None = Query(None, description=CURSOR_DOC),
-                         status: str | None = Query(None, description=STATUS_DOC),
-                         bizType: str | None = Query(None, description="only this bizType"),
-                         createdFrom: AwareDatetime | None = Query(
-                             None, description="RFC 3339: tasks created at or after"),
-                         createdTo: AwareDatetime | None = Query(
-                             None, description="RFC 3339: tasks created at or before")):
-        """Tasks of a caller (and user), newest first, a page at a time:
-        ``data.nextCursor`` (null on the last page) is the ``cursor`` of the
-        next. With authentication the caller is the signed one and
-        ``userId`` is required. An unknown query parameter is a 422 naming it."""
-        caller = await sv.authenticate(request)
-        if caller is not None:
-            if not userId:
-                raise FieldError("userId", "is required with a caller registry",
-                                 "the query parameter userId=<the end user's id>", "required")
-            sysCode = caller.sysCode
-        if not sysCode:
-            raise FieldError("sysCode", "is required without a caller registry",
-                             "the query parameter sysCode=<your sysCode>", "required")
-        statuses = parse_statuses(status)
-        tasks, nxt = await sv.projection.page(
-            sysCode, userId, limit, decode_cursor(cursor), epoch_ms(createdFrom),
-            epoch_ms(createdTo), lambda t: (statuses is None or t["status"] in statuses)
-            and (bizType is None or t.get("bizType") == bizType))
-        await sv.audit(request, "task.listed", caller, userId=userId, sysCode=sysCode)
-        return envelope(200, "ok", {"tasks": await sv.task_views(tasks, caller),
-                                    "nextCursor": encode_cursor(nxt)})
-
-    @router.get("/export/tasks/{taskId}/events", operation_id="taskEvents",
-                response_class=StreamingResponse, responses={
-                    200: {"description": "text/event-stream: one event per state, until the "
-                                         "task ends",
-                          "content": {"text/event-stream": {"schema": SSE_EVENT}}},
-                    **task_errors})
-    async def task_events(taskId: str, request: Request, userId: UserId = None):
-        """Server-Sent Events: the task's state now, then every change, until it
-        ends (``event:`` = status, ``data:`` = the task JSON)."""
-        task_id = taskId
-        caller = await sv.authenticate(request)
-        if not sv.visible(await sv.projection.get(task_id), caller, userId):
-            raise not_found(task_id)
-        return StreamingResponse(sse_stream(sv.projection, task_id),
-                                 media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
-
-    @router.post("/export/tasks/{taskId}/cancel", status_code=202, operation_id="cancelTask",
-                 response_model=Envelope,
-                 responses=errors(401, 404, 409, 503))
-    async def cancel_task(taskId: str, request: Request, userId: UserId = None):
-        """Ask to cancel; 409 when the task already ended."""
-        task_id = taskId
-        caller = await sv.authenticate(request)
-        task = await sv.projection.get(task_id)
-        if not sv.visible(task, caller, userId):
-            raise not_found(task_id)
-        if task["status"] in TERMINAL:
-            raise Conflict(f"task {task_id} already ended as {task['status']}",
-                           {"status": task["status"]})
-        await sv.emit(T.CONTROL, task_id, CancelRequested(taskId=task_id))
-        await sv.audit(request, "task.cancelled", caller, taskId=task_id, userId=userId,
-                       sysCode=task.get("sysCode"))
-        return envelope(202, "cancel requested", {"taskId": task_id})
-
+    add = router.add_api_route
+    add("/export/tasks", create_task, methods=["POST"], status_code=202,
+        operation_id="createTask", response_model=Envelope,
+        responses={202: TASK_LINKS,
+                   **ok(200, "An identical task is running, or a recent identical export is "
+                             "reused: that task (data.reused / data.deduplicated)",
+                        **TASK_LINKS),
+                   **errors(401, 403, 429, 503)})
+    add("/export/tasks/{taskId}", get_task, methods=["GET"], operation_id="getTask",
+        response_model=Envelope, responses=TASK_ERRORS)
+    add("/export/tasks", list_tasks, methods=["GET"], operation_id="listTasks",
+        response_model=Envelope, responses=errors(401, 503),
+        openapi_extra=required_query("sysCode" if services.callers is None else "userId"),
+        dependencies=[Depends(refuse_unknown_query)])
+    add("/export/tasks/{taskId}/events", task_events, methods=["GET"],
+        operation_id="taskEvents", response_class=StreamingResponse, responses={
+            200: {"description": "text/event-stream: one event per state, until the task ends",
+                  "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+            **TASK_ERRORS})
+    add("/export/tasks/{taskId}/cancel", cancel_task, methods=["POST"], status_code=202,
+        operation_id="cancelTask", response_model=Envelope, responses=errors(401, 404, 409, 503))
     return router
 
 
