@@ -797,26 +797,35 @@ def write_chunked(path: Path, name: str, next_chunk, schema: pa.Schema, options:
                 ThreadPoolExecutor(1, thread_name_prefix="xlsx-chunk") as post_pool:
             start, k, done = 0, 0, None
             while (batches := next_chunk()) is not None:
-                counted = [0]
-
-                def counting(it=batches, counted=counted) -> Iterator[pa.RecordBatch]:
-                    for b in it:
-                        counted[0] += b.num_rows
-                        yield b
-
-                buf = io.BytesIO()
-                _native.write_worksheets(
-                    [(name, pa.RecordBatchReader.from_batches(schema, counting()))], buf,
-                    header_row={name: start} if k else None, **options)
+                package, rows = _write_chunk(name, batches, schema,
+                                             {name: start} if k else None, options)
                 if done is not None:
                     done.result()  # at most two chunks in memory
-                done = post_pool.submit(post, k, buf.getvalue(), out, deflate)
-                start += counted[0]
+                done = post_pool.submit(post, k, package, out, deflate)
+                start += rows
                 k += 1
             done.result()
         _assemble(path, first, last_end["ref"], spool_path, acc)
     finally:
         spool_path.unlink(missing_ok=True)
+
+
+def _write_chunk(name: str, batches, schema: pa.Schema, header_row: dict | None,
+                 options: dict) -> tuple[bytes, int]:
+    """One chunk of :func:`write_chunked` as a workbook in memory (the native
+    engine, ``header_row``: sheet -> row of its header); its bytes and rows."""
+    rows = 0
+
+    def counting() -> Iterator[pa.RecordBatch]:
+        nonlocal rows
+        for b in batches:
+            rows += b.num_rows
+            yield b
+
+    buf = io.BytesIO()
+    _native.write_worksheets([(name, pa.RecordBatchReader.from_batches(schema, counting()))],
+                             buf, header_row=header_row, **options)
+    return buf.getvalue(), rows
 
 
 def _assemble(path: Path, first: dict, end_ref: bytes, spool_path: Path, acc: dict) -> None:
