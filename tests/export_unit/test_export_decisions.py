@@ -168,6 +168,25 @@ async def test_progress_is_projected_before_sending_so_the_end_cannot_overtake_i
     assert (await ctx.projection.get("t1"))["exportedRows"] == 9
 
 
+async def test_a_task_end_is_counted_once_whichever_path_projects_it_first(make_ctx):
+    from prometheus_client import REGISTRY
+
+    from streams.control import project
+    from streams.emits import record
+
+    def ended() -> float:
+        return REGISTRY.get_sample_value("plait_export_tasks_total", {"outcome": "CANCELLED"}) or 0
+
+    ctx = make_ctx()
+    await running(ctx, "t1")
+    before = ended()
+    end = Lifecycle(taskId="t1", status="CANCELLED", errorMessage="x")
+    assert (await record(ctx, end))["status"] == "CANCELLED"
+    assert await record(ctx, end) is None  # a repeat changes nothing
+    await project(ctx, end)  # the projector finds it projected already
+    assert ended() == before + 1
+
+
 async def test_detached_handlers_run_in_background_one_task_in_order(make_ctx):
     ctx = make_ctx(max_parallel_fetches=3)
     hooks = ExportHooks(ctx, {"plait.export.fetch"})

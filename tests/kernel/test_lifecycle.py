@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from plait.events import Lifecycle
-from plait.lifecycle import TERMINAL, apply, can_move
+from plait.lifecycle import TERMINAL, apply, can_move, created
+from plait.spec import ExportSpec
 
 
 def ev(status: str, **kw) -> Lifecycle:
@@ -103,3 +104,18 @@ def test_a_created_that_arrives_after_the_start_folds_as_if_first():
     assert run(running, end, created) == run(created, running, end)
     assert run(running, created)["fingerprint"] == "f"
     assert run(running, created)["createdAt"] == "2026-01-01T00:00:00.000Z"
+
+
+def test_created_carries_what_the_api_the_scheduler_and_admission_project():
+    spec = ExportSpec.model_validate({
+        "sysCode": "crm", "bizType": "orders", "bizDesc": "Orders", "userId": "u1",
+        "dataConfig": {"dataApiUrl": "https://data.example/rows"},
+        "documentConfig": {"fileName": "orders", "fileFormat": "csv"},
+        "jobConfig": {"timeout": 120}})
+    state = apply(None, created(spec, "t1", "fp1", "2026-01-01T00:00:00Z"))
+    assert {k: state[k] for k in ("taskId", "status", "createdAt", "sysCode", "bizType",
+                                  "bizDesc", "userId", "fileName", "fileFormat",
+                                  "fingerprint", "timeout")} == {
+        "taskId": "t1", "status": "CREATED", "createdAt": "2026-01-01T00:00:00Z",
+        "sysCode": "crm", "bizType": "orders", "bizDesc": "Orders", "userId": "u1",
+        "fileName": "orders", "fileFormat": "csv", "fingerprint": "fp1", "timeout": 120}
