@@ -13,7 +13,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY, generate_latest
 
-from plait import metrics
+from plait import metrics, quotas  # noqa: F401  (quotas declares the plait_quota_* counters)
 
 ROOT = Path(__file__).parents[1]
 DASHBOARD = ROOT / "deploy" / "grafana" / "plait.json"
