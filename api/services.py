@@ -164,3 +164,8 @@ class Services:
         entries = (json.loads(r) for r in raws)
         picked = [e for e in entries if task_id is None or e.get("taskId") == task_id]
         return picked[:limit]
+
+
+def get_services(request: Request) -> Services:
+    """``app.state.services`` (a FastAPI dependency)."""
+    return request.app.state.services
