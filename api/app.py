@@ -19,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from alerting.counters import CountersCollector
 from alerting.silence_store import SILENCE_KEY, SilenceStore
 from api import alert_history, alertmanager, alerts
+from api import health as health_routes
 from api.alerting_deps import Alerting
 from api.envelope import envelope, install_error_handlers, refuse_snake_query
 from api.openapi import Envelope, errors, install_openapi, required_query_open
@@ -75,7 +76,6 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     sv = Services.build(settings)
     from alerting.amconfig import enabled as alerting_enabled
     from api.console import install_console
-    from api.health import create_health_router
     from api.schedules import create_schedules_router
     from plait import tracing
     from plait.metrics import StateCollector
@@ -97,7 +97,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app, refused)
     install_openapi(app, open_mode=sv.callers is None)
     app.include_router(create_tasks_router(sv))
-    app.include_router(create_health_router(settings))
+    app.include_router(health_routes.router)
     install_console(app, settings, sv)
     app.include_router(create_schedules_router(sv))
     if alerting_enabled(settings):
@@ -106,7 +106,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def install_alerting(app: FastAPI, settings: Settings, services: Any = None) -> None:
+def install_alerting(app: FastAPI, settings: Settings, services: Services | None = None) -> None:
     """Put :class:`Alerting`, the silence store and the alert publisher on
     ``app.state`` and include the alerting routers. ``services``
     (``api.services.Services``) gives the caller registry, Redis and the one

@@ -1,7 +1,7 @@
 """What the OpenAPI document (``GET /openapi.json``) says about every route:
 the error envelope and which error statuses a route can answer, request
 bodies of routes that read their body themselves, and links between
-operations (issue 10.8: "the OpenAPI document tells the truth").
+operations.
 
 Routes use:
 
