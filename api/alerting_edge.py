@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from alerting.intake import format_time
 from alerting.model import AlertRejected
 from alerting.silence import WEEKDAYS, Silence, SilenceRefused, create_silence
-from alerting.wire import command, ordering_key, raw_alert_bytes, raw_room
+from alerting.wire import ordering_key, raw_alert_bytes, raw_room
 from plait.errors import FieldError
 from plait.records import MAX_RECORD_BYTES
 
@@ -30,8 +30,6 @@ ALERT_TIMES = ("time", "startsAt", "endsAt")
 SILENCE_KEYS = ("matchers", "startsAt", "endsAt", "createdBy", "comment", "allowBroad",
                 "timeIntervals")
 INTERVAL_KEYS = ("weekdays", "times", "location")
-#: Kafka key of the silence commands sent to ``alerts.funnel``.
-SILENCE_KEY = b"silence"
 RANGE_KEYS = ("startTime", "endTime")
 #: Internal silence names -> the public spelling (for error messages).
 _PUBLIC = {"starts_at": "startsAt", "ends_at": "endsAt", "author": "createdBy",
@@ -174,12 +172,12 @@ def counters_view(counters: dict[str, Any]) -> dict[str, Any]:
 
 # -- silences -------------------------------------------------------------------
 
-def _public_field(field: str) -> str:
+def public_field(field: str) -> str:
     parts = field.split(".")
     return ".".join(_PUBLIC.get(p, p) for p in parts)
 
 
-def _public_text(text: str) -> str:
+def public_text(text: str) -> str:
     return _PUBLIC_RE.sub(lambda m: _PUBLIC[m.group(1)], text)
 
 
@@ -245,31 +243,8 @@ def parse_silence_request(doc: Any, now: float, silence_id: str) -> Silence:
     try:
         return create_silence(spec, now, silence_id)
     except SilenceRefused as e:
-        raise SilenceRefused(_public_field(e.field), _public_text(e.rule),
-                             _public_text(e.accepted) if e.accepted else None, e.code) from None
-
-
-def silence_command(d: dict[str, Any], key: bytes) -> bytes:
-    """The ``silence`` command of ``d`` (``Silence.to_dict``) for
-    ``alerts.funnel``, checked to make one record with Kafka ``key`` within
-    :data:`plait.records.MAX_RECORD_BYTES` (docs/kafka-rules.md #17).
-
-    Raises:
-        SilenceRefused: ``code`` ``size``, naming the silence's largest field
-            as the caller spells it (``matchers``, ``comment``, ``createdBy``,
-            ``timeIntervals``) and the limit; raised before the silence is
-            stored or sent.
-    """
-    value = command("silence", silence=d)
-    if len(value) + len(key) <= MAX_RECORD_BYTES:
-        return value
-    field = max(("matchers", "comment", "author", "time_intervals"),
-                key=lambda k: len(command("", v=d.get(k))))
-    name = _PUBLIC.get(field, field)
-    raise SilenceRefused(name, f"makes the silence {len(value) + len(key)} bytes as an "
-                         f"alerts.funnel record, more than one Kafka record carries",
-                         f"a silence of at most {MAX_RECORD_BYTES} bytes of JSON: "
-                         f"shorten {name}", "size")
+        raise SilenceRefused(public_field(e.field), public_text(e.rule),
+                             public_text(e.accepted) if e.accepted else None, e.code) from None
 
 
 def _hhmm(minutes: int) -> str:

@@ -1,5 +1,5 @@
 """Alertmanager's API v2, the part clients use, so Prometheus, amtool and
-Grafana point at Plait unchanged (issue 11 item 2).
+Grafana point at Plait unchanged.
 
 Paths, bodies and status codes follow Alertmanager's OpenAPI
 (``api/v2/openapi.yaml`` of prometheus/alertmanager)::
@@ -40,18 +40,16 @@ by count and age), so an alert is listed as soon as its POST is answered;
 their ``silencedBy`` and ``inhibitedBy`` are also computed at query time
 against the silence store and the listed firing alerts
 (:func:`alerting.view.inhibited_now`), as Alertmanager's API does, so a
-silence just created or an inhibiting source just posted shows at once. Silences are the one store
-of ``/silences`` (same ids, same funnel commands).
+silence just created or an inhibiting source just posted shows at once. Silences are
+:class:`alerting.silence_store.SilenceStore`'s, the store of ``/silences`` too.
 """
 from __future__ import annotations
 
 import socket
 import time
-import uuid
-from urllib.parse import urlsplit
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Callable, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from fastapi import APIRouter, Body, Depends, Query, Request
@@ -62,11 +60,14 @@ from alerting.config import DEFAULT_URLS
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
-from alerting.silence import (Matcher, Silence, SilenceRefused, compile_regex, create_silence,
-                              parse_matcher, parse_matchers, regex_hit)
-from alerting.view import RecentAlerts, inhibited_now, read_views
-from api.alerting_edge import (SILENCE_KEY, _public_field, _public_text, scrub_text,
-                               silence_command, sized_alert)
+from alerting.silence import (Matcher, SilenceRefused, compile_regex, parse_matcher,
+                              parse_matchers, regex_hit)
+from alerting.silence_store import SilenceStore, silence_state
+from alerting.view import inhibited_now, read_views
+from api.alerting_deps import (AM_ROUTER, REFUSED, Alerting, bearer, get_alerting, get_ingest,
+                               read_body, silence_store)
+from api.alerting_edge import public_field, public_text, scrub_text, sized_alert
+from api.ingest import AlertIngest
 from plait.callers import Caller
 from plait.errors import ConfigError, FieldError, Forbidden, NotFound, RequestInvalid
 
@@ -204,43 +205,6 @@ _BAD = {"model": str, "description": "Bad request: a text naming each bad field"
 _NOT_FOUND = {"model": str, "description": "No silence with that id"}
 
 
-# -- context ------------------------------------------------------------------------------
-
-@dataclass
-class AlertingContext:
-    """What ``api.alerts`` shares with these routes (one Kafka producer, one
-    Redis client, one silence store, one bearer gate)."""
-
-    settings: Any
-    config: Any
-    options: dict[str, Any]
-    redis: Callable[[], Any]
-    bearer: Callable[..., Awaitable[Caller | None]]
-    read_body: Callable[..., Awaitable[tuple[Any, int]]]
-    publish: Callable[[list[Any], str, float], Awaitable[list[str]]]
-    partitions: Callable[[], Awaitable[int]]
-    save_silence: Callable[[Silence, float], Awaitable[dict[str, Any]]]
-    load_silence: Callable[[str], Awaitable[dict[str, Any] | None]]
-    all_silences: Callable[[], Awaitable[list[dict[str, Any]]]]
-    end_silence: Callable[[str, float], Awaitable[dict[str, Any]]]
-    refused: Any
-
-    def reload(self) -> Any:
-        """Re-read the configuration file the settings name and put it in use
-        (routes, receivers, intake options); returns it.
-
-        Raises:
-            plait.errors.ConfigError: the file is invalid (the text names the
-                key); the configuration in use stays.
-        """
-        from alerting.amconfig import load_configured
-        from alerting.wire import normalize_options
-
-        config = load_configured(self.settings)
-        self.config, self.options = config, normalize_options(config)
-        return config
-
-
 # -- helpers -------------------------------------------------------------------------------
 
 def parse_filters(values: list[str] | None, field: str = "filter") -> list[Matcher]:
@@ -285,13 +249,6 @@ def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
         raise FieldError("receiver", f"is not a valid regex: {problem}",
                          "a regex (RE2 syntax) such as oncall|ops.*", "regex")
     return lambda receivers: any(regex_hit(rx, r.get("name", "")) for r in receivers)
-
-
-def silence_state(d: dict[str, Any], now: float) -> str:
-    """``pending`` / ``active`` / ``expired`` of a stored silence at ``now``."""
-    if d.get("ends_at") is not None and now >= d["ends_at"]:
-        return "expired"
-    return "pending" if now < d["starts_at"] else "active"
 
 
 def _am_matcher(m: dict[str, str]) -> dict[str, Any]:
@@ -457,277 +414,260 @@ def _version() -> str:
 
 # -- routes -----------------------------------------------------------------------------------
 
-def add_alertmanager_routes(router: APIRouter, ctx: AlertingContext) -> None:
-    """Add the ``/api/v2`` routes to ``router`` (whose dependencies gate them
-    with the bearer token)."""
+router = APIRouter(**AM_ROUTER)
 
-    #: silence id -> (what its matching depends on, the silence with its regexes compiled):
-    #: kept across requests (a regex silence recompiled per GET cost ~0.3 s for \pL{400}),
-    #: as many as the store holds
-    compiled: dict[str, tuple[tuple, Silence]] = {}
-    #: alerts this process accepted, listed before the published view shows them (bounded)
-    recent = RecentAlerts()
 
-    def silences_of(stored: list[dict[str, Any]]) -> list[Silence]:
-        out = []
-        for d in stored:
-            key = (repr(d["matchers"]), d["starts_at"], d["ends_at"], repr(d.get("time_intervals")))
-            hit = compiled.get(d["id"])
-            if hit is None or hit[0] != key:
-                hit = compiled[d["id"]] = (key, Silence.from_dict(d))
-            out.append(hit[1])
-        for sid in compiled.keys() - {d["id"] for d in stored}:
-            del compiled[sid]
-        return out
+async def current(state: Alerting, silences: SilenceStore, ingest: AlertIngest,
+                  now: float) -> list[dict[str, Any]]:
+    """Every current alert with its status at ``now`` (silences applied now)."""
+    views = state.recent.merge(await read_views(state.redis(), state.settings.redis_prefix,
+                                                range(await ingest.funnel_partitions())), now)
+    active = await silences.active(now)
+    seen_of = []
+    for v in views:
+        m = v.pop("_m", None) or {}
+        seen = dict(v.get("labels") or {})
+        seen.setdefault("alertname", m.get("rule", ""))
+        seen.update(m)
+        seen_of.append((v.get("fingerprint", ""), seen))
+    muted = inhibited_now(seen_of, state.config) if state.config is not None else {}
+    out = []
+    for v, (fp, seen) in zip(views, seen_of):
+        status = v.get("status") or {}
+        silenced = {sid for sid in status.get("silencedBy") or [] if sid in active}
+        silenced |= {sid for sid, s in active.items()
+                     if s.matches(seen, now)}
+        inhibited = list(status.get("inhibitedBy") or []) or muted.get(fp, [])
+        v["status"] = {"state": "suppressed" if silenced or inhibited else "active",
+                       "silencedBy": sorted(silenced), "inhibitedBy": inhibited}
+        out.append(v)
+    return out
 
-    async def current(now: float) -> list[dict[str, Any]]:
-        """Every current alert with its status at ``now`` (silences applied now)."""
-        views = recent.merge(await read_views(ctx.redis(), ctx.settings.redis_prefix,
-                                              range(await ctx.partitions())), now)
-        active = {s.id: s for s in silences_of(await ctx.all_silences()) if s.active(now)}
-        seen_of = []
-        for v in views:
-            m = v.pop("_m", None) or {}
-            seen = dict(v.get("labels") or {})
-            seen.setdefault("alertname", m.get("rule", ""))
-            seen.update(m)
-            seen_of.append((v.get("fingerprint", ""), seen))
-        muted = inhibited_now(seen_of, ctx.config) if ctx.config is not None else {}
-        out = []
-        for v, (fp, seen) in zip(views, seen_of):
-            status = v.get("status") or {}
-            silenced = {sid for sid in status.get("silencedBy") or [] if sid in active}
-            silenced |= {sid for sid, s in active.items()
-                         if s.matches(seen, now)}
-            inhibited = list(status.get("inhibitedBy") or []) or muted.get(fp, [])
-            v["status"] = {"state": "suppressed" if silenced or inhibited else "active",
-                           "silencedBy": sorted(silenced), "inhibitedBy": inhibited}
-            out.append(v)
-        return out
 
-    def keep(v: dict[str, Any], matchers: list[Matcher], receivers, active: bool,
-             silenced: bool, inhibited: bool, unprocessed: bool = True) -> bool:
-        st = v["status"]
-        if receivers is not None and not receivers(v.get("receivers") or []):
-            return False
-        if not filter_matches(matchers, v.get("labels") or {}):
-            return False
-        if not active and st["state"] == "active":
-            return False
-        if not unprocessed and st["state"] == "unprocessed":
-            return False
-        if not silenced and st["silencedBy"]:
-            return False
-        if not inhibited and st["inhibitedBy"]:
-            return False
-        return True
+def keep(v: dict[str, Any], matchers: list[Matcher], receivers, active: bool,
+         silenced: bool, inhibited: bool, unprocessed: bool = True) -> bool:
+    """Whether alert view ``v`` passes ``getAlerts``' filters."""
+    st = v["status"]
+    if receivers is not None and not receivers(v.get("receivers") or []):
+        return False
+    if not filter_matches(matchers, v.get("labels") or {}):
+        return False
+    if not active and st["state"] == "active":
+        return False
+    if not unprocessed and st["state"] == "unprocessed":
+        return False
+    if not silenced and st["silencedBy"]:
+        return False
+    if not inhibited and st["inhibitedBy"]:
+        return False
+    return True
 
-    @router.post("/api/v2/alerts", response_class=Response, responses={
-        200: {"description": "Alerts accepted: no body (X-Plait-Accepted: how many)"},
-        400: _BAD}, openapi_extra={"requestBody": {
-        "required": True, "description": "postableAlerts: a list of alerts",
-        "content": {"application/json": {"schema": {
-            "type": "array", "items": PostableAlert.model_json_schema()}}}}})
-    async def post_alerts(request: Request):
-        """Create alerts (``postAlerts``): each valid alert goes on; the bad
-        ones are answered with 400 naming their index and field."""
-        now = time.time()
-        doc, replaced = await ctx.read_body(request, "a list of Alertmanager postableAlert objects")
-        if not isinstance(doc, list):
-            raise AlertRejected("body", f"must be a JSON list of alerts, got {type(doc).__name__}",
-                                "a list of Alertmanager postableAlert objects", "type")
-        if len(doc) > MAX_ALERTS:
-            raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
-        good, errors, accepted = [], [], []
-        for i, a in enumerate(doc):
-            # removeEmptyLabels, as intake does too: here so the record's ordering key
-            # (``publish``) sees the label set intake identifies the alert by
-            if isinstance(a, dict) and isinstance(a.get("labels"), dict):
-                a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
-            try:
-                alert = from_alertmanager_alert(a, now, prefix=f"[{i}].", **ctx.options)
-                good.append(sized_alert(a, f"[{i}].", "plait-api-v2", now))
-                accepted.append(alert)
-            except AlertRejected as e:
-                errors.append(e)
-        if good:
-            await ctx.publish(good, "plait-api-v2", now)
-            if ctx.config is not None:  # listed at once by the GET routes (read your writes)
-                for alert in accepted:
-                    recent.add(alert, ctx.config, now)
-        headers = {"X-Plait-Accepted": str(len(good))}
-        if replaced:
-            headers["X-Plait-Replaced-Characters"] = str(replaced)
-        if errors:
-            ctx.refused.labels("/api/v2/alerts").inc(len(errors))
-            err = RequestInvalid(errors)
-            err.message = (f"{len(errors)} of {len(doc)} alerts refused, {len(good)} accepted: "
-                           + err.message)
-            raise err
-        return Response(status_code=200, headers=headers)
 
-    @router.get("/api/v2/alerts", responses={200: {"model": list[GettableAlert]}, 400: _BAD})
-    async def get_alerts(active: bool = True, silenced: bool = True, inhibited: bool = True,
-                         unprocessed: bool = True,
-                         filter: list[str] | None = Query(None, description="matchers"),
-                         receiver: str | None = Query(None, description="regex on receiver names")):
-        """Current (firing) alerts with their status (``getAlerts``), sorted by
-        fingerprint; an alert ``continue`` routes took to several receivers
-        is listed once with all of them, as Alertmanager lists it."""
-        now = time.time()
-        matchers, receivers = parse_filters(filter), receiver_filter(receiver)
-        alerts: dict[str, dict[str, Any]] = {}
-        for v in await current(now):  # a continue route's copy is the same alert, one more receiver
-            v.pop("_group", None)
-            v.pop("_route", None)
-            have = alerts.setdefault(v.get("fingerprint", ""), v)
-            if have is not v:
-                names = {r["name"] for r in have["receivers"]}
-                have["receivers"] += [r for r in v.get("receivers") or [] if r["name"] not in names]
-        out = [v for v in alerts.values()
-               if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
-        out.sort(key=lambda v: v.get("fingerprint", ""))
-        return JSONResponse(out)
+def may_manage_silences(caller: Caller | None) -> None:
+    """Raises Forbidden (403) unless ``caller`` (None: no credential needed)
+    holds ``silenceManage``."""
+    if caller is not None and not caller.silenceManage:
+        raise Forbidden(f"caller {caller.sysCode} may not manage silences: its registry "
+                        "entry needs 'silenceManage: true'")
 
-    @router.get("/api/v2/alerts/groups", responses={200: {"model": list[AlertGroup]}, 400: _BAD})
-    async def get_alert_groups(active: bool = True, silenced: bool = True, inhibited: bool = True,
-                               filter: list[str] | None = Query(None, description="matchers"),
-                               receiver: str | None = Query(None, description="regex on receiver names")):
-        """Current alerts by receiver and group labels (``getAlertGroups``)."""
-        now = time.time()
-        matchers, receivers = parse_filters(filter), receiver_filter(receiver)
-        groups: dict[tuple, dict[str, Any]] = {}
-        for v in await current(now):
-            if not keep(v, matchers, receivers, active, silenced, inhibited):
-                continue
-            glabels = am_group_labels(v.pop("_group", None) or {})
-            route = v.pop("_route", None) or "0"  # Alertmanager: a group per route and labels
-            for r in v.get("receivers") or []:
-                key = (tuple(sorted(glabels.items())), r["name"], route)
-                g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},
-                                            "alerts": []})
-                g["alerts"].append(v)
-        for g in groups.values():
-            g["alerts"].sort(key=lambda v: v.get("fingerprint", ""))
-        return JSONResponse([groups[k] for k in sorted(groups)])
 
-    @router.get("/api/v2/silences", responses={200: {"model": list[GettableSilence]}, 400: _BAD})
-    async def get_silences(filter: list[str] | None = Query(None, description="matchers"),
-                           creator: list[str] | None = Query(None, description="createdBy values")):
-        """Every silence (``getSilences``), Alertmanager's order."""
-        now = time.time()
-        matchers = parse_filters(filter)
-        out = []
-        for d in sort_silences(await ctx.all_silences(), now):
-            pattern = {m["name"]: m["value"] for m in d["matchers"]}
-            if matchers and not filter_matches(matchers, pattern):
-                continue
-            if creator and d["author"] not in creator:
-                continue
-            out.append(gettable_silence(d, now))
-        return JSONResponse(out)
-
-    @router.post("/api/v2/silences", responses={200: {"model": SilenceCreated}, 400: _BAD,
-                                                404: _NOT_FOUND})
-    async def post_silences(silence: PostableSilence = Body(...),
-                            caller: Caller | None = Depends(ctx.bearer)):
-        """Create a silence, or update the one named by ``id`` (``postSilences``)."""
-        if caller is not None and not caller.silenceManage:
-            raise Forbidden(f"caller {caller.sysCode} may not manage silences: its registry "
-                            "entry needs 'silenceManage: true'")
-        now = time.time()
-        body, _replaced = scrub_text(silence.model_dump())
-        starts, ends = _ts(silence.startsAt), _ts(silence.endsAt)
-        if ends < now:
-            raise FieldError("endsAt", "is in the past", "a time after now", "order")
-        matchers = []
-        for i, m in enumerate(body["matchers"]):
-            try:
-                matchers.append(parse_matcher(m))
-            except ValueError as e:
-                accepted = ("a valid regex (RE2 syntax) when isRegex is true" if "bad regex" in str(e)
-                            else "a non-empty string name and a string value")
-                raise FieldError(f"matchers.{i}", str(e), accepted, "matcher") from None
-        prev = await ctx.load_silence(body["id"]) if body.get("id") else None
-        if body.get("id") and prev is None:
-            raise NotFound(f"silence {body['id']} not found")
-        sid, extra, expire_prev = None, {}, False
-        if prev is not None:
-            state = silence_state(prev, now)
-            same = tuple(matchers) == Silence.from_dict(prev).matchers
-            if same and state != "expired" and (
-                    (state == "active" and abs(starts - prev["starts_at"]) < 0.001)
-                    or (state == "pending" and starts >= now)):
-                sid = prev["id"]
-                extra = {"allow_broad": prev.get("allow_broad", False),
-                         "time_intervals": prev.get("time_intervals") or []}
-            elif state != "expired":
-                expire_prev = True  # once the new silence is known to be valid and to fit
-        if sid is None:
-            sid, starts = str(uuid.uuid4()), max(starts, now)
-        spec = {"matchers": matchers, "starts_at": starts, "ends_at": ends,
-                "author": body["createdBy"], "comment": body["comment"], **extra}
+@router.post("/api/v2/alerts", response_class=Response, responses={
+    200: {"description": "Alerts accepted: no body (X-Plait-Accepted: how many)"},
+    400: _BAD}, openapi_extra={"requestBody": {
+    "required": True, "description": "postableAlerts: a list of alerts",
+    "content": {"application/json": {"schema": {
+        "type": "array", "items": PostableAlert.model_json_schema()}}}}})
+async def post_alerts(request: Request, state: Alerting = Depends(get_alerting),
+                      ingest: AlertIngest = Depends(get_ingest)):
+    """Create alerts (``postAlerts``): each valid alert goes on; the bad
+    ones are answered with 400 naming their index and field."""
+    now = time.time()
+    doc, replaced = await read_body(request, "a list of Alertmanager postableAlert objects")
+    if not isinstance(doc, list):
+        raise AlertRejected("body", f"must be a JSON list of alerts, got {type(doc).__name__}",
+                            "a list of Alertmanager postableAlert objects", "type")
+    if len(doc) > MAX_ALERTS:
+        raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
+    good, errors, accepted = [], [], []
+    for i, a in enumerate(doc):
+        # removeEmptyLabels, as intake does too: here so the record's ordering key
+        # (``publish``) sees the label set intake identifies the alert by
+        if isinstance(a, dict) and isinstance(a.get("labels"), dict):
+            a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
         try:
-            created = create_silence(spec, now, sid)
-        except SilenceRefused as e:
-            raise FieldError(_public_field(e.field), _public_text(e.rule).replace(
-                "or allowBroad: true", "(the Alertmanager API has no allowBroad; use POST "
-                "/silences)"), _public_text(e.accepted) if e.accepted else None, e.code) from None
-        silence_command(created.to_dict(), SILENCE_KEY)  # too large: 400 before any change
-        if expire_prev:
-            await ctx.end_silence(prev["id"], now)
-        await ctx.save_silence(created, now)
-        return JSONResponse({"silenceID": created.id})
+            alert = from_alertmanager_alert(a, now, prefix=f"[{i}].", **state.options)
+            good.append(sized_alert(a, f"[{i}].", "plait-api-v2", now))
+            accepted.append(alert)
+        except AlertRejected as e:
+            errors.append(e)
+    if good:
+        await ingest.publish(good, "plait-api-v2", now)
+        if state.config is not None:  # listed at once by the GET routes (read your writes)
+            for alert in accepted:
+                state.recent.add(alert, state.config, now)
+    headers = {"X-Plait-Accepted": str(len(good))}
+    if replaced:
+        headers["X-Plait-Replaced-Characters"] = str(replaced)
+    if errors:
+        REFUSED.labels("/api/v2/alerts").inc(len(errors))
+        err = RequestInvalid(errors)
+        err.message = (f"{len(errors)} of {len(doc)} alerts refused, {len(good)} accepted: "
+                       + err.message)
+        raise err
+    return Response(status_code=200, headers=headers)
 
-    @router.get("/api/v2/silence/{silenceID}",
-                responses={200: {"model": GettableSilence}, 404: _NOT_FOUND})
-    async def get_silence(silenceID: str):  # noqa: N803 - Alertmanager's parameter name
-        """One silence (``getSilence``); 404 when unknown."""
-        d = await ctx.load_silence(silenceID)
-        if d is None:
-            raise NotFound(f"silence {silenceID} not found")
-        return JSONResponse(gettable_silence(d, time.time()))
 
-    @router.delete("/api/v2/silence/{silenceID}", response_class=Response, responses={
-        200: {"description": "Expired: no body"}, 404: _NOT_FOUND})
-    async def delete_silence(silenceID: str,  # noqa: N803
-                             caller: Caller | None = Depends(ctx.bearer)):
-        """Expire a silence now (``deleteSilence``); 200 with no body; 404 when
-        unknown; expiring an expired silence is a no-op."""
-        if caller is not None and not caller.silenceManage:
-            raise Forbidden(f"caller {caller.sysCode} may not manage silences: its registry "
-                            "entry needs 'silenceManage: true'")
-        await ctx.end_silence(silenceID, time.time())
-        return Response(status_code=200)
+@router.get("/api/v2/alerts", responses={200: {"model": list[GettableAlert]}, 400: _BAD})
+async def get_alerts(active: bool = True, silenced: bool = True, inhibited: bool = True,
+                     unprocessed: bool = True,
+                     filter: list[str] | None = Query(None, description="matchers"),
+                     receiver: str | None = Query(None, description="regex on receiver names"),
+                     state: Alerting = Depends(get_alerting),
+                     silences: SilenceStore = Depends(silence_store),
+                     ingest: AlertIngest = Depends(get_ingest)):
+    """Current (firing) alerts with their status (``getAlerts``), sorted by
+    fingerprint; an alert ``continue`` routes took to several receivers
+    is listed once with all of them, as Alertmanager lists it."""
+    now = time.time()
+    matchers, receivers = parse_filters(filter), receiver_filter(receiver)
+    alerts: dict[str, dict[str, Any]] = {}
+    for v in await current(state, silences, ingest, now):  # a continue route's copy: one more receiver
+        v.pop("_group", None)
+        v.pop("_route", None)
+        have = alerts.setdefault(v.get("fingerprint", ""), v)
+        if have is not v:
+            names = {r["name"] for r in have["receivers"]}
+            have["receivers"] += [r for r in v.get("receivers") or [] if r["name"] not in names]
+    out = [v for v in alerts.values()
+           if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
+    out.sort(key=lambda v: v.get("fingerprint", ""))
+    return JSONResponse(out)
 
-    @router.get("/api/v2/status", responses={200: {"model": AlertmanagerStatus}})
-    async def get_status():
-        """Status (``getStatus``): no cluster; the alerting config as Alertmanager's
-        (:func:`alertmanager_config`), secrets redacted."""
-        return JSONResponse({
-            "cluster": {"name": socket.gethostname(), "status": "disabled", "peers": []},
-            "versionInfo": {"version": _version(), "revision": "", "branch": "plait",
-                            "buildUser": "", "buildDate": "", "goVersion": "none (Plait, Python)"},
-            "config": {"original": alertmanager_config(ctx.config)},
-            "uptime": format_time(_STARTED)})
 
-    @router.post("/-/reload", response_class=Response, responses={
-        200: {"description": "The file was valid and is in use: no body"},
-        400: {"model": str, "description": "The file is invalid: `failed to reload config: "
-              "<key>: <problem>`; the configuration in use stays"}})
-    async def reload_config():
-        """Re-read the configuration file (Alertmanager's ``POST /-/reload``;
-        the workers re-read theirs on SIGHUP). Behind the same bearer gate as
-        ``/api/v2``."""
+@router.get("/api/v2/alerts/groups", responses={200: {"model": list[AlertGroup]}, 400: _BAD})
+async def get_alert_groups(active: bool = True, silenced: bool = True, inhibited: bool = True,
+                           filter: list[str] | None = Query(None, description="matchers"),
+                           receiver: str | None = Query(None, description="regex on receiver names"),
+                           state: Alerting = Depends(get_alerting),
+                           silences: SilenceStore = Depends(silence_store),
+                           ingest: AlertIngest = Depends(get_ingest)):
+    """Current alerts by receiver and group labels (``getAlertGroups``)."""
+    now = time.time()
+    matchers, receivers = parse_filters(filter), receiver_filter(receiver)
+    groups: dict[tuple, dict[str, Any]] = {}
+    for v in await current(state, silences, ingest, now):
+        if not keep(v, matchers, receivers, active, silenced, inhibited):
+            continue
+        glabels = am_group_labels(v.pop("_group", None) or {})
+        route = v.pop("_route", None) or "0"  # Alertmanager: a group per route and labels
+        for r in v.get("receivers") or []:
+            key = (tuple(sorted(glabels.items())), r["name"], route)
+            g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},
+                                        "alerts": []})
+            g["alerts"].append(v)
+    for g in groups.values():
+        g["alerts"].sort(key=lambda v: v.get("fingerprint", ""))
+    return JSONResponse([groups[k] for k in sorted(groups)])
+
+
+@router.get("/api/v2/silences", responses={200: {"model": list[GettableSilence]}, 400: _BAD})
+async def get_silences(filter: list[str] | None = Query(None, description="matchers"),
+                        creator: list[str] | None = Query(None, description="createdBy values"),
+                             silences: SilenceStore = Depends(silence_store)):
+    """Every silence (``getSilences``), Alertmanager's order."""
+    now = time.time()
+    matchers = parse_filters(filter)
+    out = []
+    for d in sort_silences(await silences.all(), now):
+        pattern = {m["name"]: m["value"] for m in d["matchers"]}
+        if matchers and not filter_matches(matchers, pattern):
+            continue
+        if creator and d["author"] not in creator:
+            continue
+        out.append(gettable_silence(d, now))
+    return JSONResponse(out)
+
+
+@router.post("/api/v2/silences", responses={200: {"model": SilenceCreated}, 400: _BAD,
+                                            404: _NOT_FOUND})
+async def post_silences(silence: PostableSilence = Body(...),
+                        caller: Caller | None = Depends(bearer),
+                        silences: SilenceStore = Depends(silence_store)):
+    """Create a silence, or update the one named by ``id`` (``postSilences``)."""
+    may_manage_silences(caller)
+    now = time.time()
+    body, _replaced = scrub_text(silence.model_dump())
+    matchers = []
+    for i, m in enumerate(body["matchers"]):
         try:
-            ctx.reload()
-        except ConfigError as e:  # Alertmanager answers 500; a bad file is not a server fault
-            return Response(f"failed to reload config: {e}", status_code=400,
-                            media_type="text/plain; charset=utf-8")
-        return Response(status_code=200)
+            matchers.append(parse_matcher(m))
+        except ValueError as e:
+            accepted = ("a valid regex (RE2 syntax) when isRegex is true" if "bad regex" in str(e)
+                        else "a non-empty string name and a string value")
+            raise FieldError(f"matchers.{i}", str(e), accepted, "matcher") from None
+    try:
+        created = await silences.set(body.get("id"), matchers, _ts(silence.startsAt),
+                                     _ts(silence.endsAt), body["createdBy"], body["comment"], now)
+    except SilenceRefused as e:
+        raise FieldError(public_field(e.field), public_text(e.rule).replace(
+            "or allowBroad: true", "(the Alertmanager API has no allowBroad; use POST "
+            "/silences)"), public_text(e.accepted) if e.accepted else None, e.code) from None
+    return JSONResponse({"silenceID": created.id})
 
-    @router.get("/api/v2/receivers", responses={200: {"model": list[Receiver]}})
-    async def get_receivers():
-        """Receiver names of the alerting config (``getReceivers``)."""
-        names = [r.name for r in ctx.config.receivers] if ctx.config is not None else []
-        return JSONResponse([{"name": n} for n in names])
+
+@router.get("/api/v2/silence/{silenceID}",
+            responses={200: {"model": GettableSilence}, 404: _NOT_FOUND})
+async def get_silence(silenceID: str,  # noqa: N803 - Alertmanager's parameter name
+                      silences: SilenceStore = Depends(silence_store)):
+    """One silence (``getSilence``); 404 when unknown."""
+    d = await silences.get(silenceID)
+    if d is None:
+        raise NotFound(f"silence {silenceID} not found")
+    return JSONResponse(gettable_silence(d, time.time()))
+
+
+@router.delete("/api/v2/silence/{silenceID}", response_class=Response, responses={
+    200: {"description": "Expired: no body"}, 404: _NOT_FOUND})
+async def delete_silence(silenceID: str,  # noqa: N803
+                         caller: Caller | None = Depends(bearer),
+                         silences: SilenceStore = Depends(silence_store)):
+    """Expire a silence now (``deleteSilence``); 200 with no body; 404 when
+    unknown; expiring an expired silence is a no-op."""
+    may_manage_silences(caller)
+    await silences.expire(silenceID, time.time())
+    return Response(status_code=200)
+
+
+@router.get("/api/v2/status", responses={200: {"model": AlertmanagerStatus}})
+async def get_status(state: Alerting = Depends(get_alerting)):
+    """Status (``getStatus``): no cluster; the alerting config as Alertmanager's
+    (:func:`alertmanager_config`), secrets redacted."""
+    return JSONResponse({
+        "cluster": {"name": socket.gethostname(), "status": "disabled", "peers": []},
+        "versionInfo": {"version": _version(), "revision": "", "branch": "plait",
+                        "buildUser": "", "buildDate": "", "goVersion": "none (Plait, Python)"},
+        "config": {"original": alertmanager_config(state.config)},
+        "uptime": format_time(_STARTED)})
+
+
+@router.post("/-/reload", response_class=Response, responses={
+    200: {"description": "The file was valid and is in use: no body"},
+    400: {"model": str, "description": "The file is invalid: `failed to reload config: "
+          "<key>: <problem>`; the configuration in use stays"}})
+async def reload_config(state: Alerting = Depends(get_alerting)):
+    """Re-read the configuration file (Alertmanager's ``POST /-/reload``;
+    the workers re-read theirs on SIGHUP). Behind the same bearer gate as
+    ``/api/v2``."""
+    try:
+        state.reload()
+    except ConfigError as e:  # Alertmanager answers 500; a bad file is not a server fault
+        return Response(f"failed to reload config: {e}", status_code=400,
+                        media_type="text/plain; charset=utf-8")
+    return Response(status_code=200)
+
+
+@router.get("/api/v2/receivers", responses={200: {"model": list[Receiver]}})
+async def get_receivers(state: Alerting = Depends(get_alerting)):
+    """Receiver names of the alerting config (``getReceivers``)."""
+    names = [r.name for r in state.config.receivers] if state.config is not None else []
+    return JSONResponse([{"name": n} for n in names])

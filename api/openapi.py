@@ -1,7 +1,7 @@
 """What the OpenAPI document (``GET /openapi.json``) says about every route:
 the error envelope and which error statuses a route can answer, request
 bodies of routes that read their body themselves, and links between
-operations (issue 10.8: "the OpenAPI document tells the truth").
+operations.
 
 Routes use:
 
@@ -114,6 +114,7 @@ def request_body(model: type[BaseModel] | Any, description: str, *,
 
 
 _REQUIRED = "x-plait-required-query"
+_REQUIRED_OPEN = "x-plait-required-query-open"
 
 
 def required_query(*names: str) -> dict[str, Any]:
@@ -123,12 +124,23 @@ def required_query(*names: str) -> dict[str, Any]:
     return {_REQUIRED: list(names)}
 
 
-def _mark_required(doc: dict[str, Any]) -> None:
+def required_query_open(*names: str) -> dict[str, Any]:
+    """:func:`required_query` only when the API runs without a caller
+    registry (``install_openapi(app, open_mode=True)``)."""
+    return {_REQUIRED_OPEN: list(names)}
+
+
+def _mark_required(doc: dict[str, Any], open_mode: bool) -> None:
     for item in doc.get("paths", {}).values():
         for op in item.values():
-            if not isinstance(op, dict) or _REQUIRED not in op:
+            if not isinstance(op, dict):
                 continue
-            names = set(op.pop(_REQUIRED))
+            names = set(op.pop(_REQUIRED, []))
+            open_names = op.pop(_REQUIRED_OPEN, [])
+            if open_mode:
+                names.update(open_names)
+            if not names:
+                continue
             for param in op.get("parameters", []):
                 if param.get("in") == "query" and param.get("name") in names:
                     param["required"] = True
@@ -139,17 +151,18 @@ def _mark_required(doc: dict[str, Any]) -> None:
                     schema.update(type="string", minLength=1)
 
 
-def install_openapi(app: FastAPI) -> None:
+def install_openapi(app: FastAPI, open_mode: bool = False) -> None:
     """Add the body models of :func:`request_body` to the document's
     ``components.schemas`` (FastAPI only collects models it validates) and
-    apply :func:`required_query` marks."""
+    apply :func:`required_query` marks (and :func:`required_query_open`
+    ones when ``open_mode``: no caller registry)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is not None:
             return app.openapi_schema
         doc = generate()
-        _mark_required(doc)
+        _mark_required(doc, open_mode)
         schemas = doc.setdefault("components", {}).setdefault("schemas", {})
         for name, model in _BODY_MODELS.items():
             js = model.model_json_schema(ref_template=_REF, mode="validation")

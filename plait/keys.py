@@ -32,7 +32,7 @@ key, so ``tests/kernel/test_keys.py`` pins every format byte for byte.
     P:nonce:{appKey}:{nonce}   string  used request nonce         api.auth
     P:audit:{sysCode}          list    recent audit entries       api.services
     P:alerts:counters          hash    funnel counters            alerting.agents
-    P:alerts:silences          hash    silences                   api.alerts
+    P:alerts:silences          hash    silences                   alerting.silence_store
     P:alerts:view:{partition}  hash    current alerts (view)      alerting.view
     P:alerts:history:{fp}      list    an alert's story           alerting.history
     P:alerts:slow:{taskId}     string  ExportSlow fired           alerting.agents
@@ -281,8 +281,8 @@ def alert_silences(prefix: str) -> str:
     """``P:alerts:silences``, hash: silence id -> the silence (JSON, with
     ``updated_at``), the one silence store the API lists (the funnel's own copy
     lives in its Faust table); an expired silence stays with its ``ends_at``
-    set. Written and read by ``api.alerts`` (native ``/silences`` and
-    Alertmanager ``/api/v2/silences`` routes). No TTL."""
+    set. Written and read by ``alerting.silence_store.SilenceStore`` (native
+    ``/silences`` and Alertmanager ``/api/v2/silences`` routes). No TTL."""
     return f"{prefix}:alerts:silences"
 
 
@@ -301,7 +301,7 @@ def alert_history(prefix: str, fp: str) -> str:
     fingerprint, oldest entry first, each the public JSON of one fact
     (``alerting.history``: outcome, message, attempt). Written by the alerting
     agents (``alerting.history.write``: RPUSH, LTRIM to
-    ``Settings.alert_history_max_entries``); read by ``api.alerts`` (``GET
+    ``Settings.alert_history_max_entries``); read by ``api.alert_history`` (``GET
     /alerts/{fingerprint}/history``, ``GET /api/v2/alerts/{fingerprint}/history``).
     TTL ``Settings.alert_history_retention_seconds`` after the last write."""
     return f"{prefix}:alerts:history:{fp}"

@@ -177,6 +177,40 @@ class PlaitProducer:
             rowsJson=body.decode("utf-8"), rowCount=len(clean), rowsBefore=rows_before,
             isLast=is_last, spec=spec))
 
+    def send_records(self, records: list[tuple[str, bytes, bytes, int | None]],
+                     timeout: float) -> None:
+        """Produce encoded records ``(full topic name, key, value, partition or
+        None)`` with the current trace's ``traceparent`` header and wait for
+        their acks (blocking: call it in a thread).
+
+        Raises:
+            RuntimeError: one was refused or not acknowledged within ``timeout`` s.
+        """
+        from plait import tracing
+
+        errors: list[str] = []
+
+        def done(err, _msg):
+            if err is not None:
+                errors.append(str(err))
+
+        tp = tracing.current_traceparent()
+        for topic, key, value, partition in records:
+            kwargs: dict[str, Any] = {"partition": partition} if partition is not None else {}
+            if tp:
+                kwargs["headers"] = [(tracing.TRACEPARENT, tp.encode())]
+            self._producer.produce(topic, key=key, value=value, on_delivery=done, **kwargs)
+        remaining = self._producer.flush(timeout)
+        if remaining or errors:
+            raise RuntimeError(f"Kafka did not take the events: {errors or f'{remaining} unsent'}")
+
+    def partition_count(self, topic: str, timeout: float) -> int | None:
+        """Partitions of ``topic`` (full name) from the broker's metadata;
+        None when the topic is unknown. Blocking; raises ``KafkaException``
+        when the broker does not answer within ``timeout`` s."""
+        meta = self._producer.list_topics(topic, timeout=timeout).topics.get(topic)
+        return len(meta.partitions) if meta is not None and meta.partitions else None
+
     def _delivered(self, err, msg) -> None:
         if err is not None:
             self._errors.append(f"{msg.topic()}: {err}")

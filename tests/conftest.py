@@ -44,9 +44,9 @@ def stack(tmp_path_factory):
 
 @pytest.fixture
 def sent(monkeypatch):
-    """What the alerting routes (``api.alerts``) send to Kafka (records),
-    recorded instead of sent, with 2 funnel partitions; Redis stays real."""
-    import api.alerts as alerts_module
+    """What the alerting routes (``api.ingest.AlertIngest``) send to Kafka
+    (records), recorded instead of sent, with 2 funnel partitions; Redis stays real."""
+    from api.ingest import AlertIngest
 
     records: list[tuple] = []
 
@@ -56,6 +56,6 @@ def sent(monkeypatch):
     async def partitions(self):
         return 2
 
-    monkeypatch.setattr(alerts_module._Kafka, "send", send)
-    monkeypatch.setattr(alerts_module._Kafka, "funnel_partitions", partitions)
+    monkeypatch.setattr(AlertIngest, "send", send)
+    monkeypatch.setattr(AlertIngest, "funnel_partitions", partitions)
     return records

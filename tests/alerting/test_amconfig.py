@@ -393,7 +393,7 @@ def test_post_reload_rereads_the_file_behind_the_bearer_gate_and_keeps_it_when_b
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    from api.alerts import create_alerts_router
+    from api.app import install_alerting
     from api.envelope import install_error_handlers
     from plait.settings import Settings
 
@@ -403,7 +403,7 @@ def test_post_reload_rereads_the_file_behind_the_bearer_gate_and_keeps_it_when_b
                         redis_prefix="test-c1-reload", broker_url="127.0.0.1:1")
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(create_alerts_router(settings))
+    install_alerting(app, settings)
     auth = {"Authorization": f"Bearer {token}"}
     with TestClient(app) as client:
         names = lambda: [r["name"] for r in client.get("/api/v2/receivers", headers=auth).json()]  # noqa: E731

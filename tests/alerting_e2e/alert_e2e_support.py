@@ -244,7 +244,7 @@ def stack_settings(stack) -> Settings:
 
 class AlertApi:
     """Base URL of the alerting routes: the stack's API when api/app.py
-    includes them, else an API in a thread built from ``create_alerts_router``."""
+    includes them, else an API in a thread built with ``api.app.install_alerting``."""
 
     def __init__(self, stack) -> None:
         self.stack = stack
@@ -261,13 +261,13 @@ class AlertApi:
         from fastapi.responses import Response
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        from api.alerts import create_alerts_router
+        from api.app import install_alerting
 
         from api.envelope import install_error_handlers
 
         app = FastAPI()
         install_error_handlers(app)
-        app.include_router(create_alerts_router(stack_settings(self.stack)))
+        install_alerting(app, stack_settings(self.stack))
 
         @app.get("/metrics")
         async def metrics():

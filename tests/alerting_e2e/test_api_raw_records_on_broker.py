@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from alert_e2e_support import AlertApi, record_sizes
-from api.alerts import MAX_BODY
+from api.alerting_deps import MAX_BODY
 from plait.records import MAX_RECORD_BYTES
 
 pytestmark = pytest.mark.integration

@@ -36,9 +36,9 @@ from schemathesis.specs.openapi.checks import (content_type_conformance,
                                                response_schema_conformance,
                                                status_code_conformance)
 
-import api.alerts as alerts_module
 from alerting.topics import FUNNEL_TOPIC
 from api.app import create_api
+from api.ingest import AlertIngest
 from ops.infra import start_broker
 from plait.kafka_admin import create_topics
 from plait.settings import Settings
@@ -299,8 +299,8 @@ def api_schema_no_broker(tmp_path_factory, redis_prefix):
     """The API with nothing listening at its broker address (acks wait 0.25 s)."""
     settings = _settings(tmp_path_factory.mktemp("oas-nobroker"), f"{redis_prefix}-nb",
                          f"127.0.0.1:{_free_port()}")
-    saved = alerts_module._Kafka.ack_timeout
-    alerts_module._Kafka.ack_timeout = 0.25
+    saved = AlertIngest.ack_timeout
+    AlertIngest.ack_timeout = 0.25
     try:
         api = LiveApi(settings)
         api.app.state.services.emit_timeout = 0.25
@@ -308,7 +308,7 @@ def api_schema_no_broker(tmp_path_factory, redis_prefix):
             config = schemathesis.config.SchemathesisConfig.from_dict(CONFIG)
             yield schemathesis.openapi.from_url(f"{api.url}/openapi.json", config=config)
     finally:
-        alerts_module._Kafka.ack_timeout = saved
+        AlertIngest.ack_timeout = saved
 
 
 def test_without_a_broker_writes_answer_a_documented_503_never_a_500(api_schema_no_broker):

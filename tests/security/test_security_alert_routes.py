@@ -13,7 +13,7 @@ import yaml
 from fastapi import FastAPI
 from security_helpers import SECRET
 
-from api.alerts import create_alerts_router
+from api.app import install_alerting
 from api.envelope import install_error_handlers
 from plait.callers import CallerConfigError, load_callers
 from plait.settings import Settings
@@ -52,7 +52,7 @@ async def http(redis_prefix, tmp_path, sent):
                         alertmanager_token=SHARED_TOKEN)
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(create_alerts_router(settings))
+    install_alerting(app, settings)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://plait") as client:
         yield client
@@ -144,7 +144,7 @@ async def test_without_registry_or_token_the_routes_stay_open(redis_prefix, sent
     _, prefix = redis_prefix
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(create_alerts_router(Settings(redis_url=REDIS_URL, redis_prefix=prefix)))
+    install_alerting(app, Settings(redis_url=REDIS_URL, redis_prefix=prefix))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://plait") as client:
         assert (await client.post("/alerts", json=ALERT)).status_code == 202

@@ -13,7 +13,7 @@ import yaml
 from fastapi import FastAPI
 from security_helpers import SECRET
 
-from api.alerts import create_alerts_router
+from api.app import install_alerting
 from api.envelope import install_error_handlers
 from plait.settings import Settings
 from producers.signing import PlaitAuth
@@ -64,7 +64,7 @@ async def http_for(redis_prefix, tmp_path, sent):
     async def make(mode: str) -> httpx.AsyncClient:
         app = FastAPI()
         install_error_handlers(app)
-        app.include_router(create_alerts_router(settings_for(mode, redis_prefix[1], tmp_path)))
+        install_alerting(app, settings_for(mode, redis_prefix[1], tmp_path))
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://plait")
         clients.append(client)
         return client

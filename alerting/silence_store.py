@@ -1,0 +1,171 @@
+"""Where silences are stored: one Redis hash (``plait.keys.alert_silences``,
+id -> ``Silence.to_dict`` plus ``updated_at``) that the API reads, and a
+``silence`` / ``expire`` command sent to every ``alerts.funnel`` partition,
+where each funnel applies it (:mod:`alerting.runner`).
+
+The update rules are Alertmanager's (``silence/silence.go``, ``Silences.Set``
+and ``Expire``): an update keeps the id when the matchers are unchanged and
+the silence has not expired (an active one keeps its start), else the old
+silence is expired and a new id is made; a new silence starting in the past
+starts now; one ending in the past is refused; expiring an expired silence
+is a no-op.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Awaitable, Callable
+
+from alerting.silence import Matcher, Silence, SilenceRefused, create_silence
+from alerting.wire import command
+from plait.errors import NotFound, Unavailable
+from plait.records import MAX_RECORD_BYTES
+
+#: Kafka key of the silence commands sent to ``alerts.funnel``.
+SILENCE_KEY = b"silence"
+#: Internal field -> the name both HTTP APIs give it (size errors name it).
+_API_NAMES = {"author": "createdBy", "time_intervals": "timeIntervals"}
+
+
+def silence_state(d: dict[str, Any], now: float) -> str:
+    """``pending`` / ``active`` / ``expired`` of a stored silence at ``now``."""
+    if d.get("ends_at") is not None and now >= d["ends_at"]:
+        return "expired"
+    return "pending" if now < d["starts_at"] else "active"
+
+
+def silence_command(d: dict[str, Any]) -> bytes:
+    """The ``silence`` command of ``d`` (``Silence.to_dict``), checked to fit
+    one ``alerts.funnel`` record with :data:`SILENCE_KEY` within
+    :data:`plait.records.MAX_RECORD_BYTES` (docs/kafka-rules.md #17).
+
+    Raises:
+        SilenceRefused: ``code`` ``size``, naming the largest field as the
+            HTTP APIs spell it (``matchers``, ``comment``, ``createdBy``,
+            ``timeIntervals``); raised before anything is stored or sent.
+    """
+    value = command("silence", silence=d)
+    if len(value) + len(SILENCE_KEY) <= MAX_RECORD_BYTES:
+        return value
+    field = max(("matchers", "comment", "author", "time_intervals"),
+                key=lambda k: len(command("", v=d.get(k))))
+    name = _API_NAMES.get(field, field)
+    raise SilenceRefused(name, f"makes the silence {len(value) + len(SILENCE_KEY)} bytes as an "
+                         f"alerts.funnel record, more than one Kafka record carries",
+                         f"a silence of at most {MAX_RECORD_BYTES} bytes of JSON: "
+                         f"shorten {name}", "size")
+
+
+class SilenceStore:
+    """The silences of one deployment (``/silences`` and ``/api/v2/silences``).
+
+    ``broadcast(value)`` sends a command to every ``alerts.funnel``
+    partition and raises ``plait.errors.Unavailable`` when Kafka does not
+    take it."""
+
+    def __init__(self, redis: Callable[[], Any], key: str,
+                 broadcast: Callable[[bytes], Awaitable[None]]) -> None:
+        self.redis, self.key, self.broadcast = redis, key, broadcast
+        #: id -> (what its matching depends on, the Silence with its regexes compiled)
+        self._compiled: dict[str, tuple[tuple, Silence]] = {}
+
+    async def get(self, silence_id: str) -> dict[str, Any] | None:
+        """The stored silence ``silence_id``, or None."""
+        raw = await self.redis().hget(self.key, silence_id)
+        return json.loads(raw) if raw is not None else None
+
+    async def all(self) -> list[dict[str, Any]]:
+        """Every stored silence (active, pending or expired)."""
+        return [json.loads(v) for v in (await self.redis().hgetall(self.key)).values()]
+
+    async def active(self, now: float) -> dict[str, Silence]:
+        """The silences active at ``now`` by id, regexes compiled once per
+        silence version (kept across calls, as many as the store holds)."""
+        stored = await self.all()
+        out = {}
+        for d in stored:
+            key = (repr(d["matchers"]), d["starts_at"], d["ends_at"], repr(d.get("time_intervals")))
+            hit = self._compiled.get(d["id"])
+            if hit is None or hit[0] != key:
+                hit = self._compiled[d["id"]] = (key, Silence.from_dict(d))
+            if hit[1].active(now):
+                out[d["id"]] = hit[1]
+        for sid in self._compiled.keys() - {d["id"] for d in stored}:
+            del self._compiled[sid]
+        return out
+
+    async def save(self, silence: Silence, now: float) -> dict[str, Any]:
+        """Store ``silence`` and send it to every funnel partition; returns the
+        stored form (``Silence.to_dict`` plus ``updated_at``).
+
+        Raises:
+            SilenceRefused: too large for one record (:func:`silence_command`).
+            Unavailable: Kafka did not take the command (the store is rolled back).
+        """
+        d = silence.to_dict() | {"updated_at": now}
+        value = silence_command(silence.to_dict())
+        old = await self.redis().hget(self.key, silence.id)
+        await self.redis().hset(self.key, silence.id, json.dumps(d))
+        try:
+            await self.broadcast(value)
+        except Unavailable:
+            if old is None:
+                await self.redis().hdel(self.key, silence.id)
+            else:
+                await self.redis().hset(self.key, silence.id, old)
+            raise
+        return d
+
+    async def expire(self, silence_id: str, now: float) -> dict[str, Any]:
+        """End a silence now on every partition (a no-op for an expired one);
+        returns it.
+
+        Raises:
+            NotFound: no such silence (404).
+        """
+        d = await self.get(silence_id)
+        if d is None:
+            raise NotFound(f"silence {silence_id} not found")
+        if d["ends_at"] is None or d["ends_at"] > now:
+            d["ends_at"] = max(now, d["starts_at"])
+            d["updated_at"] = now
+            await self.redis().hset(self.key, silence_id, json.dumps(d))
+        await self.broadcast(command("expire", id=silence_id))
+        return d
+
+    async def set(self, silence_id: str | None, matchers: list[Matcher], starts: float,
+                  ends: float, author: str, comment: str, now: float) -> Silence:
+        """Create a silence, or update ``silence_id`` by Alertmanager's rules
+        (module docstring); returns the silence stored.
+
+        Raises:
+            SilenceRefused: ``ends_at`` in the past, or ``create_silence``'s
+                refusal (internal field names), or too large; nothing changed.
+            NotFound: ``silence_id`` is not stored.
+        """
+        if ends < now:
+            raise SilenceRefused("ends_at", "is in the past", "a time after now", "order")
+        prev = await self.get(silence_id) if silence_id else None
+        if silence_id and prev is None:
+            raise NotFound(f"silence {silence_id} not found")
+        sid, extra, expire_prev = None, {}, False
+        if prev is not None:
+            state = silence_state(prev, now)
+            same = tuple(matchers) == Silence.from_dict(prev).matchers
+            if same and state != "expired" and (
+                    (state == "active" and abs(starts - prev["starts_at"]) < 0.001)
+                    or (state == "pending" and starts >= now)):
+                sid = prev["id"]
+                extra = {"allow_broad": prev.get("allow_broad", False),
+                         "time_intervals": prev.get("time_intervals") or []}
+            elif state != "expired":
+                expire_prev = True  # once the new silence is known to be valid and to fit
+        if sid is None:
+            sid, starts = str(uuid.uuid4()), max(starts, now)
+        created = create_silence({"matchers": matchers, "starts_at": starts, "ends_at": ends,
+                                  "author": author, "comment": comment, **extra}, now, sid)
+        silence_command(created.to_dict())  # too large: refused before any change
+        if expire_prev:
+            await self.expire(prev["id"], now)
+        await self.save(created, now)
+        return created

@@ -1,0 +1,169 @@
+"""What the alerting routes share, put on ``app.state`` by
+:func:`api.app.install_alerting` and handed to the routes by FastAPI ``Depends``:
+the alerting configuration (:class:`Alerting`), the silence store
+(``app.state.silences``, :class:`alerting.silence_store.SilenceStore`), the
+alert publisher (``app.state.ingest``, :class:`api.ingest.AlertIngest`) and
+the credential gates.
+
+Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): the native
+routes that change state need a signed request or a bearer token of a
+caller with the route's allowance (``alertIngest``, ``silenceManage``);
+``/api/v2/...`` needs ``Authorization: Bearer <token>``
+(``PLAIT_ALERTMANAGER_TOKEN`` or a caller's ``alertmanagerToken``) whenever a
+registry or that token is set. Unsigned or badly signed -> 401, no allowance -> 403.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis.asyncio as aioredis
+from fastapi import Depends, Request
+from prometheus_client import Counter
+
+from alerting.amconfig import enabled as alerting_enabled, load_configured
+from alerting.config import AlertingConfig
+from alerting.model import AlertRejected
+from alerting.silence_store import SilenceStore
+from alerting.view import RecentAlerts
+from alerting.wire import normalize_options
+from api.alerting_edge import scrub_text
+from api.auth import bearer_required, verify_bearer, verify_starlette_request
+from api.envelope import parse_json_body
+from api.ingest import AlertIngest
+from api.openapi import ErrorEnvelope
+from plait.callers import Caller, CallerRegistry
+from plait.errors import FieldError, Forbidden
+from plait.settings import Settings
+
+#: Largest request body the alerting routes read, bytes.
+MAX_BODY = 16 * 1024 * 1024
+REPLACED = Counter("plait_alert_edge_replaced_characters_total",
+                   "Lone UTF-16 surrogates in alert or silence input replaced by U+FFFD")
+REFUSED = Counter("plait_alert_edge_refused_total",
+                  "Alerts refused at the HTTP edge (bad field), by route", ["route"])
+
+
+class Alerting:
+    """The alerting configuration in use and what the gates check
+    (``app.state.alerting``)."""
+
+    def __init__(self, settings: Settings, callers: CallerRegistry | None,
+                 redis: aioredis.Redis | None = None) -> None:
+        self.settings, self.callers = settings, callers
+        self.config: AlertingConfig | None = (load_configured(settings)
+                                              if alerting_enabled(settings) else None)
+        self.options = normalize_options(self.config)
+        self.shared_token = settings.alertmanager_token.get_secret_value()
+        self._redis = redis
+        #: alerts this process accepted, listed before the published view shows them
+        self.recent = RecentAlerts()
+
+    def redis(self) -> aioredis.Redis:
+        """The Redis client (created on first use when the app has none)."""
+        if self._redis is None:
+            self._redis = aioredis.Redis.from_url(self.settings.redis_url, socket_timeout=5)
+        return self._redis
+
+    def reload(self) -> Any:
+        """Re-read the configuration file the settings name and put it in use
+        (routes, receivers, intake options); returns it.
+
+        Raises:
+            plait.errors.ConfigError: the file is invalid (the text names the
+                key); the configuration in use stays.
+        """
+        config = load_configured(self.settings)
+        self.config, self.options = config, normalize_options(config)
+        return config
+
+
+# -- dependencies --------------------------------------------------------------------
+
+def get_alerting(request: Request) -> Alerting:
+    """``app.state.alerting``."""
+    return request.app.state.alerting
+
+
+def silence_store(request: Request) -> SilenceStore:
+    """``app.state.silences``."""
+    return request.app.state.silences
+
+
+def get_ingest(request: Request) -> AlertIngest:
+    """``app.state.ingest``."""
+    return request.app.state.ingest
+
+
+def signed(allowance: str, what: str):
+    """A dependency of the native routes that change alerting state: the
+    caller holding ``allowance``, None for the shared token or when no
+    credential is configured (open). With any credential configured the
+    request must carry a signature (caller registry) or ``Authorization:
+    Bearer`` (the shared token or a caller's ``alertmanagerToken``).
+    Raises AuthError 401 / Forbidden 403."""
+
+    async def check(request: Request, state: Alerting = Depends(get_alerting)) -> Caller | None:
+        callers, token = state.callers, state.shared_token
+        if not bearer_required(callers, token):
+            return None
+        if callers is None or "authorization" in request.headers:
+            caller = verify_bearer(request.headers, callers, token)
+        else:
+            caller = await verify_starlette_request(
+                request, callers, state.redis(), state.settings.redis_prefix, time.time(),
+                state.settings.auth_skew_seconds)
+        if caller is not None and not getattr(caller, allowance):
+            raise Forbidden(f"caller {caller.sysCode} may not {what}: its registry entry "
+                            f"needs '{allowance}: true'")
+        return caller
+
+    return check
+
+
+async def bearer(request: Request, state: Alerting = Depends(get_alerting)) -> Caller | None:
+    """The ``/api/v2`` gate: a valid bearer token when one is required."""
+    if not bearer_required(state.callers, state.shared_token):
+        return None
+    return verify_bearer(request.headers, state.callers, state.shared_token)
+
+
+#: ``APIRouter`` arguments of the Alertmanager-compatible routes (bearer-gated).
+AM_ROUTER: dict[str, Any] = dict(
+    tags=["alerting", "alertmanager"], dependencies=[Depends(bearer)], responses={
+        401: {"model": ErrorEnvelope, "description": "A bearer token is required and was "
+              "missing or not accepted (Plait envelope)"},
+        403: {"model": ErrorEnvelope, "description": "The token's caller lacks alertIngest "
+              "(or silenceManage for silence changes)"},
+        503: {"model": str, "description": "A dependency (Kafka, Redis) did not answer; retry "
+              "later (Alertmanager's shape: a JSON string)"}})
+
+
+async def read_body(request: Request, accepted: str = "an alert or a list of alerts",
+                    ) -> tuple[Any, int]:
+    """(the JSON body with lone surrogates replaced, characters replaced);
+    ``accepted`` says what the route takes, for the error.
+
+    Raises:
+        AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON, or
+            sent with a Content-Type other than JSON (none is taken as JSON;
+            Alertmanager answers such a body 415).
+    """
+    ctype = request.headers.get("content-type")
+    media = (ctype or "").split(";")[0].strip().lower()
+    if ctype is not None and media != "application/json" and not media.endswith("+json"):
+        raise AlertRejected("body", f"was sent with Content-Type {ctype[:64]!r}",
+                            "a JSON body sent with Content-Type: application/json", "content_type")
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise AlertRejected("body", f"is {len(raw)} bytes", f"at most {MAX_BODY} bytes; "
+                            "split the alerts over several requests", "size")
+    try:
+        doc = parse_json_body(raw)
+    except FieldError as e:  # the body itself: same field, as an alert rejection
+        raise AlertRejected(e.field, e.rule, f"JSON ({accepted}), sent with "
+                            "Content-Type: application/json", e.code) from None
+    doc, replaced = scrub_text(doc)
+    if replaced:
+        REPLACED.inc(replaced)
+    return doc, replaced
