@@ -50,9 +50,9 @@ from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
                             join_traces, new_group, note_insert, set_trace, settle)
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity, Status
+from alerting.commands import routed
 from alerting.intake import normalize
 from alerting.routing import Decision, Route, muted_at, route_by_id, routes_for
-from alerting.routing import decide as decide_routes
 from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
 
 STATE_VERSION = 1
@@ -123,9 +123,6 @@ class Funnel:
                     self._inhibited.add(fp)
         if "next_expiry" not in self.state and self.state["episodes"]:
             self.state["next_expiry"] = 0.0  # state from before expiry: one scan backfills ends
-        #: the routing tree has more than first-match routing (continue,
-        #: nested routes, per-route grouping / timing / time intervals)
-        self._tree = bool(config.route.routes or getattr(config, "fanout", None))
         #: route id -> Route (settings inherited), for carried decisions
         self._routes: dict[str, Route] = {}
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
@@ -146,56 +143,62 @@ class Funnel:
                decision: Decision | None = None,
                traceparent: str | None = None,
                received_at: float | None = None) -> list[LedgerEntry]:
-        """Take one raw alert (native dict, Alertmanager dict or :class:`Alert`)
-        at ``now`` (seconds). ``raw_id`` names the raw alert in the ledger
-        (default ``r<n>`` from the funnel's own sequence; the Kafka agents
-        pass a globally unique id such as ``<event id>:<index>``).
-        ``decision``: receiver and fingerprint the router already decided
-        for this (normalized) alert (:mod:`alerting.routing`); None decides
-        here. ``traceparent``: the span of this decision (W3C); a group the
-        alert opens keeps it as the parent of its message's delivery, and a
-        member keeps it for the message's span links (docs/alerting.md,
-        "Traces"). ``received_at``: when the API or producer took the alert
-        (seconds; default ``now``); a group the alert opens counts its
-        ``group_wait`` from then, as Alertmanager's dispatcher does on
-        receipt, so the pipeline's latency does not delay its flushes.
+        """Normalize one raw alert (native dict, Alertmanager dict or
+        :class:`Alert`) and :meth:`take` it on ``decision``, else on every
+        route the router's rule gives it (:func:`alerting.commands.routed`).
+        ``raw_id`` defaults to ``r<n>`` from the funnel's own sequence.
+        Returns the ledger entries made final; never raises for bad input."""
+        try:
+            alert = normalize(raw, now, **self._norm)
+        except AlertRejected as e:
+            return [self.reject(str(e), now, raw_id)]
+        if decision is not None:
+            return self.take(alert, decision, now, raw_id, traceparent=traceparent,
+                             received_at=received_at)
+        rid = raw_id or f"r{self.state['seq']['raw'] + 1}"
+        try:
+            decisions = routed(self.config, alert, rid)
+        except Exception as e:  # nothing changed yet: a forged alert is one rejection
+            return [self.reject(f"(alert): unreadable alert: {type(e).__name__}: {e}", now, rid)]
+        out: list[LedgerEntry] = []
+        for copy_id, d in decisions:  # ``continue``: one copy per further route
+            out += self.take(alert, d, now, copy_id, traceparent=traceparent,
+                             received_at=received_at)
+        return out
+
+    def take(self, alert: Alert, decision: Decision, now: float, raw_id: str | None = None, *,
+             traceparent: str | None = None, received_at: float | None = None) -> list[LedgerEntry]:
+        """Take one checked alert at ``now`` (seconds) on the router's
+        ``decision`` (receiver, fingerprint, route), as given.
+
+        Args:
+            raw_id: the raw alert's ledger id (default ``r<n>``).
+            traceparent: the span of this decision (W3C); a group the alert
+                opens keeps it as its message's delivery parent
+                (docs/alerting.md, "Traces").
+            received_at: when the API or producer took the alert (seconds;
+                default ``now``): a group it opens counts ``group_wait``
+                from then, as Alertmanager's dispatcher does.
 
         Returns:
-            the ledger entries this call made final: one ``rejected``,
-            ``deduplicated``, ``inhibited`` or ``silenced`` entry, or none
-            when the alert passed and is pending in a group. Never raises for
-            bad input.
+            the ledger entries made final: one ``rejected``, ``deduplicated``,
+            ``inhibited`` or ``silenced`` entry, or none when the alert is
+            pending in a group. Never raises for bad input.
         """
         st, c = self.state, self.state["counters"]
         st["seq"]["raw"] += 1
         rid = raw_id or f"r{st['seq']['raw']}"
         c["received"] += 1
-        try:
-            alert = normalize(raw, now, **self._norm)
-        except AlertRejected as e:
-            return [self._final(rid, Outcome.REJECTED, now, reason=str(e))]
         if alert.invalid_unicode:
             c["invalid_unicode"] = c.get("invalid_unicode", 0) + 1
         try:
             labels = alert.match_labels()
-            if decision is not None:  # the router decided (issue 9.5): taken as given
-                route = self._route_of(decision.route, decision.receiver)
-                return self._take(alert, decision.fingerprint, labels, rid, route, now,
-                                  traceparent, received_at)
-            decisions = decide_routes(self.config, alert)
+            route = self._route_of(decision.route, decision.receiver)
         except Exception as e:  # nothing changed yet: a bug or a forged alert is one rejection
             return [self._final(rid, Outcome.REJECTED, now,
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
-        routes = ([self._route_of(d.route, d.receiver) for d in decisions] if self._tree
-                  else [None])
-        out = self._take(alert, decisions[0].fingerprint, labels, rid, routes[0], now,
-                         traceparent, received_at)
-        for d, route in zip(decisions[1:], routes[1:]):  # ``continue``: one copy per further route
-            st["seq"]["raw"] += 1                       # (docs/alerting.md, "Routes")
-            c["received"] += 1
-            out += self._take(alert, d.fingerprint, labels, f"{rid}~{d.receiver}", route, now,
-                              traceparent, received_at)
-        return out
+        return self._take(alert, decision.fingerprint, labels, rid, route, now,
+                          traceparent, received_at)
 
     def _route_of(self, rid: str, receiver: str | None = None) -> Route:
         """The route with id ``rid`` (cached per funnel; the root when the
@@ -209,7 +212,7 @@ class Funnel:
             route = dataclasses.replace(route, receiver=receiver)
         return route
 
-    def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route | None,
+    def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route,
               now: float, traceparent: str | None = None,
               received_at: float | None = None) -> list[LedgerEntry]:
         """One alert (or its copy for a further route) through dedupe,
@@ -222,9 +225,9 @@ class Funnel:
                                 reason=f"(alert): unreadable alert: {type(e).__name__}: {e}")]
         if ep is not None:
             ep["fp"] = fp
-            if route is not None and route.id != "0":
+            if route.id != "0":
                 ep["route"] = route.id
-            if route is not None and route.receiver != self._route_of(route.id).receiver:
+            if route.receiver != self._route_of(route.id).receiver:
                 ep["receiver"] = route.receiver  # a further integration's copy (config.fanout)
             st["episodes"][fp] = ep
             if ep["status"] == "firing" and alert.status.value == "firing":

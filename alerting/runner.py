@@ -13,13 +13,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
+from alerting.commands import read_alert_command
 from alerting.config import AlertingConfig
 from alerting.counters import observe_decision
 from alerting.due import DueIndex
 from alerting.group import due_at
-from alerting.intake import repair_alert
-from alerting.model import Alert, Message
-from alerting.routing import Decision, decide
+from alerting.model import Message
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
 from plait import tracing
@@ -368,42 +367,31 @@ class FunnelRunner:
         f, touched = ps.funnel, []
         tp = tracing.current_traceparent() if sp is not None else None
         group = None
-        if "alert" in cmd:
-            try:
-                alert = repair_alert(Alert.from_dict(cmd["alert"]))
-            except Exception as e:  # a producer forged a normalized command
-                entries = [f.reject(f"(alert): unreadable normalized alert: {e}", now, cmd["id"])]
-            else:
-                d = Decision.from_command(cmd)
-                try:  # an older command without a decision: the funnel takes every route
-                    fps = [d.fingerprint] if d else [x.fingerprint for x in decide(self.config, alert)]
-                except Exception:  # a forged alert: ingest rejects it
-                    fps = []
-                olds = {fp: f.state["episodes"].get(fp) for fp in fps}
-                received = cmd.get("received_at")
-                if not isinstance(received, (int, float)) or isinstance(received, bool):
-                    received = None
-                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp,
-                                   received_at=received)
-                if received is not None:
-                    observe_decision(f.state["counters"], now - received)  # raw in -> decided
-                touched = []
-                for fp in fps:
-                    ep = f.state["episodes"].get(fp)
-                    new_group = group = ep.get("group") if ep else None
-                    g = f.state["groups"].get(new_group) if new_group else None
-                    if g is not None:
-                        fx.wake(due_at(g, *self._timing(g)))
-                    if ep is not None:
-                        if _repeat_only(olds[fp], ep, now):
-                            continue  # its group and member are unchanged too
-                        ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
-                    old_group = (olds[fp] or {}).get("group")
-                    touched += [ps.key("ep", fp)] + [
-                        k for g in {old_group, new_group} if g
-                        for k in (ps.key("grp", g), ps.member_key(g, fp))]
+        read = read_alert_command(self.config, cmd)
+        if read.alert is None:
+            entries = [f.reject(read.rejected or "(alert): invalid", now, read.raw_id)]
         else:
-            entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
+            olds = {fp: f.state["episodes"].get(fp) for fp in read.fingerprints}
+            entries = []
+            for rid, d in read.decisions:
+                entries += f.take(read.alert, d, now, rid, traceparent=tp,
+                                  received_at=read.received_at)
+            if read.received_at is not None:
+                observe_decision(f.state["counters"], now - read.received_at)  # raw in -> decided
+            for fp in read.fingerprints:
+                ep = f.state["episodes"].get(fp)
+                new_group = group = ep.get("group") if ep else None
+                g = f.state["groups"].get(new_group) if new_group else None
+                if g is not None:
+                    fx.wake(due_at(g, *self._timing(g)))
+                if ep is not None:
+                    if _repeat_only(olds[fp], ep, now):
+                        continue  # its group and member are unchanged too
+                    ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
+                old_group = (olds[fp] or {}).get("group")
+                touched += [ps.key("ep", fp)] + [
+                    k for g in {old_group, new_group} if g
+                    for k in (ps.key("grp", g), ps.member_key(g, fp))]
         ps.mark_raw(*src, copy, receiver)
         fx.ledger += [e.to_dict() for e in entries]
         if sp is not None:
