@@ -286,7 +286,7 @@ class FunnelRunner:
         whose ``expires_at`` passed (resolve_timeout)."""
         f = ps.funnel
         st = f.state
-        fps = set(st["silenced"]) | set(f._inhibited)
+        fps = f.muted()
         nxt = st.get("next_expiry")
         if nxt is not None and nxt <= now + 1e-9:
             fps |= {fp for fp, ep in st["episodes"].items()
@@ -312,12 +312,13 @@ class FunnelRunner:
                 st["episodes"][fp]["group"] for fp in silenced
                 if fp in st["episodes"] and st["episodes"][fp].get("group")}
             before = self._group_keys(ps, gids, set(silenced))
-            fx.messages += f.tick(now, only=due)
-            fx.ledger += [e.to_dict() for e in f.drain_ledger()]
+            step = f.step(now, only=due)
+            fx.messages += step.messages
+            fx.ledger += [e.to_dict() for e in step.ledger]
             # groups the tick released or ended alerts into: an alert released
             # and dropped in the same tick leaves no episode pointing there
-            gids |= set(f.ticked)
-            before |= {k for gid, fps in f.ticked.items() for fp in fps
+            gids |= set(step.groups)
+            before |= {k for gid, fps in step.groups.items() for fp in fps
                        for k in (ps.member_key(gid, fp), ps.key("ep", fp))}
             return list(before | self._group_keys(ps, gids, set(silenced)))
         if kind == "result":
