@@ -128,9 +128,8 @@ class FunnelRunner:
         ``pending`` is counted from the state as :meth:`Funnel.pending` does,
         but per group only for the groups written since the last call (the
         partition's ``"pending"`` :meth:`PartitionState.watch`), plus the
-        outboxes and messages in flight: the worker publishes counters every
-        second, and walking every open group's members each time grew with
-        the open alerts (issue 11 item 5)."""
+        outboxes and messages in flight (counters are published every
+        second; a walk of every open group would grow with the open alerts)."""
         ps = self.partitions.get(partition)
         if ps is None:
             return None

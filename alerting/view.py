@@ -25,19 +25,13 @@ its *current* alerts to Redis, the way it publishes its counters
   first publish of a partition in a process rewrites the hash whole (the
   partition may have moved here from another worker). The worker hook
   passes what the funnel wrote since the last publish
-  (``PartitionState.watch``), so a publish looks at the changed episodes
-  only, not at every open alert (issue 11 item 5). Above
-  :data:`MAX_VIEW_ALERTS` firing episodes the publisher keeps them all
-  ranked by last seen (a sorted list, ~100 bytes each), so which ones are
-  shown follows from what changed too. At 50,000 firing on one partition,
-  bringing the view up to date after 100 changes took 446 ms as a walk and
-  sort of all of them and 5.6 ms this way; after 1,000 changes 416 against
-  46 ms, most of it building the 1,000 views (``bench/bench_alert_view.py``).
-
-- Off the funnel's path: the worker calls :meth:`ViewHook.schedule`, which publishes in the background, one publish per
-  partition at a time, the views built in a thread (a second of churn at
-  1,000 alerts/s took ~30-60 ms of the event loop in one piece, in front of
-  the funnel's next decisions).
+  (``PartitionState.watch``), so a publish costs what changed, not what is
+  open; above :data:`MAX_VIEW_ALERTS` firing episodes the publisher keeps
+  them ranked by last seen (a sorted list) so which ones are shown follows
+  from what changed too (docs/perf-notes.md, "alert view").
+- Off the funnel's path: the worker calls :meth:`ViewHook.schedule`, which
+  publishes in the background, one publish per partition at a time, the
+  views built in a thread.
 
 The API calls :func:`read_views`. Nothing here raises into the funnel: a Redis
 failure is logged and the view is skipped (the view is a view).
@@ -352,10 +346,8 @@ class ViewPublisher:
         last = self._shown.get(partition)
         try:
             changed = changes.take() if changes is not None else None
-            # Views are built in a thread: ~25 us an alert, and a second of
-            # churn at 1,000 alerts/s held the event loop ~30-60 ms in one
-            # piece, the funnel's decisions waiting behind it (their p99).
-            # The thread yields the GIL every few ms and only reads the
+            # Views are built in a thread so the funnel's decisions do not
+            # wait behind them. The thread yields the GIL and only reads the
             # funnel's state (copies what it iterates); one publish per
             # partition at a time (``schedule``), and a failed one drops
             # what the thread changed (the next rewrites the hash whole).
