@@ -54,6 +54,16 @@ def routed(config: Any, alert: Alert, raw_id: str) -> list[tuple[str, Decision]]
     return [(raw_id if k == 0 else f"{raw_id}~{d.receiver}", d) for k, d in enumerate(ds)]
 
 
+def origin(cmd: dict[str, Any]) -> tuple[Any, Any, int, int, str | None]:
+    """Where an alert command's raw alert came from, for replay detection
+    (:meth:`alerting.store.PartitionState.seen_raw`): ``(alerts.raw
+    partition, offset, index in the event, copy, receiver)``; ``copy`` is
+    the position of a further ``continue`` route (0 the first)."""
+    src = (cmd.get("src") or [None, None, 0])[:3]
+    receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
+    return (*src, int(cmd.get("copy") or 0), receiver)  # type: ignore[return-value]
+
+
 def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
     """The :class:`AlertCommand` of one ``alert`` command (or an item of an
     ``alerts`` command) of any shape; never raises."""

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
-from alerting.commands import read_alert_command
+from alerting.commands import origin, read_alert_command
 from alerting.config import AlertingConfig
 from alerting.counters import observe_decision
 from alerting.due import DueIndex
@@ -347,23 +347,21 @@ class FunnelRunner:
                fx: Effects) -> list[str] | None:
         """Apply one alert; returns the table keys it may have changed, or
         None when it is a replay of a raw alert already applied."""
-        src = (cmd.get("src") or [None, None, 0])[:3]
-        copy = int(cmd.get("copy") or 0)  # a further ``continue`` route's command
-        receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
-        if ps.seen_raw(*src, copy, receiver):
+        src = origin(cmd)
+        if ps.seen_raw(*src):
             return None
         # the decision is a span of the alert's own trace (child of its route
         # span, ``tp``); the group it opens keeps this span's traceparent as
         # the parent of its message's delivery (docs/alerting.md, "Traces")
         if not tracing.exporting():  # the span is optional: no context manager per alert
-            return self._decide(ps, cmd, now, fx, src, copy, receiver, None)
+            return self._take_alert(ps, cmd, now, fx, src, None)
         with tracing.span("alert.funnel_decision", cmd.get("tp"), optional=True,
-                          **{"plait.raw_id": cmd.get("id"), "plait.receiver": receiver}) as sp:
-            touched = self._decide(ps, cmd, now, fx, src, copy, receiver, sp)
+                          **{"plait.raw_id": cmd.get("id"), "plait.receiver": src[4]}) as sp:
+            touched = self._take_alert(ps, cmd, now, fx, src, sp)
         return touched
 
-    def _decide(self, ps: PartitionState, cmd: dict[str, Any], now: float, fx: Effects,
-                src: list, copy: int, receiver: str | None, sp: Any) -> list[str]:
+    def _take_alert(self, ps: PartitionState, cmd: dict[str, Any], now: float, fx: Effects,
+                src: tuple, sp: Any) -> list[str]:
         f, touched = ps.funnel, []
         tp = tracing.current_traceparent() if sp is not None else None
         group = None
@@ -392,7 +390,7 @@ class FunnelRunner:
                 touched += [ps.key("ep", fp)] + [
                     k for g in {old_group, new_group} if g
                     for k in (ps.key("grp", g), ps.member_key(g, fp))]
-        ps.mark_raw(*src, copy, receiver)
+        ps.mark_raw(*src)
         fx.ledger += [e.to_dict() for e in entries]
         if sp is not None:
             sp.set_attribute("plait.outcome", entries[0].outcome if entries else "grouped")
