@@ -31,7 +31,7 @@ class Bucket(StageBase):
         its groups due within one refill interval outnumber the tokens in its
         bucket, so they could not each have a message of their own, those
         groups are evaluated now (at most ``refill_interval`` seconds early)
-        and share this message; :meth:`_dispatch` then takes sections of
+        and share this message; :meth:`~alerting.stages.dispatch.Dispatch._dispatch` then takes sections of
         groups holding critical alerts first. Without scarcity nothing moves:
         Alertmanager's timers hold as configured."""
         rs = self.state["receivers"][name]
