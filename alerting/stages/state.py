@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from alerting.model import LedgerEntry, Message
+
 STATE_VERSION = 1
 COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "inhibited", "rejected",
             "deescalations", "transient_suppressed", "messages_delivered", "messages_superseded",
@@ -104,6 +106,6 @@ class Step:
             store writes them and those members).
     """
 
-    messages: list[Any] = field(default_factory=list)
-    ledger: list[Any] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    ledger: list[LedgerEntry] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
