@@ -157,6 +157,10 @@ class AlertingService:
         self._story_pending = 0  # alert history entries not written yet
         rules = config.rules
         self.dlq_watch = DlqWatch(rules.dlq_window, rules.dlq_threshold)
+        #: the current alerts published for ``GET /api/v2/alerts``
+        self.view = alert_view.ViewHook(
+            alert_view.ViewPublisher(self._redis, settings.redis_prefix, config),
+            lambda partition: self.runner.partitions.get(partition), self._spawn)
 
     def reload(self) -> AlertingConfig:
         """Re-read the configuration file (SIGHUP) and put it in use: the
@@ -178,6 +182,7 @@ class AlertingService:
             self.runner.forget(partition)
         if self.sender is not None:
             self.sender.config = config
+        self.view.publisher.config = config
         return config
 
     # ----------------------------------------------------------- plumbing
@@ -353,7 +358,7 @@ class AlertingService:
         await self._effects_all(results)
         for partition in counted:
             await self._publish_counters(partition)
-            alert_view.schedule(self, partition)  # GET /api/v2/alerts reads it
+            self.view.schedule(partition)  # GET /api/v2/alerts reads it
 
     async def _effects(self, partition: int, fx: Effects) -> None:
         await self._effects_all([(partition, fx)])

@@ -13,13 +13,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, MutableMapping
 
+from alerting.commands import origin, read_alert_command
 from alerting.config import AlertingConfig
 from alerting.counters import observe_decision
 from alerting.due import DueIndex
 from alerting.group import due_at
-from alerting.intake import repair_alert
-from alerting.model import Alert, Message
-from alerting.routing import Decision, decide
+from alerting.model import Message
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
 from plait import tracing
@@ -129,9 +128,8 @@ class FunnelRunner:
         ``pending`` is counted from the state as :meth:`Funnel.pending` does,
         but per group only for the groups written since the last call (the
         partition's ``"pending"`` :meth:`PartitionState.watch`), plus the
-        outboxes and messages in flight: the worker publishes counters every
-        second, and walking every open group's members each time grew with
-        the open alerts (issue 11 item 5)."""
+        outboxes and messages in flight (counters are published every
+        second; a walk of every open group would grow with the open alerts)."""
         ps = self.partitions.get(partition)
         if ps is None:
             return None
@@ -287,7 +285,7 @@ class FunnelRunner:
         whose ``expires_at`` passed (resolve_timeout)."""
         f = ps.funnel
         st = f.state
-        fps = set(st["silenced"]) | set(f._inhibited)
+        fps = f.muted()
         nxt = st.get("next_expiry")
         if nxt is not None and nxt <= now + 1e-9:
             fps |= {fp for fp, ep in st["episodes"].items()
@@ -313,12 +311,13 @@ class FunnelRunner:
                 st["episodes"][fp]["group"] for fp in silenced
                 if fp in st["episodes"] and st["episodes"][fp].get("group")}
             before = self._group_keys(ps, gids, set(silenced))
-            fx.messages += f.tick(now, only=due)
-            fx.ledger += [e.to_dict() for e in f.drain_ledger()]
+            step = f.step(now, only=due)
+            fx.messages += step.messages
+            fx.ledger += [e.to_dict() for e in step.ledger]
             # groups the tick released or ended alerts into: an alert released
             # and dropped in the same tick leaves no episode pointing there
-            gids |= set(f.ticked)
-            before |= {k for gid, fps in f.ticked.items() for fp in fps
+            gids |= set(step.groups)
+            before |= {k for gid, fps in step.groups.items() for fp in fps
                        for k in (ps.member_key(gid, fp), ps.key("ep", fp))}
             return list(before | self._group_keys(ps, gids, set(silenced)))
         if kind == "result":
@@ -348,63 +347,50 @@ class FunnelRunner:
                fx: Effects) -> list[str] | None:
         """Apply one alert; returns the table keys it may have changed, or
         None when it is a replay of a raw alert already applied."""
-        src = (cmd.get("src") or [None, None, 0])[:3]
-        copy = int(cmd.get("copy") or 0)  # a further ``continue`` route's command
-        receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
-        if ps.seen_raw(*src, copy, receiver):
+        src = origin(cmd)
+        if ps.seen_raw(*src):
             return None
         # the decision is a span of the alert's own trace (child of its route
         # span, ``tp``); the group it opens keeps this span's traceparent as
         # the parent of its message's delivery (docs/alerting.md, "Traces")
         if not tracing.exporting():  # the span is optional: no context manager per alert
-            return self._decide(ps, cmd, now, fx, src, copy, receiver, None)
+            return self._take_alert(ps, cmd, now, fx, src, None)
         with tracing.span("alert.funnel_decision", cmd.get("tp"), optional=True,
-                          **{"plait.raw_id": cmd.get("id"), "plait.receiver": receiver}) as sp:
-            touched = self._decide(ps, cmd, now, fx, src, copy, receiver, sp)
+                          **{"plait.raw_id": cmd.get("id"), "plait.receiver": src[4]}) as sp:
+            touched = self._take_alert(ps, cmd, now, fx, src, sp)
         return touched
 
-    def _decide(self, ps: PartitionState, cmd: dict[str, Any], now: float, fx: Effects,
-                src: list, copy: int, receiver: str | None, sp: Any) -> list[str]:
+    def _take_alert(self, ps: PartitionState, cmd: dict[str, Any], now: float, fx: Effects,
+                src: tuple, sp: Any) -> list[str]:
         f, touched = ps.funnel, []
         tp = tracing.current_traceparent() if sp is not None else None
         group = None
-        if "alert" in cmd:
-            try:
-                alert = repair_alert(Alert.from_dict(cmd["alert"]))
-            except Exception as e:  # a producer forged a normalized command
-                entries = [f.reject(f"(alert): unreadable normalized alert: {e}", now, cmd["id"])]
-            else:
-                d = Decision.from_command(cmd)
-                try:  # an older command without a decision: the funnel takes every route
-                    fps = [d.fingerprint] if d else [x.fingerprint for x in decide(self.config, alert)]
-                except Exception:  # a forged alert: ingest rejects it
-                    fps = []
-                olds = {fp: f.state["episodes"].get(fp) for fp in fps}
-                received = cmd.get("received_at")
-                if not isinstance(received, (int, float)) or isinstance(received, bool):
-                    received = None
-                entries = f.ingest(alert, now, raw_id=cmd["id"], decision=d, traceparent=tp,
-                                   received_at=received)
-                if received is not None:
-                    observe_decision(f.state["counters"], now - received)  # raw in -> decided
-                touched = []
-                for fp in fps:
-                    ep = f.state["episodes"].get(fp)
-                    new_group = group = ep.get("group") if ep else None
-                    g = f.state["groups"].get(new_group) if new_group else None
-                    if g is not None:
-                        fx.wake(due_at(g, *self._timing(g)))
-                    if ep is not None:
-                        if _repeat_only(olds[fp], ep, now):
-                            continue  # its group and member are unchanged too
-                        ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
-                    old_group = (olds[fp] or {}).get("group")
-                    touched += [ps.key("ep", fp)] + [
-                        k for g in {old_group, new_group} if g
-                        for k in (ps.key("grp", g), ps.member_key(g, fp))]
+        read = read_alert_command(self.config, cmd)
+        if read.alert is None:
+            entries = [f.reject(read.rejected or "(alert): invalid", now, read.raw_id)]
         else:
-            entries = [f.reject(str(cmd.get("reason") or "(alert): invalid"), now, cmd["id"])]
-        ps.mark_raw(*src, copy, receiver)
+            olds = {fp: f.state["episodes"].get(fp) for fp in read.fingerprints}
+            entries = []
+            for rid, d in read.decisions:
+                entries += f.take(read.alert, d, now, rid, traceparent=tp,
+                                  received_at=read.received_at)
+            if read.received_at is not None:
+                observe_decision(f.state["counters"], now - read.received_at)  # raw in -> decided
+            for fp in read.fingerprints:
+                ep = f.state["episodes"].get(fp)
+                new_group = group = ep.get("group") if ep else None
+                g = f.state["groups"].get(new_group) if new_group else None
+                if g is not None:
+                    fx.wake(due_at(g, *self._timing(g)))
+                if ep is not None:
+                    if _repeat_only(olds[fp], ep, now):
+                        continue  # its group and member are unchanged too
+                    ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
+                old_group = (olds[fp] or {}).get("group")
+                touched += [ps.key("ep", fp)] + [
+                    k for g in {old_group, new_group} if g
+                    for k in (ps.key("grp", g), ps.member_key(g, fp))]
+        ps.mark_raw(*src)
         fx.ledger += [e.to_dict() for e in entries]
         if sp is not None:
             sp.set_attribute("plait.outcome", entries[0].outcome if entries else "grouped")

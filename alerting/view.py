@@ -25,20 +25,13 @@ its *current* alerts to Redis, the way it publishes its counters
   first publish of a partition in a process rewrites the hash whole (the
   partition may have moved here from another worker). The worker hook
   passes what the funnel wrote since the last publish
-  (``PartitionState.watch``), so a publish looks at the changed episodes
-  only, not at every open alert (issue 11 item 5). Above
-  :data:`MAX_VIEW_ALERTS` firing episodes the publisher keeps them all
-  ranked by last seen (a sorted list, ~100 bytes each), so which ones are
-  shown follows from what changed too. At 50,000 firing on one partition,
-  bringing the view up to date after 100 changes took 446 ms as a walk and
-  sort of all of them and 5.6 ms this way; after 1,000 changes 416 against
-  46 ms, most of it building the 1,000 views (``bench/bench_alert_view.py``).
-
-- Off the funnel's path: the worker calls :func:`schedule` (a hook in
-  ``alerting.agents``), which publishes in the background, one publish per
-  partition at a time, the views built in a thread (a second of churn at
-  1,000 alerts/s took ~30-60 ms of the event loop in one piece, in front of
-  the funnel's next decisions).
+  (``PartitionState.watch``), so a publish costs what changed, not what is
+  open; above :data:`MAX_VIEW_ALERTS` firing episodes the publisher keeps
+  them ranked by last seen (a sorted list) so which ones are shown follows
+  from what changed too (docs/perf-notes.md, "alert view").
+- Off the funnel's path: the worker calls :meth:`ViewHook.schedule`, which
+  publishes in the background, one publish per partition at a time, the
+  views built in a thread.
 
 The API calls :func:`read_views`. Nothing here raises into the funnel: a Redis
 failure is logged and the view is skipped (the view is a view).
@@ -54,7 +47,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Coroutine, Iterable
 
 import orjson
 from sortedcontainers import SortedList
@@ -353,10 +346,8 @@ class ViewPublisher:
         last = self._shown.get(partition)
         try:
             changed = changes.take() if changes is not None else None
-            # Views are built in a thread: ~25 us an alert, and a second of
-            # churn at 1,000 alerts/s held the event loop ~30-60 ms in one
-            # piece, the funnel's decisions waiting behind it (their p99).
-            # The thread yields the GIL every few ms and only reads the
+            # Views are built in a thread so the funnel's decisions do not
+            # wait behind them. The thread yields the GIL and only reads the
             # funnel's state (copies what it iterates); one publish per
             # partition at a time (``schedule``), and a failed one drops
             # what the thread changed (the next rewrites the hash whole).
@@ -385,6 +376,10 @@ class ViewPublisher:
             self._shown.pop(partition, None)  # next publish rewrites the hash whole
             log.warning("cannot publish the alert view of partition %s: %s", partition, e)
             return None
+
+    def next_at(self, partition: int) -> float:
+        """Epoch seconds from which ``partition`` may publish again."""
+        return self._at.get(partition, float("-inf")) + self.every
 
     def forget(self, partition: int) -> None:
         """Drop what was published for ``partition`` (it was revoked)."""
@@ -439,55 +434,61 @@ async def read_receivers(redis: Any, prefix: str, partitions: Iterable[int]) -> 
     return merged
 
 
-def schedule(service: Any, partition: int) -> None:
-    """The worker hook: :func:`publish` ``partition``'s view in the
-    background, so the funnel does not wait for it; one publish per
-    partition at a time, and one more after it when asked meanwhile (what
-    changed during a publish is published by the next)."""
-    flights: dict[int, bool] | None = getattr(service, "_view_flights", None)
-    if flights is None:
-        flights = service._view_flights = {}
-    if partition in flights:
-        flights[partition] = True  # again when the one in flight is done
-        return
-    flights[partition] = False
+class ViewHook:
+    """The worker's view publishing (owned by ``alerting.agents.AlertingService``):
+    :meth:`schedule` publishes a partition's view in the background, so the
+    funnel does not wait for it; one publish per partition at a time, and
+    one more after it when asked meanwhile (what changed during a publish is
+    published by the next).
 
-    async def run() -> None:
+    Args:
+        publisher: the :class:`ViewPublisher`.
+        partition_state: partition -> its in-memory state (``funnel.state``
+            and ``watch``, :class:`alerting.store.PartitionState`) or None.
+        spawn: runs a coroutine in the background.
+    """
+
+    def __init__(self, publisher: ViewPublisher, partition_state: Callable[[int], Any],
+                 spawn: Callable[[Coroutine[Any, Any, None]], None]) -> None:
+        self.publisher = publisher
+        self.partition_state = partition_state
+        self.spawn = spawn
+        #: partition -> asked again while its publish is in flight
+        self.flights: dict[int, bool] = {}
+
+    def schedule(self, partition: int) -> None:
+        """Publish ``partition``'s view in the background (see the class doc)."""
+        if partition in self.flights:
+            self.flights[partition] = True  # again when the one in flight is done
+            return
+        self.flights[partition] = False
+        self.spawn(self._fly(partition))
+
+    async def _fly(self, partition: int) -> None:
         try:
             while True:
-                await publish(service, partition)
-                if not flights.get(partition):
+                await self.publish(partition)
+                if not self.flights.get(partition):
                     return
-                flights[partition] = False
-                # the follow-up would be throttled (``every`` since the last
-                # began) and dropped, its changes left for the partition's next
-                # counted command: wait for its turn instead
-                pub = getattr(service, "_alert_view", None)
-                if pub is not None:
-                    wait = pub._at.get(partition, float("-inf")) + pub.every - time.time()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
+                self.flights[partition] = False
+                # the follow-up would be throttled and dropped: wait for its turn
+                wait = self.publisher.next_at(partition) - time.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
         finally:
-            flights.pop(partition, None)
+            self.flights.pop(partition, None)
 
-    service._spawn(run())
-
-
-async def publish(service: Any, partition: int) -> None:
-    """Publish ``partition``'s view from an ``alerting.agents.AlertingService``
-    (its runner's in-memory funnel of the partition) now. Never raises."""
-    try:
-        pub = getattr(service, "_alert_view", None)
-        if pub is None:
-            pub = service._alert_view = ViewPublisher(
-                service._redis, service.settings.redis_prefix, service.config)
-        ps = service.runner.partitions.get(partition)
-        if ps is not None:
-            watch = getattr(ps, "watch", None)
-            await pub.publish(partition, ps.funnel.state,
-                              changes=watch("view") if watch is not None else None)
-    except Exception as e:
-        log.warning("alert view hook failed on partition %s: %s", partition, e)
+    async def publish(self, partition: int) -> None:
+        """Publish ``partition``'s view now (nothing when the runner does not
+        hold it). Never raises."""
+        try:
+            ps = self.partition_state(partition)
+            if ps is not None:
+                watch = getattr(ps, "watch", None)
+                await self.publisher.publish(partition, ps.funnel.state,
+                                             changes=watch("view") if watch is not None else None)
+        except Exception as e:
+            log.warning("alert view hook failed on partition %s: %s", partition, e)
 
 
 async def read_views(redis: Any, prefix: str, partitions: Iterable[int]) -> list[dict[str, Any]]:
@@ -595,7 +596,7 @@ def inhibited_now(alerts: list[tuple[str, dict[str, str]]], config: Any) -> dict
     """fingerprint -> [the inhibiting source's fingerprint] of each of
     ``alerts`` (``(fingerprint, labels as silences see them)``, all firing)
     that another of them inhibits under ``config.inhibit_rules``: the rule
-    of :meth:`alerting.funnel.Funnel._inhibitors` (Alertmanager's
+    of :meth:`alerting.stages.inhibit.Inhibit._inhibitors` (Alertmanager's
     ``inhibit.Inhibitor.Mutes``: target side matches, a source with the same
     ``equal`` values fires, and an alert matching both sides is not
     inhibited by a source matching both), applied at query time as

@@ -106,22 +106,21 @@ def test_redis_down_never_raises_into_the_funnel():
     assert run(pub.publish(0, firing(1).state, force=True)) is None
 
 
-def hook_service(prefix: str, funnel, partition: int = 3) -> SimpleNamespace:
-    """What ``alerting.view.publish`` reads of an ``AlertingService``: the
-    settings, config and the runner's funnel of ``partition``."""
-    return SimpleNamespace(settings=SimpleNamespace(redis_prefix=prefix), config=CONFIG,
-                           runner=SimpleNamespace(partitions={partition: SimpleNamespace(funnel=funnel)}))
+def hook(r, prefix: str, funnel, partition: int = 3, spawn=None) -> view.ViewHook:
+    """The worker hook over the runner's funnel of ``partition`` only."""
+    held = {partition: SimpleNamespace(funnel=funnel)}
+    return view.ViewHook(ViewPublisher(r, prefix, CONFIG), held.get,
+                         spawn or (lambda coro: coro.close()))
 
 
 def test_worker_hook_publishes_the_runner_partition(prefix):
     f = firing(2)
-    svc = hook_service(prefix, f)
 
     async def go():
         r = aioredis.Redis.from_url(REDIS_URL)
-        svc._redis = lambda: r
-        await view.publish(svc, 3)
-        await view.publish(svc, 9)  # a partition the runner does not hold: nothing, no error
+        h = hook(lambda: r, prefix, f)
+        await h.publish(3)
+        await h.publish(9)  # a partition the runner does not hold: nothing, no error
         got = await read_views(r, prefix, range(10))
         await r.aclose()
         return got
@@ -138,24 +137,24 @@ def test_schedule_publishes_in_the_background_one_flight_per_partition(prefix, m
     calls: list[int] = []
     gate = asyncio.Event()
 
-    async def slow_publish(service, partition):
+    async def slow_publish(self, partition):
         calls.append(partition)
         await gate.wait()
 
-    monkeypatch.setattr(view, "publish", slow_publish)
+    monkeypatch.setattr(view.ViewHook, "publish", slow_publish)
 
     async def go():
         tasks: set = set()
-        svc = SimpleNamespace(_spawn=lambda coro: tasks.add(asyncio.ensure_future(coro)))
-        view.schedule(svc, 0)
-        view.schedule(svc, 0)  # in flight: remembered, not started
-        view.schedule(svc, 0)
-        view.schedule(svc, 1)  # another partition: its own flight
+        h = hook(None, prefix, None, spawn=lambda coro: tasks.add(asyncio.ensure_future(coro)))
+        h.schedule(0)
+        h.schedule(0)  # in flight: remembered, not started
+        h.schedule(0)
+        h.schedule(1)  # another partition: its own flight
         await asyncio.sleep(0)
         in_flight = list(calls)
         gate.set()
         await asyncio.gather(*tasks)
-        return in_flight, svc._view_flights
+        return in_flight, h.flights
 
     in_flight, flights = run(go())
     assert in_flight == [0, 1]
@@ -167,14 +166,12 @@ def test_follow_up_publishes_what_changed_during_the_flight(prefix):
     """A publish asked for while one is in flight publishes what changed
     meanwhile (it waits for the throttle instead of being skipped by it)."""
     f = firing(2)
-    svc = hook_service(prefix, f)
 
     async def go():
         r = aioredis.Redis.from_url(REDIS_URL)
-        svc._redis = lambda: r
         tasks: set = set()
-        svc._spawn = lambda coro: tasks.add(asyncio.ensure_future(coro))
-        pub = svc._alert_view = ViewPublisher(r, prefix, CONFIG)
+        h = hook(r, prefix, f, spawn=lambda coro: tasks.add(asyncio.ensure_future(coro)))
+        pub = h.publisher
         loop = asyncio.get_running_loop()
         compute, changed = pub._compute, []
 
@@ -182,7 +179,7 @@ def test_follow_up_publishes_what_changed_during_the_flight(prefix):
             if not changed:
                 changed.append(1)
                 f.ingest({"rule": "Disk", "asset": "h2", "severity": "critical"}, 1002.0)
-                view.schedule(svc, 3)
+                h.schedule(3)
 
         def compute_then_change(*a):
             out = compute(*a)
@@ -190,7 +187,7 @@ def test_follow_up_publishes_what_changed_during_the_flight(prefix):
             return out
 
         pub._compute = compute_then_change
-        view.schedule(svc, 3)
+        h.schedule(3)
         while tasks:
             t = tasks.pop()
             await t

@@ -1,0 +1,86 @@
+"""One reader for every shape of ``alerts.funnel`` alert command.
+
+Shapes read (commands already in the topic and its changelog stay readable
+after an upgrade):
+
+- decided: ``alert`` (normalized, :meth:`Alert.to_state`) with the router's
+  ``receiver``, ``fp`` and ``route`` (:meth:`Decision.to_dict`);
+- undecided: ``alert`` without a decision; routed here by
+  :func:`alerting.routing.decide`, the router's own rule, one decision per
+  route reached (further copies ``<id>~<receiver>``);
+- invalid: no ``alert`` (the router could not normalize it), ``reason``.
+
+The funnel takes the result as given and never decides a route itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from alerting.intake import repair_alert
+from alerting.model import Alert
+from alerting.routing import Decision, decide
+
+
+@dataclass(frozen=True)
+class AlertCommand:
+    """An alert command read into one form.
+
+    Attributes:
+        raw_id: the raw alert's ledger id.
+        alert: the checked alert, None when ``rejected``.
+        decisions: ``[(raw id, decision)]`` to take, in route order.
+        received_at: when the API or producer took it (epoch s), if known.
+        rejected: the rejection reason when the alert is unreadable.
+    """
+
+    raw_id: str
+    alert: Alert | None = None
+    decisions: list[tuple[str, Decision]] = field(default_factory=list)
+    received_at: float | None = None
+    rejected: str | None = None
+
+    @property
+    def fingerprints(self) -> list[str]:
+        """The episodes this command may touch."""
+        return [d.fingerprint for _rid, d in self.decisions]
+
+
+def routed(config: Any, alert: Alert, raw_id: str) -> list[tuple[str, Decision]]:
+    """``[(raw id, decision)]`` of ``alert`` on every route it reaches: the
+    first keeps ``raw_id``, each further one is ``<raw_id>~<receiver>``
+    (docs/alerting.md, "Routes"). Raises only on a forged alert."""
+    ds = decide(config, alert)
+    return [(raw_id if k == 0 else f"{raw_id}~{d.receiver}", d) for k, d in enumerate(ds)]
+
+
+def origin(cmd: dict[str, Any]) -> tuple[Any, Any, int, int, str | None]:
+    """Where an alert command's raw alert came from, for replay detection
+    (:meth:`alerting.store.PartitionState.seen_raw`): ``(alerts.raw
+    partition, offset, index in the event, copy, receiver)``; ``copy`` is
+    the position of a further ``continue`` route (0 the first)."""
+    src = (cmd.get("src") or [None, None, 0])[:3]
+    receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
+    return (*src, int(cmd.get("copy") or 0), receiver)  # type: ignore[return-value]
+
+
+def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
+    """The :class:`AlertCommand` of one ``alert`` command (or an item of an
+    ``alerts`` command) of any shape; never raises."""
+    rid = cmd["id"]
+    received = cmd.get("received_at")
+    if not isinstance(received, (int, float)) or isinstance(received, bool):
+        received = None
+    if "alert" not in cmd:
+        return AlertCommand(rid, rejected=str(cmd.get("reason") or "(alert): invalid"))
+    try:
+        alert = repair_alert(Alert.from_dict(cmd["alert"]))
+    except Exception as e:  # a producer forged a normalized command
+        return AlertCommand(rid, rejected=f"(alert): unreadable normalized alert: {e}")
+    d = Decision.from_command(cmd)
+    if d is not None:
+        return AlertCommand(rid, alert, [(rid, d)], received)
+    try:
+        return AlertCommand(rid, alert, routed(config, alert, rid), received)
+    except Exception as e:  # a forged alert
+        return AlertCommand(rid, rejected=f"(alert): unreadable alert: {type(e).__name__}: {e}")

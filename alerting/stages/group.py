@@ -1,0 +1,170 @@
+"""Group stage: episodes join aggregation groups per route
+(Alertmanager's dispatcher: ``group_by``, ``group_wait``,
+``group_interval``, ``repeat_interval``), and due groups are evaluated into
+their receiver's outbox."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from alerting import outbox as outbox_
+from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
+                            join_traces, new_group, note_insert, set_trace)
+from alerting.model import Alert, Outcome
+from alerting.routing import Route, muted_at, route_by_id, routes_for
+from alerting.stages.base import StageBase
+
+
+class Grouping(StageBase):
+    """Aggregation groups of one funnel."""
+
+    def start(self) -> None:
+        #: route id -> Route (settings inherited), for carried decisions
+        self._routes: dict[str, Route] = {}
+
+    def _group_alert(self, fp: str, verdict: str, ep: dict[str, Any], rid: str, route: Route,
+                     now: float, traceparent: str | None, received_at: float | None) -> None:
+        """A passing alert joins its group (opened from ``received_at`` when
+        given, as Alertmanager's dispatcher counts ``group_wait`` from
+        receipt); its raw id waits on the member until delivered."""
+        if ep.get("silenced_by") or ep.get("inhibited_by"):
+            self._unmute(fp, ep)
+        opened = now if received_at is None else min(now, received_at)
+        g = self._group_for(ep, opened, route)
+        apply_verdict(g, verdict, ep, rid, now, traceparent)
+        note_insert(g, ep["started_at"], self._timing(g)[0], now)
+
+    def _route_of(self, rid: str, receiver: str | None = None) -> Route:
+        """The route with id ``rid`` (cached per funnel; the root when the
+        config no longer has it), for ``receiver`` when given (a further
+        integration's receiver, ``config.fanout``)."""
+        route = self._routes.get(rid)
+        if route is None:
+            route = route_by_id(self.config, rid) or route_by_id(self.config, "0")
+            self._routes[rid] = route
+        if receiver is not None and route.receiver != receiver:
+            route = dataclasses.replace(route, receiver=receiver)
+        return route
+
+    def _route(self, ep: dict[str, Any]) -> Route:
+        """The route of an episode: the one it was taken for (``continue``
+        copies), else the first the alert reaches now."""
+        rid = ep.get("route")
+        route = route_by_id(self.config, rid) if rid else None
+        if route is None:
+            route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
+        if ep.get("receiver") and ep["receiver"] != route.receiver:  # config.fanout's copy
+            route = dataclasses.replace(route, receiver=ep["receiver"])
+        return route
+
+    def _group_for(self, ep: dict[str, Any], now: float,
+                   route: Route | None = None) -> dict[str, Any]:
+        groups = self.state["groups"]
+        if ep["group"] in groups:
+            return groups[ep["group"]]
+        alert = Alert.from_dict(ep["alert"])
+        if route is None:  # the router's decision, else the episode's route
+            route = self._route(ep)
+        # the route id is part of the key below the root (nested routes group apart)
+        key = route.receiver if route.id == "0" else f"{route.receiver}@{route.id}"
+        gid, labels = group_key(key, alert, list(route.group_by))
+        if gid not in groups:
+            groups[gid] = new_group(gid, route.receiver, labels, now)
+            if route.id != "0":
+                groups[gid]["route"] = route.id
+                groups[gid]["timing"] = route.timing()
+        ep["group"] = gid
+        return groups[gid]
+
+    def _touch(self, g: dict[str, Any]) -> None:
+        """Note in :attr:`ticked` that this tick changes group ``g`` (first
+        time: with its members as they are now)."""
+        self.ticked.setdefault(g["id"], list(g["members"]))
+
+    def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
+        """(group_wait, group_interval, repeat_interval) of group ``g``: its
+        route's, else the configuration's (seconds)."""
+        t = self.config.timing
+        return g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
+
+    def _remind(self, g: dict[str, Any], now: float) -> bool:
+        """True when group ``g``'s repeat_interval has passed by ``now`` (a
+        reminder is due whatever its news)."""
+        at = due_at(dict(g, news_at=None), *self._timing(g))
+        return at is not None and at <= now + 1e-9
+
+    def _held(self, g: dict[str, Any], now: float) -> bool:
+        """True while the group's route is inside a mute time interval or
+        outside all of its active ones (docs/alerting.md, "Routes")."""
+        route = route_by_id(self.config, g["route"])
+        return route is not None and muted_at(self.config, route, now)
+
+    def _evaluate(self, g: dict[str, Any], now: float) -> None:
+        st, c = self.state, self.state["counters"]
+        rc = self.config.receiver(g["receiver"])
+        muted = self._muter(now) if self._silences or self._inhibit else (lambda m: None)
+        outbox = st["receivers"][g["receiver"]]["outbox"]
+        # a queued, unsent section of this group is rebuilt
+        stale = outbox_.unqueue(g, outbox, self._queued.setdefault(g["receiver"], {}))
+        if stale is None:
+            return
+        self._dequeued(g["receiver"], stale["sections"])
+        sections, effects = build_sections(g, self.config.grouping.batch_size,
+                                           rc.format == "alertmanager",
+                                           self.config.dedupe.suppress_transient, muted,
+                                           rc.send_resolved)
+        dropped = effects["transient"] + effects["quiet"]
+        last_sent = g["last_sent_at"]
+        if (dropped and sections and sections[0]["reminder"] and not stale["sections"]
+                and not self._remind(g, now)):
+            sections = []  # the only news was left out: no reminder before repeat_interval
+        commit_sections(g, sections, now)
+        if not sections and dropped:
+            g["last_sent_at"] = last_sent  # nothing left: the repeat_interval clock runs on
+        for s in sections:
+            s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
+            if stale["sections"]:  # rebuilt: the older queued sections' trace goes first
+                set_trace(s, *join_traces(stale["sections"] + [s]))
+        self._drop(g, effects["transient"], "transient", now)
+        self._drop(g, effects["quiet"], "send_resolved", now)
+        for fp, (key, by) in effects["muted"].items():
+            m = g["members"][fp]
+            if m["status"] == "resolved":
+                del g["members"][fp]
+                self._end_member(fp)
+                for r in m["raw"]:
+                    entry = (self._final(r, Outcome.SILENCED, now, fp=fp, silence_id=by)
+                             if key == "silenced_by" else
+                             self._final(r, Outcome.INHIBITED, now, fp=fp, inhibited_by=by))
+                    st["ledger_out"].append(entry.to_dict())
+            elif fp in st["episodes"]:
+                self._mark(fp, st["episodes"][fp], key, by[1] if key == "inhibited_by" else by)
+        if not g["members"]:
+            del st["groups"][g["id"]]
+        outbox[stale["at"]:stale["at"]] = sections
+        self._enqueued(g["receiver"], sections)
+
+    def _drop(self, g: dict[str, Any], fps: list[str], reason: str, now: float) -> None:
+        """Members ``fps`` of group ``g`` leave it untold: their episodes end
+        and their raw alerts are ``deduplicated`` with ``reason``
+        (``transient``: resolved before ever sent, counted in
+        ``transient_suppressed``; ``send_resolved``: a resolve the receiver
+        does not take, counted in ``resolved_not_sent``)."""
+        st, c = self.state, self.state["counters"]
+        counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
+        for fp in fps:
+            m = g["members"].pop(fp)
+            self._end_member(fp)
+            c[counter] = c.get(counter, 0) + 1
+            for r in m["raw"]:
+                st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
+                                                    reason=reason).to_dict())
+
+    def _end_member(self, fp: str) -> None:
+        """A resolved member left its group: its episode ends with it, unless
+        the alert fired again while muted (the member is stale then; the
+        episode stays, marked, a source still, and is released as new when
+        nothing mutes it)."""
+        ep = self.state["episodes"].get(fp)
+        if ep is None or ep["status"] == "resolved":
+            self._unmute(fp, self.state["episodes"].pop(fp, None))

@@ -1,0 +1,102 @@
+"""Inhibition stage (docs/alerting.md, "Inhibition"; Alertmanager's
+``inhibit_rules``, inhibit/inhibit.go): a firing alert matching a rule's
+``source_matchers`` mutes the alerts matching its ``target_matchers`` whose
+``equal`` labels agree; an alert matching both sides does not inhibit an
+alert that matches both too (nor itself). Sources are indexed per rule by
+their ``equal`` values (firing sources only, rebuilt from the episodes), so
+a lookup costs one dict access per rule."""
+from __future__ import annotations
+
+from typing import Any
+
+from alerting.dedupe import DEDUPED
+from alerting.model import Alert, LedgerEntry, Outcome
+from alerting.silence import Matcher, parse_matcher
+from alerting.stages.base import StageBase
+
+
+class Inhibit(StageBase):
+    """The inhibition index over the funnel's episodes."""
+
+    def start(self) -> None:
+        self._inhibit: list[tuple[list[Matcher], list[Matcher], tuple[str, ...]]] = [
+            ([parse_matcher(m) for m in r.source_matchers],
+             [parse_matcher(m) for m in r.target_matchers], tuple(r.equal))
+            for r in self.config.inhibit_rules]
+        #: per rule: equal-label values -> {source fp: source also matches the target side}
+        self._sources: list[dict[tuple[str, ...], dict[str, bool]]] = [{} for _ in self._inhibit]
+        #: source fp -> [(rule index, equal values)] where it is indexed
+        self._source_keys: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+        #: fingerprints of firing episodes currently marked inhibited
+        self._inhibited: set[str] = set()
+        #: a source left the index since the last tick: inhibited alerts are
+        #: re-checked (only then; True after a load)
+        self._sources_left = True
+        if self._inhibit:
+            for fp, ep in self.state["episodes"].items():
+                self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
+                if ep.get("inhibited_by"):
+                    self._inhibited.add(fp)
+
+    def _inhibit_alert(self, fp: str, verdict: str, ep: dict[str, Any] | None,
+                       labels: dict[str, str], rid: str, now: float) -> LedgerEntry | None:
+        """Index the alert as a source, then its ``inhibited`` entry when a
+        rule inhibits it, else None. A resolve is not inhibited here: it
+        joins its group, and its flush asks the inhibitor (Alertmanager's
+        MuteStage), so the order of a source's and a target's resolves does
+        not matter."""
+        if not self._inhibit:
+            return None
+        if ep is not None and verdict not in DEDUPED:
+            # a deduplicated alert leaves the episode's alert (and status) as
+            # they were: the index stays what a restarted worker rebuilds
+            self._index_source(fp, ep, labels)
+        inhibited = self._inhibitors(fp, labels)
+        if inhibited is None or verdict == "resolved":
+            return None
+        self._muted_alert(fp, verdict, ep, "inhibited_by", inhibited[1], now)
+        return self._final(rid, Outcome.INHIBITED, now, fp=fp, inhibited_by=inhibited)
+
+    def muted(self) -> set[str]:
+        """Fingerprints of firing episodes marked silenced or inhibited (a
+        tick may release them)."""
+        return set(self.state["silenced"]) | self._inhibited
+
+    def _index_source(self, fp: str, ep: dict[str, Any], labels: dict[str, str]) -> None:
+        """Keep the source index in step with episode ``fp``: indexed under
+        every rule whose source side its labels match while it fires,
+        nowhere once it resolved."""
+        keys: list[tuple[int, tuple[str, ...]]] = []
+        if ep["status"] == "firing":
+            for i, (src, tgt, equal) in enumerate(self._inhibit):
+                if all(m.matches(labels) for m in src):
+                    key = tuple(labels.get(n, "") for n in equal)
+                    self._sources[i].setdefault(key, {})[fp] = all(m.matches(labels) for m in tgt)
+                    keys.append((i, key))
+        for i, key in self._source_keys.pop(fp, ()):
+            if (i, key) in keys:
+                continue
+            bucket = self._sources[i].get(key)
+            if bucket is not None:
+                bucket.pop(fp, None)
+                self._sources_left = True  # some inhibited alert may be free now
+                if not bucket:
+                    del self._sources[i][key]
+        if keys:
+            self._source_keys[fp] = keys
+
+    def _inhibitors(self, fp: str, labels: dict[str, str]) -> tuple[int, list[str]] | None:
+        """(rule index, [source fingerprint]) of the first rule inhibiting the
+        alert ``fp`` with ``labels``, or None. Alertmanager's rule: target side
+        matches, a firing source with equal ``equal`` values exists, and when
+        the alert matches the source side too, sources that also match the
+        target side are skipped (so nothing inhibits itself)."""
+        for i, (src, tgt, equal) in enumerate(self._inhibit):
+            candidates = self._sources[i].get(tuple(labels.get(n, "") for n in equal))
+            if not candidates or not all(m.matches(labels) for m in tgt):
+                continue
+            two_sided = all(m.matches(labels) for m in src)
+            for sfp, both in candidates.items():
+                if sfp != fp and not (two_sided and both):
+                    return i, [sfp]
+        return None
