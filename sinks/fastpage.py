@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from plait.spec import DocumentConfig, xlsx_columns_fit
-from sinks.values import (ALL_NULL, MAX_EXACT_INT, OFFSET_DATETIME, _SURROGATE, loads_exact,
+from sinks.values import (ALL_NULL, MAX_EXACT_INT, OFFSET_DATETIME, SURROGATE, loads_exact,
                           utc_text_array, zone_of)
 
 #: Declared column types the fast decode handles, and their Arrow type as read.
@@ -307,7 +307,7 @@ def _columns_handled(doc: DocumentConfig) -> bool:
     if not xlsx_columns_fit(len(columns)):
         return False
     names = [c.fieldName for c in columns]
-    if len(set(names)) != len(names) or any(_SURROGATE.search(n) for n in names):
+    if len(set(names)) != len(names) or any(SURROGATE.search(n) for n in names):
         return False
     return not any((c.type is not None and c.type not in _READ_TYPES) or c.dictionary
                    or c.mask for c in columns)

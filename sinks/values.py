@@ -101,7 +101,7 @@ _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 _MASK_KEYS = {"first": "first", "keepFirst": "first", "head": "first",
               "last": "last", "keepLast": "last", "tail": "last"}
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 #: RFC 3339 date-time with an offset (F10); seconds and fraction optional.
 OFFSET_DATETIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:[Zz]|[+-]\d{2}:\d{2})\Z")
@@ -197,7 +197,7 @@ def _exact_json(v: object) -> str:
 
 def fix_unicode(s: str) -> str:
     """``s`` with every lone UTF-16 surrogate replaced by U+FFFD (F1)."""
-    return _SURROGATE.sub("\ufffd", s)
+    return SURROGATE.sub("\ufffd", s)
 
 
 def _show(value: object) -> str:
@@ -257,7 +257,7 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
             else:
                 meta = {ALL_NULL: b"1"} if arr.null_count == len(arr) and not ctype else None
             field_name = name
-            if _SURROGATE.search(name):
+            if SURROGATE.search(name):
                 field_name = fix_unicode(name)
                 conv.count(REPLACED_INVALID_UNICODE, 1)
             fields.append(pa.field(field_name, arr.type, metadata=meta))
@@ -461,7 +461,7 @@ class _Converter:
         except UnicodeEncodeError:
             out = list(values)
             for i, v in enumerate(out):
-                if v is not None and _SURROGATE.search(v):
+                if v is not None and SURROGATE.search(v):
                     self.issue(REPLACED_INVALID_UNICODE, i, v, "holds a lone UTF-16 surrogate")
                     out[i] = fix_unicode(v)
             return pa.array(out, pa.string())

@@ -49,8 +49,8 @@ FORMULA_START = frozenset("=+-@\t\r")
 #: Excel's maximum characters in one cell.
 XLSX_MAX_CELL_CHARS = 32_767
 
-_BAD_PY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-_BAD_RE2 = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]"
+BAD_PY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+BAD_RE2 = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]"
 _FORMULA_RE2 = r"^[=+\-@\t\r]"
 
 QUALITY_KEYS = ("truncated", "sanitized", "formula_escaped", "converted_to_text")
@@ -114,7 +114,7 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
     if not pa.types.is_string(col.type):
         col = pc.cast(col, pa.string())
     values = col.to_pylist()
-    patterns = ([_BAD_RE2] if sanitize else []) + ([_FORMULA_RE2] if escape else [])
+    patterns = ([BAD_RE2] if sanitize else []) + ([_FORMULA_RE2] if escape else [])
     need = pc.match_substring_regex(col, "|".join(patterns)) if patterns else None
     if max_chars is not None:
         long = pc.greater(pc.binary_length(col), max_chars)
@@ -123,8 +123,8 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
         return values
     for i in pc.indices_nonzero(pc.fill_null(need, False)).to_pylist():
         s = values[i]
-        if sanitize and _BAD_PY.search(s):
-            s = _BAD_PY.sub("", s)
+        if sanitize and BAD_PY.search(s):
+            s = BAD_PY.sub("", s)
             quality.add("sanitized", 1, column)
         if max_chars is not None:
             cut = utf16_cut(s, max_chars)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from plait.spec import DocumentConfig
 from sinks.values import iso_texts
 from sinks.writers.cells import (
-    _BAD_RE2, Quality, mixed_column, number_text, other_cells, shortest,
+    BAD_RE2, Quality, mixed_column, number_text, other_cells, shortest,
 )
 
 _TWO53 = float(2**53)
@@ -144,10 +144,10 @@ def clean_text(col: pa.Array, quality: Quality, column: str | None, *, escape: b
     if col.null_count == len(col):
         return col
     if sanitize:
-        bad = pc.fill_null(pc.match_substring_regex(col, _BAD_RE2), False)
+        bad = pc.fill_null(pc.match_substring_regex(col, BAD_RE2), False)
         n = pc.sum(bad).as_py() or 0
         if n:
-            col = pc.replace_substring_regex(col, _BAD_RE2, "")
+            col = pc.replace_substring_regex(col, BAD_RE2, "")
             quality.add("sanitized", n, column)
     if escape:
         hit = pc.fill_null(pc.match_substring_regex(col, r"^[=+\-@\t\r]"), False)

@@ -131,7 +131,7 @@ class CsvWriter(SingleFileWriter):
         lines = pc.binary_join_element_wise(*out, self._delim, null_handling="replace",
                                             null_replacement="")
         lines = pc.binary_join_element_wise(lines, self._term, "")
-        self._file.write(_joined_bytes(lines))
+        self._file.write(joined_bytes(lines))
 
     def close(self) -> WriteReport:
         """Flush and close the file; returns the report."""
@@ -140,7 +140,7 @@ class CsvWriter(SingleFileWriter):
         return self.report()
 
 
-def _joined_bytes(arr: pa.Array) -> memoryview | bytes:
+def joined_bytes(arr: pa.Array) -> memoryview | bytes:
     """The concatenated UTF-8 bytes of a string array without nulls."""
     if len(arr) == 0:
         return b""

@@ -34,7 +34,7 @@ from sinks.writers.cells import (
     SingleFileWriter, json_decimal, kind_of_field, mixed_column, other_cells,
 )
 from sinks.writers.columns import bool_texts, float_texts, iso_array
-from sinks.writers.csv_writer import _joined_bytes
+from sinks.writers.csv_writer import joined_bytes
 
 #: Control characters JSON escapes as \uXXXX (LF, CR, tab are done column-wise).
 _OTHER_CONTROLS = r"[\x00-\x08\x0b\x0c\x0e-\x1f]"
@@ -135,7 +135,7 @@ class JsonlWriter(SingleFileWriter):
                 parts.append(col)
             parts.append("}\n")
             lines = pc.binary_join_element_wise(*parts, "")
-            self._file.write(_joined_bytes(lines))
+            self._file.write(joined_bytes(lines))
         self.rows += batch.num_rows
 
     def _write_dicts(self, names: list[str], columns: list[list]) -> None:

@@ -75,11 +75,11 @@ from plait.spec import DocumentConfig
 from sinks.values import MAX_EXACT_INT, is_mixed
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
-    _BAD_PY, _BAD_RE2, XLSX_MAX_CELL_CHARS, EXCEL_MAX_NUMBER, EXCEL_MIN_NUMBER, SingleFileWriter,
+    BAD_PY, BAD_RE2, XLSX_MAX_CELL_CHARS, EXCEL_MAX_NUMBER, EXCEL_MIN_NUMBER, SingleFileWriter,
     decimal_float, headers, kind_of_field, other_cells, text_cells, utf16_cut,
 )
 from sinks.writers.xlsx_writer import (
-    _DAY_US, _DEFAULT_FORMATS, _SERIAL_1970, EXCEL_FIRST_DAY, EXCEL_LAST_DAY, MAX_DATA_ROWS,
+    DAY_US, DEFAULT_FORMATS, SERIAL_1970, EXCEL_FIRST_DAY, EXCEL_LAST_DAY, MAX_DATA_ROWS,
     MS_FORMAT, XlsxWriter, sheet_name,
 )
 
@@ -349,7 +349,7 @@ class NativeXlsxWriter(SingleFileWriter):
     def _format_names(self) -> list:
         spec_fmt = {c.fieldName: c.format for c in self.doc.columns or [] if c.format}
         return [spec_fmt.get(f.name) or (MS_FORMAT if kind == "datetime" and sub and not whole
-                                         else _DEFAULT_FORMATS.get(kind))
+                                         else DEFAULT_FORMATS.get(kind))
                 for f, kind, sub, whole in zip(self.schema, self._kinds, self._sub, self._whole)]
 
     def _write_native(self, batches: Iterator[pa.RecordBatch], n_sheets: int,
@@ -429,7 +429,7 @@ class NativeXlsxWriter(SingleFileWriter):
                 longest = max(longest, 19)
             else:
                 if kind == "date":
-                    values = [None if d is None else d * _DAY_US
+                    values = [None if d is None else d * DAY_US
                               for d in raw.column(c).cast(pa.int32()).to_pylist()]
                 elif kind == "decimal":
                     values = raw.column(c).to_pylist()
@@ -461,7 +461,7 @@ class NativeXlsxWriter(SingleFileWriter):
             return col
         days, rem = _wall_days(col)
         days = days.cast(pa.int64())
-        day = pc.add(days, _SERIAL_1970)
+        day = pc.add(days, SERIAL_1970)
         day = pc.if_else(pc.less(day, 61), pc.subtract(day, 1), day).cast(pa.float64())
         if rem is None:
             return day
@@ -473,10 +473,10 @@ class NativeXlsxWriter(SingleFileWriter):
             col = col.cast(pa.string())
         if col.null_count == len(col):
             return col
-        bad = pc.fill_null(pc.match_substring_regex(col, _BAD_RE2), False)
+        bad = pc.fill_null(pc.match_substring_regex(col, BAD_RE2), False)
         n = pc.sum(bad).as_py() or 0
         if n:
-            col = pc.replace_substring_regex(col, _BAD_RE2, "")
+            col = pc.replace_substring_regex(col, BAD_RE2, "")
             self.quality.add("sanitized", n, name)
         # a UTF-8 byte count above the limit is needed for more than 32,767 UTF-16 units
         long = pc.fill_null(pc.greater(pc.binary_length(col), XLSX_MAX_CELL_CHARS), False)
@@ -516,11 +516,11 @@ def _wall_days(col: pa.Array) -> tuple[pa.Array, pa.Array | None]:
         col = col.cast(pa.timestamp("us", col.type.tz))
     wall = pc.local_timestamp(col) if col.type.tz else col
     us = wall.cast(pa.int64())
-    days = pc.divide(us, _DAY_US)  # truncates toward zero
-    rem = pc.subtract(us, pc.multiply(days, _DAY_US))
+    days = pc.divide(us, DAY_US)  # truncates toward zero
+    rem = pc.subtract(us, pc.multiply(days, DAY_US))
     neg = pc.less(rem, 0)  # floor division for instants before 1970
     return (pc.if_else(neg, pc.subtract(days, 1), days),
-            pc.if_else(neg, pc.add(rem, _DAY_US), rem))
+            pc.if_else(neg, pc.add(rem, DAY_US), rem))
 
 
 def _cell_present(col: pa.Array, i: int) -> bool:
@@ -532,7 +532,7 @@ def _cell_present(col: pa.Array, i: int) -> bool:
     py = v.as_py()
     if isinstance(py, float) and py != py:
         return False
-    return not (isinstance(py, str) and _BAD_PY.sub("", py) == "")
+    return not (isinstance(py, str) and BAD_PY.sub("", py) == "")
 
 
 _INT_SUFFIX = b".0</v>"

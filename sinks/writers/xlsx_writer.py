@@ -56,17 +56,17 @@ MAX_DATA_ROWS = XLSX_MAX_ROWS - 1
 #: Fixed creation time so the same input gives a byte-identical file.
 FIXED_CREATED = datetime(2000, 1, 1)
 _SHEET_BAD = re.compile(r"[\[\]:*?/\\\x00-\x1f]")
-_DEFAULT_FORMATS = {"datetime": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd"}
+DEFAULT_FORMATS = {"datetime": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd"}
 #: Default format of a datetime cell with a sub-second part (F3).
 MS_FORMAT = "yyyy-mm-dd hh:mm:ss.000"
-_DAY_US = 86_400_000_000
+DAY_US = 86_400_000_000
 #: Days from 1970-01-01 to 1900-01-01 and to 9999-12-31: Excel's date range.
 EXCEL_FIRST_DAY = -25_567
 EXCEL_LAST_DAY = 2_932_896
 #: Days from 1970-01-01 to 0001-01-01 (first day a Python date holds).
 PY_FIRST_DAY = -719_162
 #: Serial of 1970-01-01 (Windows 1900 date system).
-_SERIAL_1970 = 25_569
+SERIAL_1970 = 25_569
 
 
 class _Exact(float):
@@ -84,13 +84,13 @@ def excel_serial(us: int) -> tuple[float, bool] | None:
     1970-01-01 (Windows 1900 date system), or ``None`` outside Excel's
     1900-01-01..9999-12-31. Rounded to milliseconds, never across midnight;
     1900-01-01..1900-02-28 are serials 1..59 (Excel's phantom 1900-02-29 is 60)."""
-    days, rem = divmod(us, _DAY_US)
+    days, rem = divmod(us, DAY_US)
     if not EXCEL_FIRST_DAY <= days <= EXCEL_LAST_DAY:
         return None
     ms = (rem + 500) // 1000
     if ms >= 86_400_000:
         ms = 86_399_999
-    day = days + _SERIAL_1970
+    day = days + SERIAL_1970
     if day < 61:
         day -= 1
     return day + ms / 86_400_000, rem % 1_000_000 != 0
@@ -127,7 +127,7 @@ class XlsxWriter(SingleFileWriter):
         self._fmts, self._quoted, self._ms_fmts = [], [], []
         ms_format = wb.add_format({"num_format": MS_FORMAT})
         for f, kind in zip(schema, self._kinds):
-            num = spec_fmt.get(f.name) or _DEFAULT_FORMATS.get(kind)
+            num = spec_fmt.get(f.name) or DEFAULT_FORMATS.get(kind)
             self._fmts.append(wb.add_format({"num_format": num}) if num else None)
             self._ms_fmts.append(ms_format if kind == "datetime" and f.name not in spec_fmt
                                  else self._fmts[-1])
@@ -225,7 +225,7 @@ class XlsxWriter(SingleFileWriter):
             wall = pc.local_timestamp(col) if col.type.tz else col
             values = wall.cast(pa.int64()).to_pylist()
         else:
-            values = [None if d is None else d * _DAY_US
+            values = [None if d is None else d * DAY_US
                       for d in col.cast(pa.int32()).to_pylist()]
         ms_fmt = self._ms_fmts[c]
         texts: list = []
@@ -235,7 +235,7 @@ class XlsxWriter(SingleFileWriter):
             if got is None:
                 if not texts:
                     texts.append(iso_texts(col))
-                if EXCEL_FIRST_DAY > v // _DAY_US >= PY_FIRST_DAY:
+                if EXCEL_FIRST_DAY > v // DAY_US >= PY_FIRST_DAY:
                     # beyond Python's years 1..9999 the normalizer counted it already
                     self.quality.add("out_of_range", 1, name)
                 ws.write_string(r, c, texts[0][r - first_row])
