@@ -1,25 +1,10 @@
-"""Limits of the document formats (pdf, docx): a few columns, a bounded number
-of rows, long values cut (docs/events.md, "Document formats").
+"""Limits of the document formats (pdf, docx; docs/events.md, "Document formats").
 
-PDF and Word files are for reading, not for data: a wide or long table does
-not fit them, and their libraries (reportlab, python-docx) keep the document
-in memory until it is saved. So each format has a column cap and a row cap
-(``PLAIT_PDF_MAX_COLUMNS``, ``PLAIT_PDF_MAX_ROWS``, ``PLAIT_DOCX_MAX_COLUMNS``,
-``PLAIT_DOCX_MAX_ROWS``) and cells longer than ``PLAIT_DOCUMENT_CELL_CHARS``
-characters are cut with an ellipsis. Each rule is written once, here:
-
-- :func:`check_request`: what a request says before any row is read
-  (``documentConfig.columns``, ``jobConfig.maxRows``,
-  ``documentConfig.maxRowsPerFile``); the API answers 422, admission ends the
-  task FAILED (producer-SDK requests).
-- :func:`columns_refused`, :func:`rows_refused`: what the data shows while it
-  is written (columns inferred from the first page; rows when no
-  ``jobConfig.maxRows`` bounds them). The file writers raise
-  ``PermanentError`` with these texts, so the task ends FAILED naming the cap.
-  A request that gives ``jobConfig.maxRows`` (at most the cap) is cut there
-  and succeeds ``truncated``, as any export: ``maxRows`` is the caller's
-  consent to a cut, its absence is not.
-"""
+Their libraries keep the document in memory until it is saved, so each format has a column and a
+row cap, and long cells are cut with an ellipsis (``PLAIT_PDF_MAX_*``, ``PLAIT_DOCX_MAX_*``,
+``PLAIT_DOCUMENT_CELL_CHARS``). :func:`check_request` judges a request (422, or FAILED at
+admission); :func:`columns_refused` and :func:`rows_refused` give the texts the writers raise
+``PermanentError`` with. A ``jobConfig.maxRows`` within the cap is consent to a cut."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,18 +12,14 @@ from typing import Any
 
 from plait.errors import FieldError
 
-#: The formats these limits apply to.
 DOCUMENT_FORMATS = ("pdf", "docx")
-#: What to use instead, said in every refusal.
 INSTEAD = "use xlsx or csv for wider or longer exports"
-#: The character a cut value ends with (U+2026, horizontal ellipsis).
 ELLIPSIS = "\u2026"
 
 
 @dataclass(frozen=True)
 class DocumentCaps:
-    """One document format's limits: ``columns`` and ``rows`` at most,
-    ``cell_chars`` characters per cell (longer: cut with an ellipsis)."""
+    """One format's caps: ``columns``, ``rows``, ``cell_chars`` characters per cell."""
 
     fmt: str
     columns: int
@@ -47,8 +28,7 @@ class DocumentCaps:
 
 
 def caps_for(fmt: str, settings: Any) -> DocumentCaps | None:
-    """The caps of ``fmt`` from ``settings`` (``plait.settings.Settings``);
-    None for a format without them (csv, xlsx, parquet, jsonl)."""
+    """The caps of ``fmt`` from ``settings``; None for a format without them."""
     if fmt not in DOCUMENT_FORMATS:
         return None
     return DocumentCaps(fmt, getattr(settings, f"{fmt}_max_columns"),
@@ -76,15 +56,8 @@ def rows_refused(caps: DocumentCaps, rows: int, asked: bool = False) -> str | No
 
 
 def check_request(spec: Any, settings: Any) -> None:
-    """Refuse a request (``plait.spec.ExportSpec``) whose document format
-    cannot hold what it asks for: more ``documentConfig.columns`` than the
-    column cap, a ``jobConfig.maxRows`` over the row cap, or a
-    ``documentConfig.maxRowsPerFile`` (a document is one file).
-
-    Raises:
-        FieldError: code ``limit``, naming the field, the cap and the
-            setting, and saying to use xlsx or csv.
-    """
+    """Raises FieldError (code ``limit``) for a document request over its column or row cap, or
+    with ``documentConfig.maxRowsPerFile`` (a document is one file)."""
     doc = spec.documentConfig
     caps = caps_for(doc.fileFormat, settings)
     if caps is None:

@@ -1,14 +1,9 @@
-"""Concurrency limits and tenant tiers (``PLAIT_LIMITS``, JSON).
-
-Example::
+"""Concurrency limits and tenant tiers (``PLAIT_LIMITS``, JSON), absent ones unlimited::
 
     {"global": 50, "perSysCode": 10, "perUser": 3, "perBizType": 5,
      "sysCodes": {"acme": {"maxConcurrent": 2, "tier": "platinum"}}}
 
-Absent limits are unlimited. A tier weights which waiting task starts next
-(stride scheduling, Waldspurger & Weihl 1995): a platinum tenant gets four
-starts for a standard tenant's one when both have tasks waiting.
-"""
+A tier weights which waiting task starts next (stride scheduling, Waldspurger & Weihl 1995)."""
 from __future__ import annotations
 
 from typing import Literal
