@@ -30,8 +30,7 @@ _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def is_secret_key(key: Any) -> bool:
-    """True when a mapping key names a secret (``appSecret``, ``X-Plait-Signature``, ``sig``...).
-    """
+    """True when a mapping key names a secret (``appSecret``, ``X-Plait-Signature``, ``sig``...)."""
     k = str(key).lower().replace("-", "").replace("_", "")
     return k in SECRET_KEYS or any(part in k for part in SECRET_KEY_PARTS)
 

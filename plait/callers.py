@@ -266,8 +266,8 @@ def _same_in_httpx(url: str, host: str, port: int, field: str) -> None:
 
 def check_data_api_url(url: str, allowed_prefixes: Iterable[str],
                        field: str = "dataConfig.dataApiUrl") -> None:
-    """Raises NotAllowed (with ``field``) for a URL Plait must not call (SSRF; OWASP SSRF
-    Prevention Cheat Sheet, allow-list approach).
+    """Raises NotAllowed (with ``field``) for a URL Plait must not call (SSRF; OWASP SSRF Prevention
+    Cheat Sheet, allow-list approach).
 
     Rules: ``http``/``https`` only; no userinfo, spaces, control characters, backslashes, or
     ``.``/``..`` segments (also percent-encoded); the URL must match one of ``allowed_prefixes`` by
@@ -298,8 +298,8 @@ def check_data_api_url(url: str, allowed_prefixes: Iterable[str],
 
 
 def check_spec(caller: Caller, spec: ExportSpec) -> None:
-    """Raises NotAllowed naming the first field of ``spec`` beyond ``caller``'s allowances
-    (sysCode, bizType, fileFormat, dataApiUrl, notifyUrl, maxRows)."""
+    """Raises NotAllowed naming the first field of ``spec`` beyond ``caller``'s allowances (sysCode,
+    bizType, fileFormat, dataApiUrl, notifyUrl, maxRows)."""
     if spec.sysCode != caller.sysCode:
         raise NotAllowed("sysCode", "is not the sysCode of the authenticated caller", "owner")
     if spec.bizType not in caller.bizTypes:

@@ -42,8 +42,8 @@ class DevEnv:
 
 
 def dev_file_path(start: Path | None = None) -> Path | None:
-    """``$PLAIT_DEV_ENV``, else the first ``.plait/dev.env`` in ``start`` (default CWD) or a
-    parent; None."""
+    """``$PLAIT_DEV_ENV``, else the first ``.plait/dev.env`` in ``start`` (default CWD) or a parent;
+    None."""
     explicit = os.environ.get(ENV_FILE_VAR)
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
@@ -97,8 +97,8 @@ def read_dev_env(start: Path | None = None) -> DevEnv:
 
 
 def write_dev_env(values: dict[str, str], path: Path | None = None) -> Path:
-    """Write ``values`` plus this pid as ``export`` lines to ``path`` (default
-    :func:`target_path`); returns it."""
+    """Write ``values`` plus this pid as ``export`` lines to ``path`` (default :func:`target_path`);
+    returns it."""
     path = path or target_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"export {k}={shlex.quote(v)}" for k, v in {**values, PID_KEY: str(os.getpid())}.items()]

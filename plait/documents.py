@@ -1,7 +1,7 @@
 """Limits of the document formats (pdf, docx; docs/events.md, "Document formats").
 
-Their libraries keep the document in memory until it is saved, so each format has a column and a
-row cap, and long cells are cut with an ellipsis (``PLAIT_PDF_MAX_*``, ``PLAIT_DOCX_MAX_*``,
+Their libraries keep the document in memory until it is saved, so each format has a column and a row
+cap, and long cells are cut with an ellipsis (``PLAIT_PDF_MAX_*``, ``PLAIT_DOCX_MAX_*``,
 ``PLAIT_DOCUMENT_CELL_CHARS``). :func:`check_request` judges a request (422, or FAILED at
 admission); :func:`columns_refused` and :func:`rows_refused` give the texts the writers raise
 ``PermanentError`` with. A ``jobConfig.maxRows`` within the cap is consent to a cut."""
@@ -56,8 +56,8 @@ def rows_refused(caps: DocumentCaps, rows: int, asked: bool = False) -> str | No
 
 
 def check_request(spec: Any, settings: Any) -> None:
-    """Raises FieldError (code ``limit``) for a document request over its column or row cap, or
-    with ``documentConfig.maxRowsPerFile`` (a document is one file)."""
+    """Raises FieldError (code ``limit``) for a document request over its column or row cap, or with
+    ``documentConfig.maxRowsPerFile`` (a document is one file)."""
     doc = spec.documentConfig
     caps = caps_for(doc.fileFormat, settings)
     if caps is None:

@@ -18,8 +18,8 @@
     +-- PermanentError               worker: the task ends FAILED with the message
     +-- PoisonError                  worker: the event cannot be decoded -> dead-letter topic
 
-``api.envelope.install_error_handlers`` maps it to HTTP: ``status`` and :meth:`PlaitError.data`
-(the envelope's ``data``). Worker errors never reach the API."""
+``api.envelope.install_error_handlers`` maps it to HTTP: ``status`` and :meth:`PlaitError.data` (the
+envelope's ``data``). Worker errors never reach the API."""
 from __future__ import annotations
 
 from typing import Any
@@ -143,5 +143,4 @@ class PermanentError(PlaitError):
 
 
 class PoisonError(PlaitError):
-    """Worker: an undecodable event; it goes to the dead-letter topic and the partition moves on.
-    """
+    """Worker: an undecodable event; it goes to the dead-letter topic and the partition moves on."""

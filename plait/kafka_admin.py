@@ -1,5 +1,4 @@
-"""Kafka topic creation, explicit with the deployment's partition count (docs/kafka-rules.md #7).
-"""
+"""Kafka topic creation, explicit with the deployment's partition count (docs/kafka-rules.md #7)."""
 from __future__ import annotations
 
 import time

@@ -1,43 +1,8 @@
-"""Every Redis key Plait reads or writes, for ``prefix`` = ``Settings.redis_prefix``.
+"""Every Redis key Plait reads or writes, for ``prefix`` = ``Settings.redis_prefix`` (``P`` below).
 
-No other module builds a ``prefix:...`` string, and ``tests/kernel/test_keys.py`` pins every format
-byte for byte: the strings are a storage format (changing one orphans the data). Each function's
-docstring gives the Redis type, what it holds and its TTL. ``P`` = prefix::
-
-    P:task:{taskId}            string  task state (JSON)          projection
-    P:tasks:{sysCode}          zset    a caller's tasks           projection
-    P:tasks:{sysCode}:{userId} zset    a user's tasks             projection
-    P:active                   zset    unfinished tasks           projection
-    P:events:{taskId}          channel task state changes (SSE)   projection
-    P:fp:{fingerprint}         string  task owning a fingerprint  projection
-    P:projection:built         string  the projection is built    ops.rebuild
-    P:ckpt:{taskId}            hash    checkpoints of a task      streams.checkpoints
-    P:slots:{scope}            zset    slot leases of a scope     streams.slots
-    P:wait:{sysCode}           zset    a caller's waiting tasks   streams.slots
-    P:waitreq                  hash    requests of waiting tasks  streams.slots
-    P:waiting                  set     callers with waiting tasks streams.slots
-    P:pass                     hash    stride pass per caller     streams.slots
-    P:worker:{workerId}        string  worker heartbeat           streams.workers
-    P:sweeper                  string  sweeper turn (lock)        streams.workers
-    P:ready:{workerId}         string  worker readiness (JSON)    streams.readiness
-    P:nonce:{appKey}:{nonce}   string  used request nonce         api.auth
-    P:audit:{sysCode}          list    recent audit entries       api.services
-    P:alerts:counters          hash    funnel counters            alerting.agents
-    P:alerts:silences          hash    silences                   api.alerts
-    P:alerts:view:{partition}  hash    current alerts (view)      alerting.view
-    P:alerts:history:{fp}      list    an alert's story           alerting.history
-    P:alerts:slow:{taskId}     string  ExportSlow fired           alerting.agents
-    P:schedules                hash    schedule definitions       schedules.store
-    P:schedule:{id}:state      string  schedule runtime state     schedules.store
-    P:schedule:{id}:slot:{ms}  string  claim of one slot          schedules.store
-    P:schedule:{id}:probe      hash    probe target up/down       schedules.store
-    P:schedules:owner          string  scheduler turn (lease)     schedules.store
-    P:schedule:{id}:requests   list    trigger/backfill requests  api.schedules
-    P:notify:{taskId}:{status} string  completion webhook sent    schedules.notify
-    P:downloads:{taskId}       hash    downloads of a task's file api.services
-    P:spec:{taskId}            string  the task's request (JSON)  api.tasks
-    P:quota:{sysCode}:{day}    string  rows counted on a day      plait.quotas
-"""
+No other module builds a ``prefix:...`` string; ``tests/kernel/test_keys.py`` pins every format byte
+for byte, since the strings are a storage format (changing one orphans the data). Writers and
+readers: docs/architecture.md, "State stores"."""
 from __future__ import annotations
 
 # ------------------------------------------------------------------ whole prefix
@@ -64,8 +29,8 @@ def task(prefix: str, task_id: str) -> str:
 
 
 def task_downloads(prefix: str, task_id: str) -> str:
-    """``P:downloads:{taskId}``, hash: downloads of the task's file (``count``, ``lastAt`` RFC
-    3339, ``lastBy`` JSON ``{clientIp, userAgent}``). No TTL."""
+    """``P:downloads:{taskId}``, hash: downloads of the task's file (``count``, ``lastAt`` RFC 3339,
+    ``lastBy`` JSON ``{clientIp, userAgent}``). No TTL."""
     return f"{prefix}:downloads:{task_id}"
 
 
@@ -129,8 +94,8 @@ def projection_built(prefix: str) -> str:
 
 
 def checkpoint(prefix: str, task_id: str) -> str:
-    """``P:ckpt:{taskId}``, hash: a task's progress markers (fields in ``streams.checkpoints``).
-    TTL ``streams.checkpoints.TTL`` (14 days), renewed per write."""
+    """``P:ckpt:{taskId}``, hash: a task's progress markers (fields in ``streams.checkpoints``). TTL
+    ``streams.checkpoints.TTL`` (14 days), renewed per write."""
     return f"{prefix}:ckpt:{task_id}"
 
 
@@ -194,8 +159,8 @@ sweeper_key = sweeper
 
 
 def nonce(prefix: str, app_key: str, nonce_: str) -> str:
-    """``P:nonce:{appKey}:{nonce}``, string ``1``: a used request nonce (replay protection). TTL 2
-    x ``Settings.auth_skew_seconds``."""
+    """``P:nonce:{appKey}:{nonce}``, string ``1``: a used request nonce (replay protection). TTL 2 x
+    ``Settings.auth_skew_seconds``."""
     return f"{prefix}:nonce:{app_key}:{nonce_}"
 
 
@@ -209,8 +174,8 @@ def audit(prefix: str, sys_code: str | None) -> str:
 
 
 def alert_counters(prefix: str) -> str:
-    """``P:alerts:counters``, hash: funnel partition -> its counters (JSON, with ``updated_at``).
-    No TTL."""
+    """``P:alerts:counters``, hash: funnel partition -> its counters (JSON, with ``updated_at``). No
+    TTL."""
     return f"{prefix}:alerts:counters"
 
 
@@ -239,8 +204,8 @@ def export_failed_marker(prefix: str, sys_code: str, biz_type: str) -> str:
 
 
 def slow_task_marker(prefix: str, task_id: str) -> str:
-    """``P:alerts:slow:{taskId}``, string ``1``: ``ExportSlow`` has fired for this task. Set NX,
-    TTL 7 days."""
+    """``P:alerts:slow:{taskId}``, string ``1``: ``ExportSlow`` has fired for this task. Set NX, TTL
+    7 days."""
     return f"{prefix}:alerts:slow:{task_id}"
 
 
@@ -278,8 +243,8 @@ def schedule_owner(prefix: str) -> str:
 
 
 def schedule_requests(prefix: str, schedule_id: str) -> str:
-    """``P:schedule:{id}:requests``, list: manual trigger/backfill requests (JSON, epoch ms) for
-    the next turn. No TTL."""
+    """``P:schedule:{id}:requests``, list: manual trigger/backfill requests (JSON, epoch ms) for the
+    next turn. No TTL."""
     return f"{prefix}:schedule:{schedule_id}:requests"
 
 

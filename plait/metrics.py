@@ -1,7 +1,7 @@
 """Prometheus metrics (naming conventions: ``_total``, ``_seconds``, ``_bytes``; histograms for
 durations). Redis/Kafka state is read at scrape time (:class:`StateCollector`); workers serve on
-``PLAIT_METRICS_PORT`` (:func:`serve`), the API on ``/metrics``. :data:`NAMES` lists every name;
-the Grafana dashboard and the Prometheus rules use only these (tests check it)."""
+``PLAIT_METRICS_PORT`` (:func:`serve`), the API on ``/metrics``. :data:`NAMES` lists every name; the
+Grafana dashboard and the Prometheus rules use only these (tests check it)."""
 from __future__ import annotations
 
 import errno

@@ -1,8 +1,7 @@
 """Every change Plait makes to a third-party library's internals, one idempotent function each,
 naming the version it was written for (:data:`WRITTEN_FOR`) and why.
-``tests/kernel/test_patches.py`` fails when a version differs, a patched attribute moves, or a
-patch stops doing what it says. Imports third-party code only, lazily (layer 1,
-docs/architecture.md)."""
+``tests/kernel/test_patches.py`` fails when a version differs, a patched attribute moves, or a patch
+stops doing what it says. Imports third-party code only, lazily (layer 1, docs/architecture.md)."""
 from __future__ import annotations
 
 from functools import partial
@@ -34,8 +33,8 @@ def faust_fetch_max_wait(max_wait_ms: int) -> None:
     (docs/kafka-rules.md #11).
 
     Faust hard-codes ``fetch_max_wait_ms=1500``, and Tansu waits it out on an empty fetch. Wraps
-    ``AIOKafkaConsumerThread._create_worker_consumer`` to set the consumer's
-    ``_fetch_max_wait_ms``; the last call wins."""
+    ``AIOKafkaConsumerThread._create_worker_consumer`` to set the consumer's ``_fetch_max_wait_ms``;
+    the last call wins."""
     from faust.transport.drivers import aiokafka as driver
 
     original = driver.AIOKafkaConsumerThread._create_worker_consumer
@@ -87,8 +86,8 @@ def httpcore_read_bytes(read_bytes: int) -> None:
     """httpcore 1.0.9: read HTTP/1.1 responses at least ``read_bytes`` at a time (never lowers it).
 
     httpcore reads ``AsyncHTTP11Connection.READ_NUM_BYTES`` (64 KiB) with no option, while asyncio
-    hands over up to 256 KiB: smaller reads add trips through h11, httpcore, anyio and httpx.
-    Raises that class attribute."""
+    hands over up to 256 KiB: smaller reads add trips through h11, httpcore, anyio and httpx. Raises
+    that class attribute."""
     from httpcore._async.http11 import AsyncHTTP11Connection
 
     if AsyncHTTP11Connection.READ_NUM_BYTES < read_bytes:

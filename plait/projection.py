@@ -1,5 +1,5 @@
-"""The task projection in Redis (keys in ``plait.keys``), derived from ``export.lifecycle`` only,
-so it can be flushed and rebuilt."""
+"""The task projection in Redis (keys in ``plait.keys``), derived from ``export.lifecycle`` only, so
+it can be flushed and rebuilt."""
 from __future__ import annotations
 
 import json
@@ -129,8 +129,8 @@ class Projection:
     async def claim_fingerprint(self, fingerprint: str, task_id: str,
                                 reuse_window: float) -> tuple[dict[str, Any] | None, bool]:
         """``(existing task, reused)``: an unfinished task with this fingerprint (False), or one
-        that succeeded within ``reuse_window`` s (True); else ``(None, False)`` and ``task_id``
-        owns it."""
+        that succeeded within ``reuse_window`` s (True); else ``(None, False)`` and ``task_id`` owns
+        it."""
         key = K.fingerprint(self.prefix, fingerprint)
         ttl = max(int(reuse_window), 1) + 7 * 24 * 3600
         for _ in range(3):

@@ -1,9 +1,9 @@
 """Daily row quotas per caller (registry ``dailyRows`` and ``timezone``; docs/events.md, "Daily row
 quotas").
 
-Rows count when fetched (pull) or written (push), however the task ends, reset at the caller's
-local midnight. :func:`check_request` refuses a request (429) when today's count reaches the quota
-or ``jobConfig.maxRows`` exceeds what is left; :func:`charge` adds each page's rows, never past the
+Rows count when fetched (pull) or written (push), however the task ends, reset at the caller's local
+midnight. :func:`check_request` refuses a request (429) when today's count reaches the quota or
+``jobConfig.maxRows`` exceeds what is left; :func:`charge` adds each page's rows, never past the
 quota: the rest is cut and the task succeeds ``truncated`` (note ``daily_quota_cut``). Charging is
 idempotent per task (``quota_rows`` in its checkpoint hash)."""
 from __future__ import annotations

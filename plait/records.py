@@ -1,7 +1,7 @@
 """The one bound on a Kafka record the alert path and the API write, and byte cuts.
 
-:data:`MAX_RECORD_BYTES` bounds ``len(key) + len(value)`` of every record the alert funnel writes:
-a larger value is carried in several records (``alerting.chunks``), one that still does not fit is
+:data:`MAX_RECORD_BYTES` bounds ``len(key) + len(value)`` of every record the alert funnel writes: a
+larger value is carried in several records (``alerting.chunks``), one that still does not fit is
 dead-lettered (``alerting.oversize``); the API refuses such input at the edge. A quarter of Kafka's
 default ``max.message.bytes`` (1 MB) leaves room for headers and batch framing (docs/kafka-rules.md
 #9)."""
@@ -16,7 +16,6 @@ def record_bytes(key: bytes | None, value: bytes | None) -> int:
 
 
 def cut_utf8(text: str, most: int) -> str:
-    """The longest prefix of ``text`` whose UTF-8 (lone surrogates replaced) fits ``most`` bytes.
-    """
+    """The longest prefix of ``text`` whose UTF-8 (lone surrogates replaced) fits ``most`` bytes."""
     data = text.encode("utf-8", errors="replace")
     return data[:most].decode("utf-8", errors="ignore")

@@ -60,8 +60,8 @@ def body_digest(body: bytes | str | None) -> str:
 
 def canonical_request(method: str, path: str, query: QueryLike, body: bytes | str | None,
                       timestamp: str | int, nonce: str) -> str:
-    """The signed string: six lines joined by ``\\n`` (module docstring); ``path``: decoded,
-    without query."""
+    """The signed string: six lines joined by ``\\n`` (module docstring); ``path``: decoded, without
+    query."""
     return "\n".join([method.upper(), path or "/", canonical_query(query),
                       body_digest(body), str(timestamp), nonce])
 

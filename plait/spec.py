@@ -10,8 +10,8 @@ field path and the rule (a 422). The contract's request is accepted verbatim::
 
 Two spellings of one setting must agree (else a 422 naming both): ``dataConfig.pageSize`` /
 ``jobConfig.pageSize`` (held in ``dataConfig.pageSize``), and ``documentConfig.xlsx.sheetName``
-(Excel's rules checked) / ``documentConfig.sheetName`` (held there, made Excel-valid by the
-writer)."""
+(Excel's rules checked) / ``documentConfig.sheetName`` (held there, made Excel-valid by the writer).
+"""
 from __future__ import annotations
 
 import hashlib
@@ -122,9 +122,9 @@ def excel_sheet_name(name: str) -> str:
 
 
 class ColumnSpec(_Model):
-    """One output column: ``fieldName`` in the source rows, ``headerName`` (default the field
-    name), ``type`` (inferred when absent), xlsx ``format`` (``0.00``), ``dictionary`` of code ->
-    label, ``mask`` (first/last N characters kept)."""
+    """One output column: ``fieldName`` in the source rows, ``headerName`` (default the field name),
+    ``type`` (inferred when absent), xlsx ``format`` (``0.00``), ``dictionary`` of code -> label,
+    ``mask`` (first/last N characters kept)."""
 
     fieldName: str = Field(min_length=1, max_length=256)
     headerName: str | None = Field(default=None, max_length=256)
@@ -184,8 +184,8 @@ class XlsxOptions(_Model):
 class DocumentConfig(_Model):
     """What file to produce: ``columns`` fix order, headers and types (absent: every field,
     inferred); ``csvFlavour`` ``excel`` (BOM, CRLF) or ``plain``; ``timeZone`` for aware datetimes;
-    ``maxRowsPerFile`` splits into a zip; ``allowMissingColumns``: a declared column absent from
-    the first page is empty instead of failing the task."""
+    ``maxRowsPerFile`` splits into a zip; ``allowMissingColumns``: a declared column absent from the
+    first page is empty instead of failing the task."""
 
     fileName: str = Field(default="export", min_length=1, max_length=255)
     fileFormat: FileFormat = "xlsx"
@@ -239,8 +239,8 @@ class DocumentConfig(_Model):
 
 class JobConfig(_Model):
     """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap (the task succeeds
-    truncated), ``pageSize`` (see the module docstring), ``notifyUrl`` completion webhook (under
-    the caller's ``notifyUrlPrefixes``; ``schedules.notify``)."""
+    truncated), ``pageSize`` (see the module docstring), ``notifyUrl`` completion webhook (under the
+    caller's ``notifyUrlPrefixes``; ``schedules.notify``)."""
 
     timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
     maxRows: int | None = Field(default=None, ge=1)
@@ -291,8 +291,8 @@ class ExportSpec(_Model):
         raise ValidationError.from_exception_data("ExportSpec", [too_large])
 
     def fingerprint(self, slot: str | None = None) -> str:
-        """sha256 hex of the canonical JSON of what decides the file (sysCode, bizType, userId,
-        data source, documentConfig with the sheet name in force, jobConfig.maxRows; not bizDesc,
+        """sha256 hex of the canonical JSON of what decides the file (sysCode, bizType, userId, data
+        source, documentConfig with the sheet name in force, jobConfig.maxRows; not bizDesc,
         timeout, page size): one fingerprint, one file, so dedupe and reuse may answer with another
         task. ``slot`` (``"{scheduleId}:{slotMs}"``) makes each schedule slot its own task."""
         data = self.dataConfig

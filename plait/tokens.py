@@ -5,8 +5,8 @@ this task and user (docs/events.md, "Business data API (pull contract)")::
                       request.headers["X-Plait-Task-Id"], body["userId"], time.time())
 
 Format ``v1.<taskId>.<expiresAt>.<hex HMAC-SHA256>`` (RFC 2104) over ``plait-data-token/v1``, task
-id, user id and expiry (Unix s). The user id is bound, not carried; the label keeps these MACs
-apart from request signatures made with the same secret."""
+id, user id and expiry (Unix s). The user id is bound, not carried; the label keeps these MACs apart
+from request signatures made with the same secret."""
 from __future__ import annotations
 
 import hmac

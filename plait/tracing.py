@@ -100,8 +100,8 @@ def trace_id(traceparent: str | None) -> str | None:
 
 
 def parent_and_links(candidates, limit: int = MAX_LINKS) -> tuple[str | None, list[str]]:
-    """``(parent, links)`` of ``candidates`` (traceparents): the first valid one is the parent,
-    each later one of another trace a link (at most ``limit``)."""
+    """``(parent, links)`` of ``candidates`` (traceparents): the first valid one is the parent, each
+    later one of another trace a link (at most ``limit``)."""
     parent, links, seen = None, [], set()
     for tp in candidates:
         tid = trace_id(tp)
