@@ -1,9 +1,7 @@
-"""The agent runtime of both worker rooms: the export agents (``streams/``) and the alert funnel
-(``alerting/``): a topic factory, sends waited on until acked, dead letters in ``export.dlq``,
-agents at concurrency 1 (docs/kafka-rules.md #2) and a per-event wrapper nothing escapes (#3). When
-a failure cannot even be reported the process exits unacked, so the partition is redelivered (#4).
-Policy lives in :class:`Hooks` subclasses (``streams.runtime``, ``alerting.agents``), as dramatiq's
-middleware."""
+"""The agent runtime of both worker rooms (``streams/``, ``alerting/``): topics, sends waited on
+until acked, dead letters in ``export.dlq``, agents at concurrency 1 and a per-event wrapper nothing
+escapes (docs/kafka-rules.md #2, #3); a failure that cannot be reported exits unacked (#4). Policy:
+:class:`Hooks` subclasses (``streams.runtime``, ``alerting.agents``)."""
 from __future__ import annotations
 
 import asyncio

@@ -1,20 +1,6 @@
-"""The caller registry (``PLAIT_CALLERS_FILE``, YAML or JSON, loaded at start-up) and the checks a
-spec must pass before a task is accepted (docs/architecture.md, "Data flow of an export")::
-
-    callers:
-      crm:                                  # the sysCode
-        appKey: crm-prod
-        appSecret: "<at least 32 characters>"
-        bizTypes: [orders, customers]
-        dataApiPrefixes: ["https://crm.internal:8443/export/"]
-        fileFormats: [csv, xlsx]
-        maxRows: 1000000
-        tier: gold                          # platinum | gold | standard | free
-        dailyRows: 5000000                  # rows per day (optional; plait.quotas)
-        timezone: Asia/Shanghai             # the caller's day for dailyRows (default UTC)
-        alertIngest: true                   # may POST /alerts (signed)
-
-Errors name the key (``callers.crm.maxRows: ...``), never a value: no secret reaches a log."""
+"""The caller registry (``PLAIT_CALLERS_FILE``, YAML or JSON, read at start-up; example:
+examples/callers.yaml) and the checks a spec must pass before a task is accepted
+(docs/architecture.md, "Data flow of an export"). Errors name the key, never a value."""
 from __future__ import annotations
 
 import hmac
@@ -138,11 +124,9 @@ class CallerRegistry:
             self._by_key[caller.appKey] = caller
 
     def by_sys_code(self, sys_code: str) -> Caller | None:
-        """The caller registered under ``sys_code``, or None."""
         return self._by_sys.get(sys_code)
 
     def by_app_key(self, app_key: str) -> Caller | None:
-        """The caller whose ``appKey`` is ``app_key``, or None."""
         return self._by_key.get(app_key)
 
     def by_bearer_token(self, token: str) -> Caller | None:
@@ -242,15 +226,13 @@ def _parse_http_url(url: str, field: str = "dataConfig.dataApiUrl") -> SplitResu
 
 
 def _path_segments_ok(path: str) -> bool:
-    # Dot segments (RFC 3986 s5.2.4), raw or percent-encoded, would let
-    # /allowed/../admin escape a path prefix once the server normalizes it.
+    # Dot segments (RFC 3986 s5.2.4), even encoded, escape a path prefix.
     decoded = unquote(unquote(path))
     return not any(seg in (".", "..") for seg in decoded.replace("\\", "/").split("/"))
 
 
 def _same_in_httpx(url: str, host: str, port: int, field: str) -> None:
-    # Parser differentials are the classic SSRF bypass (OWASP; Orange Tsai, "A New Era
-    # of SSRF"): the fetcher's own parser must see the host and port we checked.
+    # Parser differentials bypass SSRF checks (OWASP): httpx must see the same host and port.
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError):

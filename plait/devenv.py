@@ -1,14 +1,6 @@
-"""Where a running ``plait dev`` publishes its URLs: ``.plait/dev.env`` (or ``$PLAIT_DEV_ENV``),
-shell syntax, deleted when it stops::
-
-    export PLAIT_API_URL=http://127.0.0.1:41234
-    export PLAIT_REDIS_PREFIX=plait-1a2b3c4d
-    export PLAIT_DEV_PID=12345
-
-Readers look in the current directory and its parents (as git for ``.git``); a file whose
-``PLAIT_DEV_PID`` is not alive is stale and ignored. A new ``plait dev`` drops variables sourced
-from another's file (:func:`drop_sourced`) and never takes over a live one's file
-(:func:`live_owner`)."""
+"""Where a running ``plait dev`` publishes its URLs (README, "Trying the API by hand"): ``export``
+lines in ``.plait/dev.env`` (or ``$PLAIT_DEV_ENV``), deleted when it stops. Readers look in the
+current directory and its parents; a file whose ``PLAIT_DEV_PID`` is not alive is stale."""
 from __future__ import annotations
 
 import os

@@ -1,10 +1,5 @@
-"""Limits of the document formats (pdf, docx; docs/events.md, "Document formats").
-
-Their libraries keep the document in memory until it is saved, so each format has a column and a row
-cap, and long cells are cut with an ellipsis (``PLAIT_PDF_MAX_*``, ``PLAIT_DOCX_MAX_*``,
-``PLAIT_DOCUMENT_CELL_CHARS``). :func:`check_request` judges a request (422, or FAILED at
-admission); :func:`columns_refused` and :func:`rows_refused` give the texts the writers raise
-``PermanentError`` with. A ``jobConfig.maxRows`` within the cap is consent to a cut."""
+"""Limits of the document formats, pdf and docx (docs/events.md, "Document formats"): their
+libraries hold the document in memory, so each has column and row caps and cuts long cells."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +31,7 @@ def caps_for(fmt: str, settings: Any) -> DocumentCaps | None:
 
 
 def columns_refused(caps: DocumentCaps, columns: int) -> str | None:
-    """Why ``columns`` columns are too many for ``caps.fmt``, or None."""
+    """Why ``columns`` is too many for ``caps.fmt``, or None."""
     if columns <= caps.columns:
         return None
     return (f"{caps.fmt} allows at most {caps.columns:,} columns "
@@ -45,8 +40,7 @@ def columns_refused(caps: DocumentCaps, columns: int) -> str | None:
 
 
 def rows_refused(caps: DocumentCaps, rows: int, asked: bool = False) -> str | None:
-    """Why ``rows`` rows are too many for ``caps.fmt``, or None; ``asked``:
-    ``rows`` is what a request asks for (else: rows met while writing)."""
+    """Why ``rows`` is too many for ``caps.fmt`` (``asked``: by a request), or None."""
     if rows <= caps.rows:
         return None
     has = f"{rows:,} asked" if asked else "the export has more"

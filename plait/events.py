@@ -192,12 +192,8 @@ def encode(payload: Payload, subject: str, source: str = "plait",
 
 
 def decode(raw: bytes | str) -> tuple[dict[str, Any], Payload]:
-    """Parse an envelope; returns ``(envelope attributes, payload model)``.
-
-    Raises:
-        PoisonError: not JSON, not an envelope, unknown ``type`` or a payload
-            that breaks its schema (the message names the field).
-    """
+    """``(envelope attributes, payload model)`` of ``raw``. Raises PoisonError: not a JSON envelope,
+    unknown ``type``, or a payload breaking its schema (naming the field)."""
     try:
         env = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError, TypeError) as exc:

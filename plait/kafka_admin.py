@@ -8,11 +8,10 @@ from typing import Iterable
 def create_topics(bootstrap: str, names: Iterable[str], partitions: int, *,
                   compacted: Iterable[str] = (), exact: bool = False,
                   timeout: float = 20.0) -> list[str]:
-    """Create ``names`` (full names) with ``partitions`` partitions (replication 1) unless they
-    exist; returns ``names`` as a list. ``compacted``: those with ``cleanup.policy=compact``
-    (created without it where the broker refuses); ``exact``: an existing topic must have
-    ``partitions``. Raises RuntimeError naming the topic, or KafkaException without metadata within
-    ``timeout``."""
+    """Create ``names`` with ``partitions`` partitions (replication 1) unless they exist; returns
+    them as a list. ``compacted``: ``cleanup.policy=compact`` where the broker takes it; ``exact``:
+    an existing topic must have ``partitions``. Raises RuntimeError naming the topic, KafkaException
+    without metadata."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 

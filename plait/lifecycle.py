@@ -1,10 +1,7 @@
-"""Task states and the rules between them (pure functions).
-
-CREATED -> WAITING -> RUNNING -> SUCCESS | FAILED | CANCELLED | TIMEOUT; PROGRESS reports update a
-RUNNING task's counters and ``stage``. A terminal task never changes status; repeats are ignored
-(at-least-once delivery). The fold does not depend on arrival order (the live projection and the
-topic-order projector race): a report dated no later than the end folds in as if it came first, one
-dated after changes nothing, and a late CREATED only fills missing fields."""
+"""Task states and the rules between them: CREATED -> WAITING -> RUNNING -> SUCCESS | FAILED |
+CANCELLED | TIMEOUT. A terminal status is final and repeats are ignored (at-least-once delivery);
+PROGRESS and RUNNING reports dated no later than the end fold in as if they came first, so the live
+projection and the topic-order projector agree."""
 from __future__ import annotations
 
 from typing import Any

@@ -8,8 +8,7 @@ import structlog
 from plait.audit import redact_processor
 
 
-#: Library loggers held above INFO: httpx logs a line per request (per data page fetched); failures
-#: reach our own logs and metrics.
+#: httpx logs a line per request (per data page); held above INFO.
 QUIET = {"httpx": logging.WARNING}
 
 

@@ -16,12 +16,9 @@ WRITTEN_FOR = {
 
 
 def aiokafka_prefetch_backoff(seconds: float) -> None:
-    """aiokafka 0.14.0: build every consumer's ``Fetcher`` with ``prefetch_backoff=seconds``
-    (docs/kafka-rules.md #15).
-
-    aiokafka fetches nothing from a broker while records of any partition it leads wait to be
-    consumed, up to ``prefetch_backoff`` (0.1 s, no consumer option): one agent's backlog held the
-    others. Replaces ``aiokafka.consumer.consumer.Fetcher`` by a ``partial``."""
+    """aiokafka 0.14.0: every consumer's ``Fetcher`` gets ``prefetch_backoff=seconds``
+    (docs/kafka-rules.md #15): its 0.1 s default, no consumer option, let one agent's unconsumed
+    records hold back fetches for every partition of that broker."""
     from aiokafka.consumer import consumer
     from aiokafka.consumer.fetcher import Fetcher
 
@@ -30,11 +27,8 @@ def aiokafka_prefetch_backoff(seconds: float) -> None:
 
 def faust_fetch_max_wait(max_wait_ms: int) -> None:
     """faust-streaming 0.15.3: a worker's consumer long-polls at most ``max_wait_ms``
-    (docs/kafka-rules.md #11).
-
-    Faust hard-codes ``fetch_max_wait_ms=1500``, and Tansu waits it out on an empty fetch. Wraps
-    ``AIOKafkaConsumerThread._create_worker_consumer`` to set the consumer's ``_fetch_max_wait_ms``;
-    the last call wins."""
+    (docs/kafka-rules.md #11), not Faust's hard-coded 1500 ms, which Tansu waits out on an empty
+    fetch. Wraps ``AIOKafkaConsumerThread._create_worker_consumer``; the last call wins."""
     from faust.transport.drivers import aiokafka as driver
 
     original = driver.AIOKafkaConsumerThread._create_worker_consumer
@@ -70,11 +64,9 @@ def aiokafka_record_modules() -> list[Any]:
 
 
 def aiokafka_lz4_level(level: int) -> None:
-    """aiokafka 0.14.0: compress produced ``lz4`` batches at ``level`` (docs/kafka-rules.md #16).
-
-    aiokafka 0.11+ always uses level 9 (LZ4HC) with no option (aio-libs/aiokafka#1028). Replaces
-    ``lz4_encode`` in :func:`aiokafka_record_modules` by a ``partial``; the frames stay standard
-    LZ4."""
+    """aiokafka 0.14.0: produced ``lz4`` batches at ``level`` (docs/kafka-rules.md #16), not the
+    fixed level 9 (LZ4HC; aio-libs/aiokafka#1028). Replaces ``lz4_encode`` in
+    :func:`aiokafka_record_modules`."""
     from aiokafka import codec
 
     fast = partial(codec.lz4_encode, level=level)
@@ -83,11 +75,9 @@ def aiokafka_lz4_level(level: int) -> None:
 
 
 def httpcore_read_bytes(read_bytes: int) -> None:
-    """httpcore 1.0.9: read HTTP/1.1 responses at least ``read_bytes`` at a time (never lowers it).
-
-    httpcore reads ``AsyncHTTP11Connection.READ_NUM_BYTES`` (64 KiB) with no option, while asyncio
-    hands over up to 256 KiB: smaller reads add trips through h11, httpcore, anyio and httpx. Raises
-    that class attribute."""
+    """httpcore 1.0.9: read HTTP/1.1 responses at least ``read_bytes`` at a time (never lowers it):
+    its fixed 64 KiB ``READ_NUM_BYTES`` splits asyncio's up-to-256 KiB hand-overs into extra trips
+    through h11, httpcore, anyio and httpx."""
     from httpcore._async.http11 import AsyncHTTP11Connection
 
     if AsyncHTTP11Connection.READ_NUM_BYTES < read_bytes:
@@ -95,11 +85,9 @@ def httpcore_read_bytes(read_bytes: int) -> None:
 
 
 def faust_worker_without_spinner(worker: Any) -> Any:
-    """faust-streaming 0.15.3: ``worker`` without its terminal spinner; returns ``worker``.
-
-    For the spinner, ``Worker.on_setup_root_logger`` sets the root logger to DEBUG, so every
-    aiokafka/Faust debug call builds a record; a worker has no terminal. Sets ``worker.spinner`` to
-    None."""
+    """faust-streaming 0.15.3: ``worker`` without its terminal spinner, for which
+    ``Worker.on_setup_root_logger`` sets the root logger to DEBUG (every debug call then builds a
+    record); returns ``worker``."""
     worker.spinner = None
     return worker
 

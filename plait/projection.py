@@ -47,12 +47,10 @@ class Projection:
         return K.task_events(self.prefix, task_id)
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
-        """The task's state, or None when unknown."""
         raw = await self.redis.get(self.task_key(task_id))
         return json.loads(raw) if raw else None
 
     async def status(self, task_id: str) -> str | None:
-        """The task's status, or None when unknown."""
         state = await self.get(task_id)
         return state["status"] if state else None
 

@@ -1,11 +1,7 @@
-"""Daily row quotas per caller (registry ``dailyRows`` and ``timezone``; docs/events.md, "Daily row
-quotas").
-
-Rows count when fetched (pull) or written (push), however the task ends, reset at the caller's local
-midnight. :func:`check_request` refuses a request (429) when today's count reaches the quota or
-``jobConfig.maxRows`` exceeds what is left; :func:`charge` adds each page's rows, never past the
-quota: the rest is cut and the task succeeds ``truncated`` (note ``daily_quota_cut``). Charging is
-idempotent per task (``quota_rows`` in its checkpoint hash)."""
+"""Daily row quotas per caller (``dailyRows`` in its ``timezone``; docs/events.md, "Daily row
+quotas"). Rows count when fetched or written, never past the quota: :func:`check_request` refuses a
+request (429), :func:`charge` cuts the page that crosses it (the task succeeds ``truncated``);
+charging is idempotent per task (``quota_rows`` in its checkpoint hash)."""
 from __future__ import annotations
 
 import math
@@ -28,8 +24,7 @@ QUOTA_CUT = Counter("plait_quota_cut_tasks_total", "Export tasks cut short by a 
 
 QUOTA_NOTE = "daily_quota_cut"
 
-#: KEYS: the day's count, the task's checkpoint hash; ARGV: task rows after the page, quota, expiry
-#: (Unix s). Returns the task's rows allowed.
+#: KEYS: day count, checkpoint hash; ARGV: task rows after the page, quota, expiry (Unix s).
 _CHARGE = """
 local seen = tonumber(redis.call('HGET', KEYS[2], 'quota_rows') or '0')
 local want = tonumber(ARGV[1])

@@ -1,10 +1,9 @@
-"""The one bound on a Kafka record the alert path and the API write, and byte cuts.
+"""The one bound on a Kafka record the alert path and the API write (docs/kafka-rules.md #9).
 
-:data:`MAX_RECORD_BYTES` bounds ``len(key) + len(value)`` of every record the alert funnel writes: a
-larger value is carried in several records (``alerting.chunks``), one that still does not fit is
-dead-lettered (``alerting.oversize``); the API refuses such input at the edge. A quarter of Kafka's
-default ``max.message.bytes`` (1 MB) leaves room for headers and batch framing (docs/kafka-rules.md
-#9)."""
+:data:`MAX_RECORD_BYTES` bounds ``len(key) + len(value)``: a larger alert-path value is carried in
+several records (``alerting.chunks``), one that still does not fit is dead-lettered
+(``alerting.oversize``), and the API refuses such input. A quarter of Kafka's default
+``max.message.bytes`` (1 MB) leaves room for headers and batch framing."""
 from __future__ import annotations
 
 MAX_RECORD_BYTES = 256 * 1024

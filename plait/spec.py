@@ -1,16 +1,9 @@
 """The export task spec: what a caller asks for (docs/events.md, "The export request contract").
 
-Fields are camelCase; unknown fields are refused at every level, and a validation error names the
-field path and the rule (a 422). The contract's request is accepted verbatim::
-
-    {"sysCode", "bizType", "bizDesc", "userId",
-     "dataConfig": {"dataApiUrl", "queryConditions"},
-     "documentConfig": {"fileName", "fileFormat", "xlsx": {"sheetName"}, "columns"},
-     "jobConfig": {"timeout", "maxRows", "pageSize"}}
-
-Two spellings of one setting must agree (else a 422 naming both): ``dataConfig.pageSize`` /
-``jobConfig.pageSize`` (held in ``dataConfig.pageSize``), and ``documentConfig.xlsx.sheetName``
-(Excel's rules checked) / ``documentConfig.sheetName`` (held there, made Excel-valid by the writer).
+Fields are camelCase; unknown fields are refused at every level; a validation error names the field
+path and the rule (422). Two spellings of one setting must agree (else a 422 naming both):
+``dataConfig.pageSize``/``jobConfig.pageSize`` (held in the first), ``documentConfig.sheetName``/
+``documentConfig.xlsx.sheetName`` (held in the first; the second is checked against Excel's rules).
 """
 from __future__ import annotations
 
@@ -35,7 +28,6 @@ XLSX_DATA_TOO_WIDE = "the data has {count:,}: choose csv or parquet, or list few
 
 
 def xlsx_columns_fit(count: int) -> bool:
-    """True when ``count`` columns fit one xlsx sheet (:data:`XLSX_MAX_COLUMNS`)."""
     return count <= XLSX_MAX_COLUMNS
 
 
@@ -55,13 +47,11 @@ DEFAULT_PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 10_000
 
 
-#: Three quarters of MAX_RECORD_BYTES: an event carrying the spec stays one record
-#: (docs/kafka-rules.md #17).
+#: An event carrying the spec stays one record (docs/kafka-rules.md #17).
 MAX_SPEC_BYTES = MAX_RECORD_BYTES * 3 // 4
 
 
 def _json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact UTF-8 JSON (as ``plait.events.encode`` writes it)."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
@@ -135,7 +125,6 @@ class ColumnSpec(_Model):
 
     @property
     def header(self) -> str:
-        """The header text of the column."""
         return self.headerName or self.fieldName
 
 
@@ -198,8 +187,7 @@ class DocumentConfig(_Model):
     infText: str = Field(default="inf", max_length=32)
     escapeFormulas: bool = True
     maxRowsPerFile: int | None = Field(default=None, ge=1)
-    #: ``keep`` writes the most faithful form and counts it; ``fail`` fails the task
-    #: (docs/fidelity-rules.md).
+    #: keep: most faithful form, counted; fail: the task fails (docs/fidelity-rules.md).
     onInvalidValue: Literal["keep", "fail"] = "keep"
     allowMissingColumns: bool = False
 

@@ -1,12 +1,6 @@
-"""Short-lived data tokens: a business data API checks that a page request comes from Plait, for
-this task and user (docs/events.md, "Business data API (pull contract)")::
-
-    verify_data_token(app_secret, request.headers["X-Plait-Data-Token"],
-                      request.headers["X-Plait-Task-Id"], body["userId"], time.time())
-
-Format ``v1.<taskId>.<expiresAt>.<hex HMAC-SHA256>`` (RFC 2104) over ``plait-data-token/v1``, task
-id, user id and expiry (Unix s). The user id is bound, not carried; the label keeps these MACs apart
-from request signatures made with the same secret."""
+"""Short-lived data tokens proving a page request comes from Plait for this task and user
+(docs/events.md, "Business data API (pull contract)"): ``v1.<taskId>.<expiresAt>.<hex HMAC-SHA256>``
+over ``plait-data-token/v1``, task id, user id (bound, not carried) and expiry (Unix s)."""
 from __future__ import annotations
 
 import hmac

@@ -1,9 +1,7 @@
-"""OpenTelemetry traces: one per export task (or alert message), rooted at the API's request span.
-
-The W3C ``traceparent`` travels in the CloudEvents envelope and the Kafka record header; each agent
-starts a child span of it, and outgoing HTTP calls carry it (:func:`inject`). Spans go to
-``OTEL_EXPORTER_OTLP_ENDPOINT`` when set (OTLP HTTP/protobuf). Without the ``opentelemetry``
-packages every function is a no-op."""
+"""OpenTelemetry traces, one per export task or alert message: the W3C ``traceparent`` travels in
+the envelope and the Kafka header, each agent's span is its child, HTTP calls carry it
+(:func:`inject`). OTLP export when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; no-ops without the SDK.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -181,6 +179,5 @@ def attach(traceparent: str | None):
 
 
 def detach(token) -> None:
-    """Undo :func:`attach`."""
     if token is not None:
         otel_context.detach(token)
