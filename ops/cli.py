@@ -45,26 +45,11 @@ class _NoPandas:
 
 
 def lean_worker() -> None:
-    """Memory of a worker process (issue 12: peak RSS < 300 MB with ten
-    exports in flight), set before anything is imported:
-
-    - pandas is never imported: no worker code uses it, but pyarrow imports
-      it lazily on the first ``pa.array`` of Python values (~35 MB RSS);
-      pyarrow then treats pandas as absent.
-    - Arrow allocates from the system allocator, and glibc keeps one malloc
-      arena for all threads (each thread's own arena kept what it freed).
-      Peak RSS of one worker with ten csv exports in flight (10,000-row
-      pages), measured: Arrow's default mimalloc 395 MB, jemalloc (decay 0)
-      381, system 381, system with one arena 336.
-    - The system allocator is Arrow's default pool too
-      (``ARROW_DEFAULT_MEMORY_POOL``, read once, when pyarrow is imported):
-      ``pa.set_memory_pool`` alone reaches only what pyarrow's Python layer
-      allocates, while the JSON reader, the Parquet writer and the compute
-      kernels kept allocating from mimalloc, which held on to what they freed.
-      Worker peak RSS in ``bench/bench_export.py`` (flights), before and
-      after: xlsx 303 -> 278 MB, parquet 329 -> 263 MB, ten concurrent csv
-      exports 307 -> 280 MB.
-    """
+    """Bound a worker process's memory (peak RSS; docs/perf-notes.md, "Worker memory"), before
+    anything is imported: pandas is never imported (pyarrow would import it lazily, ~35 MB); glibc
+    keeps one malloc arena for all threads; Arrow's default pool is the system allocator
+    (``ARROW_DEFAULT_MEMORY_POOL``, read once at import: ``pa.set_memory_pool`` misses the C++
+    readers, writers and kernels, and mimalloc held on to what they freed)."""
     if _NoPandas not in sys.meta_path:
         sys.meta_path.insert(0, _NoPandas)
     if sys.platform.startswith("linux"):

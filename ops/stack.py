@@ -41,21 +41,9 @@ ALERTING_FETCH_WAIT_MS = 10
 
 @dataclass
 class Stack:
-    """A running stack. ``env`` holds the ``PLAIT_*`` settings every child gets.
-
-    Args:
-        data_dir: where storage, logs and the embedded Redis live.
-        overrides: extra ``PLAIT_*`` environment values (e.g. a topic prefix).
-        broker_storage: Tansu storage engine (``memory://tansu/`` or ``s3://...``).
-        api_port: the API's port on 127.0.0.1 (0: a free one).
-        worker_metrics: each worker serves its metrics on a free port of its
-            own (``metrics_ports``, kept across restarts), whatever
-            ``PLAIT_METRICS_PORT`` says.
-        api_replicas: how many API processes to start (``api``, ``api-2``,
-            ...), each on a free port, all on the same broker and Redis (the
-            way Plait runs highly available: docs/alerting.md); ``api_urls``
-            lists them, ``api_url`` is the first.
-    """
+    """A running stack; ``env`` holds the ``PLAIT_*`` settings every child gets. ``worker_metrics``:
+    each worker serves metrics on a free port of its own (``metrics_ports``); ``api_replicas``: API
+    processes on one broker and Redis (``api_urls``; docs/alerting.md)."""
 
     data_dir: Path
     overrides: dict[str, str] = field(default_factory=dict)
@@ -63,7 +51,6 @@ class Stack:
     broker: Broker | None = None
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    #: the Redis prefix was made for this run (memory broker): dropped at stop
     ephemeral_prefix: bool = False
     api_url: str = ""
     demo_data_api: str = ""
@@ -78,20 +65,10 @@ class Stack:
 
     def start(self, workers: int = 1, api: bool = True, demo_data_api: bool = True,
               split_roles: bool = False, supervise: bool = False, role: str = "all") -> "Stack":
-        """Start everything and wait until the API and data API answer and
-        every worker consumes (:meth:`wait_workers_ready`).
-
-        ``split_roles``: with an alerting config, the ``workers`` run
-        ``--role export`` and one more process ``worker-alerting`` runs
-        ``--role alerting`` (a crash or storm in one leaves the other
-        running). ``supervise``: restart a worker that exits
-        (:meth:`supervise`). ``role``: the ``--role`` of the ``workers``
-        without ``split_roles`` (``all``, ``export`` or ``alerting``).
-
-        Raises ``TimeoutError`` or ``RuntimeError`` naming the part that did
-        not come up (its log is in ``data_dir/logs``); what was started is
-        stopped first.
-        """
+        """Start everything and wait until the API and data API answer and every worker consumes.
+        ``split_roles``: export workers plus one ``worker-alerting``; ``supervise``: restart exiting
+        workers; ``role``: the workers' ``--role`` otherwise. Raises TimeoutError or RuntimeError
+        naming the part (logs in ``data_dir/logs``), after stopping what started."""
         try:
             self._start(workers, api, demo_data_api, split_roles, role)
             if supervise:
@@ -107,8 +84,7 @@ class Stack:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         own_broker = "PLAIT_BROKER_URL" not in self.overrides
         if own_broker and "PLAIT_REDIS_PREFIX" not in {**os.environ, **self.overrides}:
-            # the embedded broker starts empty (memory) or from its own S3 data:
-            # Redis state of another run must not leak in (reuse, slots, tasks)
+            # A fresh broker: no other run's Redis state may leak in.
             tag = (uuid.uuid4().hex[:8] if self.broker_storage.startswith("memory:")
                    else hashlib.sha256(str(self.data_dir).encode()).hexdigest()[:8])
             self.overrides["PLAIT_REDIS_PREFIX"] = K.dev_stack_prefix(tag)
@@ -148,20 +124,17 @@ class Stack:
         return self
 
     def workers(self) -> dict[str, subprocess.Popen]:
-        """The worker processes started (name -> process)."""
         return {n: p for n, p in self.procs.items() if n.startswith("worker")}
 
     @property
     def redis_prefix(self) -> str:
-        """The Redis key prefix the children use: the stack's own, else the
-        caller's ``PLAIT_REDIS_PREFIX``, else the settings' default."""
+        """The children's Redis prefix: the stack's, else ``PLAIT_REDIS_PREFIX``, else the default.
+        """
         return {**os.environ, **self.env}.get("PLAIT_REDIS_PREFIX") or Settings().redis_prefix
 
     def ready_workers(self) -> dict[int, int]:
-        """Workers ready in every consumer group they run (``streams.readiness``):
-        pid -> consumer group generation (the lowest of its groups' when the
-        worker runs two) of each worker whose every Faust app has joined its
-        group, been assigned its partitions and consumes."""
+        """pid -> consumer group generation (the lowest of its groups') of each worker whose every
+        Faust app joined, was assigned and consumes (``streams.readiness``)."""
         return {pid: min(groups.values()) for pid, groups in self._ready_groups().items()}
 
     def _ready_groups(self) -> dict[int, dict[str, int]]:
@@ -186,14 +159,9 @@ class Stack:
             client.close()
 
     def wait_workers_ready(self, timeout: float = 90.0) -> None:
-        """Block until every worker started has joined its consumer group(s),
-        been assigned its partitions and consumes, the workers of each group
-        in the same group generation, so an event sent now is handled without
-        waiting for a rebalance.
-
-        Raises ``RuntimeError`` when a worker exited and ``TimeoutError`` naming
-        the workers not ready after ``timeout`` seconds (logs in ``data_dir/logs``).
-        """
+        """Block until every worker consumes in its groups, each group in one generation, so an
+        event sent now waits for no rebalance. Raises RuntimeError when a worker exited,
+        TimeoutError naming the laggards after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         while True:
             workers = self.workers()
@@ -215,8 +183,7 @@ class Stack:
             time.sleep(0.1)
 
     def start_api(self) -> None:
-        """Start the API (with the current ``env``) and its ``api_replicas - 1``
-        replicas, and wait until each answers."""
+        """Start the API and its ``api_replicas - 1`` replicas and wait until each answers."""
         self.api_urls = [self.api_url]
         self._spawn("api", ["api", "--port", str(self._api_port)])
         for i in range(2, self.api_replicas + 1):
@@ -228,8 +195,8 @@ class Stack:
 
     def _spawn(self, name: str, args: list[str], extra: dict[str, str] | None = None,
                force: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start ``plait <args>`` as ``name``; environment: ``extra``, then the
-        process's, then ``env``, then ``force``."""
+        """Start ``plait <args>`` as ``name``; environment: ``extra``, the process's, ``env``, then
+        ``force``."""
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")
         env = {**(extra or {}), **os.environ, **self.env, **(force or {})}
         proc = subprocess.Popen([sys.executable, "-m", "ops.cli", *args], env=env, stdout=log,
@@ -238,13 +205,9 @@ class Stack:
         return proc
 
     def spawn_worker(self, name: str, role: str = "all") -> subprocess.Popen:
-        """Start one more worker process (joins its role's consumer group).
-
-        An ``alerting`` worker fetches with a wait of
-        :data:`ALERTING_FETCH_WAIT_MS` unless ``PLAIT_FETCH_MAX_WAIT_MS`` is
-        set: Tansu answers a fetch that found nothing only when the wait is
-        over, a floor under each of an alert's two hops
-        (docs/kafka-rules.md #11); Kafka answers as soon as data arrives."""
+        """Start one more worker; an ``alerting`` one fetches with :data:`ALERTING_FETCH_WAIT_MS`
+        unless ``PLAIT_FETCH_MAX_WAIT_MS`` is set (Tansu waits out an empty fetch;
+        docs/kafka-rules.md #11)."""
         self.roles[name] = role
         extra = {"PLAIT_FETCH_MAX_WAIT_MS": str(ALERTING_FETCH_WAIT_MS)} if role == "alerting" else {}
         force = None
@@ -254,10 +217,9 @@ class Stack:
                            extra, force)
 
     def supervise(self, backoff_max: float = 30.0) -> None:
-        """Restart any worker that exits, in a daemon thread, until :meth:`stop`.
-        Backoff per worker: 1 s, doubling to ``backoff_max``, reset once a
-        worker ran 60 s; each restart is logged (``plait.stack``) and appended
-        to ``logs/supervisor.log``. Workers removed by :meth:`kill` stay down."""
+        """Restart any exiting worker in a daemon thread until :meth:`stop`; backoff 1 s doubling to
+        ``backoff_max``, reset after 60 s up; restarts logged to ``logs/supervisor.log``. Killed
+        workers stay down."""
         if self._supervisor is not None:
             return
         self._stopping.clear()

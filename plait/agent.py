@@ -1,24 +1,7 @@
-"""The agent runtime both worker rooms run on: the export agents (``streams/``)
-and the alert funnel (``alerting/``).
-
-It owns what every agent needs the same way:
-
-- a topic factory (prefixed names, raw bytes, the deployment's partitions);
-- sending events and waiting until the broker acked each one;
-- dead letters: an event that cannot be decoded (poison) or whose handler
-  failed unexpectedly is kept in ``export.dlq`` with the error;
-- the per-event wrapper: nothing escapes an agent's ``async for``
-  (docs/kafka-rules.md #3: an exception leaving the loop acks the event);
-- agents at concurrency 1 (docs/kafka-rules.md #2);
-- ``_fatal``: when a failure cannot even be reported (the broker takes no
-  events), the process exits without acking, so the partition is redelivered
-  to a healthy worker (docs/kafka-rules.md #4).
-
-Policy lives in :class:`Hooks` subclasses, a base class of no-op hooks in the
-manner of dramatiq's middleware: the export policy (fail the task, in-flight
-tracking, detached routes; ``streams.runtime``) and the funnel policy
-(``alerting.agents``) each override what they need.
-"""
+"""The agent runtime of both worker rooms (``streams/``, ``alerting/``): topics, sends waited on
+until acked, dead letters in ``export.dlq``, agents at concurrency 1 and a per-event wrapper nothing
+escapes (docs/kafka-rules.md #2, #3); a failure that cannot be reported exits unacked (#4). Policy:
+:class:`Hooks` subclasses (``streams.runtime``, ``alerting.agents``)."""
 from __future__ import annotations
 
 import asyncio
@@ -36,10 +19,7 @@ from plait.records import MAX_RECORD_BYTES, cut_utf8
 
 log = get_logger("plait.runtime")
 
-#: Most bytes of record values a batch handler gets in one run
-#: (:meth:`AgentRuntime.register_batch`). 1,000 ``alerts.funnel`` commands of
-#: 256 KB would be ~1.1 GB of decoded alerts; a run of 2 MiB is ~9,000 alerts
-#: (~230 bytes each on the wire, a storm's alerts).
+#: Most bytes of record values one batch-handler run gets: a bound by bytes, not by event count.
 MAX_RUN_BYTES = 2 * 1024 * 1024
 
 
@@ -55,10 +35,9 @@ SPAN_NAMES = {
 
 
 def fit_letter(letter: DeadLetter, key: str) -> DeadLetter:
-    """``letter`` with its payload cut until its envelope (JSON escapes
-    included) and ``key`` make a record within
-    :data:`plait.records.MAX_RECORD_BYTES` (a few hundred bytes spare for
-    the ids and traceparent :func:`plait.events.encode` adds)."""
+    """``letter`` with its payload cut so envelope and ``key`` fit
+    :data:`plait.records.MAX_RECORD_BYTES` (512 bytes spare for the ids :func:`plait.events.encode`
+    adds)."""
     room = MAX_RECORD_BYTES - len(key.encode(errors="replace")) - 512
     while True:
         size = len(encode(letter, key))
@@ -70,8 +49,7 @@ def fit_letter(letter: DeadLetter, key: str) -> DeadLetter:
 
 @dataclass
 class Emit:
-    """One event a handler wants sent: base topic name (``plait.topics``),
-    key (task id for export topics), payload (CloudEvents-encoded on send)."""
+    """One event to send: base topic name, key (task id for export topics), payload."""
 
     topic: str
     key: str
@@ -80,21 +58,9 @@ class Emit:
 
 @dataclass
 class Agent:
-    """One Faust agent run by :class:`AgentRuntime`.
-
-    Attributes:
-        topic: base topic name it consumes (prefix applied by the runtime).
-        name: Faust agent name (``plait.…``).
-        handle: ``handle(event, payload, attrs)``; ``event`` is the Faust
-            event, ``payload``/``attrs`` what ``decode`` returned.
-        decode: ``decode(event) -> (attrs, payload)``; raising means poison.
-            None: ``({}, event.value)``.
-        keep: keep poison and failed events in ``export.dlq`` (False for an
-            agent whose events another agent dead-letters).
-        expected: failures that are outcomes rather than evidence (export:
-            ``PermanentError`` ends the task FAILED): logged at info, never
-            dead-lettered; the hooks still see them.
-    """
+    """One Faust agent. ``handle(event, payload, attrs)``; ``decode(event) -> (attrs, payload)``,
+    raising means poison (None: ``({}, event.value)``); ``keep``: dead-letter poison and failures;
+    ``expected``: exception types that are outcomes (logged at info, not dead-lettered)."""
 
     topic: str
     name: str
@@ -105,15 +71,12 @@ class Agent:
 
 
 class Hooks:
-    """Policy around the runtime; every hook here does nothing. Subclass and
-    override (dramatiq's middleware is the model). Hooks run in the order
-    given to :class:`AgentRuntime`; an exception from a hook counts as a
-    failure that cannot be reported (see ``AgentRuntime.exit_when_lost``)."""
+    """Policy around the runtime, no-op here; hooks run in the given order, and one raising is a
+    failure that cannot be reported."""
 
     def dispatch(self, rt: AgentRuntime, agent: Agent, payload: Any,
                  run: Callable[[], Awaitable[None]]) -> Awaitable[None]:
-        """Run ``run()`` (the guarded handler of one event); return an
-        awaitable the agent loop waits for. Default: run it in line."""
+        """An awaitable running ``run()`` (one event's guarded handler); default in line."""
         return run()
 
     def before_handle(self, rt: AgentRuntime, agent: Agent, payload: Any) -> None:
@@ -127,38 +90,24 @@ class Hooks:
 
     async def after_failure(self, rt: AgentRuntime, agent: Agent, event: Any, payload: Any,
                             exc: Exception) -> None:
-        """After a handler raised ``exc`` (logged, and dead-lettered unless
-        ``expected`` or the agent does not ``keep``)."""
+        """After a handler raised ``exc`` (logged, dead-lettered unless ``expected`` or not
+        ``keep``)."""
 
     async def after_batch_failure(self, rt: AgentRuntime, agent: Agent, events: list,
                                   exc: Exception) -> None:
-        """After a batch handler raised ``exc``; the runtime then handles the
-        batch's events one at a time with ``agent.handle``."""
+        """After a batch handler raised ``exc``; its events are then handled one at a time."""
 
 
 def set_current_event(event: Any) -> None:
-    """Make ``event`` Faust's current event in this task, so table writes made
-    while handling a batch go to the changelog partition of ``event``'s
-    partition (Faust derives it from the current event, which
-    ``take_events`` leaves unset; :func:`plait.patches.faust_set_current_event`)."""
+    """Make ``event`` Faust's current event, so table writes of a batch go to its changelog
+    partition."""
     faust_set_current_event(event)
 
 
 class AgentRuntime:
-    """Topics, sending, dead letters and the never-escaping event loop of one
-    worker room (the export agents, or the alert funnel) in a Faust ``app``.
-
-    Args:
-        app: the Faust app.
-        topics: resolved topic names (prefix).
-        partitions: partition count of every topic.
-        source: CloudEvents ``source`` of events sent (the worker id).
-        hooks: policy, in order.
-        exit_when_lost: a failure that cannot be reported (the dead letter or
-            a hook raised) exits the process (True, export: its events must
-            not vanish) or is logged and the loop moves on (False, funnel: its
-            state is in a changelog table and it dead-letters best-effort).
-    """
+    """Topics, sending, dead letters and the event loop of one worker room in a Faust ``app``.
+    ``exit_when_lost``: a failure that cannot be reported exits the process (export) or is logged
+    (funnel, whose state is in a changelog table)."""
 
     def __init__(self, app, topics: T.Topics, partitions: int, source: str,
                  hooks: Sequence[Hooks] = (), exit_when_lost: bool = True) -> None:
@@ -170,7 +119,6 @@ class AgentRuntime:
         self.exit_when_lost = exit_when_lost
         self._topics: dict[str, Any] = {}
 
-    # ---------------------------------------------------------- topics, sending
     def topic(self, base: str):
         """The Faust topic of a base topic name (prefixed, raw bytes)."""
         if base not in self._topics:
@@ -180,12 +128,10 @@ class AgentRuntime:
         return self._topics[base]
 
     async def send(self, emits: list[Emit], traceparent: str | None = None) -> None:
-        """Send events (CloudEvents envelopes) and wait until the broker acked
-        each one. Raises what the producer raised."""
+        """Send ``emits`` as CloudEvents and wait until each is acked; raises what the producer
+        raised."""
         for hook in self.hooks:
             await hook.before_send(self, emits)
-        # the handler's span, when tracing is on, is the parent of what it sends
-        # (W3C traceparent in the envelope and in the Kafka record header)
         traceparent = tracing.current_traceparent() or traceparent
         headers = {tracing.TRACEPARENT: traceparent.encode()} if traceparent else None
         extra = {"headers": headers} if headers else {}
@@ -196,8 +142,8 @@ class AgentRuntime:
         await asyncio.gather(*futures)
 
     async def dead_letter(self, event, error: BaseException, detail: str | None = None) -> None:
-        """Keep an unprocessable event in ``export.dlq`` with the error
-        (``detail``, e.g. a traceback, instead of ``str(error)`` when given)."""
+        """Keep ``event`` in ``export.dlq`` with the error (``detail`` instead of ``str(error)``).
+        """
         msg = event.message
         key = event.key.decode(errors="replace") if isinstance(event.key, bytes) else event.key
         value = event.value if isinstance(event.value, bytes) else str(event.value).encode()
@@ -208,13 +154,11 @@ class AgentRuntime:
         await self.keep(letter, key or "")
 
     async def keep(self, letter: DeadLetter, key: str) -> None:
-        """Send ``letter`` to ``export.dlq`` keyed by ``key`` (cut to 1 KiB),
-        its payload cut so the record stays within
-        :data:`plait.records.MAX_RECORD_BYTES`."""
+        """Send ``letter`` to ``export.dlq`` keyed by ``key`` (cut to 1 KiB), within
+        MAX_RECORD_BYTES."""
         key = cut_utf8(key, 1024)
         await self.send([Emit(T.DLQ, key, fit_letter(letter, key))])
 
-    # ------------------------------------------------------------- the loop
     def register(self, agent: Agent) -> None:
         """Add ``agent`` to the app at concurrency 1 (docs/kafka-rules.md #2)."""
         async def run(stream):
@@ -227,22 +171,10 @@ class AgentRuntime:
     def register_batch(self, agent: Agent,
                        handle_batch: Callable[[list[tuple[Any, dict, Any]]], Awaitable[None]],
                        size: int, within: float) -> None:
-        """Add ``agent`` at concurrency 1, taking up to ``size`` events at a
-        time (or what came within ``within`` seconds; Faust
-        ``stream.take_events``), acked after the batch is handled.
-
-        ``handle_batch([(event, attrs, payload)])`` gets the decodable events
-        in order (poison is dead-lettered as by :meth:`process`). When it
-        raises, the hooks see ``after_batch_failure`` and every event of the
-        batch is handled again one at a time with ``agent.handle`` (the
-        per-event rules of :meth:`process`: the culprit is dead-lettered,
-        the others go on). Nothing escapes (docs/kafka-rules.md #3).
-
-        A batch reaches ``handle_batch`` in runs of whole events holding at
-        most about :data:`MAX_RUN_BYTES` of record values, each decoded only
-        when its turn comes and handled before the next (docs/kafka-rules.md
-        #10): what a run decodes and builds is bounded by the bytes, not by
-        how many events (of up to hundreds of alerts each) a batch took."""
+        """Add ``agent`` at concurrency 1, taking up to ``size`` events (or what came within
+        ``within`` s), acked after handling. ``handle_batch([(event, attrs, payload)])`` gets runs
+        of at most :data:`MAX_RUN_BYTES` of record values, each decoded when its turn comes
+        (docs/kafka-rules.md #10); when it raises, the run's events are handled one at a time."""
         async def run(stream):
             async for events in stream.take_events(size, within):
                 await self.process_batch(agent, handle_batch, events)
@@ -251,8 +183,7 @@ class AgentRuntime:
         self.app.agent(self.topic(agent.topic), name=agent.name, concurrency=1)(run)
 
     async def process_batch(self, agent: Agent, handle_batch, events: list) -> None:
-        """Handle a batch of Kafka events, run by run (see :meth:`register_batch`);
-        never raises."""
+        """Handle a batch run by run (:meth:`register_batch`); never raises."""
         run, size = [], 0
         for event in events:
             run.append(event)
@@ -265,8 +196,7 @@ class AgentRuntime:
             await self._process_run(agent, handle_batch, run)
 
     async def _process_run(self, agent: Agent, handle_batch, events: list) -> None:
-        """Decode ``events`` and hand them to ``handle_batch`` at once, or one
-        at a time when it fails; never raises."""
+        """Decode ``events`` for ``handle_batch``, one at a time when it fails; never raises."""
         try:
             good = []
             for event in events:
@@ -294,8 +224,8 @@ class AgentRuntime:
             self._lost(agent)
 
     async def process(self, agent: Agent, event) -> None:
-        """Handle one Kafka event; never raises (docs/kafka-rules.md #3), but may exit
-        the process (``exit_when_lost``)."""
+        """Handle one event; never raises (docs/kafka-rules.md #3), may exit (``exit_when_lost``).
+        """
         try:
             try:
                 attrs, payload = agent.decode(event) if agent.decode else ({}, event.value)
@@ -315,9 +245,8 @@ class AgentRuntime:
             self._lost(agent)
 
     async def _guarded(self, agent: Agent, event, attrs: dict, payload: Any) -> None:
-        """The per-event wrapper: handler, failure report, hooks; never raises.
-        The handler runs in a span (``plait.tracing``) named after the stage,
-        child of the event's ``traceparent`` (Kafka header, else envelope)."""
+        """Handler, failure report and hooks in a span child of the event's ``traceparent``; never
+        raises."""
         msg = getattr(event, "message", None)
         parent = (tracing.from_headers(getattr(msg, "headers", None))
                   or (attrs.get("traceparent") if isinstance(attrs, dict) else None))

@@ -1,14 +1,7 @@
-"""The audit trail: who created, read, listed, cancelled and downloaded which
-task, when, from where, with how many rows; and refusals (failed
-authentication, tenant or limit checks).
-
-An :class:`Audit` is an event payload like those of ``plait.events`` (same
-CloudEvents envelope via ``plait.events.encode``), meant for an
-``audit`` topic keyed by sysCode. Secrets never enter it: ``details`` go
-through :func:`redact`, which drops secret-like keys and scrubs credentials
-out of URLs. :func:`redact_processor` applies the same rule to structlog
-records.
-"""
+"""The audit trail: who created, read, listed, cancelled and downloaded which task, when, from
+where, and refusals. An :class:`Audit` is an event payload for the ``audit`` topic (keyed by
+sysCode); its ``details`` go through :func:`redact`, as structlog records
+(:func:`redact_processor`)."""
 from __future__ import annotations
 
 import re
@@ -23,31 +16,26 @@ from plait.events import PAYLOADS, Payload
 
 AuditAction = Literal["task.created", "task.read", "task.listed", "task.cancelled",
                       "task.downloaded", "auth.refused", "access.refused",
-                      # schedules (issue 14): API calls, and the scheduler's skips and pauses
                       "schedule.created", "schedule.updated", "schedule.deleted",
                       "schedule.triggered", "schedule.backfilled", "schedule.skipped",
                       "schedule.paused"]
 AuditOutcome = Literal["ok", "refused"]
 
-#: Key fragments that mark a value as secret (compared lower-case, ``-``/``_``
-#: removed). ``appkey``, ``nonce`` and ``userid`` are identifiers and stay.
+#: Key fragments marking a secret (lower-case, ``-``/``_`` removed).
 SECRET_KEY_PARTS = ("secret", "token", "signature", "password", "passwd", "authorization",
                     "cookie", "credential", "privatekey", "apikey")
-#: Exact key names that are secret although short (the download link's ``sig``).
 SECRET_KEYS = frozenset({"sig", "pw", "pwd", "auth"})
 REDACTED = "[redacted]"
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def is_secret_key(key: Any) -> bool:
-    """True when a mapping key names a secret (``appSecret``, ``X-Plait-Signature``,
-    ``access_token``, ``Authorization``, ``sig``...)."""
+    """True when a mapping key names a secret (``appSecret``, ``X-Plait-Signature``, ``sig``...)."""
     k = str(key).lower().replace("-", "").replace("_", "")
     return k in SECRET_KEYS or any(part in k for part in SECRET_KEY_PARTS)
 
 
 def _scrub_url(value: str) -> str:
-    # A signed link or a URL with user:password@ is itself a credential.
     try:
         parts = urlsplit(value)
     except ValueError:
@@ -63,14 +51,8 @@ def _scrub_url(value: str) -> str:
 
 
 def redact(value: Any) -> Any:
-    """A copy of ``value`` safe to log or audit.
-
-    Mappings lose every key for which :func:`is_secret_key` is true (the key
-    is dropped, not masked), recursively through mappings, lists and tuples;
-    strings that are URLs get ``user:password@`` and secret query parameters
-    (``sig``, ``token``...) replaced by ``[redacted]``. Other values are
-    returned as they are.
-    """
+    """A copy of ``value`` safe to log: secret keys dropped (recursively), URL credentials and
+    secret query parameters replaced by ``[redacted]``."""
     if isinstance(value, Mapping):
         return {k: redact(v) for k, v in value.items() if not is_secret_key(k)}
     if isinstance(value, (list, tuple)):
@@ -81,27 +63,13 @@ def redact(value: Any) -> Any:
 
 
 def redact_processor(logger: Any, method_name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-    """structlog processor applying :func:`redact` to every record; add it
-    before the renderer in ``structlog.configure(processors=[...])``."""
+    """structlog processor applying :func:`redact`; goes before the renderer."""
     return redact(event_dict)
 
 
 class Audit(Payload):
-    """``audit``: one security-relevant action.
-
-    Attributes:
-        action: what happened (``task.created``, ``task.downloaded``...).
-        outcome: ``ok`` or ``refused`` (with ``reason``).
-        at: when, ISO-8601 UTC.
-        sysCode, appKey: the authenticated caller (None when authentication
-            failed before the caller was known).
-        userId: the end user the caller acted for.
-        taskId, bizType, fileName, fileFormat: what was acted on.
-        rows, bytes: how much data (export size on create/download).
-        clientIp, userAgent: from where (the API's view of the peer).
-        reason: why a request was refused (an ``AuthError``/``NotAllowed`` message).
-        details: anything else; passed through :func:`redact`.
-    """
+    """``audit``: one security-relevant action (``task.created``...), ``outcome`` ``ok`` or
+    ``refused`` (``reason``); ``sysCode``/``appKey`` None when authentication failed first."""
 
     TYPE: ClassVar[str] = "plait.audit.Audit.v1"
     action: AuditAction
@@ -132,5 +100,4 @@ class Audit(Payload):
         return value[:512] if isinstance(value, str) else value
 
 
-#: Make ``plait.events.decode`` know the type (until plait/events.py lists it).
 PAYLOADS.setdefault(Audit.TYPE, Audit)

@@ -1,31 +1,6 @@
-"""The caller registry: which business systems (``sysCode``) may use Plait, with
-which credentials and within which limits; and the checks a spec must pass
-before a task is accepted (docs/architecture.md, "Data flow of an export", step 2).
-
-The registry is a YAML (``.yaml``/``.yml``) or JSON (``.json``) file loaded once
-at start-up::
-
-    callers:
-      crm:                                  # the sysCode
-        appKey: crm-prod
-        appSecret: "<at least 32 characters>"
-        bizTypes: [orders, customers]
-        dataApiPrefixes: ["https://crm.internal:8443/export/"]
-        fileFormats: [csv, xlsx]
-        maxRows: 1000000
-        maxConcurrentTasks: 4
-        reuseWindowSeconds: 600
-        linkTtlSeconds: 3600
-        tier: gold                          # platinum | gold | standard | free
-        dailyRows: 5000000                  # rows per day (optional; plait.quotas)
-        timezone: Asia/Shanghai             # the caller's day for dailyRows (default UTC)
-        alertIngest: true                   # may POST /alerts (signed)
-        silenceManage: true                 # may POST /silences, DELETE /silences/{id} (signed)
-        alertmanagerToken: "<at least 32 characters>"  # bearer token of /api/v2/... (optional)
-
-Errors name the key (``callers.crm.maxRows: ...``) and never echo a value,
-so a mistyped secret cannot end up in a start-up log.
-"""
+"""The caller registry (``PLAIT_CALLERS_FILE``, YAML or JSON, read at start-up; example:
+examples/callers.yaml) and the checks a spec must pass before a task is accepted
+(docs/architecture.md, "Data flow of an export"). Errors name the key, never a value."""
 from __future__ import annotations
 
 import hmac
@@ -49,27 +24,17 @@ from plait.spec import ExportSpec, FileFormat
 Tier = Literal["platinum", "gold", "standard", "free"]
 SYS_CODE_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-#: Characters refused anywhere in a data-API URL: controls, space, backslash
-#: (parsers disagree on ``\\`` - WHATWG treats it as ``/``; OWASP SSRF cheat sheet).
+#: Refused anywhere in a URL; parsers disagree on a backslash (WHATWG: ``/``).
 _BAD_URL_CHARS = re.compile(r"[\x00-\x20\x7f\\]")
 
 
 class CallerConfigError(ConfigError):
-    """Start-up: the registry file is missing, unreadable or invalid; the
-    message names the file and the key (``callers.crm.appSecret``), never the
-    value. The API does not start."""
+    """Start-up: the registry file is missing, unreadable or invalid (names file and key)."""
 
 
 class NotAllowed(FieldError):
-    """A spec that asks for more than the caller's registry entry allows
-    (raised by :func:`check_spec` on ``POST /export/tasks``, and again by the
-    export worker before it starts); the API answers 422 naming the field.
-
-    Attributes:
-        field: the spec field at fault, dotted (``dataConfig.dataApiUrl``).
-        rule: human-readable; ``str(error)`` starts with ``"<field>: <rule>"``.
-        code: short machine-readable rule name (``allowlist``, ``scheme``...).
-    """
+    """A spec asking for more than the caller's entry allows (422 naming the field;
+    :func:`check_spec`)."""
 
     def __init__(self, field: str, message: str, code: str = "not allowed",
                  accepted: str | None = None) -> None:
@@ -77,57 +42,36 @@ class NotAllowed(FieldError):
 
 
 class Caller(BaseModel):
-    """One business system's registration.
-
-    Attributes:
-        sysCode: the caller's system code (the registry key).
-        appKey: public identifier sent in ``X-Plait-AppKey``.
-        appSecret: HMAC key of request signatures and data tokens (>= 32 chars);
-            a ``SecretStr`` so ``repr``/``model_dump`` never show it.
-        bizTypes: bizTypes this caller may export.
-        dataApiPrefixes: URL prefixes ``dataConfig.dataApiUrl`` must start with
-            (:func:`check_data_api_url`); empty means pull mode is refused.
-        notifyUrlPrefixes: URL prefixes ``jobConfig.notifyUrl`` (completion
-            webhook) must start with, same rules; empty refuses ``notifyUrl``.
-        fileFormats: formats this caller may ask for.
-        maxRows: cap on rows per task; ``jobConfig.maxRows`` may not exceed it.
-        maxConcurrentTasks: tasks of this caller running at once.
-        reuseWindowSeconds: a recent identical task (same fingerprint) younger
-            than this is reused instead of run again; 0 disables reuse.
-        linkTtlSeconds: lifetime of download links, seconds.
-        tier: tenant tier, for scheduling priority (``plait.limits.TIER_WEIGHTS``).
-        dailyRows: rows this caller may export per day, besides its concurrency
-            limit (``plait.quotas``; what standard and free tiers usually get);
-            None (default) is no daily quota.
-        timezone: IANA zone of the caller's day: ``dailyRows`` resets at its
-            local midnight; default ``UTC``.
-        alertIngest: may send alerts (signed ``POST /alerts``); default False.
-        silenceManage: may create and expire silences (signed ``POST /silences``,
-            ``DELETE /silences/{id}``); default False.
-        alertmanagerToken: bearer token this caller's Prometheus / amtool sends
-            to the Alertmanager-compatible routes (``/api/v2/...``, which then
-            also need ``alertIngest``); >= 32 characters, unique; a ``SecretStr``.
-    """
+    """One business system's registration; each field's ``description`` says what it allows."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     sysCode: str = Field(pattern=SYS_CODE_PATTERN)
-    appKey: str = Field(min_length=3, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    appSecret: SecretStr = Field(min_length=32, max_length=512)
+    appKey: str = Field(min_length=3, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$",
+                        description="public identifier sent in X-Plait-AppKey")
+    appSecret: SecretStr = Field(min_length=32, max_length=512, description=(
+        "HMAC key of request signatures and data tokens"))
     bizTypes: frozenset[str] = Field(min_length=1)
-    dataApiPrefixes: tuple[str, ...] = ()
-    notifyUrlPrefixes: tuple[str, ...] = ()
+    dataApiPrefixes: tuple[str, ...] = Field(default=(), description=(
+        "URL prefixes dataConfig.dataApiUrl must start with; empty refuses pull mode"))
+    notifyUrlPrefixes: tuple[str, ...] = Field(default=(), description=(
+        "URL prefixes jobConfig.notifyUrl must start with; empty refuses notifyUrl"))
     fileFormats: frozenset[FileFormat] = Field(min_length=1)
-    maxRows: int = Field(ge=1)
+    maxRows: int = Field(ge=1, description="cap on rows per task")
     maxConcurrentTasks: int = Field(default=2, ge=1, le=1000)
-    reuseWindowSeconds: int = Field(default=0, ge=0, le=7 * 24 * 3600)
+    reuseWindowSeconds: int = Field(default=0, ge=0, le=7 * 24 * 3600, description=(
+        "an identical task younger than this is reused; 0: never"))
     linkTtlSeconds: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
     tier: Tier = "standard"
-    dailyRows: int | None = Field(default=None, ge=1)
-    timezone: str = "UTC"
-    alertIngest: bool = False
-    silenceManage: bool = False
-    alertmanagerToken: SecretStr | None = Field(default=None, min_length=32, max_length=512)
+    dailyRows: int | None = Field(default=None, ge=1, description=(
+        "rows this caller may export per day (plait.quotas); None: no quota"))
+    timezone: str = Field(default="UTC", description="IANA zone of the day dailyRows counts")
+    alertIngest: bool = Field(default=False, description="may send alerts (POST /alerts)")
+    silenceManage: bool = Field(default=False, description=(
+        "may create and expire silences (POST /silences, DELETE /silences/{id})"))
+    alertmanagerToken: SecretStr | None = Field(default=None, min_length=32, max_length=512,
+                                                description=(
+        "unique bearer token of the /api/v2 routes (which also need alertIngest)"))
 
     @field_validator("timezone")
     @classmethod
@@ -180,16 +124,13 @@ class CallerRegistry:
             self._by_key[caller.appKey] = caller
 
     def by_sys_code(self, sys_code: str) -> Caller | None:
-        """The caller registered under ``sys_code``, or None."""
         return self._by_sys.get(sys_code)
 
     def by_app_key(self, app_key: str) -> Caller | None:
-        """The caller whose ``appKey`` is ``app_key``, or None."""
         return self._by_key.get(app_key)
 
     def by_bearer_token(self, token: str) -> Caller | None:
-        """The caller whose ``alertmanagerToken`` is ``token`` (constant-time
-        comparison against each registered token), or None."""
+        """The caller whose ``alertmanagerToken`` is ``token`` (constant-time), or None."""
         found = None
         for known, caller in self._by_token.items():
             if hmac.compare_digest(known.encode(), token.encode()):
@@ -204,12 +145,8 @@ class CallerRegistry:
 
 
 def parse_callers(doc: Any, source: str = "callers") -> CallerRegistry:
-    """Validate a parsed registry document (``{"callers": {sysCode: {...}}}``).
-
-    Raises:
-        CallerConfigError: naming ``source`` and the first bad key, e.g.
-            ``callers.crm.maxRows: Input should be greater than or equal to 1``.
-    """
+    """Validate a parsed registry document (``{"callers": {sysCode: {...}}}``). Raises
+    CallerConfigError naming ``source`` and the first bad key."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("callers"), Mapping):
         raise CallerConfigError(f"{source}: expected a mapping with a 'callers' mapping of "
                                 "sysCode -> caller settings")
@@ -225,7 +162,7 @@ def parse_callers(doc: Any, source: str = "callers") -> CallerRegistry:
         try:
             callers.append(Caller.model_validate({**entry, "sysCode": str(sys_code)}))
         except ValidationError as exc:
-            err = exc.errors()[0]  # loc + msg only: the input value may be a secret
+            err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
             raise CallerConfigError(f"{source}: callers.{sys_code}.{loc}: {err['msg']}") from None
     try:
@@ -235,13 +172,8 @@ def parse_callers(doc: Any, source: str = "callers") -> CallerRegistry:
 
 
 def load_callers(path: str | Path) -> CallerRegistry:
-    """Read and validate the registry file at ``path`` (JSON when it ends in
-    ``.json``, else YAML, parsed with ``yaml.safe_load``).
-
-    Raises:
-        CallerConfigError: file missing/unreadable, not parseable, or invalid
-            (the message names the file and the key).
-    """
+    """Read and validate the registry at ``path`` (``.json``: JSON, else YAML). Raises
+    CallerConfigError."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -255,8 +187,6 @@ def load_callers(path: str | Path) -> CallerRegistry:
                                 f"{f' (near {where})' if where else ''}") from None
     return parse_callers(doc, str(path))
 
-
-# -- SSRF: the data-API URL ---------------------------------------------------
 
 def _host(parts: SplitResult) -> str:
     host = (parts.hostname or "").rstrip(".")
@@ -296,15 +226,13 @@ def _parse_http_url(url: str, field: str = "dataConfig.dataApiUrl") -> SplitResu
 
 
 def _path_segments_ok(path: str) -> bool:
-    # Dot segments (RFC 3986 s5.2.4), raw or percent-encoded, would let
-    # /allowed/../admin escape a path prefix once the server normalizes it.
+    # Dot segments (RFC 3986 s5.2.4), even encoded, escape a path prefix.
     decoded = unquote(unquote(path))
     return not any(seg in (".", "..") for seg in decoded.replace("\\", "/").split("/"))
 
 
 def _same_in_httpx(url: str, host: str, port: int, field: str) -> None:
-    # Parser differentials are the classic SSRF bypass (OWASP; Orange Tsai, "A New Era
-    # of SSRF"): the fetcher's own parser must see the host and port we checked.
+    # Parser differentials bypass SSRF checks (OWASP): httpx must see the same host and port.
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError):
@@ -320,26 +248,14 @@ def _same_in_httpx(url: str, host: str, port: int, field: str) -> None:
 
 def check_data_api_url(url: str, allowed_prefixes: Iterable[str],
                        field: str = "dataConfig.dataApiUrl") -> None:
-    """Refuse a ``dataApiUrl`` that could make Plait call something it should not
-    (server-side request forgery; OWASP SSRF Prevention Cheat Sheet, "allow list"
-    approach for calls to known, trusted applications).
+    """Raises NotAllowed (with ``field``) for a URL Plait must not call (SSRF; OWASP SSRF Prevention
+    Cheat Sheet, allow-list approach).
 
-    Rules: scheme ``http``/``https`` only; no ``user:password@``; no spaces,
-    control characters or backslashes; no ``.``/``..`` path segments (also
-    percent-encoded); and the URL must match one of ``allowed_prefixes`` by
-    parsed parts: same scheme, same host (case-insensitive, IDNA, trailing dot
-    ignored), same port (default 80/443 when absent) and a path that equals the
-    prefix's path or continues it at a ``/`` boundary. So
-    ``http://good.example.com.evil.net/`` does not match prefix
-    ``http://good.example.com``, nor ``http://good.example.com:6379/``, nor
-    ``/exporter`` for prefix ``/export``. No prefixes means nothing is allowed.
-
-    Redirects are a separate rule: the fetcher must not follow them.
-
-    Raises:
-        NotAllowed: with ``field`` (default ``dataConfig.dataApiUrl``; also
-            used for ``jobConfig.notifyUrl``) and the rule broken.
-    """
+    Rules: ``http``/``https`` only; no userinfo, spaces, control characters, backslashes, or
+    ``.``/``..`` segments (also percent-encoded); the URL must match one of ``allowed_prefixes`` by
+    parsed parts: scheme, host (case-insensitive, IDNA, trailing dot ignored), port (80/443 when
+    absent), and a path equal to the prefix's or continuing it at a ``/``. No prefixes allows
+    nothing. The fetcher must not follow redirects."""
     parts = _parse_http_url(url, field)
     if not _path_segments_ok(parts.path):
         raise NotAllowed(field, "may not contain '.' or '..' path segments", "path")
@@ -363,22 +279,9 @@ def check_data_api_url(url: str, allowed_prefixes: Iterable[str],
                      "allowlist")
 
 
-# -- the spec -----------------------------------------------------------------
-
 def check_spec(caller: Caller, spec: ExportSpec) -> None:
-    """Check ``spec`` against what ``caller`` may do; returns None when allowed.
-
-    Checks, in order: ``sysCode`` is the caller's own; ``bizType`` in
-    ``caller.bizTypes``; ``documentConfig.fileFormat`` in ``caller.fileFormats``;
-    in pull mode ``dataConfig.dataApiUrl`` passes :func:`check_data_api_url`
-    with ``caller.dataApiPrefixes``; ``jobConfig.maxRows`` (when given) is at
-    most ``caller.maxRows`` (when absent, admission applies the cap:
-    :func:`effective_max_rows`).
-
-    Raises:
-        NotAllowed: naming the field (``bizType``, ``documentConfig.fileFormat``,
-            ``dataConfig.dataApiUrl``, ``jobConfig.maxRows``, ``sysCode``).
-    """
+    """Raises NotAllowed naming the first field of ``spec`` beyond ``caller``'s allowances (sysCode,
+    bizType, fileFormat, dataApiUrl, notifyUrl, maxRows)."""
     if spec.sysCode != caller.sysCode:
         raise NotAllowed("sysCode", "is not the sysCode of the authenticated caller", "owner")
     if spec.bizType not in caller.bizTypes:
@@ -400,14 +303,11 @@ def check_spec(caller: Caller, spec: ExportSpec) -> None:
 
 
 def effective_max_rows(caller: Caller, spec: ExportSpec) -> int:
-    """The row cap a task runs with: ``jobConfig.maxRows`` if given, else the
-    caller's ``maxRows`` (never more than the caller's cap)."""
+    """The row cap a task runs with: ``jobConfig.maxRows``, at most the caller's ``maxRows``."""
     asked = spec.jobConfig.maxRows
     return caller.maxRows if asked is None else min(asked, caller.maxRows)
 
 
 def limits_by_sys_code(registry: CallerRegistry) -> dict[str, dict[str, Any]]:
-    """Per-caller concurrency and tier as ``{sysCode: {"maxConcurrent": n,
-    "tier": t}}``, the shape of ``Limits.sysCodes`` in ``plait.limits``, so
-    admission can take both from the one registry file."""
+    """``{sysCode: {"maxConcurrent", "tier"}}``, the shape of ``Limits.sysCodes``."""
     return {c.sysCode: {"maxConcurrent": c.maxConcurrentTasks, "tier": c.tier} for c in registry}

@@ -1,28 +1,6 @@
-"""Where a running ``plait dev`` publishes its URLs, and how other processes
-(the ``plait`` CLI, the Producer SDK) find them.
-
-``plait dev`` writes ``.plait/dev.env`` in the directory it was started from
-(or the file named by ``PLAIT_DEV_ENV``) and deletes it when it stops. The
-file is shell syntax, so ``source .plait/dev.env`` sets the same variables
-in a shell::
-
-    export PLAIT_API_URL=http://127.0.0.1:41234
-    export PLAIT_DEMO_DATA_API_URL=http://127.0.0.1:41235/data
-    export PLAIT_BROKER_URL=127.0.0.1:41236
-    export PLAIT_REDIS_URL=redis://127.0.0.1:6379/0
-    export PLAIT_REDIS_PREFIX=plait-1a2b3c4d
-    export PLAIT_DEV_PID=12345
-
-A shell that sourced the file carries these variables into whatever it
-starts; a new ``plait dev`` started there drops them
-(:func:`drop_sourced`: ``PLAIT_DEV_PID`` names another process), so it
-builds its own stack, and it refuses to take over a file that a live
-``plait dev`` wrote (:func:`live_owner`).
-
-Readers look for ``.plait/dev.env`` in the current directory and its parents
-(as git looks for ``.git``); a file whose ``PLAIT_DEV_PID`` is not a live
-process is stale (``plait dev`` was killed) and is not used.
-"""
+"""Where a running ``plait dev`` publishes its URLs (README, "Trying the API by hand"): ``export``
+lines in ``.plait/dev.env`` (or ``$PLAIT_DEV_ENV``), deleted when it stops. Readers look in the
+current directory and its parents; a file whose ``PLAIT_DEV_PID`` is not alive is stale."""
 from __future__ import annotations
 
 import os
@@ -31,28 +9,19 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: Environment variable naming the dev file explicitly (readers and writer).
 ENV_FILE_VAR = "PLAIT_DEV_ENV"
-#: The dev file, relative to the directory ``plait dev`` runs in.
 DEV_FILE = Path(".plait") / "dev.env"
-#: The key holding the pid of the ``plait dev`` process that wrote the file.
 PID_KEY = "PLAIT_DEV_PID"
 
 
-#: Variables ``plait dev`` writes to its dev file (besides :data:`PID_KEY`).
 DEV_KEYS = ("PLAIT_API_URL", "PLAIT_DEMO_DATA_API_URL", "PLAIT_BROKER_URL", "PLAIT_REDIS_URL",
             "PLAIT_REDIS_PREFIX", "PLAIT_TOPIC_PREFIX", "PLAIT_METRICS_URLS")
 
 
 @dataclass
 class DevEnv:
-    """What a dev file says.
-
-    Attributes:
-        path: the file found (None: no file).
-        values: its ``PLAIT_*`` variables (empty when missing or stale).
-        stale: the file exists but its ``plait dev`` process is gone.
-    """
+    """A dev file: ``path`` (None: none found), its ``values`` (empty when missing or stale),
+    ``stale``."""
 
     path: Path | None = None
     values: dict[str, str] = field(default_factory=dict)
@@ -65,8 +34,8 @@ class DevEnv:
 
 
 def dev_file_path(start: Path | None = None) -> Path | None:
-    """The dev file to read: ``$PLAIT_DEV_ENV`` if set, else the first
-    ``.plait/dev.env`` in ``start`` (default: the CWD) or a parent; None if none exists."""
+    """``$PLAIT_DEV_ENV``, else the first ``.plait/dev.env`` in ``start`` (default CWD) or a parent;
+    None."""
     explicit = os.environ.get(ENV_FILE_VAR)
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
@@ -89,8 +58,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def parse_dev_file(text: str) -> dict[str, str]:
-    """``export KEY=VALUE`` (or ``KEY=VALUE``) lines -> dict; comments and
-    blank lines skipped; values are shell-unquoted."""
+    """``export KEY=VALUE`` (or ``KEY=VALUE``) lines -> dict, values shell-unquoted."""
     values: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
@@ -121,8 +89,8 @@ def read_dev_env(start: Path | None = None) -> DevEnv:
 
 
 def write_dev_env(values: dict[str, str], path: Path | None = None) -> Path:
-    """Write ``values`` (plus this process's pid) as ``export`` lines to
-    ``path`` (default ``$PLAIT_DEV_ENV`` or ``./.plait/dev.env``); returns the path."""
+    """Write ``values`` plus this pid as ``export`` lines to ``path`` (default :func:`target_path`);
+    returns it."""
     path = path or target_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"export {k}={shlex.quote(v)}" for k, v in {**values, PID_KEY: str(os.getpid())}.items()]
@@ -147,11 +115,8 @@ def dev_value(key: str) -> str | None:
 
 
 def drop_sourced(environ: MutableMapping[str, str] | None = None) -> list[str]:
-    """Remove from ``environ`` (default ``os.environ``) the variables of a
-    sourced dev file: when ``PLAIT_DEV_PID`` is set and is not this process,
-    every :data:`DEV_KEYS` variable and the pid came from another ``plait
-    dev``'s file. Returns the names removed (none when the pid is absent or
-    this process's)."""
+    """Remove from ``environ`` the :data:`DEV_KEYS` and pid of another ``plait dev``'s sourced file
+    (``PLAIT_DEV_PID`` set, not ours); returns the names removed."""
     env = os.environ if environ is None else environ
     pid = env.get(PID_KEY)
     if pid is None or pid == str(os.getpid()):
@@ -163,8 +128,7 @@ def drop_sourced(environ: MutableMapping[str, str] | None = None) -> list[str]:
 
 
 def live_owner(path: Path) -> int | None:
-    """The pid of the live process, not this one, that wrote the dev file
-    ``path``; None when there is no file, or its writer is gone or is us."""
+    """The pid of the live process, not this one, that wrote ``path``; else None."""
     try:
         pid = int(parse_dev_file(path.read_text()).get(PID_KEY, ""))
     except (OSError, ValueError):

@@ -1,25 +1,5 @@
-"""Limits of the document formats (pdf, docx): a few columns, a bounded number
-of rows, long values cut (docs/events.md, "Document formats").
-
-PDF and Word files are for reading, not for data: a wide or long table does
-not fit them, and their libraries (reportlab, python-docx) keep the document
-in memory until it is saved. So each format has a column cap and a row cap
-(``PLAIT_PDF_MAX_COLUMNS``, ``PLAIT_PDF_MAX_ROWS``, ``PLAIT_DOCX_MAX_COLUMNS``,
-``PLAIT_DOCX_MAX_ROWS``) and cells longer than ``PLAIT_DOCUMENT_CELL_CHARS``
-characters are cut with an ellipsis. Each rule is written once, here:
-
-- :func:`check_request`: what a request says before any row is read
-  (``documentConfig.columns``, ``jobConfig.maxRows``,
-  ``documentConfig.maxRowsPerFile``); the API answers 422, admission ends the
-  task FAILED (producer-SDK requests).
-- :func:`columns_refused`, :func:`rows_refused`: what the data shows while it
-  is written (columns inferred from the first page; rows when no
-  ``jobConfig.maxRows`` bounds them). The file writers raise
-  ``PermanentError`` with these texts, so the task ends FAILED naming the cap.
-  A request that gives ``jobConfig.maxRows`` (at most the cap) is cut there
-  and succeeds ``truncated``, as any export: ``maxRows`` is the caller's
-  consent to a cut, its absence is not.
-"""
+"""Limits of the document formats, pdf and docx (docs/events.md, "Document formats"): their
+libraries hold the document in memory, so each has column and row caps and cuts long cells."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,18 +7,14 @@ from typing import Any
 
 from plait.errors import FieldError
 
-#: The formats these limits apply to.
 DOCUMENT_FORMATS = ("pdf", "docx")
-#: What to use instead, said in every refusal.
 INSTEAD = "use xlsx or csv for wider or longer exports"
-#: The character a cut value ends with (U+2026, horizontal ellipsis).
 ELLIPSIS = "\u2026"
 
 
 @dataclass(frozen=True)
 class DocumentCaps:
-    """One document format's limits: ``columns`` and ``rows`` at most,
-    ``cell_chars`` characters per cell (longer: cut with an ellipsis)."""
+    """One format's caps: ``columns``, ``rows``, ``cell_chars`` characters per cell."""
 
     fmt: str
     columns: int
@@ -47,8 +23,7 @@ class DocumentCaps:
 
 
 def caps_for(fmt: str, settings: Any) -> DocumentCaps | None:
-    """The caps of ``fmt`` from ``settings`` (``plait.settings.Settings``);
-    None for a format without them (csv, xlsx, parquet, jsonl)."""
+    """The caps of ``fmt`` from ``settings``; None for a format without them."""
     if fmt not in DOCUMENT_FORMATS:
         return None
     return DocumentCaps(fmt, getattr(settings, f"{fmt}_max_columns"),
@@ -56,7 +31,7 @@ def caps_for(fmt: str, settings: Any) -> DocumentCaps | None:
 
 
 def columns_refused(caps: DocumentCaps, columns: int) -> str | None:
-    """Why ``columns`` columns are too many for ``caps.fmt``, or None."""
+    """Why ``columns`` is too many for ``caps.fmt``, or None."""
     if columns <= caps.columns:
         return None
     return (f"{caps.fmt} allows at most {caps.columns:,} columns "
@@ -65,8 +40,7 @@ def columns_refused(caps: DocumentCaps, columns: int) -> str | None:
 
 
 def rows_refused(caps: DocumentCaps, rows: int, asked: bool = False) -> str | None:
-    """Why ``rows`` rows are too many for ``caps.fmt``, or None; ``asked``:
-    ``rows`` is what a request asks for (else: rows met while writing)."""
+    """Why ``rows`` is too many for ``caps.fmt`` (``asked``: by a request), or None."""
     if rows <= caps.rows:
         return None
     has = f"{rows:,} asked" if asked else "the export has more"
@@ -76,15 +50,8 @@ def rows_refused(caps: DocumentCaps, rows: int, asked: bool = False) -> str | No
 
 
 def check_request(spec: Any, settings: Any) -> None:
-    """Refuse a request (``plait.spec.ExportSpec``) whose document format
-    cannot hold what it asks for: more ``documentConfig.columns`` than the
-    column cap, a ``jobConfig.maxRows`` over the row cap, or a
-    ``documentConfig.maxRowsPerFile`` (a document is one file).
-
-    Raises:
-        FieldError: code ``limit``, naming the field, the cap and the
-            setting, and saying to use xlsx or csv.
-    """
+    """Raises FieldError (code ``limit``) for a document request over its column or row cap, or with
+    ``documentConfig.maxRowsPerFile`` (a document is one file)."""
     doc = spec.documentConfig
     caps = caps_for(doc.fileFormat, settings)
     if caps is None:

@@ -1,6 +1,4 @@
-"""The one error tree of Plait: every error raised on purpose is a ``PlaitError``.
-
-Branches, and who acts on them::
+"""The one error tree of Plait: every error raised on purpose is a ``PlaitError``::
 
     PlaitError                       root; ``status`` = HTTP answer at the API edge (500)
     +-- FieldError                   caller input breaks a rule -> 422
@@ -20,26 +18,15 @@ Branches, and who acts on them::
     +-- PermanentError               worker: the task ends FAILED with the message
     +-- PoisonError                  worker: the event cannot be decoded -> dead-letter topic
 
-The API maps the tree to HTTP answers in one place
-(``api.envelope.install_error_handlers``): ``status`` is the HTTP status and
-:meth:`PlaitError.data` the envelope's ``data``. ``ConfigError`` is raised while
-a process starts (the process does not start); workers never turn it into a
-task failure. Worker errors (``Retryable``/``Permanent``/``Poison``) never
-reach the API.
-"""
+``api.envelope.install_error_handlers`` maps it to HTTP: ``status`` and :meth:`PlaitError.data` (the
+envelope's ``data``). Worker errors never reach the API."""
 from __future__ import annotations
 
 from typing import Any
 
 
 class PlaitError(Exception):
-    """Base of every error Plait raises on purpose.
-
-    Attributes:
-        status: HTTP status the API answers when this error reaches it
-            (class attribute; subclasses set their own).
-        message: the text, safe to show to the caller and to log.
-    """
+    """Base of every error Plait raises on purpose; ``message`` is safe to show and log."""
 
     status: int = 500
 
@@ -52,27 +39,10 @@ class PlaitError(Exception):
         return None
 
 
-# -- caller input --------------------------------------------------------------
-
 class FieldError(PlaitError, ValueError):
-    """Caller input that breaks a rule; the API answers 422.
-
-    Raised by request validation at the edges (export spec, alerts, silences,
-    query parameters) before anything is emitted.
-
-    Attributes:
-        field: where, as the caller spelt it: a dotted camelCase path
-            (``documentConfig.fileName``, ``[1].labels.alertname``), or
-            ``body`` for the whole body.
-        rule: what is wrong, human-readable (``is required``).
-        accepted: what would be accepted (``csv, xlsx, parquet or jsonl``),
-            or None when the rule says it already.
-        code: short machine-readable rule name (``required``, ``allowlist``,
-            ``unknown``, ``spelling``, ``type``...).
-
-    ``str(error)`` is ``"<field>: <rule>"`` plus ``" (accepted: ...)"``.
-    Also a ``ValueError``, so pydantic validators may raise it.
-    """
+    """Caller input that breaks a rule (422). ``field``: dotted camelCase path as the caller spelt
+    it, or ``body``; ``rule``: what is wrong; ``accepted``: what would be, or None; ``code``:
+    machine-readable rule name. A ``ValueError`` too, so pydantic validators may raise it."""
 
     status = 422
 
@@ -97,12 +67,7 @@ class FieldError(PlaitError, ValueError):
 
 
 class RequestInvalid(FieldError):
-    """Several field errors found at once (request validation); 422 listing each.
-
-    Attributes:
-        errors: the :class:`FieldError` s, in input order; ``field``/``rule``
-            are the first one's.
-    """
+    """Several field errors at once (422 listing each, in input order)."""
 
     def __init__(self, errors: list[FieldError]) -> None:
         first = errors[0]
@@ -115,18 +80,9 @@ class RequestInvalid(FieldError):
         return {"errors": [e.entry() for e in self.errors]}
 
 
-# -- who is calling ------------------------------------------------------------
-
 class AuthError(PlaitError):
-    """Authentication failed: the request is unsigned, badly signed, stale,
-    replayed, from an unknown appKey, or lacks a valid bearer token.
-
-    Attributes:
-        status: 401; 503 when the nonce store cannot be reached (the API fails
-            closed rather than allow replays).
-        message: safe to return and to log; never echoes a secret, signature
-            or token.
-    """
+    """Authentication failed (401); 503 when the nonce store is unreachable (fail closed). Never
+    echoes a secret."""
 
     status = 401
 
@@ -136,9 +92,8 @@ class AuthError(PlaitError):
 
 
 class Forbidden(AuthError):
-    """A known, authenticated caller asked for something its registry entry
-    does not allow (``alerts: ingest``, ``silences: manage``...); 403.
-    The message names the allowance that is missing."""
+    """A known caller asked for what its registry entry does not allow (403, naming the allowance).
+    """
 
     status = 403
 
@@ -146,21 +101,14 @@ class Forbidden(AuthError):
         super().__init__(message, status=403)
 
 
-# -- resources -----------------------------------------------------------------
-
 class NotFound(PlaitError):
-    """No such resource, or one the caller may not see (answered alike so
-    existence does not leak); 404."""
+    """No such resource, or one the caller may not see (alike, so existence does not leak); 404."""
 
     status = 404
 
 
 class Conflict(PlaitError):
-    """The resource's state refuses the call (cancel of an ended task); 409.
-
-    Attributes:
-        details: the envelope's ``data`` (``{"status": "SUCCESS"}``), or None.
-    """
+    """The resource's state refuses the call (409); ``details`` is the envelope's ``data``."""
 
     status = 409
 
@@ -173,29 +121,17 @@ class Conflict(PlaitError):
 
 
 class Unavailable(PlaitError):
-    """A dependency (Kafka did not acknowledge, Redis did not answer) failed;
-    the caller may retry; 503."""
+    """A dependency (Kafka, Redis) did not answer; the caller may retry; 503."""
 
     status = 503
 
 
-# -- start-up ------------------------------------------------------------------
-
 class ConfigError(PlaitError):
-    """A configuration is invalid (alerting YAML, caller registry, settings);
-    raised while a process starts, which then does not start. The message
-    names the file and the key (``timing.group_wait: ...``), never a secret."""
+    """An invalid configuration at start-up (the process does not start); names file and key."""
 
-
-# -- workers -------------------------------------------------------------------
 
 class RetryableError(PlaitError):
-    """Worker: a transient failure (timeouts, connect errors, 5xx, 429); the
-    handler retries with backoff a bounded number of times.
-
-    Attributes:
-        retry_after: seconds the peer asked to wait, or None.
-    """
+    """Worker: a transient failure, retried with backoff; ``retry_after`` seconds or None."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -203,11 +139,8 @@ class RetryableError(PlaitError):
 
 
 class PermanentError(PlaitError):
-    """Worker: retrying cannot help (a 4xx from the data API, a broken
-    contract, data that violates the spec); the task ends FAILED with this
-    message."""
+    """Worker: retrying cannot help; the task ends FAILED with this message."""
 
 
 class PoisonError(PlaitError):
-    """Worker: an event that cannot be decoded; it goes to the dead-letter
-    topic with the error and the original payload, and the partition moves on."""
+    """Worker: an undecodable event; it goes to the dead-letter topic and the partition moves on."""

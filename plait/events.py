@@ -1,12 +1,9 @@
 """Versioned event schemas: the contract between rooms (docs/events.md).
 
-Every Kafka value is a JSON envelope with CloudEvents 1.0 attribute names
-(``specversion``, ``id``, ``source``, ``type``, ``time``, ``subject`` = task id,
-``datacontenttype``) plus ``dataschemaversion`` and a W3C ``traceparent``.
-``type`` names the payload model (``plait.export.FetchPage.v1``...). Readers
-ignore unknown fields, so a payload may grow without breaking old consumers;
-a breaking change gets a new ``.vN`` type.
-"""
+Every Kafka value is a CloudEvents 1.0 JSON envelope (``subject`` = task id) plus
+``dataschemaversion`` and a W3C ``traceparent``; ``type`` names the payload model
+(``plait.export.FetchPage.v1``). Readers ignore unknown fields; a breaking change gets a new
+``.vN``."""
 from __future__ import annotations
 
 import json
@@ -26,8 +23,7 @@ SPECVERSION = "1.0"
 class Payload(BaseModel):
     """Base of every event payload; ``TYPE`` is its CloudEvents ``type``."""
 
-    # rows may hold +/-inf and NaN (JSON's Infinity/NaN extension, which the
-    # data API may send): keep them, the writers decide how each format shows them
+    # Rows may hold +/-inf and NaN (JSON's extension); the writers decide how to show them.
     model_config = ConfigDict(extra="ignore", populate_by_name=True,
                               ser_json_inf_nan="constants")
     TYPE: ClassVar[str] = ""
@@ -44,11 +40,8 @@ class ExportRequested(Payload):
 
 
 class FetchPage(Payload):
-    """``export.fetch``: fetch page ``seq`` with cursor ``runtimeContext``.
-
-    ``rowsBefore`` is the count of rows in pages < seq; ``attempt`` counts
-    re-drives of this page (sweeper), not HTTP retries.
-    """
+    """``export.fetch``: fetch page ``seq`` with cursor ``runtimeContext``; ``rowsBefore``: rows in
+    pages < seq; ``attempt``: sweeper re-drives."""
 
     TYPE: ClassVar[str] = "plait.export.FetchPage.v1"
     taskId: str
@@ -60,17 +53,10 @@ class FetchPage(Payload):
 
 
 class PageBatch(Payload):
-    """``export.pages``: one page of rows; ``rows`` inline, ``blobKey`` naming a
-    JSON array in object storage when the page is larger than the inline limit,
-    or ``shardKey`` naming the page already normalized into its Parquet shard
-    (pull mode: the fetcher writes it, so the rows cross the broker as a key).
-
-    A page's place in the file is (``partition``, ``seq``): partitions in
-    order, each partition's pages in ``seq`` order; ``isLast`` closes its
-    partition, and the task is complete once each of its ``partitions``
-    partitions is closed with no page missing (docs/events.md, "Push
-    contract"). Raises ``ValueError`` (naming ``partition``) when
-    ``partition >= partitions``."""
+    """``export.pages``: one page of rows, inline (``rows``/``rowsJson``), as ``blobKey`` (a JSON
+    array in object storage) or ``shardKey`` (already in its Parquet shard). Its place is
+    (``partition``, ``seq``); ``isLast`` closes a partition (docs/events.md, "Push contract").
+    Raises ``ValueError`` when ``partition >= partitions``."""
 
     TYPE: ClassVar[str] = "plait.export.PageBatch.v1"
     taskId: str
@@ -78,9 +64,7 @@ class PageBatch(Payload):
     partition: int = Field(default=0, ge=0)
     partitions: int = Field(default=1, ge=1)
     rows: list[dict[str, Any]] | None = None
-    #: the rows as JSON text (a JSON array of objects), read as the pull path
-    #: reads a data API's body: number literals exactly (``Decimal`` when a
-    #: double cannot spell them); the Producer SDK sends this
+    #: The rows as a JSON array text, numbers read exactly (``Decimal`` when a double cannot).
     rowsJson: str | None = None
     blobKey: str | None = None
     shardKey: str | None = None
@@ -101,9 +85,8 @@ class PageBatch(Payload):
 
 
 class FinalizeRequested(Payload):
-    """``export.finalize``: every shard is written; build the file. Shards
-    0..lastSeq of partition 0, or, with ``lastSeqs``, 0..lastSeqs[p] of each
-    partition p."""
+    """``export.finalize``: build the file from shards 0..lastSeq (or 0..lastSeqs[p] of each
+    partition p)."""
 
     TYPE: ClassVar[str] = "plait.export.FinalizeRequested.v1"
     taskId: str
@@ -163,8 +146,7 @@ class Lifecycle(Payload):
     workerId: str | None = None
     file: FileInfo | None = None
     quality: dict[str, int] | None = None
-    #: what a RUNNING task is doing now: ``fetching`` (pages), ``writing`` (the
-    #: file is being built from its shards), ``uploading`` (to the object store)
+    #: What a RUNNING task is doing now.
     stage: Literal["fetching", "writing", "uploading"] | None = None
 
 
@@ -210,12 +192,8 @@ def encode(payload: Payload, subject: str, source: str = "plait",
 
 
 def decode(raw: bytes | str) -> tuple[dict[str, Any], Payload]:
-    """Parse an envelope; returns ``(envelope attributes, payload model)``.
-
-    Raises:
-        PoisonError: not JSON, not an envelope, unknown ``type`` or a payload
-            that breaks its schema (the message names the field).
-    """
+    """``(envelope attributes, payload model)`` of ``raw``. Raises PoisonError: not a JSON envelope,
+    unknown ``type``, or a payload breaking its schema (naming the field)."""
     try:
         env = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError, TypeError) as exc:

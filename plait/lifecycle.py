@@ -1,21 +1,7 @@
-"""Task states and the rules that move a task between them (pure functions).
-
-States: CREATED -> WAITING -> RUNNING -> SUCCESS | FAILED | CANCELLED | TIMEOUT.
-PROGRESS is a report, not a state: it updates counters of a RUNNING task and
-its ``stage`` (fetching -> writing -> uploading; dropped once the task ends).
-A terminal task never changes status again, whatever arrives late; repeats
-are ignored, so at-least-once delivery of lifecycle events is harmless.
-
-The fold does not depend on the order reports and the end arrive in: the live
-projection writes state changes through at once (``streams.runtime.send``)
-while the projector folds ``export.lifecycle`` in topic order, and a rebuild
-replays the topic only, so a report (PROGRESS, RUNNING heartbeat) dated no
-later than the end may reach a terminal task after the end. It is folded as
-if it had come first (max()ed counts and times, fields the task lacks); a
-report dated after the end changes nothing. Likewise a CREATED that reaches
-a task already moved on (admit's CREATED sent after the RUNNING of a slot
-promotion that raced it) fills the fields the task lacks and its createdAt.
-"""
+"""Task states and the rules between them: CREATED -> WAITING -> RUNNING -> SUCCESS | FAILED |
+CANCELLED | TIMEOUT. A terminal status is final and repeats are ignored (at-least-once delivery);
+PROGRESS and RUNNING reports dated no later than the end fold in as if they came first, so the live
+projection and the topic-order projector agree."""
 from __future__ import annotations
 
 from typing import Any
@@ -25,10 +11,8 @@ from plait.spec import ExportSpec
 
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELLED", "TIMEOUT"})
 ACTIVE = frozenset({"CREATED", "WAITING", "RUNNING"})
-#: Statuses that report on a running task rather than move it.
 REPORTS = frozenset({"PROGRESS", "RUNNING"})
 
-#: status -> statuses it may move to.
 TRANSITIONS: dict[str, frozenset[str]] = {
     "CREATED": frozenset({"WAITING", "RUNNING"}) | TERMINAL,
     "WAITING": frozenset({"RUNNING"}) | TERMINAL,
@@ -67,23 +51,12 @@ def can_move(current: str | None, new: str) -> bool:
 
 
 def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | None:
-    """Fold one lifecycle event into a task's projected state.
-
-    Args:
-        state: the current projection (camelCase keys, see ``api`` responses) or
-            None for a task never seen.
-        event: the lifecycle event.
-    Returns:
-        The new state, or None when the event changes nothing (a repeat, an
-        event dated after a terminal task's end, or a transition the rules
-        forbid). A report dated no later than a terminal task's end folds in
-        as if it had arrived before the end (module docstring).
-    """
+    """Fold ``event`` into ``state`` (None: unseen task); the new state, or None when nothing
+    changes."""
     current = state.get("status") if state else None
     late = state is not None and (
         (current in TERMINAL and event.status in REPORTS
          and event.at <= (state.get("finishedAt") or ""))
-        # admit's CREATED can follow the RUNNING of a promotion that raced it
         or (event.status == "CREATED" and current != "CREATED"
             and event.at <= state["createdAt"]))
     if not late:
@@ -96,8 +69,7 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
     for key in _COPIED:
         value = getattr(event, key)
         if key == "stage" and (new["status"] in TERMINAL or event.status in TERMINAL):
-            continue  # an ended task is in no stage, whatever report comes late
-        # a late report only fills what the end did not say: in topic order the end came after
+            continue
         if value is not None and not (late and new.get(key) is not None):
             new[key] = value
     if event.exportedRows is not None:
@@ -117,7 +89,7 @@ def apply(state: dict[str, Any] | None, event: Lifecycle) -> dict[str, Any] | No
         if event.status in TERMINAL:
             new["finishedAt"] = event.at
             new.pop("stage", None)
-    total = new.get("totalRows")  # timestamps below are max()ed: replay order does not matter
+    total = new.get("totalRows")
     if new["status"] == "SUCCESS":
         new["progress"] = 1.0
     elif total:

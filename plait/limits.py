@@ -1,14 +1,6 @@
-"""Concurrency limits and tenant tiers (``PLAIT_LIMITS``, JSON).
-
-Example::
-
-    {"global": 50, "perSysCode": 10, "perUser": 3, "perBizType": 5,
-     "sysCodes": {"acme": {"maxConcurrent": 2, "tier": "platinum"}}}
-
-Absent limits are unlimited. A tier weights which waiting task starts next
-(stride scheduling, Waldspurger & Weihl 1995): a platinum tenant gets four
-starts for a standard tenant's one when both have tasks waiting.
-"""
+"""Concurrency limits and tenant tiers (``PLAIT_LIMITS``, JSON; absent limits are unlimited), e.g.
+``{"global": 50, "perSysCode": 10, "sysCodes": {"acme": {"maxConcurrent": 2, "tier": "gold"}}}``. A
+tier weights which waiting task starts next (stride scheduling, Waldspurger & Weihl 1995)."""
 from __future__ import annotations
 
 from typing import Literal
@@ -17,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Tier = Literal["platinum", "gold", "standard", "free"]
 
-#: Starts per round of each tier when several tenants wait (free: as standard;
-#: what sets it apart is its daily row quota, ``plait.quotas``).
+#: Starts per round of each tier (free differs by its daily quota, plait.quotas).
 TIER_WEIGHTS: dict[str, int] = {"platinum": 4, "gold": 2, "standard": 1, "free": 1}
 
 

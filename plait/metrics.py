@@ -1,17 +1,7 @@
-"""Prometheus metrics of Plait (issue 15 item 4): names and units per the
-Prometheus naming conventions (``_total`` counters, ``_seconds`` and
-``_bytes`` base units, histograms for durations).
-
-Process-local metrics are defined here once and updated where things happen
-(the agent runtime, the export hooks, the data-API client, the webhook
-sender). State that lives in Redis or Kafka (tasks in flight, slots, waiting
-tasks, DLQ size) is read at scrape time by :class:`StateCollector`, which the
-API registers. Workers serve their metrics on ``PLAIT_METRICS_PORT`` when set
-(:func:`serve`); the API on ``/metrics``.
-
-Every name here is listed in :data:`NAMES`; ``deploy/grafana/plait.json`` and
-``deploy/prometheus/plait-rules.yml`` use only these (tests check it).
-"""
+"""Prometheus metrics (naming conventions: ``_total``, ``_seconds``, ``_bytes``; histograms for
+durations). Redis/Kafka state is read at scrape time (:class:`StateCollector`); workers serve on
+``PLAIT_METRICS_PORT`` (:func:`serve`), the API on ``/metrics``. :data:`NAMES` lists every name; the
+Grafana dashboard and the Prometheus rules use only these (tests check it)."""
 from __future__ import annotations
 
 import errno
@@ -23,9 +13,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from plait.errors import ConfigError
 
-#: Buckets for handler and request durations, seconds.
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-#: Buckets for whole tasks and waits, seconds.
 SLOW = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 10800)
 
 TASKS = Counter("plait_export_tasks_total", "Export tasks ended, by outcome "
@@ -61,10 +49,7 @@ ALERT_RECORDS_TOO_LARGE = Counter(
     "Records of the alert path past plait.records.MAX_RECORD_BYTES, kept in export.dlq "
     "instead of sent, by topic", ["topic"])
 
-#: Every metric name Plait exports (histograms: the base name; Prometheus adds
-#: ``_bucket``, ``_sum``, ``_count``), including the state gauges below and the
-#: funnel counters of ``alerting.counters`` and the daily quota counters of
-#: ``plait.quotas``.
+#: Every metric name (histograms: base name), alerting.counters and plait.quotas included.
 NAMES = frozenset({
     "plait_export_tasks_total", "plait_export_rows_total", "plait_export_bytes_total",
     "plait_export_task_duration_seconds", "plait_export_queue_wait_seconds",
@@ -93,10 +78,8 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
 
 
 def task_changed(before: str | None, state: dict[str, Any]) -> None:
-    """Count a task state change (``state`` is the new projection, ``before``
-    the old status): queue wait when it starts RUNNING; outcome, rows, bytes
-    and duration when it ends. Called where the change is applied once
-    (``streams.emits.record``)."""
+    """Count a task state change (``state`` new, ``before`` the old status): queue wait on RUNNING;
+    outcome, rows, bytes, duration at the end."""
     status = state.get("status")
     if status == before:
         return
@@ -116,8 +99,8 @@ def task_changed(before: str | None, state: dict[str, Any]) -> None:
 
 
 class StageTimer:
-    """``with StageTimer(stage):`` observes the block's duration in
-    ``plait_stage_duration_seconds{stage}`` (and counts a failure when it raises)."""
+    """``with StageTimer(stage):`` observes ``plait_stage_duration_seconds{stage}`` (a failure
+    counted when it raises)."""
 
     def __init__(self, stage: str) -> None:
         self.stage = stage
@@ -133,12 +116,8 @@ class StageTimer:
 
 
 class StateCollector:
-    """Gauges read at scrape time from Redis and Kafka (bounded by ``timeout``
-    seconds each; a failed read leaves the gauge out rather than failing the
-    scrape): ``plait_export_inflight_tasks`` (tasks not ended),
-    ``plait_export_oldest_active_task_age_seconds``, ``plait_export_slots_used{scope}``,
-    ``plait_export_waiting_tasks``, ``plait_dlq_records`` (records in the DLQ
-    topic: high minus low watermarks)."""
+    """Gauges read at scrape time from Redis and Kafka, each within ``timeout`` s (a failed read
+    leaves it out): in-flight tasks, oldest active age, slots used, waiting tasks, DLQ records."""
 
     def __init__(self, redis_url: str, prefix: str, broker_url: str, dlq_topic: str,
                  timeout: float = 1.0) -> None:
@@ -213,10 +192,8 @@ class StateCollector:
 
 
 def update_lag(app: Any, topic_names: dict[str, str]) -> None:
-    """Set ``plait_kafka_consumer_lag{topic}`` of a Faust worker: per assigned
-    partition, high watermark minus the next offset to commit (best effort;
-    Faust internals, so any error leaves the gauges as they were).
-    ``topic_names``: full topic name -> base name (the label)."""
+    """Set ``plait_kafka_consumer_lag{topic}`` of a Faust worker, best effort (Faust internals);
+    ``topic_names``: full -> base name."""
     try:
         lag: dict[str, int] = {}
         consumer = app.consumer
@@ -235,12 +212,8 @@ def update_lag(app: Any, topic_names: dict[str, str]) -> None:
 
 
 def serve(port: int) -> None:
-    """Serve this process's metrics on ``port`` (0: do nothing).
-
-    Raises:
-        ConfigError: the port is taken (another worker or process serves it),
-            naming ``PLAIT_METRICS_PORT`` and the port.
-    """
+    """Serve this process's metrics on ``port`` (0: nothing). Raises ConfigError when the port is
+    taken."""
     if port:
         from prometheus_client import start_http_server
 

@@ -1,12 +1,5 @@
-"""The task projection in Redis: what the API reads (status, counts, progress,
-file info, per-user task lists). It is derived from ``export.lifecycle`` only,
-so it can be flushed and rebuilt from the topic.
-
-Keys (formats and TTLs in ``plait.keys``): ``task`` (JSON of the task state),
-``caller_tasks`` / ``user_tasks`` (task ids by creation time), ``active``
-(unfinished task ids), ``task_events`` (pub/sub channel of state changes, SSE),
-``fingerprint`` (the latest task with this fingerprint: dedupe, reuse).
-"""
+"""The task projection in Redis (keys in ``plait.keys``), derived from ``export.lifecycle`` only, so
+it can be flushed and rebuilt."""
 from __future__ import annotations
 
 import json
@@ -27,15 +20,13 @@ def n_left(ids: list[tuple[int, str]], last: tuple[int, str] | None) -> int:
     return len(ids) - ids.index(last) - 1 if last in ids else len(ids)
 
 
-#: Index entries read per Redis call by :meth:`Projection.page`.
 PAGE_SLICE = 500
-#: Index entries one :meth:`Projection.page` call looks at, at most.
 PAGE_SCAN_MAX = 2000
 
 
 def _recent(task_id: str, seconds: float = 60.0) -> bool:
-    """True when ``task_id`` (``plait.clock.new_task_id``: ms-time prefix) is
-    younger than ``seconds``."""
+    """True when ``task_id`` (ms-time prefix, ``plait.clock.new_task_id``) is younger than
+    ``seconds``."""
     try:
         return time.time() - int(task_id[:12], 16) / 1000 < seconds
     except ValueError:
@@ -50,26 +41,22 @@ class Projection:
         self.prefix = prefix
 
     def task_key(self, task_id: str) -> str:
-        """Redis key of one task's state."""
         return K.task(self.prefix, task_id)
 
     def channel(self, task_id: str) -> str:
-        """Pub/sub channel of one task's state changes."""
         return K.task_events(self.prefix, task_id)
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
-        """The task's state, or None when unknown."""
         raw = await self.redis.get(self.task_key(task_id))
         return json.loads(raw) if raw else None
 
     async def status(self, task_id: str) -> str | None:
-        """The task's status, or None when unknown."""
         state = await self.get(task_id)
         return state["status"] if state else None
 
     async def apply(self, event: Lifecycle) -> dict[str, Any] | None:
-        """Fold ``event`` into the stored state (optimistic transaction, retried on
-        a concurrent write). Returns the new state, or None when nothing changed."""
+        """Fold ``event`` into the stored state (optimistic transaction); the new state, or None
+        when unchanged."""
         key = self.task_key(event.taskId)
         while True:
             async with self.redis.pipeline(transaction=True) as pipe:
@@ -103,21 +90,12 @@ class Projection:
                    after: tuple[int, str] | None = None, created_from_ms: int | None = None,
                    created_to_ms: int | None = None, keep: Callable[[dict], bool] | None = None,
                    scan_max: int = PAGE_SCAN_MAX) -> tuple[list[dict[str, Any]], tuple[int, str] | None]:
-        """One page of a caller's (and user's) tasks, newest first.
+        """One page of a caller's (and user's) tasks, newest first: ``(tasks, next position)``, the
+        position None at the end of the range.
 
-        Reads the index (:func:`plait.keys.caller_tasks` / ``user_tasks``,
-        score = createdAt ms) in slices of ``limit`` ids, doubled while a
-        filter leaves the page short, up to :data:`PAGE_SLICE`,
-        between ``created_from_ms`` and ``created_to_ms`` (inclusive), after
-        the position ``after`` = ``(createdAt ms, taskId)`` of the last task
-        of the page before (equal times: ids in descending order, as the
-        index holds them); keeps the tasks ``keep`` accepts. Stops at
-        ``limit`` tasks or after looking at ``scan_max`` ids (a narrow
-        filter then gives a short page and a cursor), so memory and time per
-        call stay bounded whatever the index holds.
-
-        Returns ``(tasks, next position)``; the position is None when the
-        range holds no more tasks."""
+        Reads the index in slices (doubled while ``keep`` drops tasks, at most :data:`PAGE_SLICE`)
+        between ``created_from_ms`` and ``created_to_ms`` inclusive, after ``after`` = ``(createdAt
+        ms, taskId)``; stops at ``limit`` tasks or ``scan_max`` ids, so each call is bounded."""
         index = (K.user_tasks(self.prefix, sys_code, user_id) if user_id
                  else K.caller_tasks(self.prefix, sys_code))
         hi: float | int = float("inf") if created_to_ms is None else created_to_ms
@@ -127,7 +105,6 @@ class Projection:
         out: list[dict[str, Any]] = []
         last, start, seen, want = after, 0, 0, limit
         while len(out) < limit and seen < scan_max:
-            # a slice of what is still wanted, doubled each time filters drop tasks
             size, want = min(PAGE_SLICE, scan_max - seen, want), want * 2
             got = await self.redis.zrevrangebyscore(index, hi, lo, start=start, num=size,
                                                     withscores=True)
@@ -149,13 +126,9 @@ class Projection:
 
     async def claim_fingerprint(self, fingerprint: str, task_id: str,
                                 reuse_window: float) -> tuple[dict[str, Any] | None, bool]:
-        """Dedupe and reuse by task fingerprint.
-
-        Returns ``(existing task, reused)``: an unfinished task with the same
-        fingerprint (``reused`` False), or one that succeeded less than
-        ``reuse_window`` seconds ago (``reused`` True); else ``(None, False)``
-        and ``task_id`` now owns the fingerprint.
-        """
+        """``(existing task, reused)``: an unfinished task with this fingerprint (False), or one
+        that succeeded within ``reuse_window`` s (True); else ``(None, False)`` and ``task_id`` owns
+        it."""
         key = K.fingerprint(self.prefix, fingerprint)
         ttl = max(int(reuse_window), 1) + 7 * 24 * 3600
         for _ in range(3):
@@ -182,8 +155,7 @@ class Projection:
         return [i.decode() for i in await self.redis.zrange(K.active(self.prefix), 0, -1)]
 
     async def flush(self) -> int:
-        """Delete the projection's keys (tasks, indexes, active set; not worker
-        checkpoints or slots); returns how many."""
+        """Delete the projection's keys (not checkpoints or slots); returns how many."""
         n = 0
         p = self.prefix
         for pattern in (K.task_pattern(p), K.task_index_pattern(p), K.active(p)):

@@ -1,27 +1,7 @@
-"""Daily row quotas per caller (the registry's ``dailyRows``, ``timezone``;
-docs/events.md, "Daily row quotas").
-
-A caller with ``dailyRows`` may export that many rows per day, the day being
-its own (``timezone``, an IANA zone, default UTC): the count resets at its
-local midnight. Rows count when they are fetched (pull) or written (push),
-whatever way the task then ends, since they loaded the data API and Plait;
-never past the quota (pushed pages, which are not cut, are counted up to it).
-
-- :func:`check_request` (API): a request is refused with 429
-  (:class:`QuotaExceeded`) when the rows counted today already reach the
-  quota, or when its ``jobConfig.maxRows`` is more than what is left.
-- :func:`charge` (workers): each page's rows are added to the day's count,
-  never past the quota; what did not fit is cut off the page, and the task
-  ends ``SUCCESS`` with ``truncated`` and the quality note
-  ``daily_quota_cut`` (the cut is a cap like ``jobConfig.maxRows``, which
-  never fails a task either). Charging is idempotent per task: a redelivered
-  or re-driven page adds nothing (the task's charged rows are kept in its
-  checkpoint hash, field ``quota_rows``), and a task running across midnight
-  charges each day only with the rows fetched on it.
-
-Counts live in Redis (``plait.keys.daily_rows``), so they survive restarts;
-each day's key expires a day after that day ends.
-"""
+"""Daily row quotas per caller (``dailyRows`` in its ``timezone``; docs/events.md, "Daily row
+quotas"). Rows count when fetched or written, never past the quota: :func:`check_request` refuses a
+request (429), :func:`charge` cuts the page that crosses it (the task succeeds ``truncated``);
+charging is idempotent per task (``quota_rows`` in its checkpoint hash)."""
 from __future__ import annotations
 
 import math
@@ -42,12 +22,9 @@ QUOTA_REFUSED = Counter("plait_quota_refusals_total", "Export requests refused (
 QUOTA_CUT = Counter("plait_quota_cut_tasks_total", "Export tasks cut short by a daily row "
                     "quota, by caller sysCode", ["sysCode"])
 
-#: Quality note of a task cut by its caller's daily quota (1 on the page cut).
 QUOTA_NOTE = "daily_quota_cut"
 
-#: Charge a page: KEYS[1] the day's count, KEYS[2] the task's checkpoint hash;
-#: ARGV: the task's rows after this page, the quota, the day key's expiry
-#: (Unix seconds). Adds what is new and fits; returns the task's rows allowed.
+#: KEYS: day count, checkpoint hash; ARGV: task rows after the page, quota, expiry (Unix s).
 _CHARGE = """
 local seen = tonumber(redis.call('HGET', KEYS[2], 'quota_rows') or '0')
 local want = tonumber(ARGV[1])
@@ -65,8 +42,7 @@ return seen + add
 
 @dataclass(frozen=True)
 class Day:
-    """A caller's current day: ``day`` (``YYYY-MM-DD`` in ``zone``) and when
-    it ends (``resets_at``, aware, in ``zone``)."""
+    """A caller's current ``day`` (``YYYY-MM-DD`` in ``zone``) and its aware end ``resets_at``."""
 
     day: str
     resets_at: datetime
@@ -78,9 +54,8 @@ class Day:
 
 
 def today(zone: str, now: datetime | None = None) -> Day:
-    """The day ``now`` (default: the current time) falls on in ``zone``,
-    and its end: the next local midnight (taken through UTC, so a zone whose
-    midnight a DST change skips still gets the instant of that change)."""
+    """The day ``now`` falls on in ``zone`` and the next local midnight (through UTC, so a midnight
+    DST skips still has an instant)."""
     tz = ZoneInfo(zone)
     local = (now or datetime.now(timezone.utc)).astimezone(tz)
     nxt: date = local.date() + timedelta(days=1)
@@ -89,12 +64,8 @@ def today(zone: str, now: datetime | None = None) -> Day:
 
 
 class QuotaExceeded(PlaitError):
-    """A request over its caller's daily row quota; the API answers 429.
-
-    ``data()``: ``{"quota": "dailyRows", "dailyRows", "used", "remaining",
-    "timezone", "resetsAt"}`` (RFC 3339, the caller's zone); ``headers``:
-    ``Retry-After``, whole seconds until the reset (RFC 6585, 4; RFC 9110,
-    10.2.3)."""
+    """Over the daily row quota (429). ``data()``: ``{"quota", "dailyRows", "used", "remaining",
+    "timezone", "resetsAt"}``; ``Retry-After`` whole seconds to the reset (RFC 6585 s4)."""
 
     status = 429
 
@@ -115,13 +86,8 @@ async def used(redis: Any, prefix: str, caller: Any, now: datetime | None = None
 
 async def check_request(redis: Any, prefix: str, caller: Any, spec: Any,
                         now: datetime | None = None) -> None:
-    """Refuse ``spec`` when ``caller``'s quota is used up today, or its
-    ``jobConfig.maxRows`` is more than what is left. No quota: nothing.
-
-    Raises:
-        QuotaExceeded: 429 naming the quota, what is used, what is left and
-            when it resets.
-    """
+    """Raises QuotaExceeded when ``caller``'s quota is used up today or ``jobConfig.maxRows``
+    exceeds what is left."""
     quota = getattr(caller, "dailyRows", None)
     if caller is None or quota is None:
         return
@@ -145,9 +111,8 @@ async def check_request(redis: Any, prefix: str, caller: Any, spec: Any,
 
 async def charge(redis: Any, prefix: str, caller: Any, task_id: str, rows: int,
                  now: datetime | None = None) -> int:
-    """Count a task's rows up to ``rows`` (its rows after this page) against
-    ``caller``'s quota today; returns how many of them the quota allows
-    (``rows`` when all fit, or when the caller has no quota)."""
+    """Count the task's rows up to ``rows`` (after this page) against today's quota; how many the
+    quota allows."""
     quota = getattr(caller, "dailyRows", None)
     if caller is None or quota is None:
         return rows

@@ -1,18 +1,10 @@
-"""Request signatures shared by the API (``api.auth``) and callers
-(``producers.signing``): one canonical string, one HMAC, so both sides can
-never disagree on what was signed.
-
-A business system signs every API call with its ``appSecret``::
+"""Request signatures shared by the API (``api.auth``) and callers (``producers.signing``)::
 
     canonical = METHOD \\n PATH \\n CANONICAL_QUERY \\n SHA256_HEX(BODY) \\n TIMESTAMP \\n NONCE
     signature = hex(HMAC-SHA256(appSecret, canonical))      # RFC 2104, FIPS 180-4
 
-and sends it with the headers named below. ``PATH`` is the percent-decoded
-URL path without the query (what Starlette's ``request.url.path`` and httpx's
-``request.url.path`` both give); ``CANONICAL_QUERY`` is the query re-encoded
-per RFC 3986 with its pairs sorted (:func:`canonical_query`); ``TIMESTAMP`` is
-Unix time in whole seconds; ``NONCE`` is a random string used once.
-"""
+``PATH``: the percent-decoded URL path without the query; ``CANONICAL_QUERY``:
+:func:`canonical_query`; ``TIMESTAMP``: Unix seconds; ``NONCE``: a random string used once."""
 from __future__ import annotations
 
 import hashlib
@@ -37,21 +29,12 @@ QueryLike = str | bytes | Mapping[str, str] | Iterable[tuple[str, str]] | None
 
 
 def _rfc3986(value: str) -> str:
-    # Unreserved characters (RFC 3986 s2.3) stay; everything else is %XX of UTF-8.
     return quote(value, safe="-_.~")
 
 
 def canonical_query(query: QueryLike) -> str:
-    """The query in canonical form: ``k1=v1&k2=v2`` sorted by (key, value).
-
-    Args:
-        query: a raw query string (``"b=2&a=1"``, with or without ``%``
-            escapes or ``+`` for spaces, bytes allowed), a mapping or an
-            iterable of ``(key, value)`` pairs. ``None`` or empty gives ``""``.
-    Returns:
-        Keys and values percent-encoded per RFC 3986 (unreserved characters
-        kept), pairs sorted, repeated keys kept, blank values kept (``a=``).
-    """
+    """``k1=v1&k2=v2``: the pairs of ``query`` (raw string or bytes, mapping, or pairs)
+    percent-encoded per RFC 3986, sorted; repeated keys and blank values kept; ``""`` for None."""
     if not query:
         return ""
     if isinstance(query, bytes):
@@ -77,27 +60,15 @@ def body_digest(body: bytes | str | None) -> str:
 
 def canonical_request(method: str, path: str, query: QueryLike, body: bytes | str | None,
                       timestamp: str | int, nonce: str) -> str:
-    """The string that is signed (module docstring): six lines joined by ``\\n``.
-
-    ``method`` is upper-cased; ``path`` must be the decoded path without the
-    query (``"/"`` when empty); ``timestamp`` is Unix seconds.
-    """
+    """The signed string: six lines joined by ``\\n`` (module docstring); ``path``: decoded, without
+    query."""
     return "\n".join([method.upper(), path or "/", canonical_query(query),
                       body_digest(body), str(timestamp), nonce])
 
 
 def hmac_sha256_hex(secret: str, message: bytes) -> str:
-    """HMAC-SHA256 (RFC 2104, FIPS 180-4) of ``message`` under ``secret``
-    (its UTF-8 bytes), lower-case hex (64 chars).
-
-    The one MAC of every Plait signing scheme: request signatures
-    (:func:`sign`), data tokens (``plait.tokens``), download links
-    (``sinks.signing``) and webhook signatures (``alerting.delivery``). Each
-    scheme builds its own ``message`` bytes (its wire format); this only MACs them.
-
-    Raises:
-        UnicodeEncodeError: ``secret`` holds a lone surrogate.
-    """
+    """HMAC-SHA256 (RFC 2104) of ``message`` under ``secret``'s UTF-8, lower-case hex: the one MAC
+    of every Plait signing scheme. Raises UnicodeEncodeError on a lone surrogate in ``secret``."""
     return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
 
@@ -113,8 +84,7 @@ def sign_request(secret: str, method: str, path: str, query: QueryLike,
 
 
 def signatures_match(expected: str, given: str) -> bool:
-    """Constant-time comparison of two hex signatures (case-insensitive);
-    False for anything that is not ASCII."""
+    """Constant-time, case-insensitive comparison of two hex signatures; False for non-ASCII."""
     try:
         return hmac.compare_digest(expected.lower().encode("ascii"), given.lower().encode("ascii"))
     except (UnicodeEncodeError, AttributeError):

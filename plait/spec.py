@@ -1,27 +1,9 @@
 """The export task spec: what a caller asks for (docs/events.md, "The export request contract").
 
-Field names follow the camelCase contract (``sysCode``, ``dataConfig``...).
-Pydantic validation errors name the field path (``documentConfig.fileFormat``)
-and the rule, which the API turns into a 422. Unknown fields are refused at
-every level, named by their path (``jobConfig.timeoutt``).
-
-The written contract's request is accepted verbatim::
-
-    {"sysCode", "bizType", "bizDesc", "userId",
-     "dataConfig": {"dataApiUrl", "queryConditions"},
-     "documentConfig": {"fileName", "fileFormat", "xlsx": {"sheetName"}, "columns"},
-     "jobConfig": {"timeout", "maxRows", "pageSize"}}
-
-Two spellings of one setting are accepted and must agree (a conflict is a 422
-naming both fields, so nothing is silently dropped):
-
-- page size: ``dataConfig.pageSize`` or ``jobConfig.pageSize`` (the contract's
-  spelling); 1..10,000 rows, default 1,000. After validation
-  ``dataConfig.pageSize`` holds the value in force.
-- sheet name: ``documentConfig.xlsx.sheetName`` (the contract's spelling,
-  checked against Excel's sheet-name rules) or ``documentConfig.sheetName``
-  (older spelling, made Excel-valid by the xlsx writer). After validation
-  ``documentConfig.sheetName`` holds the value in force.
+Fields are camelCase; unknown fields are refused at every level; a validation error names the field
+path and the rule (422). Two spellings of one setting must agree (else a 422 naming both):
+``dataConfig.pageSize``/``jobConfig.pageSize`` (held in the first), ``documentConfig.sheetName``/
+``documentConfig.xlsx.sheetName`` (held in the first; the second is checked against Excel's rules).
 """
 from __future__ import annotations
 
@@ -42,57 +24,39 @@ ColumnType = Literal["string", "int", "float", "decimal", "bool", "date", "datet
 #: Excel's sheet limits (Microsoft, "Excel specifications and limits").
 XLSX_MAX_COLUMNS = 16_384
 XLSX_MAX_ROWS = 1_048_576
-#: The tail of the column-cap message when the data (not the request) is too wide.
 XLSX_DATA_TOO_WIDE = "the data has {count:,}: choose csv or parquet, or list fewer columns"
 
 
 def xlsx_columns_fit(count: int) -> bool:
-    """True when ``count`` columns fit one xlsx sheet (:data:`XLSX_MAX_COLUMNS`,
-    Microsoft, "Excel specifications and limits")."""
     return count <= XLSX_MAX_COLUMNS
 
 
 def check_xlsx_columns(file_format: str, count: int, error: type[Exception] = ValueError,
                        advice: str = "got {count:,}: use csv or parquet") -> None:
-    """The one check of Excel's column cap: nothing unless ``file_format`` is
-    ``"xlsx"`` and ``count`` columns do not fit (:func:`xlsx_columns_fit`).
-
-    Raises:
-        error: ``"xlsx allows at most 16,384 columns (Excel limit); "`` plus
-            ``advice`` formatted with ``count``.
-    """
+    """Raises ``error`` (Excel's column limit, then ``advice`` formatted with ``count``) when
+    ``file_format`` is xlsx and ``count`` columns do not fit."""
     if file_format == "xlsx" and not xlsx_columns_fit(count):
         raise error(f"xlsx allows at most {XLSX_MAX_COLUMNS:,} columns (Excel limit); "
                     + advice.format(count=count))
 
 
-#: Longest sheet name Excel accepts.
 XLSX_MAX_SHEET_NAME = 31
-#: Characters Excel refuses in a sheet name (plus control characters).
+#: Plus control characters.
 XLSX_SHEET_FORBIDDEN = "[]:*?/\\"
-#: Rows per page when neither ``dataConfig.pageSize`` nor ``jobConfig.pageSize`` is given.
 DEFAULT_PAGE_SIZE = 1000
-#: Largest page size accepted, rows.
 MAX_PAGE_SIZE = 10_000
 
 
-#: Most bytes of a spec's JSON (the form the events carry): three quarters
-#: of :data:`plait.records.MAX_RECORD_BYTES`, leaving 64 KiB for the
-#: envelope and the fields of an event that carries the spec
-#: (``ExportRequested``, ``FetchPage`` with its cursor), so each stays one
-#: bounded Kafka record (docs/kafka-rules.md #17). It caps declared columns
-#: (about 9,000 of short names); undeclared columns are not limited.
+#: An event carrying the spec stays one record (docs/kafka-rules.md #17).
 MAX_SPEC_BYTES = MAX_RECORD_BYTES * 3 // 4
 
 
 def _json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact UTF-8 JSON (as ``plait.events.encode`` writes it)."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _largest_field(doc: dict[str, Any]) -> tuple[tuple[str, ...], int]:
-    """``(location, bytes)`` of the largest field of ``doc`` at most two
-    levels deep (``("dataConfig", "queryConditions")``)."""
+    """``(location, bytes)`` of the largest field of ``doc``, at most two levels deep."""
     best: tuple[tuple[str, ...], int] = ((), -1)
     for key, value in doc.items():
         inner = value.items() if isinstance(value, dict) else [(None, value)]
@@ -108,9 +72,8 @@ class _Model(BaseModel):
 
 
 def _conflict(title: str, *fields: tuple[tuple[str, ...], str, Any]) -> ValidationError:
-    """A validation error for two spellings of one setting given different
-    values: one entry per ``(location relative to the model, name as the
-    caller spells it, value)``, each naming the others and what is accepted."""
+    """A validation error for two spellings of one setting with different values: one entry per
+    ``(location, name as spelt, value)``."""
     details = []
     for loc, name, value in fields:
         others = " and ".join(f"{n} ({v!r})" for _, n, v in fields if n != name)
@@ -123,15 +86,9 @@ def _conflict(title: str, *fields: tuple[tuple[str, ...], str, Any]) -> Validati
 
 
 def excel_sheet_name(name: str) -> str:
-    """Check ``name`` against Excel's sheet-name rules (Microsoft, "Rename a
-    worksheet"): 1..31 characters, none of ``[]:*?/\\`` or control
-    characters, not starting or ending with an apostrophe or a space, and not
-    ``History`` (reserved, any case). Returns ``name`` unchanged.
-
-    Raises:
-        PydanticCustomError ``sheet_name``: saying which rule failed and what
-            is accepted.
-    """
+    """``name`` when Excel accepts it as a sheet name (Microsoft, "Rename a worksheet"): 1..31
+    characters, none of ``[]:*?/\\`` or controls, no leading/trailing apostrophe or space, not
+    ``History``. Raises PydanticCustomError ``sheet_name``."""
     why = None
     found = sorted({c for c in name if c in XLSX_SHEET_FORBIDDEN})
     if not name.strip():
@@ -155,14 +112,9 @@ def excel_sheet_name(name: str) -> str:
 
 
 class ColumnSpec(_Model):
-    """One output column.
-
-    ``fieldName`` is the key in source rows; ``headerName`` the header text
-    (default: the field name); ``type`` is inferred from the values when absent;
-    ``format`` is an xlsx number/date format such as ``0.00`` or ``yyyy-mm-dd``;
-    ``dictionary`` maps source codes to labels (``{"1": "Online"}``); ``mask``
-    keeps the first/last N characters of a sensitive value.
-    """
+    """One output column: ``fieldName`` in the source rows, ``headerName`` (default the field name),
+    ``type`` (inferred when absent), xlsx ``format`` (``0.00``), ``dictionary`` of code -> label,
+    ``mask`` (first/last N characters kept)."""
 
     fieldName: str = Field(min_length=1, max_length=256)
     headerName: str | None = Field(default=None, max_length=256)
@@ -173,19 +125,13 @@ class ColumnSpec(_Model):
 
     @property
     def header(self) -> str:
-        """The header text of the column."""
         return self.headerName or self.fieldName
 
 
 class DataConfig(_Model):
-    """Where rows come from.
-
-    ``mode`` ``pull``: Plait calls ``dataApiUrl`` page by page (pull contract);
-    ``push``: the caller sends PageBatch events itself with the producer SDK.
-    ``pageSize`` is rows per page (1..10,000; ``jobConfig.pageSize`` is the
-    contract's spelling of the same setting, see the module docstring);
-    ``runtimeContext`` is the initial cursor sent on the first call.
-    """
+    """Where rows come from: ``pull`` (Plait calls ``dataApiUrl`` page by page) or ``push`` (the
+    caller sends PageBatch events); ``pageSize`` rows per page; ``runtimeContext`` the first call's
+    cursor."""
 
     # the OpenAPI document states the cross-field rule of _url_for_pull
     model_config = ConfigDict(json_schema_extra={"anyOf": [
@@ -210,12 +156,8 @@ class DataConfig(_Model):
 
 
 class XlsxOptions(_Model):
-    """xlsx-only options (``documentConfig.xlsx`` in the contract).
-
-    ``sheetName``: the name of the first sheet, checked against Excel's rules
-    (:func:`excel_sheet_name`); further sheets (past 1,048,575 rows) are named
-    ``<sheetName> (2)``... Ignored for other formats.
-    """
+    """xlsx-only options; ``sheetName`` (Excel's rules) names the first sheet, later ones
+    ``<sheetName> (2)``..."""
 
     sheetName: str | None = Field(default=None, json_schema_extra={
         "minLength": 1, "maxLength": XLSX_MAX_SHEET_NAME,
@@ -229,18 +171,10 @@ class XlsxOptions(_Model):
 
 
 class DocumentConfig(_Model):
-    """What file to produce.
-
-    ``sheetName`` names the xlsx sheet (older spelling of ``xlsx.sheetName``,
-    see the module docstring; default ``Sheet1``); ``xlsx`` holds xlsx options;
-    ``columns`` fixes order, headers and types (absent: every field, inferred);
-    ``csvFlavour`` ``excel`` = UTF-8 with BOM and CRLF, ``plain`` = UTF-8 and LF;
-    ``timeZone`` is the IANA zone that aware datetimes are converted to;
-    ``maxRowsPerFile`` splits the export into several files in one zip;
-    ``allowMissingColumns``: a declared column that no row of the first page
-    has is an empty column (default: the task fails naming it, since its
-    ``fieldName`` is most likely misspelt).
-    """
+    """What file to produce: ``columns`` fix order, headers and types (absent: every field,
+    inferred); ``csvFlavour`` ``excel`` (BOM, CRLF) or ``plain``; ``timeZone`` for aware datetimes;
+    ``maxRowsPerFile`` splits into a zip; ``allowMissingColumns``: a declared column absent from the
+    first page is empty instead of failing the task."""
 
     fileName: str = Field(default="export", min_length=1, max_length=255)
     fileFormat: FileFormat = "xlsx"
@@ -253,9 +187,7 @@ class DocumentConfig(_Model):
     infText: str = Field(default="inf", max_length=32)
     escapeFormulas: bool = True
     maxRowsPerFile: int | None = Field(default=None, ge=1)
-    #: A value the normalizer cannot map exactly (docs/fidelity-rules.md): ``keep``
-    #: writes the most faithful form and counts it in the quality report; ``fail``
-    #: fails the task naming column, page, row, value and rule.
+    #: keep: most faithful form, counted; fail: the task fails (docs/fidelity-rules.md).
     onInvalidValue: Literal["keep", "fail"] = "keep"
     allowMissingColumns: bool = False
 
@@ -278,8 +210,7 @@ class DocumentConfig(_Model):
         return self._xlsx_columns()
 
     def _one_sheet_name(self) -> None:
-        """Fold ``xlsx.sheetName`` into ``sheetName``; both given and different
-        is a conflict naming both."""
+        """Fold ``xlsx.sheetName`` into ``sheetName``; different values conflict."""
         wanted = self.xlsx.sheetName if self.xlsx else None
         if wanted is None:
             return
@@ -295,13 +226,9 @@ class DocumentConfig(_Model):
 
 
 class JobConfig(_Model):
-    """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap
-    (the task succeeds truncated, it never fails for it), ``pageSize`` rows per
-    page (1..10,000; the contract's spelling of ``dataConfig.pageSize``, see the
-    module docstring), ``notifyUrl`` a completion webhook (http/https; with a
-    caller registry it must be under the caller's ``notifyUrlPrefixes``) that
-    receives the final status and the signed link (``streams.notify``); not
-    part of the fingerprint."""
+    """How the task runs: ``timeout`` seconds until TIMEOUT, ``maxRows`` cap (the task succeeds
+    truncated), ``pageSize`` (see the module docstring), ``notifyUrl`` completion webhook (under the
+    caller's ``notifyUrlPrefixes``; ``streams.notify``)."""
 
     timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
     maxRows: int | None = Field(default=None, ge=1)
@@ -311,16 +238,8 @@ class JobConfig(_Model):
 
 
 class ExportSpec(_Model):
-    """A whole export request as a caller sends it.
-
-    ``bizDesc`` is a free-text description of the export (up to 256
-    characters) shown in task lists; it does not shape the file, so it is not
-    part of the fingerprint.
-
-    Raises (``pydantic.ValidationError``, a 422 at the API): any field out of
-    its rule, an unknown field (named by its path), or ``dataConfig.pageSize``
-    and ``jobConfig.pageSize`` given different values (both named).
-    """
+    """A whole export request. ``bizDesc``: free text (<= 256 characters) shown in task lists.
+    Raises ``pydantic.ValidationError`` (422)."""
 
     sysCode: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     bizType: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
@@ -332,8 +251,7 @@ class ExportSpec(_Model):
 
     @model_validator(mode="after")
     def _one_page_size(self) -> "ExportSpec":
-        """Fold ``jobConfig.pageSize`` into ``dataConfig.pageSize`` (the value in
-        force); both given and different is a conflict naming both."""
+        """Fold ``jobConfig.pageSize`` into ``dataConfig.pageSize``; different values conflict."""
         data, job = self.dataConfig, self.jobConfig.pageSize
         if job is None:
             return self
@@ -346,8 +264,7 @@ class ExportSpec(_Model):
 
     @model_validator(mode="after")
     def _fits_a_record(self) -> "ExportSpec":
-        """Refuse a spec whose JSON passes :data:`MAX_SPEC_BYTES`, naming
-        its largest field (``dataConfig.queryConditions``) and the limit."""
+        """Refuse a spec over :data:`MAX_SPEC_BYTES`, naming its largest field."""
         doc = self.model_dump(mode="json", exclude_none=True)
         size = _json_size(doc)
         if size <= MAX_SPEC_BYTES:
@@ -362,20 +279,11 @@ class ExportSpec(_Model):
         raise ValidationError.from_exception_data("ExportSpec", [too_large])
 
     def fingerprint(self, slot: str | None = None) -> str:
-        """sha256 (hex) of the canonical JSON (sorted keys) of everything that
-        decides the file: sysCode, bizType, userId, the data source (mode,
-        dataApiUrl, queryConditions, initial runtimeContext), the whole
-        documentConfig (columns, fileFormat, name, sheet name in force, xlsx
-        options, flavour, zone, split...) and jobConfig.maxRows. Not in it:
-        bizDesc, timeout and the page size (they do not change the file), nor
-        which spelling named the sheet. Two requests with one fingerprint give
-        the same file, so dedupe and reuse may answer one with the other's task.
-
-        ``slot``: a schedule slot's idempotency key (``"{scheduleId}:{slotMs}"``,
-        ``schedules.runner``), added to the inputs when given, so each slot's
-        export is its own task and a repeated fire of one slot finds it."""
+        """sha256 hex of the canonical JSON of what decides the file (sysCode, bizType, userId, data
+        source, documentConfig with the sheet name in force, jobConfig.maxRows; not bizDesc,
+        timeout, page size): one fingerprint, one file, so dedupe and reuse may answer with another
+        task. ``slot`` (``"{scheduleId}:{slotMs}"``) makes each schedule slot its own task."""
         data = self.dataConfig
-        # sheetName holds the name in force; xlsx.sheetName is only its other spelling
         document = self.documentConfig.model_dump(exclude_none=True,
                                                   exclude={"xlsx": {"sheetName"}})
         if not document.get("xlsx", True):

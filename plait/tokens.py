@@ -1,20 +1,6 @@
-"""Short-lived data tokens: how a business data API knows a page request
-really comes from Plait, for this task and this user.
-
-Plait mints a token per page request and sends it in the
-``X-Plait-Data-Token`` header, with the task id in ``X-Plait-Task-Id``; the
-body carries ``userId`` (docs/events.md, "Business data API (pull contract)"). The business system
-checks it with :func:`verify_data_token` and its own ``appSecret``::
-
-    verify_data_token(app_secret, request.headers["X-Plait-Data-Token"],
-                      request.headers["X-Plait-Task-Id"], body["userId"], time.time())
-
-Token format: ``v1.<taskId>.<expiresAt>.<hex HMAC-SHA256>`` where the MAC
-(RFC 2104) covers ``plait-data-token/v1``, the task id, the user id and the
-expiry (Unix seconds). The user id is bound but not carried, so a token
-minted for one user fails for any other. The ``plait-data-token/v1`` label
-separates these MACs from request signatures made with the same secret.
-"""
+"""Short-lived data tokens proving a page request comes from Plait for this task and user
+(docs/events.md, "Business data API (pull contract)"): ``v1.<taskId>.<expiresAt>.<hex HMAC-SHA256>``
+over ``plait-data-token/v1``, task id, user id (bound, not carried) and expiry (Unix s)."""
 from __future__ import annotations
 
 import hmac
@@ -31,14 +17,8 @@ _TOKEN_RE = re.compile(r"^v1\.(?P<task>[A-Za-z0-9_-]{1,128})\.(?P<exp>[0-9]{1,12
 
 
 class DataTokenError(AuthError, ValueError):
-    """A data token was refused (raised by :func:`verify_data_token`, which a
-    business data API calls; it should answer 401). Also a ``ValueError``, as
-    before it joined the error tree, so existing ``except ValueError`` keeps working.
-
-    Attributes:
-        reason: ``"malformed"``, ``"bad signature"`` (tampered, wrong secret
-            or another user), ``"wrong task"`` or ``"expired"``.
-    """
+    """A refused data token (answer 401); ``reason``: ``malformed``, ``bad signature``, ``wrong
+    task`` or ``expired``. A ``ValueError`` too."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"data token refused: {reason}", status=401)
@@ -51,13 +31,8 @@ def _mac(secret: str, task_id: str, user_id: str, expires_at: int) -> str:
 
 
 def mint_data_token(secret: str, task_id: str, user_id: str, expires_at: int | float) -> str:
-    """A token for ``task_id`` and ``user_id`` valid until ``expires_at``
-    (Unix seconds, rounded down); Plait sets it to the task's deadline
-    (created at + ``jobConfig.timeout``), so it expires with the task.
-
-    Raises:
-        ValueError: ``task_id`` not 1-128 characters of ``[A-Za-z0-9_-]``.
-    """
+    """A token for ``task_id`` and ``user_id`` valid until ``expires_at`` (Unix s, rounded down).
+    Raises ValueError unless ``task_id`` is 1-128 of ``[A-Za-z0-9_-]``."""
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", task_id or ""):
         raise ValueError("task_id must be 1-128 characters of [A-Za-z0-9_-]")
     exp = int(expires_at)
@@ -66,16 +41,8 @@ def mint_data_token(secret: str, task_id: str, user_id: str, expires_at: int | f
 
 def verify_data_token(secret: str, token: str, task_id: str, user_id: str,
                       now: float) -> None:
-    """Check a token; returns None when it is valid for ``task_id`` and
-    ``user_id`` at ``now`` (Unix seconds).
-
-    Order: well-formed, MAC valid (constant-time), task id matches, not
-    expired (valid while ``now < expiresAt``).
-
-    Raises:
-        DataTokenError: with ``reason`` ``malformed``, ``bad signature``,
-            ``wrong task`` or ``expired``.
-    """
+    """None when ``token`` is valid for ``task_id`` and ``user_id`` at ``now`` (Unix s; valid while
+    ``now < expiresAt``). Raises DataTokenError."""
     match = _TOKEN_RE.match(token or "")
     if not match:
         raise DataTokenError("malformed")

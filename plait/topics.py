@@ -31,9 +31,7 @@ class Topics:
     prefix: str = ""
 
     def name(self, base: str) -> str:
-        """Full topic name of ``base`` (one of this module's constants)."""
         return f"{self.prefix}{base}"
 
     def all(self) -> list[str]:
-        """Every Plait topic name, prefixed."""
         return [self.name(t) for t in ALL]

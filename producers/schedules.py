@@ -1,16 +1,9 @@
-"""SDK for schedules (issue 14): a small HTTP client of the ``/schedules``
-routes, signed like every other call when an appKey/appSecret is given
-(``producers.signing.PlaitAuth``).
+"""SDK of the ``/schedules`` routes, signed when an appKey/appSecret is given::
 
     client = ScheduleClient("https://plait.example", app_key="crm-app", app_secret="...")
-    sch = client.create({"name": "weekly", "trigger": {"cron": "0 6 * * 1",
-                         "timeZone": "Europe/Berlin"}, "action": {"export": spec}})
-    client.trigger(sch["id"]); client.get(sch["id"])["nextFireTimes"]
+    sch = client.create({"name": "weekly", "trigger": {"cron": "0 6 * * 1"}, "action": {"export": spec}})
 
-Every method returns the envelope's ``data``; a 4xx/5xx raises
-:class:`ScheduleError` carrying the status and the envelope (its
-``data.errors`` name the fields).
-"""
+Each method returns the envelope's ``data``; a 4xx/5xx raises :class:`ScheduleError`."""
 from __future__ import annotations
 
 from typing import Any
@@ -32,15 +25,8 @@ class ScheduleError(PlaitError):
 
 
 class ScheduleClient:
-    """``/schedules`` over HTTP.
-
-    Args:
-        api_url: the API base URL.
-        app_key, app_secret: the caller's credentials (signed requests); omit
-            both for an API in open mode.
-        sys_code: open mode only: whose schedules to list/read (``sysCode`` query).
-        client: an ``httpx.Client`` to use (tests); one is created otherwise.
-    """
+    """``/schedules`` over HTTP; omit ``app_key``/``app_secret`` in open mode (then ``sys_code``
+    picks whose schedules)."""
 
     def __init__(self, api_url: str, app_key: str | None = None, app_secret: str | None = None,
                  sys_code: str | None = None, client: httpx.Client | None = None,
@@ -65,7 +51,6 @@ class ScheduleClient:
         return self._call("POST", "/schedules", schedule)
 
     def list(self) -> list[dict[str, Any]]:
-        """``GET /schedules``."""
         return self._call("GET", "/schedules")["schedules"]
 
     def get(self, schedule_id: str) -> dict[str, Any]:
@@ -77,15 +62,12 @@ class ScheduleClient:
         return self._call("PATCH", f"/schedules/{schedule_id}", fields)
 
     def pause(self, schedule_id: str, note: str | None = None) -> dict[str, Any]:
-        """Pause with a note."""
         return self.update(schedule_id, paused=True, note=note)
 
     def resume(self, schedule_id: str) -> dict[str, Any]:
-        """Resume."""
         return self.update(schedule_id, paused=False)
 
     def delete(self, schedule_id: str) -> dict[str, Any]:
-        """``DELETE /schedules/{id}``."""
         return self._call("DELETE", f"/schedules/{schedule_id}")
 
     def trigger(self, schedule_id: str) -> dict[str, Any]:
@@ -98,5 +80,4 @@ class ScheduleClient:
                           {"start": start, "end": end})
 
     def close(self) -> None:
-        """Close the HTTP client."""
         self.http.close()

@@ -1,10 +1,7 @@
-"""Producer SDK: emit export requests (and, in push mode, page batches) to
-Kafka directly, keyed by task id, without going through the API.
-
-Uses confluent-kafka with the idempotent producer and ``murmur2_random``
-partitioning, the Java client's and aiokafka's (Faust's) key hash, so a
-task's events land on the same partition whoever sends them (docs/kafka-rules.md #8).
-"""
+"""Producer SDK (docs/kafka-rules.md #8): emit export requests (and, in push mode, page batches) to
+Kafka directly, keyed by task id, with the idempotent producer and ``murmur2_random`` partitioning
+(the Java client's and aiokafka's hash), so a task's events land on one partition whoever sends
+them."""
 from __future__ import annotations
 
 import base64
@@ -29,14 +26,13 @@ from sinks.values import dumps_rows
 
 
 class BrokerUnreachable(Unavailable, ConnectionError, RuntimeError):
-    """No Kafka broker answered: an :class:`plait.errors.Unavailable` (503 at the
-    API), a ``ConnectionError``, and a ``RuntimeError`` as ``flush`` raised before."""
+    """No Kafka broker answered: an ``Unavailable`` (503), a ``ConnectionError`` and a
+    ``RuntimeError``."""
 
 
 def _json_row(index: int, row: Mapping[str, Any]) -> dict[str, Any]:
-    """One pushed row with its values as the pull contract's JSON carries
-    them (``PlaitProducer.send_page``). Raises ``TypeError`` naming the row
-    and column of a value it cannot send."""
+    """One pushed row with values as the pull contract's JSON carries them. Raises ``TypeError``
+    naming row and column."""
     if not isinstance(row, Mapping):
         raise TypeError(f"row {index}: a row is a mapping of column -> value, "
                         f"not {type(row).__name__}")
@@ -53,7 +49,6 @@ _PLAIN = (str, int, float, bool, Decimal, type(None))
 
 
 def _json_value(value: Any) -> Any:
-    """``value`` as JSON can carry it: see ``send_page``."""
     if isinstance(value, _PLAIN):
         return value
     if isinstance(value, (datetime, date, dtime)):
@@ -74,23 +69,10 @@ def _json_value(value: Any) -> Any:
 
 
 class PlaitProducer:
-    """Sends Plait events. Thread-safe (confluent-kafka's Producer is).
-
-    Args:
-        bootstrap: Kafka bootstrap servers, ``host:port``; default
-            ``PLAIT_BROKER_URL``, else the running ``plait dev``'s broker
-            (``.plait/dev.env``, see :mod:`plait.devenv`).
-        topic_prefix: the deployment's topic prefix; default
-            ``PLAIT_TOPIC_PREFIX``, else the running ``plait dev``'s, else ``""``.
-        source: CloudEvents ``source`` of the events sent.
-        config: extra librdkafka settings.
-
-    librdkafka logs go to the ``plait.kafka`` Python logger (silent unless
-    the application configures logging).
-
-    Raises:
-        ValueError: no ``bootstrap`` given and none found (says how to name one).
-    """
+    """Sends Plait events; thread-safe. ``bootstrap`` and ``topic_prefix`` default to
+    ``PLAIT_BROKER_URL``/``PLAIT_TOPIC_PREFIX``, else the running ``plait dev``'s
+    (:mod:`plait.devenv`); ``config``: extra librdkafka settings. Raises ValueError when no broker
+    is found."""
 
     def __init__(self, bootstrap: str | None = None, topic_prefix: str | None = None,
                  source: str = "plait-sdk", **config: Any) -> None:
@@ -115,11 +97,11 @@ class PlaitProducer:
             "message.max.bytes": 2 * 1024 * 1024,
             "error_cb": self._on_error,
             **config,
-        }, logger=kafka_logger())  # librdkafka logs via logging, not stderr
+        }, logger=kafka_logger())
 
     def send(self, topic: str, key: str, payload: Payload) -> None:
-        """Queue one event (base topic name from ``plait.topics``); raises
-        ``BufferError`` when the local queue is full (call ``flush``)."""
+        """Queue one event (base topic name); raises ``BufferError`` when the local queue is full
+        (``flush``)."""
         from plait import tracing
 
         tp = tracing.current_traceparent()
@@ -130,13 +112,9 @@ class PlaitProducer:
         self._producer.poll(0)
 
     def request_export(self, spec: ExportSpec | dict, task_id: str | None = None) -> str:
-        """Emit ExportRequested for ``spec`` and wait until the broker has it.
-
-        Returns the task id. Raises ``pydantic.ValidationError`` for an invalid
-        spec (naming the field), ``BrokerUnreachable`` when no broker answers
-        (after 5 s) and ``RuntimeError`` when the broker did not acknowledge
-        within 30 s.
-        """
+        """Emit ExportRequested for ``spec`` and wait for the broker; returns the task id. Raises
+        ``pydantic.ValidationError``, ``BrokerUnreachable`` (5 s) or ``RuntimeError`` (no ack in 30
+        s)."""
         spec = spec if isinstance(spec, ExportSpec) else ExportSpec.model_validate(spec)
         task_id = task_id or new_task_id()
         self.send(T.REQUESTS, task_id, ExportRequested(
@@ -147,29 +125,15 @@ class PlaitProducer:
     def send_page(self, task_id: str, spec: ExportSpec, seq: int, rows: list[Mapping[str, Any]],
                   rows_before: int = 0, is_last: bool = False, *, partition: int = 0,
                   partitions: int = 1) -> None:
-        """Push mode: queue page ``seq`` of ``partition`` (call :meth:`flush`
-        to wait for the broker). Keep a page under ~1 MB of JSON.
+        """Push mode: queue page ``seq`` of ``partition`` (then :meth:`flush`); keep a page under ~1
+        MB of JSON.
 
-        Several producers may feed one task, each its own ``partition``
-        (0..``partitions``-1, every page saying the same ``partitions``),
-        numbering its pages ``seq`` 0, 1, ... and marking its last page
-        ``is_last``; pages may arrive in any order and repeat. The file holds
-        partition 0's pages in seq order, then partition 1's, and so on
-        (docs/events.md, "Push contract"). ``rows_before`` only feeds the
-        progress reports.
-
-        Values are sent as a data API would send them in JSON (the pull
-        contract), so a pushed row gives the same cells as the same row
-        pulled: ``Decimal`` as its number literal (every digit), ``bytes``
-        as base64 text, ``date`` / ``datetime`` / ``time`` in ISO 8601 (a
-        zoned datetime with its offset), ``UUID`` as text, numpy scalars as
-        the Python value they hold; dicts and lists recursively.
-
-        Raises ``TypeError`` naming the row and column of a value of another
-        type, ``pydantic.ValidationError`` naming the field of a bad
-        ``seq``/``partition``/``partitions``, ``BufferError`` when the local
-        queue is full (call ``flush``).
-        """
+        Each producer of a task numbers its own ``partition``'s pages from 0 and marks the last
+        ``is_last``; pages may arrive in any order and repeat; the file holds partition 0's pages in
+        seq order, then 1's... (docs/events.md, "Push contract"). Values go as a data API's JSON
+        would carry them (Decimal literal, base64 bytes, ISO 8601 times, UUID text, numpy scalars,
+        nested dicts and lists). Raises ``TypeError`` (row, column), ``pydantic.ValidationError`` or
+        ``BufferError``."""
         clean = [_json_row(i, row) for i, row in enumerate(rows)]
         body, _plain = dumps_rows(clean)
         self.send(T.PAGES, task_id, PageBatch(
@@ -223,15 +187,9 @@ class PlaitProducer:
             self._down = err.str()
 
     def flush(self, timeout: float = 30.0, unreachable_after: float = 5.0) -> None:
-        """Wait until every queued event is acknowledged.
-
-        Raises:
-            BrokerUnreachable: (a ``ConnectionError``) no broker at
-                ``bootstrap`` answered for ``unreachable_after`` seconds (the
-                events stay queued: call ``flush`` again once it is up).
-            RuntimeError: some are still queued after ``timeout`` seconds, or
-                the broker refused some (naming the topic and error).
-        """
+        """Wait until every queued event is acknowledged. Raises BrokerUnreachable after
+        ``unreachable_after`` s without a broker (events stay queued), or RuntimeError after
+        ``timeout`` s or on refusals (naming topic and error)."""
         start = time.monotonic()
         while True:  # short flushes, so an unreachable broker is noticed early
             left = self._producer.flush(min(0.5, timeout))

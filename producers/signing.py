@@ -1,13 +1,6 @@
-"""Sign requests to the Plait API from a business system (``plait.signature``).
-
-Usage with httpx (sync or async)::
-
-    auth = PlaitAuth("crm-app", app_secret)
-    httpx.post(f"{api}/export/tasks", json=spec, auth=auth)
-
-Each request gets a fresh nonce and the current timestamp; the signature
-covers method, path, query, body, timestamp and nonce (RFC 2104 HMAC-SHA256).
-"""
+"""Sign requests to the Plait API from a business system (``plait.signature``), e.g.
+``httpx.post(url, json=spec, auth=PlaitAuth("crm-app", app_secret))``: fresh nonce and timestamp per
+request."""
 from __future__ import annotations
 
 import secrets
@@ -23,13 +16,8 @@ from plait.signature import (HEADER_APP_KEY, HEADER_NONCE, HEADER_SIGNATURE, HEA
 def signed_headers(app_key: str, app_secret: str, method: str, path: str, query: str | bytes,
                    body: bytes, timestamp: int | None = None,
                    nonce: str | None = None) -> dict[str, str]:
-    """The four ``X-Plait-*`` headers for one request.
-
-    Args:
-        path: the decoded URL path without the query; query: the raw query string.
-        timestamp: Unix seconds (default: now); nonce: default 22 random
-            URL-safe characters (``secrets.token_urlsafe(16)``).
-    """
+    """The four ``X-Plait-*`` headers for one request; ``path`` decoded without query, ``query``
+    raw; ``timestamp`` and ``nonce`` default to now and a random one."""
     ts = str(int(time.time()) if timestamp is None else int(timestamp))
     nonce = nonce or secrets.token_urlsafe(16)
     return {HEADER_APP_KEY: app_key, HEADER_TIMESTAMP: ts, HEADER_NONCE: nonce,
@@ -37,12 +25,8 @@ def signed_headers(app_key: str, app_secret: str, method: str, path: str, query:
 
 
 class PlaitAuth(httpx.Auth):
-    """httpx auth that signs every request with ``app_key``/``app_secret``.
-
-    The body is read before signing (``requires_request_body``), so streaming
-    uploads are buffered. ``clock`` returns Unix seconds (tests inject one).
-    The secret is kept out of ``repr``.
-    """
+    """httpx auth signing every request (the body is read first, so streams are buffered); ``clock``
+    gives Unix s; the secret stays out of ``repr``."""
 
     requires_request_body = True
 

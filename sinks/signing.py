@@ -16,12 +16,8 @@ def sign_link(secret: str, key: str, expires: int, file_name: str) -> str:
 
 def verify_link(secret: str, key: str, expires: int, file_name: str, sig: str,
                 now: float | None = None) -> str | None:
-    """Check a link; returns None when valid, else the reason
-    (``"expired"`` or ``"bad signature"``).
-
-    Any text is accepted: the signature is compared as UTF-8 bytes
-    (``hmac.compare_digest`` refuses non-ASCII ``str``), so a forged link with a
-    non-ASCII ``sig`` is a bad signature, never an error."""
+    """None when the link is valid, else ``"expired"`` or ``"bad signature"``; the signature is
+    compared as UTF-8 bytes, so a non-ASCII ``sig`` is a bad signature, not an error."""
     expected = sign_link(secret, key, expires, file_name).encode()
     if not hmac.compare_digest(expected, sig.encode("utf-8", "surrogatepass")):
         return "bad signature"

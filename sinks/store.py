@@ -1,10 +1,6 @@
-"""Object storage behind one small interface: a local directory (the default)
-or S3 through boto3 (multipart uploads, presigned GET URLs).
-
-Every method is blocking: callers on the event loop run them in a thread
-(``asyncio.to_thread``, docs/kafka-rules.md #6). Keys are ``/``-separated and built
-from server-side ids only.
-"""
+"""Object storage: a local directory (default) or S3 via boto3. Every method blocks: callers on the
+event loop use ``asyncio.to_thread`` (docs/kafka-rules.md #6). Keys are ``/``-separated, built from
+server-side ids only."""
 from __future__ import annotations
 
 import os
@@ -65,9 +61,8 @@ class LocalStore:
         self._put(key, lambda tmp: tmp.write_bytes(data))
 
     def _put(self, key: str, write) -> None:
-        """``write(tmp)`` then rename onto the key's path, made again (up to
-        three tries) when a ``delete_prefix`` of the same prefix removed its
-        directory meanwhile. Raises ``OSError`` when it never could."""
+        """``write(tmp)`` then rename onto the key's path, retried (3 tries) when a concurrent
+        ``delete_prefix`` removed its directory. Raises ``OSError``."""
         dest = self._path(key)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
         for attempt in range(3):
@@ -98,16 +93,13 @@ class LocalStore:
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix.rstrip("/")) if prefix.strip("/") else self.root
-        # os.walk, not Path.rglob: a directory removed meanwhile (another
-        # worker's delete_prefix of the same task) is skipped; rglob raised
-        # FileNotFoundError from its scandir (Python 3.11)
+        # os.walk skips a directory removed meanwhile (Path.rglob raised FileNotFoundError).
         return sorted(os.path.relpath(os.path.join(top, name), self.root)
                       for top, _dirs, names in os.walk(base) for name in names
                       if not name.startswith("."))
 
     def delete_prefix(self, prefix: str) -> int:
-        """Safe while others delete or write the same keys (each key is gone
-        once, whoever removes it)."""
+        """Safe while others delete or write the same keys."""
         keys = self.list(prefix)
         for key in keys:
             self._path(key).unlink(missing_ok=True)
@@ -124,17 +116,11 @@ class LocalStore:
 
 
 class S3Store:
-    """Objects in an S3 bucket (AWS, MinIO, moto) under ``prefix``.
+    """Objects in an S3 bucket under ``prefix``. ``public_url``: the endpoint as downloaders reach
+    it (compose: ``localhost:9000`` beside ``minio:9000``); links are signed for it, since SigV4
+    signs the ``Host``."""
 
-    ``public_url`` (``PLAIT_S3_PUBLIC_URL``) is the endpoint as the people who
-    download see it, when it differs from ``endpoint_url`` as the workers see
-    it (docker compose: workers reach ``http://minio:9000``, a browser on the
-    host ``http://localhost:9000``). Presigned links are signed for that host
-    (SigV4 signs the ``Host`` header, so a link cannot be rewritten after
-    signing); empty means links use ``endpoint_url``.
-    """
-
-    #: multipart above 8 MiB, in 8 MiB parts (S3 minimum part size is 5 MiB).
+    #: S3's minimum part is 5 MiB.
     PART_BYTES = 8 * 1024 * 1024
 
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str = "",
@@ -190,8 +176,7 @@ class S3Store:
         return sorted(keys)
 
     def delete_prefix(self, prefix: str) -> int:
-        """Safe while others delete or write the same keys (each key is gone
-        once, whoever removes it)."""
+        """Safe while others delete or write the same keys."""
         keys = self.list(prefix)
         for i in range(0, len(keys), 1000):
             chunk = [{"Key": self._k(k)} for k in keys[i:i + 1000]]

@@ -1,50 +1,14 @@
-"""Value normalization: one page of JSON rows -> one typed Arrow record batch.
+"""Value normalization: one page of JSON rows -> one typed Arrow record batch
+(:func:`rows_to_batch`); the finalizer merges the shards' schemas (:func:`unify_schemas`) and casts
+each batch (:func:`conform`).
 
-The shard writer calls :func:`rows_to_batch` for every page; the finalizer calls
-:func:`unify_schemas` over the shards of a task and :func:`conform` on each
-shard batch before handing it to a file writer (``sinks.writers``).
-
-Rules (each one is a case in ``docs/fidelity.md`` E1..E16 or in
-``docs/fidelity-rules.md`` F1..F12):
-
-- Integers stay ``int64`` while ``|n| <= 2**53``; beyond that a double (and so
-  Excel and JavaScript) cannot hold them exactly, so the column becomes text
-  with every digit (E8, counted ``converted_to_text``).
-- JSON numbers reach the normalizer exactly (:func:`json_number`): a literal
-  that is not the shortest repr of its double arrives as a ``Decimal``. A
-  ``decimal`` column (declared, or inferred from ints and Decimals) is an Arrow
-  ``decimal128``/``decimal256`` keeping every digit (F11).
-- Strings are never guessed into numbers ("00123", "1E5", "1.10" stay text,
-  E9). One exception, the same everywhere (F10): in a column without a declared
-  type, a page whose non-null values are all RFC 3339 date-times *with an
-  offset* (``2013-01-01T10:00:00Z``) becomes a datetime column.
-- Aware datetimes are converted to ``doc.timeZone`` (IANA) and stored as
-  ``timestamp("us", tz)``; naive ones are read as wall time in that zone (E10).
-  A wall time that does not exist (DST gap) is shifted forward by the gap and
-  counted ``nonexistent_local_time``; one that happens twice takes the first
-  occurrence and is counted ``ambiguous_local_time`` (F6).
-- Instants beyond what a Python datetime holds in the export zone (year 10000)
-  keep their instant (parquet) and are written as ISO-8601 text elsewhere,
-  counted ``out_of_range`` (F4). ``0000-00-00`` and unparsable dates in a
-  date/datetime column are null, counted ``invalid_date`` (F5).
-- Lone UTF-16 surrogates become U+FFFD, counted ``replaced_invalid_unicode`` (F1).
-- A column holding text and numbers/booleans (on one page or across pages) is
-  a *mixed* column: a string column with field metadata ``plait.mixed`` whose
-  cells are JSON-encoded source values (``1``, ``"N/A"``, ``2.5``, ``true``), so
-  each writer can give every cell its own type (F7). A value a declared
-  int/float/decimal/bool column cannot hold is kept that way too, counted
-  ``type_mismatch``.
-- ``dict``/``list`` -> compact JSON text with sorted keys (E14); ``bytes`` ->
-  base64 text; ``ColumnSpec.dictionary`` and ``mask`` produce text.
-- A column with only nulls is ``string`` and carries the field metadata
-  ``plait.all_null`` so that :func:`unify_schemas` lets another page decide.
-
-Counts: every kind is counted twice in the returned dict, in total (``kind``)
-and per column (``kind:column``). With ``doc.onInvalidValue == "fail"`` the
-kinds in :data:`STRICT_KINDS` raise :class:`PermanentError` instead, naming
-column, page, row, value (truncated) and rule. Any other exception on the row
-path becomes a :class:`PermanentError` naming the column and the page.
-"""
+Each rule is a case of docs/fidelity.md (E1..E16) or docs/fidelity-rules.md (F1..F12): ints stay
+``int64`` within 2**53 (else text, E8); inexact number literals arrive as ``Decimal`` (F11); strings
+are never guessed into numbers (E9), but an untyped column of RFC 3339 date-times with an offset is
+a datetime column (F10); datetimes go to ``doc.timeZone`` (E10, F6); a column of text and numbers is
+*mixed* (metadata ``plait.mixed``, JSON cells, F7); an all-null column is ``string`` with
+``plait.all_null``. Counts come per kind and per ``kind:column``; with ``onInvalidValue: "fail"``
+the :data:`STRICT_KINDS` raise PermanentError instead."""
 from __future__ import annotations
 
 import base64
@@ -74,7 +38,7 @@ ALL_NULL = b"plait.all_null"
 #: Field metadata key marking a mixed column (cells are JSON-encoded values).
 MIXED = b"plait.mixed"
 
-#: Kinds of cell change (quality report keys; see docs/fidelity-rules.md).
+#: Kinds of cell change (quality report keys, docs/fidelity-rules.md).
 REPLACED_INVALID_UNICODE = "replaced_invalid_unicode"
 CONVERTED_TO_TEXT = "converted_to_text"
 OUT_OF_RANGE = "out_of_range"
@@ -86,7 +50,6 @@ MIXED_TYPES = "mixed_types"
 #: A row without a declared column's field (blank cell).
 MISSING_FIELD = "missing_field"
 #: Kinds that change or drop a value: ``onInvalidValue: "fail"`` fails on them.
-#: (``converted_to_text`` keeps every character and never fails.)
 STRICT_KINDS = frozenset({REPLACED_INVALID_UNICODE, OUT_OF_RANGE, INVALID_DATE,
                           NONEXISTENT_LOCAL_TIME, AMBIGUOUS_LOCAL_TIME, TYPE_MISMATCH})
 
@@ -101,7 +64,7 @@ _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 _MASK_KEYS = {"first": "first", "keepFirst": "first", "head": "first",
               "last": "last", "keepLast": "last", "tail": "last"}
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 #: RFC 3339 date-time with an offset (F10); seconds and fraction optional.
 OFFSET_DATETIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:[Zz]|[+-]\d{2}:\d{2})\Z")
@@ -109,34 +72,23 @@ _ZERO_DATE = ("0000-00-00", "0000-00-00 00:00:00")
 
 
 def json_number(literal: str) -> float | Decimal:
-    """``parse_float`` for ``json.loads``: a JSON number literal with a fraction
-    or exponent -> ``float`` when the literal is exactly the shortest repr of
-    that double (``2.5``, ``1e-05``: the common case, fast), else ``Decimal``
-    keeping every digit (``0.10``, ``12345678901234567890.12``, ``1E+5``)."""
+    """``parse_float`` for ``json.loads``: ``float`` when the literal is the shortest repr of its
+    double, else ``Decimal`` with every digit (``0.10``, ``1E+5``)."""
     if len(literal) <= 16 and literal[-1] != "0" and "e" not in literal and "E" not in literal:
-        # at most 15 significant digits, no trailing zero, no exponent: the
-        # double's shortest repr has exactly these digits (fast path)
-        return float(literal)
+        return float(literal)  # <= 15 significant digits: repr(float) spells the same digits
     f = float(literal)
     if repr(f) == literal:
         return f
     return Decimal(literal)
 
 
-#: Types orjson may give for a literal the standard exact decode reads
-#: otherwise: a float (a fraction or exponent: ``json_number`` may make it a
-#: Decimal; an integer beyond 64 bits) and containers that may hold one.
 _MAYBE_INEXACT = frozenset({float, dict, list})
 
 
 def loads_exact(body: bytes) -> object:
-    """``json.loads(body, parse_float=json_number)``, faster where it can be:
-    orjson decodes first (~2x faster); its answer is kept when it holds no
-    float anywhere (checked in C over the values of a list of flat objects:
-    ints and strings come out the same), else the body is decoded again the
-    exact standard way. Anything orjson refuses (NaN/Infinity literals, lone
-    surrogates, a BOM, another encoding) takes the standard path, which also
-    raises what it always raised (``ValueError``)."""
+    """``json.loads(body, parse_float=json_number)``, via orjson (about twice as fast) when its
+    answer holds no float; else, and for anything orjson refuses, the standard path, which raises
+    ``ValueError``."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -148,14 +100,14 @@ _DICT_ONLY = {dict}
 
 
 def all_dicts(items: list) -> bool:
-    """Whether every item of ``items`` is a ``dict`` (or a subclass), with
-    one C pass over their types in the common case (plain dicts)."""
+    """Whether every item of ``items`` is a ``dict``, in one C pass over their types for plain
+    dicts."""
     return set(map(type, items)) <= _DICT_ONLY or all(isinstance(r, dict) for r in items)
 
 
 def _exact(v: object) -> bool:
-    """Whether an orjson answer holds no float (see :func:`loads_exact`); a
-    list of objects is checked with one C pass over all their values."""
+    """Whether an orjson answer holds no float; a list of objects in one C pass over their values.
+    """
     t = type(v)
     if t is dict:
         return all(map(_exact, v.values()))  # type: ignore[union-attr]
@@ -169,14 +121,9 @@ def _exact(v: object) -> bool:
 
 
 def dumps_rows(rows: list) -> tuple[bytes, bool]:
-    """JSON bytes of a page's rows for transport, and whether they are *plain*.
-
-    Plain rows (no ``Decimal``, no lone surrogate) give ordinary UTF-8 JSON and
-    ``True`` (they can travel inline in an event). Otherwise ``False`` and an
-    ASCII JSON text that keeps Decimals as number literals with every digit and
-    lone surrogates as ``\\uXXXX`` escapes; read it back with
-    ``json.loads(body, parse_float=json_number)`` to get the same values.
-    """
+    """``(JSON bytes of rows, plain)``: plain rows (no ``Decimal``, no lone surrogate) as UTF-8
+    JSON; else ASCII JSON keeping Decimal literals and ``\\uXXXX`` surrogates, read back with
+    ``json.loads(body, parse_float=json_number)``."""
     try:
         return json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode(), True
     except (TypeError, UnicodeEncodeError, ValueError):
@@ -197,7 +144,7 @@ def _exact_json(v: object) -> str:
 
 def fix_unicode(s: str) -> str:
     """``s`` with every lone UTF-16 surrogate replaced by U+FFFD (F1)."""
-    return _SURROGATE.sub("\ufffd", s)
+    return SURROGATE.sub("\ufffd", s)
 
 
 def _show(value: object) -> str:
@@ -207,27 +154,15 @@ def _show(value: object) -> str:
 
 def rows_to_batch(rows: list[dict], doc: DocumentConfig,
                   page: int | None = None) -> tuple[pa.RecordBatch, dict[str, int]]:
-    """Normalize one page of rows into a record batch.
+    """``(batch, counts)`` of one page of ``rows`` (JSON-decoded dicts; also Decimal, bytes, date,
+    datetime).
 
-    ``rows``: JSON-decoded dicts (values None, bool, int, float incl. nan/inf,
-    str, list, dict; also Decimal, bytes, date, datetime). Columns follow
-    ``doc.columns`` when given (missing fields -> null, extra ignored), else the
-    keys in first-seen order. Field names of the batch are the ``fieldName``s.
-    A column with a ``dictionary`` or ``mask`` is text (labels, masked values);
-    otherwise its type is ``ColumnSpec.type`` or inferred from this page.
-    ``page`` is the page's seq, only used in error messages.
-
-    Returns ``(batch, counts)``; ``counts`` maps a kind of cell change to how
-    many cells it touched, in total and per column
-    (``{"converted_to_text": 2, "converted_to_text:id": 2}``).
-
-    Raises :class:`PermanentError` when a row is not an object, the file format
-    is xlsx and there are more than 16,384 columns (Excel limit), the time zone
-    is unknown, a mask is malformed, ``doc.onInvalidValue`` is ``"fail"`` and a
-    value falls under a rule of :data:`STRICT_KINDS` (the message names column,
-    page, row, value and rule), or anything else goes wrong with a column (the
-    message names the column and the page).
-    """
+    Columns follow ``doc.columns`` (missing fields null, extra ignored), else the keys in first-seen
+    order; types are declared or inferred from the page; ``dictionary``/``mask`` columns are text.
+    ``counts``: ``{"converted_to_text": 2, "converted_to_text:id": 2}``. ``page``: for messages.
+    Raises PermanentError (naming column and page) for a non-object row, more xlsx columns than
+    Excel holds, an unknown zone, a bad mask, a strict-kind value under ``"fail"``, or any column
+    failure."""
     specs = _column_specs(rows, doc)
     if page == 0 and doc.columns and not doc.allowMissingColumns:
         check_columns_present(rows, doc)
@@ -257,7 +192,7 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
             else:
                 meta = {ALL_NULL: b"1"} if arr.null_count == len(arr) and not ctype else None
             field_name = name
-            if _SURROGATE.search(name):
+            if SURROGATE.search(name):
                 field_name = fix_unicode(name)
                 conv.count(REPLACED_INVALID_UNICODE, 1)
             fields.append(pa.field(field_name, arr.type, metadata=meta))
@@ -271,9 +206,8 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
 
 
 def check_columns_present(rows: list[dict], doc: DocumentConfig) -> None:
-    """Raise :class:`PermanentError` when a column of ``doc.columns`` is a
-    field of none of ``rows`` (the first page; no rows: nothing to check),
-    naming those columns and the fields the rows have (first seen first)."""
+    """Raise PermanentError when a ``doc.columns`` field is in none of ``rows`` (the first page),
+    naming it and the rows' fields."""
     if not rows:
         return
     seen: dict = {}
@@ -350,9 +284,8 @@ def _json(v: object) -> str:
 
 
 def mixed_cell(v: object) -> str | None:
-    """One value as a cell of a mixed column: its JSON text (``1``, ``2.5``,
-    ``"N/A"``, ``true``; a Decimal as its literal; +/-inf as ``Infinity``;
-    NaN -> ``None``; anything else as a JSON string of its text rendering)."""
+    """One value as a mixed-column cell: its JSON text (Decimal literal, +/-inf as ``Infinity``, NaN
+    -> None; else a JSON string)."""
     t = type(v)
     if v is None:
         return None
@@ -408,9 +341,8 @@ def _float_exact(d: Decimal) -> bool:
 
 
 def decimal_type(decs: list) -> pa.DataType | None:
-    """The narrowest Arrow decimal holding every finite Decimal of ``decs``
-    exactly (``decimal128`` up to 38 digits, ``decimal256`` up to 76), or
-    ``None`` when wider than 76 digits."""
+    """The narrowest Arrow decimal holding every finite Decimal of ``decs`` (128 up to 38 digits,
+    256 up to 76), or None."""
     scale, whole = 0, 1
     for d in decs:
         if d is not None:
@@ -435,8 +367,8 @@ class _Converter:
         self.name, self.zone, self.zone_name = name, zone, doc.timeZone
         self.inf_text, self.counts, self.where = doc.infText, counts, where
         self.strict = doc.onInvalidValue == "fail"
-        self.mixed = False  # set when the result is a mixed column (see module docstring)
-        self.edge = False  # a datetime near year 1 or 10000 (see _datetime)
+        self.mixed = False
+        self.edge = False
 
     def count(self, kind: str, n: int) -> None:
         """Count ``n`` cells of ``kind``, in total and for this column."""
@@ -446,8 +378,8 @@ class _Converter:
             self.counts[key] = self.counts.get(key, 0) + n
 
     def issue(self, kind: str, i: int, value: object, what: str) -> None:
-        """Row ``i`` holds a value under rule ``kind``: count it, or fail when the
-        caller asked for strictness (``onInvalidValue: "fail"``)."""
+        """Row ``i`` holds a value under rule ``kind``: count it, or fail under ``onInvalidValue:
+        "fail"``."""
         if self.strict and kind in STRICT_KINDS:
             raise PermanentError(
                 f"column {_show(self.name)}, {self.where}, row {i}: value {_show(value)} {what} "
@@ -461,13 +393,12 @@ class _Converter:
         except UnicodeEncodeError:
             out = list(values)
             for i, v in enumerate(out):
-                if v is not None and _SURROGATE.search(v):
+                if v is not None and SURROGATE.search(v):
                     self.issue(REPLACED_INVALID_UNICODE, i, v, "holds a lone UTF-16 surrogate")
                     out[i] = fix_unicode(v)
             return pa.array(out, pa.string())
 
     def text(self, v: object) -> str | None:
-        """Text rendering of any value; numbers keep every digit."""
         return _text(v, self.inf_text)
 
     def as_text(self, values: list, count_numbers: bool) -> pa.Array:
@@ -635,8 +566,8 @@ class _Converter:
         return _BAD
 
     def _parse(self, i: int, v: object, ctype: str) -> datetime | date | None:
-        """A str/datetime/date cell as a datetime or date; ``None`` for a blank
-        or invalid one (counted ``invalid_date``)."""
+        """A str/datetime/date cell as datetime or date; None for blank or invalid (counted
+        ``invalid_date``)."""
         if v is None:
             return None
         t = type(v)
@@ -657,11 +588,9 @@ class _Converter:
         return None
 
     def _datetimes(self, values: list) -> pa.Array:
-        """A datetime column. Fast paths: UTC text (``2013-01-01T10:00:00Z``)
-        parsed column-wise by Arrow (:func:`_utc_texts`); other ISO text parsed
-        in C; a page of only naive wall times is placed in the zone by Arrow
-        (``assume_timezone`` raises on a DST gap or fold, and then every value
-        takes the counted, per-value path of :meth:`_datetime`)."""
+        """A datetime column: UTC texts column-wise in Arrow (:func:`_utc_texts`), other ISO text in
+        C, naive-only pages placed by ``assume_timezone`` (a DST gap or fold sends every value to
+        :meth:`_datetime`)."""
         fast = _utc_texts(values, self.zone_name)
         if fast is not None:
             return fast
@@ -703,8 +632,7 @@ class _Converter:
         return pa.array(stamps, ttype)
 
     def _datetime(self, i: int, v: object) -> datetime | None:
-        """An aware datetime of a cell of a datetime column (module docstring);
-        sets ``self.edge`` when it lies within two days of year 1 or 10000."""
+        """An aware datetime of a cell; sets ``self.edge`` within two days of year 1 or 10000."""
         dt = self._parse(i, v, "datetime")
         if dt is None:
             return None
@@ -744,16 +672,12 @@ class _Converter:
         return d
 
 
-#: Marker of a value that does not fit its column's type.
 _BAD = object()
 
 
 def _plain_numbers(values: list, ctype: str) -> pa.Array | None:
-    """Column-wise fast path of ``_Converter._number``: a column of only ints
-    (and nulls), or for ``float`` ints and floats, whose ints are exact
-    (``|n| <= 2**53``), is what the per-value path gives, built by Arrow in
-    one call (~50x faster). None when the column needs the per-value path
-    (text, Decimals, bools, inexact ints: counted or kept cells)."""
+    """Column-wise fast path of ``_Converter._number`` for only exact ints (and for ``float``
+    floats), built by Arrow in one call; None when a value needs the per-value path."""
     kinds = set(map(type, values))
     kinds.discard(_NONE)
     if not kinds <= ({int} if ctype == "int" else {int, float}):
@@ -774,23 +698,14 @@ def _plain_numbers(values: list, ctype: str) -> pa.Array | None:
     return pa.array(values, pa.float64())
 
 
-#: Text of a UTC instant in whole seconds, as most data APIs send them.
 _UTC_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 _UTC_TEXT_RE2 = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
 
 
 def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
-    """Column-wise fast path of ``_Converter._datetimes`` for text cells that
-    are all UTC instants in whole seconds (``2013-01-01T10:00:00Z``, years
-    1000..9998): parsed by Arrow, checked by formatting them back (so a day or
-    hour ``datetime.fromisoformat`` refuses never slips through), as
-    ``timestamp("us", zone_name)``. None when any cell is something else
-    (the per-value path then decides, and counts).
-
-    A page holds few distinct instants (flights: ~1 per 50 rows), so the checks
-    and the parse run over the distinct texts only (``pc.unique``, in order of
-    first occurrence) and the result is taken by index: each cell gets what
-    its own text gives, so the result is the same as cell by cell."""
+    """Column-wise fast path of ``_Converter._datetimes`` when every text is a UTC instant in whole
+    seconds (years 1000..9998), checked by formatting back; works over the distinct texts
+    (``pc.unique``) and takes the result by index. None otherwise."""
     first = next((v for v in values if v is not None), None)
     if type(first) is not str or not _UTC_TEXT.fullmatch(first):
         return None
@@ -802,11 +717,8 @@ def _utc_texts(values: list, zone_name: str) -> pa.Array | None:
 
 
 def utc_text_array(texts: pa.Array, zone_name: str) -> pa.Array | None:
-    """:func:`_utc_texts` of a ``string`` array: ``timestamp("us", zone_name)``
-    when every non-null text is a UTC instant in whole seconds
-    (``2013-01-01T10:00:00Z``, years 1000..9998) that ``datetime.fromisoformat``
-    reads (F10's form; the exact per-value path gives the same instant), else
-    None. At least one text must be non-null."""
+    """:func:`_utc_texts` of a ``string`` array with at least one non-null text: ``timestamp("us",
+    zone_name)`` or None."""
     uniq = pc.unique(texts).drop_null()
     if not len(uniq):
         return None
@@ -839,7 +751,6 @@ def _ints_exact(values: list) -> bool:
 
 # -- unify / conform --------------------------------------------------------
 
-#: Marker type of a mixed field while merging schemas.
 _MIXED_T = pa.large_string()
 
 
@@ -849,16 +760,9 @@ def is_mixed(field: pa.Field) -> bool:
 
 
 def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
-    """One schema for all shards of a task.
-
-    Fields appear in first-seen order. Per field: a ``null`` type or a column
-    that was all-null on its page (metadata ``plait.all_null``) yields to the
-    other; ``int64`` + ``float64`` -> ``float64``; decimals (and ``int64``)
-    widen to a decimal holding both; equal types stay; any other conflict, or
-    a field that is mixed on any page, -> a mixed column (``string`` with
-    metadata ``plait.mixed``: each cell keeps its own type, F7). No shards ->
-    an empty schema.
-    """
+    """One schema for all shards of a task, fields in first-seen order: null or all-null yields;
+    ``int64`` + ``float64`` -> ``float64``; decimals widen; equal types stay; any other conflict, or
+    mixed on any page, -> mixed (F7)."""
     types: dict[str, pa.DataType | None] = {}
     for schema in schemas:
         for f in schema:
@@ -893,11 +797,9 @@ def _merge(a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Cast/render ``batch`` to ``schema``: columns in schema order, missing ones
-    as nulls, extra ones dropped; int->float and decimal->wider decimal by cast;
-    a typed column into a mixed field as JSON cells (:func:`mixed_cell`);
-    anything->string by the same text rendering as :func:`rows_to_batch`
-    (every digit, ISO datetimes)."""
+    """``batch`` cast to ``schema``: schema order, missing columns null, extra dropped; numbers
+    widened by cast; into a mixed field as JSON cells; into string as :func:`rows_to_batch` renders
+    text."""
     arrays = []
     n = batch.num_rows
     for f in schema:
@@ -944,10 +846,8 @@ def _render(col: pa.Array) -> pa.Array:
 # -- ISO text of any timestamp/date (also beyond year 9999) -------------------
 
 def iso_texts(col: pa.Array) -> list:
-    """A timestamp (in its column's zone) or date32 column as ISO-8601 text
-    (``2024-03-10T06:30:00+00:00``, ``2024-03-10``). Instants outside years
-    1..9999 in the zone, which Python's datetime cannot hold, are formatted
-    arithmetically with an expanded year (``+10000-01-01T04:00:00+00:00``)."""
+    """A timestamp (in its zone) or date32 column as ISO-8601 text; instants outside years 1..9999
+    with an expanded year (``+10000-01-01T04:00:00+00:00``)."""
     try:
         return [None if v is None else v.isoformat() for v in col.to_pylist()]
     except (OverflowError, ValueError):
@@ -975,9 +875,8 @@ def iso_texts(col: pa.Array) -> list:
 
 
 def civil_from_days(days: int) -> tuple[int, int, int]:
-    """(year, month, day) of ``days`` since 1970-01-01 in the proleptic
-    Gregorian calendar, for any integer (H. Hinnant, "chrono-Compatible
-    Low-Level Date Algorithms")."""
+    """(year, month, day) of ``days`` since 1970-01-01, proleptic Gregorian, any integer (H.
+    Hinnant, "chrono-Compatible Low-Level Date Algorithms")."""
     z = days + 719_468
     era = z // 146_097
     doe = z - era * 146_097

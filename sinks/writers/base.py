@@ -1,9 +1,5 @@
-"""The contract between the finalizer and the file writers.
-
-The finalizer streams Parquet shards in seq order and hands each record batch
-(already conformed to one unified schema) to a writer; the writer never holds
-more than one batch. ``close()`` returns a :class:`WriteReport`.
-"""
+"""The contract between the finalizer and the file writers: conformed batches in seq order, never
+more than one held; ``close()`` returns a :class:`WriteReport`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,14 +19,8 @@ class FileEntry:
 
 @dataclass
 class WriteReport:
-    """What a writer produced.
-
-    ``path``: the single local file to upload (a zip when split into several);
-    ``rows``: data rows written; ``files``: the files inside (one entry when not
-    split); ``sheets``: xlsx sheets (0 for other formats); ``quality``: counts of
-    cells changed, by kind (``truncated``, ``converted_to_text``, ``sanitized``,
-    ``formula_escaped``...).
-    """
+    """What a writer produced: ``path`` (a zip when split), data ``rows``, the ``files`` inside,
+    xlsx ``sheets``, ``quality`` counts by kind."""
 
     path: Path
     rows: int

@@ -1,31 +1,13 @@
-"""Cell rendering shared by the text-like writers (csv, xlsx, jsonl).
+"""Cell rendering shared by the text-like writers (csv, xlsx, jsonl), one batch at a time; per-cell
+checks run vectorized in Arrow first and only matching cells are touched in Python. Rules:
 
-A writer gets one record batch at a time and turns each column into a plain
-Python list (``Array.to_pylist`` per batch: memory is one batch, never the
-file). The expensive per-cell checks (formula start, XML-forbidden control
-characters, over-long text) are first done vectorized with Arrow compute; only
-the few cells that match are touched in Python.
-
-Rules and where they come from:
-
-- Formula injection (OWASP "CSV Injection"): a text starting with ``=``, ``+``,
-  ``-``, ``@``, tab or carriage return is neutralized, counted as
-  ``formula_escaped``. csv prefixes a single quote; xlsx keeps the text as is in
-  a string cell styled with Excel's quote prefix (``'`` shown in the edit bar,
-  so even re-editing the cell cannot turn it into a formula).
-- XML 1.0 forbids the control characters U+0000..U+001F except tab, LF and CR,
-  and U+FFFE/U+FFFF; xlsx is XML, so they are removed (``sanitized``). csv
-  removes them too so that both formats carry the same text.
-- Excel holds at most 32,767 characters in a cell ("Excel specifications and
-  limits"); longer text is cut (``truncated``), counting UTF-16 code units the
-  way Excel does and never splitting a surrogate pair.
-- Numbers as text (csv, mixed columns in parquet) use the shortest form that
-  reads back as the same number: ``1`` for an integral double below 2**53,
-  else Python's ``repr`` (``2.5``, ``1e+16``, ``5e-324``) (F8, F9).
-- Mixed columns (``sinks.values.MIXED``) are decoded cell by cell, so every
-  writer gives each cell its own type; their cells are counted ``mixed_types``
-  (F7). Counts carry the column too (``kind:column``), see docs/fidelity-rules.md.
-"""
+- formula injection (OWASP "CSV Injection"): text starting ``=+-@``, tab or CR is neutralized,
+``formula_escaped`` (csv: ``'`` prefix; xlsx: a quote-prefixed string cell); - XML 1.0 s2.2 forbids
+U+0000..U+001F but tab/LF/CR, and U+FFFE/U+FFFF: removed (``sanitized``), in csv too so both carry
+the same text; - Excel holds 32,767 characters a cell ("Excel specifications and limits"): longer
+text is cut in UTF-16 units, never splitting a pair (``truncated``); - numbers as text use the
+shortest form that reads back the same (F8, F9); mixed columns are decoded cell by cell
+(``mixed_types``, F7). Counts also per ``kind:column``."""
 from __future__ import annotations
 
 import json
@@ -44,13 +26,11 @@ from sinks.values import (
 )
 from sinks.writers.base import FileEntry, WriteReport
 
-#: First characters that make a spreadsheet treat text as a formula (OWASP).
 FORMULA_START = frozenset("=+-@\t\r")
-#: Excel's maximum characters in one cell.
 XLSX_MAX_CELL_CHARS = 32_767
 
-_BAD_PY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-_BAD_RE2 = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]"
+BAD_PY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+BAD_RE2 = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]"
 _FORMULA_RE2 = r"^[=+\-@\t\r]"
 
 QUALITY_KEYS = ("truncated", "sanitized", "formula_escaped", "converted_to_text")
@@ -58,12 +38,11 @@ QUALITY_KEYS = ("truncated", "sanitized", "formula_escaped", "converted_to_text"
 
 @dataclass
 class Quality:
-    """Counts of cells a writer changed, by kind (see module docstring)."""
+    """Counts of cells a writer changed, by kind and by ``kind:column``."""
 
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(QUALITY_KEYS, 0))
 
     def add(self, kind: str, n: int = 1, column: str | None = None) -> None:
-        """Count ``n`` more cells of ``kind`` (and of ``kind:column`` when given)."""
         self.counts[kind] = self.counts.get(kind, 0) + n
         if column is not None:
             key = f"{kind}:{column}"
@@ -104,17 +83,13 @@ def utf16_cut(s: str, limit: int) -> str:
 def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[[str], str],
                sanitize: bool = True, max_chars: int | None = None,
                column: str | None = None) -> list:
-    """One text column of a batch as a list (``None`` for null).
-
-    ``escape``: neutralize formula-like text with ``mark`` (csv: prefix ``'``;
-    xlsx: :class:`Quoted`); ``sanitize``: drop XML-forbidden control characters;
-    ``max_chars``: cut longer text (UTF-16 units). Counts go to ``quality``
-    (also per ``column`` when given).
-    """
+    """One text column of a batch as a list (None for null): ``escape`` formula-like text with
+    ``mark``, ``sanitize`` forbidden characters, cut past ``max_chars`` UTF-16 units; counts to
+    ``quality``."""
     if not pa.types.is_string(col.type):
         col = pc.cast(col, pa.string())
     values = col.to_pylist()
-    patterns = ([_BAD_RE2] if sanitize else []) + ([_FORMULA_RE2] if escape else [])
+    patterns = ([BAD_RE2] if sanitize else []) + ([_FORMULA_RE2] if escape else [])
     need = pc.match_substring_regex(col, "|".join(patterns)) if patterns else None
     if max_chars is not None:
         long = pc.greater(pc.binary_length(col), max_chars)
@@ -123,8 +98,8 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
         return values
     for i in pc.indices_nonzero(pc.fill_null(need, False)).to_pylist():
         s = values[i]
-        if sanitize and _BAD_PY.search(s):
-            s = _BAD_PY.sub("", s)
+        if sanitize and BAD_PY.search(s):
+            s = BAD_PY.sub("", s)
             quality.add("sanitized", 1, column)
         if max_chars is not None:
             cut = utf16_cut(s, max_chars)
@@ -139,9 +114,8 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
 
 
 def float_cells(col: pa.Array, inf_text: str, as_text: bool) -> tuple[list, bool]:
-    """A float column as a list: NaN -> ``None``, +/-inf -> ``inf_text`` /
-    ``-inf_text``; other values stay floats, or shortest round-trip text when
-    ``as_text``. Returns ``(values, has_inf)``."""
+    """``(values, has_inf)`` of a float column: NaN -> None, +/-inf -> ``inf_text``; floats, or
+    shortest text when ``as_text``."""
     values = col.to_pylist()
     has_inf = bool(pc.any(pc.is_inf(col)).as_py())
     has_nan = bool(pc.any(pc.is_nan(col)).as_py())
@@ -155,8 +129,8 @@ def float_cells(col: pa.Array, inf_text: str, as_text: bool) -> tuple[list, bool
 
 
 def shortest(v: float) -> str:
-    """The shortest text that reads back as the double ``v``: ``1`` for an
-    integral value below 2**53 in magnitude (``-0.0`` -> ``0``), else ``repr``."""
+    """The shortest text reading back as ``v``: ``1`` for an integral value within 2**53 (``-0.0``
+    -> ``0``), else ``repr``."""
     if v.is_integer() and -MAX_EXACT_INT < v < MAX_EXACT_INT:
         return str(int(v))
     return repr(v)
@@ -172,8 +146,7 @@ def number_text(v: object, inf_text: str) -> str:
 
 
 def iso_cells(col: pa.Array) -> list:
-    """Timestamps (in their column's zone) and dates as ISO-8601 text (also
-    beyond year 9999, see ``sinks.values.iso_texts``)."""
+    """Timestamps (in their zone) and dates as ISO-8601 text, also beyond year 9999."""
     return iso_texts(col)
 
 
@@ -183,9 +156,8 @@ def mixed_cells(col: pa.Array) -> list:
 
 
 def decimal_float(d, digits: int = MAX_DECIMAL_DIGITS) -> float | None:
-    """``float(d)`` when that double holds the Decimal ``d`` exactly to
-    ``digits`` significant digits (Excel keeps 15) and Excel can show it; else
-    ``None`` (the caller writes the digits as text)."""
+    """``float(d)`` when it holds ``d`` exactly to ``digits`` significant digits (Excel keeps 15)
+    and Excel shows it; else None (written as text)."""
     if not d.is_finite():
         return None
     if d.is_zero():
@@ -197,8 +169,8 @@ def decimal_float(d, digits: int = MAX_DECIMAL_DIGITS) -> float | None:
 
 
 def json_decimal(d) -> float | None:
-    """``float(d)`` when it reads back as the same value (``0.10`` -> 0.1), else
-    ``None``: JSON writers then write the digits as a string."""
+    """``float(d)`` when it reads back as the same value, else None (JSON writers write a string).
+    """
     try:
         f = float(d)
     except (OverflowError, ValueError):
@@ -206,8 +178,7 @@ def json_decimal(d) -> float | None:
     return f if math.isfinite(f) and type(d)(repr(f)) == d else None
 
 
-#: Smallest positive normal double and Excel's largest number (Microsoft,
-#: "Excel specifications and limits": 9.99999999999999E+307).
+#: Smallest positive normal double; Excel's largest number ("Excel specifications and limits").
 EXCEL_MIN_NUMBER = 2.2250738585072014e-308
 EXCEL_MAX_NUMBER = 9.99999999999999e307
 
@@ -219,8 +190,7 @@ def excel_number_ok(v: float) -> bool:
 
 
 def other_cells(col: pa.Array) -> list:
-    """Any other Arrow type (decimal, struct, list, binary...) as text: a cast to
-    string where Arrow has one, else compact JSON."""
+    """Any other Arrow type as text: Arrow's cast to string, else compact JSON."""
     try:
         return pc.cast(col, pa.string()).to_pylist()
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
@@ -235,8 +205,8 @@ def kind_of_field(f: pa.Field) -> str:
 
 
 def kind_of(t: pa.DataType) -> str:
-    """The rendering kind of an Arrow type: text, int, float, decimal, bool,
-    datetime, date, or other (rendered as text)."""
+    """The rendering kind of an Arrow type: text, int, float, decimal, bool, datetime, date or
+    other."""
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
         return "text"
     if pa.types.is_integer(t):
@@ -255,13 +225,11 @@ def kind_of(t: pa.DataType) -> str:
 
 
 class SingleFileWriter:
-    """Common state of the one-file writers: target path, schema, rows written,
-    quality counts and sheets; :meth:`report` builds the :class:`WriteReport`."""
+    """Common state of the one-file writers; :meth:`report` builds the :class:`WriteReport`."""
 
     def __init__(self, path: Path, schema: pa.Schema, doc: DocumentConfig) -> None:
         self.path, self.schema, self.doc = path, schema, doc
-        # column names once: ``pa.Schema.names`` builds a new list on every
-        # access, so indexing it per column is quadratic in the column count
+        # ``Schema.names`` builds a new list per access: indexing it per column is quadratic.
         self.names: list[str] = schema.names
         self.rows = 0
         self.sheets = 0
@@ -285,9 +253,8 @@ class SingleFileWriter:
 
 
 def mixed_column(col: pa.Array, name: str, quality: Quality, **text_rules) -> list:
-    """A mixed column of a batch as decoded values; its text cells already went
-    through :func:`text_cells` with ``text_rules`` (escape, mark, sanitize,
-    max_chars). Counts the non-null cells as ``mixed_types`` for ``name``."""
+    """A mixed column as decoded values, its text cells through :func:`text_cells` (``text_rules``);
+    non-null cells counted ``mixed_types``."""
     values = mixed_cells(col)
     texts = [i for i, v in enumerate(values) if type(v) is str]
     if texts:

@@ -1,13 +1,7 @@
-"""Column-wise rendering with Arrow compute for the text writers (csv, jsonl).
-
-Issue 12 item 3: no Python loop per cell on the hot path. Each function takes
-one Arrow column of a batch and returns a ``pa.StringArray`` (null = no value)
-with the same text the cell-by-cell helpers of :mod:`sinks.writers.cells`
-produce; cells Arrow cannot format the same way (numbers needing Python's
-exponent style, instants outside years 1..9999 or with sub-minute zone
-offsets) are computed in Python, only those cells. The cell-by-cell helpers
-stay the definition: ``tests/sinks/test_sinks_columns.py`` compares both.
-"""
+"""Column-wise rendering in Arrow compute for the text writers (csv, jsonl): each function returns a
+``pa.StringArray`` with the text the cell-by-cell helpers of :mod:`sinks.writers.cells` give (the
+definition; ``tests/sinks/test_sinks_columns.py`` compares them); cells Arrow formats otherwise are
+computed in Python, only those."""
 from __future__ import annotations
 
 import pyarrow as pa
@@ -16,13 +10,13 @@ import pyarrow.compute as pc
 from plait.spec import DocumentConfig
 from sinks.values import iso_texts
 from sinks.writers.cells import (
-    _BAD_RE2, Quality, mixed_column, number_text, other_cells, shortest,
+    BAD_RE2, Quality, mixed_column, number_text, other_cells, shortest,
 )
 
 _TWO53 = float(2**53)
 _STR_NULL = pa.scalar(None, pa.string())
 _DAY_US = 86_400_000_000
-#: Microseconds since 1970 of 0001-01-01 and of 10000-01-01 (Python's datetime range).
+#: Python's datetime range (0001-01-01, 10000-01-01) in µs since 1970.
 _FIRST_US = -62_135_596_800_000_000
 _END_US = 253_402_300_800_000_000
 
@@ -37,13 +31,8 @@ def _patch(base: pa.Array, mask: pa.Array, fn, values: pa.Array) -> pa.Array:
 
 
 def float_texts(col: pa.Array, inf_text: str, json_style: bool = False) -> pa.Array:
-    """Doubles as text: NaN -> null; +/-inf -> ``inf_text`` / ``-inf_text``.
-
-    ``json_style`` false (csv, F9): :func:`sinks.writers.cells.shortest`
-    (``1`` for an integral value below 2**53, ``-0.0`` -> ``0``, else
-    ``repr``). ``json_style`` true: Python's ``repr`` (``1.0``, ``-0.0``), as
-    ``json`` writes a float.
-    """
+    """Doubles as text: NaN -> null, +/-inf -> ``inf_text``; :func:`sinks.writers.cells.shortest`
+    (csv, F9), or with ``json_style`` Python's ``repr`` (``1.0``, ``-0.0``)."""
     f = col.cast(pa.float64()) if col.type != pa.float64() else col
     finite = pc.is_finite(f)
     a = pc.abs(f)
@@ -54,12 +43,11 @@ def float_texts(col: pa.Array, inf_text: str, json_style: bool = False) -> pa.Ar
         ints = pc.binary_join_element_wise(ints, ".0", "")
         small = pc.less(a, 1e16)
         integral = pc.and_(integral, small)
-        # -0.0 keeps its sign in JSON
         negzero = pc.and_(pc.equal(f, 0.0), pc.less(pc.divide(1.0, f), 0.0))
         ints = pc.if_else(negzero, "-0.0", ints)
     out = pc.if_else(integral, ints, gen)
-    # Python's repr: exponent form below 1e-4 and from 1e16; Arrow switches
-    # elsewhere, so those cells are formatted by Python.
+    # Python's repr uses exponents below 1e-4 and from 1e16, Arrow elsewhere: those cells go to
+    # Python.
     odd = pc.and_(pc.and_(finite, pc.invert(integral)),
                   pc.or_(pc.or_(pc.match_substring(gen, "e"), pc.less(a, 1e-4)),
                          pc.greater_equal(a, _TWO53)))
@@ -84,16 +72,13 @@ def iso_array(col: pa.Array) -> pa.Array:
     if not pa.types.is_timestamp(col.type) or col.type.unit != "us":
         return pa.array(iso_texts(col), pa.string())
     if len(col) >= _DISTINCT_MIN:
-        # a page holds few distinct instants (flights: ~1 per 50 rows): format
-        # each once and take the texts by index (a cell's text depends on its
-        # value only, so this is the same text, ~10x less formatting)
+        # Few distinct instants a page: format each once, take the texts by index.
         uniq = pc.unique(col)
         if len(uniq) * 2 <= len(col):
             return pc.take(_iso_timestamps(uniq), pc.index_in(col, uniq))
     return _iso_timestamps(col)
 
 
-#: Shortest timestamp column :func:`iso_array` formats by its distinct values.
 _DISTINCT_MIN = 64
 
 
@@ -109,9 +94,8 @@ def _iso_timestamps(col: pa.Array) -> pa.Array:
         if pc.any(pc.not_equal(pc.subtract(off, pc.multiply(pc.divide(off, 60_000_000),
                                                             60_000_000)), 0)).as_py():
             return pa.array(iso_texts(col), pa.string())  # LMT offsets with seconds
-        # the wall clock as naive text, then each cell's offset: a zone has few
-        # distinct offsets, so they are formatted once and taken by index
-        # (strftime with %z looks the zone up per cell: ~5x slower)
+        # Naive wall text, then each cell's offset; a zone has few offsets, formatted once (strftime
+        # %z looks the zone up per cell).
         minutes = pc.divide(off, 60_000_000)
         offsets = pc.unique(minutes).drop_null()
         labels = pa.array([f"{'-' if m < 0 else '+'}{abs(m) // 60:02d}:{abs(m) % 60:02d}"
@@ -122,8 +106,7 @@ def _iso_timestamps(col: pa.Array) -> pa.Array:
 
 
 def _wall_texts(wall: pa.Array) -> pa.Array:
-    """Microseconds since 1970 (int64, within years 1..9999) as naive ISO
-    text: seconds, and ``.ffffff`` only when the microseconds are not 0 (as
+    """µs since 1970 (years 1..9999) as naive ISO text, ``.ffffff`` only when not 0 (as
     ``datetime.isoformat``)."""
     whole = pc.fill_null(pc.equal(pc.subtract(wall, pc.multiply(pc.divide(wall, 1_000_000),
                                                                 1_000_000)), 0), True)
@@ -136,18 +119,18 @@ def _wall_texts(wall: pa.Array) -> pa.Array:
 
 def clean_text(col: pa.Array, quality: Quality, column: str | None, *, escape: bool,
                sanitize: bool = True, prefix: str = "'") -> pa.Array:
-    """Text cells as :func:`sinks.writers.cells.text_cells` renders them for
-    csv: XML-forbidden control characters removed (``sanitized``), then a
-    formula-like start gets ``prefix`` (``formula_escaped``) when ``escape``."""
+    """Text cells as :func:`sinks.writers.cells.text_cells` renders them for csv: forbidden
+    characters removed (``sanitized``), formula-like starts prefixed with ``prefix`` when
+    ``escape``."""
     if not pa.types.is_string(col.type):
         col = col.cast(pa.string())
     if col.null_count == len(col):
         return col
     if sanitize:
-        bad = pc.fill_null(pc.match_substring_regex(col, _BAD_RE2), False)
+        bad = pc.fill_null(pc.match_substring_regex(col, BAD_RE2), False)
         n = pc.sum(bad).as_py() or 0
         if n:
-            col = pc.replace_substring_regex(col, _BAD_RE2, "")
+            col = pc.replace_substring_regex(col, BAD_RE2, "")
             quality.add("sanitized", n, column)
     if escape:
         hit = pc.fill_null(pc.match_substring_regex(col, r"^[=+\-@\t\r]"), False)
@@ -165,13 +148,9 @@ def bool_texts(col: pa.Array) -> pa.Array:
 
 def text_column(kind: str, col: pa.Array, name: str, quality: Quality, doc: DocumentConfig,
                 *, escape: bool) -> pa.Array:
-    """One column of a batch as the text a reader sees (csv, pdf, docx):
-    ``kind`` is :func:`sinks.writers.cells.kind_of_field` of its field; text is
-    cleaned (:func:`clean_text`, formula-escaped when ``escape``); ints and
-    decimals with every digit; floats shortest (``doc.infText`` for +/-inf);
-    booleans ``true``/``false``; datetimes and dates ISO-8601; mixed columns
-    each cell's source form; anything else cast to text or compact JSON.
-    Null stays null. Counts go to ``quality`` under ``name``."""
+    """One column as the text a reader sees (csv, pdf, docx), by ``kind``
+    (:func:`sinks.writers.cells.kind_of_field`): text cleaned, numbers with every digit or shortest,
+    booleans, ISO dates, mixed cells in source form; null stays null; counts to ``quality``."""
     if kind == "text":
         return clean_text(col, quality, name, escape=escape)
     if kind in ("int", "decimal"):

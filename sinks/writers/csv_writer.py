@@ -1,33 +1,10 @@
-"""CSV writer (RFC 4180) streaming one record batch at a time.
+"""CSV writer (RFC 4180), one record batch at a time, rendered column-wise in Arrow
+(:mod:`sinks.writers.columns`) byte for byte as Python's ``csv`` module writes with this dialect:
 
-- Quoting: ``csv.QUOTE_MINIMAL`` (RFC 4180 section 2: fields holding the
-  delimiter, a quote or a line break are quoted, quotes doubled); embedded
-  newlines are kept inside the quoted field, so one row stays one record.
-- ``doc.csvFlavour``: ``excel`` = UTF-8 with BOM and CRLF records (what Excel
-  needs to read UTF-8, e.g. CJK text); ``plain`` = UTF-8 and LF.
-- ``doc.csvDelimiter`` separates fields.
-- Datetimes: ISO-8601 with offset, in the export zone (the column's tz);
-  dates ISO; NaN and null: empty field; +/-inf: ``doc.infText`` / ``-infText``;
-  integers with every digit; floats in their shortest form (``1``, ``2.5``);
-  decimals with every digit at the column's scale; booleans ``true``/``false``.
-- Mixed columns print each cell's source form (``1``, ``N/A``, ``2``; F7).
-- A lone carriage return inside a field is quoted in both flavours: Python's
-  csv module quotes only the line terminator's characters, so with the
-  ``plain`` flavour (LF) a row holding a CR is written with every field quoted
-  (still RFC 4180; readers give back the same fields).
-- Text starting with = + - @ tab CR gets a ``'`` prefix when
-  ``doc.escapeFormulas`` (OWASP CSV injection); XML-forbidden control
-  characters are removed so csv and xlsx carry the same text.
-
-Rendering is column-wise with Arrow compute (issue 12 item 3,
-:mod:`sinks.writers.columns`): every column becomes a string array, quoting
-is applied with ``if_else``/``replace_substring``, the fields and the record
-terminator are joined with ``binary_join_element_wise`` and the joined
-buffer is written as is. The output is byte for byte what Python's ``csv``
-module writes with the dialect above (``tests/sinks/test_sinks_columns.py``
-checks it against the former cell-by-cell writer); only mixed columns and
-"other" types are still rendered cell by cell.
-"""
+- ``QUOTE_MINIMAL`` (RFC 4180 s2), newlines kept in quoted fields; a lone CR in the ``plain``
+flavour quotes its whole row (the csv module quotes only the terminator's characters); -
+``csvFlavour`` ``excel``: UTF-8 with BOM and CRLF (Excel reads UTF-8 so); ``plain``: UTF-8, LF; -
+cells as :func:`sinks.writers.columns.text_column` (formula escape: OWASP CSV injection)."""
 from __future__ import annotations
 
 import re
@@ -41,22 +18,17 @@ from sinks.writers.base import WriteReport
 from sinks.writers.cells import SingleFileWriter, headers, kind_of_field
 from sinks.writers.columns import clean_text, text_column
 
-#: File buffer: a batch is written as one joined buffer (larger than this),
-#: so a big buffer only costs memory per open file.
 _BUFFER = 64 << 10
 _BOM = "\ufeff".encode()
-#: Every character the text of a column of each kind may hold (floats: also
-#: ``doc.infText``); a kind not listed may hold anything.
+#: Every character a column of each kind may hold (floats: also ``doc.infText``); unlisted:
+#: anything.
 _CHARS = {"int": set("-0123456789"), "decimal": set("-0123456789."),
           "float": set("-+.0123456789e"), "bool": set("truefals"),
           "datetime": set("+-.:0123456789T"), "date": set("+-0123456789")}
 
 
 class CsvWriter(SingleFileWriter):
-    """Writes ``path`` as csv; see the module docstring for the rendering rules.
-
-    Memory: one batch of rendered columns plus a 64 KiB file buffer.
-    """
+    """Writes ``path`` as csv. Memory: one batch of rendered columns plus a 64 KiB buffer."""
 
     ext = "csv"
 
@@ -69,8 +41,6 @@ class CsvWriter(SingleFileWriter):
         specials = {self._delim, '"', *self._term}
         self._needs_quote = "[" + "".join(re.escape(ch) for ch in sorted(specials)) + "]"
         self._kinds = [kind_of_field(f) for f in schema]
-        # columns whose text can never hold a special character (numbers,
-        # booleans, ISO dates with this delimiter) skip the quoting check
         self._plain = [not (_CHARS.get(k, specials) | ({*doc.infText} if k == "float" else set()))
                        & specials for k in self._kinds]
         self._file = open(path, "wb", buffering=_BUFFER)
@@ -78,7 +48,6 @@ class CsvWriter(SingleFileWriter):
             self._file.write(_BOM)
         head = clean_text(pa.array(headers(schema, doc, with_zone=False), pa.string()),
                           self.quality, None, escape=doc.escapeFormulas)
-        # the header is one record whose fields are the header texts
         self._write_records([pa.array([h], pa.string()) for h in head.to_pylist()], cr_rows=None,
                            header=True)
 
@@ -94,8 +63,6 @@ class CsvWriter(SingleFileWriter):
         columns = [self._column(c, col) for c, col in enumerate(batch.columns)]
         cr_rows = None
         if not self._excel:
-            # plain flavour: a CR is not part of the terminator, so the csv
-            # module would leave it unquoted; such a row is quoted whole
             for c, kind in enumerate(self._kinds):
                 if kind in ("text", "mixed"):
                     hit = pc.fill_null(pc.match_substring(columns[c], "\r"), False)
@@ -131,7 +98,7 @@ class CsvWriter(SingleFileWriter):
         lines = pc.binary_join_element_wise(*out, self._delim, null_handling="replace",
                                             null_replacement="")
         lines = pc.binary_join_element_wise(lines, self._term, "")
-        self._file.write(_joined_bytes(lines))
+        self._file.write(joined_bytes(lines))
 
     def close(self) -> WriteReport:
         """Flush and close the file; returns the report."""
@@ -140,7 +107,7 @@ class CsvWriter(SingleFileWriter):
         return self.report()
 
 
-def _joined_bytes(arr: pa.Array) -> memoryview | bytes:
+def joined_bytes(arr: pa.Array) -> memoryview | bytes:
     """The concatenated UTF-8 bytes of a string array without nulls."""
     if len(arr) == 0:
         return b""

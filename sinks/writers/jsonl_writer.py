@@ -1,23 +1,12 @@
-"""JSON Lines writer: one JSON object per row, keys in column order.
+"""JSON Lines writer: one JSON object per row, keys in column order, UTF-8 without ``\\u`` escapes,
+compact, LF after each record. NaN and null -> ``null``; +/-inf -> ``doc.infText`` strings (RFC 8259
+has no infinities); datetimes ISO-8601 with offset in the export zone; text as is (no formula
+escaping: no spreadsheet evaluates it); decimals as numbers when a double reads back the same, else
+strings (``converted_to_text``); mixed cells keep their JSON type (F7).
 
-UTF-8 without ``\\u`` escapes (``ensure_ascii=False``), compact separators,
-LF after every record. NaN and null -> ``null``; +/-inf -> ``doc.infText`` /
-``-infText`` strings (JSON, RFC 8259, has no infinities); datetimes ISO-8601
-with offset in the export zone; dates ISO; text is written as is (JSON escapes
-control characters, and no spreadsheet evaluates it, so no formula escaping).
-Decimals are JSON numbers when a double reads back as the same value (``0.10``
--> ``0.1``), else strings with every digit (``converted_to_text``). Mixed
-columns keep each cell's JSON type (F7).
-
-Rendering is column-wise with Arrow compute (issue 12 item 3): each column
-becomes a string array of JSON fragments (text escaped with
-``replace_substring``, numbers from :mod:`sinks.writers.columns`), and each
-record is joined with ``binary_join_element_wise``; the bytes equal what
-``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))`` writes
-(checked against the former cell-by-cell writer over the whole sink corpus).
-Decimal, mixed and "other" columns, and text cells holding control characters
-other than LF, CR and tab, are still encoded cell by cell.
-"""
+Rendered column-wise in Arrow (:mod:`sinks.writers.columns`), byte for byte what
+``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))`` writes; decimal, mixed and other
+columns, and text with control characters other than LF, CR and tab, go cell by cell."""
 from __future__ import annotations
 
 import json
@@ -34,7 +23,7 @@ from sinks.writers.cells import (
     SingleFileWriter, json_decimal, kind_of_field, mixed_column, other_cells,
 )
 from sinks.writers.columns import bool_texts, float_texts, iso_array
-from sinks.writers.csv_writer import _joined_bytes
+from sinks.writers.csv_writer import joined_bytes
 
 #: Control characters JSON escapes as \uXXXX (LF, CR, tab are done column-wise).
 _OTHER_CONTROLS = r"[\x00-\x08\x0b\x0c\x0e-\x1f]"
@@ -135,7 +124,7 @@ class JsonlWriter(SingleFileWriter):
                 parts.append(col)
             parts.append("}\n")
             lines = pc.binary_join_element_wise(*parts, "")
-            self._file.write(_joined_bytes(lines))
+            self._file.write(joined_bytes(lines))
         self.rows += batch.num_rows
 
     def _write_dicts(self, names: list[str], columns: list[list]) -> None:

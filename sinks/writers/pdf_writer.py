@@ -1,28 +1,13 @@
-"""PDF writer (reportlab): a table on landscape A4 pages, the header row on
-every page, drawn page by page as rows arrive.
+"""PDF writer (reportlab): a table on landscape A4 pages (1 cm margins, 7 pt, equal columns, grid),
+the header on every page, drawn page by page as rows arrive.
 
-- Layout: landscape A4, 1 cm margins, equal column widths, 7 pt text,
-  a grid; each cell's text is wrapped to its column width (at a space when
-  one fits, else between characters, as CJK text has no spaces) and shows at
-  most :data:`MAX_LINES` lines (more: the last shown line ends with an
-  ellipsis, counted ``truncated``).
-- Fonts: WenQuanYi Zen Hei (Debian's ``fonts-wqy-zenhei``: Latin, Greek,
-  Cyrillic, Chinese, Japanese kana, Hangul), embedded as a subset of the
-  glyphs used, when installed (``.ci/run`` and the Dockerfile install it);
-  else reportlab's built-in CID fonts, which need no file and are not
-  embedded (viewers show them with their own CJK fonts; a viewer without any
-  shows boxes): ``STSong-Light`` (Adobe-GB1) for every cell,
-  ``HYSMyeongJo-Medium`` (Adobe-Korea1) for a cell holding Hangul. Either
-  way the text extracts as Unicode. A character the font cannot show (with
-  the embedded font: any it lacks, e.g. emoji, Thai; with the CID fonts:
-  those beyond the Basic Multilingual Plane, which their UCS-2 CMaps cannot
-  encode) becomes U+25A1 (a white square, :data:`MISSING`) and the cell is
-  counted ``sanitized``.
-- Memory: the rows of one page at a time (~40); reportlab's canvas keeps
-  each finished page's compressed content stream until the file is saved
-  (~105 KB per 1,000 rows), bounded by ``PLAIT_PDF_MAX_ROWS``
-  (docs/perf-notes.md, "Document formats").
-"""
+- Cells wrap to their column (at a space, else between characters: CJK has none), at most
+:data:`MAX_LINES` lines (more: ellipsis, ``truncated``). - Fonts: WenQuanYi Zen Hei
+(``fonts-wqy-zenhei``) embedded as a subset when installed, else reportlab's CID fonts
+``STSong-Light`` (Adobe-GB1) and, for Hangul cells, ``HYSMyeongJo-Medium`` (not embedded). A
+character the font cannot show (CID: beyond the BMP) becomes :data:`MISSING`, counted ``sanitized``.
+- Memory: one page of rows; reportlab keeps finished pages until saved, bounded by
+``PLAIT_PDF_MAX_ROWS`` (docs/perf-notes.md, "Document formats")."""
 from __future__ import annotations
 
 import os

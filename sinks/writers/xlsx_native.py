@@ -1,57 +1,19 @@
-"""Native xlsx engine: rustpy-xlsxwriter (rust_xlsxwriter inside) behind the
-writer interface, with xlsxwriter (:class:`sinks.writers.xlsx_writer.XlsxWriter`)
-as the reference engine and the fallback for whatever the native one cannot do.
+"""Native xlsx engine: rustpy-xlsxwriter 0.8.0 (rust_xlsxwriter) behind the writer interface, with
+xlsxwriter (:class:`sinks.writers.xlsx_writer.XlsxWriter`) as reference engine and per-file
+fallback.
 
-Issue 12 item 4. The native library has a bulk API only (it pulls a
-``pyarrow.RecordBatchReader`` itself and has per-*column* formats only), so
-this adapter:
+The library has a bulk API only (it pulls a ``RecordBatchReader``; per-column formats), so:
 
-1. ``write_batch``: appends the batch, unchanged, to an Arrow IPC spool file
-   next to the output (memory: one batch) and scans it with Arrow compute for
-   anything the native engine cannot hold (see :data:`FALLBACK_RULES`). The
-   first such cell decides: the file goes to xlsxwriter.
-2. While every batch so far is clean, a thread streams them into the native
-   engine as they arrive (a ``RecordBatchReader`` over a bounded queue), so
-   the sheet grows while pages are fetched. The stream stops (the native
-   engine gets an exception from its reader) on a fallback, when the rows need
-   a second sheet (the library takes the list of sheets up front), or when a
-   column's number format decided on the first batch changes (F3).
-3. ``close``: ends the stream, or replays the spool (memory-mapped, one batch
-   at a time) into the engine chosen. For the native one each batch is first
-   *prepared* column-wise with the rules rustpy-xlsxwriter 0.8.0 lacks:
-
-   - text: XML-forbidden control characters removed (``sanitized``), cut to
-     32,767 UTF-16 units (``truncated``, before the library sees it: a longer
-     string fails its whole write), ``""`` is a blank cell;
-   - datetimes/dates: Excel serials computed here (the library cuts datetimes
-     to whole seconds): wall time in the export zone, rounded to milliseconds
-     never across midnight (F3), 1900-01-01..1900-02-28 as serials 1..59 (F12),
-     with the column's number format (``yyyy-mm-dd hh:mm:ss``, or
-     ``yyyy-mm-dd hh:mm:ss.000`` when every cell has a sub-second part);
-   - doubles: ``-0.0`` -> 0 (F2); NaN blank; +/-inf the ``doc.infText`` text
-     (the library's ``inf_value``);
-   - decimals: doubles when each holds its value to 15 digits (F11);
-   - header: bold, frozen, autofilter over the rows written, same widths as
-     the reference engine (estimated from the first batch);
-   - sheets roll over after 1,048,575 data rows (``Sheet1 (2)``...);
-   - integers: the library writes every number as ``517.0`` (readers give a
-     float back); the sheet XML is rewritten so integer columns read ``517``
-     (F8), see :func:`finish_package`;
-   - chunks: a single sheet goes to the library in chunks of
-     :data:`CHUNK_CELLS` cells, each a workbook of its own written into
-     memory with its header at the rows written before it, so the library's
-     save (deflate) and the ``.0`` rewrite of each chunk run while pages are
-     still fetched; the rows are joined into one package at the end
-     (:func:`write_chunked`, the same sheet XML as one write). Measured on the
-     flights rows in-process (68 batches of 5,000 rows with a GIL-bound loop
-     between them, machine shared): ``close()`` after the last batch went
-     from 4.3-6.4 s (library save ~3 s, then inflate/rewrite/deflate of the
-     226 MB sheet ~1.8 s) to 0.3-1.4 s (the last chunk and the copy of the
-     compressed rows);
-   - deterministic bytes: the library stamps the current time into
-     ``docProps/core.xml``; it is rewritten with the fixed time
-     2000-01-01T00:00:00Z.
-"""
+1. ``write_batch`` spools each batch to Arrow IPC beside the output and scans it for what the native
+engine cannot hold (:data:`FALLBACK_RULES`): the first such cell sends the file to xlsxwriter. 2.
+While every batch is clean a thread streams them into the engine; it stops on a fallback, a second
+sheet, or a number format change (F3). 3. ``close`` ends the stream or replays the spool into the
+engine chosen, each batch first prepared with the rules the library lacks: text sanitized and cut to
+32,767 UTF-16 units; date serials computed here (ms, F3; 1900 serials 1..59, F12); ``-0.0`` -> 0
+(F2), NaN blank, inf as ``doc.infText``; decimals as doubles (F11); header, widths, autofilter as
+the reference engine; sheets roll over after 1,048,575 rows; integers without ``.0`` (F8,
+:func:`finish_package`); fixed ``docProps/core.xml`` time. A single sheet goes in chunks of
+:data:`CHUNK_CELLS` cells (:func:`write_chunked`), so save and rewrite overlap the fetch."""
 from __future__ import annotations
 
 import io
@@ -75,11 +37,11 @@ from plait.spec import DocumentConfig
 from sinks.values import MAX_EXACT_INT, is_mixed
 from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
-    _BAD_PY, _BAD_RE2, XLSX_MAX_CELL_CHARS, EXCEL_MAX_NUMBER, EXCEL_MIN_NUMBER, SingleFileWriter,
+    BAD_PY, BAD_RE2, XLSX_MAX_CELL_CHARS, EXCEL_MAX_NUMBER, EXCEL_MIN_NUMBER, SingleFileWriter,
     decimal_float, headers, kind_of_field, other_cells, text_cells, utf16_cut,
 )
 from sinks.writers.xlsx_writer import (
-    _DAY_US, _DEFAULT_FORMATS, _SERIAL_1970, EXCEL_FIRST_DAY, EXCEL_LAST_DAY, MAX_DATA_ROWS,
+    DAY_US, DEFAULT_FORMATS, SERIAL_1970, EXCEL_FIRST_DAY, EXCEL_LAST_DAY, MAX_DATA_ROWS,
     MS_FORMAT, XlsxWriter, sheet_name,
 )
 
@@ -112,7 +74,6 @@ class _Aborted(Exception):
 
 
 _FORMULA_AFTER_BAD = r"^[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]*[=+\-@\t\r]"
-#: Fixed creation/modification time of the native engine's files.
 FIXED_W3CDTF = "2000-01-01T00:00:00Z"
 _CORE_XML = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
@@ -131,13 +92,9 @@ def native_available() -> bool:
 
 
 class NativeXlsxWriter(SingleFileWriter):
-    """xlsx via rustpy-xlsxwriter, falling back to xlsxwriter per file.
-
-    Same output rules as :class:`~sinks.writers.xlsx_writer.XlsxWriter` (module
-    docstrings). After ``close()``, ``engine`` is ``"rustpy-xlsxwriter"`` or
-    ``"xlsxwriter"`` and ``fallback`` the :data:`FALLBACK_RULES` key that sent
-    the file to xlsxwriter (``None`` when native). Memory: one batch; the spool
-    (Arrow IPC, uncompressed) holds the rows on disk until ``close``.
+    """xlsx via rustpy-xlsxwriter, falling back to xlsxwriter per file; same output rules as
+    :class:`~sinks.writers.xlsx_writer.XlsxWriter`. After ``close()``: ``engine`` and ``fallback``
+    (the :data:`FALLBACK_RULES` key, or None). Memory: one batch; the spool holds the rows on disk.
     """
 
     ext = "xlsx"
@@ -159,7 +116,6 @@ class NativeXlsxWriter(SingleFileWriter):
         heads = headers(schema, doc, with_zone=True)
         if len(set(heads)) != len(heads) or not all(heads):
             self._fail("header")
-        # streaming: the first sheet is written by a thread while batches arrive
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._stream_error: BaseException | None = None
@@ -184,15 +140,12 @@ class NativeXlsxWriter(SingleFileWriter):
 
     # -- streaming ------------------------------------------------------------
     def _stream(self, batch: pa.RecordBatch) -> None:
-        """Hand ``batch`` to the streaming thread (started on the first batch),
-        or stop the stream when it can no longer be the final file: a fallback
-        rule fired, the rows need a second sheet, or a column's number format
-        (decided on the first batch) changed. ``close`` then writes the file
-        from the spool."""
+        """Hand ``batch`` to the streaming thread (started on the first batch), or stop the stream
+        when it can no longer be the file (fallback, second sheet, format change); ``close`` then
+        writes from the spool."""
         if self._queue is None:
             if self.fallback is None and self._thread is None and self.rows <= MAX_DATA_ROWS:
                 self._stream_formats = self._format_names()
-                # memory: a few batches (room while the thread saves a chunk)
                 self._queue = queue.Queue(maxsize=8)
                 self._thread = threading.Thread(target=self._stream_main, daemon=True,
                                                 name=f"xlsx-native-{self.path.name}")
@@ -229,8 +182,7 @@ class NativeXlsxWriter(SingleFileWriter):
             self._stream_error = exc
 
     def abort(self) -> None:
-        """Drop the file unfinished: stop the streaming thread (it would wait
-        for batches until the process exits). Idempotent."""
+        """Drop the file unfinished, stopping the streaming thread. Idempotent."""
         self._stop_stream(abort=True)
 
     def _stop_stream(self, abort: bool) -> bool:
@@ -283,8 +235,7 @@ class NativeXlsxWriter(SingleFileWriter):
                     self._whole[c] = self._whole[c] or bool(pc.any(pc.invert(sub)).as_py())
                     if self._sub[c] and self._whole[c] and not self._has_spec_format(name):
                         return self._fail("subsecond_mixed", name)
-        # the last data row of each sheet must hold a value (sheet ends at
-        # multiples of MAX_DATA_ROWS; the file's last row is checked at close)
+        # The last data row of each sheet must hold a value (checked at close for the file's last).
         start = self.rows
         ends = [k * MAX_DATA_ROWS - 1 - start
                 for k in range(start // MAX_DATA_ROWS + 1, (start + batch.num_rows) // MAX_DATA_ROWS + 1)]
@@ -349,15 +300,14 @@ class NativeXlsxWriter(SingleFileWriter):
     def _format_names(self) -> list:
         spec_fmt = {c.fieldName: c.format for c in self.doc.columns or [] if c.format}
         return [spec_fmt.get(f.name) or (MS_FORMAT if kind == "datetime" and sub and not whole
-                                         else _DEFAULT_FORMATS.get(kind))
+                                         else DEFAULT_FORMATS.get(kind))
                 for f, kind, sub, whole in zip(self.schema, self._kinds, self._sub, self._whole)]
 
     def _write_native(self, batches: Iterator[pa.RecordBatch], n_sheets: int,
                       format_names: list) -> None:
-        """Write ``batches`` (raw, in order) with the native engine into
-        ``n_sheets`` sheets with the columns' number formats ``format_names``:
-        one sheet with rows chunk by chunk (:func:`write_chunked`), else in
-        one call, then fix the package (:func:`finish_package`)."""
+        """Write ``batches`` with the native engine into ``n_sheets`` sheets with ``format_names``:
+        one sheet chunk by chunk (:func:`write_chunked`), else in one call; then
+        :func:`finish_package`."""
         heads = text_cells(pa.array(headers(self.schema, self.doc, with_zone=True), pa.string()),
                            self.quality, escape=False, mark=str, max_chars=XLSX_MAX_CELL_CHARS)
         out_schema = pa.schema([pa.field(h, _out_type(k)) for h, k in zip(heads, self._kinds)])
@@ -390,7 +340,6 @@ class NativeXlsxWriter(SingleFileWriter):
                 yield batch
 
         source = {"it": prepared(), "pending": None}
-        # widths come from the first batch: peek it before the library starts
         first = next(source["it"], None)
         source["pending"] = first
         widths = state["widths"]  # None without rows: Excel's default widths, as xlsxwriter
@@ -429,7 +378,7 @@ class NativeXlsxWriter(SingleFileWriter):
                 longest = max(longest, 19)
             else:
                 if kind == "date":
-                    values = [None if d is None else d * _DAY_US
+                    values = [None if d is None else d * DAY_US
                               for d in raw.column(c).cast(pa.int32()).to_pylist()]
                 elif kind == "decimal":
                     values = raw.column(c).to_pylist()
@@ -461,7 +410,7 @@ class NativeXlsxWriter(SingleFileWriter):
             return col
         days, rem = _wall_days(col)
         days = days.cast(pa.int64())
-        day = pc.add(days, _SERIAL_1970)
+        day = pc.add(days, SERIAL_1970)
         day = pc.if_else(pc.less(day, 61), pc.subtract(day, 1), day).cast(pa.float64())
         if rem is None:
             return day
@@ -473,10 +422,10 @@ class NativeXlsxWriter(SingleFileWriter):
             col = col.cast(pa.string())
         if col.null_count == len(col):
             return col
-        bad = pc.fill_null(pc.match_substring_regex(col, _BAD_RE2), False)
+        bad = pc.fill_null(pc.match_substring_regex(col, BAD_RE2), False)
         n = pc.sum(bad).as_py() or 0
         if n:
-            col = pc.replace_substring_regex(col, _BAD_RE2, "")
+            col = pc.replace_substring_regex(col, BAD_RE2, "")
             self.quality.add("sanitized", n, name)
         # a UTF-8 byte count above the limit is needed for more than 32,767 UTF-16 units
         long = pc.fill_null(pc.greater(pc.binary_length(col), XLSX_MAX_CELL_CHARS), False)
@@ -516,33 +465,30 @@ def _wall_days(col: pa.Array) -> tuple[pa.Array, pa.Array | None]:
         col = col.cast(pa.timestamp("us", col.type.tz))
     wall = pc.local_timestamp(col) if col.type.tz else col
     us = wall.cast(pa.int64())
-    days = pc.divide(us, _DAY_US)  # truncates toward zero
-    rem = pc.subtract(us, pc.multiply(days, _DAY_US))
+    days = pc.divide(us, DAY_US)  # truncates toward zero
+    rem = pc.subtract(us, pc.multiply(days, DAY_US))
     neg = pc.less(rem, 0)  # floor division for instants before 1970
     return (pc.if_else(neg, pc.subtract(days, 1), days),
-            pc.if_else(neg, pc.add(rem, _DAY_US), rem))
+            pc.if_else(neg, pc.add(rem, DAY_US), rem))
 
 
 def _cell_present(col: pa.Array, i: int) -> bool:
-    """Whether row ``i`` of ``col`` is a cell in the sheet: null, NaN, ``""``
-    and text of XML-forbidden characters only (removed, so ``""``) are blank."""
+    """Whether row ``i`` of ``col`` is a cell: null, NaN, ``""`` and text of forbidden characters
+    only are blank."""
     v = col[i]
     if not v.is_valid:
         return False
     py = v.as_py()
     if isinstance(py, float) and py != py:
         return False
-    return not (isinstance(py, str) and _BAD_PY.sub("", py) == "")
+    return not (isinstance(py, str) and BAD_PY.sub("", py) == "")
 
 
 _INT_SUFFIX = b".0</v>"
 _CHUNK = 4 << 20
-#: Deflate level of rewritten sheets. The rewrite runs after the last page,
-#: on the path to SUCCESS: for the flights sheet (243 MB of XML) level 1 took
-#: 1.44 s CPU / 35.6 MB, level 3 2.08 s / 31.8 MB (issue 12; 4.5 s / 29 MB at 6).
+#: Deflate level of rewritten sheets, on the path to SUCCESS (docs/perf-notes.md).
 SHEET_DEFLATE_LEVEL = 1
-#: Threads deflating a rewritten sheet's chunks (zlib releases the GIL), and
-#: how many chunks may be in flight (memory: about that many x 4 MiB of XML).
+#: Deflating threads (zlib releases the GIL) and chunks in flight (memory: that many x 4 MiB).
 DEFLATE_THREADS = 2
 _IN_FLIGHT = 4
 
@@ -557,33 +503,21 @@ def _column_letters(c: int) -> bytes:
 
 
 def _deflate_chunk(data: bytes) -> bytes:
-    """``data`` as raw deflate blocks that end byte-aligned and not final
-    (``Z_SYNC_FLUSH``, fresh compressor: no back-references into the chunk
-    before), so chunks deflated independently concatenate into one valid
-    deflate stream; the stream is ended by an empty final block."""
+    """``data`` as raw deflate blocks ending byte-aligned, not final (``Z_SYNC_FLUSH``, fresh
+    compressor), so independent chunks concatenate into one stream, ended by an empty final block.
+    """
     comp = zlib.compressobj(SHEET_DEFLATE_LEVEL, zlib.DEFLATED, -15)
     return comp.compress(data) + comp.flush(zlib.Z_SYNC_FLUSH)
 
 
 def finish_package(path: Path, int_columns: list[int], keep_float_columns: bool) -> None:
-    """Rewrite the native engine's package for two rules it does not keep:
+    """Rewrite the native package for two rules it does not keep: integers as ``517`` (F8; in
+    ``int_columns``, or everywhere when ``keep_float_columns`` is false) and deterministic bytes
+    (:data:`FIXED_W3CDTF` in ``docProps/core.xml``, entries dated 1980-01-01).
 
-    - integers as ``517`` (F8): the library writes every number as ``517.0``,
-      which readers (openpyxl) give back as a float. In the columns
-      ``int_columns`` the ``.0`` goes; when the sheet has no float/decimal
-      column (``keep_float_columns`` false) it goes everywhere, a plain bytes
-      replace (date serials then read ``25570`` as xlsxwriter writes them);
-    - deterministic bytes: ``docProps/core.xml`` gets the fixed time
-      :data:`FIXED_W3CDTF`; every entry is dated 1980-01-01.
-
-    Entries are copied in order into a new zip next to ``path``, which then
-    replaces ``path``. Sheets are inflated in 4 MiB chunks (cut after a
-    ``</c>``), rewritten, and each chunk deflated on its own by
-    :data:`DEFLATE_THREADS` threads (:func:`_deflate_chunk`) while the next is
-    inflated; the compressed chunks are written in order as one zip entry
-    (CRC-32 and sizes over the rewritten XML). The output depends only on the
-    input (chunk cuts and compressors are fixed): same bytes every time.
-    """
+    Entries are copied into a new zip that replaces ``path``; a sheet is inflated in 4 MiB chunks
+    cut after ``</c>``, rewritten, and deflated by :data:`DEFLATE_THREADS` threads while the next is
+    inflated. Same input, same bytes."""
     if not int_columns:
         _fix_core_in_place(path)
         return
@@ -610,10 +544,8 @@ def finish_package(path: Path, int_columns: list[int], keep_float_columns: bool)
 
 
 def _rewritten_chunks(fin, pattern) -> Iterator[bytes]:
-    """The sheet XML read from ``fin`` in about 4 MiB chunks, each cut after
-    a ``</c>`` (so a ``.0</v>`` is never split: cutting 5 bytes short of the
-    end, as before, left the ``.0`` of a value ending at a cut), each with the
-    ``.0`` removed."""
+    """The sheet XML of ``fin`` in about 4 MiB chunks, each cut after a ``</c>`` (a ``.0</v>`` is
+    never split) and with the ``.0`` removed."""
     carry = b""
     while True:
         chunk = fin.read(_CHUNK)
@@ -631,12 +563,9 @@ def _rewritten_chunks(fin, pattern) -> Iterator[bytes]:
 
 
 def _write_sheet(fin, fout, pattern, pool: ThreadPoolExecutor) -> None:
-    """Write the rewritten sheet from ``fin`` (inflated zip entry) into
-    ``fout`` (a zipfile write handle, deflate) as chunks deflated in
-    ``pool``. The compressed bytes go straight to the archive file; the
-    handle's CRC-32 and sizes are kept as its own ``write`` keeps them, and
-    its compressor, fed nothing, ends the stream with an empty final block on
-    close."""
+    """Write the rewritten sheet from ``fin`` into ``fout`` (a zipfile write handle) as chunks
+    deflated in ``pool``, the bytes straight to the archive with CRC-32 and sizes kept as the
+    handle's ``write`` keeps them."""
     pending: deque = deque()
 
     def drain(keep: int) -> None:
@@ -653,12 +582,8 @@ def _write_sheet(fin, fout, pattern, pool: ThreadPoolExecutor) -> None:
     drain(0)
 
 
-#: Rows of a single sheet go to the library in chunks of about this many
-#: cells, each a workbook of its own written into memory (``header_row`` puts
-#: its rows where they belong in the sheet), so the library's deflate and the
-#: ``.0`` rewrite of a chunk run while the next pages are fetched instead of
-#: after the last one (issue 12). Memory: about two chunks of sheet XML
-#: (~10 MB each for the flights columns).
+#: Cells per chunk of a single sheet, each a workbook of its own in memory (``header_row`` places
+#: its rows), so deflate and rewrite run while pages are fetched. Memory: about two chunks of XML.
 CHUNK_CELLS = 1 << 18
 _SHEET_XML = "xl/worksheets/sheet1.xml"
 _DIMENSION_RE = re.compile(rb'(<dimension ref="[A-Z]+\d+:)([A-Z]+\d+)("/>)')

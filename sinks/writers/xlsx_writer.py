@@ -1,36 +1,14 @@
-"""xlsx writer: xlsxwriter in constant-memory mode, one row at a time.
+"""xlsx writer: xlsxwriter in constant-memory mode, one row at a time. Sources: Microsoft, "Excel
+specifications and limits"; OWASP "CSV Injection"; XML 1.0 s2.2.
 
-Rules and their sources (Microsoft, "Excel specifications and limits"; OWASP
-"CSV Injection"; XML 1.0 section 2.2):
-
-- A sheet holds 1,048,576 rows: the header plus 1,048,575 data rows; further
-  rows go to a new sheet (``Sheet1 (2)``...) with the same header.
-- At most 16,384 columns (checked in ``open_writer`` / ``rows_to_batch``).
-- Text: always ``write_string`` (no ``<f>`` element can appear); longer than
-  32,767 characters -> cut (``truncated``); XML-forbidden control characters
-  removed (``sanitized``); formula-like text keeps its characters in a
-  quote-prefixed cell (``formula_escaped``) when ``doc.escapeFormulas``.
-- Numbers with ``write_number``; integers beyond 2**53 (a double cannot hold
-  them) as text (``converted_to_text``); NaN and null blank; +/-inf as
-  ``doc.infText`` text; booleans with ``write_boolean``.
-- Doubles are written with all 17 significant digits (``repr``), so every one
-  reads back exactly; one Excel cannot show (beyond 9.99999999999999E+307, or
-  a subnormal below 2.2250738585072014E-308 that Excel shows as 0) is written
-  as its ``repr`` text, counted ``converted_to_text``. -0.0 is written as 0 (F2).
-- Decimals: a number when a double holds the value exactly to 15 significant
-  digits (Excel's precision), else the digits as text, ``converted_to_text`` (F11).
-- Datetimes as naive wall time in the export zone; the header names the zone
-  (``ts (UTC)``). Serials are computed here: rounded to Excel's millisecond
-  resolution but never across midnight (23:59:59.9996 -> 23:59:59.999), a
-  sub-second value gets the default format ``yyyy-mm-dd hh:mm:ss.000`` so Excel
-  does not round the display up (F3); 1900-01-01..1900-02-28 get the serials
-  Excel shows as those dates (1..59, before its phantom 1900-02-29); dates
-  before 1900-01-01 or after 9999-12-31 have no serial: ISO-8601 text, counted
-  ``out_of_range`` (F4, F12).
-- Mixed columns: every cell with its own type (numbers, booleans, text) (F7).
-- Bold, frozen header row with an autofilter; column widths estimated from the
-  header and the first batch; ``ColumnSpec.format`` is the cells' number format.
-- Deterministic: fixed document properties, so equal input gives equal bytes.
+- 1,048,575 data rows a sheet, then ``Sheet1 (2)``...; at most 16,384 columns. - Text always
+``write_string``; cut, sanitized and formula-escaped as ``sinks.writers.cells``. - Numbers: integers
+beyond 2**53 as text (``converted_to_text``); doubles with 17 digits (``repr``); one Excel cannot
+show as text; -0.0 as 0 (F2); NaN blank; inf as ``doc.infText``; decimals as doubles when exact to
+15 digits, else text (F11). - Datetimes: wall time in the export zone (named in the header), serials
+rounded to ms never across midnight with ``.000`` formats (F3), 1900-01-01..1900-02-28 as 1..59,
+outside Excel's range ISO text (``out_of_range``, F4, F12). Mixed columns: each cell its own type
+(F7). - Bold frozen header with autofilter, widths from the first batch; fixed document properties.
 """
 from __future__ import annotations
 
@@ -51,22 +29,18 @@ from sinks.writers.cells import (
     headers, kind_of_field, mixed_column, other_cells, text_cells,
 )
 
-#: Data rows per sheet (Excel's 1,048,576 rows minus the header row).
 MAX_DATA_ROWS = XLSX_MAX_ROWS - 1
-#: Fixed creation time so the same input gives a byte-identical file.
 FIXED_CREATED = datetime(2000, 1, 1)
 _SHEET_BAD = re.compile(r"[\[\]:*?/\\\x00-\x1f]")
-_DEFAULT_FORMATS = {"datetime": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd"}
+DEFAULT_FORMATS = {"datetime": "yyyy-mm-dd hh:mm:ss", "date": "yyyy-mm-dd"}
 #: Default format of a datetime cell with a sub-second part (F3).
 MS_FORMAT = "yyyy-mm-dd hh:mm:ss.000"
-_DAY_US = 86_400_000_000
-#: Days from 1970-01-01 to 1900-01-01 and to 9999-12-31: Excel's date range.
+DAY_US = 86_400_000_000
+#: Excel's date range, days from 1970-01-01.
 EXCEL_FIRST_DAY = -25_567
 EXCEL_LAST_DAY = 2_932_896
-#: Days from 1970-01-01 to 0001-01-01 (first day a Python date holds).
 PY_FIRST_DAY = -719_162
-#: Serial of 1970-01-01 (Windows 1900 date system).
-_SERIAL_1970 = 25_569
+SERIAL_1970 = 25_569
 
 
 class _Exact(float):
@@ -80,26 +54,23 @@ class _Exact(float):
 
 
 def excel_serial(us: int) -> tuple[float, bool] | None:
-    """``(serial, sub_second)`` of a wall time given as microseconds since
-    1970-01-01 (Windows 1900 date system), or ``None`` outside Excel's
-    1900-01-01..9999-12-31. Rounded to milliseconds, never across midnight;
-    1900-01-01..1900-02-28 are serials 1..59 (Excel's phantom 1900-02-29 is 60)."""
-    days, rem = divmod(us, _DAY_US)
+    """``(serial, sub_second)`` of a wall time in µs since 1970 (1900 date system), or None outside
+    1900-01-01..9999-12-31; rounded to ms never across midnight; 1900-01-01..02-28 are 1..59."""
+    days, rem = divmod(us, DAY_US)
     if not EXCEL_FIRST_DAY <= days <= EXCEL_LAST_DAY:
         return None
     ms = (rem + 500) // 1000
     if ms >= 86_400_000:
         ms = 86_399_999
-    day = days + _SERIAL_1970
+    day = days + SERIAL_1970
     if day < 61:
         day -= 1
     return day + ms / 86_400_000, rem % 1_000_000 != 0
 
 
 def sheet_name(name: str, suffix: str = "") -> str:
-    """An Excel-valid sheet name: no ``[]:*?/\\`` or control characters, not
-    starting/ending with ``'``, not ``History``, at most 31 characters including
-    ``suffix`` (e.g. `` (2)``)."""
+    """An Excel-valid sheet name (no ``[]:*?/\\`` or controls, no edge ``'``, not ``History``), at
+    most 31 characters with ``suffix``."""
     base = _SHEET_BAD.sub("_", name).strip("'").strip() or "Sheet1"
     if base.lower() == "history":
         base = "History_"
@@ -107,11 +78,8 @@ def sheet_name(name: str, suffix: str = "") -> str:
 
 
 class XlsxWriter(SingleFileWriter):
-    """Writes ``path`` as xlsx (see the module docstring).
-
-    Memory: one batch of cell values plus xlsxwriter's current row; rows are
-    flushed to a temp file in the output directory.
-    """
+    """Writes ``path`` as xlsx. Memory: one batch of cells plus the current row; rows flush to a
+    temp file."""
 
     ext = "xlsx"
 
@@ -127,7 +95,7 @@ class XlsxWriter(SingleFileWriter):
         self._fmts, self._quoted, self._ms_fmts = [], [], []
         ms_format = wb.add_format({"num_format": MS_FORMAT})
         for f, kind in zip(schema, self._kinds):
-            num = spec_fmt.get(f.name) or _DEFAULT_FORMATS.get(kind)
+            num = spec_fmt.get(f.name) or DEFAULT_FORMATS.get(kind)
             self._fmts.append(wb.add_format({"num_format": num}) if num else None)
             self._ms_fmts.append(ms_format if kind == "datetime" and f.name not in spec_fmt
                                  else self._fmts[-1])
@@ -161,8 +129,7 @@ class XlsxWriter(SingleFileWriter):
         if self._ws is not None and self.schema.names:
             self._ws.autofilter(0, 0, self._row, len(self.schema) - 1)
             if self._last_blank and self._row:
-                # A styled blank cell keeps a trailing all-blank row in the
-                # sheet, so readers count it (xlsxwriter skips unstyled blanks).
+                # A styled blank keeps a trailing all-blank row (xlsxwriter skips unstyled blanks).
                 self._ws.write_blank(self._row, 0, None, self._blank)
 
     def _apply_widths(self, ws) -> None:
@@ -220,12 +187,11 @@ class XlsxWriter(SingleFileWriter):
             values = mixed_column(col, name, self.quality, escape=self.doc.escapeFormulas,
                                   mark=Quoted, max_chars=XLSX_MAX_CELL_CHARS)
             return values, self._number_writer(name, self._quoted[c])
-        # datetime, date: wall time as microseconds since 1970 -> serial
         if kind == "datetime":
             wall = pc.local_timestamp(col) if col.type.tz else col
             values = wall.cast(pa.int64()).to_pylist()
         else:
-            values = [None if d is None else d * _DAY_US
+            values = [None if d is None else d * DAY_US
                       for d in col.cast(pa.int32()).to_pylist()]
         ms_fmt = self._ms_fmts[c]
         texts: list = []
@@ -235,7 +201,7 @@ class XlsxWriter(SingleFileWriter):
             if got is None:
                 if not texts:
                     texts.append(iso_texts(col))
-                if EXCEL_FIRST_DAY > v // _DAY_US >= PY_FIRST_DAY:
+                if EXCEL_FIRST_DAY > v // DAY_US >= PY_FIRST_DAY:
                     # beyond Python's years 1..9999 the normalizer counted it already
                     self.quality.add("out_of_range", 1, name)
                 ws.write_string(r, c, texts[0][r - first_row])
@@ -245,8 +211,8 @@ class XlsxWriter(SingleFileWriter):
         return values, write_time
 
     def _number_writer(self, name: str, quoted=None):
-        """``write(r, c, v, fmt)`` for a cell of any Python type: numbers
-        exactly or as counted text, booleans, text (``Quoted`` styled)."""
+        """``write(r, c, v, fmt)`` for a cell of any Python type: numbers exact or as counted text,
+        booleans, text."""
         ws, quality, inf_text = self._ws, self.quality, self.doc.infText
 
         def write(r, c, v, fmt):

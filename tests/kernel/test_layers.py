@@ -98,3 +98,92 @@ def test_no_import_cycle_between_product_modules(gc_paused):
     paths = {module_name(p): p for package in LAYER for p in sorted((ROOT / package).rglob("*.py"))}
     graph = {name: imported_modules(path, set(paths)) for name, path in paths.items()}
     assert import_cycles(graph) == []
+
+
+#: Product packages the private-name fence covers.
+FENCED = ("alerting", "api", "plait", "streams", "schedules", "sinks", "ops", "producers")
+
+#: Third-party and standard-library internals a module may touch, by
+#: (path, name), each for a reason the library gives no public way around.
+THIRD_PARTY_INTERNALS = {
+    # Version-named patches of Faust/aiokafka internals, each smoke-tested in
+    # tests/kernel/test_patches.py; _plait_* are the patch's own marks.
+    ("plait/patches.py", "._create_worker_consumer"),
+    ("plait/patches.py", "._fetch_max_wait_ms"),
+    ("plait/patches.py", "._plait_tuned"),
+    ("plait/patches.py", "._plait_wait"),
+    ("plait/patches.py", "._current_event"),
+    # os._exit is public (documented in the os module) despite its name.
+    ("plait/agent.py", "._exit"),
+    # librdkafka's client-wide error codes are named with a leading underscore.
+    ("producers/sdk.py", "._ALL_BROKERS_DOWN"),
+    # python-docx has no public handle on a row's <w:tr> (repeat-header flag).
+    ("sinks/writers/docx_writer.py", "._tr"),
+    # zipfile's write handle: deflated chunks go straight to the archive with
+    # the CRC-32 and sizes kept as ZipFile's own write keeps them.
+    ("sinks/writers/xlsx_native.py", "._compresslevel"),
+    ("sinks/writers/xlsx_native.py", "._fileobj"),
+    ("sinks/writers/xlsx_native.py", "._compress_size"),
+    ("sinks/writers/xlsx_native.py", "._file_size"),
+    ("sinks/writers/xlsx_native.py", "._crc"),
+}
+
+#: Reach-ins being removed on other branches; emptied once they are merged.
+PENDING = {
+    ("alerting/agents.py", "._fatal"),
+    ("alerting/amconfig.py", "from alerting.config import _format_errors"),
+    ("alerting/amconfig.py", "from alerting.config import _check_group_by"),
+    ("alerting/gotemplate.py", "from alerting.delivery import _am_labels"),
+    ("alerting/gotemplate.py", "from alerting.delivery import _common"),
+    ("alerting/gotemplate.py", "from alerting.silence import _RE2_OPTIONS"),
+    ("alerting/gotemplate.py", "from alerting.silence import _re2_words"),
+    ("alerting/gotemplate.py", "._Regexp"),
+    ("alerting/routing.py", "._compiled"),
+    ("alerting/runner.py", "._inhibited"),
+    ("alerting/silence.py", "._Regexp"),
+    ("alerting/view.py", "._view_flights"),
+    ("alerting/view.py", "._spawn"),
+    ("alerting/view.py", "._alert_view"),
+    ("alerting/view.py", "._redis"),
+    ("alerting/view.py", "._at"),
+    ("api/alertmanager.py", "from api.alerting_edge import _public_field"),
+    ("api/alertmanager.py", "from api.alerting_edge import _public_text"),
+}
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reach_ins(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every ``from m import _name`` and every ``x._name``
+    whose ``x`` is not the bare name ``self`` or ``cls``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            out += [(node.lineno, f"from {node.module} import {a.name}")
+                    for a in node.names if private(a.name)]
+        elif isinstance(node, ast.Attribute) and private(node.attr):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                out.append((node.lineno, f".{node.attr}"))
+    return out
+
+
+def test_private_reach_ins_are_found():
+    source = ("from a.b import _c, d\nself._e\ncls._f\nother._g\nf()._h\nx.__len__\n"
+              "from .m import _i\n")
+    assert sorted(private_reach_ins(source)) == [
+        (1, "from a.b import _c"), (4, "._g"), (5, "._h"), (7, "from m import _i")]
+
+
+def test_no_module_reaches_into_another_modules_private_names(gc_paused):
+    found, seen = [], set()
+    for package in FENCED:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            for line, what in private_reach_ins(path.read_text(encoding="utf-8")):
+                seen.add((rel, what))
+                if (rel, what) not in THIRD_PARTY_INTERNALS | PENDING:
+                    found.append(f"{rel}:{line} {what}")
+    assert found == [], found
+    assert THIRD_PARTY_INTERNALS <= seen, sorted(THIRD_PARTY_INTERNALS - seen)
