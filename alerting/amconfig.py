@@ -63,7 +63,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
                              NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
-                             _format_errors, parse_config)
+                             check_group_by, format_errors, parse_config)
+from alerting.matchers import MatchOp, parse_matcher, parse_matchers
 from alerting.receivers.alertmanager import with_defaults
 from plait.errors import ConfigError
 
@@ -247,11 +248,9 @@ def read_yaml(path: str | Path) -> Any:
 
 # -- matchers, routes, inhibition, time intervals ------------------------------------------------
 
-def _legacy(value: Any, key: str, op: str) -> list[str]:
+def _legacy(value: Any, key: str, op: MatchOp) -> list[str]:
     """``match`` (``op`` ``=``) or ``match_re`` (``=~``) as matcher texts;
     label names as Alertmanager's ``LabelNameRE`` wants them."""
-    from alerting.silence import parse_matcher
-
     out = []
     for name, v in _mapping(value, key, tuple(value or ()), "map").items():
         if not isinstance(name, str) or not _LABEL_NAME.match(name):
@@ -266,11 +265,9 @@ def _legacy(value: Any, key: str, op: str) -> list[str]:
 def matchers(c: dict, key: str, prefix: str = "") -> list[str]:
     """Every matcher of ``<prefix>match``, ``<prefix>match_re`` and
     ``<prefix>matchers`` of ``c`` as canonical texts (one grammar:
-    :func:`alerting.silence.parse_matchers`)."""
-    from alerting.silence import parse_matchers
-
-    out = _legacy(c.get(f"{prefix}match"), _at(key, f"{prefix}match"), "=")
-    out += _legacy(c.get(f"{prefix}match_re"), _at(key, f"{prefix}match_re"), "=~")
+    :func:`alerting.matchers.parse_matchers`)."""
+    out = _legacy(c.get(f"{prefix}match"), _at(key, f"{prefix}match"), MatchOp.EQUAL)
+    out += _legacy(c.get(f"{prefix}match_re"), _at(key, f"{prefix}match_re"), MatchOp.REGEX)
     name = f"{prefix}matchers"
     for i, text in enumerate(_list(c.get(name), _at(key, name))):
         try:
@@ -292,14 +289,13 @@ def _timers(c: dict, key: str) -> dict[str, float]:
 
 
 def _group_by(c: dict, key: str) -> list[str] | None:
-    from alerting.config import _check_group_by
 
     if c.get("group_by") is None:
         return None
     names = [_text(n, _at(key, f"group_by.{i}")) for i, n in
              enumerate(_list(c["group_by"], _at(key, "group_by")))]
     try:
-        return _check_group_by(names)
+        return check_group_by(names)
     except ValueError as e:
         raise _fail(_at(key, "group_by"), str(e)) from None
 
@@ -395,7 +391,7 @@ def validated(model: type[BaseModel], data: Any, key: str) -> dict[str, Any]:
     try:
         return model.model_validate(data if data is not None else {}).model_dump(by_alias=True)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, key)) from None
+        raise ConfigError(format_errors(e, key)) from None
 
 
 # -- receivers ---------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError,
                       field_validator, model_validator)
 
+from alerting.matchers import Matcher, parse_matcher, parse_matchers
+from alerting.receivers.registry import receiver_type, receiver_types
 from plait.errors import ConfigError  # start-up branch; importable from here too
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -86,12 +88,6 @@ class BucketConfig(_Model):
 
     burst: int = Field(default=3, ge=1)
     refill_interval: Seconds = Field(default=10.0, gt=0)
-
-
-RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none")
-#: Default endpoint per receiver type (the services' documented URLs).
-DEFAULT_URLS = {"pagerduty": "https://events.pagerduty.com/v2/enqueue",
-                "opsgenie": "https://api.opsgenie.com/v2/alerts"}
 
 
 class TemplatesConfig(_Model):
@@ -154,7 +150,7 @@ class ReceiverConfig(_Model):
     (Alertmanager's ``max_alerts``); ``templates``: title/text."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none"] = "webhook"
+    type: str = "webhook"  # a registered type (alerting.receivers.registry)
     url: str = ""
     format: Literal["native", "alertmanager"] = "native"
     secret: str = ""
@@ -180,22 +176,20 @@ class ReceiverConfig(_Model):
             raise ValueError("must be an http:// or https:// URL")
         return v
 
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, v: str) -> str:
+        names = sorted(receiver_types())
+        if v not in names:
+            raise ValueError(f"Input should be one of {', '.join(repr(n) for n in names)}")
+        return v
+
     @model_validator(mode="after")
     def _by_type(self) -> "ReceiverConfig":
-        if self.type == "none":
-            return self
-        if self.type == "email":
-            if self.email is None:
-                raise ValueError("email: required for type email (to, from, smarthost)")
-            return self
-        if not self.url:
-            if self.type not in DEFAULT_URLS:
-                raise ValueError(f"url: required for type {self.type}")
-            object.__setattr__(self, "url", DEFAULT_URLS[self.type])
-        if self.type == "pagerduty" and not self.routing_key:
-            raise ValueError("routing_key: required for type pagerduty (Events API v2 integration key)")
-        if self.type == "opsgenie" and not self.api_key:
-            raise ValueError("api_key: required for type opsgenie (GenieKey)")
+        kind = receiver_type(self.type)
+        if not self.url and kind.default_url:
+            object.__setattr__(self, "url", kind.default_url)
+        kind.check(self)
         return self
 
 
@@ -225,22 +219,25 @@ class SubRoute(_Model):
     @field_validator("group_by")
     @classmethod
     def _group_by(cls, v: list[str] | None) -> list[str] | None:
-        return _check_group_by(v)
+        return check_group_by(v)
 
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
         """Each item is one matcher or a selector of several (``'{a="1", b=~"x"}'``,
         Alertmanager 0.25-0.28 syntax, UTF-8 names quoted); stored as one
-        canonical matcher per item, which :func:`alerting.silence.parse_matcher`
+        canonical matcher per item, which :func:`alerting.matchers.parse_matcher`
         reads back."""
-        from alerting.silence import parse_matchers  # one matcher grammar everywhere
         return [str(m) for text in v for m in parse_matchers(text)]
 
     def model_post_init(self, _context: Any) -> None:
-        """Compile the matchers once, at config load (issue 9.5: never per alert)."""
-        from alerting.silence import parse_matcher
+        """Compile the matchers once, at config load, never per alert."""
         self._compiled = tuple(parse_matcher(m) for m in self.matchers)
+
+    @property
+    def compiled_matchers(self) -> tuple[Matcher, ...]:
+        """:attr:`matchers` parsed, regexes compiled."""
+        return self._compiled
 
 
 #: Go's ``time.Weekday`` numbers (Sunday 0), which Alertmanager's ranges use:
@@ -357,9 +354,8 @@ class NamedTimeIntervals(_Model):
 
 
 def _matcher_list(v: list[str]) -> list[str]:
-    """Check every matcher with the one matcher grammar (``alerting.silence``);
-    the error names the item (``[1] bad matcher ...``)."""
-    from alerting.silence import parse_matcher  # one matcher grammar everywhere
+    """Check every matcher (:func:`alerting.matchers.parse_matcher`); the
+    error names the item (``[1] bad matcher ...``)."""
     for i, text in enumerate(v):
         try:
             parse_matcher(text)
@@ -407,7 +403,7 @@ class RouteConfig(_Model):
 GROUP_BY_ALL = "..."
 
 
-def _check_group_by(v: list[str] | None) -> list[str] | None:
+def check_group_by(v: list[str] | None) -> list[str] | None:
     """A ``group_by`` as Alertmanager's config loader takes it (its words):
     ``...`` stands alone (repeated, it is still the wildcard), and no label
     is named twice."""
@@ -436,7 +432,7 @@ class GroupingConfig(_Model):
     @field_validator("group_by")
     @classmethod
     def _group_by(cls, v: list[str] | None) -> list[str] | None:
-        return _check_group_by(v)
+        return check_group_by(v)
 
 
 class TimingConfig(_Model):
@@ -563,7 +559,7 @@ class AlertingConfig(_Model):
         raise KeyError(name)
 
 
-def _format_errors(err: ValidationError, prefix: str = "") -> str:
+def format_errors(err: ValidationError, prefix: str = "") -> str:
     """``key: problem; ...`` for each error, keys under ``prefix`` when given."""
     lines = []
     for e in err.errors():
@@ -584,7 +580,7 @@ def parse_config(data: dict[str, Any]) -> AlertingConfig:
     try:
         return AlertingConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e)) from None
+        raise ConfigError(format_errors(e)) from None
 
 
 def load_config(source: str | Path) -> AlertingConfig:

@@ -84,7 +84,7 @@ def verify_signature(secret: str, body: bytes, timestamp: int, header: str, now:
     return hmac.compare_digest(signature(secret, body, timestamp), header)
 
 
-def _am_labels(view: dict[str, Any]) -> dict[str, str]:
+def am_alert_labels(view: dict[str, Any]) -> dict[str, str]:
     """An alert's labels in Alertmanager's webhook body: an Alertmanager
     alert's own (none invented: no ``severity`` or ``alertname`` it did not
     send); a native alert's with ``alertname``, ``severity`` and ``asset``."""
@@ -98,7 +98,7 @@ def _am_labels(view: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def _common(dicts: list[dict[str, str]]) -> dict[str, str]:
+def common_labels(dicts: list[dict[str, str]]) -> dict[str, str]:
     if not dicts:
         return {}
     common = dict(dicts[0])
@@ -134,7 +134,7 @@ def render_alertmanager(message: Message, external_url: str = "",
         views = views[:max_alerts]
     for view in views:
         alerts.append({
-            "status": view["status"], "labels": _am_labels(view),
+            "status": view["status"], "labels": am_alert_labels(view),
             "annotations": dict(view["annotations"]),
             "startsAt": format_time(view["starts_at"]),
             "endsAt": format_time(view["ends_at"] if view["status"] == "resolved" else None),
@@ -149,9 +149,9 @@ def render_alertmanager(message: Message, external_url: str = "",
         "truncatedAlerts": truncated,
         "status": "firing" if any(a["status"] == "firing" for a in message.alerts()) else "resolved",
         "receiver": message.receiver,
-        "groupLabels": am_group_labels(_common([s["group_labels"] for s in sections])),
-        "commonLabels": _common([a["labels"] for a in alerts]),
-        "commonAnnotations": _common([a["annotations"] for a in alerts]),
+        "groupLabels": am_group_labels(common_labels([s["group_labels"] for s in sections])),
+        "commonLabels": common_labels([a["labels"] for a in alerts]),
+        "commonAnnotations": common_labels([a["annotations"] for a in alerts]),
         "externalURL": external_url,
         "alerts": alerts,
     }

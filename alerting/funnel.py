@@ -53,7 +53,8 @@ from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, 
 from alerting.intake import normalize
 from alerting.routing import Decision, Route, muted_at, route_by_id, routes_for
 from alerting.routing import decide as decide_routes
-from alerting.silence import Matcher, Silence, create_silence, parse_matcher, silenced_by
+from alerting.matchers import Matcher, parse_matcher
+from alerting.silence import Silence, create_silence, silenced_by
 
 STATE_VERSION = 1
 _COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "inhibited", "rejected",

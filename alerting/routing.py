@@ -36,6 +36,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from alerting.dedupe import fingerprint
+from alerting.matchers import MatchOp
 from alerting.model import Alert
 
 #: Go's weekday order (Sunday 0), as Alertmanager's ranges count
@@ -104,9 +105,10 @@ def _nodes(parent: Route, subs: list) -> tuple[_Node, ...]:
     out = []
     for i, sub in enumerate(subs):
         child = _child(parent, sub, f"{parent.id}.{i}")
-        ms = sub._compiled
-        out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op == "="),
-                         tuple(sorted((m for m in ms if m.op != "="), key=lambda m: m.op != "!=")),
+        ms = sub.compiled_matchers
+        out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op is MatchOp.EQUAL),
+                         tuple(sorted((m for m in ms if m.op is not MatchOp.EQUAL),
+                                      key=lambda m: m.op.cost)),
                          sub.continue_,
                          _nodes(child, sub.routes)))
     return tuple(out)

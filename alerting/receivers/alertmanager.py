@@ -38,6 +38,7 @@ from dataclasses import replace
 from typing import Any, Iterator
 
 from alerting.model import Message
+from alerting.receivers.registry import receiver_type
 
 log = logging.getLogger("plait.alerting")
 
@@ -132,8 +133,7 @@ def rendered(message: Message, receiver: Any, templates: Any,
     fields = dict(receiver.alertmanager_fields)
     name = fields.pop("receiver", message.receiver)  # a 2nd integration's: the file's name
     data = alertmanager_data(message.sections, name, external_url)
-    defaults = DEFAULTS.get(f"{'msteams' if receiver.type == 'teams' else receiver.type}_configs",
-                            {})
+    defaults = DEFAULTS.get(receiver_type(receiver.type).am_kind, {})
     out = {}
     for field, value in fields.items():
         try:
@@ -172,42 +172,6 @@ def _html_escaped(value: Any) -> Any:
     if isinstance(value, list):
         return type(value)(_html_escaped(v) for v in value)
     return value
-
-
-def requests(message: Message, receiver: Any, templates: Any, external_url: str) -> list:
-    """The :class:`~alerting.receivers.Request` s Alertmanager would make for
-    ``message`` to ``receiver`` (type slack, teams, pagerduty or opsgenie):
-    one POST; PagerDuty and Opsgenie one per group.
-
-    Raises:
-        ValueError: another receiver type.
-        alerting.gotemplate.TemplateError: a field and Alertmanager's
-            default for it both fail to render.
-    """
-    from urllib.parse import quote
-
-    from alerting.receivers.request import Request, dumps
-
-    headers = {"Content-Type": "application/json", **receiver.headers}
-    kind = receiver.type
-    if kind in ("slack", "teams"):
-        f, data = rendered(message, receiver, templates, external_url)
-        body = slack(f) if kind == "slack" else teams(f, data["Status"])
-        return [Request(receiver.url, dumps(body), headers)]
-    out = []
-    for gid, one, resolved in per_group(message):
-        f, data = rendered(one, receiver, templates, external_url)
-        if kind == "pagerduty":
-            out.append(Request(receiver.url, dumps(pagerduty(f, receiver.routing_key, gid[:255],
-                                                             resolved)), headers))
-        elif kind == "opsgenie":
-            url = (f"{receiver.url}/{quote(gid[:512], safe='')}/close?identifierType=alias"
-                   if resolved else receiver.url)
-            out.append(Request(url, dumps(opsgenie(f, gid[:512], data["CommonLabels"], resolved)),
-                               headers | {"Authorization": f"GenieKey {receiver.api_key}"}))
-        else:
-            raise ValueError(f"receiver type {kind!r} has no Alertmanager notifier here")
-    return out
 
 
 def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:

@@ -14,6 +14,7 @@ from email.utils import formatdate
 from typing import Any
 
 from alerting.model import Message
+from alerting.receivers.registry import SECRET, ReceiverType, register
 from alerting.templates import render
 
 _URL = re.compile(r"(https?://[^\s<>\"]+)")
@@ -57,3 +58,27 @@ def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
         if cfg.auth_username:
             smtp.login(cfg.auth_username, cfg.auth_password)
         smtp.send_message(mail)
+
+
+def _not_http(*_args: Any) -> list:
+    raise ValueError("receiver type 'email' is not sent over HTTP")
+
+
+def _check(receiver: Any) -> None:
+    if receiver.email is None:
+        raise ValueError("email: required for type email (to, from, smarthost)")
+
+
+def am_status(receiver: Any) -> dict[str, Any]:
+    """``email_configs``; the password as ``<secret>``."""
+    e = receiver.email
+    cfg = {"to": ", ".join(e.to), "from": e.from_, "smarthost": e.smarthost,
+           "require_tls": e.require_tls, "send_resolved": receiver.send_resolved}
+    if e.auth_username:
+        cfg |= {"auth_username": e.auth_username, "auth_password": SECRET}
+    return {"email_configs": [cfg]}
+
+
+#: sent over SMTP by :mod:`alerting.webhook` (:func:`build_email`, :func:`send`)
+EMAIL = register(ReceiverType(name="email", requests=_not_http, am_requests=_not_http,
+                              am_status=am_status, check=_check, am_kind="email_configs"))

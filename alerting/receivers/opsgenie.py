@@ -18,14 +18,17 @@ from typing import Any
 from urllib.parse import quote
 
 from alerting.model import Message
+from alerting.receivers import alertmanager
 from alerting.receivers.alertmanager import per_group
+from alerting.receivers.registry import ReceiverType, needs, register, secret_status
 from alerting.receivers.request import Request, dumps
 from alerting.templates import render
 
 PRIORITY = {"critical": "P1", "warning": "P3", "info": "P5"}
 
 
-def requests(message: Message, receiver: Any, external_url: str = "") -> list[Request]:
+def requests(message: Message, receiver: Any, external_url: str = "", timestamp: int = 0
+             ) -> list[Request]:
     """Create / close requests for ``message`` (see the module doc)."""
     headers = {"Content-Type": "application/json", "Authorization": f"GenieKey {receiver.api_key}",
                **receiver.headers}
@@ -53,3 +56,28 @@ def requests(message: Message, receiver: Any, external_url: str = "") -> list[Re
                 "tags": sorted({a["rule"] for a in firing})[:20], "details": details}
         out.append(Request(base, dumps(body), headers))
     return out
+
+
+def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
+                timestamp: int = 0) -> list[Request]:
+    """Alertmanager's create / close request per group from the rendered fields."""
+    headers = {"Content-Type": "application/json", **receiver.headers,
+               "Authorization": f"GenieKey {receiver.api_key}"}
+    out = []
+    for gid, one, resolved in per_group(message):
+        f, data = alertmanager.rendered(one, receiver, templates, external_url)
+        url = (f"{receiver.url}/{quote(gid[:512], safe='')}/close?identifierType=alias"
+               if resolved else receiver.url)
+        body = alertmanager.opsgenie(f, gid[:512], data["CommonLabels"], resolved)
+        out.append(Request(url, dumps(body), headers))
+    return out
+
+
+DEFAULT_URL = "https://api.opsgenie.com/v2/alerts"
+
+
+OPSGENIE = register(ReceiverType(
+    name="opsgenie", requests=requests, am_requests=am_requests,
+    am_status=lambda r: secret_status(r, "opsgenie_configs", "api_key", "api_url", DEFAULT_URL),
+    check=lambda r: needs(r, "api_key", "GenieKey"), am_kind="opsgenie_configs",
+    default_url=DEFAULT_URL))

@@ -19,7 +19,9 @@ from typing import Any
 
 from alerting.intake import format_time
 from alerting.model import Message
+from alerting.receivers import alertmanager
 from alerting.receivers.alertmanager import per_group
+from alerting.receivers.registry import ReceiverType, needs, register, secret_status
 from alerting.receivers.request import Request, dumps
 from alerting.receivers.slack import links
 from alerting.templates import render
@@ -64,7 +66,30 @@ def events(message: Message, receiver: Any, external_url: str = "") -> list[dict
     return out
 
 
-def requests(message: Message, receiver: Any, external_url: str = "") -> list[Request]:
+def requests(message: Message, receiver: Any, external_url: str = "", timestamp: int = 0
+             ) -> list[Request]:
     """One POST per event to the receiver's URL (default the EU/US enqueue endpoint)."""
     headers = {"Content-Type": "application/json", **receiver.headers}
     return [Request(receiver.url, dumps(e), headers) for e in events(message, receiver, external_url)]
+
+
+def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
+                timestamp: int = 0) -> list[Request]:
+    """Alertmanager's Events API v2 event per group from the rendered fields."""
+    headers = {"Content-Type": "application/json", **receiver.headers}
+    out = []
+    for gid, one, resolved in per_group(message):
+        f, _data = alertmanager.rendered(one, receiver, templates, external_url)
+        body = alertmanager.pagerduty(f, receiver.routing_key, gid[:255], resolved)
+        out.append(Request(receiver.url, dumps(body), headers))
+    return out
+
+
+DEFAULT_URL = "https://events.pagerduty.com/v2/enqueue"
+
+
+PAGERDUTY = register(ReceiverType(
+    name="pagerduty", requests=requests, am_requests=am_requests,
+    am_status=lambda r: secret_status(r, "pagerduty_configs", "routing_key", "url", DEFAULT_URL),
+    check=lambda r: needs(r, "routing_key", "Events API v2 integration key"),
+    am_kind="pagerduty_configs", default_url=DEFAULT_URL))

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from alerting.model import Message
+from alerting.receivers import alertmanager
+from alerting.receivers.registry import ReceiverType, json_request, needs, register, secret_status
 from alerting.templates import render
 
 HEADER_MAX, SECTION_MAX, BUTTON_MAX, MAX_BLOCKS = 150, 3000, 75, 50
@@ -71,3 +73,16 @@ def payload(message: Message, receiver: Any, external_url: str = "") -> dict[str
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
     return {"text": title, "blocks": blocks[:MAX_BLOCKS]}
+
+
+def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
+                timestamp: int = 0) -> list:
+    """Alertmanager's Slack body from the receiver's rendered fields."""
+    f, _data = alertmanager.rendered(message, receiver, templates, external_url)
+    return json_request(receiver, alertmanager.slack(f))
+
+
+SLACK = register(ReceiverType(
+    name="slack", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
+    am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="slack_configs",
+    am_status=lambda r: secret_status(r, "slack_configs", "api_url")))

@@ -17,7 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from alerting.model import Message
+from alerting.receivers import alertmanager
+from alerting.receivers.registry import ReceiverType, json_request, needs, register
 from alerting.receivers.slack import links
+from alerting.receivers.webhook import am_status as webhook_status
 from alerting.templates import render
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
@@ -39,3 +42,17 @@ def payload(message: Message, receiver: Any, external_url: str = "") -> dict[str
         card["actions"] = actions[:6]
     return {"type": "message",
             "attachments": [{"contentType": CONTENT_TYPE, "contentUrl": None, "content": card}]}
+
+
+def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
+                timestamp: int = 0) -> list:
+    """Alertmanager 0.26's MessageCard from the receiver's rendered fields."""
+    f, data = alertmanager.rendered(message, receiver, templates, external_url)
+    return json_request(receiver, alertmanager.teams(f, data["Status"]))
+
+
+#: shown as a webhook in ``/api/v2/status``: Alertmanager 0.25 has no msteams_configs
+TEAMS = register(ReceiverType(
+    name="teams", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
+    am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="msteams_configs",
+    am_status=webhook_status))

@@ -1,0 +1,129 @@
+"""The receiver types, keyed by ``type`` (the ``type`` of a receiver in the
+alerting config). Each module of :mod:`alerting.receivers` that defines a
+type calls :func:`register` when imported; every module of the package is
+imported on the first lookup, so a new type is one new module.
+
+A type gives every part, or :func:`register` raises:
+
+- ``requests(message, receiver, external_url, timestamp) -> [Request]``:
+  Plait's own payload (empty: nothing to send);
+- ``am_requests(message, receiver, templates, external_url, timestamp)``:
+  the same for a receiver of an ``alertmanager.yml``, its Go-template
+  fields rendered by ``templates`` (:mod:`alerting.receivers.alertmanager`);
+- ``am_status(receiver) -> {"<kind>_configs": [{...}]}``: the receiver as
+  ``/api/v2/status`` ``config.original`` and amtool show it, secrets as
+  ``<secret>`` (``{}``: no integration);
+- ``check(receiver)``: the config's rules for the type; raises
+  ``ValueError("<key>: ...")``;
+- ``am_kind``: the ``alertmanager.yml`` integration read as this type
+  (``slack_configs``; ``""``: none);
+- ``default_url``: the service's documented endpoint (``""``: none).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from urllib.parse import urlsplit
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable
+
+#: what ``am_status`` writes in place of a secret (Alertmanager's spelling)
+SECRET = "<secret>"
+
+
+@dataclass(frozen=True)
+class ReceiverType:
+    """One receiver type; see the module doc for each part."""
+
+    name: str
+    requests: Callable[..., list]
+    am_requests: Callable[..., list]
+    am_status: Callable[[Any], dict[str, Any]]
+    check: Callable[[Any], None]
+    am_kind: str
+    default_url: str = ""
+
+
+_TYPES: dict[str, ReceiverType] = {}
+_loaded = False
+
+
+def register(kind: ReceiverType) -> ReceiverType:
+    """Add ``kind``; returned, so a module can keep it.
+
+    Raises:
+        TypeError: a part is missing or of the wrong kind.
+        ValueError: the name is taken.
+    """
+    if not isinstance(kind, ReceiverType):
+        raise TypeError(f"register() takes a ReceiverType, got {type(kind).__name__}")
+    for f in fields(ReceiverType):
+        value = getattr(kind, f.name)
+        ok = isinstance(value, str) if f.type in ("str",) else callable(value)
+        if not ok or (f.name == "name" and not value):
+            raise TypeError(f"receiver type {kind.name!r}: {f.name} is missing or not a "
+                            f"{'string' if f.type == 'str' else 'function'}")
+    if kind.name in _TYPES and _TYPES[kind.name] is not kind:
+        raise ValueError(f"receiver type {kind.name!r} is registered twice")
+    _TYPES[kind.name] = kind
+    return kind
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+            importlib.import_module(f"{__package__}.{info.name}")
+        _loaded = True
+
+
+def receiver_types() -> dict[str, ReceiverType]:
+    """Every registered type by name."""
+    _load()
+    return dict(_TYPES)
+
+
+def receiver_type(name: str) -> ReceiverType:
+    """The type called ``name``.
+
+    Raises:
+        ValueError: no such type.
+    """
+    _load()
+    try:
+        return _TYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown receiver type {name!r} (known: {', '.join(sorted(_TYPES))})") from None
+
+
+def needs(receiver: Any, name: str, why: str = "") -> None:
+    """Raise ``ValueError("<name>: required for type <t> (why)")`` when the
+    receiver's ``name`` is empty (a ``check`` helper)."""
+    if not getattr(receiver, name):
+        raise ValueError(f"{name}: required for type {receiver.type}" + (f" ({why})" if why else ""))
+
+
+def redacted_url(url: str) -> str:
+    """``scheme://host[:port]/<secret>``: a URL's path and query often carry
+    its token (Alertmanager shows secret URLs as ``<secret>``; amtool 0.25
+    reads a webhook ``url`` only as an http(s) URL)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}/{SECRET}" if parts.scheme and host else SECRET
+
+
+def secret_status(receiver: Any, am_kind: str, secret: str, url_key: str = "url",
+                  default_url: str | None = None) -> dict[str, Any]:
+    """``{am_kind: [{secret: "<secret>", "send_resolved", url_key}]}``, the
+    URL (host only) present when it is not ``default_url`` (None: never)."""
+    own = ({url_key: redacted_url(receiver.url)}
+           if default_url is not None and receiver.url != default_url else {})
+    return {am_kind: [{secret: SECRET, "send_resolved": receiver.send_resolved, **own}]}
+
+
+def json_request(receiver: Any, payload: Any) -> list:
+    """One JSON POST of ``payload`` to the receiver's URL with its headers."""
+    from alerting.receivers.request import Request, dumps
+    headers = {"Content-Type": "application/json", **receiver.headers}
+    return [Request(receiver.url, dumps(payload), headers)]
