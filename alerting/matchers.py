@@ -1,10 +1,7 @@
-"""Label matchers (``name op value``), one grammar for silences, routes,
-inhibit rules, ``alertmanager.yml`` and the Go-template ``match`` function.
-
-Semantics are Alertmanager's ``pkg/labels/matcher.go``: operators ``=``,
-``!=``, ``=~``, ``!~`` (:class:`MatchOp`); a regex is anchored at both ends
-(``^(?:re)$``) and uses RE2, the syntax and linear-time matching of Go's
-``regexp``; an absent label matches as the empty string.
+"""Label matchers, one grammar for silences, routes, inhibit rules and
+``alertmanager.yml`` (Alertmanager's ``pkg/labels/matcher.go``): operators
+:class:`MatchOp`; regexes anchored (``^(?:re)$``) in RE2, Go's ``regexp``
+syntax, linear time; an absent label matches as ``""``.
 """
 from __future__ import annotations
 
@@ -32,24 +29,20 @@ class MatchOp(StrEnum):
         return self in (MatchOp.REGEX, MatchOp.NOT_REGEX)
 
     @property
-    def is_equal(self) -> bool:
-        """True for the positive operators (``=``, ``=~``): the API's ``isEqual``."""
+    def is_equal(self) -> bool:  # the API's isEqual
         return self in (MatchOp.EQUAL, MatchOp.REGEX)
 
     @property
-    def cost(self) -> int:
-        """Order to try matchers in, cheapest first: ``=``, ``!=``, regexes."""
+    def cost(self) -> int:  # try cheapest first
         return 0 if self is MatchOp.EQUAL else 1 if self is MatchOp.NOT_EQUAL else 2
 
     @classmethod
-    def from_api(cls, is_regex: bool, is_equal: bool) -> "MatchOp":
-        """The operator of the API's ``{"isRegex", "isEqual"}``."""
+    def from_api(cls, is_regex: bool, is_equal: bool) -> "MatchOp":  # {"isRegex", "isEqual"}
         if is_regex:
             return cls.REGEX if is_equal else cls.NOT_REGEX
         return cls.EQUAL if is_equal else cls.NOT_EQUAL
 
 
-#: Operators longest first, as the text parser must try them.
 _OPS_BY_LENGTH = tuple(sorted(MatchOp, key=lambda o: -len(o.value)))
 
 
@@ -63,11 +56,8 @@ RE2_OPTIONS = _re2_options()
 
 
 def compile_re2(pattern: str):
-    """``pattern`` compiled with RE2 as written, outside the binding's cache.
-
-    No process-wide cache is kept: a compiled pattern costs up to RE2's
-    ``max_mem`` (8 MiB), so the caller holds what it compiled for as long
-    as it needs it (``re2.compile`` would keep the last 128).
+    """``pattern`` compiled with RE2, outside the binding's cache: a pattern
+    costs up to ``max_mem`` (8 MiB), so the caller holds what it compiled.
 
     Raises:
         re2.error: not a valid RE2 pattern.
@@ -88,9 +78,8 @@ def _anchored(pattern: str):
 
 
 def regex_hit(rx: Any, value: str) -> bool:
-    """Whether ``value`` matches ``rx`` (from :func:`compile_regex`) as Go's
-    ``MatchString`` does: a search, so ``a)|(b`` (``^(?:a)|(b)$``) finds
-    ``xb``; a lone surrogate in ``value`` is matched as U+FFFD."""
+    """Go's ``MatchString``: a search, so ``a)|(b`` finds ``xb``; a lone
+    surrogate in ``value`` is matched as U+FFFD."""
     try:
         return rx.search(value) is not None
     except UnicodeEncodeError:
@@ -98,9 +87,8 @@ def regex_hit(rx: Any, value: str) -> bool:
 
 
 def compile_regex(pattern: str) -> tuple[Any, str | None]:
-    """(compiled, None) for a valid matcher regex (anchored), or (None, RE2's
-    words about the pattern as given). ``\\C`` (any byte), which RE2 takes
-    and Go refuses, is refused."""
+    """(compiled, None) for a valid matcher regex, anchored, or (None, RE2's
+    words); ``\\C``, which Go refuses, is refused."""
     if _byte_escape(pattern):
         return None, f"invalid escape sequence: `\\C` in {pattern!r}"
     try:
@@ -134,18 +122,17 @@ class Matcher:
     name: str
     op: MatchOp
     value: str
-    _rx: Any = field(default=None, init=False, repr=False, compare=False)  # the compiled regex
+    _rx: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.op, MatchOp):
             object.__setattr__(self, "op", MatchOp(self.op))
 
     def matches(self, labels: dict[str, str]) -> bool:
-        """True when the label set satisfies the matcher (absent label = ``""``).
+        """True when ``labels`` satisfy the matcher (absent label = ``""``).
 
         Raises:
-            re2.error: a regex operator with an invalid pattern (one made by
-                :func:`parse_matcher` has been checked)."""
+            re2.error: an invalid pattern (not from :func:`parse_matcher`)."""
         v = labels.get(self.name, "")
         op = self.op
         if op is MatchOp.EQUAL:
@@ -153,15 +140,14 @@ class Matcher:
         if op is MatchOp.NOT_EQUAL:
             return v != self.value
         rx = self._rx
-        if rx is None:  # compiled once, kept while the matcher lives
+        if rx is None:
             rx = _anchored(self.value)
             object.__setattr__(self, "_rx", rx)
         hit = regex_hit(rx, v)
         return hit if op is MatchOp.REGEX else not hit
 
     def __str__(self) -> str:
-        """Text :func:`parse_matcher` reads back: ``env="prod"``; a name that
-        is not a classic label name is quoted (``"cloud.account.name"="x"``)."""
+        """Text :func:`parse_matcher` reads back (``env="prod"``, ``"a.b"="x"``)."""
         name = self.name if _LEGACY_NAME.match(self.name) else json.dumps(self.name, ensure_ascii=False)
         return f"{name}{self.op.value}{json.dumps(self.value, ensure_ascii=False)}"
 
@@ -177,9 +163,8 @@ _UNQUOTED_VALUE_BAD = re.compile(r"[\"'=~!\s]")
 
 
 def _unquote(text: str, what: str, spec: str) -> str:
-    """The content of a double-quoted string (quotes included in ``text``):
-    JSON/Go escapes; any other escape is kept as written (``"a\\.b"`` ->
-    ``a\\.b``, as Alertmanager's classic parser keeps it)."""
+    """A double-quoted string's content: JSON/Go escapes; others kept as
+    written (``"a\\.b"`` -> ``a\\.b``, as Alertmanager's classic parser)."""
     try:
         value = json.loads(text)
         if isinstance(value, str):
@@ -215,7 +200,7 @@ def _quoted_end(text: str, start: int) -> int:
 
 
 def _parse_text(spec: str) -> tuple[str, MatchOp, str]:
-    """(name, op, value) of one matcher written as text (see :func:`parse_matcher`)."""
+    """(name, op, value) of one matcher text."""
     hint = 'expected name="value" with =, !=, =~ or !~'
     s = spec.strip()
     if s.startswith("{") and s.endswith("}"):
@@ -258,9 +243,8 @@ def _parse_text(spec: str) -> tuple[str, MatchOp, str]:
 
 
 def split_matchers(text: str) -> list[str]:
-    """The matcher texts of one selector: ``{a="1", b=~"x,y"}``,
-    ``a="1",b="2"`` or a single matcher; commas inside quotes do not split;
-    a trailing comma is allowed (as in Alertmanager).
+    """The matcher texts of ``{a="1", b=~"x,y"}``, ``a="1",b="2"`` or one
+    matcher; a trailing comma is allowed.
 
     Raises:
         ValueError: an unclosed ``{`` or quote, or an empty matcher between commas.
@@ -296,8 +280,7 @@ def split_matchers(text: str) -> list[str]:
 
 
 def parse_matchers(spec: Any) -> list[Matcher]:
-    """Every matcher of ``spec``: a selector string (:func:`split_matchers`),
-    one matcher object, or a list of either.
+    """Every matcher of a selector string, a matcher object, or a list of either.
 
     Raises:
         ValueError: as :func:`parse_matcher`, naming the bad matcher.
@@ -327,11 +310,9 @@ def parse_matcher(spec: Any) -> Matcher:
     """A :class:`Matcher` from text, ``{"name", "op", "value"}`` or the API's
     ``{"name", "value", "isRegex", "isEqual"}``.
 
-    Text follows Alertmanager 0.25-0.28 (``pkg/labels`` classic and UTF-8
-    parsers): the name is a bare word starting with a letter or ``_`` or any
-    UTF-8 text in double quotes; the value is double-quoted (JSON/Go
-    escapes), single-quoted, or bare without spaces or ``"'=~!``; one pair
-    of braces around it is allowed (``{"a.b"="c"}``).
+    Text follows Alertmanager 0.25-0.28's parsers: a name bare (letter or
+    ``_`` first) or double-quoted; a value double-quoted, single-quoted or
+    bare without spaces or ``"'=~!``; braces allowed (``{"a.b"="c"}``).
 
     Raises:
         ValueError: bad syntax, unknown operator or invalid regex.
@@ -354,5 +335,5 @@ def parse_matcher(spec: Any) -> Matcher:
         if problem is not None:
             raise ValueError(f"bad regex {value!r} in matcher for {name!r}: {problem} "
                              "(RE2 syntax, as Go's regexp in Alertmanager)")
-        object.__setattr__(matcher, "_rx", rx)  # checked by compiling: kept, not compiled again
+        object.__setattr__(matcher, "_rx", rx)
     return matcher

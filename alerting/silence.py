@@ -25,9 +25,8 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 
 
 class SilenceRefused(FieldError):
-    """A silence that cannot be created (``POST /silences`` answers 422; a
-    funnel partition logs and skips the command). ``field`` names the
-    offending key as the caller spelt it; ``accepted`` says what would do."""
+    """A silence that cannot be created (``POST /silences``: 422); ``field``
+    names the key as the caller spelt it, ``accepted`` what would do."""
 
     def __init__(self, field: str, problem: str, accepted: str | None = None,
                  code: str = "invalid") -> None:
@@ -35,10 +34,8 @@ class SilenceRefused(FieldError):
 
 
 def is_broad(matchers: list[Matcher]) -> bool:
-    """True when every matcher matches the empty string, so an alert without
-    any of the named labels is silenced (Alertmanager's refusal rule), or when
-    every matcher is negative (``!=``, ``!~``): ``asset!=""`` mutes every alert
-    that has an asset, which is all of them."""
+    """True when every matcher matches the empty string (Alertmanager's
+    refusal rule) or every matcher is negative (``asset!=""`` mutes all)."""
     return all(m.matches({}) for m in matchers) or all(not m.op.is_equal for m in matchers)
 
 
@@ -93,8 +90,7 @@ class TimeInterval:
 
     @classmethod
     def parse(cls, spec: Any, field: str) -> "TimeInterval":
-        """From ``{"weekdays": [...], "times": [{"start_time", "end_time"}], "location"}``
-        (or the ``to_dict`` form).
+        """From ``{"weekdays", "times": [{"start_time", "end_time"}], "location"}`` or ``to_dict``'s form.
 
         Raises:
             SilenceRefused: naming the bad key.
@@ -126,13 +122,8 @@ class TimeInterval:
 
 @dataclass(frozen=True)
 class Silence:
-    """A silence (Alertmanager API field names in brackets).
-
-    ``starts_at`` [startsAt] / ``ends_at`` [endsAt]: validity, epoch seconds,
-    ``[starts_at, ends_at)``; ``ends_at`` None = until expired (only with
-    ``time_intervals``); ``author`` [createdBy]; ``comment``; ``time_intervals``:
-    when set, the silence is active only inside one of them.
-    """
+    """A silence: valid in ``[starts_at, ends_at)`` epoch seconds (``ends_at``
+    None: until expired, only with ``time_intervals``, which then bound it)."""
 
     id: str
     matchers: tuple[Matcher, ...]
@@ -142,8 +133,7 @@ class Silence:
     comment: str
     allow_broad: bool = False
     time_intervals: tuple[TimeInterval, ...] = field(default=())
-    #: the matchers in the order they are tried: equality first, regexes last, so an
-    #: ``alertname="X"`` that fails costs no regex match (up to ms on a long value)
+    #: the matchers cheapest first (:attr:`alerting.matchers.MatchOp.cost`)
     _order: tuple[Matcher, ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -161,7 +151,7 @@ class Silence:
         return self.active(now) and all(m.matches(labels) for m in self._order)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data (matchers as ``{"name", "op", "value"}``)."""
+        """Plain JSON data."""
         return {"id": self.id, "matchers": [m.to_dict() for m in self.matchers],
                 "starts_at": self.starts_at, "ends_at": self.ends_at, "author": self.author,
                 "comment": self.comment, "allow_broad": self.allow_broad,
@@ -176,10 +166,8 @@ class Silence:
 
 
 def _bare_regex_valid(m: Matcher) -> None:
-    """A silence's regex must also compile as written, unanchored: Alertmanager's
-    silence validation (``validateMatcher``) compiles the bare pattern, so
-    ``a)|(b``, which a filter or a route takes (``^(?:a)|(b)$``), is refused
-    in a silence.
+    """A silence's regex must also compile unanchored (Alertmanager's
+    ``validateMatcher``): ``a)|(b`` passes in a route, not in a silence.
 
     Raises:
         ValueError: Alertmanager's words, "invalid regular expression"."""
@@ -191,15 +179,12 @@ def _bare_regex_valid(m: Matcher) -> None:
 
 
 def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence:
-    """Validate a silence request into a :class:`Silence`.
-
-    Keys: ``matchers`` (list of matcher strings or objects), ``starts_at``
-    [``startsAt``] (default ``now``), ``ends_at`` [``endsAt``], ``author``
-    [``createdBy``], ``comment``, ``allow_broad``, ``time_intervals``.
+    """Validate a silence request (``matchers``, ``starts_at`` [``startsAt``,
+    default ``now``], ``ends_at`` [``endsAt``], ``author`` [``createdBy``],
+    ``comment``, ``allow_broad``, ``time_intervals``).
 
     Raises:
-        SilenceRefused: naming the key; in particular ``matchers`` when the
-            silence is broad (see module doc) and ``allow_broad`` is not set.
+        SilenceRefused: naming the key (``matchers`` for a broad silence).
     """
     if not isinstance(spec, dict):
         raise SilenceRefused("(silence)", "expected an object")
