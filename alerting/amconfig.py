@@ -1,54 +1,20 @@
 """Alertmanager's configuration file (``alertmanager.yml``), read as it is and
 turned into Plait's :class:`~alerting.config.AlertingConfig`: the whole
-translation is here.
-
-What is read (Alertmanager's ``config/config.go`` and ``config/notifiers.go``;
-the key names are Alertmanager's):
-
-- ``global``: ``resolve_timeout`` -> ``timing.resolve_timeout``;
-  ``smtp_*`` (``smtp_from``, ``smtp_smarthost``, ``smtp_auth_username``,
-  ``smtp_auth_password[_file]``, ``smtp_require_tls``), ``slack_api_url[_file]``,
-  ``pagerduty_url``, ``opsgenie_api_url``, ``opsgenie_api_key[_file]`` and
-  ``http_config``: defaults of the receivers that leave them out.
-- ``route``: the root's ``receiver``, ``group_by`` and timers become the
-  config's defaults; sub-routes keep ``receiver``, ``group_by`` (``...``),
-  ``matchers`` and the legacy ``match`` / ``match_re`` (one matcher list),
-  ``continue``, the three timers, ``mute_time_intervals`` /
-  ``active_time_intervals`` and ``routes``; the inheritance is
-  :mod:`alerting.routing`'s, which is Alertmanager's.
-- ``inhibit_rules`` (``source_matchers`` / ``target_matchers`` / ``equal``,
-  and ``source_match[_re]`` / ``target_match[_re]``).
-- ``time_intervals`` and the older ``mute_time_intervals`` (one name space).
-- ``receivers``: ``webhook_configs`` (Alertmanager's webhook body v4),
-  ``slack_configs``, ``pagerduty_configs`` (Events API v2), ``opsgenie_configs``,
-  ``email_configs``, ``msteams_configs``; ``send_resolved`` (Alertmanager's
-  default per kind), ``max_alerts``, ``url`` / ``url_file`` and the other
-  ``*_file`` secrets (read at load, relative to the file's directory), and
-  ``http_config`` ``basic_auth`` / ``authorization`` / ``bearer_token``
-  (sent as an ``Authorization`` header) and ``tls_config`` (``ca_file``,
-  ``cert_file`` / ``key_file``, ``insecure_skip_verify``). A receiver
-  without integrations is type ``none``; one of several integrations is
-  one Plait receiver per integration (``<name>``, ``<name>.1``, ...), all
-  reached together (``AlertingConfig.fanout``).
-- ``templates``: file globs, relative to the file's directory, and the
-  notifiers' Go-template fields (``alertmanager_fields``, over
-  Alertmanager's defaults: :func:`alerting.receivers.alertmanager.with_defaults`):
-  :func:`template_set` hands them to the Go-template renderer, and
-  :mod:`alerting.receivers.alertmanager` renders them into each message.
+translation is here (what is read: docs/alerting.md, "Bring your
+alertmanager.yml"; key names and words from Alertmanager's
+``config/config.go`` and ``config/notifiers.go``).
 
 What Plait cannot do is refused at load, naming the key (docs/alerting.md,
 "Differences from Alertmanager"); what ``amtool check-config`` refuses is
 refused with Alertmanager's words, naming the key as the file spells it
 (``route.routes.0.receiver: undefined receiver "x" used in route``).
+A receiver of several integrations is one Plait receiver per integration
+(``<name>``, ``<name>.1``, ...; ``AlertingConfig.fanout``).
 
-Plait's own settings (token bucket, batch split, merging groups, dedupe
-cooldown, delivery retries, payload format, ...) are a top-level ``plait:``
-block, in the file itself (taken out before the rest is read; amtool refuses
-such a file) or in a file of its own (``PLAIT_ALERTMANAGER_EXTRAS``, which
-keeps ``alertmanager.yml`` as Alertmanager and amtool read it). Without it
-the file behaves as in Alertmanager: no rate limit (:data:`UNLIMITED`), no
-cooldown, one group per message, a message split only above
-:data:`MAX_BATCH` alerts, no ``alerts.ledger`` records (the counters stay).
+Plait's own settings are a top-level ``plait:`` block, in the file or in
+``PLAIT_ALERTMANAGER_EXTRAS``; without it the file behaves as in
+Alertmanager (:data:`UNLIMITED` buckets, no cooldown, one group per
+message, split only above :data:`MAX_BATCH`, no ``alerts.ledger`` records).
 """
 from __future__ import annotations
 
@@ -68,11 +34,9 @@ from alerting.matchers import MatchOp, parse_matcher, parse_matchers
 from alerting.receivers.alertmanager import with_defaults
 from plait.errors import ConfigError
 
-#: A receiver's token bucket when the ``plait:`` block sets none: a billion
-#: messages at once, so never empty (Alertmanager has no rate limit).
+#: A receiver's token bucket when ``plait:`` sets none: never empty.
 UNLIMITED = {"burst": 1_000_000_000, "refill_interval": 0.001}
-#: Most alerts in one message without ``plait.grouping.batch_size``: a group
-#: above it is split (numbered parts), which bounds a Kafka record.
+#: Most alerts in one message without ``plait.grouping.batch_size`` (bounds a Kafka record).
 MAX_BATCH = 10_000
 
 #: ``*_configs`` Plait delivers -> its receiver type.
@@ -426,10 +390,8 @@ TLS_KEYS = ("ca", "ca_file", "ca_ref", "cert", "cert_file", "cert_ref", "key", "
 
 
 def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
-    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None when
-    it sets nothing): ``ca_file``, ``cert_file`` / ``key_file``,
-    ``insecure_skip_verify``; inline PEMs, ``*_ref``, ``server_name`` and TLS
-    versions are refused by name."""
+    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None: nothing
+    set); other keys refused by name."""
     tls = _mapping(c, key, TLS_KEYS, "config.TLSConfig")
     out: dict[str, Any] = {}
     for name, value in tls.items():
@@ -449,11 +411,9 @@ def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
 
 
 def _http_headers(c: dict, key: str, files: _File) -> dict[str, str]:
-    """``http_config`` as request headers: ``basic_auth`` -> ``Authorization:
-    Basic``, ``authorization`` (type default ``Bearer``) and ``bearer_token``
-    -> ``Authorization: <type> <credentials>``; at most one of them
-    (Prometheus common's rule). Proxies and OAuth 2.0 are refused by name
-    (``tls_config``: :func:`_tls`)."""
+    """``http_config``'s ``basic_auth`` / ``authorization`` / ``bearer_token``
+    (at most one, Prometheus common's rule) as an ``Authorization`` header;
+    proxies and OAuth 2.0 refused by name."""
     c = _mapping(c, key, HTTP_KEYS, "config.plain (http_config)")
     for name in HTTP_UNSUPPORTED:
         if c.get(name):
@@ -535,9 +495,7 @@ _REFUSED = {
 
 
 def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
-    """(the integration's mapping, Plait receiver fields every kind shares:
-    ``send_resolved``, ``headers`` from ``http_config`` (else the global
-    one), ``alertmanager_fields``)."""
+    """(the integration's mapping, the receiver fields every kind shares)."""
     keys, resolved_default, fields = _SPEC[kind]
     http_keys = () if kind == "email_configs" else ("http_config",)  # SMTP has no http_config
     c = _mapping(c, key, ("send_resolved",) + http_keys + keys, f"config.plain ({kind})")

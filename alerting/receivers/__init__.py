@@ -1,12 +1,5 @@
-"""Receivers: one module per receiver type, each registering its payload,
-Alertmanager status shape and config check (:mod:`alerting.receivers.registry`;
-docs/alerting.md, "Adding a receiver type").
-
-:func:`build_requests` turns one funnel :class:`~alerting.model.Message` into
-the HTTP requests its receiver's service expects (pure: no I/O).
-``send_resolved: false`` drops resolved alerts; a message left with nothing
-to say yields no request (the funnel counts it delivered).
-"""
+"""Receivers: one module per type (:mod:`alerting.receivers.registry`;
+docs/alerting.md, "Adding a receiver type")."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,8 +12,7 @@ __all__ = ["Request", "build_requests", "dumps", "without_resolved"]
 
 
 def without_resolved(message: Message) -> Message:
-    """``message`` with resolved alerts left out (``send_resolved: false``);
-    sections left empty are dropped."""
+    """``message`` without resolved alerts nor the sections they leave empty."""
     from dataclasses import replace
     sections = []
     for s in message.sections:
@@ -32,11 +24,8 @@ def without_resolved(message: Message) -> Message:
 
 def build_requests(message: Message, receiver: Any, external_url: str = "",
                    timestamp: int = 0, templates: Any = None) -> list[Request]:
-    """The HTTP requests that deliver ``message`` to ``receiver`` (a
-    :class:`~alerting.config.ReceiverConfig`); ``timestamp`` (epoch seconds)
-    signs webhook bodies. Empty: nothing to send. A receiver of an
-    ``alertmanager.yml`` given its file's ``templates``
-    (:func:`alerting.amconfig.cached_template_set`) gets Alertmanager's body.
+    """The HTTP requests (pure) delivering ``message`` to ``receiver``; empty:
+    nothing to send. With an ``alertmanager.yml``'s ``templates``: its bodies.
 
     Raises:
         ValueError: ``receiver.type`` is ``email`` or unknown.

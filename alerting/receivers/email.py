@@ -1,9 +1,6 @@
-"""Email over SMTP: a ``multipart/alternative`` message (RFC 2046) with the
-rendered title as ``Subject`` and the text body as ``text/plain`` plus a
-minimal ``text/html`` rendering with clickable links; ``Message-ID`` derived
-from the idempotency key, so a retried message is recognisably the same.
-:func:`send` delivers it with :mod:`smtplib` (STARTTLS when
-``require_tls``, AUTH when a user is set), run in a thread by the sender."""
+"""``email`` over SMTP: ``multipart/alternative`` (RFC 2046) with the title as
+``Subject``, the text and a minimal HTML rendering; ``Message-ID`` from the
+idempotency key. :func:`send` (STARTTLS, AUTH) runs in the sender's thread."""
 from __future__ import annotations
 
 import html
@@ -22,9 +19,7 @@ _URL = re.compile(r"(https?://[^\s<>\"]+)")
 
 def build_email(message: Message, receiver: Any, external_url: str = "",
                 templates: Any = None) -> EmailMessage:
-    """The MIME message for ``message`` to ``receiver.email.to``; a receiver
-    of an ``alertmanager.yml`` given its file's ``templates``: Alertmanager's
-    (:func:`alerting.receivers.alertmanager.email`)."""
+    """The MIME message for ``message``; Alertmanager's given an ``alertmanager.yml``'s ``templates``."""
     if templates is not None and receiver.alertmanager_fields:
         from alerting.receivers.alertmanager import email
         return email(message, receiver, templates, external_url)
@@ -79,6 +74,6 @@ def am_status(receiver: Any) -> dict[str, Any]:
     return {"email_configs": [cfg]}
 
 
-#: sent over SMTP by :mod:`alerting.webhook` (:func:`build_email`, :func:`send`)
+#: sent over SMTP by :mod:`alerting.webhook`
 EMAIL = register(ReceiverType(name="email", requests=_not_http, am_requests=_not_http,
                               am_status=am_status, check=_check, am_kind="email_configs"))

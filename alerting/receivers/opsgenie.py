@@ -1,17 +1,7 @@
-"""Opsgenie Alert API v2 (Opsgenie docs, "Alert API"): header
-``Authorization: GenieKey <api_key>``.
-
-- create: ``POST https://api.opsgenie.com/v2/alerts`` with ``{"message"
-  (at most 130 chars), "alias" (at most 512, de-duplication), "description"
-  (at most 15000), "priority" "P1".."P5", "tags", "details", "entity",
-  "source"}``; while an open alert has the same alias, Opsgenie counts the
-  repeat instead of opening another;
-- close: ``POST https://api.opsgenie.com/v2/alerts/<alias>/close?identifierType=alias``
-  with ``{"source", "note"}``.
-
-Both answer 202 ``{"result": "Request will be processed", "requestId"}``.
-One request per group of the message: ``alias`` = Plait group id; create
-while any alert fires, close when the group is all resolved."""
+"""``opsgenie``: Alert API v2 (Opsgenie docs, "Alert API"; header
+``Authorization: GenieKey <api_key>``): per group of the message, create
+(``alias`` = Plait group id; limits: message 130, alias 512, description
+15000) while any alert fires, else close ``<url>/<alias>/close?identifierType=alias``."""
 from __future__ import annotations
 
 from typing import Any

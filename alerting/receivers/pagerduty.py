@@ -1,18 +1,7 @@
-"""PagerDuty Events API v2 (PagerDuty developer docs, "Send an Alert Event"):
-``POST https://events.pagerduty.com/v2/enqueue`` with JSON::
-
-    {"routing_key": <32-char integration key>, "event_action": "trigger"|"resolve",
-     "dedup_key": <group id, at most 255 chars>,
-     "payload": {"summary": <at most 1024>, "source", "severity":
-                 "critical"|"error"|"warning"|"info", "timestamp": RFC 3339,
-                 "component", "group", "class", "custom_details"},   # trigger only
-     "links": [{"href", "text"}], "client", "client_url"}
-
-One event per group of the message: ``trigger`` while any of its alerts
-fires (a later trigger with the same ``dedup_key`` updates the incident),
-``resolve`` once every alert of the group is resolved; ``dedup_key`` is the
-Plait group id, so PagerDuty's incident follows the group. The answer is 202
-``{"status": "success", "dedup_key": ...}``."""
+"""``pagerduty``: Events API v2 (PagerDuty docs, "Send an Alert Event"): per
+group of the message one event, ``trigger`` while any alert fires,
+``resolve`` once all are resolved; ``dedup_key`` = Plait group id, so the
+incident follows the group."""
 from __future__ import annotations
 
 from typing import Any
@@ -32,7 +21,7 @@ SEVERITY = {"critical": "critical", "warning": "warning", "info": "info"}
 def events(message: Message, receiver: Any, external_url: str = "") -> list[dict[str, Any]]:
     """One Events API v2 event per section group of ``message``."""
     out = []
-    for gid, one, resolved in per_group(message):  # parts of one group: one event
+    for gid, one, resolved in per_group(message):
         s = one.sections[0]
         firing = [a for x in one.sections for a in x["alerts"] if a["status"] == "firing"]
         event: dict[str, Any] = {"routing_key": receiver.routing_key, "dedup_key": gid[:255]}
@@ -68,7 +57,7 @@ def events(message: Message, receiver: Any, external_url: str = "") -> list[dict
 
 def requests(message: Message, receiver: Any, external_url: str = "", timestamp: int = 0
              ) -> list[Request]:
-    """One POST per event to the receiver's URL (default the EU/US enqueue endpoint)."""
+    """One POST per event."""
     headers = {"Content-Type": "application/json", **receiver.headers}
     return [Request(receiver.url, dumps(e), headers) for e in events(message, receiver, external_url)]
 

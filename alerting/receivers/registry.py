@@ -1,23 +1,12 @@
-"""The receiver types, keyed by ``type`` (the ``type`` of a receiver in the
-alerting config). Each module of :mod:`alerting.receivers` that defines a
-type calls :func:`register` when imported; every module of the package is
-imported on the first lookup, so a new type is one new module.
-
-A type gives every part, or :func:`register` raises:
-
-- ``requests(message, receiver, external_url, timestamp) -> [Request]``:
-  Plait's own payload (empty: nothing to send);
-- ``am_requests(message, receiver, templates, external_url, timestamp)``:
-  the same for a receiver of an ``alertmanager.yml``, its Go-template
-  fields rendered by ``templates`` (:mod:`alerting.receivers.alertmanager`);
-- ``am_status(receiver) -> {"<kind>_configs": [{...}]}``: the receiver as
-  ``/api/v2/status`` ``config.original`` and amtool show it, secrets as
-  ``<secret>`` (``{}``: no integration);
-- ``check(receiver)``: the config's rules for the type; raises
-  ``ValueError("<key>: ...")``;
-- ``am_kind``: the ``alertmanager.yml`` integration read as this type
-  (``slack_configs``; ``""``: none);
-- ``default_url``: the service's documented endpoint (``""``: none).
+"""Receiver types by ``type``. Each type's module in :mod:`alerting.receivers`
+calls :func:`register` at import; the package's modules are all imported on
+the first lookup, so a new type is one new module. Parts (all required):
+``requests(message, receiver, external_url, timestamp) -> [Request]``
+(empty: nothing to send); ``am_requests(message, receiver, templates,
+external_url, timestamp)`` for an ``alertmanager.yml`` receiver;
+``am_status(receiver) -> {"<kind>_configs": [...]}`` for ``/api/v2/status``
+(``{}``: none); ``check(receiver)`` raising ``ValueError("<key>: ...")``;
+``am_kind`` (``""``: none); ``default_url``.
 """
 from __future__ import annotations
 
@@ -28,13 +17,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
-#: what ``am_status`` writes in place of a secret (Alertmanager's spelling)
 SECRET = "<secret>"
 
 
 @dataclass(frozen=True)
 class ReceiverType:
-    """One receiver type; see the module doc for each part."""
+    """One receiver type (parts: module doc)."""
 
     name: str
     requests: Callable[..., list]
@@ -50,7 +38,7 @@ _loaded = False
 
 
 def register(kind: ReceiverType) -> ReceiverType:
-    """Add ``kind``; returned, so a module can keep it.
+    """Add ``kind`` and return it.
 
     Raises:
         TypeError: a part is missing or of the wrong kind.
@@ -98,16 +86,13 @@ def receiver_type(name: str) -> ReceiverType:
 
 
 def needs(receiver: Any, name: str, why: str = "") -> None:
-    """Raise ``ValueError("<name>: required for type <t> (why)")`` when the
-    receiver's ``name`` is empty (a ``check`` helper)."""
+    """A ``check``: ``ValueError("<name>: required for type <t>")`` when empty."""
     if not getattr(receiver, name):
         raise ValueError(f"{name}: required for type {receiver.type}" + (f" ({why})" if why else ""))
 
 
 def redacted_url(url: str) -> str:
-    """``scheme://host[:port]/<secret>``: a URL's path and query often carry
-    its token (Alertmanager shows secret URLs as ``<secret>``; amtool 0.25
-    reads a webhook ``url`` only as an http(s) URL)."""
+    """``scheme://host[:port]/<secret>`` (path and query may hold a token)."""
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     return f"{parts.scheme}://{host}/{SECRET}" if parts.scheme and host else SECRET
@@ -115,8 +100,8 @@ def redacted_url(url: str) -> str:
 
 def secret_status(receiver: Any, am_kind: str, secret: str, url_key: str = "url",
                   default_url: str | None = None) -> dict[str, Any]:
-    """``{am_kind: [{secret: "<secret>", "send_resolved", url_key}]}``, the
-    URL (host only) present when it is not ``default_url`` (None: never)."""
+    """``{am_kind: [{secret: "<secret>", "send_resolved", url_key}]}``; the
+    URL only when not ``default_url`` (None: never)."""
     own = ({url_key: redacted_url(receiver.url)}
            if default_url is not None and receiver.url != default_url else {})
     return {am_kind: [{secret: SECRET, "send_resolved": receiver.send_resolved, **own}]}

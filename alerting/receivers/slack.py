@@ -1,15 +1,7 @@
-"""Slack incoming webhook body (Slack docs, "Sending messages using incoming
-webhooks" and Block Kit reference).
-
-``{"text": <title>, "blocks": [header, section..., context, actions]}``:
-``text`` is the notification fallback; a ``header`` block (``plain_text``,
-at most 150 characters) with the title; the body in ``section`` blocks of
-``mrkdwn`` text, at most 3000 characters each (longer bodies are split over
-several sections, at most 45); a ``context`` line; an ``actions`` block of
-link buttons (``Open task``, ``Runbook``, ``Silence this group``; button
-text at most 75 characters, ``url`` at most 3000, unique ``action_id``).
-At most 50 blocks in all. ``&``, ``<`` and ``>`` are escaped in text
-(Slack markup)."""
+"""``slack``: an incoming webhook body (Slack docs, "Sending messages using
+incoming webhooks", Block Kit): ``{"text": <title>, "blocks": [header,
+section..., context, actions]}`` within Slack's limits (header 150
+characters, section 3000, button 75, 50 blocks); ``&<>`` escaped."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,17 +1,7 @@
-"""Microsoft Teams via a Workflows webhook ("Send webhook alerts to a
-channel"; Microsoft Learn, "Create incoming webhooks with Workflows for
-Microsoft Teams"): the body is a message whose one attachment is an Adaptive
-Card::
-
-    {"type": "message",
-     "attachments": [{"contentType": "application/vnd.microsoft.card.adaptive",
-                      "contentUrl": null,
-                      "content": {"$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-                                  "type": "AdaptiveCard", "version": "1.4",
-                                  "body": [TextBlock...], "actions": [Action.OpenUrl...]}}]}
-
-The title is a bold, large ``TextBlock``; the body one wrapped
-``TextBlock`` per paragraph; links are ``Action.OpenUrl`` actions."""
+"""``teams``: a Teams Workflows webhook (Microsoft Learn, "Create incoming
+webhooks with Workflows for Microsoft Teams"): a message whose one
+attachment is an Adaptive Card 1.4 (a bold title ``TextBlock``, one per
+paragraph, ``Action.OpenUrl`` links)."""
 from __future__ import annotations
 
 from typing import Any
@@ -51,7 +41,7 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
     return json_request(receiver, alertmanager.teams(f, data["Status"]))
 
 
-#: shown as a webhook in ``/api/v2/status``: Alertmanager 0.25 has no msteams_configs
+#: a webhook in ``/api/v2/status``: Alertmanager 0.25 has no msteams_configs
 TEAMS = register(ReceiverType(
     name="teams", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
     am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="msteams_configs",
