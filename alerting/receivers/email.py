@@ -11,7 +11,7 @@ from email.utils import formatdate
 from typing import Any
 
 from alerting.model import Message
-from alerting.receivers.registry import SECRET, ReceiverType, register
+from alerting.receivers.registry import SECRET, AmFile, ReceiverType, register
 from alerting.templates import render
 
 _URL = re.compile(r"(https?://[^\s<>\"]+)")
@@ -74,6 +74,60 @@ def am_status(receiver: Any) -> dict[str, Any]:
     return {"email_configs": [cfg]}
 
 
+def _smarthost(value: Any, key: str, ctx: Any) -> str:
+    text = ctx.text(value, key)
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ctx.fail(key, f"address {text}: missing port in address")
+    if not port:
+        raise ctx.fail(key, f'address "{text}": port cannot be empty')
+    if not port.isdigit():
+        raise ctx.fail(key, f'address "{text}": port must be a number')
+    return f"{host.strip('[]')}:{port}"
+
+
+_LOGIN = "not supported: Plait logs in with auth_username/auth_password"
+_REFUSED = {"auth_secret": _LOGIN, "auth_secret_file": _LOGIN, "auth_identity": _LOGIN,
+            "tls_config": "not supported: STARTTLS (require_tls) with the system CAs",
+            "force_implicit_tls": "not supported: STARTTLS (require_tls) only",
+            "threading": "not supported"}
+
+
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """An ``email_configs`` entry over the ``global.smtp_*`` defaults."""
+    g, files, at = ctx.glob, ctx.files, ctx.at
+    to = ctx.text(c.get("to"), at(key, "to"))
+    if not to:
+        raise ctx.fail(at(key, "to"), "missing to address in email config")
+    smarthost = c.get("smarthost") or g.get("smtp_smarthost")
+    if not smarthost:
+        raise ctx.fail(at(key, "smarthost"), "no global SMTP smarthost set")
+    sender = ctx.text(c.get("from") or g.get("smtp_from"), at(key, "from"))
+    if not sender:
+        raise ctx.fail(at(key, "from"), "no global SMTP from set")
+    for name in ("smtp_auth_secret", "smtp_auth_secret_file", "smtp_auth_identity"):
+        if g.get(name):
+            raise ctx.fail(f"global.{name}", _REFUSED[name.removeprefix("smtp_")])
+    password = files.either(c, "auth_password", "auth_password_file", key)
+    if not password and not c.get("auth_password_file"):
+        password = files.either(g, "smtp_auth_password", "smtp_auth_password_file", "global")
+    require_tls = c.get("require_tls", g.get("smtp_require_tls", True))
+    return {"type": "email", "email": {
+        "to": to, "from": sender,
+        "smarthost": _smarthost(smarthost, at(key, "smarthost") if c.get("smarthost")
+                                else "global.smtp_smarthost", ctx),
+        "auth_username": ctx.text(c.get("auth_username") or g.get("smtp_auth_username"),
+                                  at(key, "auth_username")),
+        "auth_password": password,
+        "require_tls": ctx.boolean(require_tls, at(key, "require_tls"))}}
+
+
 #: sent over SMTP by :mod:`alerting.webhook`
-EMAIL = register(ReceiverType(name="email", requests=_not_http, am_requests=_not_http,
-                              am_status=am_status, check=_check, am_kind="email_configs"))
+EMAIL = register(ReceiverType(
+    name="email", requests=_not_http, am_requests=_not_http, am_status=am_status, check=_check,
+    am_kind="email_configs",
+    am_file=AmFile(("to", "from", "hello", "smarthost", "auth_username", "auth_password",
+                    "auth_password_file", "auth_secret", "auth_secret_file", "auth_identity",
+                    "headers", "html", "text", "require_tls", "tls_config", "force_implicit_tls",
+                    "threading"), False, ("headers", "html", "text"), read_am, _REFUSED,
+                   http=False)))

@@ -6,4 +6,4 @@ from alerting.receivers.registry import ReceiverType, register
 
 NONE = register(ReceiverType(
     name="none", requests=lambda *a: [], am_requests=lambda *a: [],
-    am_status=lambda r: {}, check=lambda r: None, am_kind=""))
+    am_status=lambda r: {}, check=lambda r: None, am_kind="", am_file=None))

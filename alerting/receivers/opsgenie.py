@@ -10,7 +10,7 @@ from urllib.parse import quote
 from alerting.model import Message
 from alerting.receivers import alertmanager
 from alerting.receivers.alertmanager import per_group
-from alerting.receivers.registry import ReceiverType, needs, register, secret_status
+from alerting.receivers.registry import AmFile, ReceiverType, needs, register, secret_status
 from alerting.receivers.request import Request, dumps
 from alerting.templates import render
 
@@ -66,8 +66,21 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
 DEFAULT_URL = "https://api.opsgenie.com/v2/alerts"
 
 
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """An ``opsgenie_configs`` entry (``api_key`` or the global one)."""
+    api_key = ctx.own_or_global(c, "api_key", key, "opsgenie_api_key", "OpsGenie API Key")
+    base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
+    base = ctx.url(base, ctx.at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")
+    return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}
+
+
+AM_FIELDS = ("message", "description", "source", "details", "entity", "responders", "actions",
+             "tags", "note", "priority")
 OPSGENIE = register(ReceiverType(
     name="opsgenie", requests=requests, am_requests=am_requests,
     am_status=lambda r: secret_status(r, "opsgenie_configs", "api_key", "api_url", DEFAULT_URL),
     check=lambda r: needs(r, "api_key", "GenieKey"), am_kind="opsgenie_configs",
-    default_url=DEFAULT_URL))
+    default_url=DEFAULT_URL,
+    am_file=AmFile(("api_key", "api_key_file", "api_url", *AM_FIELDS, "update_alerts"), True,
+                   AM_FIELDS, read_am,
+                   {"update_alerts": "not supported: Plait creates and closes Opsgenie alerts"})))

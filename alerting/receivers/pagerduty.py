@@ -10,7 +10,8 @@ from alerting.intake import format_time
 from alerting.model import Message
 from alerting.receivers import alertmanager
 from alerting.receivers.alertmanager import per_group
-from alerting.receivers.registry import ReceiverType, needs, register, secret_status
+from alerting.receivers.registry import AmFile, ReceiverType, needs, register, secret_status
+from alerting.receivers.webhook import NO_TIMEOUT
 from alerting.receivers.request import Request, dumps
 from alerting.receivers.slack import links
 from alerting.templates import render
@@ -77,8 +78,24 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
 DEFAULT_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """A ``pagerduty_configs`` entry (Events API v2: ``routing_key``)."""
+    routing_key = ctx.files.either(c, "routing_key", "routing_key_file", key)
+    if not routing_key:
+        raise ctx.fail(ctx.at(key, "routing_key"), "missing service or routing key in PagerDuty config")
+    url = c.get("url") or ctx.glob.get("pagerduty_url") or DEFAULT_URL
+    return {"type": "pagerduty", "routing_key": routing_key,
+            "url": ctx.url(url, ctx.at(key, "url") if c.get("url") else "global.pagerduty_url")}
+
+
+AM_FIELDS = ("client", "client_url", "description", "details", "images", "links", "source",
+             "severity", "class", "component", "group")
+_V1 = "not supported: PagerDuty Events API v1; use routing_key (v2)"
 PAGERDUTY = register(ReceiverType(
     name="pagerduty", requests=requests, am_requests=am_requests,
     am_status=lambda r: secret_status(r, "pagerduty_configs", "routing_key", "url", DEFAULT_URL),
     check=lambda r: needs(r, "routing_key", "Events API v2 integration key"),
-    am_kind="pagerduty_configs", default_url=DEFAULT_URL))
+    am_kind="pagerduty_configs", default_url=DEFAULT_URL,
+    am_file=AmFile(("service_key", "service_key_file", "routing_key", "routing_key_file", "url",
+                    *AM_FIELDS, "timeout"), True, AM_FIELDS, read_am,
+                   {"timeout": NO_TIMEOUT, "service_key": _V1, "service_key_file": _V1})))

@@ -6,18 +6,36 @@ the first lookup, so a new type is one new module. Parts (all required):
 external_url, timestamp)`` for an ``alertmanager.yml`` receiver;
 ``am_status(receiver) -> {"<kind>_configs": [...]}`` for ``/api/v2/status``
 (``{}``: none); ``check(receiver)`` raising ``ValueError("<key>: ...")``;
-``am_kind`` (``""``: none); ``default_url``.
+``am_kind`` (``""``: none) and ``am_file``, how ``alertmanager.yml`` reads
+that integration (:class:`AmFile`; None without ``am_kind``); ``default_url``.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from urllib.parse import urlsplit
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
 SECRET = "<secret>"
+
+
+@dataclass(frozen=True)
+class AmFile:
+    """An ``alertmanager.yml`` integration: its ``keys`` (others are unknown),
+    Alertmanager's default ``send_resolved``, its Go-template ``fields``,
+    ``refused`` keys (key -> why), ``http`` (takes ``http_config``), and
+    ``read(mapping, key, ctx) -> ReceiverConfig data``, ``ctx`` giving
+    ``fail``, ``at``, ``url``, ``text``, ``boolean``, ``own_or_global``,
+    ``files.either`` and ``glob`` (:mod:`alerting.amconfig`)."""
+
+    keys: tuple[str, ...]
+    send_resolved: bool
+    fields: tuple[str, ...]
+    read: Callable[[dict, str, Any], dict[str, Any]]
+    refused: dict[str, str] = field(default_factory=dict)
+    http: bool = True
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,7 @@ class ReceiverType:
     am_status: Callable[[Any], dict[str, Any]]
     check: Callable[[Any], None]
     am_kind: str
+    am_file: AmFile | None
     default_url: str = ""
 
 
@@ -46,7 +65,12 @@ def register(kind: ReceiverType) -> ReceiverType:
     """
     if not isinstance(kind, ReceiverType):
         raise TypeError(f"register() takes a ReceiverType, got {type(kind).__name__}")
+    if bool(kind.am_kind) != isinstance(kind.am_file, AmFile):
+        raise TypeError(f"receiver type {kind.name!r}: am_file is missing or not an AmFile "
+                        "(None exactly when am_kind is empty)")
     for f in fields(ReceiverType):
+        if f.name == "am_file":
+            continue
         value = getattr(kind, f.name)
         ok = isinstance(value, str) if f.type in ("str",) else callable(value)
         if not ok or (f.name == "name" and not value):

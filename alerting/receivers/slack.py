@@ -8,7 +8,8 @@ from typing import Any
 
 from alerting.model import Message
 from alerting.receivers import alertmanager
-from alerting.receivers.registry import ReceiverType, json_request, needs, register, secret_status
+from alerting.receivers.registry import AmFile, ReceiverType, json_request, needs, register, secret_status
+from alerting.receivers.webhook import NO_TIMEOUT
 from alerting.templates import render
 
 HEADER_MAX, SECTION_MAX, BUTTON_MAX, MAX_BLOCKS = 150, 3000, 75, 50
@@ -74,7 +75,22 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
     return json_request(receiver, alertmanager.slack(f))
 
 
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """A ``slack_configs`` entry (``api_url`` or ``global.slack_api_url``)."""
+    url = ctx.own_or_global(c, "api_url", key, "slack_api_url", "Slack API URL")
+    return {"type": "slack", "url": ctx.url(url, ctx.at(key, "api_url"))}
+
+
+AM_FIELDS = ("channel", "username", "color", "title", "title_link", "pretext", "text", "fields",
+                 "short_fields", "footer", "fallback", "callback_id", "icon_emoji", "icon_url",
+                 "image_url", "thumb_url", "link_names", "mrkdwn_in", "actions")
+_WEBHOOK_ONLY = "not supported: Plait posts to an incoming webhook (api_url)"
 SLACK = register(ReceiverType(
     name="slack", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
     am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="slack_configs",
-    am_status=lambda r: secret_status(r, "slack_configs", "api_url")))
+    am_status=lambda r: secret_status(r, "slack_configs", "api_url"),
+    am_file=AmFile(("api_url", "api_url_file", *AM_FIELDS, "app_token", "app_token_file", "app_url",
+                    "update_message", "message_text", "timeout"), False, AM_FIELDS, read_am,
+                   {"timeout": NO_TIMEOUT} | dict.fromkeys(
+                       ("app_token", "app_token_file", "app_url", "update_message", "message_text"),
+                       _WEBHOOK_ONLY))))

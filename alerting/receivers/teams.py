@@ -8,7 +8,7 @@ from typing import Any
 
 from alerting.model import Message
 from alerting.receivers import alertmanager
-from alerting.receivers.registry import ReceiverType, json_request, needs, register
+from alerting.receivers.registry import AmFile, ReceiverType, json_request, needs, register
 from alerting.receivers.slack import links
 from alerting.receivers.webhook import am_status as webhook_status
 from alerting.templates import render
@@ -41,8 +41,21 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
     return json_request(receiver, alertmanager.teams(f, data["Status"]))
 
 
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """An ``msteams_configs`` entry (Alertmanager 0.26+)."""
+    if c.get("webhook_url") and c.get("webhook_url_file"):
+        raise ctx.fail(ctx.at(key, "webhook_url_file"),
+                       "at most one of webhook_url & webhook_url_file must be configured")
+    url = ctx.files.either(c, "webhook_url", "webhook_url_file", key)
+    if not url:
+        raise ctx.fail(ctx.at(key, "webhook_url"), "no msteams webhook URL or URLFile provided")
+    return {"type": "teams", "url": ctx.url(url, ctx.at(key, "webhook_url"))}
+
+
 #: a webhook in ``/api/v2/status``: Alertmanager 0.25 has no msteams_configs
 TEAMS = register(ReceiverType(
     name="teams", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
     am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="msteams_configs",
-    am_status=webhook_status))
+    am_status=webhook_status,
+    am_file=AmFile(("webhook_url", "webhook_url_file", "title", "summary", "text"), True,
+                   ("title", "summary", "text"), read_am)))

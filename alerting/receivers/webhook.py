@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from alerting.model import Message
-from alerting.receivers.registry import ReceiverType, needs, redacted_url, register
+from alerting.receivers.registry import AmFile, ReceiverType, needs, redacted_url, register
 from alerting.receivers.request import Request
 
 
@@ -27,7 +27,26 @@ def am_status(receiver: Any) -> dict[str, Any]:
     return {"webhook_configs": [cfg]}
 
 
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """A ``webhook_configs`` entry: Alertmanager's webhook body (v4)."""
+    if c.get("url") and c.get("url_file"):
+        raise ctx.fail(ctx.at(key, "url_file"), "at most one of url & url_file must be configured")
+    if not c.get("url") and not c.get("url_file"):
+        raise ctx.fail(ctx.at(key, "url"), "missing URL in webhook config")
+    url = ctx.files.either(c, "url", "url_file", key)
+    max_alerts = c.get("max_alerts") or 0
+    if not isinstance(max_alerts, int) or isinstance(max_alerts, bool) or max_alerts < 0:
+        raise ctx.fail(ctx.at(key, "max_alerts"), f"expected a whole number >= 0, got {max_alerts!r}")
+    return {"type": "webhook", "format": "alertmanager", "max_alerts": max_alerts,
+            "url": ctx.url(url, ctx.at(key, "url_file" if c.get("url_file") else "url"))}
+
+
+#: the refusal of a ``timeout``, which several integrations share
+NO_TIMEOUT = "not supported: every attempt is bounded by plait.delivery.timeout"
+
 WEBHOOK = register(ReceiverType(
     name="webhook", requests=requests,
     am_requests=lambda m, r, templates, url, ts: requests(m, r, url, ts),
-    am_status=am_status, check=lambda r: needs(r, "url"), am_kind="webhook_configs"))
+    am_status=am_status, check=lambda r: needs(r, "url"), am_kind="webhook_configs",
+    am_file=AmFile(("url", "url_file", "max_alerts", "timeout"), True, (), read_am,
+                   {"timeout": NO_TIMEOUT})))

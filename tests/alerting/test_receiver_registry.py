@@ -8,10 +8,11 @@ import pytest
 
 from alerting import amconfig
 from alerting.config import ConfigError, parse_config
-from alerting.receivers.registry import ReceiverType, receiver_type, receiver_types, register
+from alerting.receivers.registry import AmFile, ReceiverType, receiver_type, receiver_types, register
 
 PARTS = {"name": "pager", "requests": lambda *a: [], "am_requests": lambda *a: [],
-         "am_status": lambda r: {}, "check": lambda r: None, "am_kind": "pager_configs"}
+         "am_status": lambda r: {}, "check": lambda r: None, "am_kind": "pager_configs",
+         "am_file": AmFile(("url",), True, (), lambda c, key, ctx: {"type": "pager"})}
 
 
 @pytest.mark.parametrize("part", sorted(PARTS))
@@ -19,6 +20,11 @@ def test_a_type_missing_any_part_is_refused_at_registration(part):
     with pytest.raises(TypeError, match=part):
         register(ReceiverType(**(PARTS | {part: None})))
     assert "pager" not in receiver_types()
+
+
+def test_an_alertmanager_kind_without_its_reader_is_refused():
+    with pytest.raises(TypeError, match="am_file"):
+        register(ReceiverType(**(PARTS | {"am_kind": ""})))
 
 
 def test_a_name_registered_twice_is_refused():
