@@ -1,7 +1,7 @@
 """Messages of a receiver read from an ``alertmanager.yml``, shaped as
 Alertmanager 0.25 sends them (``notify/<name>/<name>.go``; Teams: 0.26).
 
-A receiver's Go-template fields are Alertmanager's defaults (:data:`DEFAULTS`)
+A receiver's Go-template fields are Alertmanager's defaults (``AmFile.defaults``)
 under what the file sets; :func:`rendered` renders them against the
 message's ``Data`` and one builder per notifier makes the body. Plait's
 group id is the ``dedup_key`` / ``alias`` (Alertmanager's: a SHA-256).
@@ -14,63 +14,21 @@ from dataclasses import replace
 from typing import Any, Iterator
 
 from alerting.model import Message
-from alerting.receivers.registry import receiver_type
+from alerting.receivers.registry import receiver_type, receiver_types
 
 log = logging.getLogger("plait.alerting")
 
-#: ``msteams.default.text`` and ``__text_alert_list_markdown`` (default.tmpl, v0.26.0).
-_TEAMS_TEXT = (
-    '{{ define "__text_alert_list_markdown" }}{{ range . }}\nLabels:\n'
-    "{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\nAnnotations:\n"
-    "{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\n"
-    "Source: {{ .GeneratorURL }}\n{{ end }}\n{{ end }}"
-    "\n{{ if gt (len .Alerts.Firing) 0 }}\n# Alerts Firing:\n"
-    '{{ template "__text_alert_list_markdown" .Alerts.Firing }}\n{{ end }}\n'
-    "{{ if gt (len .Alerts.Resolved) 0 }}\n# Alerts Resolved:\n"
-    '{{ template "__text_alert_list_markdown" .Alerts.Resolved }}\n{{ end }}\n')
-
-
-def _t(name: str) -> str:
+def tmpl(name: str) -> str:
+    """``{{ template "<name>" . }}``."""
     return '{{ template "%s" . }}' % name
 
 
-#: Per ``*_configs`` kind: Alertmanager's field defaults (config/notifiers.go, v0.25.0).
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "slack_configs": {
-        "color": '{{ if eq .Status "firing" }}danger{{ else }}good{{ end }}',
-        "username": _t("slack.default.username"), "title": _t("slack.default.title"),
-        "title_link": _t("slack.default.titlelink"), "icon_emoji": _t("slack.default.iconemoji"),
-        "icon_url": _t("slack.default.iconurl"), "pretext": _t("slack.default.pretext"),
-        "text": _t("slack.default.text"), "fallback": _t("slack.default.fallback"),
-        "callback_id": _t("slack.default.callbackid"), "footer": _t("slack.default.footer")},
-    "pagerduty_configs": {
-        "description": '{{ template "pagerduty.default.description" .}}',
-        "client": _t("pagerduty.default.client"), "client_url": _t("pagerduty.default.clientURL"),
-        "details": {"firing": '{{ template "pagerduty.default.instances" .Alerts.Firing }}',
-                    "resolved": '{{ template "pagerduty.default.instances" .Alerts.Resolved }}',
-                    "num_firing": "{{ .Alerts.Firing | len }}",
-                    "num_resolved": "{{ .Alerts.Resolved | len }}"}},
-    "opsgenie_configs": {
-        "message": _t("opsgenie.default.message"), "description": _t("opsgenie.default.description"),
-        "source": _t("opsgenie.default.source")},
-    "email_configs": {"headers": {"Subject": _t("email.default.subject")},
-                      "html": _t("email.default.html")},
-    "msteams_configs": {"title": '{{ template "__subject" . }}', "text": _TEAMS_TEXT},
-}
-
-
 def with_defaults(kind: str, given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` over the defaults of ``kind``, merged as ``UnmarshalYAML``
-    merges them (PagerDuty ``details`` per key, email ``Subject`` kept)."""
-    out = dict(DEFAULTS.get(kind, {})) | given
-    if kind == "pagerduty_configs":
-        out["details"] = DEFAULTS[kind]["details"] | dict(given.get("details") or {})
-        out.setdefault("source", out["client"])
-    if kind == "email_configs":
-        headers = dict(given.get("headers") or {})
-        out["headers"] = {**({} if any(h.lower() == "subject" for h in headers)
-                             else DEFAULTS[kind]["headers"]), **headers}
-    return out
+    """``given`` (an integration's Go-template fields) over the ``kind``'s
+    defaults (its ``AmFile.defaults``, merged by ``AmFile.merge``)."""
+    spec = next(t.am_file for t in receiver_types().values() if t.am_kind == kind)
+    out = dict(spec.defaults) | given
+    return spec.merge(out, given) if spec.merge else out
 
 
 def render_fields(templates: Any, fields: Any, data: Any, source: str) -> Any:
@@ -98,7 +56,8 @@ def rendered(message: Message, receiver: Any, templates: Any,
     fields = dict(receiver.alertmanager_fields)
     name = fields.pop("receiver", message.receiver)
     data = alertmanager_data(message.sections, name, external_url)
-    defaults = DEFAULTS.get(receiver_type(receiver.type).am_kind, {})
+    spec = receiver_type(receiver.type).am_file
+    defaults = spec.defaults if spec else {}
     out = {}
     for field, value in fields.items():
         try:

@@ -93,6 +93,19 @@ _REFUSED = {"auth_secret": _LOGIN, "auth_secret_file": _LOGIN, "auth_identity": 
             "threading": "not supported"}
 
 
+#: Alertmanager's ``DefaultEmailConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {"headers": {"Subject": '{{ template "email.default.subject" . }}'},
+               "html": '{{ template "email.default.html" . }}'}
+
+
+def _merge(out: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``headers`` keep the default ``Subject`` unless the file sets one (any case)."""
+    headers = dict(given.get("headers") or {})
+    out["headers"] = {**({} if any(h.lower() == "subject" for h in headers)
+                         else AM_DEFAULTS["headers"]), **headers}
+    return out
+
+
 def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     """An ``email_configs`` entry over the ``global.smtp_*`` defaults."""
     g, files, at = ctx.glob, ctx.files, ctx.at
@@ -130,4 +143,4 @@ EMAIL = register(ReceiverType(
                     "auth_password_file", "auth_secret", "auth_secret_file", "auth_identity",
                     "headers", "html", "text", "require_tls", "tls_config", "force_implicit_tls",
                     "threading"), False, ("headers", "html", "text"), read_am, _REFUSED,
-                   http=False)))
+                   http=False, defaults=AM_DEFAULTS, merge=_merge)))

@@ -74,6 +74,10 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}
 
 
+#: Alertmanager's ``DefaultOpsGenieConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {"message": alertmanager.tmpl("opsgenie.default.message"),
+               "description": alertmanager.tmpl("opsgenie.default.description"),
+               "source": alertmanager.tmpl("opsgenie.default.source")}
 AM_FIELDS = ("message", "description", "source", "details", "entity", "responders", "actions",
              "tags", "note", "priority")
 OPSGENIE = register(ReceiverType(
@@ -83,4 +87,5 @@ OPSGENIE = register(ReceiverType(
     default_url=DEFAULT_URL,
     am_file=AmFile(("api_key", "api_key_file", "api_url", *AM_FIELDS, "update_alerts"), True,
                    AM_FIELDS, read_am,
-                   {"update_alerts": "not supported: Plait creates and closes Opsgenie alerts"})))
+                   {"update_alerts": "not supported: Plait creates and closes Opsgenie alerts"},
+                   defaults=AM_DEFAULTS)))

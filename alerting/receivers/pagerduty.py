@@ -88,6 +88,24 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
             "url": ctx.url(url, ctx.at(key, "url") if c.get("url") else "global.pagerduty_url")}
 
 
+#: Alertmanager's ``DefaultPagerdutyConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {
+    "description": '{{ template "pagerduty.default.description" .}}',
+    "client": alertmanager.tmpl("pagerduty.default.client"),
+    "client_url": alertmanager.tmpl("pagerduty.default.clientURL"),
+    "details": {"firing": '{{ template "pagerduty.default.instances" .Alerts.Firing }}',
+                "resolved": '{{ template "pagerduty.default.instances" .Alerts.Resolved }}',
+                "num_firing": "{{ .Alerts.Firing | len }}",
+                "num_resolved": "{{ .Alerts.Resolved | len }}"}}
+
+
+def _merge(out: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``details`` merged per key; ``source`` defaults to ``client`` (UnmarshalYAML)."""
+    out["details"] = AM_DEFAULTS["details"] | dict(given.get("details") or {})
+    out.setdefault("source", out["client"])
+    return out
+
+
 AM_FIELDS = ("client", "client_url", "description", "details", "images", "links", "source",
              "severity", "class", "component", "group")
 _V1 = "not supported: PagerDuty Events API v1; use routing_key (v2)"
@@ -98,4 +116,5 @@ PAGERDUTY = register(ReceiverType(
     am_kind="pagerduty_configs", default_url=DEFAULT_URL,
     am_file=AmFile(("service_key", "service_key_file", "routing_key", "routing_key_file", "url",
                     *AM_FIELDS, "timeout"), True, AM_FIELDS, read_am,
-                   {"timeout": NO_TIMEOUT, "service_key": _V1, "service_key_file": _V1})))
+                   {"timeout": NO_TIMEOUT, "service_key": _V1, "service_key_file": _V1},
+                   defaults=AM_DEFAULTS, merge=_merge)))

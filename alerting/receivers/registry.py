@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from urllib.parse import urlsplit
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 SECRET = "<secret>"
 
@@ -25,7 +25,9 @@ SECRET = "<secret>"
 class AmFile:
     """An ``alertmanager.yml`` integration: its ``keys`` (others are unknown),
     Alertmanager's default ``send_resolved``, its Go-template ``fields``,
-    ``refused`` keys (key -> why), ``http`` (takes ``http_config``), and
+    ``refused`` keys (key -> why), ``http`` (takes ``http_config``),
+    ``defaults`` of the fields (config/notifiers.go) and ``merge(out, given)``
+    when the file's fields are not a plain override, and
     ``read(mapping, key, ctx) -> ReceiverConfig data``, ``ctx`` giving
     ``fail``, ``at``, ``url``, ``text``, ``boolean``, ``own_or_global``,
     ``files.either`` and ``glob`` (:mod:`alerting.amconfig`)."""
@@ -36,6 +38,8 @@ class AmFile:
     read: Callable[[dict, str, Any], dict[str, Any]]
     refused: dict[str, str] = field(default_factory=dict)
     http: bool = True
+    defaults: dict[str, Any] = field(default_factory=dict)
+    merge: Callable[[dict, dict], dict] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,8 @@ def register(kind: ReceiverType) -> ReceiverType:
     """
     if not isinstance(kind, ReceiverType):
         raise TypeError(f"register() takes a ReceiverType, got {type(kind).__name__}")
-    if bool(kind.am_kind) != isinstance(kind.am_file, AmFile):
+    if bool(kind.am_kind) != isinstance(kind.am_file, AmFile) or (
+            kind.am_file is not None and not callable(kind.am_file.read)):
         raise TypeError(f"receiver type {kind.name!r}: am_file is missing or not an AmFile "
                         "(None exactly when am_kind is empty)")
     for f in fields(ReceiverType):

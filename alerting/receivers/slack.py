@@ -8,6 +8,7 @@ from typing import Any
 
 from alerting.model import Message
 from alerting.receivers import alertmanager
+from alerting.receivers.alertmanager import tmpl
 from alerting.receivers.registry import AmFile, ReceiverType, json_request, needs, register, secret_status
 from alerting.receivers.webhook import NO_TIMEOUT
 from alerting.templates import render
@@ -81,6 +82,14 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     return {"type": "slack", "url": ctx.url(url, ctx.at(key, "api_url"))}
 
 
+#: Alertmanager's ``DefaultSlackConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {
+    "color": '{{ if eq .Status "firing" }}danger{{ else }}good{{ end }}',
+    "username": tmpl("slack.default.username"), "title": tmpl("slack.default.title"),
+    "title_link": tmpl("slack.default.titlelink"), "icon_emoji": tmpl("slack.default.iconemoji"),
+    "icon_url": tmpl("slack.default.iconurl"), "pretext": tmpl("slack.default.pretext"),
+    "text": tmpl("slack.default.text"), "fallback": tmpl("slack.default.fallback"),
+    "callback_id": tmpl("slack.default.callbackid"), "footer": tmpl("slack.default.footer")}
 AM_FIELDS = ("channel", "username", "color", "title", "title_link", "pretext", "text", "fields",
                  "short_fields", "footer", "fallback", "callback_id", "icon_emoji", "icon_url",
                  "image_url", "thumb_url", "link_names", "mrkdwn_in", "actions")
@@ -93,4 +102,4 @@ SLACK = register(ReceiverType(
                     "update_message", "message_text", "timeout"), False, AM_FIELDS, read_am,
                    {"timeout": NO_TIMEOUT} | dict.fromkeys(
                        ("app_token", "app_token_file", "app_url", "update_message", "message_text"),
-                       _WEBHOOK_ONLY))))
+                       _WEBHOOK_ONLY), defaults=AM_DEFAULTS)))

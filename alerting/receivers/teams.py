@@ -52,10 +52,23 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     return {"type": "teams", "url": ctx.url(url, ctx.at(key, "webhook_url"))}
 
 
+#: Alertmanager 0.26's ``msteams.default.text`` with the
+#: ``__text_alert_list_markdown`` it calls (template/default.tmpl, v0.26.0)
+_TEAMS_TEXT = (
+    '{{ define "__text_alert_list_markdown" }}{{ range . }}\nLabels:\n'
+    "{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\nAnnotations:\n"
+    "{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\n"
+    "Source: {{ .GeneratorURL }}\n{{ end }}\n{{ end }}"
+    "\n{{ if gt (len .Alerts.Firing) 0 }}\n# Alerts Firing:\n"
+    '{{ template "__text_alert_list_markdown" .Alerts.Firing }}\n{{ end }}\n'
+    "{{ if gt (len .Alerts.Resolved) 0 }}\n# Alerts Resolved:\n"
+    '{{ template "__text_alert_list_markdown" .Alerts.Resolved }}\n{{ end }}\n')
+
 #: a webhook in ``/api/v2/status``: Alertmanager 0.25 has no msteams_configs
 TEAMS = register(ReceiverType(
     name="teams", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
     am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="msteams_configs",
     am_status=webhook_status,
     am_file=AmFile(("webhook_url", "webhook_url_file", "title", "summary", "text"), True,
-                   ("title", "summary", "text"), read_am)))
+                   ("title", "summary", "text"), read_am,
+                   defaults={"title": '{{ template "__subject" . }}', "text": _TEAMS_TEXT})))

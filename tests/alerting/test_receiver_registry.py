@@ -56,3 +56,8 @@ def test_status_shapes_come_from_the_type():
     assert receiver_type("pagerduty").am_status(pd) == {"pagerduty_configs": [
         {"routing_key": "<secret>", "send_resolved": True, "url": "https://pd.example/<secret>"}]}
     assert receiver_type("none").am_status(off) == {}
+
+
+def test_an_alertmanager_reader_that_is_not_a_function_is_refused():
+    with pytest.raises(TypeError, match="am_file"):
+        register(ReceiverType(**(PARTS | {"am_file": AmFile(("url",), True, (), None)})))
