@@ -18,6 +18,7 @@ from alerting.receivers.registry import receiver_type, receiver_types
 
 log = logging.getLogger("plait.alerting")
 
+
 def tmpl(name: str) -> str:
     """``{{ template "<name>" . }}``."""
     return '{{ template "%s" . }}' % name
