@@ -1,54 +1,20 @@
 """Alertmanager's configuration file (``alertmanager.yml``), read as it is and
 turned into Plait's :class:`~alerting.config.AlertingConfig`: the whole
-translation is here.
-
-What is read (Alertmanager's ``config/config.go`` and ``config/notifiers.go``;
-the key names are Alertmanager's):
-
-- ``global``: ``resolve_timeout`` -> ``timing.resolve_timeout``;
-  ``smtp_*`` (``smtp_from``, ``smtp_smarthost``, ``smtp_auth_username``,
-  ``smtp_auth_password[_file]``, ``smtp_require_tls``), ``slack_api_url[_file]``,
-  ``pagerduty_url``, ``opsgenie_api_url``, ``opsgenie_api_key[_file]`` and
-  ``http_config``: defaults of the receivers that leave them out.
-- ``route``: the root's ``receiver``, ``group_by`` and timers become the
-  config's defaults; sub-routes keep ``receiver``, ``group_by`` (``...``),
-  ``matchers`` and the legacy ``match`` / ``match_re`` (one matcher list),
-  ``continue``, the three timers, ``mute_time_intervals`` /
-  ``active_time_intervals`` and ``routes``; the inheritance is
-  :mod:`alerting.routing`'s, which is Alertmanager's.
-- ``inhibit_rules`` (``source_matchers`` / ``target_matchers`` / ``equal``,
-  and ``source_match[_re]`` / ``target_match[_re]``).
-- ``time_intervals`` and the older ``mute_time_intervals`` (one name space).
-- ``receivers``: ``webhook_configs`` (Alertmanager's webhook body v4),
-  ``slack_configs``, ``pagerduty_configs`` (Events API v2), ``opsgenie_configs``,
-  ``email_configs``, ``msteams_configs``; ``send_resolved`` (Alertmanager's
-  default per kind), ``max_alerts``, ``url`` / ``url_file`` and the other
-  ``*_file`` secrets (read at load, relative to the file's directory), and
-  ``http_config`` ``basic_auth`` / ``authorization`` / ``bearer_token``
-  (sent as an ``Authorization`` header) and ``tls_config`` (``ca_file``,
-  ``cert_file`` / ``key_file``, ``insecure_skip_verify``). A receiver
-  without integrations is type ``none``; one of several integrations is
-  one Plait receiver per integration (``<name>``, ``<name>.1``, ...), all
-  reached together (``AlertingConfig.fanout``).
-- ``templates``: file globs, relative to the file's directory, and the
-  notifiers' Go-template fields (``alertmanager_fields``, over
-  Alertmanager's defaults: :func:`alerting.receivers.alertmanager.with_defaults`):
-  :func:`template_set` hands them to the Go-template renderer, and
-  :mod:`alerting.receivers.alertmanager` renders them into each message.
+translation is here (what is read: docs/alerting.md, "Bring your
+alertmanager.yml"; key names and words from Alertmanager's
+``config/config.go`` and ``config/notifiers.go``).
 
 What Plait cannot do is refused at load, naming the key (docs/alerting.md,
 "Differences from Alertmanager"); what ``amtool check-config`` refuses is
 refused with Alertmanager's words, naming the key as the file spells it
 (``route.routes.0.receiver: undefined receiver "x" used in route``).
+A receiver of several integrations is one Plait receiver per integration
+(``<name>``, ``<name>.1``, ...; ``AlertingConfig.fanout``).
 
-Plait's own settings (token bucket, batch split, merging groups, dedupe
-cooldown, delivery retries, payload format, ...) are a top-level ``plait:``
-block, in the file itself (taken out before the rest is read; amtool refuses
-such a file) or in a file of its own (``PLAIT_ALERTMANAGER_EXTRAS``, which
-keeps ``alertmanager.yml`` as Alertmanager and amtool read it). Without it
-the file behaves as in Alertmanager: no rate limit (:data:`UNLIMITED`), no
-cooldown, one group per message, a message split only above
-:data:`MAX_BATCH` alerts, no ``alerts.ledger`` records (the counters stay).
+Plait's own settings are a top-level ``plait:`` block, in the file or in
+``PLAIT_ALERTMANAGER_EXTRAS``; without it the file behaves as in
+Alertmanager (:data:`UNLIMITED` buckets, no cooldown, one group per
+message, split only above :data:`MAX_BATCH`, no ``alerts.ledger`` records).
 """
 from __future__ import annotations
 
@@ -63,20 +29,25 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
                              NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
-                             _format_errors, parse_config)
+                             check_group_by, format_errors, parse_config)
+from alerting.matchers import MatchOp, parse_matcher, parse_matchers
 from alerting.receivers.alertmanager import with_defaults
+from alerting.receivers.registry import receiver_types
 from plait.errors import ConfigError
 
-#: A receiver's token bucket when the ``plait:`` block sets none: a billion
-#: messages at once, so never empty (Alertmanager has no rate limit).
+#: A receiver's token bucket when ``plait:`` sets none: never empty.
 UNLIMITED = {"burst": 1_000_000_000, "refill_interval": 0.001}
-#: Most alerts in one message without ``plait.grouping.batch_size``: a group
-#: above it is split (numbered parts), which bounds a Kafka record.
+#: Most alerts in one message without ``plait.grouping.batch_size`` (bounds a Kafka record).
 MAX_BATCH = 10_000
 
+#: Integrations of one receiver in this order (the first keeps its name);
+#: a registered kind not listed comes after them.
+_ORDER = ("webhook_configs", "slack_configs", "pagerduty_configs", "opsgenie_configs",
+          "email_configs", "msteams_configs")
+_TYPES = {t.am_kind: t for t in receiver_types().values() if t.am_kind}
+_TYPES = {k: _TYPES[k] for k in [*(k for k in _ORDER if k in _TYPES), *sorted(set(_TYPES) - set(_ORDER))]}
 #: ``*_configs`` Plait delivers -> its receiver type.
-KINDS = {"webhook_configs": "webhook", "slack_configs": "slack", "pagerduty_configs": "pagerduty",
-         "opsgenie_configs": "opsgenie", "email_configs": "email", "msteams_configs": "teams"}
+KINDS = {kind: t.name for kind, t in _TYPES.items()}
 #: Alertmanager's other integrations (refused: Plait has no such receiver).
 OTHER_KINDS = ("discord_configs", "pushover_configs", "victorops_configs", "wechat_configs",
                "sns_configs", "telegram_configs", "webex_configs", "msteamsv2_configs",
@@ -151,8 +122,7 @@ def _text(value: Any, key: str) -> str:
 
 
 def duration(value: Any, key: str) -> float:
-    """Seconds of a Prometheus duration (``30s``, ``1h30m``, ``0``; no
-    fraction, no bare number but ``0``), as Alertmanager reads its timers.
+    """Seconds of a Prometheus duration (``30s``, ``1h30m``, ``0``) as Alertmanager reads timers.
 
     Raises:
         ConfigError: naming ``key``.
@@ -247,11 +217,9 @@ def read_yaml(path: str | Path) -> Any:
 
 # -- matchers, routes, inhibition, time intervals ------------------------------------------------
 
-def _legacy(value: Any, key: str, op: str) -> list[str]:
+def _legacy(value: Any, key: str, op: MatchOp) -> list[str]:
     """``match`` (``op`` ``=``) or ``match_re`` (``=~``) as matcher texts;
     label names as Alertmanager's ``LabelNameRE`` wants them."""
-    from alerting.silence import parse_matcher
-
     out = []
     for name, v in _mapping(value, key, tuple(value or ()), "map").items():
         if not isinstance(name, str) or not _LABEL_NAME.match(name):
@@ -264,13 +232,9 @@ def _legacy(value: Any, key: str, op: str) -> list[str]:
 
 
 def matchers(c: dict, key: str, prefix: str = "") -> list[str]:
-    """Every matcher of ``<prefix>match``, ``<prefix>match_re`` and
-    ``<prefix>matchers`` of ``c`` as canonical texts (one grammar:
-    :func:`alerting.silence.parse_matchers`)."""
-    from alerting.silence import parse_matchers
-
-    out = _legacy(c.get(f"{prefix}match"), _at(key, f"{prefix}match"), "=")
-    out += _legacy(c.get(f"{prefix}match_re"), _at(key, f"{prefix}match_re"), "=~")
+    """``<prefix>match``, ``<prefix>match_re`` and ``<prefix>matchers`` of ``c`` as canonical texts."""
+    out = _legacy(c.get(f"{prefix}match"), _at(key, f"{prefix}match"), MatchOp.EQUAL)
+    out += _legacy(c.get(f"{prefix}match_re"), _at(key, f"{prefix}match_re"), MatchOp.REGEX)
     name = f"{prefix}matchers"
     for i, text in enumerate(_list(c.get(name), _at(key, name))):
         try:
@@ -292,14 +256,13 @@ def _timers(c: dict, key: str) -> dict[str, float]:
 
 
 def _group_by(c: dict, key: str) -> list[str] | None:
-    from alerting.config import _check_group_by
 
     if c.get("group_by") is None:
         return None
     names = [_text(n, _at(key, f"group_by.{i}")) for i, n in
              enumerate(_list(c["group_by"], _at(key, "group_by")))]
     try:
-        return _check_group_by(names)
+        return check_group_by(names)
     except ValueError as e:
         raise _fail(_at(key, "group_by"), str(e)) from None
 
@@ -331,8 +294,7 @@ def _bool(value: Any, key: str) -> bool:
 
 def _root(c: Any, ctx: "_Context") -> tuple[dict, dict, list[str]]:
     """(``route`` data, its timers, its ``group_by``) of the root route, with
-    Alertmanager's rules for the root (a receiver, no matchers, no
-    ``continue``, no time intervals)."""
+    Alertmanager's rules for the root."""
     if c is None:
         raise _fail("route", "no route provided in config")
     c = _mapping(c, "route", ROUTE_KEYS, "config.plain (route)")
@@ -395,14 +357,14 @@ def validated(model: type[BaseModel], data: Any, key: str) -> dict[str, Any]:
     try:
         return model.model_validate(data if data is not None else {}).model_dump(by_alias=True)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, key)) from None
+        raise ConfigError(format_errors(e, key)) from None
 
 
 # -- receivers ---------------------------------------------------------------------------------
 
 class _Context:
-    """What resolving one file needs: the receiver and time interval names
-    (references are checked against them), ``global`` and the file reader."""
+    """One file's names (references are checked against them), ``global``,
+    ``files`` and the helpers a receiver type's ``AmFile.read`` uses."""
 
     def __init__(self, data: dict, files: _File) -> None:
         self.files = files
@@ -422,6 +384,23 @@ class _Context:
             raise _fail(key, f'undefined time interval "{name}" used in route')
         return name
 
+    fail = staticmethod(_fail)  # (key, problem) -> ConfigError
+    at = staticmethod(_at)  # (key, name) -> "key.name"
+    url = staticmethod(http_url)
+    text = staticmethod(_text)
+    boolean = staticmethod(_bool)
+
+    def own_or_global(self, c: dict, name: str, key: str, global_name: str, what: str) -> str:
+        """``name`` (or ``<name>_file``), else ``global.<global_name>`` (or its ``_file``).
+
+        Raises:
+            ConfigError: neither (Alertmanager's words)."""
+        value = self.files.either(c, name, f"{name}_file", key)
+        value = value or self.files.either(self.glob, global_name, f"{global_name}_file", "global")
+        if not value:
+            raise _fail(_at(key, name), f"no global {what} set either inline or in a file")
+        return value
+
 
 #: tls_config keys Plait applies (files relative to the config file's directory)
 TLS_FILES = ("ca_file", "cert_file", "key_file")
@@ -430,10 +409,8 @@ TLS_KEYS = ("ca", "ca_file", "ca_ref", "cert", "cert_file", "cert_ref", "key", "
 
 
 def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
-    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None when
-    it sets nothing): ``ca_file``, ``cert_file`` / ``key_file``,
-    ``insecure_skip_verify``; inline PEMs, ``*_ref``, ``server_name`` and TLS
-    versions are refused by name."""
+    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None: nothing
+    set); other keys refused by name."""
     tls = _mapping(c, key, TLS_KEYS, "config.TLSConfig")
     out: dict[str, Any] = {}
     for name, value in tls.items():
@@ -453,11 +430,9 @@ def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
 
 
 def _http_headers(c: dict, key: str, files: _File) -> dict[str, str]:
-    """``http_config`` as request headers: ``basic_auth`` -> ``Authorization:
-    Basic``, ``authorization`` (type default ``Bearer``) and ``bearer_token``
-    -> ``Authorization: <type> <credentials>``; at most one of them
-    (Prometheus common's rule). Proxies and OAuth 2.0 are refused by name
-    (``tls_config``: :func:`_tls`)."""
+    """``http_config``'s ``basic_auth`` / ``authorization`` / ``bearer_token``
+    (at most one, Prometheus common's rule) as an ``Authorization`` header;
+    proxies and OAuth 2.0 refused by name."""
     c = _mapping(c, key, HTTP_KEYS, "config.plain (http_config)")
     for name in HTTP_UNSUPPORTED:
         if c.get(name):
@@ -487,67 +462,15 @@ def _http_headers(c: dict, key: str, files: _File) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-#: Per kind: (its keys, Alertmanager's default send_resolved, its Go-template fields).
-_SPEC: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
-    "webhook_configs": (("url", "url_file", "max_alerts", "timeout"), True, ()),
-    "slack_configs": (("api_url", "api_url_file", "channel", "username", "color", "title",
-                       "title_link", "pretext", "text", "fields", "short_fields", "footer",
-                       "fallback", "callback_id", "icon_emoji", "icon_url", "image_url",
-                       "thumb_url", "link_names", "mrkdwn_in", "actions", "app_token",
-                       "app_token_file", "app_url", "update_message", "message_text", "timeout"),
-                      False, ("channel", "username", "color", "title", "title_link", "pretext",
-                              "text", "fields", "short_fields", "footer", "fallback", "callback_id",
-                              "icon_emoji", "icon_url", "image_url", "thumb_url", "link_names",
-                              "mrkdwn_in", "actions")),
-    "pagerduty_configs": (("service_key", "service_key_file", "routing_key", "routing_key_file",
-                           "url", "client", "client_url", "description", "details", "images",
-                           "links", "source", "severity", "class", "component", "group", "timeout"),
-                          True, ("client", "client_url", "description", "details", "images",
-                                 "links", "source", "severity", "class", "component", "group")),
-    "opsgenie_configs": (("api_key", "api_key_file", "api_url", "message", "description", "source",
-                          "details", "entity", "responders", "actions", "tags", "note", "priority",
-                          "update_alerts"), True,
-                         ("message", "description", "source", "details", "entity", "responders",
-                          "actions", "tags", "note", "priority")),
-    "email_configs": (("to", "from", "hello", "smarthost", "auth_username", "auth_password",
-                       "auth_password_file", "auth_secret", "auth_secret_file", "auth_identity",
-                       "headers", "html", "text", "require_tls", "tls_config", "force_implicit_tls",
-                       "threading"), False, ("headers", "html", "text")),
-    "msteams_configs": (("webhook_url", "webhook_url_file", "title", "summary", "text"), True,
-                        ("title", "summary", "text")),
-}
-#: Keys Plait refuses when set: (kind, key) -> why.
-_REFUSED = {
-    ("webhook_configs", "timeout"): "not supported: every attempt is bounded by plait.delivery.timeout",
-    ("slack_configs", "timeout"): "not supported: every attempt is bounded by plait.delivery.timeout",
-    ("pagerduty_configs", "timeout"): "not supported: every attempt is bounded by plait.delivery.timeout",
-    ("slack_configs", "app_token"): "not supported: Plait posts to an incoming webhook (api_url)",
-    ("slack_configs", "app_token_file"): "not supported: Plait posts to an incoming webhook (api_url)",
-    ("slack_configs", "app_url"): "not supported: Plait posts to an incoming webhook (api_url)",
-    ("slack_configs", "update_message"): "not supported: Plait posts to an incoming webhook (api_url)",
-    ("slack_configs", "message_text"): "not supported: Plait posts to an incoming webhook (api_url)",
-    ("pagerduty_configs", "service_key"): "not supported: PagerDuty Events API v1; use routing_key (v2)",
-    ("pagerduty_configs", "service_key_file"): "not supported: PagerDuty Events API v1; use routing_key (v2)",
-    ("opsgenie_configs", "update_alerts"): "not supported: Plait creates and closes Opsgenie alerts",
-    ("email_configs", "auth_secret"): "not supported: Plait logs in with auth_username/auth_password",
-    ("email_configs", "auth_secret_file"): "not supported: Plait logs in with auth_username/auth_password",
-    ("email_configs", "auth_identity"): "not supported: Plait logs in with auth_username/auth_password",
-    ("email_configs", "tls_config"): "not supported: STARTTLS (require_tls) with the system CAs",
-    ("email_configs", "force_implicit_tls"): "not supported: STARTTLS (require_tls) only",
-    ("email_configs", "threading"): "not supported",
-}
-
-
 def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
-    """(the integration's mapping, Plait receiver fields every kind shares:
-    ``send_resolved``, ``headers`` from ``http_config`` (else the global
-    one), ``alertmanager_fields``)."""
-    keys, resolved_default, fields = _SPEC[kind]
-    http_keys = () if kind == "email_configs" else ("http_config",)  # SMTP has no http_config
+    """(the integration's mapping, the receiver fields every kind shares)."""
+    spec = _TYPES[kind].am_file
+    keys, resolved_default, fields = spec.keys, spec.send_resolved, spec.fields
+    http_keys = ("http_config",) if spec.http else ()
     c = _mapping(c, key, ("send_resolved",) + http_keys + keys, f"config.plain ({kind})")
     for name in keys:
-        if c.get(name) not in (None, "", False, 0) and (kind, name) in _REFUSED:
-            raise _fail(_at(key, name), _REFUSED[(kind, name)])
+        if c.get(name) not in (None, "", False, 0) and name in spec.refused:
+            raise _fail(_at(key, name), spec.refused[name])
     http = c.get("http_config", ctx.glob.get("http_config")) if http_keys else None
     hkey = _at(key, "http_config")
     out = {"send_resolved": (_bool(c["send_resolved"], _at(key, "send_resolved"))
@@ -559,111 +482,9 @@ def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
     return c, out
 
 
-def _webhook(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    if c.get("url") and c.get("url_file"):
-        raise _fail(_at(key, "url_file"), "at most one of url & url_file must be configured")
-    if not c.get("url") and not c.get("url_file"):
-        raise _fail(_at(key, "url"), "missing URL in webhook config")
-    url = ctx.files.either(c, "url", "url_file", key)
-    max_alerts = c.get("max_alerts") or 0
-    if not isinstance(max_alerts, int) or isinstance(max_alerts, bool) or max_alerts < 0:
-        raise _fail(_at(key, "max_alerts"), f"expected a whole number >= 0, got {max_alerts!r}")
-    return {"type": "webhook", "format": "alertmanager", "max_alerts": max_alerts,
-            "url": http_url(url, _at(key, "url_file" if c.get("url_file") else "url"))}
-
-
-def _own_or_global(c: dict, name: str, key: str, ctx: _Context, global_name: str, what: str) -> str:
-    """``name`` (or ``<name>_file``) of the integration, else ``global_name``
-    (or its ``_file``) of ``global``; neither: Alertmanager's ``no global
-    <what> set either inline or in a file``, naming ``key.name``."""
-    value = ctx.files.either(c, name, f"{name}_file", key)
-    value = value or ctx.files.either(ctx.glob, global_name, f"{global_name}_file", "global")
-    if not value:
-        raise _fail(_at(key, name), f"no global {what} set either inline or in a file")
-    return value
-
-
-def _slack(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    url = _own_or_global(c, "api_url", key, ctx, "slack_api_url", "Slack API URL")
-    return {"type": "slack", "url": http_url(url, _at(key, "api_url"))}
-
-
-def _pagerduty(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    routing_key = ctx.files.either(c, "routing_key", "routing_key_file", key)
-    if not routing_key:
-        raise _fail(_at(key, "routing_key"), "missing service or routing key in PagerDuty config")
-    url = c.get("url") or ctx.glob.get("pagerduty_url") or "https://events.pagerduty.com/v2/enqueue"
-    return {"type": "pagerduty", "routing_key": routing_key,
-            "url": http_url(url, _at(key, "url") if c.get("url") else "global.pagerduty_url")}
-
-
-def _opsgenie(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    api_key = _own_or_global(c, "api_key", key, ctx, "opsgenie_api_key", "OpsGenie API Key")
-    base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
-    base = http_url(base, _at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")
-    return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}
-
-
-def _smarthost(value: Any, key: str) -> str:
-    text = _text(value, key)
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        raise _fail(key, f"address {text}: missing port in address")
-    if not port:
-        raise _fail(key, f'address "{text}": port cannot be empty')
-    if not port.isdigit():
-        raise _fail(key, f'address "{text}": port must be a number')
-    return f"{host.strip('[]')}:{port}"
-
-
-def _email(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    g, files = ctx.glob, ctx.files
-    to = _text(c.get("to"), _at(key, "to"))
-    if not to:
-        raise _fail(_at(key, "to"), "missing to address in email config")
-    smarthost = c.get("smarthost") or g.get("smtp_smarthost")
-    if not smarthost:
-        raise _fail(_at(key, "smarthost"), "no global SMTP smarthost set")
-    sender = _text(c.get("from") or g.get("smtp_from"), _at(key, "from"))
-    if not sender:
-        raise _fail(_at(key, "from"), "no global SMTP from set")
-    for name in ("smtp_auth_secret", "smtp_auth_secret_file", "smtp_auth_identity"):
-        if g.get(name):
-            raise _fail(f"global.{name}", _REFUSED[("email_configs", name.removeprefix("smtp_"))])
-    password = files.either(c, "auth_password", "auth_password_file", key)
-    if not password and not c.get("auth_password_file"):
-        password = files.either(g, "smtp_auth_password", "smtp_auth_password_file", "global")
-    require_tls = c.get("require_tls", g.get("smtp_require_tls", True))
-    return {"type": "email", "email": {
-        "to": to, "from": sender,
-        "smarthost": _smarthost(smarthost, _at(key, "smarthost") if c.get("smarthost")
-                                else "global.smtp_smarthost"),
-        "auth_username": _text(c.get("auth_username") or g.get("smtp_auth_username"),
-                               _at(key, "auth_username")),
-        "auth_password": password,
-        "require_tls": _bool(require_tls, _at(key, "require_tls"))}}
-
-
-def _msteams(c: dict, key: str, ctx: _Context) -> dict[str, Any]:
-    if c.get("webhook_url") and c.get("webhook_url_file"):
-        raise _fail(_at(key, "webhook_url_file"),
-                    "at most one of webhook_url & webhook_url_file must be configured")
-    url = ctx.files.either(c, "webhook_url", "webhook_url_file", key)
-    if not url:
-        raise _fail(_at(key, "webhook_url"), "no msteams webhook URL or URLFile provided")
-    return {"type": "teams", "url": http_url(url, _at(key, "webhook_url"))}
-
-
-_BUILD: dict[str, Callable[[dict, str, _Context], dict[str, Any]]] = {
-    "webhook_configs": _webhook, "slack_configs": _slack, "pagerduty_configs": _pagerduty,
-    "opsgenie_configs": _opsgenie, "email_configs": _email, "msteams_configs": _msteams}
-
-
 def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> list[dict[str, Any]]:
-    """One receiver as :class:`alerting.config.ReceiverConfig` data, one per
-    integration: the first keeps the name, the n-th further one is
-    ``<name>.<n>`` (``AlertingConfig.fanout`` sends each alert to all);
-    type ``none`` without any."""
+    """One receiver as ReceiverConfig data per integration (``<name>``,
+    ``<name>.1``, ...; type ``none`` without any)."""
     key = f"receivers.{i}"
     r = _mapping(r, key, ("name",) + tuple(KINDS) + OTHER_KINDS, "config.plain (receiver)")
     name = _text(r.get("name"), f"{key}.name")
@@ -687,7 +508,8 @@ def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> list[dict[str, A
             raise _fail(ikey, f"the receiver of this further integration would be named {own!r}, "
                               "which another receiver has: rename one of them")
         c, shared = _common(kind, c, ikey, ctx)
-        out.append({"name": own, **shared, **_BUILD[kind](c, ikey, ctx), "integration_of": name})
+        out.append({"name": own, **shared, **_TYPES[kind].am_file.read(c, ikey, ctx),
+                    "integration_of": name})
     return out
 
 
@@ -715,8 +537,7 @@ class GroupingExtras(_Model):
 
 
 class DedupeExtras(DedupeConfig):
-    """``plait.dedupe``: Plait's dedupe settings, the cooldown 0 unless given
-    (Alertmanager sends no repeat inside a group's intervals anyway)."""
+    """``plait.dedupe``; cooldown 0 unless given."""
 
     cooldown: Seconds = Field(default=0.0, ge=0)
 
@@ -835,9 +656,7 @@ def load_alertmanager_config(path: str | Path, extras_path: str | Path = "") -> 
 
 
 def _renderer() -> Any:
-    """The Go-template renderer module (``alerting/gotemplate.py``) of this
-    build, or None when it has none (a renderer of another checkout, seen
-    through an editable install's finder, is not this build's)."""
+    """This build's Go-template renderer module, or None (another checkout's is not this build's)."""
     import importlib
     import importlib.util
 
@@ -848,12 +667,9 @@ def _renderer() -> Any:
 
 
 def template_set(config: AlertingConfig) -> Any:
-    """The Go templates of an Alertmanager file loaded by the Go-template
-    renderer (:mod:`alerting.gotemplate`: ``load_templates(paths)``:
-    Alertmanager's default templates, then ``config.templates``), with every
-    receiver's string template fields (``alertmanager_fields``) parsed; None
-    when the build has no renderer. The one place the renderer is called for
-    a configuration: an error refuses it, naming the file (or field) and line.
+    """The Go templates of an Alertmanager file (Alertmanager's defaults, then
+    ``config.templates``) with every receiver's template fields parsed; None
+    without a renderer.
 
     Raises:
         ConfigError: ``templates: <file>:<line>: <problem>`` or
@@ -880,8 +696,7 @@ _CACHED: list[Any] = [None, None]
 
 
 def cached_template_set(config: AlertingConfig) -> Any:
-    """:func:`template_set` of ``config``, loaded once per configuration
-    object (a reload is a new one) and kept for the messages that follow."""
+    """:func:`template_set` of ``config``, loaded once per configuration object."""
     if _CACHED[0] is not config:
         _CACHED[:] = [config, template_set(config)]
     return _CACHED[1]
@@ -918,11 +733,9 @@ def load_configured(settings: Any) -> AlertingConfig:
 
 
 def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> AlertingConfig:
-    """``new``, plus a receiver of type ``none`` for each receiver of ``old``
-    that ``new`` lacks: groups a worker still holds for a removed receiver
-    are then settled without a request (Alertmanager drops the aggregation
-    groups of a removed receiver on reload), rather than failing every tick
-    of their partition on an unknown receiver."""
+    """``new`` plus a type ``none`` receiver for each of ``old`` it lacks, so
+    groups still held for a removed receiver settle without a request
+    (Alertmanager drops them on reload)."""
     from alerting.config import ReceiverConfig
 
     names = {r.name for r in new.receivers}
@@ -931,10 +744,8 @@ def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> Alerting
 
 
 def on_sighup(reload: Callable[[], Any], process: str) -> None:
-    """Call ``reload`` (re-read the configuration and put it in use) on
-    SIGHUP, in the running event loop, as Alertmanager reloads on SIGHUP: a
-    file that fails is logged with its error and the configuration in use
-    stays."""
+    """Call ``reload`` on SIGHUP in the running loop, as Alertmanager does; a
+    failing file is logged and the configuration in use stays."""
     import asyncio
     import logging
     import signal

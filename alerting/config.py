@@ -1,41 +1,8 @@
-"""Alert funnel configuration: one YAML file, validated with pydantic.
-
-Shape (every duration is seconds, or a Prometheus-style string ``"30s"``,
-``"5m"``, ``"4h"``, ``"1d"``)::
-
-    receivers:
-      - name: oncall
-        type: webhook             # webhook | slack | teams | pagerduty | opsgenie | email
-        url: https://hooks.example.com/plait
-        format: native            # native | alertmanager (webhook only)
-        secret: change-me         # HMAC-SHA256 key of the signature header
-        bucket: {burst: 3, refill_interval: 10s}
-        send_resolved: true
-        max_alerts: 0             # 0 = all
-        templates: {title: "", text: ""}   # Jinja2 (sandboxed); "" = defaults
-      - {name: pd, type: pagerduty, routing_key: <32 chars>}
-      - {name: mail, type: email, email: {to: a@example.com, from: plait@example.com,
-                                          smarthost: "smtp.example.com:587"}}
-    route:
-      receiver: oncall            # default receiver
-      routes:                     # Alertmanager's tree (docs/alerting.md, "Routes")
-        - {matchers: ['team="db"'], receiver: dba, continue: true, group_by: [asset],
-           group_wait: 10s, mute_time_intervals: [night], routes: [...]}
-    time_intervals:
-      - {name: night, time_intervals: [{times: [{start_time: "00:00", end_time: "06:00"}]}]}
-    external_url: https://plait.example.com   # console links (else PLAIT_EXTERNAL_URL)
-    grouping: {group_by: [rule], batch_size: 50}
-    timing: {group_wait: 30s, group_interval: 30s, repeat_interval: 5m, resolve_timeout: 5m}
-    dedupe: {fingerprint_labels: [rule, asset], cooldown: 5m, suppress_transient: false}
-    delivery: {timeout: 10s, backoff_initial: 1s, backoff_max: 60s}
-    inhibit_rules:                # Alertmanager's (optional)
-      - source_matchers: ['severity="critical"']
-        target_matchers: ['severity="warning"']
-        equal: [alertname, instance]
-
-Names follow Alertmanager's configuration (``group_by``, ``group_wait``,
-``group_interval``, ``repeat_interval``). Errors raise :class:`ConfigError`
-whose text names the offending key (``timing.group_wait: ...``).
+"""Alert funnel configuration: one YAML file (example:
+``examples/alerting.yaml``), validated with pydantic. Durations are seconds
+or ``"30s"``, ``"5m"``, ``"4h"``, ``"1d"``; names follow Alertmanager's
+configuration. Errors raise :class:`ConfigError` naming the key
+(``timing.group_wait: ...``).
 """
 from __future__ import annotations
 
@@ -47,14 +14,16 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError,
                       field_validator, model_validator)
 
-from plait.errors import ConfigError  # start-up branch; importable from here too
+from alerting.matchers import Matcher, parse_matcher, parse_matchers
+from alerting.receivers.registry import receiver_type, receiver_types
+from plait.errors import ConfigError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds from a number or a string like ``"90"``, ``"30s"``, ``"5m"``.
+    """Seconds from a number or ``"90"``, ``"30s"``, ``"5m"``.
 
     Raises:
         ValueError: not a non-negative number or duration string.
@@ -76,37 +45,26 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-#: A float number of seconds that also accepts "30s", "5m", "4h", "1d".
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
 
 class BucketConfig(_Model):
-    """Token bucket of one receiver: ``burst`` tokens at most, one new token
-    every ``refill_interval`` seconds."""
+    """A receiver's token bucket: ``burst`` tokens, one more every ``refill_interval`` s."""
 
     burst: int = Field(default=3, ge=1)
     refill_interval: Seconds = Field(default=10.0, gt=0)
 
 
-RECEIVER_TYPES = ("webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none")
-#: Default endpoint per receiver type (the services' documented URLs).
-DEFAULT_URLS = {"pagerduty": "https://events.pagerduty.com/v2/enqueue",
-                "opsgenie": "https://api.opsgenie.com/v2/alerts"}
-
-
 class TemplatesConfig(_Model):
-    """Jinja2 templates (sandboxed) of a receiver's message: ``title`` (one
-    line) and ``text`` (the body). Empty: Plait's defaults
-    (:mod:`alerting.templates`). Checked at start-up: an error names the
-    template and its line."""
+    """Sandboxed Jinja2 ``title`` and ``text`` of a receiver's message (empty:
+    :mod:`alerting.templates`' defaults), checked at start-up."""
 
     title: str = ""
     text: str = ""
 
 
 class EmailConfig(_Model):
-    """SMTP delivery (``type: email``): ``to`` (comma-separated or a list),
-    ``from``, ``smarthost`` ``host:port``, optional AUTH and STARTTLS."""
+    """SMTP delivery (``type: email``); ``to``: comma-separated or a list."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -124,10 +82,9 @@ class EmailConfig(_Model):
 
 
 class TlsConfig(_Model):
-    """TLS to an HTTP receiver (Alertmanager's ``http_config.tls_config``):
-    ``ca_file`` (PEM CAs the server's certificate must chain to, instead of
-    the system's), ``cert_file`` + ``key_file`` (a client certificate),
-    ``insecure_skip_verify`` (no server certificate check). Paths absolute."""
+    """TLS to an HTTP receiver (Alertmanager's ``http_config.tls_config``;
+    absolute paths): ``ca_file`` instead of the system CAs, ``cert_file`` +
+    ``key_file`` a client certificate, ``insecure_skip_verify``."""
 
     ca_file: str = ""
     cert_file: str = ""
@@ -142,19 +99,13 @@ class TlsConfig(_Model):
 
 
 class ReceiverConfig(_Model):
-    """One receiver: where messages go and how they look.
-
-    ``type``: ``webhook`` (``format`` native | alertmanager), ``slack``
-    (incoming webhook URL), ``teams`` (workflow webhook URL), ``pagerduty``
-    (``routing_key``), ``opsgenie`` (``api_key``), ``email`` (``email``),
-    ``none`` (no integration: Alertmanager's receiver without ``*_configs``;
-    its messages are settled without a request).
-    ``send_resolved`` (default true): resolved alerts are sent; ``max_alerts``
-    (0 = all): most alerts listed in one message, the rest counted
-    (Alertmanager's ``max_alerts``); ``templates``: title/text."""
+    """One receiver (docs/alerting.md, "Receivers"); ``type`` a registered
+    type (:mod:`alerting.receivers.registry`), which checks its fields;
+    ``max_alerts`` 0 = all; ``alertmanager_fields``: the Go-template fields
+    of an ``alertmanager.yml`` notifier, as written (empty otherwise)."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    type: Literal["webhook", "slack", "teams", "pagerduty", "opsgenie", "email", "none"] = "webhook"
+    type: str = "webhook"
     url: str = ""
     format: Literal["native", "alertmanager"] = "native"
     secret: str = ""
@@ -166,11 +117,7 @@ class ReceiverConfig(_Model):
     routing_key: str = ""
     api_key: str = ""
     email: EmailConfig | None = None
-    #: TLS settings of an HTTP receiver (None: system CAs, no client certificate)
     tls: TlsConfig | None = None
-    #: the notifier's Go-template fields of an Alertmanager file (``title``,
-    #: ``text``, ``details``...), kept as written for the Go-template renderer
-    #: (:func:`alerting.amconfig.template_set`); empty for Plait's own file
     alertmanager_fields: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("url")
@@ -180,36 +127,30 @@ class ReceiverConfig(_Model):
             raise ValueError("must be an http:// or https:// URL")
         return v
 
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, v: str) -> str:
+        names = sorted(receiver_types())
+        if v not in names:
+            raise ValueError(f"Input should be one of {', '.join(repr(n) for n in names)}")
+        return v
+
     @model_validator(mode="after")
     def _by_type(self) -> "ReceiverConfig":
-        if self.type == "none":
-            return self
-        if self.type == "email":
-            if self.email is None:
-                raise ValueError("email: required for type email (to, from, smarthost)")
-            return self
-        if not self.url:
-            if self.type not in DEFAULT_URLS:
-                raise ValueError(f"url: required for type {self.type}")
-            object.__setattr__(self, "url", DEFAULT_URLS[self.type])
-        if self.type == "pagerduty" and not self.routing_key:
-            raise ValueError("routing_key: required for type pagerduty (Events API v2 integration key)")
-        if self.type == "opsgenie" and not self.api_key:
-            raise ValueError("api_key: required for type opsgenie (GenieKey)")
+        kind = receiver_type(self.type)
+        if not self.url and kind.default_url:
+            object.__setattr__(self, "url", kind.default_url)
+        kind.check(self)
         return self
 
 
 class SubRoute(_Model):
-    """A route (Alertmanager's ``route``): alerts matching every matcher
-    (``name="v"``, ``!=``, ``=~``, ``!~``) go to ``receiver`` (default: the
-    parent's). ``continue``: matching goes on to the next sibling (one alert
-    to several receivers); ``routes``: nested routes, tried first;
-    ``group_by`` / timings: override the parent's; ``mute_time_intervals`` /
-    ``active_time_intervals``: names from ``time_intervals``."""
+    """A route (Alertmanager's ``route``; walked by :mod:`alerting.routing`);
+    unset settings are the parent's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    matchers: list[str] = Field(default_factory=list)  # none: matches every alert
+    matchers: list[str] = Field(default_factory=list)
     receiver: str | None = None
     continue_: bool = Field(default=False, alias="continue")
     routes: list["SubRoute"] = Field(default_factory=list)
@@ -225,26 +166,25 @@ class SubRoute(_Model):
     @field_validator("group_by")
     @classmethod
     def _group_by(cls, v: list[str] | None) -> list[str] | None:
-        return _check_group_by(v)
+        return check_group_by(v)
 
     @field_validator("matchers")
     @classmethod
     def _parse(cls, v: list[str]) -> list[str]:
-        """Each item is one matcher or a selector of several (``'{a="1", b=~"x"}'``,
-        Alertmanager 0.25-0.28 syntax, UTF-8 names quoted); stored as one
-        canonical matcher per item, which :func:`alerting.silence.parse_matcher`
-        reads back."""
-        from alerting.silence import parse_matchers  # one matcher grammar everywhere
+        """One matcher or a selector of several per item; stored as one canonical matcher text each."""
         return [str(m) for text in v for m in parse_matchers(text)]
 
     def model_post_init(self, _context: Any) -> None:
-        """Compile the matchers once, at config load (issue 9.5: never per alert)."""
-        from alerting.silence import parse_matcher
+        """Compile the matchers once, at config load, never per alert."""
         self._compiled = tuple(parse_matcher(m) for m in self.matchers)
 
+    @property
+    def compiled_matchers(self) -> tuple[Matcher, ...]:
+        """:attr:`matchers` parsed, regexes compiled."""
+        return self._compiled
 
-#: Go's ``time.Weekday`` numbers (Sunday 0), which Alertmanager's ranges use:
-#: ``sunday:saturday`` is the whole week, ``saturday:sunday`` is refused
+
+#: Go's ``time.Weekday`` numbers (Sunday 0): ``saturday:sunday`` is refused
 _WEEKDAYS = {d: i for i, d in enumerate(
     ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"])}
 _MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august",
@@ -252,13 +192,12 @@ _MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", 
 
 
 def _ranges(items: list[str], known: Any, bad: str, number: Any, backwards: str) -> list[str]:
-    """``items`` of a time interval field, each ``a`` or a range ``a:b``
-    (case-insensitive): a part that is not ``known`` raises ``bad`` (``{p}``
-    the part), a range running backwards by ``number`` raises ``backwards``
-    (Alertmanager's ``timeinterval`` words; ``{a}`` / ``{b}`` as written).
+    """``items``, each ``a`` or ``a:b``, checked with Alertmanager's
+    ``timeinterval`` words.
 
     Raises:
-        ValueError: as above.
+        ValueError: ``bad`` for a part not ``known``; ``backwards`` for a range
+            running backwards by ``number``.
     """
     for item in items:
         parts = item.lower().split(":")
@@ -298,10 +237,7 @@ class TimeRange(_Model):
 
 
 class TimeInterval(_Model):
-    """One Alertmanager ``time_interval``: every given field must match
-    (``times``, ``weekdays`` like ``monday:friday`` or ``saturday``,
-    ``days_of_month`` like ``1:5``, ``months`` 1-12 or names, ``location`` an
-    IANA zone, default UTC); an absent field matches everything."""
+    """One Alertmanager ``time_interval``: every given field must match; an absent one matches all."""
 
     times: list[TimeRange] = Field(default_factory=list)
     weekdays: list[str] = Field(default_factory=list)
@@ -357,9 +293,8 @@ class NamedTimeIntervals(_Model):
 
 
 def _matcher_list(v: list[str]) -> list[str]:
-    """Check every matcher with the one matcher grammar (``alerting.silence``);
-    the error names the item (``[1] bad matcher ...``)."""
-    from alerting.silence import parse_matcher  # one matcher grammar everywhere
+    """Check every matcher (:func:`alerting.matchers.parse_matcher`); the
+    error names the item (``[1] bad matcher ...``)."""
     for i, text in enumerate(v):
         try:
             parse_matcher(text)
@@ -369,13 +304,7 @@ def _matcher_list(v: list[str]) -> list[str]:
 
 
 class InhibitRule(_Model):
-    """One Alertmanager inhibition rule (docs, "inhibit_rule"): while an alert
-    matching every ``source_matchers`` fires, alerts matching every
-    ``target_matchers`` whose ``equal`` labels have the same values (absent =
-    ``""`` on both sides) are muted. An alert matching both sides never
-    inhibits an alert that also matches both (so never itself). Matchers see
-    the labels silences see (source labels plus ``rule``, ``asset``,
-    ``severity``, ``alertname``)."""
+    """One Alertmanager inhibition rule (docs, "inhibit_rule"; docs/alerting.md, "Inhibition")."""
 
     source_matchers: list[str] = Field(min_length=1)
     target_matchers: list[str] = Field(min_length=1)
@@ -396,8 +325,7 @@ class InhibitRule(_Model):
 
 
 class RouteConfig(_Model):
-    """The root route: default receiver plus sub-routes (first match wins
-    unless a route says ``continue``; nested ``routes`` allowed)."""
+    """The root route: default receiver plus sub-routes."""
 
     receiver: str
     routes: list[SubRoute] = Field(default_factory=list)
@@ -407,10 +335,13 @@ class RouteConfig(_Model):
 GROUP_BY_ALL = "..."
 
 
-def _check_group_by(v: list[str] | None) -> list[str] | None:
-    """A ``group_by`` as Alertmanager's config loader takes it (its words):
-    ``...`` stands alone (repeated, it is still the wildcard), and no label
-    is named twice."""
+def check_group_by(v: list[str] | None) -> list[str] | None:
+    """A ``group_by`` checked as Alertmanager's loader does (its words):
+    ``...`` stands alone; no label twice.
+
+    Raises:
+        ValueError: either rule broken.
+    """
     if v and GROUP_BY_ALL in v:
         if set(v) != {GROUP_BY_ALL}:
             raise ValueError("cannot have wildcard group_by (`...`) and other labels at the same time")
@@ -422,12 +353,9 @@ def _check_group_by(v: list[str] | None) -> list[str] | None:
 
 
 class GroupingConfig(_Model):
-    """Group key = receiver + the values of ``group_by`` labels (vocabulary
-    names ``rule``, ``asset``, ``severity`` or any source label; ``['...']``:
-    all of the alert's labels, as in Alertmanager);
-    ``batch_size`` = most alerts listed in one message; ``merge_groups``
-    (default true): sections of several due groups share a message up to
-    ``batch_size`` alerts (false: one group per message, as Alertmanager)."""
+    """Group key = receiver + ``group_by`` label values (``['...']``: all);
+    ``batch_size``: most alerts in one message; ``merge_groups``: due groups
+    share a message (false: one group per message, as Alertmanager)."""
 
     group_by: list[str] = Field(default_factory=lambda: ["rule"])
     batch_size: int = Field(default=50, ge=1, le=10_000)
@@ -436,22 +364,16 @@ class GroupingConfig(_Model):
     @field_validator("group_by")
     @classmethod
     def _group_by(cls, v: list[str] | None) -> list[str] | None:
-        return _check_group_by(v)
+        return check_group_by(v)
 
 
 class TimingConfig(_Model):
-    """Alertmanager's three timers, seconds.
-
-    ``group_wait``: from the alert that opens a group to its first message;
-    ``group_interval``: least time between two messages of a group that changed;
-    ``repeat_interval``: exact gap between reminders of an unchanged firing group.
-    """
+    """Alertmanager's timers, seconds; ``resolve_timeout``: a firing alert
+    without ``endsAt`` not re-sent within it resolves."""
 
     group_wait: Seconds = Field(default=30.0, ge=0)
     group_interval: Seconds = Field(default=300.0, gt=0)
     repeat_interval: Seconds = Field(default=4 * 3600.0, gt=0)
-    #: a firing alert without ``endsAt`` that is not re-sent within this
-    #: many seconds resolves (Alertmanager's ``global.resolve_timeout``)
     resolve_timeout: Seconds = Field(default=300.0, gt=0)
 
 
@@ -464,9 +386,8 @@ class DedupeConfig(_Model):
 
 
 class DeliveryConfig(_Model):
-    """Webhook delivery: HTTP ``timeout``; capped exponential backoff
-    ``backoff_initial * 2**(n-1)`` up to ``backoff_max``; a Retry-After is
-    honoured up to ``max_retry_after`` seconds."""
+    """Per-attempt ``timeout``; backoff ``backoff_initial * 2**(n-1)`` up to
+    ``backoff_max``; Retry-After honoured up to ``max_retry_after`` s."""
 
     timeout: Seconds = Field(default=10.0, gt=0)
     backoff_initial: Seconds = Field(default=1.0, gt=0)
@@ -475,29 +396,30 @@ class DeliveryConfig(_Model):
 
 
 class RulesConfig(_Model):
-    """Export rules beside FAILED / TIMEOUT: a task still running after
-    ``slow_task_after`` seconds raises ``ExportSlow`` (None: off); ``dlq_threshold``
-    dead letters within ``dlq_window`` seconds raise ``DLQGrowth``."""
+    """Export rules: ``ExportSlow`` after ``slow_task_after`` s (None: off);
+    ``DLQGrowth`` at ``dlq_threshold`` dead letters within ``dlq_window`` s;
+    ``ExportFailed`` / ``ExportTimeout`` end ``failed_resolve_after`` s after
+    the event unless a later export resolves them first."""
 
     slow_task_after: Seconds | None = Field(default=900.0, gt=0)
-    #: ``ExportFailed`` / ``ExportTimeout`` carry ``endsAt`` = event time +
-    #: this: they resolve then even if no later export of the same
-    #: sysCode/bizType succeeds (one succeeding resolves them at once)
     failed_resolve_after: Seconds = Field(default=24 * 3600.0, gt=0)
     dlq_window: Seconds = Field(default=300.0, gt=0)
     dlq_threshold: int = Field(default=10, ge=1)
 
 
 class NormalizeConfig(_Model):
-    """Alertmanager input: which label gives the asset (first present wins) and
-    the severity used when the ``severity`` label is absent."""
+    """Alertmanager input: the asset label (first present) and the default severity."""
 
     asset_labels: list[str] = Field(default_factory=lambda: ["asset", "instance", "host", "node"])
     default_severity: Literal["info", "warning", "critical"] = "warning"
 
 
 class AlertingConfig(_Model):
-    """The whole alerting configuration file."""
+    """The whole alerting configuration file. ``external_url``: console links
+    (empty: ``PLAIT_EXTERNAL_URL``); ``fanout``: an Alertmanager receiver's
+    name -> the receivers of its further integrations; ``ledger``: write
+    ``alerts.ledger``; ``templates``: an ``alertmanager.yml``'s Go-template
+    files, absolute."""
 
     receivers: list[ReceiverConfig] = Field(min_length=1)
     route: RouteConfig
@@ -509,17 +431,9 @@ class AlertingConfig(_Model):
     rules: RulesConfig = Field(default_factory=RulesConfig)
     inhibit_rules: list[InhibitRule] = Field(default_factory=list)
     time_intervals: list[NamedTimeIntervals] = Field(default_factory=list)
-    #: the console's base URL for links (empty: ``PLAIT_EXTERNAL_URL``)
     external_url: str = ""
-    #: an Alertmanager receiver of several integrations: its name (its first
-    #: integration) -> the receivers of the others, which every route
-    #: reaching it reaches too (:func:`alerting.routing.decide`)
     fanout: dict[str, list[str]] = Field(default_factory=dict)
-    #: every raw alert's outcome is written to ``alerts.ledger`` (false: only
-    #: counted; the counters and their balance are kept either way)
     ledger: bool = True
-    #: Go-template files of an Alertmanager file (``templates:``), absolute,
-    #: globs expanded (:func:`alerting.amconfig.template_set` loads them)
     templates: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -550,7 +464,7 @@ class AlertingConfig(_Model):
             import os
             object.__setattr__(self, "external_url",
                                os.environ.get("PLAIT_EXTERNAL_URL", "").rstrip("/"))
-        from alerting.templates import check_templates  # start-up check, names template + line
+        from alerting.templates import check_templates
         for i, r in enumerate(self.receivers):
             check_templates(r, f"receivers.{i}.templates")
         return self
@@ -563,7 +477,7 @@ class AlertingConfig(_Model):
         raise KeyError(name)
 
 
-def _format_errors(err: ValidationError, prefix: str = "") -> str:
+def format_errors(err: ValidationError, prefix: str = "") -> str:
     """``key: problem; ...`` for each error, keys under ``prefix`` when given."""
     lines = []
     for e in err.errors():
@@ -584,12 +498,11 @@ def parse_config(data: dict[str, Any]) -> AlertingConfig:
     try:
         return AlertingConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e)) from None
+        raise ConfigError(format_errors(e)) from None
 
 
 def load_config(source: str | Path) -> AlertingConfig:
-    """Read and validate the alerting YAML from a path (or YAML text when
-    ``source`` is a string containing a newline).
+    """Read and validate the alerting YAML at a path (or text holding a newline).
 
     Raises:
         ConfigError: unreadable file, bad YAML, or invalid keys (named).

@@ -59,8 +59,8 @@ from urllib.parse import quote_plus
 
 import re2
 
-from alerting.delivery import _am_labels, _common, am_group_labels
-from alerting.silence import _RE2_OPTIONS, _re2_words
+from alerting.delivery import am_alert_labels, am_group_labels, common_labels
+from alerting.matchers import compile_re2, re2_words
 
 __all__ = ["TemplateError", "TemplateSet", "load_templates", "alertmanager_data",
            "data_from_json", "parse", "default_template_text", "Data", "Alert", "Alerts",
@@ -1225,9 +1225,9 @@ _GO_SPACE = " \t\n\v\f\r\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006
 def _regexp(pattern: str) -> Any:
     """``pattern`` compiled with RE2 (Go's ``regexp`` syntax); a bad one is an execution error."""
     try:
-        return re2._Regexp(pattern, _RE2_OPTIONS)
+        return compile_re2(pattern)
     except re2.error as e:
-        raise _GoError(f"error parsing regexp: {_re2_words(e)}: `{pattern}`") from None
+        raise _GoError(f"error parsing regexp: {re2_words(e)}: `{pattern}`") from None
 
 
 def _match(pattern: str, text: str) -> bool:
@@ -1741,7 +1741,7 @@ def alertmanager_data(sections: list[dict[str, Any]], receiver: str,
         for view in s["alerts"]:
             resolved = view["status"] == "resolved"
             alerts.append(Alert(
-                Status=view["status"], Labels=KV(_am_labels(view)),
+                Status=view["status"], Labels=KV(am_alert_labels(view)),
                 Annotations=KV(view["annotations"]), StartsAt=GoTime(view["starts_at"]),
                 EndsAt=GoTime(view["ends_at"] if resolved else None),
                 GeneratorURL=view.get("generator_url", "") or "",
@@ -1750,9 +1750,9 @@ def alertmanager_data(sections: list[dict[str, Any]], receiver: str,
         Receiver=quote_meta(receiver),
         Status="firing" if any(a["Status"] == "firing" for a in alerts) else "resolved",
         Alerts=alerts,
-        GroupLabels=KV(am_group_labels(_common([s["group_labels"] for s in sections]))),
-        CommonLabels=KV(_common([a["Labels"] for a in alerts])),
-        CommonAnnotations=KV(_common([a["Annotations"] for a in alerts])),
+        GroupLabels=KV(am_group_labels(common_labels([s["group_labels"] for s in sections]))),
+        CommonLabels=KV(common_labels([a["Labels"] for a in alerts])),
+        CommonAnnotations=KV(common_labels([a["Annotations"] for a in alerts])),
         ExternalURL=external_url)
 
 

@@ -1,32 +1,12 @@
-"""The routing tree, as Alertmanager walks it (docs, "route"; docs/alerting.md,
-"Routes"): pure functions over the configuration.
+"""The routing tree, walked as Alertmanager walks it (docs, "route";
+docs/alerting.md, "Routes"): the root always matches; children are tried in
+order, depth first, and a match stops its siblings unless it says
+``continue``; a route none of whose children matched is the match. Settings
+are inherited unless set; ``mute_time_intervals`` / ``active_time_intervals``
+are not (:func:`muted_at`).
 
-- an alert enters at the root route; the root always matches;
-- the children of a matching route are tried in order: a matching child is
-  walked (depth first); unless that child says ``continue: true`` the walk
-  of its siblings stops there;
-- a route none of whose children matched is itself a match;
-- every setting (``receiver``, ``group_by``, ``group_wait``,
-  ``group_interval``, ``repeat_interval``) is inherited from the parent
-  unless the route sets it; ``mute_time_intervals`` /
-  ``active_time_intervals`` belong to the route that names them (as in
-  Alertmanager they are not inherited).
-
-So one alert can reach several receivers (``continue``), each copy grouped
-and timed by the route that matched it.
-
-Time intervals (Alertmanager's ``time_intervals``): a route's notifications
-are held while ``now`` is inside any of its mute intervals, or outside all
-of its active intervals (:func:`muted_at`).
-
-The router decides once per alert (issue 9.5): :func:`decide` walks the tree
-(built once per config from the matchers compiled at config load,
-:func:`_tree`) and computes the alert's Alertmanager identity
-(:func:`alerting.dedupe.fingerprint`), giving one :class:`Decision` per route
-reached; each travels in its own ``alerts.funnel`` command (keyed by its
-receiver) and :meth:`alerting.funnel.Funnel.ingest` takes it as given. The
-funnel decides itself only when called without one (unit tests, replays of
-commands written before these fields existed).
+:func:`decide` gives one :class:`Decision` per route reached, which travels
+in its ``alerts.funnel`` command; the funnel takes it as given.
 """
 from __future__ import annotations
 
@@ -36,6 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from alerting.dedupe import fingerprint
+from alerting.matchers import MatchOp
 from alerting.model import Alert
 
 #: Go's weekday order (Sunday 0), as Alertmanager's ranges count
@@ -46,16 +27,9 @@ _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "augu
 
 @dataclass(frozen=True)
 class Route:
-    """One matched route with its inherited settings.
-
-    Attributes:
-        id: ``"0"`` for the root, ``"0.2.1"`` for the second child of the
-            third child; stable while the config is (part of the group key).
-        receiver: receiver name.
-        group_by: grouping labels.
-        group_wait, group_interval, repeat_interval: seconds.
-        mute: names of mute time intervals; active: names of active ones.
-    """
+    """One matched route with its inherited settings (timers in seconds);
+    ``id`` ``"0"`` is the root, ``"0.2.1"`` the second child of its third
+    child (part of the group key); ``mute`` / ``active``: interval names."""
 
     id: str
     receiver: str
@@ -88,12 +62,10 @@ def _child(parent: Route, sub: Any, rid: str) -> Route:
 
 @dataclass(frozen=True)
 class _Node:
-    """One route of the tree as the walk needs it: its settings resolved
-    (:class:`Route`), its matchers compiled, its children likewise."""
+    """One route as the walk needs it: ``equal`` its ``=`` matchers as
+    ``(name, value)``, ``matchers`` the others, cheapest first."""
 
     route: Route
-    #: ``(name, value)`` of its ``=`` matchers (a dict lookup each), then the others
-    #: (``!=`` before regexes)
     equal: tuple[tuple[str, str], ...]
     matchers: tuple
     continue_: bool
@@ -104,31 +76,28 @@ def _nodes(parent: Route, subs: list) -> tuple[_Node, ...]:
     out = []
     for i, sub in enumerate(subs):
         child = _child(parent, sub, f"{parent.id}.{i}")
-        ms = sub._compiled
-        out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op == "="),
-                         tuple(sorted((m for m in ms if m.op != "="), key=lambda m: m.op != "!=")),
+        ms = sub.compiled_matchers
+        out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op is MatchOp.EQUAL),
+                         tuple(sorted((m for m in ms if m.op is not MatchOp.EQUAL),
+                                      key=lambda m: m.op.cost)),
                          sub.continue_,
                          _nodes(child, sub.routes)))
     return tuple(out)
 
 
-#: id(config) -> (config, its tree); the config is held so its id stays its own
 _TREES: dict[int, tuple[Any, _Node]] = {}
 _MAX_TREES = 64
 
 
 def _tree(config: Any) -> _Node:
-    """The routing tree of ``config``, built once per config object (a
-    configuration is not changed once loaded). The router walks it for
-    every alert: walking the pydantic models themselves (private-attribute
-    access ~1.3 us a route, a :class:`Route` built per level) cost ~9 us of
-    a storm's ~150 us per alert."""
+    """The routing tree of ``config``, built once per config object (held,
+    so its id stays its own)."""
     got = _TREES.get(id(config))
     if got is not None and got[0] is config:
         return got[1]
     root = _root(config)
     tree = _Node(root, (), (), False, _nodes(root, config.route.routes))
-    if len(_TREES) >= _MAX_TREES:  # more configs than a process keeps (tests): start over
+    if len(_TREES) >= _MAX_TREES:
         _TREES.clear()
     _TREES[id(config)] = (config, tree)
     return tree
@@ -155,20 +124,18 @@ def _walk(node: _Node, labels: dict[str, str], out: list[Route]) -> None:
 
 
 def routes_for(config: Any, labels: dict[str, str]) -> list[Route]:
-    """Every route an alert with ``labels`` (its match labels) reaches, in
-    tree order; never empty (the root catches everything). Raises nothing."""
+    """Every route an alert with ``labels`` reaches, in tree order; never empty."""
     out: list[Route] = []
     _walk(_tree(config), labels, out)
     return out
 
 
 def route_by_id(config: Any, rid: str) -> Route | None:
-    """The route with id ``rid`` (settings inherited), None when the config
-    has no such route (it changed since the group was made)."""
+    """The route with id ``rid``; None when the config has no such route."""
     node = _tree(config)
     for part in rid.split(".")[1:]:
         i = int(part)
-        if not 0 <= i < len(node.children):  # ids are made from positions
+        if not 0 <= i < len(node.children):
             return None
         node = node.children[i]
     return node.route
@@ -186,8 +153,7 @@ def _in_ranges(value: int, items: list[str], names: list[str] | None = None,
 
 
 def interval_matches(interval: Any, now: float) -> bool:
-    """True when epoch seconds ``now`` is inside one Alertmanager
-    ``time_interval`` (every given field must match, in its ``location``)."""
+    """True when epoch seconds ``now`` is inside ``interval`` (every given field, in its ``location``)."""
     t = datetime.fromtimestamp(now, tz=timezone.utc).astimezone(ZoneInfo(interval.location))
     if interval.times:
         minute = t.hour * 60 + t.minute
@@ -205,8 +171,7 @@ def interval_matches(interval: Any, now: float) -> bool:
 
 
 def muted_at(config: Any, route: Route, now: float) -> bool:
-    """True when ``route``'s notifications are held at ``now``: inside one of
-    its mute intervals, or outside every one of its active intervals."""
+    """True inside one of ``route``'s mute intervals or outside all its active ones."""
     if not route.mute and not route.active:
         return False
     named = {n.name: n.time_intervals for n in config.time_intervals}
@@ -219,15 +184,9 @@ def muted_at(config: Any, route: Route, now: float) -> bool:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the router decided for one alert on one route it reaches.
-
-    Attributes:
-        receiver: receiver name (the ``alerts.funnel`` Kafka key).
-        fingerprint: the episode identity: the alert's Alertmanager
-            fingerprint (16 hex digits) on the first route, ``<fp>~<route
-            id>`` on further ``continue`` routes (their own episodes).
-        route: id of the route (``"0"`` the root; :func:`route_by_id`).
-    """
+    """One alert on one route it reaches: ``receiver`` (the ``alerts.funnel``
+    key), ``fingerprint`` (16 hex digits on the first route, ``<fp>~<route
+    id>`` on further ``continue`` routes), ``route`` id."""
 
     receiver: str
     fingerprint: str
@@ -239,7 +198,7 @@ class Decision:
 
     @classmethod
     def from_command(cls, cmd: dict[str, Any]) -> "Decision | None":
-        """The decision a command carries, or None (an older command)."""
+        """The decision a command carries, or None."""
         r, fp, rid = cmd.get("receiver"), cmd.get("fp"), cmd.get("route", "0")
         if isinstance(r, str) and isinstance(fp, str) and isinstance(rid, str):
             return cls(r, fp, rid)
@@ -247,15 +206,13 @@ class Decision:
 
 
 def decide(config: Any, alert: Alert) -> list[Decision]:
-    """Every (receiver, identity, route) of ``alert`` under ``config``, one per
-    route it reaches (:func:`routes_for`, tree order; never empty), and one
-    more per further integration of its receiver (``config.fanout``: an
-    Alertmanager receiver of several ``*_configs``; identity ``<fp>~<route
-    id>~<n>``). Pure; raises only on a forged alert (the caller rejects it)."""
+    """One :class:`Decision` per route ``alert`` reaches, plus one per further
+    integration of its receiver (``config.fanout``; identity ``<fp>~<route
+    id>~<n>``). Raises only on a forged alert."""
     fp = fingerprint(alert, config.dedupe.fingerprint_labels)
     routes = routes_for(config, alert.match_labels())
     fanout = getattr(config, "fanout", None)
-    if not fanout:  # the common case, as cheap as before fanout existed
+    if not fanout:
         return [Decision(r.receiver, fp if i == 0 else f"{fp}~{r.id}", r.id)
                 for i, r in enumerate(routes)]
     out = []

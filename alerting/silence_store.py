@@ -16,7 +16,8 @@ import json
 import uuid
 from typing import Any, Awaitable, Callable
 
-from alerting.silence import Matcher, Silence, SilenceRefused, create_silence
+from alerting.matchers import Matcher
+from alerting.silence import Silence, SilenceRefused, create_silence
 from alerting.wire import command
 from plait.errors import NotFound, Unavailable
 from plait.records import MAX_RECORD_BYTES

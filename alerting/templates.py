@@ -1,39 +1,8 @@
-"""Message text: a title and a body rendered from Jinja2 templates (sandboxed).
-
-Every receiver renders one **title** (one line) and one **text** (the body)
-per message (docs/alerting.md, "Messages"). Plait's defaults say what fired,
-where, since when, how many, what changed since the last message, and link
-to the task in the export center, to "silence this group" and to the
-runbook. A receiver may replace either with its own template
-(``receivers[].templates.title`` / ``.text``); templates run in Jinja2's
-:class:`~jinja2.sandbox.SandboxedEnvironment` (no attribute access to
-Python internals) and are checked at start-up: a syntax error, an unknown
-filter or a failed trial render refuses the configuration with
-:class:`~plait.errors.ConfigError` naming the template and the line.
-
-The context (:func:`context`), plain data:
-
-- ``status``: ``"firing"`` when any listed alert fires, else ``"resolved"``;
-- ``receiver``, ``external_url``, ``created_at`` (RFC 3339);
-- ``counts``: ``{new, escalated, resolved, still_firing}`` summed over groups
-  (what changed since the last message of each group);
-- ``firing`` / ``resolved``: the listed alerts by status; ``alerts``: all;
-- ``groups``: ``[{id, labels, part, parts, reminder, counts, silence_url}]``;
-- ``omitted``: alerts not listed because of ``max_alerts``;
-- ``kinds``: the listed alerts folded by (status, rule, severity, change)
-  (:func:`kinds`), which the default body lists;
-- ``changes``: ``["3 new", "1 resolved"]``; ``merged_groups`` / ``merged_alerts``;
-- each alert: ``rule``, ``asset``, ``severity``, ``status``, ``change``
-  (``new`` | ``escalated`` | ``resolved`` | None), ``labels``, ``annotations``,
-  ``summary``, ``description``, ``starts_at`` / ``ends_at`` (RFC 3339),
-  ``since`` (``"12m"``: how long it has fired, at the message time),
-  ``duration`` (resolved), ``task_url``, ``runbook_url``, ``generator_url``,
-  ``fingerprint``, ``group_id``, ``silence_url``.
-
-Links: ``task_url`` = ``<external_url>/ui/tasks/<taskId label>``;
-``silence_url`` = ``<external_url>/ui/silences/new?matchers=<group labels as
-matchers, URL-encoded>``; ``runbook_url`` = annotation ``runbook_url`` (or
-``runbook``). With no external URL the console links are empty.
+"""Message text: one title line and one text body per message, rendered
+from sandboxed Jinja2 templates (Plait's defaults or the receiver's
+``templates``); the context and the links are in docs/alerting.md,
+"Messages". Templates are checked at start-up (:func:`check_templates`);
+one failing at run time falls back to the default.
 """
 from __future__ import annotations
 
@@ -62,9 +31,7 @@ DEFAULT_TITLE = (
     "{% endif %}"
 )
 
-#: Default body: what changed since the last message, then one block per kind
-#: of alert (same status, rule, severity, change): how many, where, since
-#: when, the summary, and its links (task, runbook, silence).
+#: Default body: what changed, then one block per kind of alert (:func:`kinds`).
 DEFAULT_TEXT = """\
 {% if counts.new or counts.escalated or counts.resolved %}
 Since the last message: {{ changes|join(', ') }}. Firing now: {{ counts.still_firing }}.
@@ -147,10 +114,8 @@ def task_url(external_url: str, labels: dict[str, str]) -> str:
 
 def context(message: Message, external_url: str = "", max_alerts: int = 0,
             send_resolved: bool = True) -> dict[str, Any]:
-    """The template context of ``message`` (see the module doc).
-
-    ``max_alerts`` (0 = all) lists at most that many alerts, firing first;
-    ``send_resolved`` False leaves resolved alerts out."""
+    """The template context of ``message``: at most ``max_alerts`` alerts
+    (0 = all), firing first; none resolved with ``send_resolved`` false."""
     now = message.created_at
     alerts, groups = [], []
     counts = {"new": 0, "escalated": 0, "resolved": 0, "still_firing": 0}
@@ -210,13 +175,11 @@ WHERE_MAX, TASKS_MAX = 10, 3
 
 
 def kinds(alerts: list[dict[str, Any]], external_url: str, now: float) -> list[dict[str, Any]]:
-    """Alerts folded by (status, rule, severity, change), in first-seen order:
-    ``count``, ``where`` (``"n001, n002, ... and 40 more"``), ``starts_at`` /
-    ``since`` (the earliest start), ``ends_at`` / ``duration`` (the latest
-    end, the longest run), ``summary`` / ``description`` (the first alert's;
-    ``summary`` falls back to the common one), ``task_urls`` (at most 3),
-    ``runbook_url``, ``silence_url`` (the group's when the kind is one group,
-    else every alert of that rule)."""
+    """Alerts folded by (status, rule, severity, change), first-seen order:
+    ``count``, ``where`` (``"n001, n002, ... and 40 more"``), earliest
+    ``starts_at`` / ``since``, latest ``ends_at`` / longest ``duration``,
+    the first alert's ``summary`` / ``description``, ``task_urls`` (<= 3),
+    ``runbook_url``, ``silence_url``."""
     out: dict[tuple, dict[str, Any]] = {}
     for a in alerts:
         key = (a["status"], a["rule"], a["severity"], a["change"], a["escalated_from"])
@@ -285,9 +248,8 @@ def _sample() -> Message:
 
 
 def check_templates(receiver: Any, key: str) -> None:
-    """Start-up check of a receiver's ``templates`` (``key`` is its config
-    path, ``receivers.0.templates``): compiles each and renders it once on a
-    sample message.
+    """Compile a receiver's ``templates`` (at config path ``key``) and render
+    each once on a sample message.
 
     Raises:
         ConfigError: ``receivers.0.templates.text: template error at line 3: ...``.
@@ -321,10 +283,8 @@ def _error_line(e: BaseException) -> int | str:
 
 
 def render(message: Message, receiver: Any, external_url: str = "") -> tuple[str, str, dict]:
-    """(title, text, context) of ``message`` for ``receiver`` (its
-    templates, ``max_alerts``, ``send_resolved``). A template that fails at
-    run time (it passed the start-up check) falls back to the default, so a
-    message is never lost to a template."""
+    """(title, text, context) of ``message`` for ``receiver``; a template
+    failing at run time falls back to the default."""
     ctx = context(message, external_url, receiver.max_alerts, receiver.send_resolved)
     out = []
     for field, default in (("title", DEFAULT_TITLE), ("text", DEFAULT_TEXT)):

@@ -601,7 +601,7 @@ def inhibited_now(alerts: list[tuple[str, dict[str, str]]], config: Any) -> dict
     ``equal`` values fires, and an alert matching both sides is not
     inhibited by a source matching both), applied at query time as
     Alertmanager's API does. O(alerts) per rule."""
-    from alerting.silence import parse_matcher
+    from alerting.matchers import parse_matcher
 
     out: dict[str, list[str]] = {}
     for rule in getattr(config, "inhibit_rules", None) or []:

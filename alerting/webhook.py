@@ -1,18 +1,10 @@
-"""The real webhook sender (httpx, async): one HTTP attempt per call.
+"""The sender (httpx, async): one attempt per call, bounded by
+``delivery.timeout`` (docs/kafka-rules.md #5); :func:`report` hands the
+:class:`SendResult` to the funnel, which schedules retries.
 
-The retry schedule is not here: the sender makes one attempt and returns a
-:class:`SendResult`; :func:`report` hands it to the pure funnel, which
-decides when the next attempt is due (:mod:`alerting.delivery`). Every
-attempt has a bounded time (``delivery.timeout`` seconds), so a rebalance
-never waits on a hung receiver (docs/kafka-rules.md #5).
-
-Errors are classified for the idempotency rules:
-
-- connect errors and pool timeouts: the request never left, not delivered;
-- an HTTP answer: the receiver decided (2xx delivered, else not);
-- read/write timeouts and broken connections after sending: the receiver may
-  have acted, so ``maybe_delivered`` is True and the funnel retries the very
-  same message (same idempotency key) instead of superseding it.
+A connect error never left (not delivered); an answer is the receiver's
+decision; a timeout or drop after sending may have delivered
+(``maybe_delivered``: the funnel retries the same message, same key).
 """
 from __future__ import annotations
 
@@ -37,16 +29,8 @@ USER_AGENT = "plait-alerting/0.1"
 
 @dataclass(frozen=True)
 class SendResult:
-    """What one attempt gave.
-
-    Attributes:
-        ok: 2xx answer.
-        status: HTTP status, or None when no answer came.
-        retry_after: the ``Retry-After`` header in seconds (None if absent/bad).
-        maybe_delivered: the request may have been processed without an answer.
-        error: exception text when no answer came.
-        elapsed: seconds the attempt took.
-    """
+    """One attempt: ``ok`` (2xx), ``status`` (None: no answer),
+    ``retry_after`` seconds, ``maybe_delivered``, ``error``, ``elapsed`` s."""
 
     ok: bool
     status: int | None
@@ -57,14 +41,12 @@ class SendResult:
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds from a ``Retry-After`` value: delay-seconds or an HTTP-date
-    (RFC 9110, section 10.2.3) relative to ``now`` (epoch seconds); None
-    when absent or unreadable; never negative."""
+    """Seconds from a ``Retry-After`` (RFC 9110 10.2.3) at epoch ``now``;
+    None when absent or unreadable; never negative or infinite."""
     if not value:
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():  # "²".isdigit(), float("²") raises
-        # 309+ digits make inf, which a funnel command (orjson) carries as null
         return min(float(value), sys.float_info.max)
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - now)
@@ -73,36 +55,25 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 
 
 class WebhookSender:
-    """Sends funnel messages to their receivers.
-
-    Args:
-        config: the alerting configuration (receivers, delivery timeout).
-        client: an ``httpx.AsyncClient`` to reuse (tests); one is created
-            otherwise and closed by :meth:`aclose`.
-        clock: epoch-seconds clock for the signature timestamp.
-    """
+    """Sends funnel messages to their receivers; ``client`` to reuse (else
+    its own, closed by :meth:`aclose`); ``clock`` for signature timestamps."""
 
     def __init__(self, config: AlertingConfig, client: httpx.AsyncClient | None = None,
                  clock: Callable[[], float] = time.time, external_url: str = "") -> None:
         self.config = config
-        #: console base URL for links / ``externalURL`` (else ``config.external_url``)
         self.external_url = external_url.rstrip("/")
         self.clock = clock
         self._own = client is None
         self.client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(config.delivery.timeout), follow_redirects=False,
             headers={"User-Agent": USER_AGENT})
-        #: one client per distinct receiver TLS setting (``ReceiverConfig.tls``)
         self._tls_clients: dict[Any, httpx.AsyncClient] = {}
 
     def _client_for(self, rc: Any) -> httpx.AsyncClient:
-        """The client for receiver ``rc``: the shared one, or one built for
-        its TLS settings (CA file, client certificate, no verification),
-        kept for later messages.
+        """The shared client, or one kept per TLS setting of ``rc``.
 
         Raises:
-            OSError, ssl.SSLError: a certificate file cannot be read (the
-                attempt fails and is retried).
+            OSError, ssl.SSLError: a certificate file cannot be read.
         """
         tls = getattr(rc, "tls", None)
         if tls is None:
@@ -125,12 +96,9 @@ class WebhookSender:
         return client
 
     async def send(self, message: Message) -> SendResult:
-        """:meth:`_send` in a ``webhook.attempt`` span (the W3C ``traceparent``
-        header goes with each request), its outcome and latency recorded per
-        receiver in ``plait.metrics``. The span is a child of the message's
-        ``traceparent`` (the decision of the alert that opened it; else of
-        the current span) and links the message's ``links`` (alerts merged
-        into it from other traces): docs/alerting.md, "Traces"."""
+        """:meth:`_send` in a ``webhook.attempt`` span (child of the message's
+        ``traceparent``, linking its ``links``; docs/alerting.md, "Traces"),
+        outcome and latency in ``plait.metrics``."""
         from plait import metrics, tracing
 
         with tracing.span("webhook.attempt", message.traceparent, links=message.links,
@@ -146,14 +114,9 @@ class WebhookSender:
             return result
 
     async def _send(self, message: Message) -> SendResult:
-        """Deliver ``message`` to its receiver in the receiver's own format
-        (:mod:`alerting.receivers`): webhook bodies with ``Idempotency-Key``
-        and (when a secret is set) ``X-Plait-Timestamp`` /
-        ``X-Plait-Signature`` headers; PagerDuty / Opsgenie one request per
-        group (all must succeed; a retry resends all, which their
-        de-duplication keys make harmless); email over SMTP.
-
-        Never raises for network or HTTP problems; they are in the result.
+        """Deliver ``message`` (:func:`alerting.receivers.build_requests`;
+        every request must succeed; email over SMTP). Network and HTTP
+        problems are in the result.
 
         Raises:
             KeyError: the message names a receiver that is not configured.
@@ -165,16 +128,15 @@ class WebhookSender:
             return await self._send_email(message, rc, external_url, t0)
         requests = build_requests(message, rc, external_url, int(self.clock()),
                                   self._templates(rc))
-        result = SendResult(True, 204)  # nothing to say (send_resolved: false): done
-        for req in requests:  # several for PagerDuty / Opsgenie (one per group)
+        result = SendResult(True, 204)
+        for req in requests:
             result = await self._post(req, t0, self._client_for(rc))
             if not result.ok:
                 return result
         return result
 
     def _templates(self, rc) -> object:
-        """The Go templates of an ``alertmanager.yml`` receiver's file
-        (loaded once per configuration); None for Plait's own receivers."""
+        """The Go templates of an ``alertmanager.yml`` receiver; else None."""
         if not rc.alertmanager_fields:
             return None
         from alerting.amconfig import cached_template_set
@@ -191,7 +153,7 @@ class WebhookSender:
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
             return SendResult(False, None, error=f"{type(e).__name__}: {e}",
                               elapsed=time.monotonic() - t0)
-        except httpx.TransportError as e:  # sent, no (whole) answer: the receiver may have acted
+        except httpx.TransportError as e:
             return SendResult(False, None, maybe_delivered=True, error=f"{type(e).__name__}: {e}",
                               elapsed=time.monotonic() - t0)
         return SendResult(is_success(resp.status_code), resp.status_code,
@@ -199,9 +161,8 @@ class WebhookSender:
                           elapsed=time.monotonic() - t0)
 
     async def _send_email(self, message: Message, rc, external_url: str, t0: float) -> SendResult:
-        """SMTP in a worker thread, bounded by ``delivery.timeout``; a
-        refused recipient or message is a definite failure (status None,
-        not maybe-delivered), a drop mid-DATA may have delivered."""
+        """SMTP in a worker thread; a refusal is a definite failure, a drop
+        mid-DATA may have delivered."""
         from alerting.receivers import without_resolved
         from alerting.receivers.email import build_email, send
 
@@ -230,12 +191,9 @@ class WebhookSender:
 
 def report(funnel: Funnel, message: Message, result: SendResult,
            now: float) -> list[LedgerEntry] | float | None:
-    """Tell the funnel how the attempt went at ``now`` (seconds).
-
-    Returns:
-        the ledger entries made final on success; otherwise the epoch
-        seconds of the next attempt (None if the message was already settled).
-    """
+    """Tell the funnel how the attempt went at ``now``: the ledger entries
+    made final on success, else the next attempt's epoch seconds (None:
+    already settled)."""
     if result.ok:
         return funnel.delivered(message.id, now)
     return funnel.delivery_failed(message.id, now, status=result.status,

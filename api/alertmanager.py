@@ -49,19 +49,18 @@ import socket
 import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal
-from urllib.parse import urlsplit
 
 import yaml
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
-from alerting.config import DEFAULT_URLS
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
-from alerting.silence import (Matcher, SilenceRefused, compile_regex, parse_matcher,
-                              parse_matchers, regex_hit)
+from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, parse_matchers, regex_hit
+from alerting.receivers.registry import receiver_type
+from alerting.silence import SilenceRefused
 from alerting.silence_store import SilenceStore, silence_state
 from alerting.view import inhibited_now, read_views
 from api.alerting_deps import (AM_ROUTER, REFUSED, Alerting, bearer, get_alerting, get_ingest,
@@ -229,7 +228,7 @@ def filter_matches(matchers: list[Matcher], labels: dict[str, str]) -> bool:
     ``name!=""`` passes when it is present."""
     for m in matchers:
         present = m.name in labels
-        if m.value == "" and (present if m.op in ("!=", "!~") else not present):
+        if m.value == "" and (not present if m.op.is_equal else present):
             continue
         if not m.matches(labels):
             return False
@@ -252,8 +251,8 @@ def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
 
 
 def _am_matcher(m: dict[str, str]) -> dict[str, Any]:
-    return {"name": m["name"], "value": m["value"], "isRegex": m["op"] in ("=~", "!~"),
-            "isEqual": m["op"] in ("=", "=~")}
+    op = MatchOp(m["op"])
+    return {"name": m["name"], "value": m["value"], "isRegex": op.is_regex, "isEqual": op.is_equal}
 
 
 def gettable_silence(d: dict[str, Any], now: float) -> dict[str, Any]:
@@ -284,9 +283,6 @@ def _ts(value: datetime) -> float:
     return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
 
 
-SECRET = "<secret>"
-
-
 def _duration(seconds: float) -> str:
     """Seconds as an Alertmanager duration in its largest whole unit (``4h``,
     ``5m``, ``30s``, ``1500ms``)."""
@@ -313,40 +309,8 @@ def _am_matchers(texts: list[str]) -> list[str]:
     return out
 
 
-def _redacted_url(url: str) -> str:
-    """``scheme://host[:port]/<secret>``: the path and query of a webhook URL
-    often carry its token (Alertmanager shows secret URLs as ``<secret>``;
-    amtool 0.25 reads a webhook ``url`` only as an http(s) URL)."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{host}/{SECRET}" if parts.scheme and host else SECRET
-
-
 def _am_receiver(r: Any) -> dict[str, Any]:
-    if r.type == "none":  # Alertmanager's receiver without integrations
-        return {"name": r.name}
-    resolved = {"send_resolved": r.send_resolved}
-    if r.type == "slack":
-        return {"name": r.name, "slack_configs": [{"api_url": SECRET, **resolved}]}
-    # an endpoint of its own (a proxy, a region) shows as a webhook's does, host only
-    own = {"url": _redacted_url(r.url)} if r.url != DEFAULT_URLS.get(r.type, r.url) else {}
-    if r.type == "pagerduty":
-        return {"name": r.name, "pagerduty_configs": [{"routing_key": SECRET, **resolved, **own}]}
-    if r.type == "opsgenie":  # Alertmanager names it api_url
-        own = {"api_url": own["url"]} if own else {}
-        return {"name": r.name, "opsgenie_configs": [{"api_key": SECRET, **resolved, **own}]}
-    if r.type == "email" and r.email is not None:
-        e = r.email
-        cfg = {"to": ", ".join(e.to), "from": e.from_, "smarthost": e.smarthost,
-               "require_tls": e.require_tls, **resolved}
-        if e.auth_username:
-            cfg |= {"auth_username": e.auth_username, "auth_password": SECRET}
-        return {"name": r.name, "email_configs": [cfg]}
-    # webhook and teams: Alertmanager 0.25 has no msteams_configs
-    cfg = {"url": _redacted_url(r.url), **resolved}
-    if r.max_alerts:
-        cfg["max_alerts"] = r.max_alerts
-    return {"name": r.name, "webhook_configs": [cfg]}
+    return {"name": r.name, **receiver_type(r.type).am_status(r)}
 
 
 def _am_route(route: Any) -> dict[str, Any]:

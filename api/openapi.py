@@ -231,7 +231,7 @@ class AlertmanagerAlert(BaseModel):
 
 #: The matcher form the document shows: ``name="value"``, never broad. The
 #: API also takes ``!=``, ``=~``, ``!~``, unquoted or single-quoted values and
-#: matcher objects (``alerting.silence.parse_matcher``; see the description).
+#: matcher objects (``alerting.matchers.parse_matcher``; see the description).
 MATCHER_PATTERN = r'^[A-Za-z_][A-Za-z0-9_]*="[A-Za-z0-9_.-]+"$'
 
 

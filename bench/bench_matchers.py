@@ -1,4 +1,4 @@
-"""What distinct matcher regexes cost in memory (``alerting/silence.py``),
+"""What distinct matcher regexes cost in memory (``alerting/matchers.py``),
 as an API answering filters with new patterns sees them. Prints one JSON
 object per way of compiling:
 
@@ -7,7 +7,7 @@ object per way of compiling:
 Each pattern is a filter of its own, ``[ab]*a[ab]{16}|z<i>`` (i = 0, 1,
 ...), matched against ``--values`` random a/b strings of 8,192 characters:
 a pattern whose DFA grows with the values it meets, toward RE2's 8 MiB
-``max_mem``. ``way`` is ``plait`` (``alerting.silence.parse_matcher``, then
+``max_mem``. ``way`` is ``plait`` (``alerting.matchers.parse_matcher``, then
 ``Matcher.matches``; the matcher is dropped after, as a request drops its
 filters) or ``re2.compile`` (the binding's own ``compile``, which keeps the
 last 128 patterns it made). Each runs in a child process of its own, so the
@@ -34,7 +34,7 @@ def _run(way: str, n: int, values: int, out) -> None:
 
     import re2
 
-    from alerting import silence
+    from alerting import matchers
 
     rnd = random.Random(7)
     texts = ["".join(rnd.choice("ab") for _ in range(8192)) for _ in range(values)]
@@ -42,10 +42,10 @@ def _run(way: str, n: int, values: int, out) -> None:
     for i in range(n):
         pattern = f"[ab]*a[ab]{{16}}|z{i}"
         if way == "plait":
-            m = silence.parse_matcher({"name": "x", "value": pattern, "isRegex": True})
+            m = matchers.parse_matcher({"name": "x", "value": pattern, "isRegex": True})
             hits = sum(m.matches({"x": t}) for t in texts)
         else:
-            rx = re2.compile(f"^(?:{pattern})$", silence._RE2_OPTIONS)
+            rx = re2.compile(f"^(?:{pattern})$", matchers.RE2_OPTIONS)
             hits = sum(rx.match(t) is not None for t in texts)
         assert hits == sum(t[-17] == "a" for t in texts)
     out.put({"bench": "matcher_memory", "way": way, "patterns": n, "values": values,

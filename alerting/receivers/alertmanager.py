@@ -1,34 +1,10 @@
-"""Messages of a receiver read from an ``alertmanager.yml``, rendered and
-shaped as Alertmanager 0.25 sends them (its ``notify/<name>/<name>.go``).
+"""Messages of a receiver read from an ``alertmanager.yml``, shaped as
+Alertmanager 0.25 sends them (``notify/<name>/<name>.go``; Teams: 0.26).
 
-A receiver's Go-template fields (``ReceiverConfig.alertmanager_fields``)
-hold Alertmanager's defaults (:data:`DEFAULTS`, ``config/notifiers.go``
-``DefaultSlackConfig``, ``DefaultPagerdutyConfig``, ...) under what the file
-sets (and, for the second and later integrations of one receiver,
-``receiver``: the receiver's name in the file, Alertmanager's
-``.Receiver``); :func:`render_fields` renders that field set against the message's
-``Data`` (:func:`alerting.gotemplate.alertmanager_data`), and one builder
-per notifier turns the rendered fields into the body Alertmanager posts:
-
-- Slack: ``{"channel", "username", "icon_emoji", "icon_url", "link_names",
-  "attachments": [{"title" (at most 1024 runes), "title_link", "pretext",
-  "text", "fallback", "callback_id", "fields", "actions", "image_url",
-  "thumb_url", "footer", "color", "mrkdwn_in"}]}`` (empty optional keys left out);
-- PagerDuty Events API v2: ``{"routing_key", "dedup_key", "event_action",
-  "payload": {"summary" (``description``, 1024 runes), "source",
-  "severity" (default ``error``), "class", "component", "group",
-  "custom_details" (``details``)}, "client", "client_url", "images", "links"}``;
-- Opsgenie: create ``{"alias", "message" (130 runes), "description",
-  "details" (common labels, then ``details``), "source", "responders",
-  "tags", "note", "priority", "entity", "actions"}``; close ``{"source"}``;
-- MS Teams (``msteams_configs``, Alertmanager 0.26's ``notify/msteams``):
-  ``{"@context", "type": "MessageCard", "title", "text", "themeColor"}``
-  (and ``summary`` when set);
-- email: ``Subject`` / ``To`` / ``From`` and the other ``headers``, an
-  ``html`` part and a ``text`` part (each when not empty).
-
-Plait's own identifiers stay: ``dedup_key`` / ``alias`` are the Plait
-group id (Alertmanager's are the SHA-256 of its group key).
+A receiver's Go-template fields are Alertmanager's defaults (``AmFile.defaults``)
+under what the file sets; :func:`rendered` renders them against the
+message's ``Data`` and one builder per notifier makes the body. Plait's
+group id is the ``dedup_key`` / ``alias`` (Alertmanager's: a SHA-256).
 """
 from __future__ import annotations
 
@@ -38,75 +14,27 @@ from dataclasses import replace
 from typing import Any, Iterator
 
 from alerting.model import Message
+from alerting.receivers.registry import receiver_type, receiver_types
 
 log = logging.getLogger("plait.alerting")
 
-#: Alertmanager 0.26's ``msteams.default.text`` (0.25 has no Teams notifier)
-#: with the ``__text_alert_list_markdown`` it calls (``template/default.tmpl``
-#: at v0.26.0; 0.25's default templates lack both).
-_TEAMS_TEXT = (
-    '{{ define "__text_alert_list_markdown" }}{{ range . }}\nLabels:\n'
-    "{{ range .Labels.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\nAnnotations:\n"
-    "{{ range .Annotations.SortedPairs }}  - {{ .Name }} = {{ .Value }}\n{{ end }}\n"
-    "Source: {{ .GeneratorURL }}\n{{ end }}\n{{ end }}"
-    "\n{{ if gt (len .Alerts.Firing) 0 }}\n# Alerts Firing:\n"
-    '{{ template "__text_alert_list_markdown" .Alerts.Firing }}\n{{ end }}\n'
-    "{{ if gt (len .Alerts.Resolved) 0 }}\n# Alerts Resolved:\n"
-    '{{ template "__text_alert_list_markdown" .Alerts.Resolved }}\n{{ end }}\n')
 
-
-def _t(name: str) -> str:
+def tmpl(name: str) -> str:
+    """``{{ template "<name>" . }}``."""
     return '{{ template "%s" . }}' % name
 
 
-#: Per ``*_configs`` kind: Alertmanager's default of each Go-template field
-#: (``config/notifiers.go`` at v0.25.0; Teams: v0.26.0).
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "slack_configs": {
-        "color": '{{ if eq .Status "firing" }}danger{{ else }}good{{ end }}',
-        "username": _t("slack.default.username"), "title": _t("slack.default.title"),
-        "title_link": _t("slack.default.titlelink"), "icon_emoji": _t("slack.default.iconemoji"),
-        "icon_url": _t("slack.default.iconurl"), "pretext": _t("slack.default.pretext"),
-        "text": _t("slack.default.text"), "fallback": _t("slack.default.fallback"),
-        "callback_id": _t("slack.default.callbackid"), "footer": _t("slack.default.footer")},
-    "pagerduty_configs": {
-        "description": '{{ template "pagerduty.default.description" .}}',
-        "client": _t("pagerduty.default.client"), "client_url": _t("pagerduty.default.clientURL"),
-        "details": {"firing": '{{ template "pagerduty.default.instances" .Alerts.Firing }}',
-                    "resolved": '{{ template "pagerduty.default.instances" .Alerts.Resolved }}',
-                    "num_firing": "{{ .Alerts.Firing | len }}",
-                    "num_resolved": "{{ .Alerts.Resolved | len }}"}},
-    "opsgenie_configs": {
-        "message": _t("opsgenie.default.message"), "description": _t("opsgenie.default.description"),
-        "source": _t("opsgenie.default.source")},
-    "email_configs": {"headers": {"Subject": _t("email.default.subject")},
-                      "html": _t("email.default.html")},
-    "msteams_configs": {"title": '{{ template "__subject" . }}', "text": _TEAMS_TEXT},
-}
-
-
 def with_defaults(kind: str, given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` (an integration's Go-template fields) over Alertmanager's
-    defaults for ``kind``, merged as its ``UnmarshalYAML`` merges them:
-    PagerDuty ``details`` keeps every default key the file leaves out and
-    ``source`` defaults to ``client``; email ``headers`` keep ``Subject``."""
-    out = dict(DEFAULTS.get(kind, {})) | given
-    if kind == "pagerduty_configs":
-        out["details"] = DEFAULTS[kind]["details"] | dict(given.get("details") or {})
-        out.setdefault("source", out["client"])
-    if kind == "email_configs":
-        headers = dict(given.get("headers") or {})
-        out["headers"] = {**({} if any(h.lower() == "subject" for h in headers)
-                             else DEFAULTS[kind]["headers"]), **headers}
-    return out
+    """``given`` (an integration's Go-template fields) over the ``kind``'s
+    defaults (its ``AmFile.defaults``, merged by ``AmFile.merge``)."""
+    spec = next(t.am_file for t in receiver_types().values() if t.am_kind == kind)
+    out = dict(spec.defaults) | given
+    return spec.merge(out, given) if spec.merge else out
 
 
 def render_fields(templates: Any, fields: Any, data: Any, source: str) -> Any:
-    """``fields`` (a receiver's field set: strings, lists and mappings of
-    them, booleans) with every string rendered against ``data`` by
-    ``templates`` (:class:`alerting.gotemplate.TemplateSet`), as
-    Alertmanager's ``tmplText``; ``source`` (``receivers.<name>``) names the
-    field in errors.
+    """``fields`` with every string rendered against ``data`` (Alertmanager's
+    ``tmplText``); ``source`` names the field in errors.
 
     Raises:
         alerting.gotemplate.TemplateError: a field fails to render.
@@ -122,18 +50,15 @@ def render_fields(templates: Any, fields: Any, data: Any, source: str) -> Any:
 
 def rendered(message: Message, receiver: Any, templates: Any,
              external_url: str) -> tuple[dict[str, Any], Any]:
-    """(the receiver's field set rendered against ``message``'s ``Data``,
-    that ``Data``). A field that fails at run time (it passed the check at
-    load) is logged and Alertmanager's default for it is sent (empty when it
-    has none): a message is never lost to a template, as with Plait's own
-    templates (Alertmanager fails the notification instead)."""
+    """(the receiver's fields rendered against ``message``'s ``Data``, that
+    ``Data``); a field failing at run time is logged and its default sent."""
     from alerting.gotemplate import TemplateError, alertmanager_data
 
     fields = dict(receiver.alertmanager_fields)
-    name = fields.pop("receiver", message.receiver)  # a 2nd integration's: the file's name
+    name = fields.pop("receiver", message.receiver)
     data = alertmanager_data(message.sections, name, external_url)
-    defaults = DEFAULTS.get(f"{'msteams' if receiver.type == 'teams' else receiver.type}_configs",
-                            {})
+    spec = receiver_type(receiver.type).am_file
+    defaults = spec.defaults if spec else {}
     out = {}
     for field, value in fields.items():
         try:
@@ -151,20 +76,16 @@ def _render_field(templates: Any, field: str, value: Any, data: Any, source: str
     return _HTML_COMMENT.sub("", templates.render(value, _html_escaped(data), f"{source}.html"))
 
 
-#: Go's html/template ``htmlEscaper`` (html/template/html.go ``htmlReplacementTable``)
+#: Go's html/template ``htmlReplacementTable``
 _HTML_ESCAPES = str.maketrans({"\0": "\ufffd", '"': "&#34;", "&": "&amp;", "'": "&#39;",
                                "+": "&#43;", "<": "&lt;", ">": "&gt;"})
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 def _html_escaped(value: Any) -> Any:
-    """``value`` (a ``Data``) with every string (label names and values,
-    annotations, URLs, the receiver) escaped as html/template escapes what
-    an email's ``html`` prints: with the template's HTML comments taken out
-    of the output (:func:`rendered`), the default ``email.default.html``
-    renders as Alertmanager's ``ExecuteHTMLString`` renders it. Contextual
-    escaping beyond that (a ``javascript:`` URL, a value inside ``<script>``)
-    is not html/template's: docs/alerting.md, "Differences from Alertmanager"."""
+    """``value`` (a ``Data``) with every string HTML-escaped, so the default
+    ``email.default.html`` renders as ``ExecuteHTMLString`` does (limits:
+    docs/alerting.md, "Differences from Alertmanager")."""
     if isinstance(value, str):
         return value.translate(_HTML_ESCAPES)
     if isinstance(value, dict):
@@ -174,50 +95,10 @@ def _html_escaped(value: Any) -> Any:
     return value
 
 
-def requests(message: Message, receiver: Any, templates: Any, external_url: str) -> list:
-    """The :class:`~alerting.receivers.Request` s Alertmanager would make for
-    ``message`` to ``receiver`` (type slack, teams, pagerduty or opsgenie):
-    one POST; PagerDuty and Opsgenie one per group.
-
-    Raises:
-        ValueError: another receiver type.
-        alerting.gotemplate.TemplateError: a field and Alertmanager's
-            default for it both fail to render.
-    """
-    from urllib.parse import quote
-
-    from alerting.receivers.request import Request, dumps
-
-    headers = {"Content-Type": "application/json", **receiver.headers}
-    kind = receiver.type
-    if kind in ("slack", "teams"):
-        f, data = rendered(message, receiver, templates, external_url)
-        body = slack(f) if kind == "slack" else teams(f, data["Status"])
-        return [Request(receiver.url, dumps(body), headers)]
-    out = []
-    for gid, one, resolved in per_group(message):
-        f, data = rendered(one, receiver, templates, external_url)
-        if kind == "pagerduty":
-            out.append(Request(receiver.url, dumps(pagerduty(f, receiver.routing_key, gid[:255],
-                                                             resolved)), headers))
-        elif kind == "opsgenie":
-            url = (f"{receiver.url}/{quote(gid[:512], safe='')}/close?identifierType=alias"
-                   if resolved else receiver.url)
-            out.append(Request(url, dumps(opsgenie(f, gid[:512], data["CommonLabels"], resolved)),
-                               headers | {"Authorization": f"GenieKey {receiver.api_key}"}))
-        else:
-            raise ValueError(f"receiver type {kind!r} has no Alertmanager notifier here")
-    return out
-
-
 def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:
-    """The MIME message Alertmanager's ``notify/email`` sends: every
-    rendered header (``To`` / ``From`` default to the receiver's
-    addresses; ``Message-Id`` unless set: from the idempotency key, equal
-    for every retry), ``Date`` (the message's creation), and a
-    ``multipart/alternative`` body with a ``text/plain`` part when the
-    receiver has a ``text`` field and a ``text/html`` part when it has
-    ``html``, each as rendered."""
+    """The MIME message ``notify/email`` sends: the rendered headers
+    (``Message-Id`` from the idempotency key unless set), ``Date``, and
+    ``text`` / ``html`` parts as rendered."""
     from email.message import EmailMessage
     from email.utils import formatdate
 
@@ -234,15 +115,14 @@ def email(message: Message, receiver: Any, templates: Any, external_url: str) ->
     for sub, field in (("plain", "text"), ("html", "html")):
         if receiver.alertmanager_fields.get(field):
             part = EmailMessage()
-            part.set_payload(f[field], "utf-8")  # as rendered: set_content adds a final newline
+            part.set_payload(f[field], "utf-8")  # set_content would add a newline
             part.set_type(f"text/{sub}")
             mail.attach(part)
     return mail
 
 
 def truncate(text: str, n: int) -> str:
-    """Alertmanager's ``TruncateInRunes``: at most ``n`` characters, the
-    last one ``…`` when cut."""
+    """Alertmanager's ``TruncateInRunes``: at most ``n`` characters, ``…`` last when cut."""
     if len(text) <= n:
         return text
     return text[:n] if n <= 3 else text[:n - 1] + "…"
@@ -254,9 +134,7 @@ def _present(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def per_group(message: Message) -> Iterator[tuple[str, Message, bool]]:
-    """(group id, the message cut to that group's sections, whether the
-    group is all resolved) for each group of ``message``: Alertmanager
-    notifies once per aggregation group."""
+    """(group id, the message cut to its sections, all resolved) per group."""
     done: set[str] = set()
     for s in message.sections:
         gid = s["group_id"]
@@ -294,8 +172,7 @@ def slack(f: dict[str, Any]) -> dict[str, Any]:
 
 
 def pagerduty(f: dict[str, Any], routing_key: str, dedup_key: str, resolved: bool) -> dict[str, Any]:
-    """One Events API v2 event from rendered fields ``f``
-    (notify/pagerduty/pagerduty.go ``notifyV2``)."""
+    """An Events API v2 event from rendered fields ``f`` (pagerduty.go ``notifyV2``)."""
     payload = {"summary": truncate(f.get("description", ""), 1024), "source": f.get("source", ""),
                "severity": f.get("severity") or "error"}
     payload |= _present({"class": f.get("class"), "component": f.get("component"),
@@ -317,8 +194,7 @@ def _split(text: str) -> list[str]:
 
 def opsgenie(f: dict[str, Any], alias: str, common_labels: dict[str, str],
              resolved: bool) -> dict[str, Any]:
-    """Opsgenie's create body (or close body when ``resolved``) from
-    rendered fields ``f`` (notify/opsgenie/opsgenie.go ``createRequests``)."""
+    """Opsgenie's create (or close) body from ``f`` (opsgenie.go ``createRequests``)."""
     if resolved:
         return {"source": f.get("source", "")}
     responders = []

@@ -1,9 +1,6 @@
-"""Email over SMTP: a ``multipart/alternative`` message (RFC 2046) with the
-rendered title as ``Subject`` and the text body as ``text/plain`` plus a
-minimal ``text/html`` rendering with clickable links; ``Message-ID`` derived
-from the idempotency key, so a retried message is recognisably the same.
-:func:`send` delivers it with :mod:`smtplib` (STARTTLS when
-``require_tls``, AUTH when a user is set), run in a thread by the sender."""
+"""``email`` over SMTP: ``multipart/alternative`` (RFC 2046) with the title as
+``Subject``, the text and a minimal HTML rendering; ``Message-ID`` from the
+idempotency key. :func:`send` (STARTTLS, AUTH) runs in the sender's thread."""
 from __future__ import annotations
 
 import html
@@ -14,6 +11,7 @@ from email.utils import formatdate
 from typing import Any
 
 from alerting.model import Message
+from alerting.receivers.registry import SECRET, AmFile, ReceiverType, register
 from alerting.templates import render
 
 _URL = re.compile(r"(https?://[^\s<>\"]+)")
@@ -21,9 +19,7 @@ _URL = re.compile(r"(https?://[^\s<>\"]+)")
 
 def build_email(message: Message, receiver: Any, external_url: str = "",
                 templates: Any = None) -> EmailMessage:
-    """The MIME message for ``message`` to ``receiver.email.to``; a receiver
-    of an ``alertmanager.yml`` given its file's ``templates``: Alertmanager's
-    (:func:`alerting.receivers.alertmanager.email`)."""
+    """The MIME message for ``message``; Alertmanager's given an ``alertmanager.yml``'s ``templates``."""
     if templates is not None and receiver.alertmanager_fields:
         from alerting.receivers.alertmanager import email
         return email(message, receiver, templates, external_url)
@@ -57,3 +53,94 @@ def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
         if cfg.auth_username:
             smtp.login(cfg.auth_username, cfg.auth_password)
         smtp.send_message(mail)
+
+
+def _not_http(*_args: Any) -> list:
+    raise ValueError("receiver type 'email' is not sent over HTTP")
+
+
+def _check(receiver: Any) -> None:
+    if receiver.email is None:
+        raise ValueError("email: required for type email (to, from, smarthost)")
+
+
+def am_status(receiver: Any) -> dict[str, Any]:
+    """``email_configs``; the password as ``<secret>``."""
+    e = receiver.email
+    cfg = {"to": ", ".join(e.to), "from": e.from_, "smarthost": e.smarthost,
+           "require_tls": e.require_tls, "send_resolved": receiver.send_resolved}
+    if e.auth_username:
+        cfg |= {"auth_username": e.auth_username, "auth_password": SECRET}
+    return {"email_configs": [cfg]}
+
+
+def _smarthost(value: Any, key: str, ctx: Any) -> str:
+    text = ctx.text(value, key)
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ctx.fail(key, f"address {text}: missing port in address")
+    if not port:
+        raise ctx.fail(key, f'address "{text}": port cannot be empty')
+    if not port.isdigit():
+        raise ctx.fail(key, f'address "{text}": port must be a number')
+    return f"{host.strip('[]')}:{port}"
+
+
+_LOGIN = "not supported: Plait logs in with auth_username/auth_password"
+_REFUSED = {"auth_secret": _LOGIN, "auth_secret_file": _LOGIN, "auth_identity": _LOGIN,
+            "tls_config": "not supported: STARTTLS (require_tls) with the system CAs",
+            "force_implicit_tls": "not supported: STARTTLS (require_tls) only",
+            "threading": "not supported"}
+
+
+#: Alertmanager's ``DefaultEmailConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {"headers": {"Subject": '{{ template "email.default.subject" . }}'},
+               "html": '{{ template "email.default.html" . }}'}
+
+
+def _merge(out: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``headers`` keep the default ``Subject`` unless the file sets one (any case)."""
+    headers = dict(given.get("headers") or {})
+    out["headers"] = {**({} if any(h.lower() == "subject" for h in headers)
+                         else AM_DEFAULTS["headers"]), **headers}
+    return out
+
+
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """An ``email_configs`` entry over the ``global.smtp_*`` defaults."""
+    g, files, at = ctx.glob, ctx.files, ctx.at
+    to = ctx.text(c.get("to"), at(key, "to"))
+    if not to:
+        raise ctx.fail(at(key, "to"), "missing to address in email config")
+    smarthost = c.get("smarthost") or g.get("smtp_smarthost")
+    if not smarthost:
+        raise ctx.fail(at(key, "smarthost"), "no global SMTP smarthost set")
+    sender = ctx.text(c.get("from") or g.get("smtp_from"), at(key, "from"))
+    if not sender:
+        raise ctx.fail(at(key, "from"), "no global SMTP from set")
+    for name in ("smtp_auth_secret", "smtp_auth_secret_file", "smtp_auth_identity"):
+        if g.get(name):
+            raise ctx.fail(f"global.{name}", _REFUSED[name.removeprefix("smtp_")])
+    password = files.either(c, "auth_password", "auth_password_file", key)
+    if not password and not c.get("auth_password_file"):
+        password = files.either(g, "smtp_auth_password", "smtp_auth_password_file", "global")
+    require_tls = c.get("require_tls", g.get("smtp_require_tls", True))
+    return {"type": "email", "email": {
+        "to": to, "from": sender,
+        "smarthost": _smarthost(smarthost, at(key, "smarthost") if c.get("smarthost")
+                                else "global.smtp_smarthost", ctx),
+        "auth_username": ctx.text(c.get("auth_username") or g.get("smtp_auth_username"),
+                                  at(key, "auth_username")),
+        "auth_password": password,
+        "require_tls": ctx.boolean(require_tls, at(key, "require_tls"))}}
+
+
+#: sent over SMTP by :mod:`alerting.webhook`
+EMAIL = register(ReceiverType(
+    name="email", requests=_not_http, am_requests=_not_http, am_status=am_status, check=_check,
+    am_kind="email_configs",
+    am_file=AmFile(("to", "from", "hello", "smarthost", "auth_username", "auth_password",
+                    "auth_password_file", "auth_secret", "auth_secret_file", "auth_identity",
+                    "headers", "html", "text", "require_tls", "tls_config", "force_implicit_tls",
+                    "threading"), False, ("headers", "html", "text"), read_am, _REFUSED,
+                   http=False, defaults=AM_DEFAULTS, merge=_merge)))

@@ -1,31 +1,24 @@
-"""Opsgenie Alert API v2 (Opsgenie docs, "Alert API"): header
-``Authorization: GenieKey <api_key>``.
-
-- create: ``POST https://api.opsgenie.com/v2/alerts`` with ``{"message"
-  (at most 130 chars), "alias" (at most 512, de-duplication), "description"
-  (at most 15000), "priority" "P1".."P5", "tags", "details", "entity",
-  "source"}``; while an open alert has the same alias, Opsgenie counts the
-  repeat instead of opening another;
-- close: ``POST https://api.opsgenie.com/v2/alerts/<alias>/close?identifierType=alias``
-  with ``{"source", "note"}``.
-
-Both answer 202 ``{"result": "Request will be processed", "requestId"}``.
-One request per group of the message: ``alias`` = Plait group id; create
-while any alert fires, close when the group is all resolved."""
+"""``opsgenie``: Alert API v2 (Opsgenie docs, "Alert API"; header
+``Authorization: GenieKey <api_key>``): per group of the message, create
+(``alias`` = Plait group id; limits: message 130, alias 512, description
+15000) while any alert fires, else close ``<url>/<alias>/close?identifierType=alias``."""
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote
 
 from alerting.model import Message
+from alerting.receivers import alertmanager
 from alerting.receivers.alertmanager import per_group
+from alerting.receivers.registry import AmFile, ReceiverType, needs, register, secret_status
 from alerting.receivers.request import Request, dumps
 from alerting.templates import render
 
 PRIORITY = {"critical": "P1", "warning": "P3", "info": "P5"}
 
 
-def requests(message: Message, receiver: Any, external_url: str = "") -> list[Request]:
+def requests(message: Message, receiver: Any, external_url: str = "", timestamp: int = 0
+             ) -> list[Request]:
     """Create / close requests for ``message`` (see the module doc)."""
     headers = {"Content-Type": "application/json", "Authorization": f"GenieKey {receiver.api_key}",
                **receiver.headers}
@@ -53,3 +46,46 @@ def requests(message: Message, receiver: Any, external_url: str = "") -> list[Re
                 "tags": sorted({a["rule"] for a in firing})[:20], "details": details}
         out.append(Request(base, dumps(body), headers))
     return out
+
+
+def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
+                timestamp: int = 0) -> list[Request]:
+    """Alertmanager's create / close request per group from the rendered fields."""
+    headers = {"Content-Type": "application/json", **receiver.headers,
+               "Authorization": f"GenieKey {receiver.api_key}"}
+    out = []
+    for gid, one, resolved in per_group(message):
+        f, data = alertmanager.rendered(one, receiver, templates, external_url)
+        url = (f"{receiver.url}/{quote(gid[:512], safe='')}/close?identifierType=alias"
+               if resolved else receiver.url)
+        body = alertmanager.opsgenie(f, gid[:512], data["CommonLabels"], resolved)
+        out.append(Request(url, dumps(body), headers))
+    return out
+
+
+DEFAULT_URL = "https://api.opsgenie.com/v2/alerts"
+
+
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """An ``opsgenie_configs`` entry (``api_key`` or the global one)."""
+    api_key = ctx.own_or_global(c, "api_key", key, "opsgenie_api_key", "OpsGenie API Key")
+    base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
+    base = ctx.url(base, ctx.at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")
+    return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}
+
+
+#: Alertmanager's ``DefaultOpsGenieConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {"message": alertmanager.tmpl("opsgenie.default.message"),
+               "description": alertmanager.tmpl("opsgenie.default.description"),
+               "source": alertmanager.tmpl("opsgenie.default.source")}
+AM_FIELDS = ("message", "description", "source", "details", "entity", "responders", "actions",
+             "tags", "note", "priority")
+OPSGENIE = register(ReceiverType(
+    name="opsgenie", requests=requests, am_requests=am_requests,
+    am_status=lambda r: secret_status(r, "opsgenie_configs", "api_key", "api_url", DEFAULT_URL),
+    check=lambda r: needs(r, "api_key", "GenieKey"), am_kind="opsgenie_configs",
+    default_url=DEFAULT_URL,
+    am_file=AmFile(("api_key", "api_key_file", "api_url", *AM_FIELDS, "update_alerts"), True,
+                   AM_FIELDS, read_am,
+                   {"update_alerts": "not supported: Plait creates and closes Opsgenie alerts"},
+                   defaults=AM_DEFAULTS)))

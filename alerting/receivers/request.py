@@ -1,6 +1,4 @@
-"""What every receiver module builds: one HTTP :class:`Request`, with a JSON
-body from :func:`dumps`. Imports no receiver, so each receiver module and
-:mod:`alerting.receivers` can import it."""
+"""One HTTP :class:`Request` and its JSON body (:func:`dumps`); imports no receiver."""
 from __future__ import annotations
 
 import json

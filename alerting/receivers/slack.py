@@ -1,20 +1,16 @@
-"""Slack incoming webhook body (Slack docs, "Sending messages using incoming
-webhooks" and Block Kit reference).
-
-``{"text": <title>, "blocks": [header, section..., context, actions]}``:
-``text`` is the notification fallback; a ``header`` block (``plain_text``,
-at most 150 characters) with the title; the body in ``section`` blocks of
-``mrkdwn`` text, at most 3000 characters each (longer bodies are split over
-several sections, at most 45); a ``context`` line; an ``actions`` block of
-link buttons (``Open task``, ``Runbook``, ``Silence this group``; button
-text at most 75 characters, ``url`` at most 3000, unique ``action_id``).
-At most 50 blocks in all. ``&``, ``<`` and ``>`` are escaped in text
-(Slack markup)."""
+"""``slack``: an incoming webhook body (Slack docs, "Sending messages using
+incoming webhooks", Block Kit): ``{"text": <title>, "blocks": [header,
+section..., context, actions]}`` within Slack's limits (header 150
+characters, section 3000, button 75, 50 blocks); ``&<>`` escaped."""
 from __future__ import annotations
 
 from typing import Any
 
 from alerting.model import Message
+from alerting.receivers import alertmanager
+from alerting.receivers.alertmanager import tmpl
+from alerting.receivers.registry import AmFile, ReceiverType, json_request, needs, register, secret_status
+from alerting.receivers.webhook import NO_TIMEOUT
 from alerting.templates import render
 
 HEADER_MAX, SECTION_MAX, BUTTON_MAX, MAX_BLOCKS = 150, 3000, 75, 50
@@ -71,3 +67,39 @@ def payload(message: Message, receiver: Any, external_url: str = "") -> dict[str
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
     return {"text": title, "blocks": blocks[:MAX_BLOCKS]}
+
+
+def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
+                timestamp: int = 0) -> list:
+    """Alertmanager's Slack body from the receiver's rendered fields."""
+    f, _data = alertmanager.rendered(message, receiver, templates, external_url)
+    return json_request(receiver, alertmanager.slack(f))
+
+
+def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
+    """A ``slack_configs`` entry (``api_url`` or ``global.slack_api_url``)."""
+    url = ctx.own_or_global(c, "api_url", key, "slack_api_url", "Slack API URL")
+    return {"type": "slack", "url": ctx.url(url, ctx.at(key, "api_url"))}
+
+
+#: Alertmanager's ``DefaultSlackConfig`` (config/notifiers.go, v0.25.0)
+AM_DEFAULTS = {
+    "color": '{{ if eq .Status "firing" }}danger{{ else }}good{{ end }}',
+    "username": tmpl("slack.default.username"), "title": tmpl("slack.default.title"),
+    "title_link": tmpl("slack.default.titlelink"), "icon_emoji": tmpl("slack.default.iconemoji"),
+    "icon_url": tmpl("slack.default.iconurl"), "pretext": tmpl("slack.default.pretext"),
+    "text": tmpl("slack.default.text"), "fallback": tmpl("slack.default.fallback"),
+    "callback_id": tmpl("slack.default.callbackid"), "footer": tmpl("slack.default.footer")}
+AM_FIELDS = ("channel", "username", "color", "title", "title_link", "pretext", "text", "fields",
+                 "short_fields", "footer", "fallback", "callback_id", "icon_emoji", "icon_url",
+                 "image_url", "thumb_url", "link_names", "mrkdwn_in", "actions")
+_WEBHOOK_ONLY = "not supported: Plait posts to an incoming webhook (api_url)"
+SLACK = register(ReceiverType(
+    name="slack", requests=lambda m, r, url="", ts=0: json_request(r, payload(m, r, url)),
+    am_requests=am_requests, check=lambda r: needs(r, "url"), am_kind="slack_configs",
+    am_status=lambda r: secret_status(r, "slack_configs", "api_url"),
+    am_file=AmFile(("api_url", "api_url_file", *AM_FIELDS, "app_token", "app_token_file", "app_url",
+                    "update_message", "message_text", "timeout"), False, AM_FIELDS, read_am,
+                   {"timeout": NO_TIMEOUT} | dict.fromkeys(
+                       ("app_token", "app_token_file", "app_url", "update_message", "message_text"),
+                       _WEBHOOK_ONLY), defaults=AM_DEFAULTS)))

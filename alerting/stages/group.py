@@ -100,7 +100,7 @@ class Grouping(StageBase):
         return route is not None and muted_at(self.config, route, now)
 
     def _evaluate(self, g: dict[str, Any], now: float) -> None:
-        st, c = self.state, self.state["counters"]
+        st = self.state
         rc = self.config.receiver(g["receiver"])
         muted = self._muter(now) if self._silences or self._inhibit else (lambda m: None)
         outbox = st["receivers"][g["receiver"]]["outbox"]

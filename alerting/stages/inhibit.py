@@ -11,7 +11,7 @@ from typing import Any
 
 from alerting.dedupe import DEDUPED
 from alerting.model import Alert, LedgerEntry, Outcome
-from alerting.silence import Matcher, parse_matcher
+from alerting.matchers import Matcher, parse_matcher
 from alerting.stages.base import StageBase
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from alerting.config import parse_config
-from alerting.silence import Matcher, create_silence, parse_matcher, parse_matchers, split_matchers
+from alerting.matchers import Matcher, parse_matcher, parse_matchers, split_matchers
+from alerting.silence import create_silence
 from alerting.wire import receiver_for
 from alerting.model import Alert, Severity, Status
 

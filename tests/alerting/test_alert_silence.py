@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from alert_harness import case_config, ev, run
 
-from alerting.silence import (Silence, SilenceRefused, TimeInterval, create_silence, is_broad,
-                              parse_matcher)
+from alerting.matchers import parse_matcher
+from alerting.silence import Silence, SilenceRefused, TimeInterval, create_silence, is_broad
 
 BASE = {"author": "ops", "comment": "why", "starts_at": 0, "ends_at": 1000}
 

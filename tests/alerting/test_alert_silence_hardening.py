@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from alerting.silence import (Matcher, SilenceRefused, compile_regex, create_silence, parse_matcher,
-                              regex_hit)
+from alerting.matchers import Matcher, compile_regex, parse_matcher, regex_hit
+from alerting.silence import SilenceRefused, create_silence
 
 
 def test_all_negative_matchers_are_refused_as_broad_unless_allowed():

@@ -2,7 +2,8 @@
 them in the funnel command; route matchers are compiled at config load."""
 from __future__ import annotations
 
-import alerting.silence as silence
+import alerting.config
+import alerting.matchers as matchers
 from alerting.config import parse_config
 from alerting.funnel import Funnel
 from alerting.routing import Decision, decide
@@ -17,8 +18,9 @@ CONFIG = parse_config({
 
 def test_route_matchers_are_not_parsed_per_alert(monkeypatch):
     calls = []
-    real = silence.parse_matcher
-    monkeypatch.setattr(silence, "parse_matcher", lambda m: calls.append(m) or real(m))
+    real = matchers.parse_matcher
+    for module in (matchers, alerting.config):
+        monkeypatch.setattr(module, "parse_matcher", lambda m: calls.append(m) or real(m))
     for i in range(50):
         receiver, cmd = route_alert(CONFIG, RawAlert(f"e{i}:0", {
             "rule": "Disk", "asset": f"h{i}", "severity": "warning", "labels": {"team": "db"}}, 1.0))

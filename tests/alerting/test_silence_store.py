@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from alerting.silence import SilenceRefused, parse_matcher
+from alerting.matchers import parse_matcher
+from alerting.silence import SilenceRefused
 from alerting.silence_store import SilenceStore
 from plait.errors import NotFound, Unavailable
 

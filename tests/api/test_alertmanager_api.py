@@ -317,11 +317,11 @@ def test_an_alert_continue_sends_to_two_receivers_is_listed_once_with_both(clien
 
 
 def test_a_regex_silence_is_compiled_once_not_on_every_get(client, sent, monkeypatch):
-    from alerting import silence
+    from alerting import matchers
 
     compiles = []
-    real = silence._anchored
-    monkeypatch.setattr(silence, "_anchored", lambda p: compiles.append(p) or real(p))
+    real = matchers._anchored
+    monkeypatch.setattr(matchers, "_anchored", lambda p: compiles.append(p) or real(p))
     body = SILENCE | {"matchers": [{"name": "instance", "value": "api-.*", "isRegex": True},
                                    {"name": "alertname", "value": "PodDown", "isRegex": False}]}
     assert client.post("/api/v2/silences", json=body).status_code == 200
