@@ -394,8 +394,8 @@ class AlertingService:
         except Exception:
             log.critical("cannot send the funnel's state, ledger or notifications; exiting "
                          "so the partitions are redelivered", exc_info=True)
-            self.rt._fatal()
-            raise  # only when _fatal is stubbed out (tests)
+            self.rt.fatal()
+            raise  # only when fatal is stubbed out (tests)
         await self._flush_guard()
         self._story(alert_history.batch_entries(
             [e for _p, fx in results for e in fx.ledger], [m for _p, fx in results for m in fx.messages]))

@@ -284,11 +284,11 @@ class AgentRuntime:
 
     def _lost(self, agent: Agent) -> None:
         if self.exit_when_lost:
-            self._fatal()
+            self.fatal()
         log.exception("cannot report a failed event; moving on", agent=agent.name)
 
     @staticmethod
-    def _fatal() -> None:
+    def fatal() -> None:
         """Exit at once (no ack, no shutdown): the partition is redelivered."""
         log.critical("cannot emit events; exiting so the partition is redelivered",
                      exc_info=True)

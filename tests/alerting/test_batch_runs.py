@@ -89,7 +89,7 @@ async def test_a_batch_that_fails_half_way_is_replayed_without_applying_a_run_tw
         calls[0] += 1
         applied.append(len(results))
         if calls[0] == 2:
-            raise Crash  # the worker exits when its records cannot be sent (_fatal)
+            raise Crash  # the worker exits when its records cannot be sent (fatal)
         committed.clear()
         committed.update(table)
     svc._effects_all = effects
@@ -112,7 +112,7 @@ async def test_a_batch_that_fails_half_way_is_replayed_without_applying_a_run_tw
 
 
 class Crash(BaseException):
-    """Stands for ``os._exit`` in ``AgentRuntime._fatal``: nothing after it runs."""
+    """Stands for ``os._exit`` in ``AgentRuntime.fatal``: nothing after it runs."""
 
 
 async def test_the_router_gets_a_batch_in_runs_and_forwards_in_raw_order(monkeypatch):

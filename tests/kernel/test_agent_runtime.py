@@ -169,7 +169,7 @@ async def test_hooks_wrap_in_order_and_see_every_send():
 
 async def test_a_failure_that_cannot_be_reported_exits_or_moves_on(monkeypatch):
     exits = []
-    monkeypatch.setattr(AgentRuntime, "_fatal", staticmethod(lambda: exits.append(70)))
+    monkeypatch.setattr(AgentRuntime, "fatal", staticmethod(lambda: exits.append(70)))
 
     async def handle(ev, payload, attrs):
         raise ValueError("boom")
@@ -203,7 +203,7 @@ async def test_an_agent_without_decode_gets_the_raw_value():
 
 @pytest.fixture(autouse=True)
 def _no_exit(monkeypatch):
-    """A test that reaches _fatal unexpectedly fails instead of killing pytest."""
+    """A test that reaches fatal unexpectedly fails instead of killing pytest."""
     def fatal():
-        raise AssertionError("AgentRuntime._fatal called")
-    monkeypatch.setattr(AgentRuntime, "_fatal", staticmethod(fatal))
+        raise AssertionError("AgentRuntime.fatal called")
+    monkeypatch.setattr(AgentRuntime, "fatal", staticmethod(fatal))
