@@ -14,7 +14,6 @@ from api.envelope import envelope
 from api.openapi import Envelope, errors
 from plait.errors import FieldError, NotFound
 
-#: An alert fingerprint as the funnel prints it (:mod:`alerting.dedupe`).
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 
 
@@ -23,14 +22,8 @@ am_router = APIRouter(**AM_ROUTER)
 
 
 async def story(fingerprint: str, state: Alerting) -> dict[str, Any]:
-    """``{"fingerprint", "retentionSeconds", "entries"}`` of one alert
-    (:mod:`alerting.history`).
-
-    Raises:
-        FieldError: ``fingerprint`` is not 16 lower-case hex digits (422 /
-            ``/api/v2``: 400).
-        NotFound: nothing is kept for it (404).
-    """
+    """``{"fingerprint", "retentionSeconds", "entries"}``; raises ``FieldError``
+    (not 16 lower-case hex) or ``NotFound``."""
     settings = state.settings
     if not _FINGERPRINT.fullmatch(fingerprint):
         raise FieldError("fingerprint", "must be 16 lower-case hex digits",

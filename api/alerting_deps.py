@@ -1,17 +1,7 @@
-"""What the alerting routes share, put on ``app.state`` by
-:func:`api.app.install_alerting` and handed to the routes by FastAPI ``Depends``:
-the alerting configuration (:class:`Alerting`), the silence store
-(``app.state.silences``, :class:`alerting.silence_store.SilenceStore`), the
-alert publisher (``app.state.ingest``, :class:`api.ingest.AlertIngest`) and
-the credential gates.
-
-Authentication (with a caller registry, ``PLAIT_CALLERS_FILE``): the native
-routes that change state need a signed request or a bearer token of a
-caller with the route's allowance (``alertIngest``, ``silenceManage``);
-``/api/v2/...`` needs ``Authorization: Bearer <token>``
-(``PLAIT_ALERTMANAGER_TOKEN`` or a caller's ``alertmanagerToken``) whenever a
-registry or that token is set. Unsigned or badly signed -> 401, no allowance -> 403.
-"""
+"""What the alerting routes share on ``app.state`` (config, silence store,
+alert publisher) and the credential gates: with a registry or token
+configured, state changes need a signature or bearer token of a caller with
+the allowance (401 / 403); ``/api/v2`` needs a bearer token."""
 from __future__ import annotations
 
 import time
@@ -45,8 +35,7 @@ REFUSED = Counter("plait_alert_edge_refused_total",
 
 
 class Alerting:
-    """The alerting configuration in use and what the gates check
-    (``app.state.alerting``)."""
+    """The alerting configuration in use and what the gates check."""
 
     def __init__(self, settings: Settings, callers: CallerRegistry | None,
                  redis: aioredis.Redis | None = None) -> None:
@@ -56,52 +45,35 @@ class Alerting:
         self.options = normalize_options(self.config)
         self.shared_token = settings.alertmanager_token.get_secret_value()
         self._redis = redis
-        #: alerts this process accepted, listed before the published view shows them
         self.recent = RecentAlerts()
 
     def redis(self) -> aioredis.Redis:
-        """The Redis client (created on first use when the app has none)."""
         if self._redis is None:
             self._redis = aioredis.Redis.from_url(self.settings.redis_url, socket_timeout=5)
         return self._redis
 
     def reload(self) -> Any:
-        """Re-read the configuration file the settings name and put it in use
-        (routes, receivers, intake options); returns it.
-
-        Raises:
-            plait.errors.ConfigError: the file is invalid (the text names the
-                key); the configuration in use stays.
-        """
+        """Re-read and use the configuration file; ``ConfigError`` keeps the old one."""
         config = load_configured(self.settings)
         self.config, self.options = config, normalize_options(config)
         return config
 
 
-# -- dependencies --------------------------------------------------------------------
-
 def get_alerting(request: Request) -> Alerting:
-    """``app.state.alerting``."""
     return request.app.state.alerting
 
 
 def silence_store(request: Request) -> SilenceStore:
-    """``app.state.silences``."""
     return request.app.state.silences
 
 
 def get_ingest(request: Request) -> AlertIngest:
-    """``app.state.ingest``."""
     return request.app.state.ingest
 
 
 def signed(allowance: str, what: str):
-    """A dependency of the native routes that change alerting state: the
-    caller holding ``allowance``, None for the shared token or when no
-    credential is configured (open). With any credential configured the
-    request must carry a signature (caller registry) or ``Authorization:
-    Bearer`` (the shared token or a caller's ``alertmanagerToken``).
-    Raises AuthError 401 / Forbidden 403."""
+    """Dependency: the caller holding ``allowance`` (None: shared token or
+    open mode). Raises AuthError 401 / Forbidden 403."""
 
     async def check(request: Request, state: Alerting = Depends(get_alerting)) -> Caller | None:
         callers, token = state.callers, state.shared_token
@@ -128,7 +100,6 @@ async def bearer(request: Request, state: Alerting = Depends(get_alerting)) -> C
     return verify_bearer(request.headers, state.callers, state.shared_token)
 
 
-#: ``APIRouter`` arguments of the Alertmanager-compatible routes (bearer-gated).
 AM_ROUTER: dict[str, Any] = dict(
     tags=["alerting", "alertmanager"], dependencies=[Depends(bearer)], responses={
         401: {"model": ErrorEnvelope, "description": "A bearer token is required and was "
@@ -141,14 +112,8 @@ AM_ROUTER: dict[str, Any] = dict(
 
 async def read_body(request: Request, accepted: str = "an alert or a list of alerts",
                     ) -> tuple[Any, int]:
-    """(the JSON body with lone surrogates replaced, characters replaced);
-    ``accepted`` says what the route takes, for the error.
-
-    Raises:
-        AlertRejected: ``body`` empty, too large, not UTF-8 or not JSON, or
-            sent with a Content-Type other than JSON (none is taken as JSON;
-            Alertmanager answers such a body 415).
-    """
+    """(JSON body, surrogates replaced); ``AlertRejected`` when empty, too
+    large, not JSON or sent with a non-JSON Content-Type."""
     ctype = request.headers.get("content-type")
     media = (ctype or "").split(";")[0].strip().lower()
     if ctype is not None and media != "application/json" and not media.endswith("+json"):
@@ -160,7 +125,7 @@ async def read_body(request: Request, accepted: str = "an alert or a list of ale
                             "split the alerts over several requests", "size")
     try:
         doc = parse_json_body(raw)
-    except FieldError as e:  # the body itself: same field, as an alert rejection
+    except FieldError as e:
         raise AlertRejected(e.field, e.rule, f"JSON ({accepted}), sent with "
                             "Content-Type: application/json", e.code) from None
     doc, replaced = scrub_text(doc)

@@ -1,13 +1,6 @@
-"""The public vocabulary of the native alerting routes (``/alerts``,
-``/silences``): camelCase keys and RFC 3339 times, in requests and answers.
-
-Inside, the funnel keeps its own names (``starts_at``, epoch seconds...); this
-module is the only translation. Only the camelCase spelling is accepted: a
-snake_case key (``allow_broad``) is a 422 naming the key and the accepted
-spelling (``allowBroad``); an unknown key is a 422 listing the known ones.
-The Alertmanager-compatible routes (``/api/v2/...``) keep Alertmanager's names
-and are not translated here.
-"""
+"""The only translation between the native alerting routes' public
+vocabulary (camelCase, RFC 3339) and the funnel's names (``starts_at``, epoch
+seconds). A snake_case or unknown key is a 422 naming the accepted keys."""
 from __future__ import annotations
 
 import re
@@ -31,7 +24,6 @@ SILENCE_KEYS = ("matchers", "startsAt", "endsAt", "createdBy", "comment", "allow
                 "timeIntervals")
 INTERVAL_KEYS = ("weekdays", "times", "location")
 RANGE_KEYS = ("startTime", "endTime")
-#: Internal silence names -> the public spelling (for error messages).
 _PUBLIC = {"starts_at": "startsAt", "ends_at": "endsAt", "author": "createdBy",
            "allow_broad": "allowBroad", "time_intervals": "timeIntervals",
            "start_time": "startTime", "end_time": "endTime", "(silence)": "body"}
@@ -44,11 +36,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def scrub_text(doc: Any) -> tuple[Any, int]:
-    """``doc`` (parsed JSON) with every lone UTF-16 surrogate (``"cut \\ud83d"``,
-    which JSON allows and UTF-8 cannot carry) replaced by U+FFFD, in keys and
-    values at any depth; returns (document, characters replaced). A valid
-    surrogate pair was already joined by the JSON parser, so any surrogate
-    left is lone."""
+    """(``doc`` with each lone UTF-16 surrogate, which JSON allows and UTF-8
+    cannot carry, replaced by U+FFFD; count replaced)."""
     count = 0
 
     def fix(value: Any) -> Any:
@@ -80,13 +69,7 @@ def _join(items: tuple[str, ...] | list[str]) -> str:
 
 def check_keys(doc: dict[str, Any], known: tuple[str, ...], where: str = "",
                error: type[FieldError] = FieldError) -> None:
-    """Refuse keys outside ``known``; ``where`` prefixes field names (``[1].``).
-
-    Raises:
-        FieldError (or ``error``): ``spelling`` for a snake_case spelling of a
-            known key (accepted: the camelCase one), ``unknown`` otherwise
-            (accepted: the known keys).
-    """
+    """Raises ``error`` (``spelling`` or ``unknown``) for a key outside ``known``."""
     for key in doc:
         if key in known:
             continue
@@ -97,13 +80,8 @@ def check_keys(doc: dict[str, Any], known: tuple[str, ...], where: str = "",
 
 
 def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) -> float | None:
-    """Epoch seconds of an RFC 3339 timestamp string; None when absent.
-
-    Raises:
-        FieldError (or ``error``): a number, or a string that is not RFC 3339
-            with a zone (``Z`` or ``+hh:mm``), or names no real time
-            (``2024-01-01T12:99:00Z``).
-    """
+    """Epoch seconds of an RFC 3339 string with a zone, None when absent;
+    raises ``error`` otherwise."""
     if value is None:
         return None
     if not isinstance(value, str) or not _RFC3339.match(value.strip()):
@@ -113,26 +91,17 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
     try:
         return datetime.fromisoformat(text).timestamp()
-    except (ValueError, OverflowError):  # month 99, hour 25...
+    except (ValueError, OverflowError):
         raise error(field, f"is not a real date and time: {value[:40]!r}", RFC3339_EXAMPLE,
                     "time") from None
 
 
 def rfc3339(ts: float | None) -> str | None:
-    """RFC 3339 UTC text of epoch seconds (``None`` stays None)."""
     return None if ts is None else format_time(ts)
 
 
-# -- alerts ---------------------------------------------------------------------
-
 def check_native_alert(raw: Any, where: str = "") -> None:
-    """The edge rules of one native alert before intake: an object, only the
-    camelCase keys of :data:`ALERT_KEYS`, times as RFC 3339 strings.
-
-    Raises:
-        AlertRejected: naming the field as sent (``[1].starts_at``) and the
-            accepted spelling or form.
-    """
+    """Raises ``AlertRejected`` unless an object of :data:`ALERT_KEYS`, RFC 3339 times."""
     if not isinstance(raw, dict):
         raise AlertRejected(where.rstrip(".") or "body", "must be a JSON object",
                             "an alert object or a list of them", "type")
@@ -142,16 +111,8 @@ def check_native_alert(raw: Any, where: str = "") -> None:
 
 
 def sized_alert(alert: Any, where: str, source: str, received_at: float) -> tuple[Any, bytes]:
-    """``(alert, its JSON bytes)`` when the alert fits one ``alerts.raw``
-    record of its own (:func:`alerting.wire.raw_room`: key, envelope and
-    alert within :data:`plait.records.MAX_RECORD_BYTES`, docs/kafka-rules.md
-    #17); ``where`` is its index prefix (``[3].``).
-
-    Raises:
-        AlertRejected: ``code`` ``size``, naming the alert (``[3]``, or
-            ``body`` for a lone alert), its size and the limit: it is refused
-            before anything is answered, so no accepted alert is lost.
-    """
+    """``(alert, its JSON bytes)``; ``AlertRejected`` (``size``) when it does
+    not fit one ``alerts.raw`` record (docs/kafka-rules.md #17)."""
     data = raw_alert_bytes(alert)
     room = raw_room(ordering_key(alert).encode(), source, received_at)
     if len(data) > room:
@@ -164,13 +125,9 @@ def sized_alert(alert: Any, where: str, source: str, received_at: float) -> tupl
 
 
 def counters_view(counters: dict[str, Any]) -> dict[str, Any]:
-    """The funnel counters with camelCase keys (``silenced_by`` ->
-    ``silencedBy``, ``http_5xx`` -> ``http5xx``); names inside maps (silence
-    ids, dedupe reasons) are data and stay as they are."""
+    """The funnel counters with camelCase top-level keys."""
     return {camel(k): v for k, v in counters.items()}
 
-
-# -- silences -------------------------------------------------------------------
 
 def public_field(field: str) -> str:
     parts = field.split(".")
@@ -210,20 +167,14 @@ def _interval(spec: Any, where: str) -> dict[str, Any]:
 def _zone_exists(name: str) -> bool:
     try:
         ZoneInfo(name)
-    except Exception:  # not found, malformed ("../x", NUL), a directory...
+    except Exception:
         return False
     return True
 
 
 def parse_silence_request(doc: Any, now: float, silence_id: str) -> Silence:
-    """A :class:`Silence` from a ``POST /silences`` body (keys
-    :data:`SILENCE_KEYS`; ``startsAt`` / ``endsAt`` RFC 3339; ``timeIntervals``
-    of ``{weekdays, times: [{startTime, endTime}], location}``).
-
-    Raises:
-        SilenceRefused: naming the field as the caller spelt it and what would
-            be accepted (every internal name is translated back).
-    """
+    """A :class:`Silence` from a ``POST /silences`` body; ``SilenceRefused``
+    names the field as the caller spelt it."""
     if not isinstance(doc, dict):
         raise SilenceRefused("body", "must be a JSON object",
                              "{matchers, endsAt, createdBy, comment, ...}", "type")
@@ -252,10 +203,8 @@ def _hhmm(minutes: int) -> str:
 
 
 def silence_view(d: dict[str, Any], now: float, counts: dict[str, int]) -> dict[str, Any]:
-    """The public JSON of a stored silence (``Silence.to_dict`` form) at
-    ``now`` (epoch seconds): camelCase, RFC 3339 times, ``status``
-    (``pending`` / ``active`` / ``expired``), ``activeNow`` (inside its time
-    intervals too) and ``silenced`` (alerts it silenced, from ``counts``)."""
+    """The public JSON of a stored silence at ``now`` (epoch s), with
+    ``status``, ``activeNow`` and ``silenced`` (from ``counts``)."""
     s = Silence.from_dict(d)
     if s.ends_at is not None and now >= s.ends_at:
         state = "expired"

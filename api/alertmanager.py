@@ -1,48 +1,9 @@
-"""Alertmanager's API v2, the part clients use, so Prometheus, amtool and
-Grafana point at Plait unchanged.
-
-Paths, bodies and status codes follow Alertmanager's OpenAPI
-(``api/v2/openapi.yaml`` of prometheus/alertmanager)::
-
-    POST   /api/v2/alerts            200; 400 (a JSON string naming each bad alert)
-    GET    /api/v2/alerts            gettableAlerts (filter, silenced, inhibited,
-                                     active, unprocessed, receiver)
-    GET    /api/v2/alerts/groups     alertGroups
-    GET    /api/v2/silences          gettableSilences (filter, creator)
-    POST   /api/v2/silences          200 {"silenceID"}; 400; 404 (unknown id to update)
-    GET    /api/v2/silence/{id}      gettableSilence; 404
-    DELETE /api/v2/silence/{id}      200; 404
-    GET    /api/v2/status            alertmanagerStatus (the config as Alertmanager's, secrets redacted)
-    GET    /api/v2/receivers         [receiver]
-    POST   /-/reload                 200; 400 ``failed to reload config: <key>: ...``
-                                     (re-reads the configuration file; the old one
-                                     stays when the file is bad)
-
-Errors are raised (``plait.errors``) like everywhere else; the one handler
-(``api.envelope``) answers them on these paths the way Alertmanager does: a
-JSON string body, 400 for caller input (``[3].labels: is required and
-must not be empty``), 404 for an unknown silence. Authentication errors keep the
-Plait envelope (Alertmanager has none).
-
-Alertmanager behaviours kept: a POST with some bad alerts takes the valid ones
-and answers 400 naming the others (index and field); labels with an empty
-value are dropped before validation; a new silence starting in the past
-starts now, one ending in the past is refused; updating a silence (``id`` in
-the body) keeps its id when matchers are unchanged and it has not expired,
-else expires it and creates a new one; silences are listed active first
-(ending soonest), then pending, then expired; filters match like
-``matchFilterLabels`` (an ``=""`` filter matches an absent label).
-
-State: alerts come from the read model the funnel partitions publish
-(:mod:`alerting.view`, bounded, at most ~2 s old), merged with the alerts
-this process accepted since (:class:`alerting.view.RecentAlerts`, bounded
-by count and age), so an alert is listed as soon as its POST is answered;
-their ``silencedBy`` and ``inhibitedBy`` are also computed at query time
-against the silence store and the listed firing alerts
-(:func:`alerting.view.inhibited_now`), as Alertmanager's API does, so a
-silence just created or an inhibiting source just posted shows at once. Silences are
-:class:`alerting.silence_store.SilenceStore`'s, the store of ``/silences`` too.
-"""
+"""Alertmanager's API v2 (paths, bodies, status codes of its
+``api/v2/openapi.yaml``), so Prometheus, amtool and Grafana use Plait
+unchanged. Errors on these paths are Alertmanager's JSON strings
+(``api.envelope``). Alerts come from the funnel's read model plus this
+process's recent posts; silences and inhibitions are applied at query time,
+as Alertmanager does."""
 from __future__ import annotations
 
 import socket
@@ -77,8 +38,6 @@ MATCHER_FORMS = ('name="value" with =, !=, =~ or !~ (Alertmanager 0.25-0.28 synt
                  'quoted: "cloud.account.name"="prod")')
 _STARTED = time.time()
 
-
-# -- schemas (OpenAPI; answers are built as plain JSON) ----------------------------------
 
 class Receiver(BaseModel):
     """``receiver``."""
@@ -125,14 +84,13 @@ class AMMatcher(BaseModel):
     """``matcher``: ``isRegex`` / ``isEqual`` pick ``=``, ``!=``, ``=~``, ``!~``."""
     name: str
     value: str
-    isRegex: StrictBool  # "yes", "false" or 1 are refused, as Alertmanager refuses them
+    isRegex: StrictBool  # as Alertmanager, "yes" or 1 are refused
     isEqual: StrictBool = True
 
     @field_validator("isEqual", mode="before")
     @classmethod
     def _null_is_default(cls, v: Any) -> Any:
-        """``"isEqual": null`` is the default (true), as Alertmanager's
-        ``*bool`` with ``default: true`` reads it."""
+        """``null`` is true, as Alertmanager's ``*bool`` default reads it."""
         return True if v is None else v
 
 
@@ -204,15 +162,9 @@ _BAD = {"model": str, "description": "Bad request: a text naming each bad field"
 _NOT_FOUND = {"model": str, "description": "No silence with that id"}
 
 
-# -- helpers -------------------------------------------------------------------------------
-
 def parse_filters(values: list[str] | None, field: str = "filter") -> list[Matcher]:
-    """The matchers of every ``filter`` query value (each one matcher or a
-    selector ``{a="1",b="2"}``).
-
-    Raises:
-        FieldError: naming ``filter`` and the bad text (400 on these routes).
-    """
+    """The matchers of every ``filter`` value (a matcher or ``{a="1",b="2"}``).
+    Raises ``FieldError`` (400)."""
     out: list[Matcher] = []
     for text in values or []:
         try:
@@ -236,11 +188,7 @@ def filter_matches(matchers: list[Matcher], labels: dict[str, str]) -> bool:
 
 
 def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
-    """A predicate on ``receivers`` for the ``receiver`` regex (anchored).
-
-    Raises:
-        FieldError: an invalid regex (400).
-    """
+    """A predicate for the anchored ``receiver`` regex; ``FieldError`` (400) if invalid."""
     if pattern is None:
         return None
     rx, problem = compile_regex(pattern)
@@ -284,8 +232,7 @@ def _ts(value: datetime) -> float:
 
 
 def _duration(seconds: float) -> str:
-    """Seconds as an Alertmanager duration in its largest whole unit (``4h``,
-    ``5m``, ``30s``, ``1500ms``)."""
+    """Seconds as an Alertmanager duration in its largest whole unit (``4h``)."""
     ms = round(seconds * 1000)
     if ms == 0:
         return "0s"
@@ -301,8 +248,7 @@ def _am_names(names: list[str]) -> list[str]:
 
 
 def _am_matchers(texts: list[str]) -> list[str]:
-    """Matchers with ``rule`` spelt ``alertname`` (Plait's matchers see both;
-    an Alertmanager user tests routes with ``alertname``)."""
+    """Matchers with ``rule`` spelt ``alertname``."""
     out = []
     for m in (parse_matcher(t) for t in texts):
         out.append(str(Matcher("alertname", m.op, m.value) if m.name == "rule" else m))
@@ -334,17 +280,10 @@ def _am_route(route: Any) -> dict[str, Any]:
 
 
 def alertmanager_config(config: Any) -> str:
-    """The alerting config as an Alertmanager configuration file, what
-    ``/api/v2/status`` ``config.original`` holds and amtool reads back
-    (``amtool config routes``, ``config routes test``; Alertmanager's
-    "Configuration" doc): ``global.resolve_timeout``, the route tree with
-    ``group_by`` / ``group_wait`` / ``group_interval`` / ``repeat_interval``,
-    receivers (one ``*_configs`` entry each, secrets as ``<secret>``; a
-    Teams receiver as a webhook), ``inhibit_rules`` and ``time_intervals``.
-    ``rule`` is spelt ``alertname`` in ``group_by``, ``equal`` and matchers. Plait's
-    own settings (token buckets, batch size, dedupe, delivery retries,
-    templates, payload format) have no Alertmanager field and are not
-    listed. "" without a config."""
+    """The alerting config as an Alertmanager configuration file (Alertmanager's
+    "Configuration" doc), for ``config.original`` and ``amtool config routes``:
+    secrets ``<secret>``, ``rule`` as ``alertname``, Plait-only settings left
+    out; "" without a config."""
     if config is None:
         return ""
     t = config.timing
@@ -375,8 +314,6 @@ def _version() -> str:
     except Exception:
         return "unknown"
 
-
-# -- routes -----------------------------------------------------------------------------------
 
 router = APIRouter(**AM_ROUTER)
 
@@ -428,8 +365,7 @@ def keep(v: dict[str, Any], matchers: list[Matcher], receivers, active: bool,
 
 
 def may_manage_silences(caller: Caller | None) -> None:
-    """Raises Forbidden (403) unless ``caller`` (None: no credential needed)
-    holds ``silenceManage``."""
+    """Raises Forbidden (403) unless ``caller`` (if any) has ``silenceManage``."""
     if caller is not None and not caller.silenceManage:
         raise Forbidden(f"caller {caller.sysCode} may not manage silences: its registry "
                         "entry needs 'silenceManage: true'")
@@ -454,8 +390,7 @@ async def post_alerts(request: Request, state: Alerting = Depends(get_alerting),
         raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
     good, errors, accepted = [], [], []
     for i, a in enumerate(doc):
-        # removeEmptyLabels, as intake does too: here so the record's ordering key
-        # (``publish``) sees the label set intake identifies the alert by
+        # removeEmptyLabels before the ordering key is computed
         if isinstance(a, dict) and isinstance(a.get("labels"), dict):
             a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
         try:
@@ -495,7 +430,7 @@ async def get_alerts(active: bool = True, silenced: bool = True, inhibited: bool
     now = time.time()
     matchers, receivers = parse_filters(filter), receiver_filter(receiver)
     alerts: dict[str, dict[str, Any]] = {}
-    for v in await current(state, silences, ingest, now):  # a continue route's copy: one more receiver
+    for v in await current(state, silences, ingest, now):
         v.pop("_group", None)
         v.pop("_route", None)
         have = alerts.setdefault(v.get("fingerprint", ""), v)

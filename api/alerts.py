@@ -1,21 +1,6 @@
-"""Native alert ingest, silences and counters over HTTP (camelCase, RFC 3339
-times, ``api.alerting_edge``); the Alertmanager API v2 is ``api.alertmanager``.
-
-- ``POST /alerts``: one native alert or a list (``rule``, ``asset``,
-  ``severity``, ``status``, ``labels``, ``annotations``, ``time``); 202 with
-  the raw ids (``<event id>:<index>``) the ledger will name.
-- ``POST /silences`` (refuses broad ones unless ``allowBroad``),
-  ``GET /silences``, ``DELETE /silences/{id}``.
-- ``GET /alerts/counters``: counters per outcome, summed over partitions.
-
-Every alert is validated on its own: a bad alert is refused naming its
-index and field (``[1].labels.severity: ...``) and the valid ones of the
-same request go on (202 listing the refused ones, or 422 when none is
-valid). A lone UTF-16 surrogate becomes U+FFFD and is counted
-(``replacedCharacters``). An alert too large for one ``alerts.raw`` record
-is refused like a bad one (``code`` ``size``), as is a silence too large
-for one ``alerts.funnel`` record. Gates: :mod:`api.alerting_deps`.
-"""
+"""Native alert ingest, silences and counters over HTTP (camelCase, RFC 3339,
+``api.alerting_edge``). Each alert is validated on its own: the valid ones
+of a request go on, the bad ones are named by index and field."""
 from __future__ import annotations
 
 import time

@@ -1,10 +1,5 @@
-"""The Plait API (docs/events.md, "The export request contract").
-
-``POST /export/tasks`` validates and emits ExportRequested, answering the task
-id at once; reads come from the Redis projection; downloads are served behind
-HMAC-signed, expiring links (local store) or presigned S3 URLs.
-:func:`create_api` puts the services on ``app.state`` and includes the routers.
-"""
+"""The Plait API (docs/events.md, "The export request contract"): services
+on ``app.state``, the routers, signed download links."""
 from __future__ import annotations
 
 import asyncio
@@ -41,8 +36,7 @@ router = APIRouter()
 
 
 def _register_state_collector(collector) -> None:
-    """Register the scrape-time state gauges once per process (the last API
-    built wins: tests build several)."""
+    """Register the state gauges once per process (the last API built wins)."""
     global _STATE_COLLECTOR
     from prometheus_client import REGISTRY
 
@@ -54,9 +48,7 @@ def _register_state_collector(collector) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI):
-    """SIGHUP re-reads the alerting configuration (as Alertmanager); the
-    producer is warmed so the first ``POST /api/v2/alerts`` is as fast as
-    the next ones; Redis is closed at shutdown."""
+    """SIGHUP re-reads the alerting config (as Alertmanager); warm the producer."""
     alerting = getattr(app.state, "alerting", None)
     if alerting is not None:
         from alerting.amconfig import on_sighup
@@ -84,8 +76,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     tracing.setup("plait-api")
     _register_state_collector(StateCollector(settings.redis_url, settings.redis_prefix,
                                              settings.broker_url, Topics(settings.topic_prefix).name(DLQ)))
-    # /docs and /redoc load Swagger UI and ReDoc from the fastapi-offline package's
-    # files (served under /static-offline-docs), never from a CDN
+    # Swagger UI and ReDoc served locally, never from a CDN
     app = FastAPIOffline(title="Plait", lifespan=lifespan,
                          dependencies=[Depends(refuse_snake_query)])
     app.state.services = sv
@@ -107,16 +98,9 @@ def create_api(settings: Settings | None = None) -> FastAPI:
 
 
 def install_alerting(app: FastAPI, settings: Settings, services: Services | None = None) -> None:
-    """Put :class:`Alerting`, the silence store and the alert publisher on
-    ``app.state`` and include the alerting routers. ``services``
-    (``api.services.Services``) gives the caller registry, Redis and the one
-    producer; without it they are made from ``settings``. The app must
-    install ``api.envelope.install_error_handlers``.
-
-    Raises:
-        plait.errors.ConfigError: the alerting config or the caller registry
-            is invalid; the text names the key.
-    """
+    """Put the alerting state on ``app.state`` and include its routers (shares
+    ``services``' registry, Redis, producer when given). ``ConfigError`` names
+    the bad key."""
     if services is not None:
         callers, redis, producer = services.callers, services.projection.redis, services.producer
     else:
@@ -135,8 +119,7 @@ def install_alerting(app: FastAPI, settings: Settings, services: Services | None
 
 
 def _register_collector(settings: Settings) -> None:
-    """Expose the funnel counters on the default Prometheus registry (once per
-    process; a later app just repoints it)."""
+    """Expose the funnel counters on the Prometheus registry, once per process."""
     global _COLLECTOR
     key = K.alert_counters(settings.redis_prefix)
     if _COLLECTOR is None:

@@ -1,17 +1,6 @@
-"""Request authentication and tenant scoping for the API.
-
-Every call from a business system is signed (``plait.signature``): the
-``X-Plait-AppKey`` names the caller, ``X-Plait-Timestamp`` must be within
-``skew`` seconds of the server clock, ``X-Plait-Nonce`` may be used once
-within ``2 * skew`` seconds (kept in Redis with ``SET NX EX``), and
-``X-Plait-Signature`` must be the HMAC-SHA256 (RFC 2104) of the canonical
-request under the caller's ``appSecret``. Failures raise :class:`AuthError`;
-its message says what was wrong and never echoes a secret or a signature.
-
-Tenant rule: a caller sees only tasks of its own ``sysCode``, and a user only
-their own tasks; anything else answers 404 like an unknown task, so the
-existence of other tenants' tasks does not leak (:func:`task_visible`).
-"""
+"""Request authentication (signed requests, ``plait.signature``: HMAC-SHA256,
+RFC 2104; bearer tokens, RFC 6750) and tenant scoping: another tenant's task
+answers 404 like an unknown one."""
 from __future__ import annotations
 
 import hmac
@@ -45,26 +34,9 @@ def _header(headers: Mapping[str, str], name: str) -> str:
 async def verify_request(method: str, path: str, query: QueryLike, body: bytes,
                          headers: Mapping[str, str], registry: CallerRegistry, redis: Any,
                          prefix: str, now: float, skew: int = DEFAULT_SKEW_SECONDS) -> Caller:
-    """Authenticate one signed request; returns the calling :class:`Caller`.
-
-    Args:
-        method, path: HTTP method and the decoded URL path (no query).
-        query: the raw query string (or pairs), as received.
-        body: the raw body bytes, as received (``b""`` when none).
-        headers: request headers (any case).
-        registry: the caller registry.
-        redis: a ``redis.asyncio`` client (for the nonce store).
-        prefix: the deployment's Redis key prefix (``Settings.redis_prefix``).
-        now: current Unix time, seconds.
-        skew: allowed clock difference, seconds; nonces are kept ``2 * skew``.
-
-    Checks in order: headers present and well-formed, appKey known, timestamp
-    within ``skew``, signature valid, nonce unused. The nonce is recorded
-    only after the signature is valid, so unsigned traffic cannot fill Redis.
-
-    Raises:
-        AuthError: status 401 with the reason; 503 when Redis cannot be reached.
-    """
+    """The :class:`Caller` of a signed request (raw query and body as received;
+    ``now``, ``skew`` in seconds; nonces kept ``2 * skew``, recorded only once
+    the signature is valid). Raises ``AuthError`` 401, or 503 without Redis."""
     app_key = _header(headers, HEADER_APP_KEY)
     timestamp = _header(headers, HEADER_TIMESTAMP)
     nonce = _header(headers, HEADER_NONCE)
@@ -96,60 +68,30 @@ async def verify_request(method: str, path: str, query: QueryLike, body: bytes,
 async def verify_starlette_request(request: Any, registry: CallerRegistry, redis: Any,
                                    prefix: str, now: float,
                                    skew: int = DEFAULT_SKEW_SECONDS) -> Caller:
-    """:func:`verify_request` for a Starlette/FastAPI ``Request`` (reads and
-    caches its body, so FastAPI's body parsing still works afterwards).
-
-    Raises:
-        AuthError: as :func:`verify_request`.
-    """
+    """:func:`verify_request` of a Starlette ``Request`` (its body cached)."""
     body = await request.body()
     return await verify_request(request.method, request.url.path, request.url.query, body,
                                 request.headers, registry, redis, prefix, now, skew)
 
 
 def task_visible(task: Mapping[str, Any] | None, caller: Caller, user_id: str | None) -> bool:
-    """True when ``task`` (a projection state) belongs to ``caller``'s sysCode
-    and to ``user_id``. The API answers 404 for False exactly as for an unknown
-    task, on read, cancel, events and download (no leak of existence).
-
-    ``user_id`` None or empty is never visible: every task call must name
-    the user it acts for.
-    """
+    """Whether ``task`` is ``caller``'s and ``user_id``'s (no ``user_id``: never)."""
     if not task or not user_id:
         return False
     return task.get("sysCode") == caller.sysCode and task.get("userId") == user_id
 
 
 def bearer_required(registry: CallerRegistry | None, shared_token: str) -> bool:
-    """Whether the alerting routes need a credential: yes when any is
-    configured, a caller registry (``PLAIT_CALLERS_FILE``) or the shared
-    token (``PLAIT_ALERTMANAGER_TOKEN``); no in open dev mode. Then every
-    ``/api/v2`` route and every native route that changes alerting state
-    (``POST /alerts``, ``POST /silences``, ``DELETE /silences/{id}``)
-    needs one: authentication is all or nothing, whichever is configured."""
+    """Whether alerting routes need a credential: when a caller registry or
+    ``PLAIT_ALERTMANAGER_TOKEN`` is configured."""
     return registry is not None or bool(shared_token)
 
 
 def verify_bearer(headers: Mapping[str, str], registry: CallerRegistry | None,
                   shared_token: str) -> Caller | None:
-    """Authenticate ``Authorization: Bearer <token>`` (RFC 6750 s2.1) on the
-    Alertmanager-compatible routes (and the native alerting routes that
-    change state, as an alternative to a signed request), the header Prometheus
-    (``alertmanagers[].authorization``) and amtool (``--http.config.file``)
-    send.
-
-    The token is compared in constant time with ``shared_token`` (the
-    ``PLAIT_ALERTMANAGER_TOKEN`` setting) and with each caller's
-    ``alertmanagerToken``.
-
-    Returns:
-        The caller whose token matched, or None for the shared token.
-
-    Raises:
-        AuthError: 401 when the header is missing, not ``Bearer``, or the
-            token is unknown (the message never echoes the token).
-        Forbidden: 403 when the token is a caller's that lacks ``alertIngest``.
-    """
+    """The caller of ``Authorization: Bearer <token>`` (RFC 6750 s2.1), None
+    for the shared token. Raises ``AuthError`` (401) or ``Forbidden`` (403:
+    no ``alertIngest``)."""
     value = headers.get("authorization") or headers.get("Authorization") or ""
     scheme, _, token = value.strip().partition(" ")
     if not value:

@@ -1,23 +1,7 @@
-"""The operator's console served by the API (issue 15): the export center
-(``/ui/exports``) and the alert console (``/ui/alerts``).
-
-Static HTML, CSS and vanilla JavaScript from ``api/static`` (no build step,
-no run-time dependency). The pages use the existing JSON API: the export
-center lists ``/export/tasks``, follows ``/export/tasks/{id}/events`` (SSE)
-and cancels/downloads through the same routes; with a caller registry it
-signs each request in the browser (WebCrypto HMAC-SHA256 of the canonical
-request of ``plait.signature``) with the appKey/appSecret the operator types
-(kept in the tab's sessionStorage), so a caller sees its own tasks only,
-exactly as through the API. The alert console reads the Alertmanager API v2
-(``/api/v2/...``, bearer token when required), ``/alerts/counters`` and
-``/ui/receivers`` (receiver token buckets and last delivery results from the
-alert view read model, ``alerting.view.read_receivers``); its silence preview
-asks ``GET /api/v2/alerts?filter=...`` so the matcher rules stay the server's.
-"Run again" in the export center posts the ``spec`` of ``GET
-/export/tasks/{taskId}`` to ``POST /export/tasks?reuse=false``. Every label,
-annotation and task field is inserted as text (``Plait.el``), links only when
-http(s).
-"""
+"""The operator's console: the export center (``/ui/exports``) and the alert
+console (``/ui/alerts``), static files from ``api/static`` over the public
+JSON API; with a caller registry the browser signs each request
+(``plait.signature``), so a caller sees only its own tasks."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,9 +19,7 @@ STATIC = Path(__file__).parent / "static"
 
 
 def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
-    """Add ``/ui/...`` to ``app``: the two pages, their static files,
-    ``/ui/config`` (``{"signed", "alerting", "bearer"}``: what the pages must
-    ask for) and ``/ui/receivers``."""
+    """Add the ``/ui/...`` routes and static files to ``app``."""
     router = APIRouter()
 
     @router.get("/ui", include_in_schema=False)
@@ -47,12 +29,10 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
 
     @router.get("/ui/exports", include_in_schema=False)
     async def exports_page():
-        """The export center page."""
         return FileResponse(STATIC / "exports.html", headers={"Cache-Control": "no-cache"})
 
     @router.get("/ui/alerts", include_in_schema=False)
     async def alerts_page():
-        """The alert console page."""
         return FileResponse(STATIC / "alerts.html", headers={"Cache-Control": "no-cache"})
 
     @router.get("/ui/config")
@@ -72,7 +52,7 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
         workers published (missing fields until a worker published)."""
         from alerting.view import read_receivers
 
-        live = getattr(app.state, "alerting", None)  # the configuration in use (reloads too)
+        live = getattr(app.state, "alerting", None)
         config = live.config if live is not None else None
         if config is None:
             return JSONResponse({"receivers": []})

@@ -1,17 +1,7 @@
-"""The response envelope ``{"code", "message", "data"}`` beside a matching
-HTTP status (docs: README "API errors"), and the ONE place where errors
-become HTTP answers (:func:`install_error_handlers`).
-
-Every 4xx names the field as the caller spelt it (a dotted camelCase path
-such as ``documentConfig.fileName``; ``body`` for the whole body) and says
-what would be accepted::
-
-    {"code": 422, "message": "invalid request: documentConfig.fileFormat: ...",
-     "data": {"errors": [{"field": "documentConfig.fileFormat",
-                          "rule": "is not one of the formats",
-                          "accepted": "csv, xlsx, parquet or jsonl",
-                          "code": "literal_error"}]}}
-"""
+"""The envelope ``{"code", "message", "data"}`` (code = HTTP status; README
+"API errors") and the one place errors become HTTP answers. A 4xx lists
+``data.errors[]`` of ``{field, rule, accepted, code}``, ``field`` a dotted
+camelCase path as the caller spelt it (``body``: the whole body)."""
 from __future__ import annotations
 
 import json
@@ -29,7 +19,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid, Unavailable
 
-#: Called with (request, error) for every 401/403/503 AuthError (the audit trail).
+#: Called with (request, error) for every AuthError (the audit trail).
 OnRefused = Callable[[Request, AuthError], Awaitable[None]]
 
 _LEADING_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*): (.+)$", re.S)
@@ -41,27 +31,19 @@ def envelope(status: int, message: str, data: Any = None) -> JSONResponse:
 
 
 def error_response(exc: PlaitError) -> JSONResponse:
-    """The envelope for any :class:`PlaitError`: ``exc.status`` and ``exc.data()``;
-    field errors are prefixed ``invalid request:``; an error's ``headers``
-    (``Retry-After`` of a 429) are sent along."""
+    """The envelope of a :class:`PlaitError`, with its ``headers`` (Retry-After)."""
     message = f"invalid request: {exc.message}" if isinstance(exc, FieldError) else exc.message
     resp = envelope(exc.status, message, exc.data())
     resp.headers.update(getattr(exc, "headers", None) or {})
     return resp
 
 
-#: Paths answered in Alertmanager's error shape (see :func:`alertmanager_error`).
 ALERTMANAGER_PREFIX = "/api/v2/"
 
 
 def alertmanager_error(exc: PlaitError) -> JSONResponse:
-    """An error on Alertmanager's API paths, as Alertmanager answers it (its
-    OpenAPI: ``BadRequest`` / ``InternalServerError`` are a JSON *string*;
-    amtool and Prometheus decode nothing else): 400 for caller input (a
-    :class:`FieldError`, whose text names each field), else the error's status.
-    Authentication errors are not answered here (Alertmanager has none; they
-    keep the envelope). A body that is not JSON by its Content-Type is 415,
-    as Alertmanager answers it."""
+    """An error as Alertmanager's OpenAPI answers it: a JSON string; 400 for
+    caller input, 415 for a non-JSON Content-Type, else the error's status."""
     status = exc.status
     if isinstance(exc, FieldError):
         status = 415 if exc.code == "content_type" else 400
@@ -88,7 +70,6 @@ def _camel(name: str) -> str:
 
 
 def _model_fields(model: Any, path: list[str]) -> list[str] | None:
-    """Field names of the pydantic model reached by ``path`` from ``model``."""
     from pydantic import BaseModel
 
     current = model
@@ -145,12 +126,8 @@ def _accepted_from_ctx(ctx: dict[str, Any]) -> str | None:
 
 
 def field_error(err: dict[str, Any], model: Any = None, content_type: str | None = None) -> FieldError:
-    """One pydantic error (``exc.errors()`` item) as a :class:`FieldError`
-    naming the field as the caller spelt it and what would be accepted.
-
-    ``model`` is the body's pydantic model: with it an unknown key that is the
-    snake_case spelling of a known field is answered with that field's name.
-    """
+    """One pydantic error as a :class:`FieldError`; with the body's ``model``,
+    a snake_case key of a known field is answered with the camelCase name."""
     kind, loc, msg = err.get("type", ""), list(err.get("loc") or ()), str(err.get("msg", ""))
     field = field_path(loc)
     ctx = err.get("ctx") or {}
@@ -164,7 +141,7 @@ def field_error(err: dict[str, Any], model: Any = None, content_type: str | None
         m = _LEADING_FIELD.match(msg)
         known = _model_fields(model, path) if model is not None and path is not None else None
         first = msg.split(" ", 1)
-        if m:  # "timeZone: unknown IANA time zone" raised by a model validator
+        if m:  # "timeZone: ..." from a model validator
             field = m.group(1) if field == "body" else f"{field}.{m.group(1)}"
             msg = m.group(2)
         elif known and len(first) == 2 and first[0] in known:  # "dataApiUrl is required ..."
@@ -212,31 +189,24 @@ def _body_model(request: Request) -> Any:
 
 
 async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 naming every invalid field, the rule it broke and what is accepted
-    (400 with a text on Alertmanager's paths)."""
+    """422 naming every invalid field (400 text on Alertmanager's paths)."""
     return _answer(request, validation_errors(list(exc.errors()), _body_model(request),
                                               request.headers.get("content-type")))
 
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    """Unknown routes (404), wrong methods (405), unparsable bodies (400 -> 422
-    naming ``body``, also for bytes that are not UTF-8): the same envelope as
-    the rest."""
+    """404, 405 and unparsable bodies (422 naming ``body``) in the envelope."""
     if exc.status_code == 400 and "JSON" in str(exc.detail):
         return _answer(request, _json_error(exc))
-    if exc.status_code == 400:  # "There was an error parsing the body": not UTF-8 text
+    if exc.status_code == 400:  # not UTF-8
         return _answer(request, FieldError("body", "could not be read: it is not UTF-8 JSON "
                                            "text", _JSON_BODY, "json"))
     return envelope(exc.status_code, str(exc.detail))
 
 
 def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) -> None:
-    """Map every error to its HTTP answer, for the whole app: request
-    validation -> 422 naming each field; :class:`PlaitError` -> its ``status``
-    with its ``data()``; Redis unreachable or timing out -> 503; Starlette
-    HTTP errors -> the envelope. On Alertmanager's paths (``/api/v2/``) the
-    same errors take Alertmanager's shape (:func:`alertmanager_error`).
-    ``on_refused(request, error)`` runs first for each :class:`AuthError`."""
+    """Map every error to its answer: validation 422, :class:`PlaitError` its
+    status, Redis down 503; ``on_refused`` runs first for each :class:`AuthError`."""
 
     async def plait_error(request: Request, exc: PlaitError) -> JSONResponse:
         if isinstance(exc, AuthError) and on_refused is not None:
@@ -255,19 +225,12 @@ def install_error_handlers(app: FastAPI, on_refused: OnRefused | None = None) ->
 
 
 def _route_query(request: Request) -> set[str]:
-    """The query parameter names the request's route takes."""
     dependant = getattr(request.scope.get("route"), "dependant", None)
     return {p.alias for p in getattr(dependant, "query_params", None) or []}
 
 
 async def refuse_snake_query(request: Request) -> None:
-    """App-wide dependency: a query parameter spelt in snake_case whose
-    camelCase form the route takes (``?user_id=`` for ``userId``) is a 422
-    naming it and the accepted spelling, instead of being silently ignored.
-
-    Raises:
-        FieldError: code ``spelling``.
-    """
+    """Raises ``FieldError`` (``spelling``) for ``?user_id=`` where the route takes ``userId``."""
     known = _route_query(request)
     for name in request.query_params:
         if "_" in name and name not in known and _camel(name) in known:
@@ -275,13 +238,8 @@ async def refuse_snake_query(request: Request) -> None:
 
 
 async def refuse_unknown_query(request: Request) -> None:
-    """Route dependency: a query parameter the route does not take is a 422
-    naming it and listing those it takes (a misspelt filter would otherwise
-    widen the answer silently).
-
-    Raises:
-        FieldError: code ``unknown``.
-    """
+    """Raises ``FieldError`` (``unknown``) for a query parameter the route does
+    not take: a misspelt filter would silently widen the answer."""
     known = _route_query(request)
     for name in request.query_params:
         if name not in known:
@@ -290,12 +248,7 @@ async def refuse_unknown_query(request: Request) -> None:
 
 
 def parse_json_body(raw: bytes) -> Any:
-    """The JSON document of a raw request body (routes that read the body
-    themselves).
-
-    Raises:
-        FieldError: ``body`` when empty or not JSON (with line and column).
-    """
+    """The JSON document of a raw body; ``FieldError`` when empty or not JSON."""
     if not raw.strip():
         raise FieldError("body", "is empty", "a JSON document, sent with "
                          "Content-Type: application/json", "required")

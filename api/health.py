@@ -1,12 +1,5 @@
-"""``/health/live`` and ``/health/ready``.
-
-``/health/live``: the process answers (200, nothing checked), for a liveness
-probe. ``/health/ready``: 200 when Redis, the broker, every Plait topic and
-the object store (a probe object written and deleted: the bucket exists and
-is writable) are fine, else 503; the body names each dependency's state
-(``streams.health.dependencies``). Workers answer the same with
-``python -m streams.health --ready``. ``/health`` (``api.app``) checks Redis only.
-"""
+"""``/health/live`` (nothing checked) and ``/health/ready`` (dependencies, as
+``python -m streams.health --ready``)."""
 from __future__ import annotations
 
 import asyncio

@@ -31,12 +31,8 @@ class AlertIngest:
         self._partitions: int | None = None
 
     async def send(self, records: list[Record]) -> None:
-        """Produce ``(topic, key, value, partition)`` records and wait for
-        their acks (in a thread: never blocks the loop).
-
-        Raises:
-            Unavailable: an event was not acknowledged within :attr:`ack_timeout` s (503).
-        """
+        """Produce ``(topic, key, value, partition)`` records, acked, off the
+        loop; ``Unavailable`` (503) after :attr:`ack_timeout` s."""
         try:
             await asyncio.to_thread(self.producer.send_records, records, self.ack_timeout)
         except RuntimeError as e:
@@ -44,16 +40,9 @@ class AlertIngest:
 
     async def publish(self, alerts: list[tuple[Any, bytes]], source: str,
                       received_at: float) -> list[str]:
-        """Send alerts (``(alert, its JSON)`` from ``api.alerting_edge.sized_alert``)
-        keyed by what identifies them (rule and asset), so a firing and its
-        resolve share a partition and stay in order; each record holds at
-        most :data:`CHUNK` alerts and :data:`plait.records.MAX_RECORD_BYTES`
-        bytes (``alerting.wire.pack_raw``). Returns the raw ids
-        (``<event id>:<index>``) in input order.
-
-        Raises:
-            Unavailable: Kafka did not acknowledge in time (503).
-        """
+        """Send ``(alert, JSON)`` pairs keyed by rule and asset (a firing and its
+        resolve stay in order); the raw ids ``<event id>:<index>`` in input
+        order. ``Unavailable`` (503) when not acked in time."""
         by_key: dict[str, list[int]] = {}
         for i, (alert, _data) in enumerate(alerts):
             by_key.setdefault(ordering_key(alert), []).append(i)
@@ -71,15 +60,11 @@ class AlertIngest:
 
         with tracing.span("alert.ingest", **{"plait.source": source,
                                              "plait.alerts": len(alerts)}):
-            await self.send(records)  # the records carry this span's traceparent header
+            await self.send(records)
         return ids
 
     async def broadcast(self, key: bytes, value: bytes) -> None:
-        """Send one command to every ``alerts.funnel`` partition.
-
-        Raises:
-            Unavailable: Kafka did not acknowledge in time (503).
-        """
+        """Send one command to every ``alerts.funnel`` partition (``Unavailable``: 503)."""
         n = await self.funnel_partitions()
         await self.send([(self.topics.name(FUNNEL_TOPIC), key, value, p) for p in range(n)])
 
@@ -96,11 +81,8 @@ class AlertIngest:
         return self._partitions
 
     async def warm(self) -> None:
-        """Look up ``alerts.funnel``'s partitions now (the broker connection
-        and the topic's metadata) so the first POST does not pay for them; a
-        broker that does not answer leaves them to the first POST (logged,
-        never raised)."""
+        """Look up ``alerts.funnel``'s partitions before the first POST; never raises."""
         try:
             await self.funnel_partitions()
-        except Exception as exc:  # the API still starts; the first POST retries
+        except Exception as exc:
             logging.getLogger("plait.api").warning("Kafka producer warm-up failed: %s", exc)

@@ -1,21 +1,6 @@
-"""What the OpenAPI document (``GET /openapi.json``) says about every route:
-the error envelope and which error statuses a route can answer, request
-bodies of routes that read their body themselves, and links between
-operations.
-
-Routes use:
-
-- ``responses=errors(401, 404, ...)``: each status documented with
-  :class:`ErrorEnvelope` (422 is added unless the route takes no input),
-  merged with ``ok(...)`` for extra success answers;
-- ``openapi_extra=request_body(Model, ...)`` for a body parsed by the route
-  itself (``api.envelope.parse_json_body``), so its own error messages stay;
-  the model is only the document, registered as a component by
-  :func:`install_openapi`;
-- ``link(...)``: an OpenAPI link (``$response.body#/data/taskId`` ->
-  ``taskId``) so clients and schemathesis' stateful tests can follow
-  ``POST /export/tasks`` to the task routes.
-"""
+"""What ``GET /openapi.json`` says beyond FastAPI's own: error statuses with
+their envelope (:func:`errors`), bodies routes parse themselves
+(:func:`request_body`), and links between operations (:func:`link`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -24,7 +9,6 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 _REF = "#/components/schemas/{model}"
-#: Models only referenced from ``openapi_extra`` (request bodies), by name.
 _BODY_MODELS: dict[str, Any] = {}
 
 
@@ -76,9 +60,7 @@ _MEANING = {
 
 
 def errors(*statuses: int, validated: bool = True) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` entries for the error ``statuses`` a route can answer,
-    each with the :class:`ErrorEnvelope` schema; 422 is added unless the route
-    takes no input (``validated=False``)."""
+    """``responses=`` for the error ``statuses`` (plus 422 when ``validated``)."""
     codes = {*statuses, 422} if validated else set(statuses)
     return {s: {"model": ErrorEnvelope, "description": _MEANING[s]} for s in sorted(codes)}
 
@@ -90,8 +72,7 @@ def ok(status: int, description: str, **extra: Any) -> dict[int | str, dict[str,
 
 def link(operation_id: str, body_pointer: str, parameter: str,
          description: str = "") -> dict[str, Any]:
-    """One OpenAPI link object: ``parameter`` of ``operation_id`` taken from
-    the response body at ``body_pointer`` (a JSON pointer, ``/data/taskId``)."""
+    """An OpenAPI link: ``parameter`` of ``operation_id`` from ``body_pointer``."""
     return {"operationId": operation_id, "description": description,
             "parameters": {parameter: f"$response.body#{body_pointer}"}}
 
@@ -99,12 +80,8 @@ def link(operation_id: str, body_pointer: str, parameter: str,
 def request_body(model: type[BaseModel] | Any, description: str, *,
                  array_of: bool = False, either: bool = False,
                  min_items: int = 1) -> dict[str, Any]:
-    """``openapi_extra`` documenting a JSON body the route parses itself.
-
-    ``model`` is a pydantic model (registered as a component); ``array_of``
-    documents a list of it (at least ``min_items``), ``either`` the model or
-    such a list.
-    """
+    """``openapi_extra`` documenting a JSON body the route parses itself:
+    ``model``, a list of it (``array_of``), or ``either``."""
     _BODY_MODELS[model.__name__] = model
     one = {"$ref": _REF.format(model=model.__name__)}
     many = {"type": "array", "items": one, "minItems": min_items}
@@ -118,15 +95,12 @@ _REQUIRED_OPEN = "x-plait-required-query-open"
 
 
 def required_query(*names: str) -> dict[str, Any]:
-    """``openapi_extra`` marking query parameters ``names`` required in the
-    document, for a route that checks them itself (its 422 says how to send
-    them) or whose requirement depends on the deployment (caller registry)."""
+    """``openapi_extra`` marking query ``names`` required (checked by the route)."""
     return {_REQUIRED: list(names)}
 
 
 def required_query_open(*names: str) -> dict[str, Any]:
-    """:func:`required_query` only when the API runs without a caller
-    registry (``install_openapi(app, open_mode=True)``)."""
+    """:func:`required_query` only without a caller registry."""
     return {_REQUIRED_OPEN: list(names)}
 
 
@@ -152,10 +126,8 @@ def _mark_required(doc: dict[str, Any], open_mode: bool) -> None:
 
 
 def install_openapi(app: FastAPI, open_mode: bool = False) -> None:
-    """Add the body models of :func:`request_body` to the document's
-    ``components.schemas`` (FastAPI only collects models it validates) and
-    apply :func:`required_query` marks (and :func:`required_query_open`
-    ones when ``open_mode``: no caller registry)."""
+    """Register :func:`request_body` models (FastAPI collects only those it
+    validates) and apply the required-query marks."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -173,8 +145,6 @@ def install_openapi(app: FastAPI, open_mode: bool = False) -> None:
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-
-# -- bodies the alerting routes parse themselves -----------------------------------
 
 _TEXT = Field(min_length=1, max_length=8192)
 _RFC3339 = "RFC 3339 timestamp with a time zone (2026-11-30T17:00:00Z)"
@@ -229,9 +199,7 @@ class AlertmanagerAlert(BaseModel):
     generatorURL: str = Field(None, max_length=8192)
 
 
-#: The matcher form the document shows: ``name="value"``, never broad. The
-#: API also takes ``!=``, ``=~``, ``!~``, unquoted or single-quoted values and
-#: matcher objects (``alerting.matchers.parse_matcher``; see the description).
+#: The matcher form the document shows (never broad); the API takes more.
 MATCHER_PATTERN = r'^[A-Za-z_][A-Za-z0-9_]*="[A-Za-z0-9_.-]+"$'
 
 
@@ -250,8 +218,7 @@ class TimeIntervalBody(BaseModel):
         "items": {"type": "string", "enum": list(WEEKDAYS)}},
         description="monday..sunday (the API also takes ranges such as monday:friday)")
     times: list[TimeRange] = Field(default_factory=list)
-    # not an enum of the ~600 zone names: schemathesis' coverage phase would
-    # try each one on every run
+    # no enum: schemathesis would try all ~600 zones every run
     location: str = Field("UTC", description="an IANA time zone name this server knows",
                           examples=["UTC", "Europe/Paris", "America/New_York"])
 

@@ -1,15 +1,6 @@
-"""Schedule routes: ``POST/GET /schedules``, ``GET/PATCH/DELETE
-/schedules/{id}``, ``POST /schedules/{id}/trigger``, ``POST
-/schedules/{id}/backfill``; camelCase JSON, RFC 3339 times.
-
-Same signing and tenancy as the export routes (``api.tasks``): with a caller
-registry every call is signed, a schedule belongs to the caller's sysCode,
-its export must pass the caller's allowances (``plait.callers.check_spec``,
-errors named ``action.export.<field>``), and another tenant's schedule is a
-404 like an unknown one. The scheduler itself runs in the workers
-(``schedules.runner``); the API only writes definitions and queues manual
-requests (``plait.keys.schedule_requests``).
-"""
+"""Schedule routes (camelCase JSON, RFC 3339 times), with the signing and
+tenancy of ``api.tasks``; the API writes definitions and queues manual
+requests, the workers' ``schedules.runner`` runs them."""
 from __future__ import annotations
 
 import time

@@ -1,49 +1,12 @@
-"""The pure scheduling core (issue 14): slot math and policies, no I/O.
+"""The pure scheduling core: slot math and policies, no I/O, no clock.
 
-Times are integer epoch **milliseconds** everywhere in this module (slots are
-identities: ``(schedule id, slot ms)`` is the idempotency key of a run, so no
-float rounding may move a slot). The caller injects "now"; nothing here reads
-a clock or sleeps.
-
-Triggers (:class:`Trigger`):
-
-- interval grid: slot ``n`` (n >= 0) is ``anchor + n * interval``; it never
-  drifts with run time, since a slot's time does not depend on when the
-  previous run ended (the issue's drift case).
-- cron in an IANA ``timeZone``: croniter iterates *wall* times (naive
-  datetimes) and :func:`wall_to_instant` maps each to an instant with
-  ``zoneinfo``. croniter 5's own aware-datetime mode is wrong across DST
-  (a ``30 2 * * *`` in Europe/Berlin gave 02:30+01:00 on the spring-forward
-  day and 03:30 the day after fall-back), hence this split. Rules: a wall
-  time that does not exist (spring-forward gap) fires once at the first
-  valid instant after the gap (03:00 CEST); a repeated one (fall-back)
-  fires once, at its first occurrence (``fold=0``); several wall times that
-  land on one instant fire once.
-- ``jitter``: a fraction (0..0.9) of the slot's period added to the fire
-  time, deterministic per schedule (sha256 of the id), so restarts keep it.
-  The slot (identity) stays on the grid; only ``fire_at`` moves.
-- ``startAt``/``endAt``: no slot before/after.
-
-Policies (:class:`Policy`), modelled on Kubernetes CronJob
-(``startingDeadlineSeconds``, ``concurrencyPolicy``), APScheduler
-(``misfire_grace_time``, ``coalesce``) and Temporal Schedules (overlap,
-``catchup_window``, pause, backfill):
-
-- catch-up: a slot later than ``ON_TIME_MS`` is *missed*; it runs only if
-  ``now - fire_at <= grace`` and only the newest ``maxCatchup`` of them; the
-  rest are skipped (``skipped_missed``, slot times kept).
-- overlap while a run is going: ``skip`` (default), ``bufferOne`` (keep one
-  slot, fire it when the run ends; later ones are skipped), ``allow``,
-  ``cancelPrevious`` (cancel the running ones, fire).
-- ``pauseOnFailure`` N: after N consecutive failed runs the schedule pauses,
-  with a note.
-- manual trigger and backfill (past slots queued, fired one at a time unless
-  overlap is ``allow``).
-
-The planner functions (:func:`tick`, :func:`finished`, :func:`trigger`,
-:func:`backfill`) mutate a :class:`State` and return :class:`Action` s the
-runner (``schedules.runner``) carries out.
-"""
+Times are integer epoch milliseconds: ``(schedule id, slot ms)`` is a run's
+idempotency key. Slots: an interval grid ``anchor + n * interval`` (no drift),
+or cron wall times in an IANA zone mapped by :func:`wall_to_instant` (croniter's
+aware mode is wrong across DST); ``jitter`` moves only the fire time.
+Policies follow Kubernetes CronJob, APScheduler (misfire grace, coalesce) and
+Temporal Schedules (overlap, catch-up window, pause, backfill). The planners
+mutate a :class:`State` and return :class:`Action` s for ``schedules.runner``."""
 from __future__ import annotations
 
 import hashlib
@@ -58,35 +21,26 @@ from croniter import croniter
 
 Overlap = Literal["skip", "bufferOne", "allow", "cancelPrevious"]
 OVERLAPS = ("skip", "bufferOne", "allow", "cancelPrevious")
-#: A slot fired within this many ms of its fire time is on time (not a catch-up).
+#: ms after its fire time a slot is still on time, not missed.
 ON_TIME_MS = 5_000
 #: Runs and skips kept in a schedule's history.
 HISTORY = 50
 #: Slot times listed per skip record (the count is always exact).
 SKIP_SAMPLE = 100
-#: Largest number of slots one catch-up scan enumerates (cron); older ones are counted only.
+#: Most slots one catch-up scan lists.
 SCAN_LIMIT = 200_000
 
 
-# ---------------------------------------------------------------- wall time
-
-
 def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
-    """The instant (aware, UTC) of naive wall time ``wall`` in ``tz``.
-
-    A nonexistent wall time (DST gap) maps to the first valid instant after
-    the gap; an ambiguous one (DST overlap) to its first occurrence.
-    """
+    """UTC instant of naive ``wall`` in ``tz``: a DST gap maps to the first
+    instant after it, a repeated hour to its first occurrence."""
     first = wall.replace(tzinfo=tz, fold=0)
     utc = first.astimezone(timezone.utc)
     if utc.astimezone(tz).replace(tzinfo=None) == wall:
         return utc  # exists (fold=0 = the first of a repeated hour)
-    # in a gap: zoneinfo maps fold=0 with the offset before the gap, which
-    # lands after the gap by the gap's length; the gap ends at the first
-    # valid wall time after ``wall`` -> walk back to the transition
+    # in a gap: bisect for the transition instant
     after = wall.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)
     lo, hi = min(utc, after), max(utc, after)
-    # the transition instant is the earliest instant whose wall time is > wall
     while hi - lo > timedelta(seconds=1):
         mid = lo + (hi - lo) / 2
         if mid.astimezone(tz).replace(tzinfo=None) > wall:
@@ -104,22 +58,11 @@ def _dt(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, timezone.utc)
 
 
-# ---------------------------------------------------------------- triggers
-
-
 @dataclass(frozen=True)
 class Trigger:
-    """When slots are. Exactly one of ``interval_ms`` (with ``anchor_ms``) or
-    ``cron`` (with ``time_zone``) is set.
-
-    Attributes:
-        interval_ms, anchor_ms: the grid (ms).
-        cron: a 5-field cron expression; ``time_zone``: IANA zone name.
-        jitter: fraction 0..0.9 of the period added to fire times.
-        start_at_ms, end_at_ms: bounds of the slots (inclusive), or None.
-
-    Raises ValueError (naming the camelCase field) when inconsistent.
-    """
+    """When slots are: ``interval_ms`` (grid from ``anchor_ms``) or 5-field
+    ``cron`` in ``time_zone``; ``jitter`` 0..0.9 of the period; inclusive
+    bounds. ``ValueError`` (naming the field) when inconsistent."""
 
     interval_ms: int | None = None
     anchor_ms: int = 0
@@ -140,10 +83,8 @@ class Trigger:
         if not 0 <= self.jitter <= 0.9:
             raise ValueError("trigger.jitter: must be a fraction between 0 and 0.9")
 
-    # -- slots -------------------------------------------------------------
     def slots(self, after_ms: int, until_ms: int) -> Iterator[int]:
-        """Slots ``s`` with ``after_ms < s <= until_ms``, ascending, within
-        ``startAt``/``endAt``."""
+        """Slots in ``(after_ms, until_ms]``, ascending, within the bounds."""
         lo = after_ms if self.start_at_ms is None else max(after_ms, self.start_at_ms - 1)
         hi = until_ms if self.end_at_ms is None else min(until_ms, self.end_at_ms)
         if hi <= lo:
@@ -213,14 +154,8 @@ def jitter_fraction(schedule_id: str) -> float:
 
 @dataclass(frozen=True)
 class Policy:
-    """Catch-up, overlap and failure policies.
-
-    Attributes:
-        grace_ms: a missed slot runs only while ``now - fire_at <= grace_ms``.
-        max_catchup: at most this many missed slots run per scan (newest first kept).
-        overlap: ``skip`` | ``bufferOne`` | ``allow`` | ``cancelPrevious``.
-        pause_on_failure: pause after this many consecutive failures (0: never).
-    """
+    """Catch-up (a missed slot runs within ``grace_ms``, newest ``max_catchup``),
+    ``overlap``, and pause after ``pause_on_failure`` failures in a row (0: never)."""
 
     grace_ms: int = 60_000
     max_catchup: int = 1
@@ -234,14 +169,9 @@ class Policy:
             raise ValueError("policy: grace, maxCatchup and pauseOnFailure must be >= 0")
 
 
-# ---------------------------------------------------------------- state
-
-
 @dataclass
 class Run:
-    """A fired slot whose run has not ended. ``ref``: the task id (export) or
-    None until the runner sets it; ``kind``: scheduled | catchup | buffered |
-    manual | backfill."""
+    """A fired slot still running; ``ref``: the task id once set."""
 
     slot: int
     fired_at: int
@@ -255,18 +185,8 @@ COUNTERS = ("fired", "skipped_missed", "skipped_overlap", "skipped_paused", "suc
 
 @dataclass
 class State:
-    """A schedule's runtime state (JSON-able via :meth:`to_dict`).
-
-    Attributes:
-        cursor: newest slot already decided (fired or skipped), ms.
-        running: runs going on now.
-        buffered: the one slot kept by ``bufferOne``, or None.
-        backfill: past slots queued by :func:`backfill`, ascending.
-        paused, note: paused and why.
-        failures: consecutive failed runs.
-        counters: :data:`COUNTERS` -> int.
-        history: newest-last records of runs and skips (at most :data:`HISTORY`).
-    """
+    """A schedule's runtime state; ``cursor``: newest slot decided (ms);
+    ``failures``: consecutive; ``history``: newest last, <= :data:`HISTORY`."""
 
     cursor: int
     running: list[Run] = field(default_factory=list)
@@ -279,12 +199,10 @@ class State:
     history: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """The state as plain JSON-able data."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "State":
-        """Inverse of :meth:`to_dict`."""
         data = dict(data)
         data["running"] = [Run(**r) for r in data.get("running", [])]
         counters = {c: 0 for c in COUNTERS} | data.get("counters", {})
@@ -292,23 +210,14 @@ class State:
         return cls(**data)
 
     def record(self, entry: dict) -> None:
-        """Append a history entry, keeping the newest :data:`HISTORY`."""
         self.history.append(entry)
         del self.history[:-HISTORY]
 
 
-# ---------------------------------------------------------------- actions
-
-
 @dataclass(frozen=True)
 class Action:
-    """What the runner must do.
-
-    ``kind``: ``fire`` (run ``slot``; ``reason`` = scheduled|catchup|buffered|
-    manual|backfill; ``late`` = ms after its fire time), ``skip`` (``slots``
-    sample and ``count`` skipped for ``reason`` missed|overlap|paused),
-    ``cancel`` (cancel the run of ``slot``, ``ref``), ``pause`` (``reason`` = note).
-    """
+    """For the runner: ``fire`` ``slot`` (``late`` ms), ``skip`` ``count``
+    slots (a sample in ``slots``), ``cancel`` ``ref``, or ``pause``."""
 
     kind: Literal["fire", "skip", "cancel", "pause"]
     slot: int | None = None
@@ -335,7 +244,6 @@ def _fire(state: State, slot: int, reason: str, now: int, fire_at: int) -> Actio
 
 def _admit(policy: Policy, state: State, slot: int, reason: str, now: int,
            fire_at: int) -> list[Action]:
-    """Fire ``slot`` now, obeying the overlap policy."""
     if not state.running or policy.overlap == "allow":
         return [_fire(state, slot, reason, now, fire_at)]
     if policy.overlap == "skip":
@@ -355,28 +263,18 @@ def _admit(policy: Policy, state: State, slot: int, reason: str, now: int,
     return out + [_fire(state, slot, reason, now, fire_at)]
 
 
-# ---------------------------------------------------------------- planner
-
-
 def tick(schedule_id: str, trigger: Trigger, policy: Policy, state: State,
          now: int) -> list[Action]:
-    """Decide every slot due at ``now`` (ms) after ``state.cursor``.
-
-    Due = ``fire_at(slot) <= now``. On-time slots (late <= :data:`ON_TIME_MS`)
-    fire (obeying overlap); missed ones within ``grace`` fire, newest
-    ``maxCatchup`` only; every other due slot is skipped and counted. While
-    paused, due slots are skipped as ``paused``. Then a queued backfill slot
-    fires when overlap allows. Returns the actions in order.
-    """
+    """Decide every slot due at ``now`` (ms) after ``state.cursor``: on time or
+    within grace fire (per overlap), the rest are skipped and counted."""
     out: list[Action] = []
-    # slots are due up to ``now``; with jitter, a slot fires up to 0.9 period later
     due: list[int] = []
     horizon = now
     total_old = 0
     lo = state.cursor
     oldest_in_grace = now - policy.grace_ms - 1
     if trigger.interval_ms is not None and lo < oldest_in_grace - trigger.interval_ms:
-        # long downtime on a grid: count the slots far outside grace without listing them
+        # long downtime on a grid: count, do not list
         cut = oldest_in_grace - trigger.interval_ms
         total_old = trigger.count(lo, cut)
         old_sample = list(trigger.slots(max(lo, cut - SKIP_SAMPLE * trigger.interval_ms), cut))
@@ -423,10 +321,8 @@ def _drain_backfill(schedule_id: str, trigger: Trigger, policy: Policy, state: S
 
 def finished(schedule_id: str, trigger: Trigger, policy: Policy, state: State, slot: int,
              ok: bool, now: int, result: dict | None = None) -> list[Action]:
-    """The run of ``slot`` ended (``ok``: succeeded). Records it, counts it,
-    pauses after ``pauseOnFailure`` consecutive failures, and fires the
-    buffered slot or the next backfill slot. Unknown slots are ignored
-    (a cancelled run reporting late)."""
+    """The run of ``slot`` ended: record, maybe pause, fire what waits.
+    Unknown slots (a cancelled run) are ignored."""
     run = next((r for r in state.running if r.slot == slot), None)
     if run is None:
         return []
@@ -456,10 +352,8 @@ def trigger_now(schedule_id: str, trigger: Trigger, policy: Policy, state: State
 
 def backfill(trigger: Trigger, state: State, start_ms: int, end_ms: int,
              limit: int = 1000, done: Collection[int] = ()) -> list[int]:
-    """Queue the slots in ``[start_ms, end_ms]`` for :func:`tick` to fire
-    (obeying overlap), except those in ``done`` (slots that already ran: a
-    slot runs and is counted once however often it is backfilled). Returns
-    the slots of the range. Raises ValueError over ``limit`` slots."""
+    """Queue the slots of ``[start_ms, end_ms]`` not in ``done``; the range's
+    slots. ``ValueError`` over ``limit``."""
     slots = backfill_slots(trigger, start_ms, end_ms, limit)
     queued = sorted(set(state.backfill) | (set(slots) - set(done)))
     state.backfill = queued
@@ -467,8 +361,7 @@ def backfill(trigger: Trigger, state: State, start_ms: int, end_ms: int,
 
 
 def backfill_slots(trigger: Trigger, start_ms: int, end_ms: int, limit: int = 1000) -> list[int]:
-    """The slots in ``[start_ms, end_ms]``, ascending. Raises ValueError over
-    ``limit`` slots (the range is not listed past ``limit + 1``)."""
+    """The slots of ``[start_ms, end_ms]``; ``ValueError`` over ``limit``."""
     slots = list(islice(trigger.slots(start_ms - 1, end_ms), limit + 1))
     if len(slots) > limit:
         raise ValueError(f"end: the range holds more than {limit} slots; at most {limit} "
@@ -477,8 +370,7 @@ def backfill_slots(trigger: Trigger, start_ms: int, end_ms: int, limit: int = 10
 
 
 def lag(schedule_id: str, trigger: Trigger, state: State, now: int) -> float:
-    """Schedule lag, seconds: ``now`` minus the fire time of the oldest due
-    slot not yet decided (0 when none is due)."""
+    """Seconds since the oldest undecided due slot's fire time (0 if none)."""
     nxt = trigger.next_slots(state.cursor, 1)
     if not nxt:
         return 0.0

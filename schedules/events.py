@@ -9,14 +9,8 @@ from plait.events import Payload
 
 
 class SlotEvent(Payload):
-    """One step of a slot.
-
-    ``status``: fired | skipped | succeeded | failed | cancelled | paused.
-    ``reason``: scheduled | catchup | buffered | manual | backfill (fired),
-    missed | overlap | paused (skipped). A skip event covers ``count`` slots,
-    of which ``slots`` lists up to 100 (RFC 3339). ``taskId`` for exports;
-    ``result`` for probes (target -> up/down). Times RFC 3339, durations ms.
-    """
+    """One step of a slot; a skip covers ``count`` slots, ``slots`` lists up to
+    100. Times RFC 3339, durations ms."""
 
     TYPE: ClassVar[str] = "plait.schedules.SlotEvent.v1"
     scheduleId: str

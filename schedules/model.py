@@ -1,21 +1,6 @@
 """The schedule resource as callers send it (camelCase JSON, RFC 3339 times,
-durations in seconds), and its translation into the pure core's types.
-
-::
-
-    {"name": "weekly-invoices",
-     "trigger": {"cron": "0 6 * * 1", "timeZone": "Europe/Berlin"}
-              | {"interval": 300, "anchor": "2026-01-01T00:00:00Z"},
-       (+ optional "jitter": 0..0.9, "startAt", "endAt": RFC 3339)
-     "action": {"export": <export spec, as POST /export/tasks>}
-             | {"probe": {"targets": [{"http": "https://...", "expectStatus": 200, "timeout": 2},
-                                      {"tcp": "db.internal:5432", "timeout": 1}],
-                          "severity": "critical"}},
-     "policy": {"grace": 60, "maxCatchup": 1, "overlap": "skip", "pauseOnFailure": 0},
-     "paused": false, "note": null}
-
-Unknown fields are refused at every level, named by their path (422).
-"""
+durations in seconds; unknown fields refused, 422), and its translation into
+``schedules.core`` types."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -72,7 +57,6 @@ class TriggerIn(_Model):
         return self
 
     def core(self, created_ms: int) -> Trigger:
-        """The core :class:`Trigger` (anchor defaults to ``created_ms``)."""
         return Trigger(interval_ms=None if self.interval is None else int(self.interval * 1000),
                        anchor_ms=_ms(self.anchor) if self.anchor else created_ms,
                        cron=self.cron, time_zone=self.timeZone, jitter=self.jitter,
@@ -89,7 +73,6 @@ class PolicyIn(_Model):
     pauseOnFailure: int = Field(default=0, ge=0, le=1000)
 
     def core(self) -> Policy:
-        """The core :class:`Policy`."""
         return Policy(grace_ms=int(self.grace * 1000), max_catchup=self.maxCatchup,
                       overlap=self.overlap, pause_on_failure=self.pauseOnFailure)
 
@@ -120,7 +103,6 @@ class ProbeTarget(_Model):
 
     @property
     def asset(self) -> str:
-        """The alert asset: the URL or ``host:port``."""
         return self.http or self.tcp or ""
 
 

@@ -1,7 +1,5 @@
-"""Probe actions: check targets (HTTP GET with an expected status and a
-timeout, TCP connect) and turn state changes into raw alerts for the funnel
-(``alerts.raw``, native JSON, docs/alerting.md): ``TargetDown`` firing when a
-target goes down, resolved when it comes back, ``asset`` = the target."""
+"""Probe actions: HTTP GET / TCP connect checks; a change raises a
+``TargetDown`` raw alert (``alerts.raw``, docs/alerting.md), asset = target."""
 from __future__ import annotations
 
 import asyncio
@@ -47,15 +45,12 @@ async def check(target: ProbeTarget, client: httpx.AsyncClient) -> Check:
 
 
 async def run_probe(action: ProbeAction, client: httpx.AsyncClient) -> list[Check]:
-    """Check every target at once."""
     return list(await asyncio.gather(*(check(t, client) for t in action.targets)))
 
 
 def alerts_for_changes(schedule_id: str, name: str, severity: str, checks: list[Check],
                        last: dict[str, str], now: float) -> list[dict]:
-    """Raw native alerts for the targets whose state changed since ``last``
-    (target -> ``up``/``down``; unknown counts as up, so a first check that
-    finds a target up raises nothing and one that finds it down fires)."""
+    """Raw alerts for targets changed since ``last`` (unknown counts as up)."""
     out = []
     for c in checks:
         before = last.get(c.target, "up")

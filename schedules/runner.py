@@ -1,19 +1,10 @@
-"""The scheduler: carries out what the pure core decides (issue 14).
+"""The scheduler: carries out what ``schedules.core`` decides.
 
-Every worker runs :meth:`Scheduler.turn` on a timer; a lease in Redis
-(``plait.keys.schedule_owner``) lets one worker decide slots at a time, and
-state writes are fenced by it (a worker that lost the lease mid-turn cannot
-overwrite the new owner's state).
-
-Exactly once per slot: before a slot fires it is claimed with ``SET NX``
-(``plait.keys.schedule_slot``), and the claim already holds the task id the
-export will have. A slot claimed but not marked ``fired`` (the worker died in
-between) is re-driven by the next owner with the same task id and the same
-fingerprint (``ExportSpec.fingerprint(slot=...)``), so the broker sees the
-same ``ExportRequested`` at most twice and admission drops the repeat
-(``streams.handlers.admit``); a slot marked ``fired`` is adopted, not fired.
-Slot lifecycle goes to ``schedules.slots`` (:class:`schedules.events.SlotEvent`).
-"""
+One worker at a time holds the lease (``plait.keys.schedule_owner``), which
+fences state writes. Exactly once per slot: a slot is claimed (``SET NX``,
+``plait.keys.schedule_slot``) with its task id before it fires; a claimed
+slot not marked ``fired`` is re-driven with the same task id and fingerprint
+(admission drops the repeat)."""
 from __future__ import annotations
 
 import time
@@ -40,9 +31,8 @@ from schedules.store import Store
 
 log = get_logger("plait.schedules")
 
-#: Audit entries kept per caller in Redis (as ``api.services.AUDIT_KEEP``).
+#: Audit entries kept per caller (as ``api.services.AUDIT_KEEP``).
 AUDIT_KEEP = 10_000
-#: Default scheduler lease (ms) when none is given (``Settings.schedule_lease_seconds``).
 LEASE_MS = 15_000
 #: ``send(records)``: records are (base topic, key, value bytes); returns once acked.
 Send = Callable[[list[tuple[str, str, bytes]]], Awaitable[None]]
@@ -52,18 +42,8 @@ SLOTS = Counter("plait_schedule_slots_total", "Schedule slots decided by this wo
 
 
 class Scheduler:
-    """One worker's scheduler.
-
-    Args:
-        store: schedules in Redis.
-        projection: the task projection (export runs: create, watch status).
-        send: sends records and waits for the broker's acks.
-        owner: this worker's id (lease value, ``workerId`` in events).
-        http: client for probes.
-        clock: epoch seconds (injected in tests).
-        lease_ms: how long a turn may hold the lease; a worker killed mid-turn
-            blocks scheduling this long. Probe timeouts (at most 10 s) fit in it.
-    """
+    """One worker's scheduler; ``clock``: epoch seconds; ``lease_ms``: longest
+    turn (a killed worker blocks scheduling this long; probes take <= 10 s)."""
 
     def __init__(self, store: Store, projection: Projection, send: Send, owner: str,
                  http: httpx.AsyncClient, clock: Callable[[], float] = time.time,
@@ -72,8 +52,7 @@ class Scheduler:
         self.owner, self.http, self.clock, self.lease_ms = owner, http, clock, lease_ms
 
     async def turn(self) -> int:
-        """One scheduler turn over every schedule, if this worker gets the
-        lease. Returns the number of schedules looked at (0: not our turn)."""
+        """One turn if this worker gets the lease; schedules looked at (0: none)."""
         if not await self.store.take_turn(self.owner, self.lease_ms):
             return 0
         try:
@@ -87,20 +66,17 @@ class Scheduler:
         finally:
             await self.store.release(self.owner)
 
-    # ------------------------------------------------------------ one schedule
     async def run_schedule(self, doc: dict) -> None:
-        """Decide and carry out one schedule's due slots, runs that ended and
-        manual requests; then save its state (fenced)."""
+        """Decide and carry out one schedule's slots; save its state (fenced)."""
         sid = doc["id"]
         spec = ScheduleIn.model_validate(doc["spec"])
         trig, pol = spec.trigger.core(doc["createdMs"]), spec.policy.core()
         state = await self.store.state(sid) or core.State(cursor=doc["createdMs"] - 1)
         if state.paused and not doc.get("paused"):
-            state.failures = 0  # resumed by hand: pauseOnFailure counts afresh
+            state.failures = 0  # resumed by hand
         state.paused, state.note = bool(doc.get("paused")), doc.get("note")
         now = self._now()
         actions: list[core.Action] = []
-        # runs that ended (exports: the task reached a terminal status)
         for run in list(state.running):
             if spec.action.export is not None and run.ref:
                 status = await self.projection.status(run.ref)
@@ -121,7 +97,6 @@ class Scheduler:
 
     async def carry_out(self, sid: str, doc: dict, spec: ScheduleIn, trig: core.Trigger,
                         pol: core.Policy, state: core.State, actions: list[core.Action]) -> None:
-        """Do ``actions`` in order (fires may finish at once and add more)."""
         queue = list(actions)
         while queue:
             a = queue.pop(0)
@@ -147,12 +122,8 @@ class Scheduler:
 
     async def fire(self, sid: str, spec: ScheduleIn, trig: core.Trigger, pol: core.Policy,
                    state: core.State, a: core.Action) -> list[core.Action]:
-        """Fire one slot exactly once (claim, send, mark); returns follow-up
-        actions (a probe finishes at once).
-
-        The ``fired`` event is sent before the claim is marked ``fired``, so
-        a crash in between re-drives the slot (same task id: the event may
-        repeat, the task does not) and never loses the event."""
+        """Fire one slot exactly once: claim, send, then mark ``fired`` (a crash
+        between re-drives it). Returns follow-up actions (probes end at once)."""
         slot = a.slot
         run = next(r for r in state.running if r.slot == slot)
         claim = {"state": "claimed", "ref": new_task_id(), "worker": self.owner,
@@ -194,10 +165,8 @@ class Scheduler:
 
     async def start_export(self, sid: str, spec: ScheduleIn, slot: int, run: core.Run,
                            a: core.Action) -> None:
-        """Create the slot's export task with the id chosen in the claim
-        (``run.ref``) and send it with the slot's ``fired`` event (acked).
-        The fingerprint holds the slot key: a repeated fire finds the same
-        task (``Projection.claim_fingerprint``)."""
+        """Create and send the slot's export (task id from the claim; the
+        fingerprint holds the slot key) with its ``fired`` event."""
         export = spec.action.export
         fp = export.fingerprint(slot=f"{sid}:{slot}")
         existing, _ = await self.projection.claim_fingerprint(fp, run.ref, 0)
@@ -212,9 +181,7 @@ class Scheduler:
                                lateMs=a.late)])
 
     async def audit(self, doc: dict, action: str, **details) -> None:
-        """An audit entry for the schedule's owner (``audit`` topic and the
-        Redis list ``GET /audit`` reads, like ``api.services.Services.audit``);
-        never raises."""
+        """An audit entry for the schedule's owner (as ``Services.audit``); never raises."""
         try:
             sys_code = doc.get("sysCode")
             entry = Audit(action=action, sysCode=sys_code,
@@ -228,7 +195,6 @@ class Scheduler:
             log.exception("audit entry not recorded", action=action)
 
     async def event(self, sid: str, status: str, slot: int | None = None, **fields) -> None:
-        """Send a :class:`SlotEvent` to ``schedules.slots`` (acked)."""
         await self._send([self._event_record(sid, status, slot, **fields)])
 
     def _event_record(self, sid: str, status: str, slot: int | None = None,
@@ -242,5 +208,4 @@ class Scheduler:
 
 
 def new_schedule_id() -> str:
-    """A new schedule id (``sch_`` + 16 hex)."""
     return f"sch_{uuid.uuid4().hex[:16]}"

@@ -1,9 +1,5 @@
-"""Redis storage of schedules (keys: ``plait.keys``, "schedules").
-
-Definitions live in one hash; each schedule's runtime state (``core.State``)
-in its own string; each slot's claim in its own key (SET NX, the slot's
-idempotency key); the scheduler turn is a lease with fenced state writes.
-"""
+"""Redis storage of schedules (``plait.keys``): definitions in one hash, a
+state string each, a claim key per slot (SET NX), a lease fencing writes."""
 from __future__ import annotations
 
 import json
@@ -17,7 +13,6 @@ from schedules.core import State
 #: A claim outlives any catch-up window we honour.
 SLOT_TTL_SECONDS = 8 * 86400
 
-# write the state only while ``owner`` still holds the lease (fencing)
 _FENCED_SET = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('set', KEYS[2], ARGV[2]) return 1
@@ -37,38 +32,30 @@ class Store:
         self.redis = redis
         self.prefix = prefix
 
-    # -- definitions ------------------------------------------------------
     async def put(self, doc: dict[str, Any]) -> None:
-        """Create or replace a definition (``doc["id"]`` names it)."""
         await self.redis.hset(K.schedules(self.prefix), doc["id"], json.dumps(doc))
 
     async def get(self, schedule_id: str) -> dict[str, Any] | None:
-        """A definition, or None."""
         raw = await self.redis.hget(K.schedules(self.prefix), schedule_id)
         return json.loads(raw) if raw else None
 
     async def all(self) -> list[dict[str, Any]]:
-        """Every definition, by id."""
         raw = await self.redis.hgetall(K.schedules(self.prefix))
         return [json.loads(v) for _, v in sorted(raw.items())]
 
     async def delete(self, schedule_id: str) -> bool:
-        """Drop a schedule with its state and probe states; True if it existed."""
         gone = await self.redis.hdel(K.schedules(self.prefix), schedule_id)
         await self.redis.delete(K.schedule_state(self.prefix, schedule_id),
                                 K.schedule_probe(self.prefix, schedule_id),
                                 K.schedule_requests(self.prefix, schedule_id))
         return bool(gone)
 
-    # -- runtime state ----------------------------------------------------
     async def state(self, schedule_id: str) -> State | None:
-        """The runtime state, or None before the first save."""
         raw = await self.redis.get(K.schedule_state(self.prefix, schedule_id))
         return State.from_dict(json.loads(raw)) if raw else None
 
     async def save_state(self, schedule_id: str, state: State, owner: str | None = None) -> bool:
-        """Save ``state``; with ``owner``, only while it holds the scheduler
-        lease (returns False when it lost it: the write is dropped)."""
+        """Save ``state``; with ``owner``, only while it holds the lease (else False)."""
         body = json.dumps(state.to_dict())
         key = K.schedule_state(self.prefix, schedule_id)
         if owner is None:
@@ -77,20 +64,15 @@ class Store:
         return bool(await self.redis.eval(_FENCED_SET, 2, K.schedule_owner(self.prefix), key,
                                           owner, body))
 
-    # -- the scheduler turn ----------------------------------------------
     async def take_turn(self, owner: str, lease_ms: int) -> bool:
-        """True when ``owner`` now holds the scheduler lease (``lease_ms``)."""
         return bool(await self.redis.set(K.schedule_owner(self.prefix), owner, nx=True,
                                          px=lease_ms))
 
     async def release(self, owner: str) -> None:
-        """Give the lease back (only if still ``owner``'s)."""
         await self.redis.eval(_RELEASE, 1, K.schedule_owner(self.prefix), owner)
 
-    # -- slot claims ------------------------------------------------------
     async def claim(self, schedule_id: str, slot_ms: int, record: dict) -> dict | None:
-        """Claim a slot with ``record``. Returns None when this call claimed
-        it, else the existing claim (another turn claimed it: re-drive it)."""
+        """Claim a slot; None when this call claimed it, else the existing claim."""
         key = K.schedule_slot(self.prefix, schedule_id, slot_ms)
         if await self.redis.set(key, json.dumps(record), nx=True, ex=SLOT_TTL_SECONDS):
             return None
@@ -98,39 +80,31 @@ class Store:
         return json.loads(raw) if raw else {}
 
     async def mark(self, schedule_id: str, slot_ms: int, record: dict) -> None:
-        """Overwrite a slot's claim (``state`` fired)."""
         await self.redis.set(K.schedule_slot(self.prefix, schedule_id, slot_ms),
                              json.dumps(record), ex=SLOT_TTL_SECONDS)
 
     async def fired(self, schedule_id: str, slots: list[int]) -> set[int]:
-        """The ``slots`` (ms) whose claim says ``fired`` (one MGET; a claim
-        lives :data:`SLOT_TTL_SECONDS`)."""
+        """The ``slots`` (ms) whose claim says ``fired``."""
         if not slots:
             return set()
         raws = await self.redis.mget([K.schedule_slot(self.prefix, schedule_id, s)
                                       for s in slots])
         return {s for s, raw in zip(slots, raws) if raw and json.loads(raw).get("state") == "fired"}
 
-    # -- manual requests ---------------------------------------------------
     async def request(self, schedule_id: str, req: dict) -> None:
-        """Queue a manual request (trigger or backfill) for the scheduler."""
         await self.redis.rpush(K.schedule_requests(self.prefix, schedule_id), json.dumps(req))
 
     async def take_requests(self, schedule_id: str) -> list[dict]:
-        """Pop every queued request, oldest first."""
         key = K.schedule_requests(self.prefix, schedule_id)
         out = []
         while (raw := await self.redis.lpop(key)) is not None:
             out.append(json.loads(raw))
         return out
 
-    # -- probe states -----------------------------------------------------
     async def probe_states(self, schedule_id: str) -> dict[str, str]:
-        """Target -> ``up``/``down`` as last seen."""
         raw = await self.redis.hgetall(K.schedule_probe(self.prefix, schedule_id))
         return {k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
                 for k, v in raw.items()}
 
     async def set_probe_state(self, schedule_id: str, target: str, state: str) -> None:
-        """Record a target's state."""
         await self.redis.hset(K.schedule_probe(self.prefix, schedule_id), target, state)

@@ -14,9 +14,7 @@ from schedules.store import Store
 
 
 def register_scheduler(runtime, settings: Settings, every: Callable) -> Scheduler:
-    """Add the scheduler timer to a worker. ``runtime``: ``streams.runtime.Runtime``
-    (its context's Redis, projection and worker id; its agent runtime's
-    topics); ``every(seconds, job, name)``: the app's timer helper."""
+    """Add the scheduler timer to a ``streams.runtime.Runtime``'s worker."""
     ctx = runtime.ctx
 
     async def send(records: list[tuple[str, str, bytes]]) -> None:

@@ -39,22 +39,10 @@ def routes(settings: Settings) -> list[Route]:
 
 
 def tune_fetch_wait(max_wait_ms: int, prefetch_backoff_ms: int = 5) -> None:
-    """Cap the consumer's fetch long-poll at ``max_wait_ms`` and its prefetch
-    backoff at ``prefetch_backoff_ms`` (docs/kafka-rules.md #11, #15).
-
-    Faust hard-codes ``fetch_max_wait_ms=1500``. Kafka answers a long-poll as soon
-    as data arrives, but Tansu (the embedded broker) waits the whole time when
-    a fetch finds nothing, which turned every hop of the page loop into ~1 s.
-    A short wait costs only a few more empty fetches on Kafka.
-
-    aiokafka sends no fetch to a broker while records it fetched from any
-    partition led by that broker wait to be consumed, for up to its
-    ``prefetch_backoff`` (0.1 s, not a consumer option): one agent's
-    unconsumed records held every other agent's partitions on that broker.
-    The worker's ``Fetcher`` is built with ``prefetch_backoff_ms`` instead.
-    The patches: :func:`plait.patches.aiokafka_prefetch_backoff` and
-    :func:`plait.patches.faust_fetch_max_wait`.
-    """
+    """Cap the consumer's fetch long-poll at ``max_wait_ms`` (Faust hard-codes
+    1500; Tansu waits it out on an empty fetch) and aiokafka's prefetch backoff
+    (one agent's unconsumed records stall the others) at
+    ``prefetch_backoff_ms``: docs/kafka-rules.md #11, #15."""
     aiokafka_prefetch_backoff(prefetch_backoff_ms / 1000)
     faust_fetch_max_wait(max_wait_ms)
 
@@ -64,17 +52,9 @@ LZ4_LEVEL = 1
 
 
 def fast_lz4(level: int = LZ4_LEVEL) -> None:
-    """Compress produced record batches with LZ4 ``level`` (docs/kafka-rules.md #16).
-
-    aiokafka 0.11+ compresses every ``lz4`` batch at level 9 (LZ4HC, its
-    ``codec.lz4_encode`` default; python-lz4 before it used level 0) and has
-    no option for it (aio-libs/aiokafka#1028, fix pending in #1121). Level 9
-    ran at ~280 MB/s against ~2,700 MB/s for level 1 on changelog JSON, for
-    output ~3-15% smaller: ~5% of an alerting worker's CPU in a storm. The
-    record builders (the pure-Python and the compiled one) call the module
-    global ``lz4_encode``; it is replaced there by the same function at
-    ``level`` (:func:`plait.patches.aiokafka_lz4_level`). The output is
-    standard LZ4 frames: any consumer reads them."""
+    """Compress produced batches with LZ4 ``level`` (docs/kafka-rules.md #16):
+    aiokafka 0.11+ uses LZ4HC level 9 with no option (aio-libs/aiokafka#1028).
+    Output stays standard LZ4 frames."""
     aiokafka_lz4_level(level)
 
 
@@ -83,24 +63,10 @@ GC_GEN0_THRESHOLD = 50_000
 
 
 def tune_gc(role: str) -> None:
-    """Make the cyclic garbage collector cheap for a long-lived worker.
-
-    Called once the app is built (``ops.cli`` ``worker``), with the worker's
-    ``--role`` (``export``, ``alerting`` or ``all``). Every role:
-    ``gc.freeze()`` moves what start-up made (Faust, aiokafka, pydantic,
-    OpenTelemetry: objects that live as long as the process) out of every
-    later full collection.
-
-    Only ``alerting``: a young generation of 50,000 objects instead of 700.
-    An alert storm allocates several dicts per alert and the funnel keeps them
-    while the alert is open, so with the defaults the collector rescanned the
-    open alerts over and over: ~20% of the runner's CPU at 40,000 open alerts
-    (in-process, the threshold alone: 191 -> 154 us per alert). Not for
-    export workers: there cyclic garbage from page decoding then waits long
-    enough to double peak RSS (`bench/bench_export.py --formats csv
-    --workers 1`: one export 243 -> 338 MB, ten concurrent 287 -> 624 MB, same
-    CPU), past the < 300 MB budget of docs/architecture.md.
-    """
+    """Cheap cyclic GC for a long-lived worker of ``role``: ``gc.freeze()`` the
+    start-up objects; for ``alerting`` only, a young generation of
+    :data:`GC_GEN0_THRESHOLD` (open alerts are long-lived; export workers
+    would exceed the 300 MB budget of docs/architecture.md): docs/perf-notes.md."""
     import gc
 
     gc.collect()
@@ -111,8 +77,7 @@ def tune_gc(role: str) -> None:
 
 
 def faust_datadir(app_id: str) -> Path:
-    """Faust's working directory for ``app_id`` (created here: Faust makes only
-    the last level), outside the CWD so runs leave no ``<app id>-data`` behind."""
+    """Faust's working directory for ``app_id``, under the temp dir, not the CWD."""
     base = Path(tempfile.gettempdir()) / "plait-faust"
     base.mkdir(parents=True, exist_ok=True)
     return base / f"{app_id}-data"
@@ -123,32 +88,15 @@ ROLES = ("all", "export", "alerting")
 
 
 def app_id_for(settings: Settings, role: str) -> str:
-    """Faust app id (= consumer group) of a worker's ``export`` or ``alerting``
-    app: exports keep ``settings.app_id``; the alert funnel is always its own
-    group (``<app id>-alerting``), whichever role runs it, so every worker
-    deciding alerts shares one group and one changelog and each alert is
-    decided once; a crash or storm there never rebalances the export
-    workers, and vice versa."""
+    """Consumer group of a role's app: the alert funnel is always
+    ``<app id>-alerting`` (each alert decided once; no shared rebalances)."""
     return f"{settings.app_id}-alerting" if role == "alerting" else settings.app_id
 
 
 def create_apps(settings: Settings, role: str = "all") -> list[faust.App]:
-    """Build the Faust apps a worker of ``role`` runs, one per consumer group.
-
-    Args:
-        role: ``all`` (the export app, plus the alerting app when
-            an alerting config is set), ``export`` (the export app
-            only) or ``alerting`` (the alerting app only; needs
-            ``alerting_config``).
-
-    Returns:
-        ``[export app]``, ``[alerting app]`` or ``[export app, alerting app]``
-        (ids from :func:`app_id_for`); ``ops.cli`` runs them in one Faust
-        ``Worker``.
-
-    Raises:
-        ValueError: an unknown role, or ``alerting`` without a config.
-    """
+    """The Faust apps of ``role`` (``all``: export, plus alerting when
+    configured). Raises ``ValueError`` for an unknown role or ``alerting``
+    without a config."""
     if role not in ROLES:
         raise ValueError(f"role {role!r}: expected one of {', '.join(ROLES)}")
     from alerting.amconfig import enabled as alerting_enabled
@@ -174,7 +122,6 @@ def _faust_app(settings: Settings, app_id: str) -> faust.App:
         app_id,
         broker=f"kafka://{settings.broker_url}",
         store="memory://",
-        # Faust's own working directory (default: "<app id>-data" in the CWD)
         datadir=str(faust_datadir(settings.app_id)),
         web_enabled=False,
         topic_disable_leader=True,
@@ -184,9 +131,7 @@ def _faust_app(settings: Settings, app_id: str) -> faust.App:
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=1.0,
         broker_rebalance_timeout=max(20.0, settings.session_timeout_seconds * 3),
-        # memory bound (docs/kafka-rules.md #10): at most 128 buffered events per agent,
-        # pages inline only up to page_inline_max_bytes (256 KiB): <= 32 MiB.
-        # 20 records per poll capped small events (alerts) at ~200/s on Tansu.
+        # memory bound: docs/kafka-rules.md #10
         broker_max_poll_records=500,
         stream_buffer_maxsize=128,
         producer_compression_type="lz4",
@@ -195,8 +140,7 @@ def _faust_app(settings: Settings, app_id: str) -> faust.App:
 
 
 def _export_app(settings: Settings, apps: int) -> faust.App:
-    """The export agents, their timers and the scheduler (group ``app_id``);
-    ``apps``: how many Faust apps this process runs (its readiness says so)."""
+    """The export agents, timers and scheduler; ``apps``: apps in this process."""
     from plait import metrics
 
     app = _faust_app(settings, app_id_for(settings, "export"))
@@ -220,8 +164,7 @@ def _export_app(settings: Settings, apps: int) -> faust.App:
 
 
 def _alerting_app(settings: Settings, apps: int) -> faust.App:
-    """The alert funnel (group ``<app_id>-alerting``); ``apps`` as for
-    :func:`_export_app`."""
+    """The alert funnel app."""
     import redis.asyncio as aioredis
 
     from alerting.agents import register_alerting

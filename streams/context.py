@@ -1,13 +1,5 @@
-"""What handlers need, built once per worker: settings, topics, object store,
-the task projection, checkpoints, slots, worker liveness, an HTTP client and
-this worker's id.
-
-The stateful members are typed as protocols (what the handlers call, no
-more): :func:`build_context` connects the Redis implementations
-(``streams.checkpoints``, ``plait.projection``, ``streams.slots``,
-``streams.workers``) and the configured object store; ``streams.memory`` has
-in-memory ones for unit tests of handler logic without Redis or a broker.
-"""
+"""What handlers need, built once per worker. Stateful members are protocols:
+Redis implementations here, in-memory ones in ``streams.memory``."""
 from __future__ import annotations
 
 import asyncio
@@ -33,21 +25,14 @@ from streams.checkpoints import Checkpoints
 from streams.slots import Slots
 from streams.workers import Workers
 
-#: Pages decoded at once per worker (``streams.handlers.prepare``). Two: a
-#: task's next page decodes while its current one does (the fast decode is
-#: Arrow's JSON reader, GIL released: on two cores the chain of one export
-#: no longer waits for each page's parse in turn). A page decoded into
-#: Python rows instead (not provably exact for the fast decode) takes ~5x its
-#: JSON bytes until its Arrow batch is built; at most two such pages at once.
+#: Pages decoded at once per worker; a row decode holds ~5x the page's bytes.
 DECODE_SLOTS = 2
 
 __all__ = ["CheckpointStore", "Context", "Emit", "GrowingFile", "Handed", "Liveness",
            "PreparedPage", "ProjectionView", "Report", "SlotStore", "build_context"]
 
-#: A page's normalized batch and its quality counts, kept for the page writer
-#: (``streams.files.hand_off``).
+#: (normalized batch, quality counts) kept for the page writer
 Handed = tuple[pa.RecordBatch, dict[str, int]]
-#: Sends events now, in the middle of a handler (``streams.runtime``).
 Report = Callable[[list[Emit]], Awaitable[None]]
 
 
@@ -69,8 +54,7 @@ class PreparedPage(Protocol):
 
 
 class CheckpointStore(Protocol):
-    """Per-task idempotency markers and the last recorded cursor
-    (``streams.checkpoints`` documents the fields)."""
+    """Per-task markers (fields: ``streams.checkpoints``)."""
 
     async def get(self, task_id: str) -> dict[str, str]:
         """All markers of a task, values as strings ({} when none)."""
@@ -95,8 +79,7 @@ class ProjectionView(Protocol):
         """The task's status, or None when unknown."""
 
     async def apply(self, event: Lifecycle) -> dict[str, Any] | None:
-        """Fold a lifecycle event (``plait.lifecycle.apply``); the new state,
-        or None when nothing changed."""
+        """Fold a lifecycle event; the new state, or None when unchanged."""
 
     async def active(self) -> list[str]:
         """Ids of tasks not yet ended, oldest first."""
@@ -109,8 +92,7 @@ class SlotStore(Protocol):
         """Put a task at the end of its caller's queue (idempotent)."""
 
     async def promote(self, now: float | None = None) -> list[ExportRequested]:
-        """Start the waiting tasks the limits allow (epoch seconds ``now``);
-        returns the requests started by this call."""
+        """Start the waiting tasks the limits allow; those started."""
 
     async def release(self, task_id: str, sys_code: str, biz_type: str, user_id: str) -> None:
         """Free a task's slots and drop it from its queue (idempotent)."""
@@ -143,27 +125,17 @@ class Context:
     workers: Liveness
     callers: CallerRegistry | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    #: task id -> its output file growing on this worker; process-local, the
-    #: shards are the durable checkpoint.
     files: dict[str, GrowingFile] = field(default_factory=dict)
-    #: task id -> its pages being prepared ahead of its fetch step, in page
-    #: order (``streams.handlers.AHEAD_PAGES`` beyond the one taken).
     ahead: dict[str, collections.deque[PreparedPage]] = field(default_factory=dict)
-    #: shard key -> a page this worker fetched, for its page writer
-    #: (``streams.files.hand_off``; bounded)
     handed: dict[str, Handed] = field(default_factory=dict)
-    #: pages being decoded into rows at once on this worker (``streams.handlers.fetch``)
     decoding: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DECODE_SLOTS))
-    #: acked, projection first; set by ``streams.runtime.Runtime``, None
-    #: without a runtime: the page writer and the finalizer report the
-    #: ``writing``/``uploading`` stages with it
+    #: sends events mid-handler; None without a runtime (unit tests)
     report: Report | None = None
 
 
 def build_context(settings: Settings) -> Context:
-    """Connect the dependencies described by ``settings``. With a caller
-    registry, each caller's concurrency limit and tier come from it (explicit
-    ``PLAIT_LIMITS`` entries win)."""
+    """Connect the dependencies; caller limits from the registry unless in
+    ``PLAIT_LIMITS``."""
     callers = load_callers(settings.callers_file) if settings.callers_file else None
     if callers is not None:
         from_registry = {k: CallerLimits.model_validate(v)

@@ -9,11 +9,7 @@ from streams.layout import cleanup
 
 
 async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:
-    """CancelRequested -> CANCELLED, unless the task already ended.
-
-    The fetcher sees the status before its next page and stops; the shard
-    writer and finalizer drop work of an ended task.
-    """
+    """CancelRequested -> CANCELLED, unless the task already ended."""
     state = await ctx.projection.get(cmd.taskId)
     if state is None or state["status"] in TERMINAL:
         return []
@@ -21,17 +17,11 @@ async def cancel(ctx: Context, cmd: CancelRequested) -> list[Emit]:
 
 
 async def after_cancel(ctx: Context, cmd: CancelRequested, emits: list[Emit]) -> None:
-    """Delete the cancelled task's shards: no file is published."""
     await cleanup(ctx, cmd.taskId)
 
 
 async def project(ctx: Context, event: Lifecycle) -> list[Emit]:
-    """Fold a lifecycle event into the Redis projection. A terminal event frees
-    the task's slots, and the waiting tasks that now fit start.
-
-    Most events are in the projection already (the runtime applies what it
-    sends first, ``streams.runtime.ExportHooks.before_send``): a plain read
-    shows that (``streams.emits.record``)."""
+    """Fold a lifecycle event; a terminal one frees slots and starts waiters."""
     await record(ctx, event)
     if event.status not in TERMINAL:
         return []

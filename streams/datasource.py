@@ -1,13 +1,7 @@
-"""The business data API client (docs/events.md, "Business data API (pull contract)").
-
-``POST {dataApiUrl}`` with ``{"queryConditions", "runtimeContext", "userId"}``
-answers ``{"code": 200, "data": {"status": "continue"|"finish",
-"runtimeContext": {...}, "rows": [...], "total"?: int}}``. The first call's
-runtime context is ``{"pageSize": n, "lastId": null}`` merged with the spec's
-initial ``dataConfig.runtimeContext``; later calls send back the context the
-data API answered (opaque: stored and sent back as is, numbers as doubles,
-:func:`cursor_numbers`), with ``pageSize`` added when it left it out.
-"""
+"""The business data API client (docs/events.md, "Business data API (pull
+contract)"): POST ``{queryConditions, runtimeContext, userId}``, answer
+``{code, data: {status, runtimeContext, rows, total?}}``; the runtime context
+is opaque and sent back as answered."""
 from __future__ import annotations
 
 import email.utils
@@ -31,34 +25,25 @@ from sinks.values import all_dicts, loads_exact
 #: Longest Retry-After we honour, seconds (a longer one is capped, not obeyed).
 MAX_RETRY_AFTER = 60.0
 
-#: Bytes httpcore asks its socket stream for per read of a response (its
-#: default: 64 KiB). asyncio's transport hands over up to 256 KiB at a time,
-#: so 64 KiB reads split each into four trips through h11, httpcore, anyio
-#: and httpx: a 1.5 MB page (flights, 5,000 rows) cost ~2.3 ms of the worker's
-#: CPU (GIL held) to receive, 1.3 ms with 256 KiB reads. No more memory: a
-#: read returns at most what the transport already holds.
+#: Bytes per httpcore socket read: asyncio hands over up to 256 KiB at a time
+#: (httpcore's 64 KiB default splits it; docs/perf-notes.md).
 HTTP_READ_BYTES = 256 * 1024
 
 
 def tune_http_reads(read_bytes: int = HTTP_READ_BYTES) -> None:
-    """Make httpcore (under httpx) read responses ``read_bytes`` at a time in
-    this process (:data:`HTTP_READ_BYTES`); never lowers it
-    (:func:`plait.patches.httpcore_read_bytes`)."""
+    """Make httpcore read ``read_bytes`` at a time in this process (never lower)."""
     httpcore_read_bytes(read_bytes)
 
 
 @dataclass
 class Page:
-    """One page from the data API: ``rows``, the cursor for the next page,
-    whether the source said ``finish``, and the total when it gave one."""
+    """One page: rows, next cursor, ``finish`` said, total when given."""
 
     rows: list[dict[str, Any]]
     next_context: dict[str, Any]
     finished: bool
     total: int | None = None
-    #: The rows already normalized (``rows`` is then empty): set when the page
-    #: was decoded with its documentConfig and the fast decode took it
-    #: (:func:`sinks.fastpage.decode_page`; its quality counts are none).
+    #: rows already normalized by :func:`sinks.fastpage.decode_page` (``rows`` empty)
     batch: pa.RecordBatch | None = None
 
     @property
@@ -79,12 +64,7 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes) -> None:
-    """Classify the HTTP status of one answer of the data API for page ``seq``.
-
-    Raises:
-        RetryableError: 429 (with Retry-After) or 5xx.
-        PermanentError: any other non-2xx (a 3xx names where it pointed).
-    """
+    """Raises ``RetryableError`` on 429/5xx, ``PermanentError`` on other non-2xx."""
     if status_code == 429 or status_code >= 500:
         raise RetryableError(f"page {seq}: data API answered HTTP {status_code}",
                              retry_after_seconds(headers.get("retry-after")))
@@ -97,14 +77,8 @@ def check_status(seq: int, status_code: int, headers: httpx.Headers, body: bytes
 
 
 def cursor_numbers(value: Any) -> Any:
-    """A runtime context as it is sent back, stored and checkpointed: every
-    number a double cannot hold exactly (the exact decode keeps it a
-    ``Decimal``, docs/fidelity-rules.md F11: ``1E2``,
-    ``0.10000000000000001``) as the double it denotes, so JSON can write it
-    (the cursor is opaque to Plait; a data API reads the same number back).
-    Anything else unchanged. Raises ``ValueError`` for a number no JSON
-    document can hold (``NaN``, or beyond a double's range such as ``1E400``:
-    the next request could not be written)."""
+    """A runtime context with each ``Decimal`` (docs/fidelity-rules.md F11) as
+    its double, so JSON can write it. ``ValueError`` for NaN or out of range."""
     if isinstance(value, (Decimal, float)):
         number = float(value)
         if not math.isfinite(number):
@@ -119,26 +93,11 @@ def cursor_numbers(value: Any) -> Any:
 
 def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
                envelope: tuple[dict, int, int] | None = None) -> Page:
-    """Decode a 2xx answer's body for page ``seq`` (CPU: ~3 ms per 2,000
-    flights rows; run it off the event loop for big pages).
-
-    With the export's ``doc``, the rows may come back already normalized as
-    ``Page.batch`` (``rows`` empty, no quality counts): the fast decode
-    (:func:`sinks.fastpage.decode_page`; docs/fidelity-rules.md,
-    "Fast page decode") takes the page when it can prove the batch is what
-    ``rows_to_batch`` gives; else the rows are decoded exactly as without
-    ``doc``. The envelope checks and their errors are the same either way.
-    ``envelope``: :func:`sinks.fastpage.read_envelope` of ``body``, when
-    read already.
-
-    Raises:
-        PermanentError: a body that breaks the contract; the message names the
-            page and the cause.
-    """
+    """Decode a 2xx body for page ``seq`` (CPU-bound). With ``doc`` the rows
+    may come normalized as ``Page.batch`` (docs/fidelity-rules.md, "Fast page
+    decode"). Raises ``PermanentError`` when the body breaks the contract."""
     try:
-        # numbers exactly: a literal that is not a double's shortest repr stays a
-        # Decimal (docs/fidelity-rules.md, F11); loads_exact: orjson when that
-        # cannot change a value
+        # exact numbers: docs/fidelity-rules.md F11
         fast = None if doc is None else decode_page(body, doc, envelope)
         answer, batch = (loads_exact(body), None) if fast is None else fast
         code, data = answer.get("code"), answer.get("data")
@@ -174,41 +133,25 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
 
 
 def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes) -> Page:
-    """Classify one HTTP answer of the data API for page ``seq``
-    (:func:`check_status`, then :func:`parse_body`).
-
-    Raises:
-        RetryableError: 429 (with Retry-After) or 5xx.
-        PermanentError: any other non-2xx, or a body that breaks the contract;
-            the message names the page and the cause.
-    """
+    """:func:`check_status`, then :func:`parse_body`; raises as they do."""
     check_status(seq, status_code, headers, body)
     return parse_body(seq, body)
 
 
 @dataclass
 class Answer:
-    """A 2xx answer of the data API for page ``seq``, its body not decoded yet
-    (what is held for a page fetched ahead: bytes, not Python rows).
-    ``sent``: the runtime context the request carried."""
+    """A 2xx answer for page ``seq``, body undecoded; ``sent``: the context sent."""
 
     seq: int
     context: dict[str, Any]
     sent: dict[str, Any]
     body: bytes
     sys_code: str = ""
-    #: :func:`sinks.fastpage.read_envelope` of ``body`` once :meth:`next_cursor` read it
     _envelope: tuple[dict, int, int] | None = None
 
     def next_cursor(self) -> dict[str, Any] | None:
-        """The next page's cursor as this answer's envelope gives it, read
-        apart from the rows (:func:`sinks.fastpage.read_envelope`: scans of
-        the body, no row decoded), so the next page can be asked for before
-        this one is decoded: when it says ``continue`` with a cursor other
-        than the one sent; else None (finished, or not provable: ask once
-        decoded). A hint: the page may still be refused; whenever it is
-        accepted, its ``next_context`` is this cursor. The envelope is kept
-        for :meth:`page`."""
+        """The next cursor read from the envelope without decoding rows, so
+        the next page can be asked for early; None when finished or unsure."""
         self._envelope = read = read_envelope(self.body)
         if read is None:
             return None
@@ -227,11 +170,8 @@ class Answer:
         return None if nxt in (self.context, self.sent) else nxt
 
     def page(self, doc: DocumentConfig | None = None) -> Page:
-        """Blocking (CPU): the decoded page (:func:`parse_body`; with ``doc``,
-        maybe already normalized as ``Page.batch``). Raises
-        ``PermanentError`` when the body breaks the contract (counted in
-        ``plait_data_api_errors_total``, ``permanent``) or the data API
-        answered ``continue`` with the cursor it was given."""
+        """Blocking (CPU): the decoded page. ``PermanentError`` on a contract
+        break or ``continue`` with the cursor it was given."""
         try:
             page = parse_body(self.seq, self.body, doc, self._envelope)
         except PermanentError:
@@ -261,8 +201,7 @@ class _wait_retry_after(wait_base):
 async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[str, Any],
                      seq: int, attempts: int, backoff: float,
                      headers: dict[str, str] | None = None) -> Page:
-    """:func:`fetch_answer`, decoded (:meth:`Answer.page`, on the calling
-    thread). Raises ``PermanentError`` as both do."""
+    """:func:`fetch_answer`, decoded on the calling thread."""
     answer = await fetch_answer(client, spec, context, seq, attempts, backoff, headers)
     return answer.page()
 
@@ -270,19 +209,9 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
 async def fetch_answer(client: httpx.AsyncClient, spec: ExportSpec, context: dict[str, Any],
                        seq: int, attempts: int, backoff: float,
                        headers: dict[str, str] | None = None) -> Answer:
-    """POST one page request, retrying transient failures (transport errors,
-    timeouts, 429, 5xx). Redirects are never followed (a 3xx is permanent):
-    the data API cannot send Plait elsewhere. The body is not decoded here
-    (:meth:`Answer.page`): a page held ahead costs its bytes only.
-
-    Args:
-        context: the runtime context (cursor) to send; on page 0 it is
-            completed to the contract's ``{"pageSize", "lastId": null}``.
-        attempts: tries in all (>= 1); backoff: first wait, seconds.
-        headers: extra request headers (the per-task data token).
-    Raises:
-        PermanentError: a permanent answer, or transient failures ``attempts`` times.
-    """
+    """POST one page request; ``attempts`` tries (``backoff`` s first wait) on
+    transport errors, timeouts, 429, 5xx; redirects never followed. Raises
+    ``PermanentError`` on a permanent answer or when the tries run out."""
     first = {"lastId": None} if seq == 0 else {}
     body = {"queryConditions": spec.dataConfig.queryConditions,
             "runtimeContext": {"pageSize": spec.dataConfig.pageSize, **first, **context},

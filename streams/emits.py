@@ -1,10 +1,5 @@
-"""Events several export stages emit, built in one place, and the one
-place the worker writes them to the task projection (:func:`record`).
-
-Handlers, shards, finalize, control and the sweeper all report lifecycle
-changes and start tasks; they take these builders from here instead of from
-each other, so no stage imports another.
-"""
+"""Event builders shared by the export stages (so no stage imports another),
+and :func:`record`, the one writer of the task projection."""
 from __future__ import annotations
 
 from typing import Any
@@ -23,13 +18,12 @@ IDENTITY = ("sysCode", "bizType", "userId", "fileName", "fileFormat")
 
 
 def lifecycle(spec: ExportSpec, task_id: str, status: str, **fields) -> Emit:
-    """A lifecycle event for ``task_id`` carrying the task's identity fields
-    (``plait.lifecycle.event``)."""
+    """A lifecycle event carrying the task's identity fields."""
     return Emit(T.LIFECYCLE, task_id, event(spec, task_id, status, **fields))
 
 
 def created(req: ExportRequested) -> Emit:
-    """The CREATED event of an admitted request (``plait.lifecycle.created``)."""
+    """The CREATED event of an admitted request."""
     return Emit(T.LIFECYCLE, req.taskId, lifecycle_created(req.spec, req.taskId,
                                                            req.fingerprint, req.requestedAt))
 
@@ -46,20 +40,15 @@ def start(ctx: Context, req: ExportRequested) -> list[Emit]:
 
 def ended(task_id: str, status: str, message: str, worker_id: str,
           state: dict | None = None) -> Emit:
-    """A terminal lifecycle event decided without the spec at hand (sweeper,
-    cancel), carrying the task's identity from its projected ``state`` (alert
-    rules group by it)."""
+    """A terminal event without the spec, identity from ``state`` (alert rules group by it)."""
     return Emit(T.LIFECYCLE, task_id, Lifecycle(
         taskId=task_id, status=status, errorMessage=message, workerId=worker_id,
         **{k: (state or {}).get(k) for k in IDENTITY}))
 
 
 async def record(ctx: Context, event: Lifecycle) -> dict[str, Any] | None:
-    """Apply ``event`` to the projection (the runtime before sending, the
-    stage reports, the projector) and count a status change
-    (``plait.metrics.task_changed``) where it is applied. An event already
-    projected costs one read, not the optimistic transaction. Returns the
-    new state, or None when nothing changed."""
+    """Apply ``event`` to the projection and count a status change; the new
+    state, or None when unchanged (then one read, no transaction)."""
     before = await ctx.projection.get(event.taskId)
     if fold(before, event) is None:
         return None

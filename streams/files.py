@@ -1,28 +1,7 @@
-"""A task's output file: grown page by page where its pages are written, or
-built from its shards; uploaded and reported SUCCESS (``docs/architecture.md``,
-"Write while fetching").
-
-Shared floor of the page writer (``streams.shards``) and the finalizer
-(``streams.finalize``); neither imports the other.
-
-- :class:`PageOrder`: which pages of a task are in its file, in
-  (partition, seq) order (``streams.layout.PageKey``), and which wait ahead
-  as shards (keys only).
-- :class:`TaskFile`: the file of one task growing on this worker. Its
-  progress is ``order.next`` (every page before it is in the file, each
-  once, in order). It lives only in this process (``Context.files``); the
-  durable checkpoint is the shards, kept until SUCCESS, so any worker can
-  rebuild (:func:`rescan`).
-- :func:`grow`: place one page: appended when it is next (then the pages
-  waiting ahead that follow), else kept as a key until the gap fills.
-- :func:`build_file`: the whole file from the shards (the re-drive path and
-  the fallback whenever the growing file is in doubt).
-- :func:`report_stage`, :func:`stage_reporter`: the ``writing`` and
-  ``uploading`` PROGRESS reports of a task being finished (``docs/events.md``,
-  ``stage``). Wherever a file is finished (:meth:`TaskFile.finish`,
-  :func:`build_file`) writing it is the span ``export.write_file`` and the
-  upload the span ``export.upload`` (``plait.tracing``).
-"""
+"""A task's output file: grown page by page on this worker, or built from its
+shards (the durable checkpoint, kept until SUCCESS); then uploaded
+(``docs/architecture.md``, "Write while fetching"). Used by ``streams.shards``
+and ``streams.finalize``. Spans: ``export.write_file``, ``export.upload``."""
 from __future__ import annotations
 
 import hashlib
@@ -87,21 +66,15 @@ def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
     meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
     table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
     buf = io.BytesIO()
-    # transient (deleted at SUCCESS), written once and read at most once: lz4
-    # with no dictionary pages and no statistics. Measured on a 5,000-row
-    # flights page: 2.2 ms to write and 2.1 ms to read, 222 KB, where the
-    # defaults with lz4 took 3.9 and 3.1 ms for 119 KB (zstd/snappy: slower).
+    # transient, read at most once: fast to write beats small (docs/perf-notes.md)
     pq.write_table(table, buf, compression="lz4", use_dictionary=False,
                    write_statistics=False)
     return buf.getvalue()
 
 
 def decode_shard(data: bytes) -> tuple[pa.RecordBatch, dict[str, int]]:
-    """A shard's rows as one batch and its quality counts. Read from an Arrow
-    buffer on the calling thread: a threaded read (from a Python file object
-    most often) can leave work that aborts the interpreter at exit
-    ("terminate called without an active exception", apache/arrow#33975,
-    #34314; 8 of 200 short processes here, 0 of 200 read this way)."""
+    """A shard's rows as one batch and its quality counts. Read unthreaded: a
+    threaded read can abort the interpreter at exit (apache/arrow#33975)."""
     table = pq.read_table(pa.BufferReader(data), use_threads=False)
     quality = shard_quality(table.schema)
     table = table.replace_schema_metadata(None)
@@ -112,29 +85,21 @@ def decode_shard(data: bytes) -> tuple[pa.RecordBatch, dict[str, int]]:
 
 def page_shard(rows: list[dict], doc: DocumentConfig, seq: int,
                batch: pa.RecordBatch | None = None) -> tuple[bytes, pa.RecordBatch, dict[str, int]]:
-    """Blocking: one fetched page normalized (``rows_to_batch``) and encoded
-    as its shard; (shard bytes, the batch, its quality counts). ``batch``:
-    the page already normalized by the fast decode (``Page.batch``; no
-    counts), then ``rows`` is not read. Raises ``PermanentError`` when rows
-    break the column spec."""
+    """Blocking: (shard bytes, batch, quality counts) of one page; ``batch``
+    when already normalized. Raises ``PermanentError`` on a column-spec break."""
     if batch is not None:
         return encode_shard(batch, {}), batch, {}
     batch, quality = rows_to_batch(rows, doc, page=seq)
     return encode_shard(batch, quality), batch, quality
 
 
-#: Bytes of normalized pages held for the page writer of this worker
-#: (:func:`hand_off`); past it the oldest are dropped (read back from shards).
+#: Bytes of normalized pages held for this worker's page writer.
 HANDOFF_BYTES = 8 << 20
 
 
 def hand_off(ctx: Context, key: str, batch: pa.RecordBatch, quality: dict[str, int]) -> None:
-    """Keep a page's normalized batch (just stored as shard ``key``) for the
-    page writer of this worker, which then need not read the shard back
-    (:func:`take_handed`). Pages of a task are keyed by task id, so its
-    fetcher and page writer are usually one worker; when they are not, or
-    the writer lags, the oldest entries beyond :data:`HANDOFF_BYTES` are
-    dropped and the writer reads their shards: memory stays bounded."""
+    """Keep a page's batch (stored as shard ``key``) for this worker's page
+    writer; past :data:`HANDOFF_BYTES` the oldest go (read from shards)."""
     handed = ctx.handed
     handed.pop(key, None)
     handed[key] = (batch, quality)
@@ -145,9 +110,7 @@ def hand_off(ctx: Context, key: str, batch: pa.RecordBatch, quality: dict[str, i
 
 
 def take_handed(ctx: Context, key: str) -> tuple[pa.RecordBatch, dict[str, int]] | None:
-    """The batch and quality counts handed off for shard ``key`` (removed),
-    exactly what decoding that shard gives (:func:`decode_shard`); None when
-    this worker holds none."""
+    """The (batch, quality) handed off for shard ``key``, removed; or None."""
     return ctx.handed.pop(key, None)
 
 
@@ -162,21 +125,12 @@ def shard_quality(schema: pa.Schema) -> dict[str, int]:
 
 
 class Diverged(Exception):
-    """A page's columns do not fit the file's schema as the first page fixed
-    it (a later page widened a type or added a column): the file must be
-    built from all shards with the unified schema instead."""
+    """A page does not fit the schema the first page fixed: build from shards."""
 
 
 class PageOrder:
-    """Which pages of a task are in its file and which wait as shards.
-
-    Pages go into the file in :class:`PageKey` order (``streams.layout``):
-    ``next`` is the page the file needs now; ``ahead`` the keys of pages that
-    arrived before it (their shards are stored; only keys are held here, so
-    memory does not grow with rows); ``ends`` maps a partition to its last seq
-    once known; ``partitions`` is how many partitions the task has. Pure: no
-    I/O, shared by whatever assembles pages in order.
-    """
+    """Pages in the file before ``next`` (:class:`PageKey` order); ``ahead``:
+    keys of pages stored early; ``ends``: partition -> last seq. No I/O."""
 
     def __init__(self, partitions: int = 1, ends: dict[int, int] | None = None) -> None:
         self.partitions = partitions
@@ -185,10 +139,8 @@ class PageOrder:
         self.ahead: set[PageKey] = set()
 
     def note(self, key: PageKey, is_last: bool, partitions: int) -> None:
-        """Learn from a page: its partition count and, when ``is_last``, where
-        its partition ends. Raises ``PermanentError`` (naming the fields as a
-        producer spells them) when pages disagree on ``partitions``, or a page
-        lies past its partition's last page."""
+        """Learn a page's partition count and end. ``PermanentError`` when pages
+        disagree on ``partitions`` or a page lies past its partition's end."""
         if partitions != self.partitions:
             raise PermanentError(f"page {key.seq} of partition {key.partition}: partitions "
                                  f"{partitions} differs from {self.partitions} of earlier pages")
@@ -216,9 +168,7 @@ class PageOrder:
         return [self.ends[p] for p in range(self.partitions)]
 
     def missing(self) -> PageKey | None:
-        """The first page known to be missing: a page of a partition, after
-        whose place a later page of the same partition arrived. Pages of a
-        later partition waiting for an earlier one to end are not missing."""
+        """The first page skipped by a later page of its own partition."""
         for partition in sorted({k.partition for k in self.ahead}):
             seq = self.next.seq if partition == self.next.partition else 0
             while PageKey(partition, seq) in self.ahead:
@@ -229,17 +179,9 @@ class PageOrder:
 
 
 class TaskFile:
-    """The output file of one task, growing on this worker page by page, in
-    :class:`PageOrder`.
-
-    The schema is fixed by the first page (``unify_schemas`` of it: all-null
-    columns become text); a page is appended only when unifying it changes
-    nothing, so the file equals what :func:`build_file` makes of the same
-    shards. A page that does not fit stops the growing (``grown`` False): the
-    order is still tracked, and the finished task is built from its shards.
-    Memory: one page's batch at a time; the file is on local disk in a
-    private temporary directory (removed by :meth:`discard`).
-    """
+    """One task's file growing on this worker. The first page fixes the
+    schema; a page that changes it stops the growing (built from shards
+    instead), so the result equals :func:`build_file`'s."""
 
     def __init__(self, task_id: str, doc: DocumentConfig, order: PageOrder | None = None) -> None:
         self.task_id = task_id
@@ -248,14 +190,11 @@ class TaskFile:
         self.schema: pa.Schema | None = None
         self.writer = None
         self.dir = Path(tempfile.mkdtemp(prefix=f"plait-{task_id}-"))
-        #: False once a page did not fit: the file is built from shards at the end
         self.grown = True
         self.pages = 0
         self.quality: dict[str, int] = {}
-        #: the missing page recorded in the task's checkpoints (``missing``)
         self.missing_mark: PageKey | None = None
-        #: when this worker last reported the task's progress (monotonic
-        #: seconds; ``streams.shards.due``), None before its first report
+        #: monotonic seconds of this worker's last progress report
         self.reported_at: float | None = None
 
     @property
@@ -273,10 +212,8 @@ class TaskFile:
 
     def append(self, key: PageKey, batch: pa.RecordBatch | Iterable[pa.RecordBatch],
                schema: pa.Schema, quality: dict[str, int]) -> None:
-        """Append page ``key`` (must be ``order.next``): its batches of
-        ``schema``. A page that does not fit stops the growing
-        (:class:`Diverged` is logged, not raised); ``PermanentError`` when the
-        writer refuses its rows (names the page)."""
+        """Append page ``key`` (== ``order.next``). ``PermanentError`` when the
+        writer refuses its rows."""
         if key != self.order.next:
             raise ValueError(f"page {key} is not the next page ({self.order.next})")
         if self.grown and not self.fits(schema):
@@ -316,9 +253,7 @@ class TaskFile:
         self.writer = None
 
     def finish(self, store: ObjectStore, on_stage: OnStage | None = None) -> Built:
-        """Close the writer (the tail of the file is written: span
-        ``export.write_file``) and upload to ``results/{task id}/{file name}``
-        (:func:`upload`: ``on_stage("uploading")``, span ``export.upload``)."""
+        """Close the writer and upload to ``results/{task id}/{file name}``."""
         with tracing.span("export.write_file", **{"plait.task_id": self.task_id,
                                                   "plait.file_format": self.doc.fileFormat,
                                                   "plait.pages": self.pages,
@@ -329,17 +264,14 @@ class TaskFile:
         return upload(store, self.task_id, report, quality, on_stage)
 
     def discard(self) -> None:
-        """Forget the file: a writer that streams from a thread (native xlsx)
-        is stopped, its directory removed; idempotent."""
+        """Stop the writer, remove the directory; idempotent."""
         self._close_writer()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def upload(store: ObjectStore, task_id: str, report: WriteReport,
            quality: dict[str, int], on_stage: OnStage | None = None) -> Built:
-    """Blocking: upload a closed writer's file; its sha256 and size.
-    ``on_stage("uploading")`` is called first; the upload is the span
-    ``export.upload``."""
+    """Blocking: upload a closed writer's file (``on_stage("uploading")`` first)."""
     key = f"results/{task_id}/{report.path.name}"
     size, digest = report.path.stat().st_size, sha256_file(report.path)
     if on_stage is not None:
@@ -350,9 +282,7 @@ def upload(store: ObjectStore, task_id: str, report: WriteReport,
 
 
 def _drain(store: ObjectStore, tf: TaskFile) -> None:
-    """Append from their shards the pages waiting ahead that are next now
-    (one shard in memory at a time); a page whose shard is gone (deleted by
-    the task's cleanup) stays missing."""
+    """Append from shards the waiting pages that are next now."""
     while tf.order.next in tf.order.ahead and not tf.order.complete:
         key = tf.order.next
         if not tf.grown:
@@ -371,9 +301,7 @@ def _drain(store: ObjectStore, tf: TaskFile) -> None:
 
 
 def rescan(store: ObjectStore, tf: TaskFile) -> None:
-    """Blocking: learn every stored shard of the task (a worker that did not
-    see its pages: a re-drive, a kill -9, a rebalance) and append the ones
-    that are next, in order."""
+    """Blocking: learn every stored shard of the task and append those next."""
     for key in store.list(shard_prefix(tf.task_id)):
         page = parse_shard_key(tf.task_id, key)
         if page is not None and page >= tf.order.next:
@@ -383,14 +311,9 @@ def rescan(store: ObjectStore, tf: TaskFile) -> None:
 
 def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
          quality: dict[str, int]) -> None:
-    """Blocking: place page ``key`` (its shard already stored) in the task's
-    file on this worker: appended when it is next (then the pages waiting
-    ahead that follow it), skipped when already in the file (a redelivery),
-    else kept as a key until the pages before it arrive. A page ahead whose
-    predecessor's shard exists (appended by another worker meanwhile: a
-    rebalance) makes this worker rescan the shards. ``PermanentError`` from
-    the writer propagates (the task fails, as when building from shards); any
-    other failure drops the file (the task is then built from its shards)."""
+    """Blocking: append page ``key`` when next, else hold its key; rescan when
+    the next page's shard exists (a rebalance). ``PermanentError`` propagates;
+    any failure drops the file (then built from shards)."""
     order = tf.order
     try:
         if key == order.next:
@@ -415,10 +338,8 @@ def drop(ctx: Context, task_id: str) -> None:
 
 def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfig,
            on_stage: OnStage | None = None) -> Built:
-    """Blocking: the task's file, uploaded: the grown one when it holds every
-    page (``last``: partition 0's last seq, or each partition's, in order),
-    else built from the shards. The grown file is forgotten either way.
-    ``on_stage("uploading")`` when the upload starts."""
+    """Blocking: upload the grown file when it holds every page up to ``last``
+    (per partition), else one built from the shards."""
     ends = [last] if isinstance(last, int) else list(last)
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
@@ -434,17 +355,8 @@ def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfi
 
 def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: DocumentConfig,
                on_stage: OnStage | None = None) -> Built:
-    """Blocking: merge the task's shards, in :class:`PageKey` order, into one
-    file and upload it to ``results/{task_id}/{file name}``. ``last``: the
-    last seq of partition 0, or of each partition in order. Peak memory is
-    one shard plus one batch. Writing the file is the span
-    ``export.write_file``; ``on_stage("uploading")`` is called when its upload
-    (span ``export.upload``) starts.
-
-    Raises:
-        PermanentError: a shard is missing (names the first missing pages,
-            with their partitions when there are several).
-    """
+    """Blocking: merge the shards up to ``last`` (per partition) into one file
+    and upload it. Raises ``PermanentError`` when a shard is missing."""
     ends = [last] if isinstance(last, int) else list(last)
     keys = list(page_keys(ends))
     present = set(store.list(shard_prefix(task_id)))
@@ -493,17 +405,9 @@ def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: Doc
 
 async def report_stage(ctx: Context, spec: ExportSpec, task_id: str, stage: str,
                        event: Emit | None = None) -> bool:
-    """Report that a RUNNING task is in ``stage`` now, in the middle of its
-    handler: a PROGRESS event on ``export.lifecycle`` (``event`` when given,
-    e.g. the last page's own PROGRESS, with its ``stage`` set), so a rebuilt
-    projection reads the same. Applied to the projection first (the projector
-    may consume it only after SUCCESS, which drops the stage, and a rebuild
-    would differ), then sent, acked, through ``ctx.report``.
-
-    Returns whether it was sent: False without a runtime (``ctx.report`` is
-    None: handler unit tests; the caller then returns ``event`` with its other
-    events) or when sending failed (logged: a progress report never fails the
-    export). Never raises."""
+    """Send a PROGRESS with ``stage`` (``docs/events.md``), recorded in the
+    projection first (SUCCESS drops it). Returns whether it was sent; never
+    raises: a progress report never fails the export."""
     if event is None:
         event = lifecycle(spec, task_id, "PROGRESS", stage=stage, workerId=ctx.worker_id)
     else:
@@ -521,11 +425,8 @@ async def report_stage(ctx: Context, spec: ExportSpec, task_id: str, stage: str,
 
 
 def stage_reporter(ctx: Context, spec: ExportSpec, task_id: str) -> OnStage:
-    """An ``on_stage`` for :func:`finish` / :func:`build_file`, which run in a
-    thread: it runs :func:`report_stage` on the calling event loop and waits
-    (up to 30 s) until it is done, so the report is on the lifecycle topic
-    before the upload starts and before SUCCESS. Call it from the event loop's
-    thread; the returned function only from another thread."""
+    """An ``on_stage`` for a worker thread: runs :func:`report_stage` on this
+    loop and waits (<= 30 s) so it precedes the upload and SUCCESS."""
     import asyncio
 
     loop = asyncio.get_running_loop()

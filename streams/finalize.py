@@ -1,9 +1,5 @@
-"""Finalizing on a re-drive: the sweeper's FinalizeRequested for a task whose
-last page was written but whose worker died before SUCCESS. Builds the file
-from the task's shards in (partition, seq) order (or uses the file grown on this worker
-when it is complete), uploads it and reports SUCCESS with rows, bytes, sha256
-and a signed link (docs/architecture.md, "Data flow of an export", step 5). In the normal flow the
-last page's handler finishes the file in place (``streams.shards``)."""
+"""Finalizing on a re-drive (the sweeper's FinalizeRequested): the file from
+shards, uploaded, SUCCESS (docs/architecture.md, "Data flow of an export", step 5)."""
 from __future__ import annotations
 
 import asyncio
@@ -19,14 +15,7 @@ __all__ = ["Built", "after_finalize", "build_file", "finalize", "sha256_file"]
 
 
 async def finalize(ctx: Context, cmd: FinalizeRequested) -> list[Emit]:
-    """FinalizeRequested -> the file in object storage and SUCCESS.
-
-    Skips a task already finalized or ended (cancelled, timed out). Reports
-    the stages ``writing`` (before the file is built) and ``uploading`` (before
-    its upload) as PROGRESS (``docs/events.md``, ``stage``); the handler is
-    the span ``export.finalize`` (``plait.agent``), with ``export.write_file``
-    and ``export.upload`` inside.
-    """
+    """FinalizeRequested -> file uploaded and SUCCESS; skips ended tasks."""
     marks = await ctx.checkpoints.get(cmd.taskId)
     state = await ctx.projection.get(cmd.taskId)
     if "finalized" in marks or (state and state["status"] in TERMINAL):
@@ -39,6 +28,5 @@ async def finalize(ctx: Context, cmd: FinalizeRequested) -> list[Emit]:
 
 
 async def after_finalize(ctx: Context, cmd: FinalizeRequested, emits: list[Emit]) -> None:
-    """Once SUCCESS is acked: mark finalized and delete shards and page blobs."""
     await ctx.checkpoints.set(cmd.taskId, finalized=1)
     await cleanup(ctx, cmd.taskId)

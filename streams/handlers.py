@@ -1,8 +1,4 @@
-"""Plain handlers of the export flow: admission and page fetching.
-
-Each takes the worker ``Context`` and one decoded payload and returns the
-events to emit (``Emit``); the agents only decode, call and send.
-"""
+"""Export flow handlers (admission, page fetching): payload in, ``Emit`` list out."""
 from __future__ import annotations
 
 import asyncio
@@ -31,12 +27,8 @@ from streams.quota import within_quota
 
 
 async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
-    """ExportRequested -> CREATED, then RUNNING + first FetchPage when the
-    caller's limits allow, else WAITING (it starts when a slot frees). Other
-    waiting tasks the freed capacity allows start too.
-
-    A redelivered request of an admitted task emits nothing.
-    """
+    """ExportRequested -> CREATED, then RUNNING + FetchPage within the caller's
+    limits, else WAITING. A redelivery of an admitted task emits nothing."""
     marks = await ctx.checkpoints.get(req.taskId)
     if "admitted" in marks:
         return []
@@ -53,15 +45,13 @@ async def admit(ctx: Context, req: ExportRequested) -> list[Emit]:
 
 
 async def after_admit(ctx: Context, req: ExportRequested, emits: list[Emit]) -> None:
-    """Mark the task admitted (and keep its request for re-drives) once its
-    events are acked."""
+    """Mark the task admitted, keeping its request for re-drives."""
     await ctx.checkpoints.set(req.taskId, admitted=1, request=req.model_dump_json())
 
 
 def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
                        state: dict | None) -> dict[str, str] | None:
-    """The per-task data token for the business system (``plait.tokens``),
-    valid until the task's deadline; None without a caller registry."""
+    """The per-task data token headers (``plait.tokens``); None without callers."""
     caller = ctx.callers.by_sys_code(spec.sysCode) if ctx.callers else None
     if caller is None:
         return None
@@ -72,9 +62,8 @@ def data_token_headers(ctx: Context, task_id: str, spec: ExportSpec,
 
 
 def check_caller(ctx: Context, spec: ExportSpec) -> None:
-    """Producer-SDK requests skip the API: check the caller's allowances and
-    the document formats' limits here. Raises ``PermanentError`` (task
-    FAILED) naming the field."""
+    """Check allowances and document limits (SDK requests skip the API).
+    Raises ``PermanentError`` naming the field."""
     try:
         check_document(spec, ctx.settings)
     except FieldError as exc:
@@ -91,24 +80,10 @@ def check_caller(ctx: Context, spec: ExportSpec) -> None:
 
 
 async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
-    """Fetch one page: store it as its Parquet shard, emit its PageBatch
-    (``shardKey``) and the FetchPage of the next page (followed in process by
-    the runtime, ``Route.follow``).
-
-    Pages are prepared ahead (:class:`Ahead`, ``Context.ahead``): while page
-    n is decoded, stored and sent, page n+1 is already being fetched and
-    decoded (on another core: the fast decode releases the GIL), from the
-    cursor page n's envelope gives (``Answer.next_cursor``, no row cap) or,
-    with a row cap, once page n is decoded. A step takes the prepared page
-    only when its seq, cursor and rows before are the ones prepared; else it
-    prepares its own (docs/architecture.md, "Write while fetching").
-
-    Skips a duplicate (seq already fetched) and a task that ended (the sweeper
-    ends tasks past ``jobConfig.timeout``); stops at ``jobConfig.maxRows``
-    (``truncated``). Raises ``PermanentError`` (task FAILED) when the data API
-    fails permanently or transiently too often. Whatever way it ends but
-    returning, the task's pages prepared ahead are forgotten.
-    """
+    """Fetch one page into its shard; emit its PageBatch and the next
+    FetchPage. Pages are prepared ahead (:class:`Ahead`; docs/architecture.md,
+    "Write while fetching"). Skips duplicates and ended tasks; stops at
+    ``jobConfig.maxRows``. Raises ``PermanentError`` when the data API fails."""
     try:
         return await _fetch(ctx, cmd)
     except BaseException:
@@ -144,25 +119,20 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     else:
         rows_before = cmd.rowsBefore + row_count
         if chain and chain[0].seq == cmd.seq + 1 and chain[0].cursor == page.next_context:
-            chain[0].rows_before = rows_before  # prepared from the hint: now known
-        else:  # no hint (a row cap, an envelope not readable apart), or another cursor
+            chain[0].rows_before = rows_before
+        else:
             _prepare_anew(ctx, task, spec, headers, cmd.seq + 1, page.next_context, rows_before)
     batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
                       rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                       isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
     batch.shardKey = shard_key(task, cmd.seq)
-    # a step cancelled meanwhile (a failed send of the page before; a time
-    # limit) ends only once the shard landed, so the task's cleanup, which
-    # runs after it, deletes it (it landed after the cleanup, kept for good)
+    # a cancelled step ends only once the shard landed, so cleanup deletes it
     await in_thread(ctx.store.put_bytes, batch.shardKey, shard)
     del shard
-    if await ctx.projection.status(task) in TERMINAL:  # cancelled meanwhile: the
-        # task's cleanup may have run before this shard landed; leave nothing behind
+    if await ctx.projection.status(task) in TERMINAL:  # cleanup may have run already
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
         forget_ahead(ctx, task)
         return []
-    # the page writer on this worker takes the batch as is, without reading
-    # the shard back (streams.files.hand_off; bounded, else it reads the shard)
     hand_off(ctx, batch.shardKey, normalized, quality)
     emits = [Emit(T.PAGES, task, batch)]
     if not last:
@@ -173,9 +143,7 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
 
 
 async def in_thread(fn, *args):
-    """``fn(*args)`` in a thread; its result, or what it raised. Cancelled
-    meanwhile, it raises ``CancelledError`` only once the thread's call
-    ended (a thread cannot be stopped; what it holds stays held till then)."""
+    """``fn(*args)`` in a thread; cancelled, raises only once the call ended."""
     work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
     try:
         return await asyncio.shield(work)
@@ -185,24 +153,14 @@ async def in_thread(fn, *args):
         raise
 
 
-#: Pages of one task prepared ahead of the one its step is taking (fetched
-#: and decoded, :class:`Ahead`). Two: with one, a page's fetch (~6 ms) began
-#: only when the step took the page before it, and a decode slot stood idle
-#: meanwhile (``streams.context.DECODE_SLOTS``); with two, the next page is
-#: fetched while both decode (flights to parquet, ``bench/bench_export.py
-#: --repeat 5``, three alternations: 1.76 / 1.88 / 1.78 s against 1.84 / 1.97 /
-#: 1.98 s). Each costs a page's bytes, then its batch and shard.
+#: Pages of one task prepared ahead (docs/perf-notes.md); each holds a page.
 AHEAD_PAGES = 2
 
 
 @dataclass
 class Ahead:
-    """A page of a task being prepared: fetched, decoded, normalized and
-    encoded as its shard by ``future`` (:func:`prepare`: ``_take_page``'s
-    tuple). ``rows_before``: None while unknown (prepared from the previous
-    page's envelope, before that page was decoded: without a row cap it
-    changes nothing). ``hint``: the next page's cursor once this page's
-    envelope gave it; ``taken``: its step is waiting for it."""
+    """A page being prepared by ``future``; ``rows_before`` None while unknown,
+    ``hint``: the next cursor from its envelope."""
 
     seq: int
     cursor: dict[str, Any]
@@ -219,8 +177,7 @@ class Ahead:
 
 def _prepare_anew(ctx: Context, task: str, spec: ExportSpec, headers: dict[str, str] | None,
                   seq: int, cursor: dict[str, Any], rows_before: int) -> collections.deque:
-    """Forget what ``task`` has prepared ahead and start a new chain at page
-    ``seq``; the chain."""
+    """A new chain of pages prepared ahead from page ``seq``."""
     forget_ahead(ctx, task)
     chain = ctx.ahead[task] = collections.deque()
     _prepare_next(ctx, task, chain, spec, headers, seq, cursor, rows_before)
@@ -230,8 +187,7 @@ def _prepare_anew(ctx: Context, task: str, spec: ExportSpec, headers: dict[str, 
 def _prepare_next(ctx: Context, task: str, chain: collections.deque, spec: ExportSpec,
                   headers: dict[str, str] | None, seq: int, cursor: dict[str, Any],
                   rows_before: int | None) -> None:
-    """Start preparing page ``seq`` of ``task`` at the end of ``chain`` (its
-    pages prepared ahead, ``Context.ahead``)."""
+    """Start preparing page ``seq`` at the end of ``chain``."""
     entry = Ahead(seq, cursor, rows_before)
     entry.future = asyncio.ensure_future(prepare(ctx, task, chain, entry, spec, headers))
     chain.append(entry)
@@ -240,18 +196,9 @@ def _prepare_next(ctx: Context, task: str, chain: collections.deque, spec: Expor
 async def prepare(ctx: Context, task: str, chain: collections.deque, entry: Ahead,
                   spec: ExportSpec, headers: dict[str, str] | None,
                   ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
-    """Page ``entry.seq`` fetched, decoded, cut at ``jobConfig.maxRows``,
-    normalized and encoded as its shard (:func:`_take_page`, in a thread).
-
-    Decoding a page into Python rows takes ~5x its JSON bytes until its batch
-    is built: ``DECODE_SLOTS`` pages at a time per worker, so memory does not
-    grow with the tasks fetching; a page waiting for its turn holds only its
-    bytes. Without a row cap, as its turn comes, the page after it is
-    prepared too (at the cursor this page's envelope gives, read apart from
-    its rows) when this page is the last of its task's chain and the chain
-    has room (:data:`AHEAD_PAGES`); else the cursor is kept as
-    ``entry.hint``, and the step taking this page goes on from it. Raises
-    what fetching and decoding raise."""
+    """Page ``entry.seq`` fetched and turned into its shard; decodes take a
+    ``DECODE_SLOTS`` slot (a decode holds ~5x the page's bytes). Without a row
+    cap, starts the next page from this envelope's cursor."""
     s = ctx.settings
     answer = await fetch_answer(ctx.http, spec, entry.cursor, entry.seq, s.fetch_retries,
                                 s.fetch_backoff_seconds, headers)
@@ -264,21 +211,15 @@ async def prepare(ctx: Context, task: str, chain: collections.deque, entry: Ahea
                 _prepare_next(ctx, task, chain, spec, headers, entry.seq + 1, hint, None)
             else:
                 entry.hint = hint
-        # cancelled, the thread decodes on: its slot stays taken till then
         return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
 
 
 def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | None,
                ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
-    """Blocking: page ``seq`` of ``answer`` decoded, cut at
-    ``jobConfig.maxRows`` (``rows_before`` rows came before it; known
-    whenever there is a cap), normalized and encoded as its shard: ``(page,
-    rows, last, truncated, shard bytes, normalized batch, quality counts)``.
-    Raises what decoding and normalizing raise."""
+    """Blocking: ``(page, rows, last, truncated, shard, batch, quality)`` of
+    page ``seq``, cut at ``jobConfig.maxRows``."""
     cap = spec.jobConfig.maxRows
-    # Without a row cap the page may come back normalized already (page.batch:
-    # the fast decode, in C++ off the GIL; see docs/fidelity-rules.md, "Fast
-    # page decode"); with a cap, rows are cut before normalizing.
+    # with a cap, rows are cut before normalizing: no fast decode
     page = answer.page(spec.documentConfig if cap is None else None)
     rows, last, truncated = page.rows, page.finished, False
     if cap is not None and rows_before + len(rows) >= cap:
@@ -286,18 +227,14 @@ def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | No
         rows, last = rows[: cap - rows_before], True
     row_count = len(rows) if page.batch is None else page.row_count
     page.rows = []
-    # The page normalized once, here, into its shard (what a re-drive resumes
-    # from); only its key crosses the broker (docs/architecture.md, "Write
-    # while fetching"). A redelivered page overwrites its own shard.
     shard, normalized, quality = page_shard(rows, spec.documentConfig, seq, page.batch)
     page.batch = None
     return page, row_count, last, truncated, shard, normalized, quality
 
 
 async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:
-    """Record the fetched seq and the next cursor (what a re-drive starts from),
-    and this worker as the task's ``fetcher``: its fetch chain runs in process,
-    so when it dies the sweeper re-drives (``streams.sweeper.owner_alive``)."""
+    """Checkpoint the fetched seq, next cursor and this worker as ``fetcher``
+    (the sweeper re-drives when it dies)."""
     nxt = next((e.payload for e in emits if isinstance(e.payload, FetchPage)), None)
     fields = {"fetched": cmd.seq, "fetcher": ctx.worker_id}
     if nxt is not None:

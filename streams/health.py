@@ -1,24 +1,8 @@
-"""Worker health check for container probes (docker compose ``healthcheck``,
-Kubernetes ``livenessProbe`` / ``readinessProbe``).
+"""Worker health check for container probes (compose healthcheck, Kubernetes probes).
 
-A worker proves it is alive by refreshing its Redis key
-(``plait.keys.worker``) on every heartbeat (every
-``PLAIT_HEARTBEAT_INTERVAL_SECONDS``, expiring after
-``PLAIT_STALE_AFTER_SECONDS``; ``streams.runtime.Runtime.heartbeat``). The key
-is written from the worker's event loop, so it goes stale when the loop is
-blocked or the process is wedged, not only when it died (docs/kafka-rules.md #4:
-a crashed agent can leave a process that looks alive).
-
-Run in the worker's container::
-
-    python -m streams.health            # exit 0: heartbeat fresh; 1: not
-    python -m streams.health --broker   # also: the broker answers metadata
-    python -m streams.health --ready    # dependencies as JSON (as the API's /health/ready)
-
-The worker id is ``PLAIT_WORKER_ID`` when set; otherwise a worker names
-itself ``<hostname>:<pid>``, so any heartbeat key of this host counts (one
-worker per container or pod).
-"""
+Healthy: a fresh heartbeat key, written from the event loop, so a wedged loop
+reads as dead (docs/kafka-rules.md #4). Exit 0 healthy, 1 not; ``--broker``,
+``--ready`` (dependencies as JSON)."""
 from __future__ import annotations
 
 import argparse
@@ -29,9 +13,8 @@ from plait.settings import Settings
 
 
 def heartbeat_keys(settings: Settings, client, hostname: str | None = None) -> list[str]:
-    """The live heartbeat keys of this worker: ``[key]`` for ``PLAIT_WORKER_ID``,
-    else every ``<prefix>:worker:<hostname>:*`` key. ``client`` is a sync
-    ``redis.Redis``; raises ``redis.RedisError`` when Redis cannot be reached."""
+    """Live heartbeat keys of ``PLAIT_WORKER_ID``, else of ``<hostname>:*``.
+    Raises ``redis.RedisError``."""
     from plait.keys import worker_key
 
     if settings.worker_id:
@@ -43,8 +26,7 @@ def heartbeat_keys(settings: Settings, client, hostname: str | None = None) -> l
 
 
 def broker_answers(broker_url: str, timeout: float) -> bool:
-    """True when the Kafka bootstrap servers answer a metadata request within
-    ``timeout`` seconds."""
+    """Whether the broker answers a metadata request within ``timeout`` s."""
     import logging
 
     from confluent_kafka.admin import AdminClient
@@ -59,8 +41,7 @@ def broker_answers(broker_url: str, timeout: float) -> bool:
 
 
 def check(settings: Settings, broker: bool = False, timeout: float = 5.0) -> tuple[bool, str]:
-    """``(healthy, one line saying why)`` for this worker: its heartbeat key is
-    live, and (``broker=True``) the broker answers. Never raises."""
+    """``(healthy, one line why)``; never raises."""
     import redis
 
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=timeout,
@@ -81,28 +62,22 @@ def check(settings: Settings, broker: bool = False, timeout: float = 5.0) -> tup
 
 
 def _probe(fn, timeout: float) -> dict:
-    """Run ``fn() -> detail`` (blocking) and time it: ``{"ok", "ms", "detail"|"error"}``."""
+    """``{"ok", "ms", "detail"|"error"}`` of ``fn()``."""
     import time
 
     t0 = time.monotonic()
     try:
         detail = fn()
         return {"ok": True, "ms": round((time.monotonic() - t0) * 1000, 1), "detail": detail}
-    except Exception as exc:  # every failure is a state to report, never an exception
+    except Exception as exc:
         return {"ok": False, "ms": round((time.monotonic() - t0) * 1000, 1),
                 "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
 def dependencies(settings: Settings, timeout: float = 3.0) -> dict:
-    """Readiness of what a Plait process needs (blocking; run it in a thread).
-
-    Returns ``{"ready": bool, "checks": {name: {"ok", "ms", "detail"|"error"}}}``
-    with checks ``redis`` (PING), ``broker`` (metadata answered), ``topics``
-    (every Plait topic of ``plait.topics.Topics`` exists), ``objectStore``
-    (a probe object written, read back and deleted under ``_health/``: the
-    bucket is reachable and writable). Used by the API's ``/health/ready``
-    and ``python -m streams.health --ready``. Never raises.
-    """
+    """Blocking: ``{"ready", "checks": {name: probe}}`` for ``redis``,
+    ``broker``, ``topics``, ``objectStore`` (a probe object under
+    ``_health/``). Never raises."""
     import logging
     import uuid
 
@@ -163,7 +138,6 @@ def dependencies(settings: Settings, timeout: float = 3.0) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: print one line, return 0 when healthy, 1 when not."""
     parser = argparse.ArgumentParser(prog="python -m streams.health", description=__doc__.split("\n")[0])
     parser.add_argument("--broker", action="store_true", help="also require the broker to answer")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per check")

@@ -1,21 +1,8 @@
-"""Where a task's intermediate data lives in object storage, and its cleanup.
-
-- ``pages/{taskId}/{seq:08d}.json``: a fetched page too big to travel inline
-  in its PageBatch (``Settings.page_inline_max_bytes``).
-- ``shards/{taskId}/{seq:08d}.parquet`` (partition 0) and
-  ``shards/{taskId}/p{partition:05d}/{seq:08d}.parquet`` (partition >= 1):
-  one Parquet shard per page, the page's quality counts (JSON) in the schema
-  metadata under ``QUALITY_KEY``. Keys derive from (task id, :class:`PageKey`),
-  so a redelivered page overwrites its own shard (docs/kafka-rules.md #1),
-  and sort as the pages go into the file.
-
-A page's place in a task's file is its :class:`PageKey` ``(partition, seq)``:
-partition order first, then page order within a partition. A task fed by one
-chain of pages (pull mode, one producer) has partition 0 only.
-
-Final files go to ``results/{taskId}/{file name}`` (``streams.finalize``).
-:func:`cleanup` also forgets what the task holds on this worker.
-"""
+"""Object-store keys of a task's intermediate data, and its cleanup:
+``pages/{taskId}/...json`` (blobs too big to go inline) and
+``shards/{taskId}/[p{partition:05d}/]{seq:08d}.parquet``, keyed by
+(task id, :class:`PageKey`) so a redelivery overwrites its own
+(docs/kafka-rules.md #1)."""
 from __future__ import annotations
 
 import asyncio
@@ -28,17 +15,14 @@ QUALITY_KEY = b"plait.quality"
 
 
 class PageKey(NamedTuple):
-    """Where a page goes in its task's file: ``partition`` (0 first), then
-    ``seq`` (0 first) within it. Tuples compare in file order."""
+    """A page's place in its file; tuples compare in file order."""
 
     partition: int
     seq: int
 
 
 def following(key: PageKey, ends: dict[int, int]) -> PageKey:
-    """The page after ``key`` in file order: the next seq of its partition,
-    or page 0 of the next partition when ``ends`` (partition -> its last
-    seq, as far as known) says ``key`` closes its partition."""
+    """The page after ``key``; ``ends``: partition -> last seq, as known."""
     if ends.get(key.partition) == key.seq:
         return PageKey(key.partition + 1, 0)
     return PageKey(key.partition, key.seq + 1)
@@ -57,16 +41,14 @@ def shard_prefix(task_id: str) -> str:
 
 
 def shard_key(task_id: str, seq: int, partition: int = 0) -> str:
-    """Object key of page (``partition``, ``seq``)'s shard; zero-padded so
-    keys sort in file order (digits sort before ``p``)."""
+    """Page (``partition``, ``seq``)'s shard key; keys sort in file order."""
     if partition == 0:
         return f"{shard_prefix(task_id)}{seq:08d}.parquet"
     return f"{shard_prefix(task_id)}p{partition:05d}/{seq:08d}.parquet"
 
 
 def parse_shard_key(task_id: str, key: str) -> PageKey | None:
-    """The :class:`PageKey` of one of ``task_id``'s shard keys; None for any
-    other key."""
+    """The :class:`PageKey` of a shard key of ``task_id``, else None."""
     rest = key.removeprefix(shard_prefix(task_id))
     partition = 0
     if rest.startswith("p") and "/" in rest:
@@ -86,31 +68,27 @@ def page_prefix(task_id: str) -> str:
 
 
 def page_key(task_id: str, seq: int, partition: int = 0) -> str:
-    """Object key of page (``partition``, ``seq``)'s blob (rows as a JSON array)."""
+    """Page (``partition``, ``seq``)'s blob key (rows as a JSON array)."""
     if partition == 0:
         return f"{page_prefix(task_id)}{seq:08d}.json"
     return f"{page_prefix(task_id)}p{partition:05d}/{seq:08d}.json"
 
 
 def forget_ahead(ctx: Context, task_id: str) -> None:
-    """Cancel and forget the pages prepared ahead for ``task_id`` on this
-    worker (``Context.ahead``, ``streams.handlers.prepare``), if any; their
-    outcome is read when they end, never raised. Idempotent."""
+    """Cancel the pages prepared ahead for ``task_id``; idempotent."""
     for entry in ctx.ahead.pop(task_id, ()):
         entry.future.cancel()
         entry.future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def cleanup(ctx: Context, task_id: str) -> None:
-    """Delete a task's shards and page blobs from object storage (in a thread,
-    docs/kafka-rules.md #6), its growing file and its pages prepared ahead
-    on this worker; idempotent."""
+    """Delete a task's shards, blobs and local state (docs/kafka-rules.md #6)."""
     forget_ahead(ctx, task_id)
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         await asyncio.to_thread(tf.discard)
     prefix = shard_prefix(task_id)
-    for key in [k for k in ctx.handed if k.startswith(prefix)]:  # pages kept for the writer
+    for key in [k for k in ctx.handed if k.startswith(prefix)]:
         ctx.handed.pop(key, None)
     await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
     await asyncio.to_thread(ctx.store.delete_prefix, page_prefix(task_id))

@@ -32,31 +32,25 @@ class MemoryCheckpoints:
         self.marks: dict[str, dict[str, str]] = {}
 
     async def get(self, task_id: str) -> dict[str, str]:
-        """All markers of a task (strings)."""
         return dict(self.marks.get(task_id, {}))
 
     async def set(self, task_id: str, **fields: Any) -> None:
-        """Set markers (str/int as text, others JSON-encoded)."""
         marks = self.marks.setdefault(task_id, {})
         for k, v in fields.items():
             marks[k] = str(v) if isinstance(v, (str, int)) else json.dumps(v)
 
     async def field(self, task_id: str, name: str) -> str | None:
-        """One marker of a task (a string), None when absent."""
         return self.marks.get(task_id, {}).get(name)
 
     async def clear(self, task_id: str, *fields: str) -> None:
-        """Remove markers (absent ones are ignored)."""
         for field in fields:
             self.marks.get(task_id, {}).pop(field, None)
 
     async def fetched_seq(self, task_id: str) -> int:
-        """The last seq whose fetch completed, -1 when none."""
         raw = self.marks.get(task_id, {}).get("fetched")
         return int(raw) if raw is not None else -1
 
     async def count(self, task_id: str, field: str) -> int:
-        """Add one to a counter marker; returns the new count."""
         marks = self.marks.setdefault(task_id, {})
         marks[field] = str(int(marks.get(field, 0)) + 1)
         return int(marks[field])
@@ -72,17 +66,14 @@ class MemoryProjection:
         self.published: list[dict[str, Any]] = []
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
-        """The task's state (a copy), or None when unknown."""
         state = self.tasks.get(task_id)
         return json.loads(json.dumps(state)) if state is not None else None
 
     async def status(self, task_id: str) -> str | None:
-        """The task's status, or None when unknown."""
         state = self.tasks.get(task_id)
         return state["status"] if state else None
 
     async def apply(self, event: Lifecycle) -> dict[str, Any] | None:
-        """Fold ``event``; returns the new state, or None when nothing changed."""
         new = apply(self.tasks.get(event.taskId), event)
         if new is None:
             return None
@@ -96,7 +87,6 @@ class MemoryProjection:
         return new
 
     async def active(self) -> list[str]:
-        """Ids of tasks not yet ended, oldest first."""
         return [t for t, _ in sorted(self._active.items(), key=lambda kv: (kv[1], kv[0]))]
 
 
@@ -116,7 +106,6 @@ class MemorySlots:
         return self.limits.scopes(s.sysCode, s.bizType, s.userId)
 
     async def enqueue(self, req: ExportRequested) -> None:
-        """Put a task at the end of its caller's queue (idempotent)."""
         sys_code = req.spec.sysCode
         floor = min((self.passes.get(s, 0.0) for s in self.wait), default=0.0)
         self.wait.setdefault(sys_code, {}).setdefault(req.taskId, self.clock())
@@ -125,8 +114,6 @@ class MemorySlots:
             self.passes[sys_code] = floor
 
     async def promote(self, now: float | None = None) -> list[ExportRequested]:
-        """Start as many waiting tasks as the limits allow, fairest first.
-        Returns the requests of the tasks started (by this call only)."""
         now = now or self.clock()
         started: list[ExportRequested] = []
         while True:
@@ -148,7 +135,6 @@ class MemorySlots:
                 return started
 
     def _try_start(self, req: ExportRequested, now: float) -> int:
-        """1 started, 0 a scope is full, -1 no longer waiting (as the Lua script)."""
         task_id, wait = req.taskId, self.wait.get(req.spec.sysCode, {})
         if task_id not in wait:
             return -1
@@ -166,7 +152,6 @@ class MemorySlots:
         return 1
 
     def _heads(self) -> list[tuple[float, str, str]]:
-        """(pass, sysCode, oldest task) of every caller with waiting tasks, by pass."""
         heads = []
         for sys_code in list(self.wait):
             queue = self.wait[sys_code]
@@ -178,14 +163,12 @@ class MemorySlots:
         return sorted(heads)
 
     async def release(self, task_id: str, sys_code: str, biz_type: str, user_id: str) -> None:
-        """Free a task's slots and drop it from its queue (idempotent)."""
         for name, _ in self.limits.scopes(sys_code, biz_type, user_id):
             self.slots.get(name, {}).pop(task_id, None)
         self.wait.get(sys_code, {}).pop(task_id, None)
         self.waitreq.pop(task_id, None)
 
     def holding(self, scope: str = "global") -> set[str]:
-        """Ids of the tasks holding a slot in ``scope`` now (for assertions)."""
         return set(self.slots.get(scope, {}))
 
 
@@ -198,15 +181,12 @@ class MemoryWorkers:
         self.turn: tuple[str, float] | None = None
 
     async def beat(self, worker_id: str, ttl: float) -> None:
-        """``worker_id`` is alive for ``ttl`` seconds (at least 1)."""
         self.beats[worker_id] = self.clock() + max(1, int(ttl))
 
     async def alive(self, worker_id: str) -> bool:
-        """Whether ``worker_id`` heartbeated within its last ttl."""
         return self.beats.get(worker_id, 0.0) > self.clock()
 
     async def take_turn(self, worker_id: str, interval: float) -> bool:
-        """True when no other turn is held (a turn lasts 0.9 x ``interval``)."""
         now = self.clock()
         if self.turn is not None and self.turn[1] > now:
             return False
@@ -227,7 +207,6 @@ class MemoryStore:
         self.objects[key] = bytes(data)
 
     def get_bytes(self, key: str) -> bytes:
-        """Raises ``KeyError`` for an unknown key (as ``LocalStore``)."""
         return self.objects[key]
 
     def exists(self, key: str) -> bool:

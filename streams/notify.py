@@ -1,25 +1,9 @@
-"""Completion webhooks: an export naming ``jobConfig.notifyUrl`` gets one
-POST of its final status and signed link.
-
-- Started by the projector (``streams.app.routes`` wraps its handler with
-  :func:`with_notify`; the ``export.lifecycle`` agent) once the terminal state
-  is projected, and sent in the background so a slow receiver never holds
-  the partition.
-- Signed like the alert webhooks (``alerting.delivery.signature``:
-  ``X-Plait-Timestamp`` and ``X-Plait-Signature: sha256=HMAC(secret,
-  "<timestamp>." + body)``) with the caller's ``appSecret`` (open mode: the
-  deployment's ``signing_secret``).
-- ``Idempotency-Key: <taskId>:<status>``, the same on every attempt; retried
-  with exponential backoff (tenacity) on the answers the alert webhooks
-  retry (``alerting.delivery.is_retryable``: connect errors, timeouts, 408,
-  425, 429, 5xx), at most :data:`ATTEMPTS` times; another 4xx ends it.
-- Once per task and status across workers: ``plait.keys.notify`` (SET NX).
-
-Body (camelCase, RFC 3339)::
-
-    {"taskId", "status", "finishedAt", "error"?, "sysCode", "bizType", "userId",
-     "file"?: {"fileName", "rows", "bytes", "url"}}
-"""
+"""Completion webhooks to ``jobConfig.notifyUrl``: one POST per task and
+status (``plait.keys.notify``, SET NX), in the background, signed as the
+alert webhooks with the caller's ``appSecret``; ``Idempotency-Key:
+<taskId>:<status>``; retried as ``alerting.delivery.is_retryable`` says.
+Body: ``{taskId, status, finishedAt, error?, sysCode, bizType, userId,
+file?: {fileName, rows, bytes, url}}``."""
 from __future__ import annotations
 
 import asyncio
@@ -61,12 +45,7 @@ def body_of(state: dict[str, Any], link: str | None) -> bytes:
 async def deliver(client: httpx.AsyncClient, url: str, body: bytes, key: str, secret: str,
                   attempts: int = ATTEMPTS, wait_max: float = 30.0,
                   clock=time.time) -> int:
-    """POST ``body`` to ``url`` until a 2xx, retrying transient failures with
-    exponential backoff. Returns the final HTTP status.
-
-    Raises:
-        RetryableError: still failing after ``attempts``.
-    """
+    """POST until not retryable; the final status. ``RetryableError`` after ``attempts``."""
     async for attempt in AsyncRetrying(stop=stop_after_attempt(attempts),
                                        wait=wait_exponential(multiplier=0.2, max=wait_max),
                                        retry=retry_if_exception_type(RetryableError),
@@ -87,10 +66,8 @@ async def deliver(client: httpx.AsyncClient, url: str, body: bytes, key: str, se
 
 
 def with_notify(handle):
-    """Wrap the projector's handler ``handle(ctx, event) -> emits``: after it
-    projected a terminal status, start the completion webhook
-    (:func:`after_lifecycle`). A failure to start it is logged, never fails
-    the projection."""
+    """Wrap the projector's handler to start the webhook after a terminal
+    status; a failure is logged, never fails the projection."""
     async def project_and_notify(ctx, event: Lifecycle):
         emits = await handle(ctx, event)
         try:
@@ -104,8 +81,7 @@ def with_notify(handle):
 
 
 async def after_lifecycle(ctx, event: Lifecycle, emits: list) -> None:
-    """For a terminal status of a task whose spec names
-    ``jobConfig.notifyUrl``, start the webhook delivery in the background."""
+    """Start the webhook of a terminal status, once."""
     if event.status not in TERMINAL:
         return
     marks = await ctx.checkpoints.get(event.taskId)
@@ -118,7 +94,7 @@ async def after_lifecycle(ctx, event: Lifecycle, emits: list) -> None:
     redis, prefix = ctx.projection.redis, ctx.settings.redis_prefix
     marker = K.notify(prefix, event.taskId, event.status)
     if not await redis.set(marker, "sending", nx=True, ex=600):
-        return  # another delivery of this task and status exists
+        return
     job = asyncio.create_task(_send(ctx, spec, event, url, marker))
     _jobs.add(job)
     job.add_done_callback(_jobs.discard)

@@ -1,7 +1,5 @@
-"""Daily row quotas in the export workers: each page's rows charged to its
-caller's day (``plait.quotas.charge``), a pulled page cut where the quota
-ends (the task then ends ``SUCCESS`` ``truncated``, quality
-``daily_quota_cut``), pushed pages counted."""
+"""Daily row quotas: pages charged (``plait.quotas.charge``); a pulled page is
+cut where the quota ends (SUCCESS, truncated, ``daily_quota_cut``)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,16 +11,12 @@ from streams.files import encode_shard
 
 
 def _caller(ctx: Context, sys_code: str):
-    """The registered caller with a daily quota, or None."""
     caller = ctx.callers.by_sys_code(sys_code) if ctx.callers is not None else None
     return caller if caller is not None and caller.dailyRows is not None else None
 
 
 async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
-    """A fetched page (``streams.handlers._take_page``'s tuple: page, rows,
-    last, truncated, shard, batch, quality) charged to its caller's quota;
-    when only part of it fits, that part as the task's last page, truncated,
-    its shard re-encoded with the quality note. Unchanged without a quota."""
+    """A fetched page's tuple charged to the quota; cut to the last page when over."""
     caller = _caller(ctx, cmd.spec.sysCode)
     if caller is None:
         return taken
@@ -39,9 +33,7 @@ async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
 
 
 async def count_pushed(ctx: Context, page: PageBatch) -> None:
-    """Charge a pushed page's rows to its caller's quota (never cut: the
-    producer holds the rows; the API refuses requests once the quota is
-    used up)."""
+    """Charge a pushed page's rows (never cut: the API refuses when used up)."""
     caller = _caller(ctx, page.spec.sysCode)
     if caller is not None:
         cp = ctx.checkpoints

@@ -1,17 +1,7 @@
-"""The export policy on the kernel's agent runtime (``plait.agent``): what
-wraps every export handler besides what every agent gets.
-
-The kernel decodes, dead-letters poison and unexpected failures, keeps
-anything from escaping the loop (docs/kafka-rules.md #3) and exits when events cannot
-be sent at all (docs/kafka-rules.md #4). On top of it, per route: a time limit,
-retries with backoff for transient infrastructure failures, sending the
-handler's events (acked) and then its ``after`` hook. As hooks
-(:class:`ExportHooks`): a failed handler ends its task FAILED (a
-``PermanentError`` with its message, anything else as an internal error),
-lifecycle changes reach the projection before they are sent, the tasks in
-flight are tracked for heartbeats, and ``detached`` routes run in the
-background.
-"""
+"""The export policy on the kernel's agent runtime (``plait.agent``, which
+handles docs/kafka-rules.md #3, #4): per route a time limit, retries of
+transient failures, acked sends, an ``after`` hook; a failed handler ends its
+task FAILED."""
 from __future__ import annotations
 
 import asyncio
@@ -41,9 +31,7 @@ TRANSIENT = (RetryableError, redis.exceptions.ConnectionError, redis.exceptions.
 
 @dataclass
 class Route:
-    """One agent: its input topic, handler, optional hook run once the handler's
-    events are acked (``after(ctx, payload, emits)``), time limit (seconds) and
-    attempts for transient failures."""
+    """One agent: topic, handler, ``after`` hook (once acked), time limit (s)."""
 
     topic: str
     handle: Callable[[Context, Payload], Awaitable[list[Emit]]]
@@ -51,12 +39,7 @@ class Route:
     timeout: float = 300.0
     attempts: int = 3
     detached: bool = False
-    #: the handler's events on its own topic (the next command of the same
-    #: task, e.g. the FetchPage of page n+1) are not sent to the broker: the
-    #: runtime handles them in line, starting the next step while the current
-    #: step's events are being sent and acked (``docs/architecture.md``,
-    #: "Write while fetching"). ``after`` still sees them, so checkpoints
-    #: record the next command for re-drives.
+    #: events on its own topic are handled in line, not sent (:meth:`Runtime.chain`)
     follow: bool = False
 
 
@@ -70,34 +53,24 @@ class ExportHooks(Hooks):
 
     def __init__(self, ctx: Context, detached: set[str]) -> None:
         self.ctx = ctx
-        #: agent names whose handlers run in the background
         self.detached_agents = detached
-        #: task id -> (events of it being handled now, its spec); several agents
-        #: may work on one task at once (fetching page n+1 while writing page n).
+        #: task id -> (events of it being handled now, its spec)
         self.inflight: dict[str, tuple[int, object]] = {}
-        #: task id -> (lock serializing its detached handlers, handlers queued).
         self.detached: dict[str, tuple[asyncio.Lock, int]] = {}
         self.parallel = asyncio.Semaphore(ctx.settings.max_parallel_fetches)
         self._jobs: set[asyncio.Task] = set()
 
     async def before_send(self, rt: AgentRuntime, emits: list[Emit]) -> None:
-        """Lifecycle events are applied to the projection first, so the next
-        handler that checks a task's status sees them at once, and a task reads
-        as ended only once the reports sent before its end are in (PROGRESS too:
-        else the end can overtake them and the API shows a state the replay of
-        ``export.lifecycle`` differs from)."""
+        """Apply lifecycle events to the projection before sending, in order."""
         for e in emits:
             if isinstance(e.payload, Lifecycle):
                 await record(self.ctx, e.payload)
 
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
                        run: Callable[[], Awaitable[None]]) -> None:
-        """A ``detached`` route's handler runs in the background (at most
-        ``max_parallel_fetches`` at once, in order per task), so one slow data
-        API does not hold up the other tasks' pages. Its offset is committed
-        before it finishes; if the worker dies meanwhile, the sweeper re-drives
-        the task from its checkpoint (the fetched seq is recorded only after
-        the page's events are acked)."""
+        """Run a ``detached`` route's handler in the background (at most
+        ``max_parallel_fetches``, in order per task): a slow data API holds up
+        no other task. A lost worker's task is re-driven from its checkpoint."""
         task_id = getattr(payload, "taskId", None)
         if agent.name not in self.detached_agents or not task_id:
             await run()
@@ -111,7 +84,6 @@ class ExportHooks(Hooks):
 
     @staticmethod
     async def _serial(lock: asyncio.Lock, run: Callable[[], Awaitable[None]]) -> None:
-        """Detached handlers of one task run one after another, in order."""
         async with lock:
             await run()
 
@@ -140,8 +112,7 @@ class ExportHooks(Hooks):
 
     async def after_failure(self, rt: AgentRuntime, agent: Agent, event, payload,
                             exc: Exception) -> None:
-        """End the task of ``payload`` FAILED: a ``PermanentError`` with its
-        message, anything else as an internal error (the event is in the DLQ)."""
+        """End the task FAILED (non-``PermanentError``: "internal error")."""
         if not isinstance(exc, PermanentError):
             exc = PermanentError(f"internal error: {exc}")
         spec = getattr(payload, "spec", None)
@@ -154,8 +125,7 @@ class ExportHooks(Hooks):
 
 
 class Runtime:
-    """The export agents on one :class:`plait.agent.AgentRuntime`, plus the
-    heartbeat and sweeper turns."""
+    """The export agents, heartbeat and sweeper turns."""
 
     def __init__(self, app, ctx: Context, routes: list[Route] = ()) -> None:
         self.ctx = ctx
@@ -172,8 +142,6 @@ class Runtime:
         return f"plait.{route.topic}"
 
     def agent(self, route: Route) -> Agent:
-        """The kernel agent running ``route``: decode, handler under its time
-        limit with retries, send its events, then ``route.after``."""
         async def step(payload: Payload) -> list[Emit]:
             async for attempt in AsyncRetrying(stop=stop_after_attempt(route.attempts),
                                                wait=wait_exponential(multiplier=0.5, max=10),
@@ -199,24 +167,15 @@ class Runtime:
 
     async def chain(self, route: Route, step: Callable[[Payload], Awaitable[list[Emit]]],
                     payload: Payload, traceparent: str | None) -> None:
-        """Run a ``follow`` route: step after step of one task without a broker
-        round trip between them. The next step (fetching page n+1) starts as
-        soon as a step returned, while its events (page n) are sent and acked
-        and ``route.after`` records the checkpoint; events leave in step order.
-        A step that fails ends the chain (the failure is the handler's); a
-        worker that dies mid-chain is re-driven from the last checkpoint.
-
-        Tracing and metrics as if each step were its own event: the first step
-        runs in the agent's span; each later step is a span of the route's
-        name (``plait.agent.SPAN_NAMES``, e.g. ``export.fetch_page``), child of
-        the step that made its command, and is timed in
-        ``plait_stage_duration_seconds``; a step's events carry its span as
-        their ``traceparent``."""
+        """Run a ``follow`` route's steps without a broker round trip: the next
+        step starts while this step's events are sent (docs/architecture.md,
+        "Write while fetching"). Each later step gets its own span and stage
+        timer, as if it were its own event."""
         name = SPAN_NAMES.get(route.topic, self.name(route))
 
         async def traced(p: Payload, first: bool,
                          parent: str | None) -> tuple[list[Emit], str | None]:
-            if first:  # already in the agent's span (plait.agent)
+            if first:
                 return await step(p), tracing.current_traceparent()
             with tracing.span(name, parent, **{"plait.task_id": getattr(p, "taskId", None),
                                                "plait.seq": getattr(p, "seq", None),
@@ -234,7 +193,7 @@ class Runtime:
                     current = asyncio.ensure_future(traced(nxt, False, step_tp))
                 send = [e for e in emits if e.topic != route.topic]
                 if send:
-                    token = tracing.attach(step_tp)  # the step's span is their parent
+                    token = tracing.attach(step_tp)
                     try:
                         await self.rt.send(send, step_tp or traceparent)
                     finally:
@@ -262,12 +221,9 @@ class Runtime:
         await self.rt.send(emits)
 
     async def heartbeat(self) -> None:
-        """Say this worker is alive, and report the tasks it is working on right
-        now (RUNNING repeats refresh ``heartbeatAt``; the sweeper re-drives a
-        task whose beat stopped and whose last worker is gone)."""
+        """Beat, and repeat RUNNING for tasks in flight (refreshes ``heartbeatAt``)."""
         await self.ctx.workers.beat(self.ctx.worker_id, self.ctx.settings.stale_after_seconds)
-        # only RUNNING tasks: a WAITING task's request being admitted is in flight too, and a
-        # RUNNING beat would start it in the projection without a slot
+        # a RUNNING beat for a WAITING task would start it without a slot
         emits = [lifecycle(spec, task_id, "RUNNING", workerId=self.ctx.worker_id)
                  for task_id, (_, spec) in list(self.inflight.items())
                  if await self.ctx.projection.status(task_id) == "RUNNING"]

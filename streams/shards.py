@@ -1,11 +1,7 @@
-"""Page writing: one Parquet shard per page, at a key derived from
-(task id, seq), so a redelivered page overwrites its own shard and nothing is
-counted twice (docs/architecture.md, "Data flow of an export", step 4); and the page appended to the
-task's output file growing on this worker (``streams.files``), so after the
-last page only the tail is left to write. The last page's handler closes,
-uploads and reports the file in place: pages are keyed by task id, so one
-partition, hence one worker at a time, owns a task's pages
-(``docs/architecture.md``, "Write while fetching")."""
+"""Page writing: one shard per (task id, seq), so a redelivery overwrites
+its own (docs/architecture.md, "Data flow of an export", step 4), appended to
+the task's growing file; the last page finishes the file in place
+(docs/architecture.md, "Write while fetching")."""
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +24,7 @@ from streams.quota import count_pushed
 
 
 def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes | None]:
-    """Blocking: the page's rows as a batch, its quality counts and its shard
-    to store (None when the fetcher stored it already: ``shardKey``)."""
+    """Blocking: (batch, quality, shard bytes or None when already stored)."""
     if page.shardKey is not None:
         batch, quality = decode_shard(store.get_bytes(page.shardKey))
         return batch, quality, None
@@ -50,33 +45,11 @@ def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int]
 
 
 async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
-    """PageBatch -> shard in object storage, the page placed in the task's
-    growing file (``streams.files.grow``: appended in (partition, seq) order
-    as the pages before it are in, else kept as its shard until they are),
-    PROGRESS; once every page of every partition is in, the file closed,
-    uploaded and SUCCESS. A page of an ended task is dropped.
-
-    Order matters for re-drives: a partition's end (``isLast``) is recorded
-    before its shard is stored, the shard before the page is placed, and
-    ``last_seq`` before the file is finished, so a worker dying at any point
-    leaves shards and checkpoints for whoever takes over (the redelivered
-    page, or the sweeper's FinalizeRequested). A page missing while later
-    pages of its partition arrived is recorded (checkpoint ``missing``) for
-    the sweeper's ``PLAIT_PUSH_PAGE_TIMEOUT_SECONDS``.
-
-    Stages (``docs/events.md``, ``stage``): each page's PROGRESS says
-    ``fetching`` (the file grows along); the completing page's PROGRESS says
-    ``writing`` and is sent at once (the tail is written and the file closed
-    next), then ``uploading`` before the upload; SUCCESS follows. Finishing is
-    the span ``export.finalize`` (with ``export.write_file`` and
-    ``export.upload``), as on the re-drive path.
-
-    Raises ``PermanentError`` (task FAILED) when rows break the column spec,
-    the writer refuses them or pages disagree on their partitions; ``KeyError``
-    when its shard or blob is missing and the task has not ended (a page whose
-    task ended and was cleaned up while it was read is dropped: its shard is
-    gone with the task's).
-    """
+    """PageBatch -> shard, page placed in the growing file, PROGRESS; the
+    completing page finishes the file and sends SUCCESS. Each checkpoint is
+    written before the step it guards, so a re-drive can resume anywhere.
+    Raises ``PermanentError`` on bad rows or partitions, ``KeyError`` when a
+    live task's shard or blob is missing."""
     state = await ctx.projection.get(page.taskId)
     if state and state["status"] in TERMINAL:
         drop(ctx, page.taskId)
@@ -88,16 +61,15 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     key = PageKey(page.partition, page.seq)
     tf = await _task_file(ctx, page)
     tf.order.note(key, page.isLast, page.partitions)
-    if page.isLast:  # durable before its shard: a catch-up elsewhere knows the end
+    if page.isLast:
         await ctx.checkpoints.set(page.taskId, **{f"end:{page.partition}": page.seq,
                                                   "partitions": page.partitions})
     if data is not None:
         await asyncio.to_thread(ctx.store.put_bytes,
                                 shard_key(page.taskId, page.seq, page.partition), data)
-        await count_pushed(ctx, page)  # a pushed page's rows count against the daily quota
+        await count_pushed(ctx, page)
     await asyncio.to_thread(grow, ctx, tf, key, batch, quality)
-    if await ctx.projection.status(page.taskId) in TERMINAL:  # cancelled meanwhile: the
-        # task's cleanup may have run before this shard landed; leave nothing behind
+    if await ctx.projection.status(page.taskId) in TERMINAL:  # cleanup may have run already
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
         drop(ctx, page.taskId)
         return []
@@ -112,14 +84,13 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
 
 async def _page_batch(ctx: Context, page: PageBatch
                       ) -> tuple[pa.RecordBatch, dict[str, int], bytes | None] | None:
-    """The page's batch, quality counts and shard bytes to store (None: the
-    fetcher stored it); None when its shard or blob is gone with its ended task."""
+    """:func:`_decode_page`, or None when its ended task's shard is gone."""
     handed = take_handed(ctx, page.shardKey) if page.shardKey is not None else None
-    if handed is not None:  # fetched on this worker: no need to read its shard back
+    if handed is not None:
         return handed[0], handed[1], None
     try:
         return await asyncio.to_thread(_decode_page, ctx.store, page)
-    except KeyError:  # its shard or blob is gone: the task's cleanup ran meanwhile
+    except KeyError:
         if await ctx.projection.status(page.taskId) not in TERMINAL:
             raise
         drop(ctx, page.taskId)
@@ -127,10 +98,7 @@ async def _page_batch(ctx: Context, page: PageBatch
 
 
 async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
-    """The task's growing file on this worker; opened from the checkpoints
-    (partition ends, the missing page recorded) when this worker has none,
-    and caught up from the stored shards unless this is a pull task's first
-    page (its pages come in order from one fetch chain)."""
+    """The task's growing file here; else opened from checkpoints and shards."""
     tf = ctx.files.get(page.taskId)
     if tf is not None:
         return tf
@@ -151,9 +119,7 @@ async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
 
 
 async def _mark_missing(ctx: Context, tf: TaskFile) -> None:
-    """Record (or clear) the task's first missing page in its checkpoints
-    (``missing``: ``{"page": [partition, seq], "since": epoch seconds}``) when
-    it changed; the sweeper fails the task once it is missing too long."""
+    """Checkpoint ``missing`` = ``{"page": [partition, seq], "since": epoch s}``."""
     missing = tf.order.missing()
     if missing == tf.missing_mark:
         return
@@ -166,9 +132,7 @@ async def _mark_missing(ctx: Context, tf: TaskFile) -> None:
 
 
 async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit) -> list[Emit]:
-    """Every page is in: record ``last_seq`` (and each partition's end), then
-    finish the file in place and report SUCCESS; only PROGRESS when the task
-    was finalized already (a redelivered page)."""
+    """Checkpoint the ends, finish the file, SUCCESS (once per task)."""
     marks = await ctx.checkpoints.get(page.taskId)
     if "finalized" in marks:
         return [progress]
@@ -181,8 +145,6 @@ async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit)
     with tracing.span("export.finalize", **{"plait.task_id": page.taskId,
                                             "plait.last_seq": ends[-1]}), \
             metrics.StageTimer("export.finalize"):
-        # the completing page's PROGRESS goes out now (not after the handler),
-        # so the lifecycle topic reads fetching -> writing -> uploading -> SUCCESS
         sent = await report_stage(ctx, page.spec, page.taskId, "writing", progress)
         on_stage = stage_reporter(ctx, page.spec, page.taskId)
         built = await asyncio.to_thread(finish, ctx, page.taskId, ends, doc, on_stage)
@@ -190,19 +152,12 @@ async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit)
     return [done] if sent else [progress, done]
 
 
-#: Seconds between the ``fetching`` PROGRESS reports of a task whose file
-#: grows on this worker: the first page it writes reports, then the first
-#: page written at least this long after the last report, and the last page
-#: always. A report per page (~50 per second on a fast data API) cost a
-#: lifecycle event sent and projected per page, and nobody reads progress
-#: that often (the API shows the projection; SSE streams its changes).
+#: Least seconds between ``fetching`` PROGRESS reports of a growing file.
 PROGRESS_EVERY = 0.5
 
 
 def due(ctx: Context, task_id: str) -> bool:
-    """Whether the page just appended to ``task_id``'s growing file should be
-    reported (:data:`PROGRESS_EVERY`); True when the file does not grow here
-    (built from shards at the end: every page reports). Marks it reported."""
+    """Whether to report the page just appended (:data:`PROGRESS_EVERY`)."""
     tf = ctx.files.get(task_id)
     if tf is None or not tf.grown:
         return True
@@ -214,8 +169,7 @@ def due(ctx: Context, task_id: str) -> bool:
 
 
 async def after_write_shard(ctx: Context, page: PageBatch, emits: list[Emit]) -> None:
-    """After SUCCESS (sent by the page that completed the file) is acked:
-    mark finalized and delete the shards and page blobs."""
+    """After SUCCESS is acked: mark finalized, delete shards and blobs."""
     if any(getattr(e.payload, "status", None) == "SUCCESS" for e in emits):
         await ctx.checkpoints.set(page.taskId, finalized=1)
         await cleanup(ctx, page.taskId)

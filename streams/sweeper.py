@@ -1,12 +1,6 @@
-"""The sweeper: ends tasks past their timeout, re-drives RUNNING tasks whose
-heartbeat went stale (a worker died) from the last recorded cursor, and
-starts waiting tasks that fit the limits (docs/architecture.md, "Data flow of an export", step 7).
-
-Every worker runs it on a timer; a short Redis lock lets one sweep per interval.
-A task is re-driven only when its heartbeat is stale *and* the worker that
-last reported on it stopped heartbeating: a live worker that is merely busy
-gets to its queued events itself.
-"""
+"""The sweeper (docs/architecture.md, "Data flow of an export", step 7):
+times out tasks, re-drives stale ones whose worker is gone, starts waiting
+tasks. One worker per interval (a Redis lock)."""
 from __future__ import annotations
 
 import json
@@ -19,11 +13,8 @@ from streams.context import Context, Emit
 from streams.emits import ended, start
 
 async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list[Emit]:
-    """Re-emit the next command of a stale task from its checkpoints: the
-    FinalizeRequested when every page was written, else the FetchPage of the
-    first page not fetched, with the recorded cursor. Duplicates this creates
-    are skipped by the handlers' checkpoints. A task re-driven ``max_redrives``
-    times at the same point ends FAILED."""
+    """Re-emit a stale task's next command from its checkpoints; FAILED after
+    ``max_redrives`` at the same point."""
     marks = await ctx.checkpoints.get(task_id)
     if "finalized" in marks or "request" not in marks:
         return []
@@ -41,7 +32,7 @@ async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list
             or req.spec.dataConfig.runtimeContext, rowsBefore=int(marks.get("rows_before", 0)),
             spec=req.spec))
     else:
-        return []  # push mode: the producer owns the pages
+        return []  # push mode
     count = int(marks.get("redrives", 0)) + 1 if marks.get("redrive_point") == point else 1
     if count > ctx.settings.max_redrives:
         return [ended(task_id, "FAILED", f"re-driven {count - 1} times at {point} without "
@@ -55,8 +46,7 @@ async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list
 
 
 async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], list[str]]:
-    """One sweep. Returns the events to send and the ids of tasks it ended
-    (whose shards the caller deletes once the events are acked)."""
+    """One sweep: (events to send, ids of tasks ended)."""
     now = now or time.time()
     emits: list[Emit] = []
     ended_ids: list[str] = []
@@ -85,10 +75,7 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
 
 async def missing_too_long(ctx: Context, task_id: str, state: dict,
                            now: float) -> Emit | None:
-    """FAILED for a task whose page has been missing (checkpoint ``missing``,
-    recorded by the page writer while later pages of its partition arrived)
-    longer than ``PLAIT_PUSH_PAGE_TIMEOUT_SECONDS``, naming its partition and
-    seq; None otherwise."""
+    """FAILED when a page is missing past ``PLAIT_PUSH_PAGE_TIMEOUT_SECONDS``."""
     raw = await ctx.checkpoints.field(task_id, "missing")
     if raw is None:
         return None
@@ -104,16 +91,8 @@ async def missing_too_long(ctx: Context, task_id: str, state: dict,
 
 
 async def owner_alive(ctx: Context, task_id: str, state: dict) -> bool:
-    """Whether a live worker still drives the stale task ``task_id``: the
-    worker that last reported on it beats and, while pages are still to be
-    fetched, so does the worker whose fetch chain recorded the last page
-    (checkpoint ``fetcher``, ``streams.handlers.after_fetch``).
-
-    The fetch chain runs in process (``Route.follow``, docs/architecture.md,
-    "Write while fetching"): when its worker dies, no FetchPage is left on the
-    broker, so nobody else will fetch the next page. The last reporter alone
-    is not enough: a worker that wrote a redelivered page of the dead worker
-    (PROGRESS with its id) keeps beating without ever fetching again."""
+    """Whether the last reporter beats and, while fetching, the ``fetcher``
+    too: its in-process fetch chain leaves no FetchPage on the broker."""
     if not await worker_alive(ctx, state.get("workerId")):
         return False
     marks = await ctx.checkpoints.get(task_id)
@@ -126,8 +105,6 @@ async def owner_alive(ctx: Context, task_id: str, state: dict) -> bool:
 
 
 async def worker_alive(ctx: Context, worker_id: str | None) -> bool:
-    """Whether the worker that last reported on a task still heartbeats. A
-    busy but live worker will get to its queued events: no re-drive then."""
     if not worker_id:
         return False
     return await ctx.workers.alive(worker_id.removeprefix("sweeper@"))
