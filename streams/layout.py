@@ -92,11 +92,12 @@ def page_key(task_id: str, seq: int, partition: int = 0) -> str:
     return f"{page_prefix(task_id)}p{partition:05d}/{seq:08d}.json"
 
 
-def forget_ahead(ctx: Context, task_id: str) -> None:
-    """Cancel and forget the pages prepared ahead for ``task_id`` on this
-    worker (``Context.ahead``, ``streams.handlers.prepare``), if any; their
-    outcome is read when they end, never raised. Idempotent."""
-    for entry in ctx.ahead.pop(task_id, ()):
+def forget_ahead(ctx: Context, chain_id: str) -> None:
+    """Cancel and forget the pages prepared ahead for ``chain_id`` (a task id,
+    or a partition's ``FetchPage.chainId``) on this worker (``Context.ahead``,
+    ``streams.handlers.prepare``), if any; their outcome is read when they
+    end, never raised. Idempotent."""
+    for entry in ctx.ahead.pop(chain_id, ()):
         entry.future.cancel()
         entry.future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
@@ -104,8 +105,9 @@ def forget_ahead(ctx: Context, task_id: str) -> None:
 async def cleanup(ctx: Context, task_id: str) -> None:
     """Delete a task's shards and page blobs from object storage (in a thread,
     docs/kafka-rules.md #6), its growing file and its pages prepared ahead
-    on this worker; idempotent."""
-    forget_ahead(ctx, task_id)
+    on this worker (every partition's); idempotent."""
+    for chain_id in [c for c in ctx.ahead if c == task_id or c.startswith(f"{task_id}#")]:
+        forget_ahead(ctx, chain_id)
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         await asyncio.to_thread(tf.discard)

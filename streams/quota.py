@@ -28,7 +28,8 @@ async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
         return taken
     page, rows, last, truncated, shard, batch, quality = taken
     cp = ctx.checkpoints
-    allowed = await quotas.charge(cp.redis, cp.prefix, caller, cmd.taskId, cmd.rowsBefore + rows)
+    # each partition's chain counts its own rows (chainId: the task id for one)
+    allowed = await quotas.charge(cp.redis, cp.prefix, caller, cmd.chainId, cmd.rowsBefore + rows)
     keep = allowed - cmd.rowsBefore
     if keep >= rows:
         return taken

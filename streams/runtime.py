@@ -101,8 +101,9 @@ class ExportHooks(Hooks):
         API does not hold up the other tasks' pages. Its offset is committed
         before it finishes; if the worker dies meanwhile, the sweeper re-drives
         the task from its checkpoint (the fetched seq is recorded only after
-        the page's events are acked)."""
-        task_id = getattr(payload, "taskId", None)
+        the page's events are acked). A partitioned task's chains
+        (``FetchPage.chainId``) run in parallel, each in order."""
+        task_id = getattr(payload, "chainId", None) or getattr(payload, "taskId", None)
         if agent.name not in self.detached_agents or not task_id:
             await run()
             return
