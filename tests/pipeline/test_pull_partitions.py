@@ -7,6 +7,7 @@ is a 422 naming it; cancel stops every partition; a kill -9 of a worker
 mid-partition still gives every row exactly once."""
 from __future__ import annotations
 
+import socket
 import time
 import zipfile
 from pathlib import Path
@@ -167,6 +168,11 @@ def test_kill_9_of_a_worker_mid_partition_still_gives_every_row_once(stack, tmp_
     task_id = submit(stack.api_url, spec)
     wait_for(lambda: (wait_task(stack.api_url, task_id, until={"RUNNING"}).get("exportedRows")
                       or 0) >= 1600, 90, "some pages of every partition")
+    killed = f"{socket.gethostname()}:{stack.workers()['worker-0'].pid}"
+    marks = checkpoint(stack, task_id)
+    held = [p for p in range(8) if marks.get(f"fetcher:{p}") == killed
+            and f"done:{p}" not in marks]
+    assert held, marks  # worker-0 is mid-partition
     # when worker-0 is killed with SIGKILL (and a new worker joins)
     stack.kill("worker-0")
     stack.spawn_worker("worker-2")
@@ -174,5 +180,7 @@ def test_kill_9_of_a_worker_mid_partition_still_gives_every_row_once(stack, tmp_
     # then the file holds every row exactly once, in order
     assert task["status"] == "SUCCESS", task
     assert file_ids(task, tmp_path) == list(range(1, 8001))
-    fetchers = {v for k, v in checkpoint(stack, task_id).items() if k.startswith("fetcher:")}
-    print(f"\nfetchers at the end: {sorted(fetchers)}")
+    marks = checkpoint(stack, task_id)
+    assert all(marks[f"fetcher:{p}"] != killed for p in held)  # re-driven elsewhere
+    print(f"\nkill -9 mid-partition: partitions {held} re-driven "
+          f"({[marks.get(f'redrives:{p}') for p in held]} re-drives)")
