@@ -111,7 +111,7 @@ async def within_max_rows(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
         return taken
     page, rows, last, truncated, shard, batch, quality = taken
     cp = ctx.checkpoints
-    key = K.checkpoint(cp.prefix, cmd.taskId) + ":grants"
+    key = K.row_grants(cp.prefix, cmd.taskId)
     grant = int(await cp.redis.eval(_GRANT, 1, key, f"{cmd.partition}:{cmd.seq}", rows, cap,
                                     14 * 24 * 3600))
     if grant >= rows:
@@ -138,25 +138,25 @@ async def redrive_chains(ctx: Context, task_id: str, state: dict, now: float,
     if req.spec.dataConfig.mode != "pull" or count == 1:
         return None
     emits: list[Emit] = []
-    for p in range(count):
-        if f"done:{p}" in marks or f"end:{p}" in marks:
+    for part in range(count):
+        if f"done:{part}" in marks or f"end:{part}" in marks:
             continue
-        if not await _chain_gone(ctx, marks.get(f"fetcher:{p}"),
-                                 float(marks.get(f"at:{p}", 0)), now, stale):
+        if not await _chain_gone(ctx, marks.get(f"fetcher:{part}"),
+                                 float(marks.get(f"at:{part}", 0)), now, stale):
             continue
-        seq = int(marks.get(f"next_seq:{p}", 0))
-        point = f"fetch:{p}:{seq}"
-        tries = int(marks.get(f"redrives:{p}", 0)) + 1 \
-            if marks.get(f"redrive_point:{p}") == point else 1
+        seq = int(marks.get(f"next_seq:{part}", 0))
+        point = f"fetch:{part}:{seq}"
+        tries = int(marks.get(f"redrives:{part}", 0)) + 1 \
+            if marks.get(f"redrive_point:{part}") == point else 1
         if tries > ctx.settings.max_redrives:
             return [ended(task_id, "FAILED", f"re-driven {tries - 1} times at page {seq} of "
-                                             f"partition {p} without progress", ctx.worker_id,
+                                             f"partition {part} without progress", ctx.worker_id,
                           state)]
-        await ctx.checkpoints.set(task_id, **{f"redrive_point:{p}": point,
-                                              f"redrives:{p}": tries, f"at:{p}": now,
-                                              f"fetcher:{p}": REDRIVEN + ctx.worker_id})
-        cursor = json.loads(marks.get(f"next_ctx:{p}", "null"))
-        cmd = first_page(req, p, count, seq, cursor, int(marks.get(f"rows_before:{p}", 0)))
+        await ctx.checkpoints.set(task_id, **{f"redrive_point:{part}": point,
+                                              f"redrives:{part}": tries, f"at:{part}": now,
+                                              f"fetcher:{part}": REDRIVEN + ctx.worker_id})
+        cursor = json.loads(marks.get(f"next_ctx:{part}", "null"))
+        cmd = first_page(req, part, count, seq, cursor, int(marks.get(f"rows_before:{part}", 0)))
         cmd.payload.attempt = tries
         emits.append(cmd)
     if emits:
