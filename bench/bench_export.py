@@ -47,9 +47,17 @@ the floor's seconds of the same round, the lowest and highest of those
 ratios, and the median of the worker's CPU seconds over the floor process's
 (steadier on a shared machine; the API, broker and data API spend more).
 
+Partitions (``--partitions``): 1,000,000 ``seq`` rows (``--limit``) to
+csv, 1,000-row pages, the demo data API slowed to 50 ms a page: one
+partition on one worker, eight (``dataConfig.split``) on one worker, eight on
+two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
+"seconds", "speedup", "peak_rss_mb"}`` (``speedup``: one partition's seconds
+over this run's; ``peak_rss_mb``: the highest worker's VmHWM), target 6 for
+eight partitions.
+
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
-[--floor --shapes typed,contract,none]``
+[--floor --shapes typed,contract,none] [--partitions]``
 """
 from __future__ import annotations
 
@@ -381,6 +389,51 @@ def concurrent(workers: int, tasks: int, limit: int | None) -> float:
     return per_min
 
 
+#: ``--partitions``: rows, rows per page, the data API's delay per page (ms),
+#: and the runs as (partitions, workers).
+PARTITION_ROWS, PARTITION_PAGE, PARTITION_DELAY_MS = 1_000_000, 1_000, 50
+PARTITION_RUNS = ((1, 1), (8, 1), (8, 2))
+
+
+def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, int]:
+    """One ``seq`` csv export of ``rows`` rows in ``parts`` partitions on a
+    fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
+    highest worker peak RSS in MB, rows exported)."""
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
+        stack.start(workers=workers)
+        export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
+        pids = worker_pids(stack)
+        for pid in pids:
+            reset_hwm(pid)
+        spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
+                "dataConfig": {"dataApiUrl": f"{stack.demo_data_api}/data?delay_ms="
+                                             f"{PARTITION_DELAY_MS}",
+                               "pageSize": PARTITION_PAGE,
+                               "queryConditions": {"dataset": "seq", "rows": rows}},
+                "documentConfig": {"fileName": "seq", "fileFormat": "csv"},
+                "jobConfig": {"timeout": 3600}}
+        if parts > 1:
+            spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": rows, "parts": parts}
+        t0 = time.perf_counter()
+        resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
+        task = wait(stack, resp.json()["data"]["taskId"], "csv")
+        return (time.perf_counter() - t0, max(vm_hwm_mb(p) for p in pids),
+                task["exportedRows"])
+
+
+def partitions_bench(rows: int) -> None:
+    """The ``--partitions`` runs (:data:`PARTITION_RUNS`), one line each."""
+    first = None
+    for parts, workers in PARTITION_RUNS:
+        seconds, rss, done = partitions_run(parts, workers, rows)
+        first = first or seconds
+        print(json.dumps({"bench": "partitions", "format": "csv", "partitions": parts,
+                          "workers": workers, "rows": done, "page_size": PARTITION_PAGE,
+                          "delay_ms": PARTITION_DELAY_MS, "seconds": round(seconds, 2),
+                          "speedup": round(first / seconds, 2), "target": 6.0 if parts > 1
+                          else None, "peak_rss_mb": round(rss, 1)}), flush=True)
+
+
 def baseline(kind: str, fmt: str, limit: int) -> tuple[float, float]:
     """One bare write in a fresh process: (seconds incl. loading the table,
     seconds loading it)."""
@@ -417,7 +470,12 @@ def main() -> None:
                         help="only the floor and Plait over it, per --shapes (csv, parquet)")
     parser.add_argument("--shapes", default="typed,contract,none",
                         help="column shapes of the --floor exports: typed, contract, none")
+    parser.add_argument("--partitions", action="store_true",
+                        help="only the partitions bench (1 vs 8 partitions, seq rows)")
     args = parser.parse_args()
+    if args.partitions:
+        partitions_bench(args.limit or PARTITION_ROWS)
+        return
     PAGE_SIZE = args.page_size
     formats = [f for f in args.formats.split(",") if f and f != "none"]
     if args.floor:
