@@ -366,15 +366,23 @@ def floor_run(stack: Stack, fmt: str, limit: int | None, out: str) -> tuple[floa
     return res["seconds"], res["cpu_s"]
 
 
+def warmed(stack: Stack, workers: int) -> list[int]:
+    """Start ``stack`` with ``workers`` workers, run a warm-up export (the
+    consumer group forms, imports load) and reset the workers' peak RSS;
+    their pids."""
+    stack.start(workers=workers)
+    export(stack, "csv", 10)
+    pids = worker_pids(stack)
+    for pid in pids:
+        reset_hwm(pid)
+    return pids
+
+
 def concurrent(workers: int, tasks: int, limit: int | None) -> float:
     """``tasks`` csv exports from ``tasks`` users at once on ``workers``
     workers; prints and returns tasks per minute."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
-        stack.start(workers=workers)
-        export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
-        pids = worker_pids(stack)
-        for pid in pids:
-            reset_hwm(pid)
+        pids = warmed(stack, workers)
         c0 = sum(cpu_seconds(p) for p in pids)
         t0 = time.perf_counter()
         ids = [submit(stack, "csv", limit, user=f"user-{i}") for i in range(tasks)]
@@ -400,11 +408,7 @@ def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, i
     fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
     highest worker peak RSS in MB, rows exported)."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
-        stack.start(workers=workers)
-        export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
-        pids = worker_pids(stack)
-        for pid in pids:
-            reset_hwm(pid)
+        pids = warmed(stack, workers)
         spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
                 "dataConfig": {"dataApiUrl": f"{stack.demo_data_api}/data?delay_ms="
                                              f"{PARTITION_DELAY_MS}",

@@ -43,6 +43,15 @@ class ExportRequested(Payload):
     requestedAt: str
 
 
+def _in_range(event: Any) -> Any:
+    """An event's ``partition`` must be below its ``partitions`` (``ValueError``
+    naming both otherwise)."""
+    if event.partition >= event.partitions:
+        raise ValueError(f"partition {event.partition} is not below partitions "
+                         f"{event.partitions}")
+    return event
+
+
 class FetchPage(Payload):
     """``export.fetch``: fetch page ``seq`` with cursor ``runtimeContext``.
 
@@ -64,12 +73,7 @@ class FetchPage(Payload):
     partitions: int = Field(default=1, ge=1)
     spec: ExportSpec
 
-    @model_validator(mode="after")
-    def _partition_in_range(self) -> "FetchPage":
-        if self.partition >= self.partitions:
-            raise ValueError(f"partition {self.partition} is not below partitions "
-                             f"{self.partitions}")
-        return self
+    _partition_in_range = model_validator(mode="after")(_in_range)
 
     @property
     def chainId(self) -> str:
@@ -112,12 +116,7 @@ class PageBatch(Payload):
     totalRows: int | None = None
     spec: ExportSpec
 
-    @model_validator(mode="after")
-    def _partition_in_range(self) -> "PageBatch":
-        if self.partition >= self.partitions:
-            raise ValueError(f"partition {self.partition} is not below partitions "
-                             f"{self.partitions}")
-        return self
+    _partition_in_range = model_validator(mode="after")(_in_range)
 
 
 class FinalizeRequested(Payload):

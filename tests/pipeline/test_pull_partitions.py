@@ -29,14 +29,11 @@ FORMATS = ["csv", "xlsx", "parquet", "jsonl"]
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """Two workers, a fast sweeper (the last test kills worker-0)."""
-    s = Stack(Path(tmp_path_factory.mktemp("stack")),
-              isolated_env(PLAIT_STALE_AFTER_SECONDS="4", PLAIT_SWEEP_INTERVAL_SECONDS="0.5",
-                           PLAIT_HEARTBEAT_INTERVAL_SECONDS="1"))
-    try:
+    fast = isolated_env(PLAIT_STALE_AFTER_SECONDS="4", PLAIT_SWEEP_INTERVAL_SECONDS="0.5",
+                        PLAIT_HEARTBEAT_INTERVAL_SECONDS="1")
+    with Stack(Path(tmp_path_factory.mktemp("stack")), fast) as s:
         yield s.start(workers=2)
-    finally:
-        s.stop()
-        drop_redis_keys(s)
+    drop_redis_keys(s)
 
 
 def split_spec(stack, fmt: str, rows: int, parts: int, page_size: int = 100,
