@@ -51,9 +51,9 @@ Partitions (``--partitions``): 1,000,000 ``seq`` rows (``--limit``) to
 csv, 1,000-row pages, the demo data API slowed to 50 ms a page: one
 partition on one worker, eight (``dataConfig.split``) on one worker, eight on
 two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
-"seconds", "speedup", "peak_rss_mb"}`` (``speedup``: one partition's seconds
-over this run's; ``peak_rss_mb``: the highest worker's VmHWM), target 6 for
-eight partitions.
+"seconds", "speedup", "peak_rss_mb", "workers_cpu_s"}`` (``speedup``: one
+partition's seconds over this run's; ``peak_rss_mb``: the highest worker's
+VmHWM), target 6 for eight partitions.
 
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
@@ -403,10 +403,10 @@ PARTITION_ROWS, PARTITION_PAGE, PARTITION_DELAY_MS = 1_000_000, 1_000, 50
 PARTITION_RUNS = ((1, 1), (8, 1), (8, 2))
 
 
-def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, int]:
+def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, int, float]:
     """One ``seq`` csv export of ``rows`` rows in ``parts`` partitions on a
     fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
-    highest worker peak RSS in MB, rows exported)."""
+    highest worker peak RSS in MB, rows exported, the workers' CPU seconds)."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
         pids = warmed(stack, workers)
         spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
@@ -418,24 +418,25 @@ def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, i
                 "jobConfig": {"timeout": 3600}}
         if parts > 1:
             spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": rows, "parts": parts}
-        t0 = time.perf_counter()
+        c0, t0 = sum(cpu_seconds(p) for p in pids), time.perf_counter()
         resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
         task = wait(stack, resp.json()["data"]["taskId"], "csv")
         return (time.perf_counter() - t0, max(vm_hwm_mb(p) for p in pids),
-                task["exportedRows"])
+                task["exportedRows"], sum(cpu_seconds(p) for p in pids) - c0)
 
 
 def partitions_bench(rows: int) -> None:
     """The ``--partitions`` runs (:data:`PARTITION_RUNS`), one line each."""
     first = None
     for parts, workers in PARTITION_RUNS:
-        seconds, rss, done = partitions_run(parts, workers, rows)
+        seconds, rss, done, cpu = partitions_run(parts, workers, rows)
         first = first or seconds
         print(json.dumps({"bench": "partitions", "format": "csv", "partitions": parts,
                           "workers": workers, "rows": done, "page_size": PARTITION_PAGE,
                           "delay_ms": PARTITION_DELAY_MS, "seconds": round(seconds, 2),
                           "speedup": round(first / seconds, 2), "target": 6.0 if parts > 1
-                          else None, "peak_rss_mb": round(rss, 1)}), flush=True)
+                          else None, "peak_rss_mb": round(rss, 1),
+                          "workers_cpu_s": round(cpu, 2)}), flush=True)
 
 
 def baseline(kind: str, fmt: str, limit: int) -> tuple[float, float]:
