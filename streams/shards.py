@@ -103,13 +103,16 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
         drop(ctx, page.taskId)
         return []
+    if not tf.order.complete:
+        await _mark_missing(ctx, tf)
+        if not (page.isLast or due(ctx, page.taskId)):
+            return []
     exported, total = await task_progress(ctx, page)  # summed over partitions
     progress = lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
                          exportedRows=exported, totalRows=total, workerId=ctx.worker_id,
                          stage="fetching")
     if not tf.order.complete:
-        await _mark_missing(ctx, tf)
-        return [progress] if page.isLast or due(ctx, page.taskId) else []
+        return [progress]
     return await _complete(ctx, page, tf, progress)
 
 
