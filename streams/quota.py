@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from plait import keys as K
 from plait import quotas
 from plait.events import FetchPage, PageBatch
+from streams.checkpoints import TTL
 from streams.context import Context
 from streams.files import encode_shard
 
@@ -30,6 +32,8 @@ async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
     cp = ctx.checkpoints
     # each partition's chain counts its own rows (chainId: the task id for one)
     allowed = await quotas.charge(cp.redis, cp.prefix, caller, cmd.chainId, cmd.rowsBefore + rows)
+    if cmd.partitions > 1:  # a partition's own count expires as the task's checkpoints do
+        await cp.redis.expire(K.checkpoint(cp.prefix, cmd.chainId), TTL)
     keep = allowed - cmd.rowsBefore
     if keep >= rows:
         return taken
