@@ -47,9 +47,17 @@ the floor's seconds of the same round, the lowest and highest of those
 ratios, and the median of the worker's CPU seconds over the floor process's
 (steadier on a shared machine; the API, broker and data API spend more).
 
+Partitions (``--partitions``): 1,000,000 ``seq`` rows (``--limit``) to
+csv, 1,000-row pages, the demo data API slowed to 50 ms a page: one
+partition on one worker, eight (``dataConfig.split``) on one worker, eight on
+two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
+"seconds", "speedup", "peak_rss_mb", "workers_cpu_s"}`` (``speedup``: one
+partition's seconds over this run's; ``peak_rss_mb``: the highest worker's
+VmHWM), target 6 for eight partitions.
+
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
-[--floor --shapes typed,contract,none]``
+[--floor --shapes typed,contract,none] [--partitions]``
 """
 from __future__ import annotations
 
@@ -358,15 +366,23 @@ def floor_run(stack: Stack, fmt: str, limit: int | None, out: str) -> tuple[floa
     return res["seconds"], res["cpu_s"]
 
 
+def warmed(stack: Stack, workers: int) -> list[int]:
+    """Start ``stack`` with ``workers`` workers, run a warm-up export (the
+    consumer group forms, imports load) and reset the workers' peak RSS;
+    their pids."""
+    stack.start(workers=workers)
+    export(stack, "csv", 10)
+    pids = worker_pids(stack)
+    for pid in pids:
+        reset_hwm(pid)
+    return pids
+
+
 def concurrent(workers: int, tasks: int, limit: int | None) -> float:
     """``tasks`` csv exports from ``tasks`` users at once on ``workers``
     workers; prints and returns tasks per minute."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
-        stack.start(workers=workers)
-        export(stack, "csv", 10)  # warm-up: the consumer group forms, imports load
-        pids = worker_pids(stack)
-        for pid in pids:
-            reset_hwm(pid)
+        pids = warmed(stack, workers)
         c0 = sum(cpu_seconds(p) for p in pids)
         t0 = time.perf_counter()
         ids = [submit(stack, "csv", limit, user=f"user-{i}") for i in range(tasks)]
@@ -379,6 +395,48 @@ def concurrent(workers: int, tasks: int, limit: int | None) -> float:
                           "workers_cpu_s": round(sum(cpu_seconds(p) for p in pids) - c0, 2),
                           "peak_rss_mb": round(max(vm_hwm_mb(p) for p in pids), 1)}), flush=True)
     return per_min
+
+
+#: ``--partitions``: rows, rows per page, the data API's delay per page (ms),
+#: and the runs as (partitions, workers).
+PARTITION_ROWS, PARTITION_PAGE, PARTITION_DELAY_MS = 1_000_000, 1_000, 50
+PARTITION_RUNS = ((1, 1), (8, 1), (8, 2))
+
+
+def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, int, float]:
+    """One ``seq`` csv export of ``rows`` rows in ``parts`` partitions on a
+    fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
+    highest worker peak RSS in MB, rows exported, the workers' CPU seconds)."""
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
+        pids = warmed(stack, workers)
+        spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
+                "dataConfig": {"dataApiUrl": f"{stack.demo_data_api}/data?delay_ms="
+                                             f"{PARTITION_DELAY_MS}",
+                               "pageSize": PARTITION_PAGE,
+                               "queryConditions": {"dataset": "seq", "rows": rows}},
+                "documentConfig": {"fileName": "seq", "fileFormat": "csv"},
+                "jobConfig": {"timeout": 3600}}
+        if parts > 1:
+            spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": rows, "parts": parts}
+        c0, t0 = sum(cpu_seconds(p) for p in pids), time.perf_counter()
+        resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
+        task = wait(stack, resp.json()["data"]["taskId"], "csv")
+        return (time.perf_counter() - t0, max(vm_hwm_mb(p) for p in pids),
+                task["exportedRows"], sum(cpu_seconds(p) for p in pids) - c0)
+
+
+def partitions_bench(rows: int) -> None:
+    """The ``--partitions`` runs (:data:`PARTITION_RUNS`), one line each."""
+    first = None
+    for parts, workers in PARTITION_RUNS:
+        seconds, rss, done, cpu = partitions_run(parts, workers, rows)
+        first = first or seconds
+        print(json.dumps({"bench": "partitions", "format": "csv", "partitions": parts,
+                          "workers": workers, "rows": done, "page_size": PARTITION_PAGE,
+                          "delay_ms": PARTITION_DELAY_MS, "seconds": round(seconds, 2),
+                          "speedup": round(first / seconds, 2), "target": 6.0 if parts > 1
+                          else None, "peak_rss_mb": round(rss, 1),
+                          "workers_cpu_s": round(cpu, 2)}), flush=True)
 
 
 def baseline(kind: str, fmt: str, limit: int) -> tuple[float, float]:
@@ -417,7 +475,12 @@ def main() -> None:
                         help="only the floor and Plait over it, per --shapes (csv, parquet)")
     parser.add_argument("--shapes", default="typed,contract,none",
                         help="column shapes of the --floor exports: typed, contract, none")
+    parser.add_argument("--partitions", action="store_true",
+                        help="only the partitions bench (1 vs 8 partitions, seq rows)")
     args = parser.parse_args()
+    if args.partitions:
+        partitions_bench(args.limit or PARTITION_ROWS)
+        return
     PAGE_SIZE = args.page_size
     formats = [f for f in args.formats.split(",") if f and f != "none"]
     if args.floor:

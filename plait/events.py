@@ -39,9 +39,20 @@ class ExportRequested(Payload):
     requestedAt: str
 
 
+def _in_range(event: Any) -> Any:
+    """An event's ``partition`` must be below its ``partitions`` (``ValueError``
+    naming both otherwise)."""
+    if event.partition >= event.partitions:
+        raise ValueError(f"partition {event.partition} is not below partitions "
+                         f"{event.partitions}")
+    return event
+
+
 class FetchPage(Payload):
-    """``export.fetch``: fetch page ``seq`` with cursor ``runtimeContext``; ``rowsBefore``: rows in
-    pages < seq; ``attempt``: sweeper re-drives."""
+    """``export.fetch``: fetch page ``seq`` of partition ``partition`` (of ``partitions``) with
+    cursor ``runtimeContext``; ``rowsBefore``: rows in the partition's pages < seq; ``attempt``:
+    sweeper re-drives. Raises ``ValueError`` when ``partition >= partitions`` (docs/events.md,
+    "Partitions")."""
 
     TYPE: ClassVar[str] = "plait.export.FetchPage.v1"
     taskId: str
@@ -49,7 +60,18 @@ class FetchPage(Payload):
     runtimeContext: dict[str, Any] = Field(default_factory=dict)
     rowsBefore: int = Field(default=0, ge=0)
     attempt: int = Field(default=0, ge=0)
+    partition: int = Field(default=0, ge=0)
+    partitions: int = Field(default=1, ge=1)
     spec: ExportSpec
+
+    _partition_in_range = model_validator(mode="after")(_in_range)
+
+    @property
+    def chainId(self) -> str:
+        """The fetch chain this page belongs to: the task id, or
+        ``<taskId>#<partition>`` for a partitioned task (its Kafka key, and
+        what orders and holds its pages on a worker)."""
+        return self.taskId if self.partitions == 1 else f"{self.taskId}#{self.partition}"
 
 
 class PageBatch(Payload):
@@ -76,12 +98,7 @@ class PageBatch(Payload):
     totalRows: int | None = None
     spec: ExportSpec
 
-    @model_validator(mode="after")
-    def _partition_in_range(self) -> "PageBatch":
-        if self.partition >= self.partitions:
-            raise ValueError(f"partition {self.partition} is not below partitions "
-                             f"{self.partitions}")
-        return self
+    _partition_in_range = model_validator(mode="after")(_in_range)
 
 
 class FinalizeRequested(Payload):

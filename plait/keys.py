@@ -81,6 +81,15 @@ def checkpoint(prefix: str, task_id: str) -> str:
     return f"{prefix}:ckpt:{task_id}"
 
 
+def row_grants(prefix: str, task_id: str) -> str:
+    """``P:ckpt:{taskId}:grants``, hash: a partitioned task's ``maxRows``
+    budget: ``granted`` (rows granted so far) and ``<partition>:<seq>`` (the
+    rows granted to that page, so a re-fetched page gets the same). Written
+    and read by the fetcher (``streams.partitions.within_max_rows``, one Lua
+    call per page); TTL 14 days, renewed on every grant."""
+    return f"{prefix}:ckpt:{task_id}:grants"
+
+
 def slots(prefix: str, scope: str) -> str:
     """``P:slots:{scope}``, sorted set: task ids holding a slot, by lease expiry epoch s. No TTL."""
     return f"{prefix}:slots:{scope}"

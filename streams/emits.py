@@ -29,13 +29,24 @@ def created(req: ExportRequested) -> Emit:
 
 
 def start(ctx: Context, req: ExportRequested) -> list[Emit]:
-    """RUNNING and, in pull mode, the first FetchPage of a task that got its slots."""
+    """RUNNING and, in pull mode, the first FetchPage of a task that got its
+    slots: one per partition (``streams.partitions``)."""
     emits = [lifecycle(req.spec, req.taskId, "RUNNING", workerId=ctx.worker_id)]
     if req.spec.dataConfig.mode == "pull":
-        emits.append(Emit(T.FETCH, req.taskId, FetchPage(
-            taskId=req.taskId, seq=0, runtimeContext=req.spec.dataConfig.runtimeContext,
-            spec=req.spec)))
+        count = len(req.spec.dataConfig.fragments())
+        emits.extend(first_page(req, p, count) for p in range(count))
     return emits
+
+
+def first_page(req: ExportRequested, partition: int, partitions: int, seq: int = 0,
+               cursor: dict | None = None, rows_before: int = 0) -> Emit:
+    """``FetchPage`` ``seq`` of ``partition`` of ``partitions`` (cursor: the
+    spec's initial one when None), keyed by its chain (``FetchPage.chainId``:
+    the task id for a task of one partition)."""
+    cmd = FetchPage(taskId=req.taskId, seq=seq, partition=partition, partitions=partitions,
+                    runtimeContext=req.spec.dataConfig.runtimeContext if cursor is None
+                    else cursor, rowsBefore=rows_before, spec=req.spec)
+    return Emit(T.FETCH, cmd.chainId, cmd)
 
 
 def ended(task_id: str, status: str, message: str, worker_id: str,

@@ -311,9 +311,10 @@ def rescan(store: ObjectStore, tf: TaskFile) -> None:
 
 def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
          quality: dict[str, int]) -> None:
-    """Blocking: append page ``key`` when next, else hold its key; rescan when
-    the next page's shard exists (a rebalance). ``PermanentError`` propagates;
-    any failure drops the file (then built from shards)."""
+    """Blocking: append page ``key`` when next (then the waiting pages that follow), skip it when
+    already in the file (a redelivery, or appended from its shard before its ``isLast`` was known),
+    else hold its key; rescan when the next page's shard exists (a rebalance). ``PermanentError``
+    propagates; any failure drops the file (then built from shards)."""
     order = tf.order
     try:
         if key == order.next:
@@ -324,6 +325,8 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
             nxt = order.next
             if ctx.store.exists(shard_key(tf.task_id, nxt.seq, nxt.partition)):
                 rescan(ctx.store, tf)
+        else:  # in the file already (from its shard); its isLast may have moved
+            _drain(ctx.store, tf)  # ``next`` to a partition whose pages wait ahead
     except BaseException:
         drop(ctx, tf.task_id)
         raise

@@ -23,6 +23,7 @@ from streams.datasource import Answer, Page, fetch_answer
 from streams.emits import created, lifecycle, start
 from streams.files import hand_off, page_shard
 from streams.layout import forget_ahead, shard_key, shard_prefix
+from streams.partitions import chain_marks, claim, fetched_seq, mark, within_max_rows
 from streams.quota import within_quota
 
 
@@ -87,58 +88,62 @@ async def fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     try:
         return await _fetch(ctx, cmd)
     except BaseException:
-        forget_ahead(ctx, cmd.taskId)
+        forget_ahead(ctx, cmd.chainId)
         raise
 
 
 async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
-    spec, task = cmd.spec, cmd.taskId
-    if cmd.seq <= await ctx.checkpoints.fetched_seq(task):
-        forget_ahead(ctx, task)
+    # a partition's pages are prepared ahead under its chain id (streams.partitions)
+    spec, task, own = cmd.spec, cmd.taskId, cmd.chainId
+    if cmd.seq <= await fetched_seq(ctx, cmd):
+        forget_ahead(ctx, own)
         await ctx.checkpoints.count(task, "absorbed")
         return []
     state = await ctx.projection.get(task)
     if state and state["status"] in TERMINAL:
-        forget_ahead(ctx, task)
+        forget_ahead(ctx, own)
         return []
+    await claim(ctx, cmd)
     headers = data_token_headers(ctx, task, spec, state)
-    chain = ctx.ahead.get(task)
+    chain = ctx.ahead.get(own)
     if not chain or not chain[0].matches(cmd):
-        chain = _prepare_anew(ctx, task, spec, headers, cmd.seq, cmd.runtimeContext,
-                              cmd.rowsBefore)
+        chain = _prepare_anew(ctx, cmd, headers, cmd.seq, cmd.runtimeContext, cmd.rowsBefore)
     entry = chain.popleft()
     entry.taken = True
     if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
-        _prepare_next(ctx, task, chain, spec, headers, cmd.seq + 1, entry.hint, None)
+        _prepare_next(ctx, cmd, chain, headers, cmd.seq + 1, entry.hint, None)
     taken = await within_quota(ctx, cmd, await entry.future)  # may end the task here
+    taken = await within_max_rows(ctx, cmd, taken)  # maxRows over all partitions
     del entry
     page, row_count, last, truncated, shard, normalized, quality = taken
     del taken
     if last:
-        forget_ahead(ctx, task)
+        forget_ahead(ctx, own)
     else:
         rows_before = cmd.rowsBefore + row_count
         if chain and chain[0].seq == cmd.seq + 1 and chain[0].cursor == page.next_context:
             chain[0].rows_before = rows_before
         else:
-            _prepare_anew(ctx, task, spec, headers, cmd.seq + 1, page.next_context, rows_before)
-    batch = PageBatch(taskId=task, seq=cmd.seq, rowCount=row_count,
+            _prepare_anew(ctx, cmd, headers, cmd.seq + 1, page.next_context, rows_before)
+    batch = PageBatch(taskId=task, seq=cmd.seq, partition=cmd.partition,
+                      partitions=cmd.partitions, rowCount=row_count,
                       rowsBefore=cmd.rowsBefore, nextContext=page.next_context,
                       isLast=last, truncated=truncated, totalRows=page.total, spec=spec)
-    batch.shardKey = shard_key(task, cmd.seq)
+    batch.shardKey = shard_key(task, cmd.seq, cmd.partition)
     # a cancelled step ends only once the shard landed, so cleanup deletes it
     await in_thread(ctx.store.put_bytes, batch.shardKey, shard)
     del shard
     if await ctx.projection.status(task) in TERMINAL:  # cleanup may have run already
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task))
-        forget_ahead(ctx, task)
+        forget_ahead(ctx, own)
         return []
     hand_off(ctx, batch.shardKey, normalized, quality)
     emits = [Emit(T.PAGES, task, batch)]
     if not last:
-        emits.append(Emit(T.FETCH, task, FetchPage(
+        emits.append(Emit(T.FETCH, own, FetchPage(
             taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
-            rowsBefore=cmd.rowsBefore + batch.rowCount, spec=spec)))
+            rowsBefore=cmd.rowsBefore + batch.rowCount, partition=cmd.partition,
+            partitions=cmd.partitions, spec=spec)))
     return emits
 
 
@@ -175,40 +180,41 @@ class Ahead:
                 and self.rows_before in (None, cmd.rowsBefore))
 
 
-def _prepare_anew(ctx: Context, task: str, spec: ExportSpec, headers: dict[str, str] | None,
+def _prepare_anew(ctx: Context, cmd: FetchPage, headers: dict[str, str] | None,
                   seq: int, cursor: dict[str, Any], rows_before: int) -> collections.deque:
-    """A new chain of pages prepared ahead from page ``seq``."""
-    forget_ahead(ctx, task)
-    chain = ctx.ahead[task] = collections.deque()
-    _prepare_next(ctx, task, chain, spec, headers, seq, cursor, rows_before)
+    """A new chain of pages prepared ahead from page ``seq`` (``cmd.chainId``)."""
+    forget_ahead(ctx, cmd.chainId)
+    chain = ctx.ahead[cmd.chainId] = collections.deque()
+    _prepare_next(ctx, cmd, chain, headers, seq, cursor, rows_before)
     return chain
 
 
-def _prepare_next(ctx: Context, task: str, chain: collections.deque, spec: ExportSpec,
+def _prepare_next(ctx: Context, cmd: FetchPage, chain: collections.deque,
                   headers: dict[str, str] | None, seq: int, cursor: dict[str, Any],
                   rows_before: int | None) -> None:
-    """Start preparing page ``seq`` at the end of ``chain``."""
+    """Start preparing page ``seq`` of ``cmd``'s chain at the end of ``chain``."""
     entry = Ahead(seq, cursor, rows_before)
-    entry.future = asyncio.ensure_future(prepare(ctx, task, chain, entry, spec, headers))
+    entry.future = asyncio.ensure_future(prepare(ctx, cmd, chain, entry, headers))
     chain.append(entry)
 
 
-async def prepare(ctx: Context, task: str, chain: collections.deque, entry: Ahead,
-                  spec: ExportSpec, headers: dict[str, str] | None,
+async def prepare(ctx: Context, cmd: FetchPage, chain: collections.deque, entry: Ahead,
+                  headers: dict[str, str] | None,
                   ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
     """Page ``entry.seq`` fetched and turned into its shard; decodes take a
     ``DECODE_SLOTS`` slot (a decode holds ~5x the page's bytes). Without a row
     cap, starts the next page from this envelope's cursor."""
-    s = ctx.settings
+    s, spec = ctx.settings, cmd.spec
     answer = await fetch_answer(ctx.http, spec, entry.cursor, entry.seq, s.fetch_retries,
-                                s.fetch_backoff_seconds, headers)
+                                s.fetch_backoff_seconds, headers,
+                                spec.dataConfig.conditions(cmd.partition))
     async with ctx.decoding:
         if spec.jobConfig.maxRows is None:
             hint = answer.next_cursor()
             last = chain[-1] is entry if chain else entry.taken
-            if hint is not None and last and ctx.ahead.get(task) is chain \
+            if hint is not None and last and ctx.ahead.get(cmd.chainId) is chain \
                     and len(chain) < AHEAD_PAGES:
-                _prepare_next(ctx, task, chain, spec, headers, entry.seq + 1, hint, None)
+                _prepare_next(ctx, cmd, chain, headers, entry.seq + 1, hint, None)
             else:
                 entry.hint = hint
         return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
@@ -236,8 +242,8 @@ async def after_fetch(ctx: Context, cmd: FetchPage, emits: list[Emit]) -> None:
     """Checkpoint the fetched seq, next cursor and this worker as ``fetcher``
     (the sweeper re-drives when it dies)."""
     nxt = next((e.payload for e in emits if isinstance(e.payload, FetchPage)), None)
-    fields = {"fetched": cmd.seq, "fetcher": ctx.worker_id}
+    fields = {mark(cmd, "fetched"): cmd.seq, mark(cmd, "fetcher"): ctx.worker_id}
     if nxt is not None:
-        fields |= {"next_seq": nxt.seq, "next_ctx": nxt.runtimeContext,
-                   "rows_before": nxt.rowsBefore}
-    await ctx.checkpoints.set(cmd.taskId, **fields)
+        fields |= {mark(cmd, "next_seq"): nxt.seq, mark(cmd, "next_ctx"): nxt.runtimeContext,
+                   mark(cmd, "rows_before"): nxt.rowsBefore}
+    await ctx.checkpoints.set(cmd.taskId, **fields, **chain_marks(cmd, emits))

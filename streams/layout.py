@@ -74,16 +74,18 @@ def page_key(task_id: str, seq: int, partition: int = 0) -> str:
     return f"{page_prefix(task_id)}p{partition:05d}/{seq:08d}.json"
 
 
-def forget_ahead(ctx: Context, task_id: str) -> None:
-    """Cancel the pages prepared ahead for ``task_id``; idempotent."""
-    for entry in ctx.ahead.pop(task_id, ()):
+def forget_ahead(ctx: Context, chain_id: str) -> None:
+    """Cancel the pages prepared ahead for ``chain_id`` (a task id or ``FetchPage.chainId``);
+    idempotent."""
+    for entry in ctx.ahead.pop(chain_id, ()):
         entry.future.cancel()
         entry.future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def cleanup(ctx: Context, task_id: str) -> None:
-    """Delete a task's shards, blobs and local state (docs/kafka-rules.md #6)."""
-    forget_ahead(ctx, task_id)
+    """Delete a task's shards, blobs and local state, every partition's (docs/kafka-rules.md #6)."""
+    for chain_id in [c for c in ctx.ahead if c == task_id or c.startswith(f"{task_id}#")]:
+        forget_ahead(ctx, chain_id)
     tf = ctx.files.pop(task_id, None)
     if tf is not None:
         await asyncio.to_thread(tf.discard)

@@ -69,9 +69,10 @@ class ExportHooks(Hooks):
     async def dispatch(self, rt: AgentRuntime, agent: Agent, payload,
                        run: Callable[[], Awaitable[None]]) -> None:
         """Run a ``detached`` route's handler in the background (at most
-        ``max_parallel_fetches``, in order per task): a slow data API holds up
-        no other task. A lost worker's task is re-driven from its checkpoint."""
-        task_id = getattr(payload, "taskId", None)
+        ``max_parallel_fetches``, in order per task; a partitioned task's chains, ``chainId``, in
+        parallel): a slow data API holds up no other task. A lost worker's task is re-driven from
+        its checkpoint."""
+        task_id = getattr(payload, "chainId", None) or getattr(payload, "taskId", None)
         if agent.name not in self.detached_agents or not task_id:
             await run()
             return

@@ -20,6 +20,7 @@ from streams.emits import lifecycle
 from streams.files import (PageOrder, TaskFile, decode_shard, drop, encode_shard, finish, grow,
                            report_stage, rescan, stage_reporter, success, take_handed)
 from streams.layout import PageKey, cleanup, shard_key, shard_prefix
+from streams.partitions import task_progress
 from streams.quota import count_pushed
 
 
@@ -61,9 +62,10 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     key = PageKey(page.partition, page.seq)
     tf = await _task_file(ctx, page)
     tf.order.note(key, page.isLast, page.partitions)
-    if page.isLast:
+    if page.isLast:  # durable before its shard: a catch-up elsewhere knows the end
+        cut = {"cut": 1} if page.truncated else {}  # any partition cut: the task is truncated
         await ctx.checkpoints.set(page.taskId, **{f"end:{page.partition}": page.seq,
-                                                  "partitions": page.partitions})
+                                                  "partitions": page.partitions}, **cut)
     if data is not None:
         await asyncio.to_thread(ctx.store.put_bytes,
                                 shard_key(page.taskId, page.seq, page.partition), data)
@@ -73,12 +75,16 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
         drop(ctx, page.taskId)
         return []
-    progress = lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
-                         exportedRows=page.rowsBefore + page.rowCount,
-                         totalRows=page.totalRows, workerId=ctx.worker_id, stage="fetching")
     if not tf.order.complete:
         await _mark_missing(ctx, tf)
-        return [progress] if page.isLast or due(ctx, page.taskId) else []
+        if not (page.isLast or due(ctx, page.taskId)):
+            return []
+    exported, total = await task_progress(ctx, page)  # summed over partitions
+    progress = lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
+                         exportedRows=exported, totalRows=total, workerId=ctx.worker_id,
+                         stage="fetching")
+    if not tf.order.complete:
+        return [progress]
     return await _complete(ctx, page, tf, progress)
 
 
@@ -137,8 +143,9 @@ async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit)
     if "finalized" in marks:
         return [progress]
     ends = tf.order.ends_list()
+    truncated = page.truncated or "cut" in marks
     await ctx.checkpoints.set(page.taskId, last_seq=ends[-1], ends=ends,
-                              truncated=int(page.truncated))
+                              truncated=int(truncated))
     if tf.missing_mark is not None:
         await ctx.checkpoints.clear(page.taskId, "missing")
     doc = page.spec.documentConfig
@@ -148,7 +155,7 @@ async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit)
         sent = await report_stage(ctx, page.spec, page.taskId, "writing", progress)
         on_stage = stage_reporter(ctx, page.spec, page.taskId)
         built = await asyncio.to_thread(finish, ctx, page.taskId, ends, doc, on_stage)
-        done = await success(ctx, page.spec, page.taskId, built, page.truncated)
+        done = await success(ctx, page.spec, page.taskId, built, truncated)
     return [done] if sent else [progress, done]
 
 

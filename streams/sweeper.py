@@ -11,6 +11,7 @@ from plait.clock import parse_iso
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
 from streams.context import Context, Emit
 from streams.emits import ended, start
+from streams.partitions import redrive_chains
 
 async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list[Emit]:
     """Re-emit a stale task's next command from its checkpoints; FAILED after
@@ -65,8 +66,12 @@ async def sweep(ctx: Context, now: float | None = None) -> tuple[list[Emit], lis
             ended_ids.append(task_id)
         elif state["status"] == "RUNNING":
             beat = parse_iso(state.get("heartbeatAt") or state["createdAt"])
-            if (now - beat > ctx.settings.stale_after_seconds
-                    and not await owner_alive(ctx, task_id, state)):
+            stale = (now - beat > ctx.settings.stale_after_seconds
+                     and not await owner_alive(ctx, task_id, state))
+            chains = await redrive_chains(ctx, task_id, state, now, stale)
+            if chains is not None:  # a partitioned task: its chains one by one
+                emits.extend(chains)
+            elif stale:
                 emits.extend(await redrive(ctx, task_id, state))
     for req in await ctx.slots.promote(now):
         emits.extend(start(ctx, req))

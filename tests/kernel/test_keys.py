@@ -30,6 +30,7 @@ PINNED = [
     (K.fingerprint, ("P", "ab12"), "P:fp:ab12"),
     (K.projection_built, ("P",), "P:projection:built"),
     (K.checkpoint, ("P", "t1"), "P:ckpt:t1"),
+    (K.row_grants, ("P", "t1"), "P:ckpt:t1:grants"),
     (K.slots, ("P", "sys:crm"), "P:slots:sys:crm"),
     (K.wait_queue, ("P", "crm"), "P:wait:crm"),
     (K.wait_requests, ("P",), "P:waitreq"),
