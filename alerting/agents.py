@@ -177,7 +177,7 @@ class AlertingService:
         task.add_done_callback(self._tasks.discard)
 
     def agents(self) -> list[Agent]:
-        """The alerting agents (poison of ``alerts.raw`` and ``alerts.funnel`` to ``export.dlq``)."""
+        """The alerting agents (poison of ``alerts.raw``/``alerts.funnel`` to ``export.dlq``)."""
         return [
             Agent(T.ALERTS_RAW, "plait.alerts.router", self.route, _decode_raw),
             Agent(T.LIFECYCLE, "plait.alerts.rules", self.rules, _decode_envelope, keep=False),
