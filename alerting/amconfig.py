@@ -188,7 +188,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_yaml(path: str | Path) -> Any:
-    """The YAML document of ``path`` (duplicate keys refused). Raises ConfigError naming the file."""
+    """The YAML document of ``path`` (no duplicate keys). Raises ConfigError naming the file."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
@@ -556,7 +556,7 @@ def _apply_extras(receivers: list[dict], extras: PlaitExtras) -> None:
 
 
 def _templates(data: dict, files: _File) -> list[str]:
-    """The ``templates`` globs relative to the file's directory, in order (``template.FromGlobs``)."""
+    """The ``templates`` globs relative to the file's directory, in order (``FromGlobs``)."""
     out = []
     for i, pattern in enumerate(_list(data.get("templates"), "templates")):
         text = _text(pattern, f"templates.{i}")
