@@ -1659,8 +1659,8 @@ def quote_meta(text: str) -> str:
 
 def alertmanager_data(sections: list[dict[str, Any]], receiver: str,
                       external_url: str) -> Data:
-    """Alertmanager's template ``Data`` (template/template.go) of ``sections``, the alerts and labels
-    of :func:`alerting.delivery.render_alertmanager`: ``Receiver`` (regexp-quoted, as
+    """Alertmanager's template ``Data`` (template/template.go) of ``sections``, the alerts and
+    labels of :func:`alerting.delivery.render_alertmanager`: ``Receiver`` (regexp-quoted, as
     Alertmanager), ``Status``, ``Alerts`` (``EndsAt`` zero while firing), ``GroupLabels`` (common
     to all sections), ``CommonLabels``, ``CommonAnnotations``, ``ExternalURL``."""
     alerts = Alerts()
