@@ -142,7 +142,7 @@ def flush_at_or_after(group: dict[str, Any], group_wait: float, group_interval: 
 def note_insert(group: dict[str, Any], started_at: float, group_wait: float,
                 now: float) -> None:
     """An alert started at ``started_at`` joined at ``now``: before the first flush, one active
-    for ``group_wait`` already flushes the group at once (Alertmanager 0.25 ``aggrGroup.insert``)."""
+    for ``group_wait`` flushes the group at once (Alertmanager 0.25 ``aggrGroup.insert``)."""
     if group["last_sent_at"] is None and started_at + group_wait < now \
             and first_flush(group, group_wait) > now:
         group["first"] = now
