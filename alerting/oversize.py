@@ -34,7 +34,7 @@ def too_large_alert(topic: str, size: int, now: float) -> dict[str, Any]:
 
 def letter(topic: str, partition: int | None, key: bytes | None, value: bytes,
            reason: str) -> DeadLetter:
-    """Dead letter of an oversize record: topic, partition, key, reason, first :data:`KEPT_BYTES`."""
+    """Dead letter of an oversize record: topic, partition, key, reason, start of its value."""
     text = key.decode(errors="replace")[:1024] if key else None
     return DeadLetter(topic=topic, partition=partition, key=text, error=reason[:2000],
                       errorClass="RecordTooLarge",
