@@ -102,7 +102,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
 
 def view_json(view: dict[str, Any]) -> bytes:
     """A view as compact UTF-8 JSON (orjson; what it refuses takes the stdlib's ``default=str``,
-    unencodable characters as ``?``), in bytes of their own size (:func:`alerting.store.compact`)."""
+    unencodable characters as ``?``), in bytes of their own size (``alerting.store.compact``)."""
     try:
         return compact(orjson.dumps(view))
     except TypeError:
