@@ -7,34 +7,19 @@ Flow (topic names get ``Settings.topic_prefix``)::
     timer (1 s) ── tick ──> alerts.funnel       │            └─> alerts.notifications
     webhook result ──────> alerts.funnel ───────┘
 
-- The **router** normalizes each raw alert (any producer, any key), picks its
-  receiver and forwards it to ``alerts.funnel`` keyed by receiver, so every
-  piece of state one receiver needs (token bucket, groups, in-flight message)
-  is on one partition; dedupe episodes follow (a fingerprint routes to one
-  receiver). Poison (not JSON) goes to ``export.dlq``; a JSON alert that
-  fails validation travels on and is ledgered ``rejected``.
-- The **funnel** agent (concurrency 1, docs/kafka-rules.md #2) is the only writer of
-  the funnel state of its partitions: alerts, ticks, webhook results and
-  silence commands all arrive as events on ``alerts.funnel``, so every state
-  change happens in event context and is written to the changelog table
-  ``alerting-state`` (memory store, recovered from the changelog on
-  restart). Messages are sent only after the state saying "sending" is
-  acked by the changelog, so a restarted worker resends a message with its
-  original idempotency key rather than building a new one.
-- The **timer** sends a tick to each funnel partition this worker owns every
-  second; sooner wake-ups are scheduled when a group or retry is due within
-  the second.
-- Webhook attempts run as background tasks (bounded by ``delivery.timeout``)
-  and report back with a ``result`` command to the same partition.
-- Per-partition counters go to Redis (``plait.keys.alert_counters``)
-  for the API (``GET /alerts/counters``, ``/metrics``).
+- The **router** normalizes each raw alert, picks its receiver and forwards it keyed by receiver,
+  so one receiver's bucket, groups, in-flight message and episodes share a partition. Poison goes
+  to ``export.dlq``; an invalid JSON alert travels on and is ledgered ``rejected``.
+- The **funnel** agent (concurrency 1, docs/kafka-rules.md #2) is its partitions' only writer:
+  alerts, ticks, webhook results and silences all arrive on ``alerts.funnel`` and state goes to the
+  changelog table ``alerting-state``. Messages leave only once "sending" is acked by the
+  changelog, so a restarted worker resends with the same idempotency key.
+- The **timer** ticks each owned partition every second, sooner when something is due.
+- Webhook attempts run in the background and report a ``result`` command to the same partition.
 
-The agents run on the kernel's agent runtime (``plait.agent``): nothing
-escapes an agent's ``async for`` (docs/kafka-rules.md #3), errors are logged and the
-event is kept in ``export.dlq``. The funnel policy (:class:`FunnelHooks`):
-dead letters are best-effort (a lost one is logged, the worker goes on), and
-after a failed funnel command the partition's in-memory funnel is reloaded
-from the table.
+Agents run on ``plait.agent`` (docs/kafka-rules.md #3: errors logged, event kept in
+``export.dlq``); :class:`FunnelHooks`: dead letters best-effort, a failed command reloads the
+partition's funnel from the table.
 """
 from __future__ import annotations
 
@@ -72,22 +57,19 @@ from plait.kafka_admin import create_topics
 from plait.settings import Settings
 
 log = logging.getLogger("plait.alerting")
-#: Most alert history entries waiting to be written (:meth:`AlertingService._story`;
-#: ~300 bytes each: ~30 MB).
+#: Most alert history entries waiting to be written (~300 bytes each: ~30 MB).
 STORY_BACKLOG = 100_000
 
 TABLE_NAME = "alerting-state"
 TICK_SECONDS = 1.0
-#: Most events the router and the funnel take per batch, and how long a batch
-#: waits to fill (seconds; bounds the latency a batch adds).
+#: Most events per router/funnel batch, and the seconds a batch waits to fill.
 BATCH_SIZE = 1000
 BATCH_WITHIN = 0.005
 
 
 class FunnelHooks(Hooks):
-    """Funnel policy: a funnel command that failed leaves the partition's
-    in-memory state suspect; drop it so the partition reloads from the table
-    (the truth) on its next command."""
+    """A failed funnel command leaves the partition's memory suspect: drop it (reload from the
+    table on the next command)."""
 
     def __init__(self, runner: FunnelRunner) -> None:
         self.runner = runner
@@ -136,8 +118,7 @@ class AlertingService:
                               value_serializer="raw")
         self.table = app.Table(TABLE_NAME, partitions=n, schema=schema,
                                help="alert funnel state: episodes, groups, receivers, meta")
-        # writes reach the changelog once per key per batch, sent together
-        # (alerting/changelog.py), not one record at a time through Faust's buffer
+        # one changelog record per key per batch, sent together (alerting/changelog.py)
         self.state_table = BatchedTable(self.table)
         self.runner = FunnelRunner(config, self.state_table)
         self.rt = AgentRuntime(app, self.names, n, "plait-alerting", [FunnelHooks(self.runner)],
@@ -163,19 +144,10 @@ class AlertingService:
             lambda partition: self.runner.partitions.get(partition), self._spawn)
 
     def reload(self) -> AlertingConfig:
-        """Re-read the configuration file (SIGHUP) and put it in use: the
-        router's tree, the sender, and the funnel of every partition, which
-        is dropped from memory and rebuilt from the table with the new
-        configuration at its next command (as after a failed command: what
-        the funnel derives from its configuration, such as the inhibition
-        index and the route cache, is derived again). Receivers the file no
-        longer has stay as type ``none`` (:func:`keep_removed_receivers`).
-        Called in the event loop, between funnel batches (a batch is applied
-        without yielding), so no batch sees two configurations.
-
-        Raises:
-            plait.errors.ConfigError: the file is invalid; the one in use stays.
-        """
+        """Re-read the configuration file (SIGHUP) into the router, sender and every funnel
+        (rebuilt from the table at its next command); removed receivers stay as type ``none``.
+        Runs between funnel batches, so no batch sees two configurations. Raises
+        plait.errors.ConfigError when the file is invalid (the one in use stays)."""
         config = keep_removed_receivers(self.config, load_configured(self.settings))
         self.config = self.runner.config = config
         for partition in list(self.runner.partitions):
@@ -188,8 +160,7 @@ class AlertingService:
     # ----------------------------------------------------------- plumbing
     @property
     def guard(self) -> Guard:
-        """Records too large to send go to ``export.dlq`` with an alert
-        (:mod:`alerting.oversize`); made on first use."""
+        """Dead-letters oversize records (:mod:`alerting.oversize`); made on first use."""
         guard = self.__dict__.get("_guard")
         if guard is None:
             guard = self._guard = Guard(lambda letter, key: self.rt.keep(letter, key),
@@ -206,8 +177,7 @@ class AlertingService:
         task.add_done_callback(self._tasks.discard)
 
     def agents(self) -> list[Agent]:
-        """The alerting agents; poison on ``alerts.raw`` and ``alerts.funnel``
-        goes to ``export.dlq``, the export agents own ``export.lifecycle``'s."""
+        """The alerting agents (poison of ``alerts.raw``/``alerts.funnel`` to ``export.dlq``)."""
         return [
             Agent(T.ALERTS_RAW, "plait.alerts.router", self.route, _decode_raw),
             Agent(T.LIFECYCLE, "plait.alerts.rules", self.rules, _decode_envelope, keep=False),
@@ -225,16 +195,13 @@ class AlertingService:
         await self.route_batch([(event, attrs, raws)])
 
     async def route_batch(self, items: list[tuple[Any, dict, list]]) -> None:
-        """Normalize and decide (receiver, fingerprint) each alert of a batch
-        of ``alerts.raw`` events once, and forward them to ``alerts.funnel``
-        as ``alerts`` commands per receiver (bounded size, wire.pack_alerts)."""
+        """Route a batch of ``alerts.raw`` events to ``alerts.funnel`` as ``alerts`` commands per
+        receiver (:func:`alerting.wire.pack_alerts`)."""
         per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
         received: list = []  # (fingerprint, entry): each copy's story starts here
         for event, _attrs, raws in items:
             msg = event.message
-            # one ``alert.route`` span per raw event, child of its ingest (the
-            # record's traceparent header); each command carries the route
-            # span's traceparent (``tp``), as commands of many events share a record
+            # one ``alert.route`` span per raw event, child of its ingest; ``tp`` carries it
             with tracing.span("alert.route", tracing.from_headers(getattr(msg, "headers", None)),
                               optional=True, **{"plait.alerts": len(raws),
                                                 "messaging.destination.name": getattr(msg, "topic", None)}
@@ -286,8 +253,7 @@ class AlertingService:
         await self.raw.send(key=key.encode(), value=value)
 
     async def _slow_task(self, event: Lifecycle) -> None:
-        """``ExportSlow``: fire once when an active task passes the threshold
-        (its createdAt from the Redis projection), resolve when it ends."""
+        """``ExportSlow``: fires once an active task passes the threshold, resolves when it ends."""
         after = self.config.rules.slow_task_after
         if after is None or event.status in ("CREATED", "WAITING"):
             return
@@ -336,12 +302,8 @@ class AlertingService:
         await self.apply_batch([(event, attrs, cmd)])
 
     async def apply_batch(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> None:
-        """Apply a batch of ``alerts.funnel`` commands, per partition in
-        offset order (state written once per touched entity per batch,
-        :meth:`FunnelRunner.apply_batch`), then carry out the effects
-        (:meth:`_effects_all`): the batch's changelog records, ledger batches
-        and notifications sent together and acked together, and only then
-        the webhook POSTs (docs/kafka-rules.md #13); the batch's offsets are
+        """Apply a batch of ``alerts.funnel`` commands per partition in offset order
+        (:meth:`FunnelRunner.apply_batch`), then its effects (:meth:`_effects_all`); offsets are
         acked after this returns."""
         by_part: dict[int, list[tuple[int, dict]]] = {}
         counted: set[int] = set()
@@ -364,15 +326,10 @@ class AlertingService:
         await self._effects_all([(partition, fx)])
 
     async def _effects_all(self, results: list[tuple[int, Effects]]) -> None:
-        """Send the batch's outputs without waiting for each ack: the table
-        writes (one changelog record per written key, :class:`BatchedTable`),
-        the ledger entries (batch records, :func:`alerting.wire.ledger_records`)
-        and the notifications; then wait for all their acks at once. Only
-        then do webhook POSTs leave (the state saying "sending" is durable,
-        docs/kafka-rules.md #13) and may the batch's offsets be acked. When
-        they cannot be sent the worker exits without acking
-        (docs/kafka-rules.md #4): the partitions are redelivered and the
-        state recovered from the changelog."""
+        """Send the batch's table writes, ledger records and notifications, then wait for all
+        acks; only then do webhook POSTs leave ("sending" is durable, docs/kafka-rules.md #13) and
+        offsets get acked. If they cannot be sent the worker exits unacked (docs/kafka-rules.md #4)
+        and state is recovered from the changelog."""
         producer, changelog = self.app.producer, self.changelog_topic()
         send_ledger, send_note = self.ledger.send, self.notifications.send
         acks, fits = [], self.guard.fits  # a record too large is dead-lettered, not sent
@@ -406,9 +363,8 @@ class AlertingService:
                 self.wake(partition, fx.wake_at)
 
     async def _flush_guard(self) -> None:
-        """Dead-letter the records held as too large and raise
-        ``AlertRecordTooLarge`` (:mod:`alerting.oversize`); best effort: a
-        failure is logged and the worker goes on."""
+        """Dead-letter oversize records, raising ``AlertRecordTooLarge`` (:mod:`alerting.oversize`);
+        a failure is logged."""
         if self.guard.held:
             try:
                 await self.guard.flush()
@@ -450,8 +406,7 @@ class AlertingService:
             log.exception("cannot send a tick to alerts.funnel partition %s", partition)
 
     def wake(self, partition: int, at: float) -> None:
-        """Schedule a tick for ``partition`` at epoch second ``at`` when that is
-        sooner than the next timer tick (and sooner than one already planned)."""
+        """Schedule a tick for ``partition`` at epoch second ``at`` if sooner than any planned."""
         delay = at - time.time()
         if delay >= TICK_SECONDS:
             return
@@ -477,12 +432,9 @@ class AlertingService:
 
     # ------------------------------------------------------------- history
     def _story(self, entries: list) -> None:
-        """Append ``entries`` (``(fingerprint, entry)``, :mod:`alerting.history`)
-        to the alerts' stories in the background: funnel batches and webhook
-        POSTs never wait for Redis. Each write waits for the one before, so a
-        story keeps the order the facts were decided in; with
-        :data:`STORY_BACKLOG` entries pending (Redis slow or down) new ones
-        are dropped with a warning: the story is a view, memory stays bounded."""
+        """Append ``(fingerprint, entry)`` to the alerts' stories (:mod:`alerting.history`) in the
+        background, in decision order; past :data:`STORY_BACKLOG` pending entries new ones are
+        dropped with a warning (the story is a view)."""
         if not entries:
             return
         try:
@@ -528,22 +480,11 @@ class AlertingService:
 
 
 def register_alerting(app: faust.App, settings: Settings) -> None:
-    """Add the alert funnel to the worker ``app``.
-
-    Loads and validates ``settings.alerting_config``, creates the topics the
-    funnel needs beyond the ``plait.topics`` ones (``alerts.funnel``
-    and the table's changelog, both with ``settings.partitions`` partitions,
-    since the app runs with ``topic_allow_declare=False``), and registers the
-    router, rules and funnel agents (concurrency 1) and the 1 s tick timer.
-
-    Raises:
-        alerting.config.ConfigError: the config is invalid (the text names the key).
-        RuntimeError: a topic could not be created (named).
-    """
+    """Add the alert funnel to the worker ``app``: validate ``settings.alerting_config``, create
+    ``alerts.funnel`` and the changelog (``topic_allow_declare=False``), register the agents and
+    the 1 s timer. Raises alerting.config.ConfigError (names the key) or RuntimeError (a topic)."""
     config = load_configured(settings)
-    # no standby copies of the funnel table: each would replay every changelog
-    # record of the other workers' partitions (as much work again per worker);
-    # a partition taking over recovers from the changelog instead
+    # no standby replicas: each would replay every other partition's changelog
     app.conf.table_standby_replicas = 0
     svc = AlertingService(app, settings, config)
     create_topics(settings.broker_url, [svc.names.name(FUNNEL_TOPIC), svc.changelog_topic()],

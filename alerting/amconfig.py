@@ -1,20 +1,12 @@
-"""Alertmanager's configuration file (``alertmanager.yml``), read as it is and
-turned into Plait's :class:`~alerting.config.AlertingConfig`: the whole
-translation is here (what is read: docs/alerting.md, "Bring your
-alertmanager.yml"; key names and words from Alertmanager's
-``config/config.go`` and ``config/notifiers.go``).
+"""Alertmanager's ``alertmanager.yml``, read as it is and translated into
+:class:`~alerting.config.AlertingConfig` (docs/alerting.md, "Bring your alertmanager.yml"; keys and
+words from Alertmanager's ``config/config.go`` and ``config/notifiers.go``).
 
-What Plait cannot do is refused at load, naming the key (docs/alerting.md,
-"Differences from Alertmanager"); what ``amtool check-config`` refuses is
-refused with Alertmanager's words, naming the key as the file spells it
-(``route.routes.0.receiver: undefined receiver "x" used in route``).
-A receiver of several integrations is one Plait receiver per integration
-(``<name>``, ``<name>.1``, ...; ``AlertingConfig.fanout``).
-
-Plait's own settings are a top-level ``plait:`` block, in the file or in
-``PLAIT_ALERTMANAGER_EXTRAS``; without it the file behaves as in
-Alertmanager (:data:`UNLIMITED` buckets, no cooldown, one group per
-message, split only above :data:`MAX_BATCH`, no ``alerts.ledger`` records).
+What Plait cannot do is refused at load naming the key; what ``amtool check-config`` refuses is
+refused in Alertmanager's words (``route.routes.0.receiver: undefined receiver "x" used in
+route``). A receiver of several integrations is one Plait receiver each (``<name>``, ``<name>.1``;
+``AlertingConfig.fanout``). Plait's own settings are a top-level ``plait:`` block (or
+``PLAIT_ALERTMANAGER_EXTRAS``); without it the file behaves as in Alertmanager.
 """
 from __future__ import annotations
 
@@ -40,8 +32,7 @@ UNLIMITED = {"burst": 1_000_000_000, "refill_interval": 0.001}
 #: Most alerts in one message without ``plait.grouping.batch_size`` (bounds a Kafka record).
 MAX_BATCH = 10_000
 
-#: Integrations of one receiver in this order (the first keeps its name);
-#: a registered kind not listed comes after them.
+#: Integrations of one receiver in this order (the first keeps its name); others after.
 _ORDER = ("webhook_configs", "slack_configs", "pagerduty_configs", "opsgenie_configs",
           "email_configs", "msteams_configs")
 _TYPES = {t.am_kind: t for t in receiver_types().values() if t.am_kind}
@@ -92,8 +83,8 @@ def _at(key: str, name: Any) -> str:
 
 
 def _mapping(value: Any, key: str, allowed: tuple[str, ...], what: str) -> dict[str, Any]:
-    """``value`` as a mapping whose keys are all in ``allowed`` (Go's
-    ``UnmarshalStrict``: ``field x not found in type ...``); null is ``{}``."""
+    """``value`` as a mapping whose keys are all in ``allowed`` (Go's ``UnmarshalStrict``: ``field
+    x not found in type ...``); null is ``{}``."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -122,11 +113,8 @@ def _text(value: Any, key: str) -> str:
 
 
 def duration(value: Any, key: str) -> float:
-    """Seconds of a Prometheus duration (``30s``, ``1h30m``, ``0``) as Alertmanager reads timers.
-
-    Raises:
-        ConfigError: naming ``key``.
-    """
+    """Seconds of a Prometheus duration (``30s``, ``1h30m``, ``0``). Raises ConfigError naming
+    ``key``."""
     text = _text(value, key)
     m = _PROM_DURATION.match(text) if text and text != "0" else None
     if text == "0":
@@ -150,8 +138,8 @@ def http_url(value: Any, key: str) -> str:
 
 
 class _File:
-    """Reads the ``*_file`` secrets and globs of one configuration file,
-    relative to its directory (Alertmanager's ``resolveFilepaths``)."""
+    """Reads the ``*_file`` secrets and globs of one configuration file, relative to its directory
+    (Alertmanager's ``resolveFilepaths``)."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -167,8 +155,8 @@ class _File:
             raise _fail(key, f"cannot read {name}: {e.strerror or e}") from None
 
     def either(self, c: dict, inline: str, file: str, key: str, default: str = "") -> str:
-        """The value of ``inline`` or the content of ``file`` (at most one of
-        them, Alertmanager's words), else ``default``."""
+        """The value of ``inline`` or the content of ``file`` (at most one of them, Alertmanager's
+        words), else ``default``."""
         if c.get(inline) not in (None, "") and c.get(file) not in (None, ""):
             raise _fail(_at(key, file), f"at most one of {inline} & {file} must be configured")
         if c.get(file) not in (None, ""):
@@ -179,8 +167,8 @@ class _File:
 # -- YAML ------------------------------------------------------------------------------------
 
 class _StrictLoader(yaml.SafeLoader):
-    """YAML as Go's ``yaml.UnmarshalStrict`` takes it: a key twice in one
-    mapping is refused (``mapping key "x" already defined``)."""
+    """YAML as Go's ``yaml.UnmarshalStrict`` takes it: a key twice in one mapping is refused
+    (``mapping key "x" already defined``)."""
 
 
 def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
@@ -200,11 +188,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 
 def read_yaml(path: str | Path) -> Any:
-    """The YAML document of ``path`` (duplicate keys refused).
-
-    Raises:
-        ConfigError: unreadable file or bad YAML, naming the file.
-    """
+    """The YAML document of ``path`` (no duplicate keys). Raises ConfigError naming the file."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
@@ -218,8 +202,8 @@ def read_yaml(path: str | Path) -> Any:
 # -- matchers, routes, inhibition, time intervals ------------------------------------------------
 
 def _legacy(value: Any, key: str, op: MatchOp) -> list[str]:
-    """``match`` (``op`` ``=``) or ``match_re`` (``=~``) as matcher texts;
-    label names as Alertmanager's ``LabelNameRE`` wants them."""
+    """``match`` (``op`` ``=``) or ``match_re`` (``=~``) as matcher texts; label names as
+    Alertmanager's ``LabelNameRE`` wants them."""
     out = []
     for name, v in _mapping(value, key, tuple(value or ()), "map").items():
         if not isinstance(name, str) or not _LABEL_NAME.match(name):
@@ -293,8 +277,8 @@ def _bool(value: Any, key: str) -> bool:
 
 
 def _root(c: Any, ctx: "_Context") -> tuple[dict, dict, list[str]]:
-    """(``route`` data, its timers, its ``group_by``) of the root route, with
-    Alertmanager's rules for the root."""
+    """(``route`` data, its timers, its ``group_by``) of the root route, with Alertmanager's rules
+    for the root."""
     if c is None:
         raise _fail("route", "no route provided in config")
     c = _mapping(c, "route", ROUTE_KEYS, "config.plain (route)")
@@ -332,8 +316,8 @@ def _inhibit_rules(rules: Any) -> list[dict[str, Any]]:
 
 
 def _time_intervals(data: dict) -> list[dict[str, Any]]:
-    """``mute_time_intervals`` then ``time_intervals``, one name space
-    (a name twice is refused, Alertmanager's words)."""
+    """``mute_time_intervals`` then ``time_intervals``, one name space (a name twice is refused,
+    Alertmanager's words)."""
     out, seen = [], set()
     for top, what in (("mute_time_intervals", "mute time interval"), ("time_intervals", "time interval")):
         for i, ti in enumerate(_list(data.get(top), top)):
@@ -363,8 +347,8 @@ def validated(model: type[BaseModel], data: Any, key: str) -> dict[str, Any]:
 # -- receivers ---------------------------------------------------------------------------------
 
 class _Context:
-    """One file's names (references are checked against them), ``global``,
-    ``files`` and the helpers a receiver type's ``AmFile.read`` uses."""
+    """One file's names (references are checked against them), ``global``, ``files`` and the
+    helpers a receiver type's ``AmFile.read`` uses."""
 
     def __init__(self, data: dict, files: _File) -> None:
         self.files = files
@@ -391,10 +375,8 @@ class _Context:
     boolean = staticmethod(_bool)
 
     def own_or_global(self, c: dict, name: str, key: str, global_name: str, what: str) -> str:
-        """``name`` (or ``<name>_file``), else ``global.<global_name>`` (or its ``_file``).
-
-        Raises:
-            ConfigError: neither (Alertmanager's words)."""
+        """``name`` (or ``<name>_file``), else ``global.<global_name>`` (or its ``_file``); raises
+        ConfigError (Alertmanager's words) for neither."""
         value = self.files.either(c, name, f"{name}_file", key)
         value = value or self.files.either(self.glob, global_name, f"{global_name}_file", "global")
         if not value:
@@ -409,8 +391,7 @@ TLS_KEYS = ("ca", "ca_file", "ca_ref", "cert", "cert_file", "cert_ref", "key", "
 
 
 def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
-    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None: nothing
-    set); other keys refused by name."""
+    """``tls_config`` as :class:`alerting.config.TlsConfig` data (None: unset); others refused."""
     tls = _mapping(c, key, TLS_KEYS, "config.TLSConfig")
     out: dict[str, Any] = {}
     for name, value in tls.items():
@@ -430,9 +411,8 @@ def _tls(c: Any, key: str, files: _File) -> dict[str, Any] | None:
 
 
 def _http_headers(c: dict, key: str, files: _File) -> dict[str, str]:
-    """``http_config``'s ``basic_auth`` / ``authorization`` / ``bearer_token``
-    (at most one, Prometheus common's rule) as an ``Authorization`` header;
-    proxies and OAuth 2.0 refused by name."""
+    """``http_config``'s ``basic_auth``/``authorization``/``bearer_token`` (at most one) as an
+    ``Authorization`` header; proxies and OAuth 2.0 refused."""
     c = _mapping(c, key, HTTP_KEYS, "config.plain (http_config)")
     for name in HTTP_UNSUPPORTED:
         if c.get(name):
@@ -483,8 +463,7 @@ def _common(kind: str, c: Any, key: str, ctx: _Context) -> tuple[dict, dict]:
 
 
 def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> list[dict[str, Any]]:
-    """One receiver as ReceiverConfig data per integration (``<name>``,
-    ``<name>.1``, ...; type ``none`` without any)."""
+    """One receiver as ReceiverConfig data per integration (type ``none`` without any)."""
     key = f"receivers.{i}"
     r = _mapping(r, key, ("name",) + tuple(KINDS) + OTHER_KINDS, "config.plain (receiver)")
     name = _text(r.get("name"), f"{key}.name")
@@ -543,8 +522,7 @@ class DedupeExtras(DedupeConfig):
 
 
 class PlaitExtras(_Model):
-    """The ``plait:`` block: what Alertmanager's file has no key for. Every
-    part is optional; absent, Plait behaves as Alertmanager (module doc)."""
+    """The ``plait:`` block: what Alertmanager's file has no key for; all optional."""
 
     external_url: str = ""
     bucket: BucketConfig | None = None  # every receiver's, unless its own says otherwise
@@ -578,9 +556,7 @@ def _apply_extras(receivers: list[dict], extras: PlaitExtras) -> None:
 
 
 def _templates(data: dict, files: _File) -> list[str]:
-    """The ``templates`` globs, relative to the file's directory, expanded
-    in order (Alertmanager's ``template.FromGlobs``; a glob matching nothing
-    adds nothing)."""
+    """The ``templates`` globs relative to the file's directory, in order (``FromGlobs``)."""
     out = []
     for i, pattern in enumerate(_list(data.get("templates"), "templates")):
         text = _text(pattern, f"templates.{i}")
@@ -589,16 +565,9 @@ def _templates(data: dict, files: _File) -> list[str]:
 
 
 def translate(data: Any, base: str | Path = ".", extras: Any = None) -> AlertingConfig:
-    """An Alertmanager configuration (parsed YAML) as Plait's config.
-
-    Args:
-        data: the file's document (a mapping; a ``plait:`` key is the block).
-        base: the file's directory (``*_file`` and ``templates`` are relative to it).
-        extras: a ``plait:`` block given apart (``PLAIT_ALERTMANAGER_EXTRAS``).
-
-    Raises:
-        ConfigError: the first problem, naming its key as the file spells it.
-    """
+    """An Alertmanager document ``data`` as Plait's config; ``base``: the file's directory (for
+    ``*_file`` and ``templates``), ``extras``: a ``plait:`` block given apart. Raises ConfigError
+    for the first problem, naming its key as the file spells it."""
     if data is None:
         raise _fail("route", "no route provided in config")
     if not isinstance(data, dict):
@@ -641,12 +610,8 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
 
 
 def load_alertmanager_config(path: str | Path, extras_path: str | Path = "") -> AlertingConfig:
-    """Read an ``alertmanager.yml`` (and, when given, the file holding the
-    ``plait:`` block) and translate it (:func:`translate`).
-
-    Raises:
-        ConfigError: unreadable file, bad YAML, or the first bad key (named).
-    """
+    """Read and :func:`translate` an ``alertmanager.yml`` (and the ``plait:`` block's file). Raises
+    ConfigError: unreadable, bad YAML, or the first bad key."""
     extras = None
     if extras_path:
         doc = read_yaml(extras_path)
@@ -667,14 +632,9 @@ def _renderer() -> Any:
 
 
 def template_set(config: AlertingConfig) -> Any:
-    """The Go templates of an Alertmanager file (Alertmanager's defaults, then
-    ``config.templates``) with every receiver's template fields parsed; None
-    without a renderer.
-
-    Raises:
-        ConfigError: ``templates: <file>:<line>: <problem>`` or
-            ``receivers.<name>.<field>: <problem>``.
-    """
+    """The Go templates of an Alertmanager file (defaults, then ``config.templates``) with every
+    receiver's template fields parsed; None without a renderer. Raises ConfigError (``templates:
+    <file>:<line>: <problem>`` or ``receivers.<name>.<field>: <problem>``)."""
     gotemplate = _renderer()
     if gotemplate is None:  # paths and fields kept, not read
         return None
@@ -705,20 +665,14 @@ def cached_template_set(config: AlertingConfig) -> Any:
 # -- settings ------------------------------------------------------------------------------------
 
 def enabled(settings: Any) -> bool:
-    """Whether ``settings`` name an alerting configuration (Plait's own file,
-    ``PLAIT_ALERTING_CONFIG``, or an Alertmanager file, ``PLAIT_ALERTMANAGER_CONFIG``)."""
+    """Whether ``settings`` name an alerting configuration (Plait's or an Alertmanager file)."""
     return bool(settings.alerting_config or settings.alertmanager_config)
 
 
 def load_configured(settings: Any) -> AlertingConfig:
-    """The alerting configuration ``settings`` name: the Alertmanager file
-    (with ``PLAIT_ALERTMANAGER_EXTRAS``) or Plait's own file; what the API,
-    the workers and a reload (SIGHUP, ``POST /-/reload``) read.
-
-    Raises:
-        ConfigError: both or neither are set, or the file is invalid (the
-            text names the file's key).
-    """
+    """The alerting configuration ``settings`` name (``PLAIT_ALERTMANAGER_CONFIG`` with extras, or
+    ``PLAIT_ALERTING_CONFIG``), as the API, workers and reloads read it. Raises ConfigError: both
+    or neither set, or an invalid file."""
     from alerting.config import load_config
 
     if settings.alerting_config and settings.alertmanager_config:
@@ -733,9 +687,7 @@ def load_configured(settings: Any) -> AlertingConfig:
 
 
 def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> AlertingConfig:
-    """``new`` plus a type ``none`` receiver for each of ``old`` it lacks, so
-    groups still held for a removed receiver settle without a request
-    (Alertmanager drops them on reload)."""
+    """``new`` plus a type ``none`` receiver per one of ``old`` it lacks, so held groups settle."""
     from alerting.config import ReceiverConfig
 
     names = {r.name for r in new.receivers}
@@ -744,8 +696,8 @@ def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> Alerting
 
 
 def on_sighup(reload: Callable[[], Any], process: str) -> None:
-    """Call ``reload`` on SIGHUP in the running loop, as Alertmanager does; a
-    failing file is logged and the configuration in use stays."""
+    """Call ``reload`` on SIGHUP in the running loop, as Alertmanager does; a failing file is
+    logged and the configuration in use stays."""
     import asyncio
     import logging
     import signal

@@ -1,11 +1,6 @@
-"""Token bucket per receiver (outbound rate limit, which Alertmanager lacks).
-
-State is a plain dict ``{"tokens": float, "updated_at": float}``. A bucket
-holds at most ``burst`` tokens and gains one every ``refill_interval``
-seconds; a new message takes one token. A message that finds no token is not
-dropped: its groups wait and are merged into the receiver's next message
-(see :mod:`alerting.funnel`).
-"""
+"""Token bucket per receiver (an outbound rate limit Alertmanager lacks): ``{"tokens",
+"updated_at"}``, at most ``burst`` tokens, one more every ``refill_interval`` s, one per message.
+A message without a token is not dropped: its groups merge into the next message."""
 from __future__ import annotations
 
 from typing import Any
@@ -20,9 +15,7 @@ def new_bucket(burst: int, now: float) -> dict[str, Any]:
 
 
 def refill(bucket: dict[str, Any], now: float, burst: int, refill_interval: float) -> dict[str, Any]:
-    """The bucket at ``now``: tokens grown by ``(now - updated_at) /
-    refill_interval``, capped at ``burst``. A clock that goes backwards adds
-    nothing. Returns a new dict."""
+    """The bucket refilled to ``now`` (capped at ``burst``; a backwards clock adds nothing), new."""
     elapsed = max(0.0, now - bucket["updated_at"])
     tokens = min(float(burst), bucket["tokens"] + elapsed / refill_interval)
     return {"tokens": tokens, "updated_at": max(now, bucket["updated_at"])}
@@ -35,11 +28,7 @@ def available(bucket: dict[str, Any], now: float, burst: int, refill_interval: f
 
 def take(bucket: dict[str, Any], now: float, burst: int,
          refill_interval: float) -> tuple[bool, dict[str, Any]]:
-    """Try to take one token at ``now``.
-
-    Returns:
-        (taken, bucket afterwards). When not taken the bucket is only refilled.
-    """
+    """Take one token at ``now``: ``(taken, bucket after)`` (only refilled when not taken)."""
     b = refill(bucket, now, burst, refill_interval)
     if b["tokens"] >= 1.0 - EPSILON:
         return True, {"tokens": max(0.0, b["tokens"] - 1.0), "updated_at": b["updated_at"]}

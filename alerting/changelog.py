@@ -1,20 +1,9 @@
-"""The funnel's table with its changelog written per batch, not per write.
+"""The funnel's table with its changelog written per batch, not per write: a Faust table sends
+each write as its own record through a producer buffer flushed one by one, which bounded a storm.
 
-A Faust table sends every ``table[key] = value`` to its changelog as its own
-record through Faust's producer buffer: one background task publishing one
-record at a time, and a ``flush`` that waits for them one by one (0.1 s
-polls). A storm makes several writes per alert, so that path bounded the
-whole funnel (issue 11, item 5).
-
-:class:`BatchedTable` wraps the Faust table for :mod:`alerting.store`: reads
-and writes go to the table's local store at once (what Faust's table would
-hold), and each written key is remembered with its last value, so a batch
-writes each key once. The agent then sends the remembered writes to the
-changelog itself (:meth:`BatchedTable.drain`: records as the table would
-have sent them, same key serialization (JSON), same raw value bytes, same
-partition, a tombstone for a delete), all at once, and waits for their acks
-together. Recovery after a restart is Faust's own: it reads the changelog
-into the local store.
+:class:`BatchedTable` reads and writes the table's local store at once and remembers each written
+key's last value; the agent sends them (:meth:`BatchedTable.drain`: the records Faust would send,
+a tombstone per delete) together and awaits their acks together. Recovery is Faust's own.
 """
 from __future__ import annotations
 
@@ -24,14 +13,8 @@ import orjson
 
 
 class BatchedTable(MutableMapping[str, bytes]):
-    """A ``MutableMapping`` over a Faust table's local store whose changelog
-    records are collected instead of sent.
-
-    Args:
-        table: a Faust ``Table`` (``table.data`` is its store) whose keys are
-            ``"<partition>|..."`` strings (:mod:`alerting.store`) and values
-            raw bytes.
-    """
+    """A ``MutableMapping`` over a Faust ``table``'s local store (keys ``"<partition>|..."``, bytes
+    values) whose changelog records are collected instead of sent."""
 
     def __init__(self, table: Any) -> None:
         self.table = table
@@ -60,11 +43,8 @@ class BatchedTable(MutableMapping[str, bytes]):
         return len(self.store)
 
     def drain(self) -> list[tuple[int, bytes, bytes | None]]:
-        """The changelog records of the writes since the last drain, one per
-        key (its last value), in first-write order:
-        ``[(partition, key bytes, value bytes or None for a delete)]``. The
-        partition is the key's prefix (the funnel partition, as a Faust
-        table writes from its event's partition)."""
+        """Changelog records since the last drain, one per key (last value) in first-write order:
+        ``[(partition, key bytes, value bytes or None)]``; the partition is the key's prefix."""
         pending, self._pending = self._pending, {}
         return [(int(key.partition("|")[0]), orjson.dumps(key), value)
                 for key, value in pending.items()]
@@ -76,20 +56,10 @@ class BatchedTable(MutableMapping[str, bytes]):
 
 async def send_records(producer: Any, topic: str,
                        records: list[tuple[int, bytes, bytes | None]]) -> list[Any]:
-    """Hand ``records`` (``(partition, key, value)``, in order) to the Kafka
-    producer without waiting for their acks; returns the futures to await.
-
-    With Faust's aiokafka driver the records go into record batches built
-    per partition (aiokafka ``create_batch`` / ``send_batch``: the batch
-    builder is compiled code, about a tenth of ``send``'s cost per record),
-    queued in order behind what the producer already holds for that
-    partition. Otherwise, and for a record too big for an empty batch, one
-    ``send`` per record.
-
-    Args:
-        producer: Faust's ``app.producer``.
-        topic: the topic name.
-    """
+    """Hand ``records`` (``(partition, key, value)``, in order) to Faust's ``producer`` for
+    ``topic`` without waiting; returns the futures. aiokafka record batches per partition
+    (``create_batch``/``send_batch``: compiled, cheaper than ``send``) when available, else and
+    for an oversize record one ``send`` each."""
     futures: list[Any] = []
     kafka = getattr(producer, "_ensure_producer", None)
     kafka = kafka() if kafka is not None else None

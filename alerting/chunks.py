@@ -1,26 +1,14 @@
-"""Values larger than one record, carried in several (docs/kafka-rules.md #17).
+"""Values larger than one record (:data:`plait.records.MAX_RECORD_BYTES`), carried in several
+(docs/kafka-rules.md #17): a message in flight of 10,000 alerts is megabytes.
 
-No record of the alert path passes :data:`plait.records.MAX_RECORD_BYTES`
-(256 KiB), yet a receiver's message in flight lists up to ``batch_size``
-(10,000) alerts of up to 128 labels and annotations each, and a queued
-section as many: megabytes. Two forms carry such a value:
-
-- **Table values** (the funnel table's changelog, :mod:`alerting.store`):
-  the value is cut into raw byte pieces stored under keys
-  ``<p>|ck|<version>|<i>|<rest of its key>`` (``i`` from 0), and its own
-  key holds a head ``{"~chunks":[version, pieces, bytes, crc32]}``. The
-  version is new on every write, so a new value never overwrites the pieces
-  an older head names: the store writes the pieces before the head and
-  deletes the old pieces after it, all on the key's one changelog
-  partition, in order. Whatever prefix of those records a ``kill -9``
-  leaves durable, the head recovered names pieces that are all there and
-  unchanged (:func:`join_value` checks length and CRC-32); pieces no head
-  names are deleted when the partition is loaded.
-- **Topic records** (``alerts.notifications``): a value larger than a record
-  is sent as consecutive records with the same key (so on one partition, in
-  order), each ``{"chunk": {"id", "part", "parts", "bytes", "crc32"},
-  "data": <base64 of its slice>}``; :func:`join_records` gives the values
-  back exactly, in order.
+- Table values (:mod:`alerting.store`): raw byte pieces under ``<p>|ck|<version>|<i>|<key>``; the
+  key holds a head ``{"~chunks":[version, pieces, bytes, crc32]}``. A fresh version per write, the
+  pieces written before the head and old pieces deleted after it, on one changelog partition: any
+  durable prefix after ``kill -9`` leaves a head whose pieces are intact (:func:`join_value` checks
+  length and CRC-32); orphan pieces are deleted on load.
+- Topic records (``alerts.notifications``): consecutive records with the same key, each
+  ``{"chunk": {"id", "part", "parts", "bytes", "crc32"}, "data": base64}``; :func:`join_records`
+  gives the values back in order.
 """
 from __future__ import annotations
 
@@ -47,8 +35,7 @@ def is_head(raw: bytes) -> bool:
 
 
 def fits(key: str, data: bytes) -> bool:
-    """Whether ``data`` stored at table ``key`` makes one record within
-    :data:`MAX_RECORD_BYTES` (the changelog key is the key's JSON)."""
+    """Whether ``data`` at table ``key`` fits one record (the changelog key is its JSON)."""
     if len(data) + 6 * len(key) + 2 <= MAX_RECORD_BYTES:  # a character is at most 6 bytes of JSON
         return True
     return len(orjson.dumps(key)) + len(data) <= MAX_RECORD_BYTES
@@ -60,9 +47,8 @@ def piece_key(prefix: str, key: str, version: str, i: int) -> str:
 
 
 def split_value(prefix: str, key: str, data: bytes) -> tuple[bytes, list[tuple[str, bytes]]]:
-    """``data`` for table ``key`` (under partition ``prefix`` ``"<p>|"``) as
-    a head and its pieces ``[(piece key, bytes)]``, each record within
-    :data:`MAX_RECORD_BYTES`. Write the pieces first, then the head."""
+    """``data`` for table ``key`` (partition ``prefix`` ``"<p>|"``) as a head and pieces ``[(piece
+    key, bytes)]``, each within one record. Write the pieces first, then the head."""
     version = os.urandom(4).hex()
     room = MAX_RECORD_BYTES - len(orjson.dumps(piece_key(prefix, key, version, 10**9)))
     n = max(1, math.ceil(len(data) / room))
@@ -78,12 +64,8 @@ def piece_keys(prefix: str, key: str, head: bytes) -> list[str]:
 
 
 def join_value(table: MutableMapping[str, Any], prefix: str, key: str, head: bytes) -> bytes:
-    """The value a head stands for, read back from its pieces.
-
-    Raises:
-        ValueError: a piece is missing, or the joined bytes have another
-            length or CRC-32 than the head says.
-    """
+    """The value a head stands for, read from its pieces. Raises ValueError: a piece missing, or
+    length or CRC-32 not the head's."""
     _version, _n, size, crc = orjson.loads(head)[HEAD]
     parts = []
     for pk in piece_keys(prefix, key, head):
@@ -99,9 +81,8 @@ def join_value(table: MutableMapping[str, Any], prefix: str, key: str, head: byt
 
 
 def split_record(value: bytes, ident: str, key: bytes | None = None) -> list[bytes]:
-    """``value`` as one record (itself, when it fits with ``key``) or as
-    chunk records of at most :data:`MAX_RECORD_BYTES` each (``ident``:
-    names the value, a message id); send them in order with the same key."""
+    """``value`` as one record or as chunk records (``ident`` names it), to send in order with the
+    same key."""
     room = MAX_RECORD_BYTES - (len(key) if key else 0)
     if len(value) <= room:
         return [value]
@@ -117,15 +98,9 @@ def split_record(value: bytes, ident: str, key: bytes | None = None) -> list[byt
 
 
 def join_records(values: Iterable[bytes]) -> Iterator[bytes]:
-    """Whole values from records of one partition read in order: a record
-    that is not a chunk as it is, chunked values once their last part is
-    read (parts of one value are consecutive for its key; parts of a value
-    cut short by a restart are dropped when its first part comes again).
-
-    Raises:
-        ValueError: the joined bytes have another length or CRC-32 than
-            their chunks say.
-    """
+    """Whole values from one partition's records in order: non-chunks as they are, chunked values
+    once complete (a value cut short by a restart is dropped when its first part comes again).
+    Raises ValueError: length or CRC-32 not the chunks'."""
     open_: dict[str, list[bytes]] = {}
     for value in values:
         if not value.startswith(b'{"chunk":'):

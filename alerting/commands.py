@@ -1,16 +1,7 @@
-"""One reader for every shape of ``alerts.funnel`` alert command.
-
-Shapes read (commands already in the topic and its changelog stay readable
-after an upgrade):
-
-- decided: ``alert`` (normalized, :meth:`Alert.to_state`) with the router's
-  ``receiver``, ``fp`` and ``route`` (:meth:`Decision.to_dict`);
-- undecided: ``alert`` without a decision; routed here by
-  :func:`alerting.routing.decide`, the router's own rule, one decision per
-  route reached (further copies ``<id>~<receiver>``);
-- invalid: no ``alert`` (the router could not normalize it), ``reason``.
-
-The funnel takes the result as given and never decides a route itself.
+"""One reader for every shape of ``alerts.funnel`` alert command (old ones stay readable): decided
+(``alert`` with the router's ``receiver``, ``fp``, ``route``), undecided (routed here by
+:func:`alerting.routing.decide`, one decision per route) and invalid (no ``alert``, a ``reason``).
+The funnel takes the result as given.
 """
 from __future__ import annotations
 
@@ -24,15 +15,8 @@ from alerting.routing import Decision, decide
 
 @dataclass(frozen=True)
 class AlertCommand:
-    """An alert command read into one form.
-
-    Attributes:
-        raw_id: the raw alert's ledger id.
-        alert: the checked alert, None when ``rejected``.
-        decisions: ``[(raw id, decision)]`` to take, in route order.
-        received_at: when the API or producer took it (epoch s), if known.
-        rejected: the rejection reason when the alert is unreadable.
-    """
+    """An alert command in one form: ``alert`` (None when ``rejected``, the reason),
+    ``decisions`` ``[(raw id, decision)]`` in route order, ``received_at`` epoch s if known."""
 
     raw_id: str
     alert: Alert | None = None
@@ -47,26 +31,23 @@ class AlertCommand:
 
 
 def routed(config: Any, alert: Alert, raw_id: str) -> list[tuple[str, Decision]]:
-    """``[(raw id, decision)]`` of ``alert`` on every route it reaches: the
-    first keeps ``raw_id``, each further one is ``<raw_id>~<receiver>``
+    """``[(raw id, decision)]`` of ``alert`` per route reached, further ones ``<raw_id>~<receiver>``
     (docs/alerting.md, "Routes"). Raises only on a forged alert."""
     ds = decide(config, alert)
     return [(raw_id if k == 0 else f"{raw_id}~{d.receiver}", d) for k, d in enumerate(ds)]
 
 
 def origin(cmd: dict[str, Any]) -> tuple[Any, Any, int, int, str | None]:
-    """Where an alert command's raw alert came from, for replay detection
-    (:meth:`alerting.store.PartitionState.seen_raw`): ``(alerts.raw
-    partition, offset, index in the event, copy, receiver)``; ``copy`` is
-    the position of a further ``continue`` route (0 the first)."""
+    """``(raw partition, offset, index, copy, receiver)`` of a command, for
+    :meth:`alerting.store.PartitionState.seen_raw`."""
     src = (cmd.get("src") or [None, None, 0])[:3]
     receiver = cmd.get("receiver") if isinstance(cmd.get("receiver"), str) else None
     return (*src, int(cmd.get("copy") or 0), receiver)  # type: ignore[return-value]
 
 
 def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
-    """The :class:`AlertCommand` of one ``alert`` command (or an item of an
-    ``alerts`` command) of any shape; never raises."""
+    """The :class:`AlertCommand` of one ``alert`` command (or an item of an ``alerts`` command) of
+    any shape; never raises."""
     rid = cmd["id"]
     received = cmd.get("received_at")
     if not isinstance(received, (int, float)) or isinstance(received, bool):

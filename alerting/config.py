@@ -1,9 +1,6 @@
-"""Alert funnel configuration: one YAML file (example:
-``examples/alerting.yaml``), validated with pydantic. Durations are seconds
-or ``"30s"``, ``"5m"``, ``"4h"``, ``"1d"``; names follow Alertmanager's
-configuration. Errors raise :class:`ConfigError` naming the key
-(``timing.group_wait: ...``).
-"""
+"""Alert funnel configuration: one YAML file (``examples/alerting.yaml``) validated with pydantic;
+durations in seconds or ``"30s"``/``"5m"``/``"4h"``/``"1d"``; names as Alertmanager's. Errors raise
+:class:`ConfigError` naming the key (``timing.group_wait: ...``)."""
 from __future__ import annotations
 
 import re
@@ -23,11 +20,7 @@ _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds from a number or ``"90"``, ``"30s"``, ``"5m"``.
-
-    Raises:
-        ValueError: not a non-negative number or duration string.
-    """
+    """Seconds from a number or ``"90"``, ``"30s"``, ``"5m"``. Raises ValueError otherwise."""
     if isinstance(value, bool):
         raise ValueError("expected a duration (seconds or '30s', '5m', '4h')")
     if isinstance(value, (int, float)):
@@ -82,9 +75,9 @@ class EmailConfig(_Model):
 
 
 class TlsConfig(_Model):
-    """TLS to an HTTP receiver (Alertmanager's ``http_config.tls_config``;
-    absolute paths): ``ca_file`` instead of the system CAs, ``cert_file`` +
-    ``key_file`` a client certificate, ``insecure_skip_verify``."""
+    """TLS to an HTTP receiver (Alertmanager's ``http_config.tls_config``; absolute paths):
+    ``ca_file`` instead of the system CAs, ``cert_file`` + ``key_file`` a client certificate,
+    ``insecure_skip_verify``."""
 
     ca_file: str = ""
     cert_file: str = ""
@@ -99,10 +92,10 @@ class TlsConfig(_Model):
 
 
 class ReceiverConfig(_Model):
-    """One receiver (docs/alerting.md, "Receivers"); ``type`` a registered
-    type (:mod:`alerting.receivers.registry`), which checks its fields;
-    ``max_alerts`` 0 = all; ``alertmanager_fields``: the Go-template fields
-    of an ``alertmanager.yml`` notifier, as written (empty otherwise)."""
+    """One receiver (docs/alerting.md, "Receivers"); ``type`` a registered type
+    (:mod:`alerting.receivers.registry`), which checks its fields; ``max_alerts`` 0 = all;
+    ``alertmanager_fields``: the Go-template fields of an ``alertmanager.yml`` notifier, as written
+    (empty otherwise)."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
     type: str = "webhook"
@@ -145,8 +138,8 @@ class ReceiverConfig(_Model):
 
 
 class SubRoute(_Model):
-    """A route (Alertmanager's ``route``; walked by :mod:`alerting.routing`);
-    unset settings are the parent's."""
+    """A route (Alertmanager's ``route``; walked by :mod:`alerting.routing`); unset settings are
+    the parent's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -192,13 +185,8 @@ _MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", 
 
 
 def _ranges(items: list[str], known: Any, bad: str, number: Any, backwards: str) -> list[str]:
-    """``items``, each ``a`` or ``a:b``, checked with Alertmanager's
-    ``timeinterval`` words.
-
-    Raises:
-        ValueError: ``bad`` for a part not ``known``; ``backwards`` for a range
-            running backwards by ``number``.
-    """
+    """``items``, each ``a`` or ``a:b``, checked with Alertmanager's ``timeinterval`` words. Raises
+    ValueError: ``bad`` for an unknown part, ``backwards`` for a backwards range by ``number``."""
     for item in items:
         parts = item.lower().split(":")
         for part in parts:
@@ -293,8 +281,8 @@ class NamedTimeIntervals(_Model):
 
 
 def _matcher_list(v: list[str]) -> list[str]:
-    """Check every matcher (:func:`alerting.matchers.parse_matcher`); the
-    error names the item (``[1] bad matcher ...``)."""
+    """Check every matcher (:func:`alerting.matchers.parse_matcher`); the error names the item
+    (``[1] bad matcher ...``)."""
     for i, text in enumerate(v):
         try:
             parse_matcher(text)
@@ -336,12 +324,8 @@ GROUP_BY_ALL = "..."
 
 
 def check_group_by(v: list[str] | None) -> list[str] | None:
-    """A ``group_by`` checked as Alertmanager's loader does (its words):
-    ``...`` stands alone; no label twice.
-
-    Raises:
-        ValueError: either rule broken.
-    """
+    """A ``group_by`` checked as Alertmanager's loader (its words): ``...`` alone, no label twice.
+    Raises ValueError."""
     if v and GROUP_BY_ALL in v:
         if set(v) != {GROUP_BY_ALL}:
             raise ValueError("cannot have wildcard group_by (`...`) and other labels at the same time")
@@ -353,9 +337,9 @@ def check_group_by(v: list[str] | None) -> list[str] | None:
 
 
 class GroupingConfig(_Model):
-    """Group key = receiver + ``group_by`` label values (``['...']``: all);
-    ``batch_size``: most alerts in one message; ``merge_groups``: due groups
-    share a message (false: one group per message, as Alertmanager)."""
+    """Group key = receiver + ``group_by`` label values (``['...']``: all); ``batch_size``: most
+    alerts in one message; ``merge_groups``: due groups share a message (false: one group per
+    message, as Alertmanager)."""
 
     group_by: list[str] = Field(default_factory=lambda: ["rule"])
     batch_size: int = Field(default=50, ge=1, le=10_000)
@@ -368,8 +352,8 @@ class GroupingConfig(_Model):
 
 
 class TimingConfig(_Model):
-    """Alertmanager's timers, seconds; ``resolve_timeout``: a firing alert
-    without ``endsAt`` not re-sent within it resolves."""
+    """Alertmanager's timers, seconds; ``resolve_timeout``: a firing alert without ``endsAt`` not
+    re-sent within it resolves."""
 
     group_wait: Seconds = Field(default=30.0, ge=0)
     group_interval: Seconds = Field(default=300.0, gt=0)
@@ -386,8 +370,8 @@ class DedupeConfig(_Model):
 
 
 class DeliveryConfig(_Model):
-    """Per-attempt ``timeout``; backoff ``backoff_initial * 2**(n-1)`` up to
-    ``backoff_max``; Retry-After honoured up to ``max_retry_after`` s."""
+    """Per-attempt ``timeout``; backoff ``backoff_initial * 2**(n-1)`` up to ``backoff_max``;
+    Retry-After honoured up to ``max_retry_after`` s."""
 
     timeout: Seconds = Field(default=10.0, gt=0)
     backoff_initial: Seconds = Field(default=1.0, gt=0)
@@ -396,10 +380,9 @@ class DeliveryConfig(_Model):
 
 
 class RulesConfig(_Model):
-    """Export rules: ``ExportSlow`` after ``slow_task_after`` s (None: off);
-    ``DLQGrowth`` at ``dlq_threshold`` dead letters within ``dlq_window`` s;
-    ``ExportFailed`` / ``ExportTimeout`` end ``failed_resolve_after`` s after
-    the event unless a later export resolves them first."""
+    """Export rules: ``ExportSlow`` after ``slow_task_after`` s (None: off); ``DLQGrowth`` at
+    ``dlq_threshold`` dead letters within ``dlq_window`` s; ``ExportFailed`` / ``ExportTimeout``
+    end ``failed_resolve_after`` s after the event unless a later export resolves them first."""
 
     slow_task_after: Seconds | None = Field(default=900.0, gt=0)
     failed_resolve_after: Seconds = Field(default=24 * 3600.0, gt=0)
@@ -415,11 +398,10 @@ class NormalizeConfig(_Model):
 
 
 class AlertingConfig(_Model):
-    """The whole alerting configuration file. ``external_url``: console links
-    (empty: ``PLAIT_EXTERNAL_URL``); ``fanout``: an Alertmanager receiver's
-    name -> the receivers of its further integrations; ``ledger``: write
-    ``alerts.ledger``; ``templates``: an ``alertmanager.yml``'s Go-template
-    files, absolute."""
+    """The whole alerting configuration file. ``external_url``: console links (empty:
+    ``PLAIT_EXTERNAL_URL``); ``fanout``: an Alertmanager receiver's name -> the receivers of its
+    further integrations; ``ledger``: write ``alerts.ledger``; ``templates``: an
+    ``alertmanager.yml``'s Go-template files, absolute."""
 
     receivers: list[ReceiverConfig] = Field(min_length=1)
     route: RouteConfig
@@ -488,11 +470,7 @@ def format_errors(err: ValidationError, prefix: str = "") -> str:
 
 
 def parse_config(data: dict[str, Any]) -> AlertingConfig:
-    """Validate already-parsed configuration data.
-
-    Raises:
-        ConfigError: the text lists each bad key with its problem.
-    """
+    """Validate parsed configuration data. Raises ConfigError listing each bad key."""
     if not isinstance(data, dict):
         raise ConfigError("(top level): expected a mapping")
     try:
@@ -502,11 +480,8 @@ def parse_config(data: dict[str, Any]) -> AlertingConfig:
 
 
 def load_config(source: str | Path) -> AlertingConfig:
-    """Read and validate the alerting YAML at a path (or text holding a newline).
-
-    Raises:
-        ConfigError: unreadable file, bad YAML, or invalid keys (named).
-    """
+    """Read and validate the alerting YAML at a path (or text holding a newline). Raises
+    ConfigError: unreadable, bad YAML or invalid keys (named)."""
     if isinstance(source, str) and "\n" in source:
         text = source
     else:

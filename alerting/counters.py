@@ -1,10 +1,6 @@
-"""Funnel counters across partitions, and their Prometheus view.
-
-Each funnel partition publishes its own counters (a consistent snapshot of
-one funnel) to the Redis hash ``plait.keys.alert_counters``; readers add them
-up. Because each snapshot balances, so does the sum:
-``received = delivered + deduplicated + silenced + inhibited + merged + rejected + pending``.
-"""
+"""Funnel counters across partitions, and their Prometheus view. Each partition publishes a
+consistent snapshot to the Redis hash ``plait.keys.alert_counters``; as each balances, so does
+their sum (``received = delivered + ... + pending``)."""
 from __future__ import annotations
 
 import json
@@ -19,19 +15,15 @@ EVENT_COUNTERS = ("messages_delivered", "messages_superseded", "attempts", "atte
                   "invalid_unicode")
 
 
-#: Upper bounds (milliseconds) of the buckets of ``decision_ms``: how long a
-#: raw alert took from its receipt (``receivedAt`` of its ``alerts.raw``
-#: event: the API's or the producer's clock) to the funnel's decision on it.
-#: 40 sits below the 50 ms target (issue 11: p99 < 50 ms at 1,000 alerts/s):
-#: a p99 in the 40 bucket is under 50 ms; in the 50 bucket it may be 50 itself.
+#: Upper bounds (ms) of the ``decision_ms`` buckets: ``receivedAt`` of a raw alert to the funnel's
+#: decision. 40 sits below the p99 < 50 ms target, so a p99 in the 40 bucket is under 50 ms.
 DECISION_BUCKETS_MS = (5, 10, 25, 40, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 _BUCKET_LABELS = tuple(str(b) for b in DECISION_BUCKETS_MS) + ("inf",)
 
 
 def observe_decision(counters: dict[str, Any], seconds: float) -> None:
-    """Count one decision that took ``seconds`` in ``counters["decision_ms"]``
-    (bucket label: its upper bound in ms, ``"inf"`` past the last); a fixed
-    number of buckets, so the counters never grow with alerts."""
+    """Count a decision of ``seconds`` in ``counters["decision_ms"]`` (label: upper bound in ms,
+    ``"inf"`` past the last); fixed buckets."""
     i = bisect_left(DECISION_BUCKETS_MS, seconds * 1000.0)
     label = _BUCKET_LABELS[i]
     hist = counters.setdefault("decision_ms", {})
@@ -39,8 +31,8 @@ def observe_decision(counters: dict[str, Any], seconds: float) -> None:
 
 
 def decision_quantile(hist: dict[str, int], q: float) -> float | None:
-    """Upper bound (ms) of the bucket holding quantile ``q`` (0..1) of a
-    ``decision_ms`` histogram (``inf`` past the last bucket); None when empty."""
+    """Upper bound (ms) of the bucket holding quantile ``q`` (0..1) of a ``decision_ms`` histogram
+    (``inf`` past the last bucket); None when empty."""
     total = sum(hist.values())
     if not total:
         return None
@@ -53,8 +45,8 @@ def decision_quantile(hist: dict[str, int], q: float) -> float | None:
 
 
 def merge(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Sum per-partition counter snapshots (numbers add, nested maps add per
-    key); ``balanced`` is recomputed and ``partitions`` counts the snapshots."""
+    """Sum per-partition counter snapshots (numbers add, nested maps add per key); ``balanced`` is
+    recomputed and ``partitions`` counts the snapshots."""
     total: dict[str, Any] = {"received": 0, **dict.fromkeys(OUTCOMES, 0),
                              "silenced_by": {}, "dedupe_reasons": {}}
     n = 0
@@ -86,15 +78,10 @@ def decode_hash(raw: dict[Any, Any]) -> list[dict[str, Any]]:
 
 
 class CountersCollector:
-    """A ``prometheus_client`` collector reading the summed counters on each
-    scrape (a local Redis ``HGETALL`` bounded by ``timeout`` seconds).
-
-    Metrics: ``plait_alerts_received_total``, ``plait_alerts_outcome_total{outcome}``
-    (delivered, deduplicated, silenced, inhibited, merged, rejected), ``plait_alerts_pending``
-    (gauge), ``plait_alert_<event>_total`` (webhook attempts, 429s, 5xx...),
-    ``plait_alerts_silenced_by_total{silence}``,
-    ``plait_alerts_inhibited_by_rule_total{rule}``.
-    """
+    """A ``prometheus_client`` collector of the summed counters per scrape (``HGETALL`` within
+    ``timeout`` s): ``plait_alerts_received_total``, ``plait_alerts_outcome_total{outcome}``,
+    ``plait_alerts_pending``, ``plait_alert_<event>_total``, ``plait_alerts_silenced_by_total``,
+    ``plait_alerts_inhibited_by_rule_total``."""
 
     def __init__(self, redis_url: str, key: str, timeout: float = 0.5) -> None:
         self.redis_url = redis_url

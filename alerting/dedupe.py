@@ -1,49 +1,25 @@
 """Fingerprints and the dedupe verdict: one episode per fingerprint.
 
-Identity (which raw alerts are "the same alert"; docs/alerting.md,
-"Identity: which alerts are the same alert"):
+Identity (docs/alerting.md, "Identity"): an Alertmanager-form alert (``Alert.source ==
+"alertmanager"``) is its whole label set, as Alertmanager: :func:`labelset_fingerprint`; a native
+alert is the values of ``dedupe.fingerprint_labels`` (default ``[rule, asset]``), its other labels
+being description. Cooldown, escalation, episodes, inhibition and groups all key on it.
 
-- an alert that arrived in Alertmanager / Prometheus form (``POST
-  /api/v2/alerts``, or a raw alert carrying ``labels`` and no ``rule``;
-  ``Alert.source == "alertmanager"``) is identified by its whole label set,
-  exactly as Alertmanager identifies it: :func:`labelset_fingerprint`
-  (``model.LabelSet.Fingerprint()`` of prometheus/common). Two alerts that
-  differ in any label (``pod="api-1"`` / ``pod="api-2"``) are two alerts;
-  ``dedupe.fingerprint_labels`` does not apply to them;
-- a native Plait alert (``rule``, ``asset``...) is identified by the values
-  of ``dedupe.fingerprint_labels`` (default ``[rule, asset]``): its labels
-  are description, a changing label does not make a new alert.
-
-Dedupe cooldown, escalation, episodes, inhibition and grouping members all
-key on that fingerprint.
-
-An *episode* is the life of one fingerprint from its first firing alert to
-the delivered resolve. Its state is a plain dict (JSON data)::
+An *episode* is one fingerprint's life from its first firing alert to the delivered resolve::
 
     {"fp", "status": "firing"|"resolved", "severity": int (highest paged),
      "seen_severity": int, "started_at", "last_seen", "last_pass_at",
      "resolved_at", "notified": bool, "group": group id or None,
      "silenced_by": silence id or None, "alert": Alert.to_state()}
 
-The funnel adds ``expires_at`` (when a firing episode resolves unless re-sent),
-``route`` and inhibition marks; the runner adds ``seen_saved`` / ``exp_saved``
-(the ``last_seen`` / ``expires_at`` last marked for writing: docs/alerting.md,
-"On Kafka", repeats).
+plus ``expires_at``, ``route`` and inhibition marks (funnel) and ``seen_saved``/``exp_saved``
+(runner; docs/alerting.md, "On Kafka", repeats).
 
-Rules (the issue, step 3; Alertmanager has no cooldown, it re-sends on
-``repeat_interval`` only):
-
-- a firing alert with no open episode opens one (``new``);
-- same severity inside ``cooldown`` seconds of the last alert that passed:
-  ``duplicate`` (suppressed, counted); after the cooldown: ``refresh``
-  (passes, updates labels/annotations, is not news);
-- higher severity: ``escalated``, passes at once whatever the cooldown;
-- lower severity: ``deescalation``, counted and never paged;
-- resolved while firing: ``resolved``; another resolve before the episode
-  ends, or a resolve with no episode: ``resolve_repeat`` (deduplicated);
-- firing again while the resolve is still undelivered: ``refire``;
-- the episode ends (is deleted) when its resolve is delivered, so the next
-  firing alert opens a new episode.
+Verdicts (Alertmanager has no cooldown; it re-sends on ``repeat_interval`` only): ``new`` (no open
+episode); same severity within ``cooldown`` s of the last pass ``duplicate``, after it ``refresh``
+(passes, not news); higher ``escalated`` (passes at once), lower ``deescalation`` (never paged);
+``resolved``; a further resolve, or one without episode, ``resolve_repeat``; firing again before
+the resolve is delivered ``refire``. The delivered resolve deletes the episode.
 """
 from __future__ import annotations
 
@@ -69,48 +45,35 @@ _MASK = (1 << 64) - 1
 
 
 def labelset_fingerprint(labels: dict[str, str]) -> str:
-    """Alertmanager's fingerprint of a label set, as 16 lower-case hex digits.
-
-    Rule (prometheus/common ``model/signature.go`` ``labelSetToFingerprint``
-    and ``model/fnv.go``): FNV-1a 64 over the label names in sorted byte
-    order, each name and value followed by the separator byte 0xff, both as
-    UTF-8; the empty set hashes to the FNV offset basis
-    (``cbf29ce484222325``); printed with ``%016x``. Python's code-point
-    order equals Go's byte order on UTF-8, so the sort agrees.
+    """Alertmanager's fingerprint of a label set, 16 lower-case hex digits (prometheus/common
+    ``model/signature.go`` ``labelSetToFingerprint``): FNV-1a 64 over names sorted by UTF-8 bytes,
+    each name and value followed by 0xff; the empty set is the offset basis. Python's code-point
+    order equals Go's byte order on UTF-8.
     """
     data = b"".join(part.encode("utf-8", "surrogatepass") + b"\xff"
                     for name in sorted(labels) for part in (name, labels[name]))
     return _fnv1a64_cached(data) if len(data) <= _CACHED_BYTES else _fnv1a64(data)
 
 
-#: Label sets up to this many bytes (names, values, separators) are cached:
-#: typical ones are 50-300 bytes, and the cache stays under ~10 MB whatever
-#: is sent (intake allows label sets of ~1 MB).
+#: Label sets up to this many bytes are cached (typical: 50-300), so the cache stays ~10 MB.
 _CACHED_BYTES = 512
 
 
 def _fnv1a64(data: bytes) -> str:
-    """FNV-1a 64 of ``data`` as 16 hex digits (~0.1 us a byte in Python)."""
+    """FNV-1a 64 of ``data`` as 16 hex digits."""
     h = _FNV_OFFSET
     for byte in data:
         h = ((h ^ byte) * _FNV_PRIME) & _MASK
     return f"{h:016x}"
 
 
-#: :func:`_fnv1a64` of the last 16,384 short label sets: the same ones come
-#: back (Prometheus resends every firing alert; an alert's view is rebuilt as
-#: its episode changes), ~4 us each to hash again, ~1 us to find.
+#: :func:`_fnv1a64` of the last 16,384 short label sets (Prometheus resends every firing alert).
 _fnv1a64_cached = functools.lru_cache(maxsize=16384)(_fnv1a64)
 
 
 def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule", "asset")) -> str:
-    """The alert's identity as 16 hex digits (see the module doc).
-
-    Alertmanager-form alerts (``alert.source == "alertmanager"``): the
-    Alertmanager fingerprint of their whole label set as sent
-    (:func:`labelset_fingerprint`), whatever ``label_names`` says. Native
-    alerts: a hash of the values of ``label_names`` (vocabulary names or
-    source labels; absent labels count as ``""``)."""
+    """The alert's identity as 16 hex digits: Alertmanager-form alerts hash their whole label set
+    (:func:`labelset_fingerprint`), native ones the values of ``label_names`` (absent: ``""``)."""
     if alert.source == "alertmanager":
         return labelset_fingerprint(alert.labels)
     labels = alert.match_labels()
@@ -125,12 +88,9 @@ def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule"
 
 
 def _merged_resolve(episode: dict[str, Any], alert: Alert, now: float) -> dict[str, Any] | None:
-    """The resolved ``episode`` after another resolve of it, merged as
-    Alertmanager's store does (provider/mem ``Put`` and ``types.Alert.Merge``
-    in types/types.go): when the two overlap in time, the earliest start and
-    the latest end; otherwise the newer alert replaces the older. The
-    newest alert's labels and annotations win either way. None when nothing
-    changes (a plain repeat)."""
+    """Resolved ``episode`` after another resolve, merged as Alertmanager's store (provider/mem
+    ``Put``, ``types.Alert.Merge``): overlapping, the earliest start and latest end, else the newer
+    replaces; the newest labels and annotations win. None for a plain repeat."""
     old_start, old_end = episode["started_at"], episode["resolved_at"]
     # a resolve without its own end (a native alert) does not move the end
     start, end = alert.starts_at, alert.ends_at if alert.ends_at is not None else old_end
@@ -145,10 +105,8 @@ def _merged_resolve(episode: dict[str, Any], alert: Alert, now: float) -> dict[s
 
 
 def _refire_start(episode: dict[str, Any], alert: Alert, now: float) -> float:
-    """The start of an alert firing again after its resolve: its own start
-    (a new alert, Alertmanager's store replaces an alert it does not
-    overlap), or the old start when it began inside the resolved one
-    (``types.Alert.Merge`` keeps the earliest start of overlapping alerts)."""
+    """Start of an alert firing again after its resolve: its own, or the old one when it began
+    inside the resolved one (``types.Alert.Merge`` keeps the earliest of overlapping alerts)."""
     start = alert.starts_at if alert.starts_at is not None else _received(alert, now)
     old_start, old_end = episode["started_at"], episode.get("resolved_at")
     if old_end is not None and old_start < start < old_end:
@@ -158,21 +116,10 @@ def _refire_start(episode: dict[str, Any], alert: Alert, now: float) -> float:
 
 def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
            cooldown: float) -> tuple[str, dict[str, Any] | None]:
-    """The dedupe verdict for ``alert`` arriving at ``now`` (seconds) given its
-    fingerprint's ``episode`` (None when there is none), and the episode state
-    afterwards (a new dict; the input is not modified). See the module doc.
-
-    Times merge as in Alertmanager's store (``types.Alert.Merge``): a firing
-    or resolved alert of an open episode keeps the earliest ``startsAt``
-    seen; a resolve of a resolved episode keeps the latest end and the
-    newest labels and annotations (:func:`_merged_resolve`; it passes as
-    ``resolved`` again, the group tells the new end); an alert firing
-    again after its resolve starts anew (:func:`_refire_start`).
-
-    Returns:
-        (verdict, episode): ``episode`` is None only for a ``resolve_repeat``
-        without an episode.
-    """
+    """``(verdict, episode after)`` for ``alert`` arriving at ``now`` (s) given its ``episode``
+    (None: none); the input is not modified, and ``episode`` is None only for a
+    ``resolve_repeat`` without one. Times merge as ``types.Alert.Merge`` (earliest ``startsAt``;
+    :func:`_merged_resolve`, :func:`_refire_start`)."""
     sev = int(alert.severity)
     if alert.status is Status.RESOLVED:
         if episode is None:
@@ -213,10 +160,8 @@ def decide(episode: dict[str, Any] | None, alert: Alert, now: float,
 
 
 def _received(alert: Alert, now: float) -> float:
-    """When a firing ``alert`` without ``startsAt`` starts: an
-    Alertmanager-form one when it was received (its ``time``, the API's or
-    producer's receipt, at most ``now``), as Alertmanager's API sets
-    ``startsAt`` on receipt; a native one ``now``."""
+    """Start of a firing ``alert`` without ``startsAt``: an Alertmanager-form one's receipt (at
+    most ``now``, as Alertmanager's API sets it), a native one ``now``."""
     t = alert.time
     if alert.source == "alertmanager" and isinstance(t, (int, float)) and t <= now:
         return t
@@ -224,8 +169,6 @@ def _received(alert: Alert, now: float) -> float:
 
 
 def _earliest(episode: dict[str, Any], alert: Alert) -> float:
-    """The episode's start after ``alert`` of it arrived: the earliest
-    ``startsAt`` (``types.Alert.Merge``: "Always pick the earliest starting
-    time"; another Prometheus server may send an earlier one later)."""
+    """The episode's start after ``alert``: the earliest ``startsAt`` (``types.Alert.Merge``)."""
     start = alert.starts_at
     return episode["started_at"] if start is None else min(episode["started_at"], start)

@@ -1,8 +1,7 @@
-"""Webhook delivery, the pure part: retry schedule (capped exponential
-backoff; ``Retry-After``, RFC 9110 10.2.3, only delays), ``Idempotency-Key``
-(IETF draft), ``X-Plait-Signature: sha256=<HMAC-SHA256(secret,
-"<timestamp>." + body)>`` with ``X-Plait-Timestamp``, and the ``native`` and
-``alertmanager`` (webhook v4) bodies.
+"""Webhook delivery, the pure part: retry schedule (capped exponential backoff; ``Retry-After``,
+RFC 9110 10.2.3, only delays), ``Idempotency-Key`` (IETF draft), ``X-Plait-Signature:
+sha256=<HMAC-SHA256(secret, "<timestamp>." + body)>`` with ``X-Plait-Timestamp``, and the
+``native`` and ``alertmanager`` (webhook v4) bodies.
 """
 from __future__ import annotations
 
@@ -71,8 +70,8 @@ def verify_signature(secret: str, body: bytes, timestamp: int, header: str, now:
 
 
 def am_alert_labels(view: dict[str, Any]) -> dict[str, str]:
-    """An alert's labels in Alertmanager's body: an Alertmanager alert's own;
-    a native alert's plus ``alertname``, ``severity`` and ``asset``."""
+    """An alert's labels in Alertmanager's body: an Alertmanager alert's own; a native alert's plus
+    ``alertname``, ``severity`` and ``asset``."""
     labels = dict(view["labels"])
     if view["rule"]:
         labels.setdefault("alertname", view["rule"])
@@ -94,16 +93,16 @@ def common_labels(dicts: list[dict[str, str]]) -> dict[str, str]:
 
 
 def am_group_labels(labels: dict[str, str]) -> dict[str, str]:
-    """Group labels with ``rule`` spelt ``alertname``, a label the alerts lack
-    left out (Alertmanager's ``getGroupLabels``, dispatch.go)."""
+    """Group labels with ``rule`` spelt ``alertname``, a label the alerts lack left out
+    (Alertmanager's ``getGroupLabels``, dispatch.go)."""
     return {("alertname" if k == "rule" else k): v for k, v in labels.items() if v != ""}
 
 
 def render_alertmanager(message: Message, external_url: str = "",
                         max_alerts: int = 0) -> dict[str, Any]:
-    """Alertmanager's webhook body (docs, "webhook_config", ``version`` "4");
-    ``truncatedAlerts``: alerts left out by ``max_alerts``; merged sections
-    share one body, their common group labels as ``groupLabels``."""
+    """Alertmanager's webhook body (docs, "webhook_config", ``version`` "4"); ``truncatedAlerts``:
+    alerts left out by ``max_alerts``; merged sections share one body, their common group labels as
+    ``groupLabels``."""
     alerts = []
     views = message.alerts()
     truncated = 0
@@ -156,8 +155,8 @@ def camel_keys(value: Any) -> Any:
 
 
 def render_native(message: Message, external_url: str = "", receiver: Any = None) -> dict[str, Any]:
-    """Plait's own body (camelCase, RFC 3339 times; docs/alerting.md,
-    "Receivers"): ``title``, ``text``, ``externalURL`` and :func:`_native`."""
+    """Plait's own body (camelCase, RFC 3339 times; docs/alerting.md, "Receivers"): ``title``,
+    ``text``, ``externalURL`` and :func:`_native`."""
     from alerting.templates import render
     title, text, _ctx = render(message, receiver if receiver is not None else _DEFAULT_RECEIVER,
                                external_url)
@@ -179,8 +178,8 @@ _DEFAULT_RECEIVER = _DefaultReceiver()
 
 
 def _native(message: Message) -> dict[str, Any]:
-    """``version``, ``id``, ``receiver``, ``createdAt``, ``alertCount``,
-    ``mergedGroups``, ``mergedAlerts``, ``groups[]`` (camelCase at once)."""
+    """``version``, ``id``, ``receiver``, ``createdAt``, ``alertCount``, ``mergedGroups``,
+    ``mergedAlerts``, ``groups[]`` (camelCase at once)."""
     return {
         "version": "plait.alert.v1", "id": message.id, "receiver": message.receiver,
         "createdAt": format_time(message.created_at), "alertCount": message.alert_count,
@@ -205,11 +204,8 @@ def _native_alert(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_body(message: Message, fmt: str, external_url: str = "", receiver: Any = None) -> bytes:
-    """The request body for ``fmt`` ``native`` / ``alertmanager`` (:func:`sorted_json`).
-
-    Raises:
-        ValueError: unknown format.
-    """
+    """The request body for ``fmt`` ``native``/``alertmanager`` (:func:`sorted_json`). Raises
+    ValueError for an unknown format."""
     if fmt == "alertmanager":
         payload = render_alertmanager(message, external_url,
                                       getattr(receiver, "max_alerts", 0) if receiver else 0)
@@ -221,9 +217,8 @@ def render_body(message: Message, fmt: str, external_url: str = "", receiver: An
 
 
 def sorted_json(payload: Any) -> bytes:
-    """Compact, key-sorted UTF-8 JSON (deterministic: retries send the same
-    bytes), by orjson; by the stdlib for what orjson refuses or writes as
-    ``null`` (NaN, infinity)."""
+    """Compact, key-sorted UTF-8 JSON (deterministic: retries send the same bytes), by orjson; by
+    the stdlib for what orjson refuses or writes as ``null`` (NaN, infinity)."""
     try:
         data = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     except TypeError:

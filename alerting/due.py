@@ -1,18 +1,8 @@
-"""When each open group of one funnel partition is next due, indexed.
+"""When each open group of one funnel partition is next due (:func:`alerting.group.due_at`),
+in a heap, so a tick looks only at the groups due by then, not at every open group.
 
-A tick evaluates the groups whose next message is due
-(:func:`alerting.group.due_at`). Computing that for every open group on every
-tick made a tick cost grow with the open groups (20,000 groups after a storm:
-tens of milliseconds per tick, and the runner ticks at the end of every batch
-with something due). :class:`DueIndex` keeps each group's due time in a heap,
-so a tick looks only at the groups due by then.
-
-The index is in memory only, rebuilt from the groups whenever the partition's
-state is loaded, and again every :data:`REBUILD_SECONDS` as a safety net (a
-group whose due time changed without the runner telling the index would
-otherwise wait until then, never longer). The runner tells it after each
-batch which groups the batch may have changed (the same table keys it
-persists).
+In memory only: rebuilt on load and every :data:`REBUILD_SECONDS` as a safety net; the runner
+reports after each batch the groups it may have changed (the table keys it persists).
 """
 from __future__ import annotations
 
@@ -26,13 +16,8 @@ REBUILD_SECONDS = 30.0
 
 
 class DueIndex:
-    """Due times of the open groups of one partition.
-
-    Args:
-        timing: ``timing(group) -> (group_wait, group_interval,
-            repeat_interval)`` in seconds (the group's route's, else the
-            config's).
-    """
+    """Due times of one partition's open groups; ``timing(group)`` gives (group_wait,
+    group_interval, repeat_interval) in seconds."""
 
     def __init__(self, timing: Callable[[dict[str, Any]], tuple[float, float, float]]) -> None:
         self.timing = timing
@@ -43,8 +28,7 @@ class DueIndex:
         self.built_at: float | None = None
 
     def rebuild(self, groups: dict[str, dict[str, Any]], now: float) -> None:
-        """Index every group of ``groups`` (the funnel's ``state["groups"]``)
-        afresh, in their dict order, at ``now`` (seconds)."""
+        """Index every group of ``state["groups"]`` afresh, in dict order, at ``now`` (s)."""
         self._due, self._order, self._heap, self._n = {}, {}, [], 0
         for gid, g in groups.items():
             self._order[gid] = self._n
@@ -57,13 +41,11 @@ class DueIndex:
         self.built_at = now
 
     def stale(self, now: float) -> bool:
-        """True when a full rebuild is due (never built, or built more than
-        :data:`REBUILD_SECONDS` before ``now``)."""
+        """True when a full rebuild is due."""
         return self.built_at is None or now - self.built_at >= REBUILD_SECONDS
 
     def update(self, groups: dict[str, dict[str, Any]], gids: Iterable[str]) -> None:
-        """Re-read the due time of each group in ``gids`` (deleted groups
-        leave the index; new ones join at the end of the order)."""
+        """Re-read the due time of groups ``gids`` (deleted leave, new join the order's end)."""
         for gid in gids:
             g = groups.get(gid)
             if g is None:
@@ -84,9 +66,8 @@ class DueIndex:
             heapq.heapify(self._heap)
 
     def due_by(self, t: float) -> list[str]:
-        """Ids of the groups due at or before ``t`` (seconds), in the groups'
-        dict order. They leave the index: the caller evaluates them and then
-        passes them to :meth:`update`, which puts back those still due later."""
+        """Ids of the groups due by ``t`` (s) in dict order; they leave the index until
+        :meth:`update` puts back those still due later."""
         out = []
         heap = self._heap
         while heap and heap[0][0] <= t:
@@ -98,8 +79,7 @@ class DueIndex:
         return out
 
     def next_due(self) -> float | None:
-        """The soonest due time in the index (seconds), or None (nothing
-        due); stale heap entries on top are dropped on the way."""
+        """The soonest due time (s), or None; stale heap tops are dropped."""
         heap = self._heap
         while heap and self._due.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)

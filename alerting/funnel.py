@@ -1,20 +1,12 @@
-"""The alert funnel: dedupe -> inhibit -> silence -> group -> token bucket
--> dispatch (the stages of :mod:`alerting.stages`), over one plain
-serializable state (:class:`alerting.stages.state.FunnelState`).
+"""The alert funnel (:mod:`alerting.stages` in order) over one JSON state
+(:class:`alerting.stages.state.FunnelState`). Every method is a pure step of (state, event, now),
+``now`` in epoch seconds: no I/O. The agents call :meth:`Funnel.take` per routed alert,
+:meth:`Funnel.step` about each second, and report sends via :meth:`Funnel.delivered` /
+:meth:`Funnel.delivery_failed`.
 
-Every method is a pure step of (state, event, now): ``now`` is float epoch
-seconds from the caller's clock; no I/O, no asyncio. The Kafka agents call
-:meth:`Funnel.take` for each alert the router decided, :meth:`Funnel.step`
-about once a second, send the returned messages (:mod:`alerting.webhook`)
-and report back through :meth:`Funnel.delivered` or
-:meth:`Funnel.delivery_failed`. ``Funnel(config, state)`` resumes from a
-state.
-
-Ledger: every raw alert gets an id (``r<n>``) and ends in exactly one
-outcome; at all times ``received = delivered + deduplicated + silenced +
-inhibited + merged + rejected + pending``, ``pending`` counted from the state.
-An inhibited or silenced raw alert is final at once; its episode stays open,
-marked, and joins its group at the first tick after nothing mutes it.
+Ledger: every raw alert (id ``r<n>``) ends in exactly one outcome; ``received = delivered +
+deduplicated + silenced + inhibited + merged + rejected + pending`` at all times. A muted raw
+alert is final at once; its episode stays marked and joins its group once nothing mutes it.
 """
 from __future__ import annotations
 
@@ -35,13 +27,8 @@ __all__ = ["Funnel", "STATE_VERSION", "new_state"]
 
 
 class Funnel(*STAGES):  # type: ignore[misc]
-    """The whole funnel for one configuration.
-
-    Args:
-        config: validated :class:`~alerting.config.AlertingConfig`.
-        state: state from a previous ``Funnel.state`` (JSON round-trip safe);
-            None starts empty.
-    """
+    """The whole funnel for one validated ``config``; ``state`` from a previous ``Funnel.state``
+    (None: empty)."""
 
     def __init__(self, config: AlertingConfig, state: FunnelState | None = None) -> None:
         self.config = config
@@ -56,11 +43,9 @@ class Funnel(*STAGES):  # type: ignore[misc]
                decision: Decision | None = None,
                traceparent: str | None = None,
                received_at: float | None = None) -> list[LedgerEntry]:
-        """Normalize one raw alert (native dict, Alertmanager dict or
-        :class:`Alert`) and :meth:`take` it on ``decision``, else on every
-        route the router's rule gives it (:func:`alerting.commands.routed`).
-        ``raw_id`` defaults to ``r<n>`` from the funnel's own sequence.
-        Returns the ledger entries made final; never raises for bad input."""
+        """Normalize one raw alert (native, Alertmanager or :class:`Alert`) and :meth:`take` it
+        on ``decision``, else on every route (:func:`alerting.commands.routed`). Returns the ledger
+        entries made final; never raises for bad input."""
         try:
             alert = normalize(raw, now, **self._norm)
         except AlertRejected as e:
@@ -81,23 +66,10 @@ class Funnel(*STAGES):  # type: ignore[misc]
 
     def take(self, alert: Alert, decision: Decision, now: float, raw_id: str | None = None, *,
              traceparent: str | None = None, received_at: float | None = None) -> list[LedgerEntry]:
-        """Take one checked alert at ``now`` (seconds) on the router's
-        ``decision`` (receiver, fingerprint, route), as given.
-
-        Args:
-            raw_id: the raw alert's ledger id (default ``r<n>``).
-            traceparent: the span of this decision (W3C); a group the alert
-                opens keeps it as its message's delivery parent
-                (docs/alerting.md, "Traces").
-            received_at: when the API or producer took the alert (seconds;
-                default ``now``): a group it opens counts ``group_wait``
-                from then, as Alertmanager's dispatcher does.
-
-        Returns:
-            the ledger entries made final: one ``rejected``, ``deduplicated``,
-            ``inhibited`` or ``silenced`` entry, or none when the alert is
-            pending in a group. Never raises for bad input.
-        """
+        """Take one checked alert at ``now`` (s) on the router's ``decision`` (receiver,
+        fingerprint, route). ``traceparent`` becomes its group's delivery parent; ``received_at``
+        (s) starts a new group's ``group_wait``, as Alertmanager's dispatcher. Returns the entries
+        made final (none while pending in a group); never raises for bad input."""
         st, c = self.state, self.state["counters"]
         st["seq"]["raw"] += 1
         rid = raw_id or f"r{st['seq']['raw']}"
@@ -116,8 +88,7 @@ class Funnel(*STAGES):  # type: ignore[misc]
     def _take(self, alert: Alert, fp: str, labels: dict[str, str], rid: str, route: Route,
               now: float, traceparent: str | None = None,
               received_at: float | None = None) -> list[LedgerEntry]:
-        """One alert (or its copy for a further route) through the stages in
-        order: dedupe, inhibit, silence, group; see :meth:`take`."""
+        """One alert (or continue copy) through dedupe, inhibit, silence, group."""
         try:
             verdict, ep = decide(self.state["episodes"].get(fp), alert, now,
                                  self.config.dedupe.cooldown)
@@ -134,23 +105,16 @@ class Funnel(*STAGES):  # type: ignore[misc]
         return []
 
     def reject(self, reason: str, now: float, raw_id: str | None = None) -> LedgerEntry:
-        """Count a raw alert that an earlier stage could not normalize
-        (``reason`` names the field) as received and ``rejected`` at ``now``."""
+        """Count a raw alert that could not be normalized as ``rejected`` (``reason``)."""
         self.state["seq"]["raw"] += 1
         self.state["counters"]["received"] += 1
         return self._final(raw_id or f"r{self.state['seq']['raw']}", Outcome.REJECTED, now,
                            reason=reason)
 
     def open_alerts(self, now: float) -> list[dict[str, Any]]:
-        """Every firing alert this funnel knows, in the shape of Alertmanager's
-        ``gettableAlert`` (API v2 ``GET /api/v2/alerts``): ``fingerprint``,
-        ``labels`` (as sent for Alertmanager-form alerts; the vocabulary labels
-        for native ones), ``annotations``, ``startsAt``, ``updatedAt``,
-        ``endsAt`` (when it resolves unless re-sent: its own endsAt or last
-        receipt + ``resolve_timeout``), ``generatorURL``, ``receivers`` (``[{"name"}]``)
-        and ``status`` = ``{"state": "active"|"suppressed", "silencedBy":
-        [silence ids], "inhibitedBy": [source fingerprints]}``. Times RFC 3339.
-        Cost: one pass over the open episodes (bounded by firing alerts)."""
+        """Every firing alert as Alertmanager's ``gettableAlert`` (``GET /api/v2/alerts``), times
+        RFC 3339, ``status`` ``{"state": "active"|"suppressed", "silencedBy", "inhibitedBy"}``; one
+        pass over the open episodes."""
         from alerting.intake import format_time
 
         out = []
@@ -177,23 +141,15 @@ class Funnel(*STAGES):  # type: ignore[misc]
         return routes_for(self.config, alert.match_labels())[0].receiver
 
     def step(self, now: float, only: list[str] | None = None) -> Step:
-        """:meth:`tick`, with the ledger entries it made final and the groups
-        it changed (:class:`~alerting.stages.state.Step`)."""
+        """:meth:`tick` with its final entries and changed groups (a ``Step``)."""
         messages = self.tick(now, only)
         return Step(messages, self.drain_ledger(), dict(self.ticked))
 
     def tick(self, now: float, only: list[str] | None = None) -> list[Message]:
-        """Advance to ``now`` (seconds): release ended silences, evaluate due
-        groups into their receiver's outbox, and return the messages to send
-        now (at most one per receiver: a new one when the token bucket allows,
-        or a retry whose backoff has elapsed). Entries made final here
-        (suppressed transients, alerts resolved under a silence) are returned
-        by :meth:`drain_ledger`.
-
-        ``only``: ids of the groups that may be due by ``now`` plus the
-        longest refill interval (the runner's due index), in order; the
-        groups this tick releases from silences or ends are looked at too.
-        None looks at every open group (cost grows with them)."""
+        """Advance to ``now`` (s): release ended mutes, evaluate due groups, and return the
+        messages to send (one per receiver at most: new under the token bucket, or a due retry);
+        final entries go to :meth:`drain_ledger`. ``only``: the group ids that may be due (the
+        runner's index); None looks at every open group."""
         self.ticked = {}
         self._release_muted(now)
         self._expire(now)
@@ -247,11 +203,8 @@ class Funnel(*STAGES):  # type: ignore[misc]
         return out
 
     def pending(self) -> int:
-        """Raw alerts not final yet, counted from the state itself (waiting in
-        groups, in receivers' outboxes, or in flight): the sum of
-        :meth:`group_pending` over the open groups plus :meth:`queued_pending`.
-        Walks every open alert; the worker counts groups incrementally
-        (``alerting.runner.FunnelRunner.counters``)."""
+        """Raw alerts not final yet (in groups, outboxes or flight), counted from the state by a
+        walk of every open alert."""
         return sum(self.group_pending(g) for g in self.state["groups"].values()) + self.queued_pending()
 
     @staticmethod
@@ -268,12 +221,8 @@ class Funnel(*STAGES):  # type: ignore[misc]
         return n
 
     def counters(self, pending: int | None = None) -> dict[str, Any]:
-        """A copy of every counter plus ``pending`` and ``balanced`` (True when
-        received = delivered + deduplicated + silenced + inhibited + merged +
-        rejected + pending); ``inhibited_by_rule`` counts inhibited raw alerts
-        per rule (its index in ``inhibit_rules``, as a string). ``pending``:
-        the caller's count of :meth:`pending` (kept incrementally from the
-        same state); None counts it here."""
+        """A copy of every counter plus ``pending`` (the caller's count, or None to count here) and
+        ``balanced`` (the ledger equation holds); ``inhibited_by_rule`` keys are rule indexes."""
         c = copy.deepcopy(self.state["counters"])
         c.setdefault("inhibited", 0)
         c.setdefault("inhibited_by_rule", {})

@@ -1,47 +1,21 @@
 """Alertmanager's notification templates: Go's ``text/template``, in Python.
 
-Teams bring an ``alertmanager.yml`` whose receivers say
-``title: '{{ template "slack.default.title" . }}'`` and whose ``templates:``
-files ``{{ define }}`` their own texts. This module parses and renders them
-as Alertmanager 0.25 does (``template/template.go``, ``FromGlobs``):
-Alertmanager's ``default.tmpl`` (shipped in ``alerting/templates_am/``,
-Apache-2.0) is parsed first, then every file the ``templates:`` globs match;
-a later ``define`` of a name replaces an earlier one.
+Parsed and rendered as Alertmanager 0.25 (``template/template.go``, ``FromGlobs``): its
+``default.tmpl`` (``alerting/templates_am/``, Apache-2.0) first, then the files the ``templates:``
+globs match; a later ``define`` replaces an earlier one.
 
-The language is the subset of Go's ``text/template`` (Go 1.19, the Debian
-0.25 build) that notification templates use: actions ``{{ . }}``, field and
-method chains ``.A.B``, variables (``$``, ``$x := ...``, ``$x = ...``),
-pipelines ``|``, parenthesised pipelines, ``if / else if / else``,
-``range`` (lists; maps in sorted key order; ``$i, $v :=``; ``else``;
-``break`` / ``continue``), ``with``, ``define`` / ``template`` / ``block``,
-trim markers ``{{-`` / ``-}}``, comments, string / raw string / char /
-number / bool / nil literals; Go's functions ``and or not eq ne lt le gt ge
-len index slice print printf println html urlquery js`` and Alertmanager's
-``toUpper toLower title trimSpace join match reReplaceAll safeHtml
-stringSlice`` (regexps are RE2, Go's syntax). Anything else (another
-function, ``call``, a complex number) is refused when the file is loaded
-with :class:`TemplateError` naming the file, the line and the construct.
+The language is the subset of Go 1.19's ``text/template`` notification templates use: actions,
+field and method chains, variables, pipelines, ``if``/``else if``, ``range`` (maps in sorted key
+order, ``break``/``continue``), ``with``, ``define``/``template``/``block``, trim markers,
+comments, literals; Go's functions ``and or not eq ne lt le gt ge len index slice print printf
+println html urlquery js`` and Alertmanager's ``toUpper toLower title trimSpace join match
+reReplaceAll safeHtml stringSlice`` (RE2 regexps). Anything else (``call``, later Alertmanager
+functions such as ``date``, ``tz``, ``toJson``) is refused at load with :class:`TemplateError`
+naming the file, line and construct. ``html/template`` context escaping is not done.
 
-Go semantics kept: truth (``""``, 0, nil and empty lists and maps are
-false), ``and`` / ``or`` return an operand and stop early, ``missingkey=zero``
-(Alertmanager's option: a missing label renders ``""``; a missing key of a
-plain ``dict`` renders ``<no value>``), values printed as ``fmt.Print`` does
-(``[a b]``, ``map[k:v]``, ``{Name Value}``, times as ``time.Time.String``).
-
-The data (:func:`alertmanager_data`) is Alertmanager's ``template.Data``:
-``Receiver``, ``Status``, ``Alerts`` (``.Firing``, ``.Resolved``),
-``GroupLabels``, ``CommonLabels``, ``CommonAnnotations`` (``KV``:
-``.SortedPairs``, ``.Names``, ``.Values``, ``.Remove``), ``ExternalURL``;
-each alert ``Status``, ``Labels``, ``Annotations``, ``StartsAt``,
-``EndsAt`` (``time.Time``: ``.Format``, ``.Unix``, ``.UTC``, ``.IsZero``),
-``GeneratorURL``, ``Fingerprint``.
-
-Not done: ``html/template``'s context escaping (an email's ``html`` renders
-as text, as above), and the functions of Alertmanager releases after 0.25
-other than ``trimSpace`` (``date``, ``tz``, ``since``, ``humanizeDuration``,
-``toJson``...), which are refused at load. The API: :func:`load_templates`,
-:class:`TemplateSet` (``render``, ``render_named``, ``check``),
-:func:`alertmanager_data`, :func:`data_from_json`, :class:`TemplateError`.
+Go semantics kept: truth, short-circuit ``and``/``or``, ``missingkey=zero`` (a missing label
+renders ``""``, a plain ``dict``'s ``<no value>``), ``fmt.Print`` formatting. The data
+(:func:`alertmanager_data`) is Alertmanager's ``template.Data``.
 """
 from __future__ import annotations
 
@@ -74,13 +48,8 @@ _SPACE = " \t\r\n"
 
 
 class TemplateError(ValueError):
-    """A template that cannot be loaded or rendered.
-
-    Attributes:
-        file: the file (or ``render`` source) it is in.
-        line: 1-based line in that file.
-        construct: the offending text (``printf``, ``.Foo.Bar``, ``{{ else with }}``).
-    """
+    """A template that cannot be loaded or rendered: ``file`` (or ``render`` source), 1-based
+    ``line``, offending ``construct`` (``printf``, ``.Foo.Bar``, ``{{ else with }}``)."""
 
     def __init__(self, file: str, line: int, construct: str, problem: str) -> None:
         self.file, self.line, self.construct = file, line, construct
@@ -96,8 +65,8 @@ def _unsupported(file: str, line: int, construct: str, why: str = "") -> Templat
 # ---------------------------------------------------------------- Go values
 
 class GoStruct(dict):
-    """A Go struct: ``.Field`` reads a key; a field it lacks is an
-    execution error (``can't evaluate field X in type T``), as in Go."""
+    """A Go struct: ``.Field`` reads a key; a field it lacks is an execution error (``can't
+    evaluate field X in type T``), as in Go."""
 
     go_type = "struct"
 
@@ -134,9 +103,9 @@ class Pairs(list):
 
 
 class KV(dict):
-    """``template.KV``, a ``map[string]string``: a missing key reads ``""``
-    (``missingkey=zero``); ``.SortedPairs`` puts ``alertname`` first, then
-    the other names sorted; ``.Names`` / ``.Values`` follow that order."""
+    """``template.KV``, a ``map[string]string``: a missing key reads ``""`` (``missingkey=zero``);
+    ``.SortedPairs`` puts ``alertname`` first, then the other names sorted; ``.Names`` /
+    ``.Values`` follow that order."""
 
     go_type = "template.KV"
     go_methods = ("SortedPairs", "Names", "Values", "Remove")
@@ -178,8 +147,8 @@ _GO_EPOCH = datetime(1, 1, 1, tzinfo=timezone.utc)
 
 
 class GoTime:
-    """A ``time.Time`` in UTC; ``None`` is Go's zero time (0001-01-01).
-    Prints as ``time.Time.String`` (``2024-01-02 03:04:05.5 +0000 UTC``)."""
+    """A ``time.Time`` in UTC; ``None`` is Go's zero time (0001-01-01). Prints as
+    ``time.Time.String`` (``2024-01-02 03:04:05.5 +0000 UTC``)."""
 
     go_type = "time.Time"
     go_methods = ("Format", "Unix", "UTC", "Local", "IsZero", "String")
@@ -219,9 +188,8 @@ _LAYOUT = ("January", "Monday", "Jan", "Mon", "MST", "2006", "Z07:00", "-07:00",
 
 
 def go_time_format(dt: datetime, layout: str) -> str:
-    """``dt`` (UTC) written as Go's ``time.Time.Format(layout)`` writes it
-    (reference time ``Mon Jan 2 15:04:05 MST 2006``; ``.000`` / ``.999``
-    fractions)."""
+    """``dt`` (UTC) written as Go's ``time.Time.Format(layout)`` writes it (reference time ``Mon
+    Jan 2 15:04:05 MST 2006``; ``.000`` / ``.999`` fractions)."""
     out, i = [], 0
     while i < len(layout):
         if layout[i] in ".," and i + 1 < len(layout) and layout[i + 1] in "09":
@@ -268,9 +236,8 @@ def _layout_element(dt: datetime, el: str) -> str:
 
 
 class HTML(str):
-    """``html/template.HTML``, what ``safeHtml`` returns: a string kind
-    (printed, compared, measured as one) that a function taking a plain
-    ``string`` refuses, as Go does."""
+    """``html/template.HTML``, what ``safeHtml`` returns: a string kind (printed, compared,
+    measured as one) that a function taking a plain ``string`` refuses, as Go does."""
 
     go_type = "template.HTML"
 
@@ -305,9 +272,9 @@ def go_type(v: Any) -> str:
 
 
 def format_float(f: float, verb: str = "g", prec: int = -1) -> str:
-    """``strconv.FormatFloat(f, verb, prec, 64)`` for ``g``, ``e`` and ``f``;
-    ``g`` with the shortest digits (``%v``) switches to the exponent form
-    below 1e-4 and from 1e6 on (``1e+06``), as Go's does."""
+    """``strconv.FormatFloat(f, verb, prec, 64)`` for ``g``, ``e`` and ``f``; ``g`` with the
+    shortest digits (``%v``) switches to the exponent form below 1e-4 and from 1e6 on (``1e+06``),
+    as Go's does."""
     if math.isinf(f) or math.isnan(f):
         return "NaN" if math.isnan(f) else ("+Inf" if f > 0 else "-Inf")
     if verb in "ef" or prec >= 0:
@@ -330,8 +297,8 @@ def format_float(f: float, verb: str = "g", prec: int = -1) -> str:
 
 
 def print_value(v: Any, top: bool = True) -> str:
-    """``fmt.Sprint(v)`` (what an action ``{{ v }}`` writes): ``<no value>``
-    for a missing value at the top, ``<nil>`` inside a collection."""
+    """``fmt.Sprint(v)`` (what an action ``{{ v }}`` writes): ``<no value>`` for a missing value at
+    the top, ``<nil>`` inside a collection."""
     if v is None:
         return "<no value>" if top else "<nil>"
     if isinstance(v, str):
@@ -366,9 +333,9 @@ def truth(v: Any) -> bool:
 # ---------------------------------------------------------------- lexer
 
 class _Tok:
-    """One token of an action: ``kind`` (``field``, ``var``, ``ident``,
-    ``string``, ``number``, ``char``, ``space``, ``|``, ``(``, ``)``, ``:=``,
-    ``=``, ``,``, ``.``, ``end``), its ``value`` and source ``text``."""
+    """One token of an action: ``kind`` (``field``, ``var``, ``ident``, ``string``, ``number``,
+    ``char``, ``space``, ``|``, ``(``, ``)``, ``:=``, ``=``, ``,``, ``.``, ``end``), its ``value``
+    and source ``text``."""
 
     __slots__ = ("kind", "value", "text", "line")
 
@@ -381,8 +348,8 @@ _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v
 
 
 def _unquote(body: str) -> str:
-    """The value of a Go interpreted string literal's body (``strconv.Unquote``);
-    ``\\x`` and octal escapes are bytes, the result read as UTF-8."""
+    """The value of a Go interpreted string literal's body (``strconv.Unquote``); ``\\x`` and octal
+    escapes are bytes, the result read as UTF-8."""
     out, i = bytearray(), 0
     while i < len(body):
         c = body[i]
@@ -405,8 +372,8 @@ def _unquote(body: str) -> str:
     return out.decode("utf-8", "replace")
 
 
-# the lexer's own fixed patterns use the stdlib's re: matching at a position
-# of a long file costs the RE2 binding a text-to-bytes offset conversion per call
+# the lexer's own fixed patterns use the stdlib's re: matching at a position of a long file costs
+# the RE2 binding a text-to-bytes offset conversion per call
 _STRING_RX = re.compile(r'"(?:[^"\\\n]|\\(?:[abfnrtv\\"\']|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}'
                          r'|U[0-9a-fA-F]{8}|[0-7]{3}))*"')
 _CHAR_RX = re.compile(r"'(?:[^'\\\n]|\\(?:[abfnrtv\\\"']|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}"
@@ -417,13 +384,8 @@ _WORD_RX = re.compile(r"\w*")  # Go: letters, digits and _ (unicode.IsLetter / I
 
 
 def _number(text: str) -> int | float | None:
-    """The value of a Go number literal: an int (decimal, ``0x``, ``0o``,
-    ``0b``, a leading ``0`` octal) or, with ``.`` or an exponent, a float;
-    None for an imaginary one.
-
-    Raises:
-        ValueError: not a number Go reads (``1e``, ``08``).
-    """
+    """A Go number literal's value: int (decimal, ``0x``, ``0o``, ``0b``, leading-``0`` octal),
+    float with ``.`` or exponent, None for imaginary. Raises ValueError (``1e``, ``08``)."""
     if text.endswith("i"):
         return None
     t = text.replace("_", "")
@@ -439,10 +401,9 @@ def _number(text: str) -> int | float | None:
 
 
 class _Lexer:
-    """Splits a file into text and actions (``{{ ... }}``), as Go's
-    ``text/template/parse/lex.go``: trim markers ``{{- `` / `` -}}`` (a
-    space after or before the dash), comments ``{{/* */}}``, raw strings
-    spanning lines."""
+    """Splits a file into text and actions (``{{ ... }}``), as Go's ``text/template/parse/lex.go``:
+    trim markers ``{{- `` / `` -}}`` (a space after or before the dash), comments ``{{/* */}}``,
+    raw strings spanning lines."""
 
     def __init__(self, src: str, file: str) -> None:
         self.src, self.file, self.pos, self.line = src, file, 0, 1
@@ -568,9 +529,9 @@ class _Lexer:
 # ---------------------------------------------------------------- parser
 
 class _Node:
-    """An executable node: ``kind`` (``text``, ``action``, ``if``, ``with``,
-    ``range``, ``template``, ``break``, ``continue``), where it is (``file``,
-    ``line``, ``src``: the action's text) and its parts."""
+    """An executable node: ``kind`` (``text``, ``action``, ``if``, ``with``, ``range``,
+    ``template``, ``break``, ``continue``), where it is (``file``, ``line``, ``src``: the action's
+    text) and its parts."""
 
     __slots__ = ("kind", "file", "line", "src", "pipe", "body", "orelse", "name")
 
@@ -581,10 +542,9 @@ class _Node:
 
 
 class _Pipe:
-    """``decl`` (variable names), ``assign`` (``=`` rather than ``:=``) and
-    ``cmds``: each a list of operands, tuples ``("field", idents)``,
-    ``("var", name, idents)``, ``("dot",)``, ``("func", name)``,
-    ``("lit", value)``, ``("nil",)``, ``("pipe", _Pipe, idents)``."""
+    """``decl`` (variable names), ``assign`` (``=`` rather than ``:=``) and ``cmds``: each a list
+    of operands, tuples ``("field", idents)``, ``("var", name, idents)``, ``("dot",)``, ``("func",
+    name)``, ``("lit", value)``, ``("nil",)``, ``("pipe", _Pipe, idents)``."""
 
     __slots__ = ("decl", "assign", "cmds")
 
@@ -597,8 +557,8 @@ _KEYWORDS = frozenset({"if", "else", "end", "range", "with", "define", "template
 
 
 class _Parser:
-    """Go's ``text/template/parse`` over one file's lexed items: the file's
-    top-level body and its ``define``d templates (``defines``)."""
+    """Go's ``text/template/parse`` over one file's lexed items: the file's top-level body and its
+    ``define``d templates (``defines``)."""
 
     def __init__(self, items: list[tuple], file: str) -> None:
         self.items, self.i, self.file = items, 0, file
@@ -619,8 +579,8 @@ class _Parser:
         return body
 
     def parse_list(self, top: bool = False) -> tuple[list, str | None]:
-        """Nodes up to ``{{end}}`` / ``{{else}}`` (returned as the
-        terminator, the else's tokens left to read) or the end of the file."""
+        """Nodes up to ``{{end}}`` / ``{{else}}`` (returned as the terminator, the else's tokens
+        left to read) or the end of the file."""
         nodes: list = []
         while self.i < len(self.items):
             item = self.items[self.i]
@@ -707,8 +667,8 @@ class _Parser:
         self.add(name, body, line)
 
     def add(self, name: str, body: list, line: int) -> None:
-        """Go's ``Tree.add``: an empty body never replaces a definition; two
-        non-empty definitions of one name in one file are an error."""
+        """Go's ``Tree.add``: an empty body never replaces a definition; two non-empty definitions
+        of one name in one file are an error."""
         old = self.defines.get(name)
         if old is not None and not _is_empty(old):
             if _is_empty(body):
@@ -874,8 +834,8 @@ def _kind(v: Any) -> str:
 
 
 def _eq(a: Any, *others: Any) -> bool:
-    """Go's ``eq``: true when ``a`` equals any of ``others``; values of
-    different basic kinds are an error (``eq 1 "1"``), a missing value equals nothing."""
+    """Go's ``eq``: true when ``a`` equals any of ``others``; values of different basic kinds are
+    an error (``eq 1 "1"``), a missing value equals nothing."""
     if not others:
         raise _GoError("missing argument for comparison")
     ka = _kind(a)
@@ -922,8 +882,8 @@ def _int_index(i: Any, n: int, slicing: bool = False) -> int:
 
 
 def _index(item: Any, *keys: Any) -> Any:
-    """Go's ``index``: ``index .Labels "severity"`` (a missing key gives the
-    map's zero value), ``index .Alerts 0``."""
+    """Go's ``index``: ``index .Labels "severity"`` (a missing key gives the map's zero value),
+    ``index .Alerts 0``."""
     if item is None:
         raise _GoError("index of untyped nil")
     for k in keys:
@@ -979,8 +939,8 @@ def _sprintln(*args: Any) -> str:
 
 
 def _eval_args(args: tuple) -> str:
-    """The text ``html``, ``js`` and ``urlquery`` escape (Go's ``evalArgs``:
-    a nil operand is ``<no value>``, then ``fmt.Sprint``)."""
+    """The text ``html``, ``js`` and ``urlquery`` escape (Go's ``evalArgs``: a nil operand is ``<no
+    value>``, then ``fmt.Sprint``)."""
     if len(args) == 1 and isinstance(args[0], str):
         return args[0]
     return _sprint(*("<no value>" if a is None else a for a in args))
@@ -1036,10 +996,9 @@ _VERB_RX = re.compile(r"%([-+# 0]*)(\*|[0-9]+)?(?:\.(\*|[0-9]*))?(.)?", re.DOTAL
 
 
 def _sprintf(fmt: str, *args: Any) -> str:
-    """Go's ``printf`` (``fmt.Sprintf``) for the verbs ``%v %s %q %d %f %e %g
-    %x %X %t %c %%`` with flags, width and precision; a wrong type writes
-    ``%!d(string=x)``, a missing operand ``%!d(MISSING)``, extra ones
-    ``%!(EXTRA int=1)``, as Go does."""
+    """Go's ``printf`` (``fmt.Sprintf``) for the verbs ``%v %s %q %d %f %e %g %x %X %t %c %%`` with
+    flags, width and precision; a wrong type writes ``%!d(string=x)``, a missing operand
+    ``%!d(MISSING)``, extra ones ``%!(EXTRA int=1)``, as Go does."""
     _want(fmt, str, "string", "printf")
     out, pos, argi = [], 0, 0
     while True:
@@ -1083,8 +1042,8 @@ def _sprintf(fmt: str, *args: Any) -> str:
 
 
 def _too_large(digits: str) -> bool:
-    """Whether Go's ``parsenum`` overflows on ``digits`` (a number past a
-    million before its last digit is read)."""
+    """Whether Go's ``parsenum`` overflows on ``digits`` (a number past a million before its last
+    digit is read)."""
     return int(digits[:-1] or "0") > 1_000_000
 
 
@@ -1111,9 +1070,9 @@ _INT_VERBS: dict[str, Callable[[int], str]] = {
 
 
 def _format_one(v: Any, verb: str, flags: str, width: int, prec: int) -> str:
-    """One operand of ``printf`` under ``verb``, padded to ``width``; a
-    list's, map's or struct's elements each (as Go's ``fmt``); a wrong verb
-    writes ``%!verb(type=value)``, the value under ``%v`` padded."""
+    """One operand of ``printf`` under ``verb``, padded to ``width``; a list's, map's or struct's
+    elements each (as Go's ``fmt``); a wrong verb writes ``%!verb(type=value)``, the value under
+    ``%v`` padded."""
     if isinstance(v, GoTime):
         v = v.String()
     text = None
@@ -1176,8 +1135,8 @@ def _to_lower(s: str) -> str:
     return "".join(c.lower()[0] for c in s)
 
 
-#: Unicode word-break MidLetter, MidNumLet and Single_Quote: inside a word
-#: between letters (``it's``, ``x.y``), for ``title``
+#: Unicode word-break MidLetter, MidNumLet and Single_Quote: inside a word between letters
+#: (``it's``, ``x.y``), for ``title``
 _MID = frozenset(":·\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a.\u2018\u2019\u2024\ufe52\uff07\uff0e'")
 
 
@@ -1186,8 +1145,8 @@ def _is_cased(c: str) -> bool:
 
 
 def _is_break(c: str) -> bool:
-    """Whether ``c`` ends a word for ``title``: not a letter (ideographs and
-    hiragana excepted: each breaks), digit, connector, mark or format character."""
+    """Whether ``c`` ends a word for ``title``: not a letter (ideographs and hiragana excepted:
+    each breaks), digit, connector, mark or format character."""
     cat = unicodedata.category(c)
     if cat[0] == "L":
         o = ord(c)
@@ -1196,10 +1155,9 @@ def _is_break(c: str) -> bool:
 
 
 def _title(s: str) -> str:
-    """Alertmanager's ``title`` (``cases.Title(language.AmericanEnglish)``):
-    a word's first cased letter title case, the rest lower case; a word
-    runs on over digits, ``_`` and one of ``.:'`` between letters, and ends
-    at a space, ``-``, ``/``, ``,`` and other punctuation (``foo_bar x.y
+    """Alertmanager's ``title`` (``cases.Title(language.AmericanEnglish)``): a word's first cased
+    letter title case, the rest lower case; a word runs on over digits, ``_`` and one of ``.:'``
+    between letters, and ends at a space, ``-``, ``/``, ``,`` and other punctuation (``foo_bar x.y
     3rd`` gives ``Foo_bar X.y 3Rd``, as Go's)."""
     out, in_word, prev_mid = [], False, False
     for c in s:
@@ -1235,8 +1193,8 @@ def _match(pattern: str, text: str) -> bool:
 
 
 def _expand(rx: Any, template: str, m: Any) -> str:
-    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``,
-    ``$$``; ``$1x`` names the group ``1x`` (nothing); a malformed ``$`` is kept."""
+    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``; ``$1x`` names the
+    group ``1x`` (nothing); a malformed ``$`` is kept."""
     out, i = [], 0
     names = rx.groupindex
     while True:
@@ -1266,8 +1224,8 @@ def _expand(rx: Any, template: str, m: Any) -> str:
 
 
 def _re_replace_all(pattern: str, repl: str, text: str) -> str:
-    """Alertmanager's ``reReplaceAll`` (Go's ``ReplaceAllString``): an empty
-    match right after a previous match is not replaced."""
+    """Alertmanager's ``reReplaceAll`` (Go's ``ReplaceAllString``): an empty match right after a
+    previous match is not replaced."""
     rx = _regexp(pattern)
     out, last, pos = [], 0, 0
     while pos <= len(text):
@@ -1355,8 +1313,8 @@ class _Continue(Exception):
 
 
 def _and_or(want: bool) -> Callable[..., Any]:
-    """Go's ``and`` (``want`` False) / ``or`` (True): the first operand whose
-    truth is ``want``, else the last; later operands are not evaluated."""
+    """Go's ``and`` (``want`` False) / ``or`` (True): the first operand whose truth is ``want``,
+    else the last; later operands are not evaluated."""
     def run(ex: "_Exec", dot: Any, args: tuple, final: Any) -> Any:
         if not args and final is _NOFINAL:
             raise _GoError("wrong number of args: want at least 1 got 0")
@@ -1373,8 +1331,8 @@ LAZY_FUNCS = {"and": _and_or(False), "or": _and_or(True)}
 
 
 class _Exec:
-    """One execution: the templates by name, the variable stack
-    (``[name, value]`` pairs, ``$`` first) and the ``{{ template }}`` depth."""
+    """One execution: the templates by name, the variable stack (``[name, value]`` pairs, ``$``
+    first) and the ``{{ template }}`` depth."""
 
     def __init__(self, templates: dict[str, list], dot: Any, depth: int = 0) -> None:
         self.templates, self.depth = templates, depth
@@ -1559,8 +1517,8 @@ _STRUCTS = frozenset({Data, Alert, Pair})
 
 
 def _range_items(value: Any, node: _Node) -> list[tuple[Any, Any]]:
-    """(key, element) pairs ``range`` visits: a list's (index, item), a map's
-    (key, value) in sorted key order; nothing for a missing value."""
+    """(key, element) pairs ``range`` visits: a list's (index, item), a map's (key, value) in
+    sorted key order; nothing for a missing value."""
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -1581,12 +1539,8 @@ def _operand_text(a: tuple) -> str:
 # ---------------------------------------------------------------- loading
 
 def parse(src: str, file: str) -> tuple[list, dict[str, list]]:
-    """(top-level body, ``define``d templates) of one file's text.
-
-    Raises:
-        TemplateError: a syntax error or an unsupported construct, naming
-            ``file``, the line and the construct.
-    """
+    """(top-level body, ``define``d templates) of one file's text. Raises TemplateError naming
+    ``file``, line and construct."""
     parser = _Parser(_Lexer(src, file).run(), file)
     return parser.parse(), parser.defines
 
@@ -1596,16 +1550,16 @@ def _is_empty(body: list) -> bool:
 
 
 def _add(templates: dict[str, list], name: str, body: list) -> None:
-    """Go's ``AddParseTree``: a later definition replaces an earlier one,
-    except an empty body, which never replaces a non-empty one."""
+    """Go's ``AddParseTree``: a later definition replaces an earlier one, except an empty body,
+    which never replaces a non-empty one."""
     if name in templates and _is_empty(body) and not _is_empty(templates[name]):
         return
     templates[name] = body
 
 
 class TemplateSet:
-    """The templates of an Alertmanager configuration, by name; immutable
-    once loaded (:func:`load_templates`)."""
+    """The templates of an Alertmanager configuration, by name; immutable once loaded
+    (:func:`load_templates`)."""
 
     def __init__(self, templates: dict[str, list]) -> None:
         self._templates = templates
@@ -1619,11 +1573,7 @@ class TemplateSet:
         return name in self._templates
 
     def check(self, text: str, source: str = "<text>") -> None:
-        """Parses ``text`` (a receiver field) without rendering it.
-
-        Raises:
-            TemplateError: as :meth:`render`'s parse step.
-        """
+        """Parses ``text`` (a receiver field) without rendering it; raises as :meth:`render`."""
         self._parsed(text, source)
 
     def _parsed(self, text: str, source: str) -> tuple[list, dict]:
@@ -1637,15 +1587,9 @@ class TemplateSet:
         return hit
 
     def render(self, text: str, data: Any, source: str = "<text>") -> str:
-        """``text`` (a receiver field, ``'{{ template "slack.default.title" . }}'``)
-        rendered against ``data`` (:func:`alertmanager_data`), as
-        Alertmanager's ``ExecuteTextString``: ``""`` gives ``""``; ``text``
-        may ``define`` templates of its own. ``source`` names it in errors.
-
-        Raises:
-            TemplateError: a parse or execution error (``no such template``,
-                ``can't evaluate field X``, a bad regexp...), naming
-                ``source`` or the template file, the line and the construct.
+        """``text`` (a receiver field) rendered against ``data`` (:func:`alertmanager_data`) as
+        Alertmanager's ``ExecuteTextString`` (``""`` gives ``""``; ``text`` may ``define``).
+        Raises TemplateError (parse or execution) naming ``source`` or file, line and construct.
         """
         if text == "":
             return ""
@@ -1658,11 +1602,7 @@ class TemplateSet:
         return _execute(templates, body, data)
 
     def render_named(self, name: str, data: Any) -> str:
-        """The template ``name`` (``"slack.default.title"``) rendered against ``data``.
-
-        Raises:
-            TemplateError: no such template, or an execution error.
-        """
+        """Template ``name`` rendered against ``data``. Raises TemplateError."""
         body = self._templates.get(name)
         if body is None:
             raise TemplateError("<render_named>", 1, name, f'template "{name}" not defined')
@@ -1684,16 +1624,10 @@ def default_template_text(name: str = "default.tmpl") -> str:
 
 
 def load_templates(paths: list[str]) -> TemplateSet:
-    """Alertmanager's default templates (``default.tmpl``, ``email.tmpl``), then every file matching the
-    ``templates:`` glob patterns ``paths`` (each pattern's files in sorted
-    order, as Go's ``filepath.Glob``; a pattern matching nothing is no
-    error, as in Alertmanager). Each file's top level is also a template
-    named after the file's base name (Go's ``ParseGlob``).
-
-    Raises:
-        TemplateError: a file that cannot be read, a syntax error or an
-            unsupported construct, naming the file, the line and the construct.
-    """
+    """Alertmanager's default templates, then the files of the ``templates:`` globs ``paths``
+    (sorted per pattern as ``filepath.Glob``; no match is no error); each file's top level is also
+    a template named by its base name (``ParseGlob``). Raises TemplateError naming the file, line
+    and construct."""
     templates: dict[str, list] = {}
     sources = [(name, default_template_text(name)) for name in DEFAULT_FILES]
     for pattern in paths:
@@ -1725,17 +1659,10 @@ def quote_meta(text: str) -> str:
 
 def alertmanager_data(sections: list[dict[str, Any]], receiver: str,
                       external_url: str) -> Data:
-    """Alertmanager's template ``Data`` (template/template.go ``Data``) of a
-    message's ``sections`` (:func:`alerting.group.build_sections`), the
-    same alerts and labels as Plait's Alertmanager webhook body
-    (:func:`alerting.delivery.render_alertmanager`): ``Receiver`` (quoted
-    as a regexp, as Alertmanager does), ``Status`` (``firing`` when any
-    listed alert fires), ``Alerts`` (``Status``, ``Labels``,
-    ``Annotations``, ``StartsAt``, ``EndsAt`` (Go's zero time while
-    firing), ``GeneratorURL``, ``Fingerprint``), ``GroupLabels`` (those
-    common to every section, ``rule`` spelt ``alertname``),
-    ``CommonLabels``, ``CommonAnnotations``, ``ExternalURL``.
-    A ``dict`` (:class:`Data`)."""
+    """Alertmanager's template ``Data`` (template/template.go) of ``sections``, the alerts and
+    labels of :func:`alerting.delivery.render_alertmanager`: ``Receiver`` (regexp-quoted, as
+    Alertmanager), ``Status``, ``Alerts`` (``EndsAt`` zero while firing), ``GroupLabels`` (common
+    to all sections), ``CommonLabels``, ``CommonAnnotations``, ``ExternalURL``."""
     alerts = Alerts()
     for s in sections:
         for view in s["alerts"]:
@@ -1757,9 +1684,9 @@ def alertmanager_data(sections: list[dict[str, Any]], receiver: str,
 
 
 def data_from_json(doc: dict[str, Any]) -> Data:
-    """``Data`` from Alertmanager's webhook JSON (``receiver``, ``status``,
-    ``alerts[]`` with RFC 3339 ``startsAt`` / ``endsAt``, ``groupLabels``...),
-    the layout ``amtool template render --template.data`` reads."""
+    """``Data`` from Alertmanager's webhook JSON (``receiver``, ``status``, ``alerts[]`` with RFC
+    3339 ``startsAt`` / ``endsAt``, ``groupLabels``...), the layout ``amtool template render
+    --template.data`` reads."""
     def when(text: str | None) -> GoTime:
         if not text or text.startswith("0001-01-01"):
             return GoTime(None)

@@ -1,41 +1,24 @@
 """Grouping: which alerts share a message, when a group is due, what it says.
 
-Timing follows Alertmanager's three timers (docs, "route"), with the fixes
-the issue asks for:
-
-- ``group_wait``: a new group's timer first fires ``group_wait`` seconds
-  after the alert that opened it (at once when that alert has been active
-  that long already), then every ``group_interval`` (:func:`flush_at_or_after`);
-- a flush sends when the group has news (new, escalated, resolved members)
-  since its last evaluation, so news is held at most ``group_interval``;
-- ``repeat_interval``: an unchanged group with firing members is repeated at
-  the first flush strictly more than ``repeat_interval`` after its last
-  message was sent (and delivered), as Alertmanager's DedupStage has it.
-
-A group larger than the batch size is split into numbered parts ``1/n``..
-``n/n`` sharing the group id; nothing is ever truncated.
+Alertmanager's three timers (dispatch/dispatch.go, notify/notify.go): a new group first flushes
+``group_wait`` after its opening alert (at once if that alert is older), then every
+``group_interval`` (:func:`flush_at_or_after`); a flush sends when the group has news since its
+last evaluation; an unchanged firing group repeats at the first flush strictly past
+``repeat_interval`` after its last delivered message (DedupStage). A group over the batch size
+is split into parts ``1/n``..``n/n``; nothing is truncated.
 
 Group state (plain JSON data)::
 
     {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
-     "first": the timer's first flush when not opened_at + group_wait (absent
-              in state from before it existed: that is the default),
-     "tp", "n": members ever added,
-     "members": {fp: {"fp", "alert", "status", "severity", "escalated_from",
-                      "started_at", "resolved_at", "news", "news_seq",
-                      "sent_seq", "notified", "sent" (present once a message
-                      listing it firing left: it may have been seen), "raw": [raw ids], "tp",
-                      "o": its place in the group (1..n, so the store can
-                           restore the order without a list growing
-                           with the group)}}}
+     "first": first flush when not opened_at + group_wait, "tp", "n": members ever added,
+     "members": {fp: {"fp", "alert", "status", "severity", "escalated_from", "started_at",
+                      "resolved_at", "news", "news_seq", "sent_seq", "notified",
+                      "sent" (a message listing it firing left), "raw": [raw ids], "tp",
+                      "o": its place in the group (no list grows with the group)}}}
 
-Traces (docs/alerting.md, "Traces"): ``tp`` (present only with tracing) is
-the W3C traceparent of the funnel decision of the alert whose news opened the
-group's next message: one string per group, not a list; a member's ``tp`` is
-its own latest decision with news. Sections built from the group carry the
-group's ``tp`` (the parent of the message's delivery spans) and ``links``
-(at most ``plait.tracing.MAX_LINKS`` members' traceparents of other traces);
-both are cleared from the group when its sections are taken.
+Traces (docs/alerting.md, "Traces"): the group's ``tp`` is the traceparent of the decision whose
+news opens its next message (a member's ``tp``: its own latest); sections carry it and up to
+``plait.tracing.MAX_LINKS`` ``links``, cleared from the group when taken.
 """
 from __future__ import annotations
 
@@ -55,11 +38,8 @@ _CHANGE_ORDER = {"resolved": 0, "escalated": 1, "new": 2, None: 3}
 
 def group_labels(alert: Alert, group_by: list[str] | tuple[str, ...],
                  labels: dict[str, str] | None = None) -> dict[str, str]:
-    """The group labels of ``alert`` under ``group_by``: each name's value,
-    ``""`` for one the alert lacks; for ``['...']`` (Alertmanager's group by
-    all labels) every label the alert has: an Alertmanager alert's own
-    labels, a native alert's with ``rule``, ``asset`` and ``severity``.
-    ``labels``: ``alert.match_labels()`` when the caller has it."""
+    """The group labels of ``alert`` under ``group_by`` (``""`` for a missing name; ``['...']``:
+    all its labels); ``labels``: ``alert.match_labels()`` if the caller has it."""
     if labels is None:
         labels = alert.match_labels()
     if group_by and group_by[0] == GROUP_BY_ALL:
@@ -68,13 +48,9 @@ def group_labels(alert: Alert, group_by: list[str] | tuple[str, ...],
 
 
 def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, dict[str, str]]:
-    """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``.
-
-    The group labels (:func:`group_labels`) hold every ``group_by`` name,
-    one the alert lacks as ``""``: what the id hashes, and what a "silence
-    this group" link needs (``team=""`` matches only alerts without
-    ``team``, as the group does). Alertmanager's payloads leave such labels
-    out (:func:`alerting.delivery.am_group_labels`)."""
+    """(group id = 16 hex digits, group labels) for ``alert`` at ``receiver``. Missing names are
+    ``""``, so a "silence this group" link (``team=""``) matches what the group does;
+    Alertmanager's payloads leave them out (:func:`alerting.delivery.am_group_labels`)."""
     keyed = group_labels(alert, group_by)
     doc = [receiver, sorted(keyed.items())]
     try:  # orjson writes json.dumps's bytes for ASCII text but DEL (checked on the output)
@@ -103,12 +79,9 @@ def _set_news(group: dict[str, Any], member: dict[str, Any], news: str | None, n
 
 def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
                   raw_id: str | None, now: float, traceparent: str | None = None) -> None:
-    """Update ``group`` in place for a passing dedupe verdict (``new``,
-    ``refire``, ``escalated``, ``resolved``, ``refresh``, or ``release`` when a
-    silence ends) of ``episode``; ``raw_id`` (if any) waits on the member
-    until a message carrying it is delivered. ``traceparent``: the span of
-    the decision (W3C); when the member has news it becomes the member's
-    ``tp``, and the group's ``tp`` unless the group already has one."""
+    """Update ``group`` in place for a passing verdict (``new``, ``refire``, ``escalated``,
+    ``resolved``, ``refresh``, ``release``) of ``episode``; ``raw_id`` waits on the member until
+    delivered; ``traceparent`` becomes the member's (and group's first) ``tp`` on news."""
     fp = episode["fp"]
     m = group["members"].get(fp)
     if m is None:
@@ -150,22 +123,16 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
 
 
 def first_flush(group: dict[str, Any], group_wait: float) -> float:
-    """When the group's aggregation timer first fires (seconds): ``first``
-    when set (a group whose first alert had been active ``group_wait``
-    already flushes at once, :func:`note_insert`), else ``opened_at +
-    group_wait`` (Alertmanager's ``newAggrGroup``: ``next = group_wait``)."""
+    """First timer flush (seconds): ``first`` when set (:func:`note_insert`), else ``opened_at +
+    group_wait`` (Alertmanager's ``newAggrGroup``)."""
     first = group.get("first")
     return group["opened_at"] + group_wait if first is None else first
 
 
 def flush_at_or_after(group: dict[str, Any], group_wait: float, group_interval: float,
                       t: float) -> float:
-    """The first flush of the group's timer at or after ``t`` (seconds).
-
-    Alertmanager's ``aggrGroup.run`` (dispatch/dispatch.go) flushes at
-    :func:`first_flush`, then every ``group_interval`` (the timer is reset to
-    ``group_interval`` as each flush starts), whether or not it sends: the
-    flush times are ``first + k * group_interval``."""
+    """The group timer's first flush at or after ``t`` (seconds): ``first + k * group_interval``,
+    sending or not (Alertmanager's ``aggrGroup.run``, dispatch/dispatch.go)."""
     first = first_flush(group, group_wait)
     if t <= first + 1e-9:
         return first
@@ -174,11 +141,8 @@ def flush_at_or_after(group: dict[str, Any], group_wait: float, group_interval: 
 
 def note_insert(group: dict[str, Any], started_at: float, group_wait: float,
                 now: float) -> None:
-    """An alert that started at ``started_at`` joined the group at ``now``:
-    before the group's first flush, an alert active for ``group_wait``
-    already makes the group flush at once (Alertmanager 0.25's
-    ``aggrGroup.insert``: ``if !hasFlushed && StartsAt + GroupWait < now:
-    next.Reset(0)``; later versions check the alert that creates the group)."""
+    """An alert started at ``started_at`` joined at ``now``: before the first flush, one active
+    for ``group_wait`` flushes the group at once (Alertmanager 0.25 ``aggrGroup.insert``)."""
     if group["last_sent_at"] is None and started_at + group_wait < now \
             and first_flush(group, group_wait) > now:
         group["first"] = now
@@ -186,16 +150,10 @@ def note_insert(group: dict[str, Any], started_at: float, group_wait: float,
 
 def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
            repeat_interval: float) -> float | None:
-    """When the group's next message is due (seconds), or None (nothing to say).
-
-    Alertmanager's timing: the group is looked at on its timer's flushes
-    (:func:`flush_at_or_after`); a flush sends when the group has news
-    since it was last evaluated (the set of alerts changed: DedupStage
-    ``needsUpdate`` in notify/notify.go), or when ``repeat_interval`` has
-    passed since the last delivered notification (``entry.Timestamp.Before(
-    now - repeat)``: strictly after, so with ``repeat_interval`` a multiple
-    of ``group_interval`` the reminder comes one ``group_interval`` later, as
-    in Alertmanager). A reminder is therefore never sent between flushes."""
+    """When the group's next message is due (seconds), or None. On a timer flush
+    (:func:`flush_at_or_after`) with news since the last evaluation (DedupStage ``needsUpdate``,
+    notify/notify.go), or strictly past ``repeat_interval`` since the last delivery (so a reminder
+    comes one ``group_interval`` late when intervals divide, as in Alertmanager)."""
     last = group["last_sent_at"]
     news_at = group["news_at"]
     if last is None:
@@ -207,7 +165,7 @@ def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
     notified_at = group.get("notified_at")
     if notified_at is not None and any(m["status"] == "firing" and m["notified"]
                                        for m in group["members"].values()):
-        # from the last message built (one may be in flight) or delivered
+        # from the last message built or delivered
         after = max(last, notified_at) + repeat_interval + 1e-6
         repeat = flush_at_or_after(group, group_wait, group_interval, after)
         due = repeat if due is None else min(due, repeat)
@@ -215,9 +173,8 @@ def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
 
 
 def never_sent(m: dict[str, Any]) -> bool:
-    """True while no message listing member ``m`` firing has left (acknowledged
-    or not): the receiver cannot have seen it, so a resolve of it is a
-    transient (docs/alerting.md, step 2)."""
+    """True while no message listing ``m`` firing has left: its resolve is a transient
+    (docs/alerting.md, step 2)."""
     return not m["notified"] and not m.get("sent")
 
 
@@ -242,26 +199,18 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
                    suppress_transient: bool,
                    muted: Callable[[dict[str, Any]], str | None],
                    send_resolved: bool = True) -> tuple[list[dict], dict]:
-    """What the group says now, as sections of at most ``batch_size`` alerts.
+    """What the group says now, as sections of at most ``batch_size`` alerts; pure (apply with
+    :func:`commit_sections`).
 
-    Lists members with news (resolved, escalated, new); lists unchanged firing
-    members too when ``include_context`` (Alertmanager format: the whole
-    group) or when there is no news (a reminder). ``muted(member)`` gives
-    what hides the member (opaque to this function: the funnel passes
-    ``("silenced_by", silence id)`` or ``("inhibited_by", (rule, [source
-    fps]))``), or None; a hidden member is left out. With ``send_resolved``
-    False (the receiver's), a resolve is not news: Alertmanager's DedupStage
-    (``needsUpdate``, notify/notify.go) sends such a receiver nothing when
-    only resolves changed, so the resolved member is left out and reported
-    ``quiet``. Pure: the group is not modified; :func:`commit_sections`
-    applies the returned effects.
+    Lists members with news, plus unchanged firing ones when ``include_context`` (Alertmanager
+    format) or for a reminder. ``muted(member)`` gives ``(key, by)`` or None; muted members are
+    left out. Without ``send_resolved`` a resolve is not news (DedupStage ``needsUpdate``): it is
+    left out and reported ``quiet``.
 
-    Returns:
-        (sections, effects). A section is ``{"group_id", "group_labels",
-        "receiver", "part", "parts", "merged", "reminder", "counts", "alerts",
-        "snapshot"}``; ``snapshot`` lists ``[fp, news_seq or None, raw ids]``
-        that delivery settles. ``effects`` = ``{"muted": {fp: what muted() gave},
-        "transient": [fp]}``.
+    Returns ``(sections, effects)``: a section is ``{"group_id", "group_labels", "receiver",
+    "part", "parts", "merged", "reminder", "counts", "alerts", "snapshot"}`` (``snapshot``:
+    ``[fp, news_seq or None, raw ids]``); effects ``{"muted": {fp: (key, by)}, "transient": [fp],
+    "quiet": [fp]}``.
     """
     muted_now: dict[str, str] = {}
     transient: list[str] = []
@@ -317,8 +266,7 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
 
 
 def set_trace(section: dict[str, Any], tp: str | None, links: list[str]) -> None:
-    """Give ``section`` its trace: ``tp`` (parent of the delivery spans) and
-    ``links``; keys absent when empty (no tracing: state as before)."""
+    """Give ``section`` its ``tp`` and ``links``, keys absent when empty."""
     section.pop("tp", None)
     section.pop("links", None)
     if tp:
@@ -328,9 +276,8 @@ def set_trace(section: dict[str, Any], tp: str | None, links: list[str]) -> None
 
 
 def join_traces(sections: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
-    """One trace for what ``sections`` carry: the first section's ``tp`` is
-    the parent, every other trace (other sections' ``tp`` and every
-    section's ``links``) a link, at most ``plait.tracing.MAX_LINKS``."""
+    """One trace for ``sections``: the first ``tp`` the parent, every other trace a link (at most
+    ``plait.tracing.MAX_LINKS``)."""
     cands: list[str | None] = [s.get("tp") for s in sections[:1]]
     for i, s in enumerate(sections):
         cands += ([s.get("tp")] if i else []) + list(s.get("links") or ())
@@ -338,8 +285,7 @@ def join_traces(sections: list[dict[str, Any]]) -> tuple[str | None, list[str]]:
 
 
 def commit_sections(group: dict[str, Any], sections: list[dict], now: float) -> None:
-    """Mark the group evaluated at ``now``: listed news counts as sent (it is
-    in flight), raw ids move from members into the sections' snapshots."""
+    """Mark the group evaluated at ``now``: listed news is sent, raw ids go to the snapshots."""
     group["last_sent_at"] = now
     group["news_at"] = None
     group.pop("tp", None)  # the sections carry it: later news opens the next message's trace
@@ -358,16 +304,9 @@ def commit_sections(group: dict[str, Any], sections: list[dict], now: float) -> 
 
 
 def settle(group: dict[str, Any], snapshot: list, sent_at: float) -> list[dict[str, Any]]:
-    """After the message carrying ``snapshot`` was delivered by the attempt
-    sent at ``sent_at`` (seconds): clear the news it carried, mark firing
-    members notified, drop resolved members; the repeat_interval clock
-    restarts at ``sent_at`` (Alertmanager: since the last successful
-    notification), so a receiver back from an outage is not reminded at once.
-
-    Returns:
-        the members removed (their episodes end; leftover ``raw`` ids are
-        settled by the caller with the message).
-    """
+    """Settle the group after ``snapshot``'s message, sent at ``sent_at`` (seconds), was delivered:
+    news cleared, firing members notified, resolved ones removed and returned (their episodes end).
+    repeat_interval restarts at ``sent_at`` (Alertmanager: last successful notification)."""
     removed = []
     group["notified_at"] = max(sent_at, group.get("notified_at") or sent_at)
     for fp, seq, _raws in snapshot:
@@ -385,9 +324,8 @@ def settle(group: dict[str, Any], snapshot: list, sent_at: float) -> list[dict[s
 
 
 def combine(sections: list[dict]) -> list[dict]:
-    """Fold sections of the same unsplit group into one (later state wins per
-    alert, an earlier ``new`` stays ``new``); split parts stay as they are.
-    Used when a failed message is superseded or queued sections are merged."""
+    """Fold sections of one unsplit group into one (later state wins, an earlier ``new`` stays);
+    for a superseded message or merged queued sections."""
     out: list[dict] = []
     index: dict[str, int] = {}
     for s in sections:

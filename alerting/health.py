@@ -1,8 +1,6 @@
-"""Health check of an alerting-role worker (``plait worker --role alerting``)
-for container probes: the worker refreshes its readiness key
-``{PLAIT_REDIS_PREFIX}:ready:{worker id}`` (:func:`plait.keys.ready`; written by ``streams.readiness``, every 0.5 s,
-expiring) from its event loop while it is in its consumer group and consuming,
-so the key goes stale when the process died, is wedged or is not consuming.
+"""Container probe of an alerting worker: its readiness key ``{PLAIT_REDIS_PREFIX}:ready:{worker
+id}`` (:func:`plait.keys.ready`, refreshed every 0.5 s while consuming) goes stale when it died,
+is wedged or is not consuming.
 
 Run in the worker's container::
 

@@ -1,27 +1,12 @@
-"""Every alert's story: what happened to each copy of an alert, per fingerprint.
+"""Every alert's story per fingerprint, written by the alerting worker (which decides each fact):
+``received`` (a routed copy of an ``alerts.raw`` alert: raw id, ``source``, ``generatorURL``),
+``outcome`` (its final ledger outcome, once the batch's state is durable), ``message`` (listed in
+webhook message M) and ``attempt`` (one HTTP attempt of M: status or error, seconds).
 
-The alerting worker decides every fact told here, so it is the one writer:
-
-- ``received``: a copy of the alert read from ``alerts.raw`` and routed (its
-  raw id, the sender: the event's ``source`` such as ``plait-api-v2`` for
-  ``POST /api/v2/alerts``, and ``generatorURL``), written by the router;
-- ``outcome``: a raw alert's final ledger outcome (:class:`alerting.model.LedgerEntry`:
-  ``delivered`` / ``merged`` into message M, ``deduplicated`` with the reason,
-  ``silenced`` by silence S, ``inhibited`` by source alerts, ``rejected``), from
-  the batch's effects, written after the batch's state is durable (the point
-  where ``alerts.ledger`` records are sent, whether or not the configuration
-  keeps that topic: ``config.ledger``);
-- ``message``: the alert was listed in webhook message M (receiver, attempt,
-  split part ``part`` of ``parts``, the alert's status in it);
-- ``attempt``: one HTTP attempt of such a message (receiver, HTTP status or the
-  error, seconds taken), written when the answer came.
-
-Storage (:func:`plait.keys.alert_history`): one Redis list per fingerprint,
-newest entry last, trimmed to ``alert_history_max_entries`` entries and expiring
-``alert_history_retention_seconds`` after its last write; memory is bounded by
-(fingerprints seen within the retention) x (entries kept). Entries are the
-public JSON (camelCase keys, RFC 3339 ``time``) that ``GET
-/alerts/{fingerprint}/history`` returns as they are.
+Storage (:func:`plait.keys.alert_history`): a Redis list per fingerprint, newest last, trimmed to
+``alert_history_max_entries`` and expiring ``alert_history_retention_seconds`` after its last
+write. Entries are the public JSON (camelCase, RFC 3339 ``time``) of
+``GET /alerts/{fingerprint}/history``.
 """
 from __future__ import annotations
 
@@ -38,9 +23,8 @@ _OUTCOME_FIELDS = {"raw_id": "rawId", "reason": "reason", "message_id": "message
 
 
 def outcome_entry(ledger: dict[str, Any]) -> dict[str, Any]:
-    """The history entry of one ledger entry (``LedgerEntry.to_dict()`` shape):
-    ``{"kind": "outcome", "time", "outcome", "rawId", "reason"?, "messageId"?,
-    "silenceId"?, "inhibitedBy"?}`` (empty values left out)."""
+    """The ``outcome`` entry of a ledger entry dict: ``{"kind", "time", "outcome", "rawId",
+    "reason"?, "messageId"?, "silenceId"?, "inhibitedBy"?}``."""
     out: dict[str, Any] = {"kind": "outcome", "time": format_time(ledger["time"]),
                            "outcome": ledger["outcome"]}
     for name, public in _OUTCOME_FIELDS.items():
@@ -50,11 +34,8 @@ def outcome_entry(ledger: dict[str, Any]) -> dict[str, Any]:
 
 
 def received_entries(cmd: dict[str, Any], source: str) -> list[tuple[str, dict[str, Any]]]:
-    """The ``received`` entry of one routed copy (an ``alerts.funnel``
-    ``alert`` command, :func:`alerting.wire.route_alerts`) of an ``alerts.raw``
-    event from ``source``: ``[(fingerprint, {"kind": "received", "time",
-    "rawId", "source", "receiver", "status", "generatorURL"?})]``; [] for a
-    copy without a fingerprint (one the funnel will reject)."""
+    """``[(fingerprint, {"kind": "received", "time", "rawId", "source", "receiver", "status",
+    "generatorURL"?})]`` of a routed ``alert`` command from ``source``; [] without a fingerprint."""
     alert, fp = cmd.get("alert"), cmd.get("fp")
     if not isinstance(alert, dict) or not fp:
         return []
@@ -66,9 +47,8 @@ def received_entries(cmd: dict[str, Any], source: str) -> list[tuple[str, dict[s
 
 
 def message_entries(message: Message) -> list[tuple[str, dict[str, Any]]]:
-    """``(fingerprint, entry)`` for every alert listed in ``message``: entry =
-    ``{"kind": "message", "time", "messageId", "receiver", "attempt", "part",
-    "parts", "status"}`` (``part`` of ``parts``: the split part of its group)."""
+    """``(fingerprint, {"kind": "message", "time", "messageId", "receiver", "attempt", "part",
+    "parts", "status"})`` for every alert listed in ``message``."""
     out = []
     for section in message.sections:
         for alert in section["alerts"]:
@@ -82,10 +62,8 @@ def message_entries(message: Message) -> list[tuple[str, dict[str, Any]]]:
 
 def attempt_entries(message: Message, ok: bool, status: int | None, error: str,
                     elapsed: float, now: float) -> list[tuple[str, dict[str, Any]]]:
-    """``(fingerprint, entry)`` for each distinct alert of ``message`` after one
-    HTTP attempt ended at epoch second ``now``: entry = ``{"kind": "attempt",
-    "time", "messageId", "receiver", "attempt", "ok", "httpStatus" (None when
-    no answer came), "error"?, "elapsedSeconds"}``."""
+    """``(fingerprint, {"kind": "attempt", "time", "messageId", "receiver", "attempt", "ok",
+    "httpStatus" (None: no answer), "error"?, "elapsedSeconds"})`` per alert of ``message``."""
     entry: dict[str, Any] = {"kind": "attempt", "time": format_time(now), "messageId": message.id,
                              "receiver": message.receiver, "attempt": message.attempt,
                              "ok": ok, "httpStatus": status, "elapsedSeconds": round(elapsed, 3)}
@@ -97,10 +75,8 @@ def attempt_entries(message: Message, ok: bool, status: int | None, error: str,
 
 def batch_entries(ledger: Iterable[dict[str, Any]],
                   messages: Iterable[Message]) -> list[tuple[str, dict[str, Any]]]:
-    """The history of one batch's effects (``alerting.runner.Effects``'s
-    ``ledger`` and ``messages``): ``(fingerprint, entry)`` pairs in the order
-    the facts were decided. Rejected raw alerts have no fingerprint and no
-    story (they are answered 422 at the API, or kept in ``export.dlq``)."""
+    """``(fingerprint, entry)`` of a batch's ``ledger`` and ``messages`` in decision order;
+    rejected raws have no fingerprint and no story."""
     out = [(e["fingerprint"], outcome_entry(e)) for e in ledger if e.get("fingerprint")]
     for m in messages:
         out += message_entries(m)
@@ -109,8 +85,7 @@ def batch_entries(ledger: Iterable[dict[str, Any]],
 
 def redis_writes(prefix: str, entries: list[tuple[str, dict[str, Any]]]
                  ) -> dict[str, list[bytes]]:
-    """Group ``entries`` by Redis key (:func:`plait.keys.alert_history`):
-    key -> the JSON values to append, in order."""
+    """Redis key -> JSON values to append, in order."""
     out: dict[str, list[bytes]] = {}
     for fp, entry in entries:
         # a ``continue`` route's copy (``<fp>~<route id>``) joins its alert's story
@@ -120,9 +95,8 @@ def redis_writes(prefix: str, entries: list[tuple[str, dict[str, Any]]]
 
 
 async def write(redis, writes: dict[str, list[bytes]], retention: float, cap: int) -> None:
-    """Append ``writes`` (from :func:`redis_writes`) in one pipeline: per key
-    RPUSH, LTRIM to the newest ``cap`` entries, EXPIRE ``retention`` seconds.
-    Redis errors propagate (the caller logs them: the story is a view)."""
+    """Append ``writes`` in one pipeline (RPUSH, LTRIM to ``cap``, EXPIRE ``retention`` s).
+    Redis errors propagate (the caller logs them)."""
     if not writes:
         return
     pipe = redis.pipeline(transaction=False)
@@ -134,6 +108,5 @@ async def write(redis, writes: dict[str, list[bytes]], retention: float, cap: in
 
 
 async def read(redis, prefix: str, fp: str) -> list[dict[str, Any]]:
-    """The stored story of fingerprint ``fp``, oldest entry first ([] when
-    none is kept)."""
+    """The stored story of fingerprint ``fp``, oldest entry first ([] when none is kept)."""
     return [json.loads(v) for v in await redis.lrange(K.alert_history(prefix, fp), 0, -1)]

@@ -12,25 +12,13 @@ Alertmanager / Prometheus (``POST /api/v2/alerts`` body, a list of)::
      "annotations": {...}, "startsAt": "RFC3339", "endsAt": "RFC3339",
      "generatorURL": "..."}
 
-Alertmanager's rule (API docs, "postableAlert"): an alert whose ``endsAt`` is
-in the past is resolved; a missing or future ``endsAt`` means firing
-(Prometheus sends a future ``endsAt`` on every evaluation).
+Alertmanager's rule (API docs, "postableAlert"): a past ``endsAt`` is resolved, a missing or
+future one firing. A bad alert raises :class:`AlertRejected` naming the field; nothing else escapes.
 
-A bad alert raises :class:`AlertRejected` naming the field; nothing else
-escapes, whatever the input.
-
-Limits (docs/alerting.md, "Limits of one alert"): at most
-:data:`MAX_LABELS` labels and :data:`MAX_ANNOTATIONS` annotations; names of
-at most :data:`MAX_NAME` characters (non-empty; any UTF-8, as Alertmanager
-0.28 allows); every value at most :data:`MAX_TEXT` characters. Label and
-annotation values must be strings (numbers are taken as their text; objects,
-lists, booleans and null are refused naming ``labels.<name>``).
-
-Invalid Unicode (a lone UTF-16 surrogate such as ``"\\ud83d"`` from a JSON
-escape) anywhere in a name or value is replaced by U+FFFD, so the alert can be
-stored, hashed and sent on; ``Alert.invalid_unicode`` counts the strings
-repaired and the funnel counts such alerts (counter ``invalid_unicode``).
-"""
+Limits (docs/alerting.md, "Limits of one alert"): :data:`MAX_LABELS` labels,
+:data:`MAX_ANNOTATIONS` annotations, names of 1..:data:`MAX_NAME` characters (any UTF-8, as
+Alertmanager 0.28), values of at most :data:`MAX_TEXT`; values are strings (numbers as text).
+A lone UTF-16 surrogate in any name or value becomes U+FFFD (``Alert.invalid_unicode`` counts)."""
 from __future__ import annotations
 
 import dataclasses
@@ -59,13 +47,11 @@ MAX_TEXT = 8192
 _MAX_TEXT = MAX_TEXT
 #: Most characters in a label or annotation name.
 MAX_NAME = 256
-#: Most labels one alert may carry (Prometheus' ``label_limit`` is off by
-#: default; an alert with more is refused naming ``labels``).
+#: Most labels one alert may carry (Prometheus' ``label_limit`` is off by default).
 MAX_LABELS = 128
 #: Most annotations one alert may carry.
 MAX_ANNOTATIONS = 128
-#: Deepest nesting the Unicode repair walks (deeper values are refused by
-#: the type checks anyway).
+#: Deepest nesting the Unicode repair walks.
 _REPAIR_DEPTH = 4
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: Spellings of native keys that are refused, with the one accepted instead.
@@ -73,12 +59,8 @@ _SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url
 
 
 def parse_time(value: Any, field: str) -> float | None:
-    """Epoch seconds from a number or an RFC3339 string; None for absent,
-    empty or Alertmanager's zero time.
-
-    Raises:
-        AlertRejected: not a finite number nor a parseable RFC3339 timestamp.
-    """
+    """Epoch seconds from a number or RFC3339 string; None for absent, empty or the zero time.
+    Raises AlertRejected: not a finite number nor RFC3339."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
@@ -102,14 +84,12 @@ def parse_time(value: Any, field: str) -> float | None:
 
 
 def format_time(ts: float | None) -> str:
-    """RFC3339 UTC (``2023-11-14T22:13:20Z``, milliseconds when not whole);
-    ``None`` gives Alertmanager's zero time ``0001-01-01T00:00:00Z``."""
+    """RFC3339 UTC (``2023-11-14T22:13:20Z``, milliseconds when not whole); ``None`` gives
+    Alertmanager's zero time ``0001-01-01T00:00:00Z``."""
     if ts is None:
         return ZERO_TIME
-    # a hot path (each webhook alert and alert view formats two or three
-    # times, issue 11 item 5): the same instants recur (an episode's start,
-    # a batch's now), so answers are memoized (bounded); one f-string, not
-    # strftime, with years padded to 4 digits (strftime's %Y is not)
+    # hot path: instants recur, so answers are memoized (bounded); an f-string pads years to
+    # 4 digits (strftime's %Y does not)
     text = _TIMES.get(ts)
     if text is not None:
         return text
@@ -129,19 +109,16 @@ _TIMES: dict[float, str] = {}
 
 
 def repair_text(text: str) -> tuple[str, int]:
-    """``text`` with every lone surrogate replaced by U+FFFD, and 1 when
-    something was replaced (else the same string and 0). A Python str can
-    only hold a surrogate code point unpaired (JSON pairs are decoded into
-    one character), and such a string cannot be encoded as UTF-8."""
+    """(``text`` with lone surrogates replaced by U+FFFD, 1 if any) else (``text``, 0): such a str
+    cannot be encoded as UTF-8."""
     if text.isascii() or not _SURROGATE.search(text):
         return text, 0
     return _SURROGATE.sub("\ufffd", text), 1
 
 
 def _repair(value: Any, depth: int = 0) -> tuple[Any, int]:
-    """``value`` (JSON data) with invalid Unicode repaired in every string,
-    keys included, down to :data:`_REPAIR_DEPTH` levels; the same object when
-    nothing needed repair. Returns (value, strings repaired)."""
+    """(``value`` with every string repaired, keys included, down to :data:`_REPAIR_DEPTH`; the
+    number repaired); the same object when clean."""
     if isinstance(value, str):
         return repair_text(value)
     if depth >= _REPAIR_DEPTH:
@@ -165,14 +142,8 @@ def _repair(value: Any, depth: int = 0) -> tuple[Any, int]:
 
 
 def repair_alert(alert: Alert) -> Alert:
-    """An :class:`Alert` built elsewhere (a funnel command read from Kafka)
-    checked and with invalid Unicode repaired as in intake; the same object
-    when clean.
-
-    Raises:
-        AlertRejected: a field of the wrong type (``labels.<name>``...), or
-            labels / annotations over the limits.
-    """
+    """An :class:`Alert` built elsewhere (a Kafka command) checked and repaired as in intake; the
+    same object when clean. Raises AlertRejected: a wrong type (``labels.<name>``), over limits."""
     for name in ("rule", "asset", "generator_url"):
         if not isinstance(getattr(alert, name), str):
             raise AlertRejected(name, "must be a string")
@@ -183,8 +154,7 @@ def repair_alert(alert: Alert) -> Alert:
         for k, v in value.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise AlertRejected(f"{field}.{k}", "must be a string")
-    # fast path (every funnel command): no surrogate in any of its strings,
-    # checked on them joined (the pattern matches one code point)
+    # fast path: no surrogate in its strings joined
     text = "".join((alert.rule, alert.asset, alert.generator_url, *alert.labels,
                     *alert.labels.values(), *alert.annotations, *alert.annotations.values()))
     if text.isascii() or not _SURROGATE.search(text):
@@ -231,11 +201,7 @@ def _str_map(value: Any, field: str, most: int = MAX_LABELS) -> dict[str, str]:
 
 
 def parse_severity(value: Any, field: str) -> Severity:
-    """:class:`Severity` from a case-insensitive name or alias (``warn``, ``error``...).
-
-    Raises:
-        AlertRejected: unknown or non-string value.
-    """
+    """:class:`Severity` from a name or alias (case-insensitive). Raises AlertRejected."""
     if not isinstance(value, str) or value.strip().lower() not in SEVERITY_ALIASES:
         raise AlertRejected(field, f"unknown severity {str(value)[:40]!r}",
                             "info, warning or critical (or an alias such as warn, error, page)",
@@ -244,14 +210,9 @@ def parse_severity(value: Any, field: str) -> Severity:
 
 
 def from_native(raw: Any, now: float) -> Alert:
-    """Normalize one native JSON alert; ``time`` defaults to ``now`` (seconds).
-    Keys are camelCase (``startsAt``, ``endsAt``, ``generatorURL``); times are
-    RFC 3339 (the HTTP edge insists) or epoch seconds (Kafka producers).
-
-    Raises:
-        AlertRejected: naming the first bad field (``rule``, ``severity``...);
-            a snake_case spelling (``starts_at``) names the accepted one.
-    """
+    """Normalize one native JSON alert; ``time`` defaults to ``now`` (s). Keys camelCase, times RFC
+    3339 or epoch seconds. Raises AlertRejected naming the first bad field (a snake_case spelling
+    names the accepted one)."""
     if not isinstance(raw, dict):
         raise AlertRejected("(alert)", f"expected a JSON object, got {type(raw).__name__}")
     raw, repaired = _repair(raw)
@@ -277,8 +238,7 @@ def from_native(raw: Any, now: float) -> Alert:
         rule=rule, asset=asset, severity=severity, status=status,
         labels=_str_map(raw.get("labels"), "labels"),
         annotations=_str_map(raw.get("annotations"), "annotations", MAX_ANNOTATIONS),
-        # a firing alert keeps a future endsAt: it resolves then unless re-sent
-        # (docs/alerting.md, "Resolution without a human")
+        # a firing alert resolves at its future endsAt unless re-sent
         time=t, starts_at=starts, ends_at=ends,
         generator_url=_text(raw.get("generatorURL"), "generatorURL", required=False),
         source="native", invalid_unicode=repaired,
@@ -291,22 +251,12 @@ def from_alertmanager_alert(raw: Any, now: float,
                             prefix: str = "", resolve_timeout: float = 300.0) -> Alert:
     """Normalize one Alertmanager / Prometheus alert (see module doc).
 
-    ``rule`` = ``labels.alertname`` (``""`` when absent: any non-empty label
-    set is an alert, as in Alertmanager's ``Alert.Validate``, alert/alert.go);
-    ``asset`` = the first present label of
-    ``asset_labels`` (``""`` when none); ``severity`` = ``labels.severity`` or
-    ``default_severity``; status from ``endsAt`` against ``now`` (seconds).
-    As Alertmanager's ``postAlerts`` (``api/v2/api.go``, then
-    ``model.Alert.Validate``): labels with an empty or null value are
-    dropped (``removeEmptyLabels``: the same alert, the same fingerprint); a
-    missing ``startsAt`` is ``endsAt`` when that is past (Alertmanager takes
-    ``endsAt`` whenever one is given, a time to come included; Plait takes
-    the time the funnel first sees the alert), a missing ``endsAt`` is
-    ``now`` + ``resolve_timeout`` (seconds), and an end before the start is
-    refused ("start time must be before end time").
-
-    Raises:
-        AlertRejected: naming the bad field, prefixed by ``prefix`` (``"[1]."``).
+    ``rule`` = ``labels.alertname`` (may be ``""``, as ``Alert.Validate``, alert/alert.go),
+    ``asset`` = first present of ``asset_labels``, ``severity`` = ``labels.severity`` or
+    ``default_severity``, status from ``endsAt`` vs ``now`` (s). As ``postAlerts`` (api/v2/api.go):
+    empty labels dropped (``removeEmptyLabels``); missing ``startsAt`` = a past ``endsAt``, else
+    first seen; missing ``endsAt`` = ``now + resolve_timeout``; an end before the start refused.
+    Raises AlertRejected naming the field after ``prefix`` (``"[1]."``).
     """
     if not isinstance(raw, dict):
         raise AlertRejected(prefix.rstrip(".") or "(alert)",
@@ -337,9 +287,7 @@ def from_alertmanager_alert(raw: Any, now: float,
         labels=labels,
         annotations=_str_map(raw.get("annotations"), prefix + "annotations", MAX_ANNOTATIONS),
         time=ends if resolved else now,
-        # no startsAt: the end when it is over (Alertmanager), else when it is first seen
-        # (Alertmanager takes the future endsAt, so a later, earlier endsAt would end it
-        # before it began)
+        # no startsAt: the end when it is over (Alertmanager), else when first seen
         starts_at=starts if starts is not None else ends if resolved else None,
         ends_at=ends,  # firing: the future endsAt, when it resolves unless re-sent
         generator_url=_text(raw.get("generatorURL"), prefix + "generatorURL", required=False),
@@ -348,16 +296,9 @@ def from_alertmanager_alert(raw: Any, now: float,
 
 
 def from_alertmanager(payload: list[dict], now: float | None = None, **options: Any) -> list[Alert]:
-    """Normalize an Alertmanager ``POST /api/v2/alerts`` body (a JSON list).
-
-    ``now`` (epoch seconds) decides resolved vs firing from ``endsAt``; the
-    HTTP edge may omit it, then the wall clock is read once here. ``options``
-    go to :func:`from_alertmanager_alert`.
-
-    Raises:
-        AlertRejected: the whole body when it is not a list, or the first bad
-            alert with its index in the field (``"[1].labels"``).
-    """
+    """Normalize an Alertmanager ``POST /api/v2/alerts`` body (a JSON list); ``now`` (epoch s,
+    default the wall clock) decides status. Raises AlertRejected: not a list, or the first bad
+    alert (``"[1].labels"``)."""
     if not isinstance(payload, list):
         raise AlertRejected("body", f"must be a JSON list of alerts, got {type(payload).__name__}",
                             "a list of Alertmanager postableAlert objects", "type")
@@ -367,14 +308,8 @@ def from_alertmanager(payload: list[dict], now: float | None = None, **options: 
 
 
 def normalize(raw: Any, now: float, **options: Any) -> Alert:
-    """One raw alert of either format into an :class:`Alert`.
-
-    An :class:`Alert` passes through; a dict with ``rule`` is native; a dict
-    with ``labels`` and no ``rule`` is Alertmanager format.
-
-    Raises:
-        AlertRejected: naming the bad field; never any other exception.
-    """
+    """One raw alert of either format (``rule``: native; ``labels``: Alertmanager; an
+    :class:`Alert` passes) into an :class:`Alert`. Raises only AlertRejected, naming the field."""
     if isinstance(raw, Alert):
         try:
             return repair_alert(raw)

@@ -1,8 +1,5 @@
-"""Label matchers, one grammar for silences, routes, inhibit rules and
-``alertmanager.yml`` (Alertmanager's ``pkg/labels/matcher.go``): operators
-:class:`MatchOp`; regexes anchored (``^(?:re)$``) in RE2, Go's ``regexp``
-syntax, linear time; an absent label matches as ``""``.
-"""
+"""Label matchers for silences, routes, inhibit rules and ``alertmanager.yml`` (Alertmanager's
+``pkg/labels/matcher.go``): :class:`MatchOp`; RE2 regexes anchored ``^(?:re)$``; absent = ``""``."""
 from __future__ import annotations
 
 import json
@@ -56,13 +53,8 @@ RE2_OPTIONS = _re2_options()
 
 
 def compile_re2(pattern: str):
-    """``pattern`` compiled with RE2, outside the binding's cache: a pattern
-    costs up to ``max_mem`` (8 MiB), so the caller holds what it compiled.
-
-    Raises:
-        re2.error: not a valid RE2 pattern.
-        UnicodeEncodeError: ``pattern`` holds a lone UTF-16 surrogate.
-    """
+    """``pattern`` compiled with RE2 outside the binding's cache (up to ``max_mem``, 8 MiB, each:
+    the caller holds it). Raises re2.error, or UnicodeEncodeError for a lone surrogate."""
     return re2._Regexp(pattern, RE2_OPTIONS)
 
 
@@ -78,8 +70,8 @@ def _anchored(pattern: str):
 
 
 def regex_hit(rx: Any, value: str) -> bool:
-    """Go's ``MatchString``: a search, so ``a)|(b`` finds ``xb``; a lone
-    surrogate in ``value`` is matched as U+FFFD."""
+    """Go's ``MatchString``: a search, so ``a)|(b`` finds ``xb``; a lone surrogate in ``value`` is
+    matched as U+FFFD."""
     try:
         return rx.search(value) is not None
     except UnicodeEncodeError:
@@ -87,8 +79,8 @@ def regex_hit(rx: Any, value: str) -> bool:
 
 
 def compile_regex(pattern: str) -> tuple[Any, str | None]:
-    """(compiled, None) for a valid matcher regex, anchored, or (None, RE2's
-    words); ``\\C``, which Go refuses, is refused."""
+    """(compiled, None) for a valid matcher regex, anchored, or (None, RE2's words); ``\\C``, which
+    Go refuses, is refused."""
     if _byte_escape(pattern):
         return None, f"invalid escape sequence: `\\C` in {pattern!r}"
     try:
@@ -129,10 +121,8 @@ class Matcher:
             object.__setattr__(self, "op", MatchOp(self.op))
 
     def matches(self, labels: dict[str, str]) -> bool:
-        """True when ``labels`` satisfy the matcher (absent label = ``""``).
-
-        Raises:
-            re2.error: an invalid pattern (not from :func:`parse_matcher`)."""
+        """True when ``labels`` satisfy the matcher (absent label = ``""``); re2.error for an
+        invalid pattern not from :func:`parse_matcher`."""
         v = labels.get(self.name, "")
         op = self.op
         if op is MatchOp.EQUAL:
@@ -163,8 +153,8 @@ _UNQUOTED_VALUE_BAD = re.compile(r"[\"'=~!\s]")
 
 
 def _unquote(text: str, what: str, spec: str) -> str:
-    """A double-quoted string's content: JSON/Go escapes; others kept as
-    written (``"a\\.b"`` -> ``a\\.b``, as Alertmanager's classic parser)."""
+    """A double-quoted string's content: JSON/Go escapes; others kept as written (``"a\\.b"`` ->
+    ``a\\.b``, as Alertmanager's classic parser)."""
     try:
         value = json.loads(text)
         if isinstance(value, str):
@@ -243,12 +233,8 @@ def _parse_text(spec: str) -> tuple[str, MatchOp, str]:
 
 
 def split_matchers(text: str) -> list[str]:
-    """The matcher texts of ``{a="1", b=~"x,y"}``, ``a="1",b="2"`` or one
-    matcher; a trailing comma is allowed.
-
-    Raises:
-        ValueError: an unclosed ``{`` or quote, or an empty matcher between commas.
-    """
+    """Matcher texts of ``{a="1", b=~"x,y"}``, ``a="1",b="2"`` or one matcher (trailing comma
+    allowed). Raises ValueError: unclosed ``{`` or quote, or an empty matcher."""
     s = text.strip()
     if s.startswith("{") or s.endswith("}"):
         if not (s.startswith("{") and s.endswith("}")):
@@ -280,11 +266,8 @@ def split_matchers(text: str) -> list[str]:
 
 
 def parse_matchers(spec: Any) -> list[Matcher]:
-    """Every matcher of a selector string, a matcher object, or a list of either.
-
-    Raises:
-        ValueError: as :func:`parse_matcher`, naming the bad matcher.
-    """
+    """Every matcher of a selector string, a matcher or a list of either; ValueError names the bad
+    one."""
     if isinstance(spec, list):
         return [m for item in spec for m in parse_matchers(item)]
     if isinstance(spec, str):
@@ -307,15 +290,10 @@ def _from_dict(spec: dict) -> tuple[Any, Any, Any]:
 
 
 def parse_matcher(spec: Any) -> Matcher:
-    """A :class:`Matcher` from text, ``{"name", "op", "value"}`` or the API's
-    ``{"name", "value", "isRegex", "isEqual"}``.
-
-    Text follows Alertmanager 0.25-0.28's parsers: a name bare (letter or
-    ``_`` first) or double-quoted; a value double-quoted, single-quoted or
-    bare without spaces or ``"'=~!``; braces allowed (``{"a.b"="c"}``).
-
-    Raises:
-        ValueError: bad syntax, unknown operator or invalid regex.
+    """A :class:`Matcher` from text, ``{"name", "op", "value"}`` or the API's ``{"name", "value",
+    "isRegex", "isEqual"}``. Text as Alertmanager 0.25-0.28's parsers: name bare or double-quoted;
+    value double-quoted, single-quoted or bare; braces allowed. Raises ValueError: bad syntax,
+    unknown operator or invalid regex.
     """
     if isinstance(spec, Matcher):
         return spec

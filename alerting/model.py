@@ -1,12 +1,6 @@
-"""The one vocabulary of the alert funnel (docs/alerting.md, "Steps").
-
-Every source (native JSON, Alertmanager / Prometheus) is normalized into an
-:class:`Alert`: rule, asset, severity, status, labels, annotations, time.
-Everything here converts to and from plain JSON data (``to_dict`` /
-``from_dict``) so funnel state can live in changelog-backed Faust tables.
-
-Times are float seconds since the Unix epoch (UTC) everywhere.
-"""
+"""The alert funnel's vocabulary (docs/alerting.md, "Steps"): every source is normalized into an
+:class:`Alert`; everything converts to and from plain JSON (``to_dict`` / ``from_dict``) for
+changelog-backed tables. Times are float epoch seconds (UTC) everywhere."""
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +24,7 @@ class Severity(enum.IntEnum):
         return _SEVERITY_LABELS[self._value_]
 
 
-#: Severity value -> its wire label (``Severity.label``: a hot path; the
-#: enum's ``name`` is a descriptor, lower-cased at each call)
+#: Severity value -> wire label (hot path: the enum's ``name`` is a descriptor)
 _SEVERITY_LABELS = {0: "info", 1: "warning", 2: "critical"}
 #: wire label -> Severity, for :meth:`Alert.from_dict`
 _SEVERITY_BY_LABEL = {"info": Severity.INFO, "warning": Severity.WARNING,
@@ -46,16 +39,9 @@ class Status(str, enum.Enum):
 
 
 class Outcome(str, enum.Enum):
-    """The fate of one raw alert in the ledger (exactly one per raw alert).
-
-    ``delivered``: carried by webhook message M that the receiver accepted;
-    ``inhibited``: muted by a firing source alert of an ``inhibit_rules``
-    rule (``inhibited_by`` names the source fingerprints);
-    ``merged``: its group waited for a token and was merged into message M,
-    which the receiver accepted; ``deduplicated``: a repeat inside the cooldown,
-    a de-escalation, a resolve repeat, or a suppressed transient (see
-    ``reason``); ``silenced``: hidden by silence S; ``rejected``: failed
-    normalization (``reason`` names the field).
+    """The fate of one raw alert in the ledger (exactly one each): ``delivered`` in message M,
+    ``merged`` into M after waiting for a token, ``inhibited`` (``inhibited_by`` names the sources),
+    ``silenced`` by S, ``deduplicated`` (see ``reason``), ``rejected`` (``reason`` names the field).
     """
 
     DELIVERED = "delivered"
@@ -67,14 +53,8 @@ class Outcome(str, enum.Enum):
 
 
 class AlertRejected(FieldError):
-    """A raw alert that cannot be taken in (``alerting.intake``): at the HTTP
-    edge a 422 naming the field; inside the funnel a ``rejected`` ledger entry.
-
-    Attributes:
-        field: dotted path of the offending field as the sender spelt it
-            (``"labels.alertname"``, ``"[1].startsAt"``, ``"body"``).
-        problem: what is wrong (same as ``rule``).
-    """
+    """A raw alert that cannot be taken in: a 422 at the HTTP edge, a ``rejected`` ledger entry in
+    the funnel. ``field``: dotted path as sent (``"[1].startsAt"``); ``problem``: what is wrong."""
 
     def __init__(self, field: str, problem: str, accepted: str | None = None,
                  code: str = "invalid") -> None:
@@ -86,22 +66,10 @@ class AlertRejected(FieldError):
 class Alert:
     """One normalized alert.
 
-    Attributes:
-        rule: what fired (Alertmanager ``alertname``).
-        asset: what it fired on (host, instance, service...); may be ``""``.
-        severity: :class:`Severity`.
-        status: :class:`Status`.
-        labels: identifying labels (strings), as sent by the source.
-        annotations: descriptive text (summary, description, runbook...).
-        time: when the source observed this state, epoch seconds.
-        starts_at: when the problem began (Alertmanager ``startsAt``), epoch
-            seconds, or None when the source did not say.
-        ends_at: when it ended (``endsAt``), epoch seconds, or None.
-        generator_url: link back to the source (``generatorURL``).
-        source: ``"native"`` or ``"alertmanager"`` (decides identity, see
-            :mod:`alerting.dedupe`).
-        invalid_unicode: how many of its strings held invalid Unicode (lone
-            surrogates) that intake replaced by U+FFFD; 0 for clean input.
+    ``rule`` is Alertmanager's ``alertname``; ``asset`` what it fired on (may be ``""``);
+    ``labels`` identify, ``annotations`` describe; ``time`` (source observation), ``starts_at``,
+    ``ends_at`` are epoch seconds (None: not said); ``source`` ``"native"``/``"alertmanager"``
+    decides identity (:mod:`alerting.dedupe`); ``invalid_unicode``: strings intake repaired.
     """
 
     rule: str
@@ -118,12 +86,9 @@ class Alert:
     invalid_unicode: int = 0
 
     def match_labels(self) -> dict[str, str]:
-        """Labels that matchers, fingerprints and grouping see: the source
-        labels plus ``rule``, ``asset``, ``severity`` and ``alertname`` (the
-        vocabulary wins over a source label of the same name). An
-        Alertmanager alert without a ``severity`` label has none here
-        either (matchers see ``""``, as in Alertmanager), though it is
-        handled at the default severity."""
+        """Labels matchers, fingerprints and grouping see: source labels plus ``rule``, ``asset``,
+        ``severity``, ``alertname`` (these win). An Alertmanager alert without ``severity`` has
+        none here (matchers see ``""``, as in Alertmanager)."""
         out = dict(self.labels)
         if self.rule:  # an Alertmanager alert may have no alertname
             out.setdefault("alertname", self.rule)
@@ -134,9 +99,8 @@ class Alert:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data (severity and status as lower-case strings; label
-        and annotation maps copied). Written by hand: ``dataclasses.asdict``
-        deep-copies field by field and was a tenth of the funnel's time."""
+        """Plain JSON data (severity and status as lower-case strings; maps copied), by hand:
+        ``dataclasses.asdict`` deep-copies field by field."""
         return {"rule": self.rule, "asset": self.asset, "severity": self.severity.label,
                 "status": self.status.value, "labels": dict(self.labels),
                 "annotations": dict(self.annotations), "time": self.time,
@@ -145,13 +109,8 @@ class Alert:
                 "invalid_unicode": self.invalid_unicode}
 
     def to_state(self) -> dict[str, Any]:
-        """:meth:`to_dict` without the fields that hold their default (no
-        labels or annotations, no ``starts_at`` / ``ends_at``, no
-        ``generator_url``, source ``native``, clean Unicode): the form kept
-        in funnel state (episodes, group members), where every open alert
-        holds it in memory and every change writes it to the changelog, and
-        carried by router commands on ``alerts.funnel``. :meth:`from_dict`
-        reads both forms."""
+        """:meth:`to_dict` without default-valued fields: the form kept in funnel state and router
+        commands (every open alert holds it); :meth:`from_dict` reads both."""
         d = {"rule": self.rule, "asset": self.asset, "severity": self.severity.label,
              "status": self.status.value, "time": self.time}
         if self.labels:
@@ -172,16 +131,12 @@ class Alert:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Alert":
-        """Inverse of :meth:`to_dict` and :meth:`to_state` (trusted data: no validation).
-
-        Raises what the dataclass raises for missing or unknown fields, and
-        KeyError / ValueError / AttributeError for an unknown severity or
-        status (as ``Severity[...]`` and ``Status(...)`` do)."""
+        """Inverse of :meth:`to_dict` / :meth:`to_state` (trusted: no validation). Raises what the
+        dataclass raises for bad fields, KeyError/ValueError for an unknown severity or status."""
         sev, status = d.get("severity"), d.get("status")
         if (type(sev) is str and type(status) is str and sev in _SEVERITY_BY_LABEL
                 and status in _STATUSES and _REQUIRED <= d.keys() <= _FIELDS):
-            # the usual case (values this module wrote), ~4x faster than the
-            # frozen dataclass's __init__: the same attributes, set directly
+            # the usual case: set the attributes directly, bypassing the frozen __init__
             obj = object.__new__(cls)
             attrs = obj.__dict__
             attrs.update(_DEFAULTS)  # the state form (:meth:`to_state`) leaves them out
@@ -201,20 +156,10 @@ class Alert:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """The final outcome of one raw alert (topic ``alerts.ledger``).
-
-    Attributes:
-        raw_id: id the funnel gave the raw alert on ingest (``"r42"``).
-        outcome: :class:`Outcome` value.
-        time: when the outcome became final, epoch seconds.
-        fingerprint: the alert's fingerprint ("" when rejected).
-        message_id: message M for ``delivered`` / ``merged``.
-        silence_id: silence S for ``silenced``.
-        reason: detail (``"repeat"``, ``"deescalation"``, ``"resolve_repeat"``,
-            ``"transient"``, or the rejection text naming the field).
-        inhibited_by: for ``inhibited``, the fingerprints of the firing
-            source alerts that muted it (Alertmanager's ``inhibitedBy``).
-    """
+    """The final outcome of one raw alert (topic ``alerts.ledger``): ``raw_id`` (``"r42"``),
+    ``outcome``, ``time`` (epoch s), ``fingerprint`` ("" when rejected), ``message_id`` (delivered,
+    merged), ``silence_id``, ``reason`` (dedupe reason or rejection text), ``inhibited_by`` (source
+    fingerprints, Alertmanager's ``inhibitedBy``)."""
 
     raw_id: str
     outcome: str
@@ -235,26 +180,14 @@ class LedgerEntry:
 
 @dataclass(frozen=True)
 class Message:
-    """One webhook message due to be sent to one receiver.
+    """One webhook message due to one receiver.
 
-    Attributes:
-        id: message id, unique per funnel (``"oncall-7"``).
-        receiver: receiver name from the config.
-        idempotency_key: stable across every retry of this message.
-        attempt: 1 for the first HTTP attempt, 2 for the first retry...
-        created_at: when the message was built, epoch seconds.
-        sections: one dict per group (or group part) carried; see
-            :func:`alerting.group.build_sections` for the keys.
-        merged_groups: how many sections waited for a token and were merged in.
-        merged_alerts: how many listed alerts those merged sections carry.
-        alert_count: listed alerts in the message (never above batch size,
-            except a lone section which is already a numbered part).
-        traceparent: W3C traceparent of the funnel decision whose alert
-            opened the message (its first group's): the parent of every
-            delivery attempt's span; None without tracing.
-        links: traceparents of other traces merged into the message (other
-            groups, later alerts), at most ``plait.tracing.MAX_LINKS``: the
-            delivery spans' links (docs/alerting.md, "Traces").
+    ``idempotency_key`` is stable across retries; ``attempt`` counts from 1; ``created_at`` epoch
+    s; ``sections``: one per group (part), keys of :func:`alerting.group.build_sections`;
+    ``merged_groups``/``merged_alerts``: sections merged in after waiting for a token;
+    ``alert_count`` at most the batch size (but a lone part); ``traceparent``: the opening
+    decision, parent of the delivery spans; ``links``: other traces (at most
+    ``plait.tracing.MAX_LINKS``, docs/alerting.md, "Traces").
     """
 
     id: str
@@ -270,10 +203,8 @@ class Message:
     links: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data. ``sections`` is the message's own list, not a
-        copy (:func:`alerting.outbox.to_message` already copied it out of the
-        state; a deep copy of a 1,000-alert message cost ~0.3 s): do not
-        mutate it."""
+        """Plain JSON data; ``sections`` is the message's own list (already copied out of the
+        state): do not mutate it."""
         return {"id": self.id, "receiver": self.receiver,
                 "idempotency_key": self.idempotency_key, "attempt": self.attempt,
                 "created_at": self.created_at, "sections": self.sections,

@@ -1,11 +1,6 @@
-"""A receiver's outbox and its message in flight (plain data, pure functions).
-
-Due groups are built into sections queued in the receiver's ``outbox``; a
-message takes queued sections up to the batch size when the token bucket
-gives a token; sections that found no token wait and are reported as merged
-(``merged_groups`` / ``merged_alerts``). The outbox holds at most one set of
-sections per group: a group evaluated again while its section still waits is
-rebuilt into one up-to-date section (:func:`unqueue`).
+"""A receiver's outbox and message in flight (plain data, pure functions): due groups queue
+sections; a message takes them up to the batch size when the bucket gives a token; sections that
+waited are reported merged. At most one set of sections per group (:func:`unqueue`).
 """
 from __future__ import annotations
 
@@ -21,24 +16,12 @@ from alerting.model import Message
 
 def unqueue(g: dict[str, Any], outbox: list[dict],
             queued: set[str] | None = None) -> dict[str, Any] | None:
-    """Take this group's unsent sections out of ``outbox`` and give their
-    raw alerts back to the members, so the group is rebuilt as one
-    up-to-date set of sections instead of queueing stale ones behind a
-    rate limit (the outbox holds at most one set per group).
+    """Take group ``g``'s unsent sections out of ``outbox`` (raw ids back to the members) so it is
+    rebuilt as one up-to-date set. ``queued``: a superset of the group ids with sections queued
+    (no scan for others: a storm queues thousands).
 
-    ``queued``: ids of the groups that may have sections in ``outbox`` (a
-    set, or the funnel's counts keyed by group id; a superset is fine); a
-    group not in it returns at once, without a scan of the outbox (a storm
-    queues thousands of sections: scanning them for each evaluated group was
-    most of the funnel's time).
-
-    Returns:
-        ``{"at": index to insert the rebuilt sections (the oldest queued
-        position keeps its turn), "merged": whether those had waited,
-        "sections": the sections taken out (their traces are kept,
-        :func:`alerting.group.join_traces`)}``, or None when part of a
-        numbered set already left: the rest of the set goes first and the
-        group is evaluated after it.
+    Returns ``{"at": insert index (the oldest position keeps its turn), "merged": whether they
+    waited, "sections": those taken out}``, or None when part of a numbered set already left.
     """
     if queued is not None and g["id"] not in queued:  # nothing of it queued: no scan
         return {"at": len(outbox), "merged": False, "sections": []}
@@ -60,11 +43,8 @@ def unqueue(g: dict[str, Any], outbox: list[dict],
 
 
 def wait(fresh: dict[int, dict]) -> None:
-    """Queued sections found no token (or the receiver busy): they will be
-    reported as merged into the receiver's next message. ``fresh``: the
-    receiver's queued sections not flagged yet (``{id(section): section}``,
-    kept by the funnel), so a busy receiver's tick does not walk its whole
-    outbox; emptied."""
+    """Queued sections found no token: flag them merged. ``fresh`` (``{id(section): section}``
+    not flagged yet) is emptied, so a busy receiver's tick does not walk its outbox."""
     for s in fresh.values():
         s["merged"] = True
     fresh.clear()
@@ -72,12 +52,9 @@ def wait(fresh: dict[int, dict]) -> None:
 
 def fill(rs: dict[str, Any], base: list[dict], limit: int,
          taken_out: list[dict] | None = None, one_group: bool = False) -> list[dict]:
-    """Sections for the next message: ``base`` (a failed message being
-    superseded) plus queued sections while the combined count stays within
-    ``limit`` alerts (the first always goes: a part is never above it).
-    ``taken_out``: gets the queued sections taken out of the outbox.
-    ``one_group``: stop at a section of another group than the first
-    (``grouping.merge_groups: false``: one group per message, as Alertmanager)."""
+    """Sections for the next message: ``base`` (a superseded message's) plus queued ones within
+    ``limit`` alerts (the first always goes), those taken added to ``taken_out``; ``one_group``
+    (``merge_groups: false``, as Alertmanager) stops at another group."""
     chosen: list[dict] = []
     fps: dict[str, set] = {}  # unsplit group -> fingerprints listed (combine's count)
     total = 0
@@ -99,7 +76,7 @@ def fill(rs: dict[str, Any], base: list[dict], limit: int,
         take(s)
     taken = 0
     queue = rs["outbox"]
-    while taken < len(queue):  # linear: one pass, one slice (was a combine per step)
+    while taken < len(queue):  # one pass, one slice
         s = queue[taken]
         if chosen and (total + grow(s) > limit
                        or one_group and s["group_id"] != chosen[0]["group_id"]):
@@ -113,8 +90,8 @@ def fill(rs: dict[str, Any], base: list[dict], limit: int,
 
 
 def new_inflight(name: str, seq: int, sections: list[dict], now: float, failures: int) -> dict:
-    """A message in flight: id ``<receiver>-<seq>``, its idempotency key,
-    sections, merge counts and retry state (plain data)."""
+    """A message in flight: id ``<receiver>-<seq>``, its idempotency key, sections, merge counts
+    and retry state (plain data)."""
     mid = f"{name}-{seq}"
     merged = [s for s in sections if s["merged"]]
     return {"id": mid, "key": idempotency_key(name, mid, now), "created_at": now,
@@ -126,9 +103,7 @@ def new_inflight(name: str, seq: int, sections: list[dict], now: float, failures
 
 
 def _copy(data: Any) -> Any:
-    """A deep copy of plain JSON data (orjson round trip: about ten times
-    ``copy.deepcopy``'s speed on a 1,000-alert message); anything else falls
-    back to ``copy.deepcopy``."""
+    """A deep copy of plain JSON data (orjson round trip), else ``copy.deepcopy``."""
     try:
         return orjson.loads(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
     except TypeError:

@@ -1,15 +1,9 @@
 """A record the alert path cannot send: dead-lettered, counted, alerted.
 
-Every record the funnel writes is built within
-:data:`plait.records.MAX_RECORD_BYTES` (commands, ledger batches, table
-values in pieces, notifications in chunks; docs/kafka-rules.md #17). What
-still would not fit (one alert too large for a command of its own, or a
-bug) is never handed to the producer, where it would fail the whole batch
-and the worker would exit and fail on it again at every restart: it is kept
-in ``export.dlq`` (cut to fit), counted in
-``plait_alert_records_too_large_total{topic}`` and raised as Plait's own
-alert ``AlertRecordTooLarge`` (critical, asset = the topic) on
-``alerts.raw``, as the DLQ watch raises ``DLQGrowth``; the worker goes on.
+Records are built within :data:`plait.records.MAX_RECORD_BYTES` (docs/kafka-rules.md #17); what
+still does not fit is never handed to the producer (it would fail the batch at every restart): it
+goes to ``export.dlq`` cut to fit, counts in ``plait_alert_records_too_large_total{topic}`` and
+raises the native alert ``AlertRecordTooLarge`` (critical, asset = topic); the worker goes on.
 """
 from __future__ import annotations
 
@@ -29,9 +23,8 @@ KEPT_BYTES = 64 * 1024
 
 
 def too_large_alert(topic: str, size: int, now: float) -> dict[str, Any]:
-    """The native raw alert ``AlertRecordTooLarge`` for a ``size``-byte
-    record meant for ``topic`` (base name); it ends :data:`RESOLVE_AFTER`
-    after the last one."""
+    """The native raw alert ``AlertRecordTooLarge`` for a ``size``-byte record meant for ``topic``
+    (base name); it ends :data:`RESOLVE_AFTER` after the last one."""
     return {"rule": "AlertRecordTooLarge", "asset": topic, "severity": "critical",
             "status": "firing", "labels": {"topic": topic, "source": "plait.alerting"},
             "annotations": {"summary": f"a {size}-byte record for {topic} was kept in export.dlq "
@@ -41,8 +34,7 @@ def too_large_alert(topic: str, size: int, now: float) -> dict[str, Any]:
 
 def letter(topic: str, partition: int | None, key: bytes | None, value: bytes,
            reason: str) -> DeadLetter:
-    """The dead letter of a record too large to send: its topic, partition
-    and key, the reason, and the start of its value (:data:`KEPT_BYTES`)."""
+    """Dead letter of an oversize record: topic, partition, key, reason, start of its value."""
     text = key.decode(errors="replace")[:1024] if key else None
     return DeadLetter(topic=topic, partition=partition, key=text, error=reason[:2000],
                       errorClass="RecordTooLarge",
@@ -51,20 +43,15 @@ def letter(topic: str, partition: int | None, key: bytes | None, value: bytes,
 
 @dataclass
 class Guard:
-    """Checks records before they are sent and keeps those too large.
-
-    Args:
-        keep: ``await keep(dead letter, key)``: sends it to ``export.dlq``.
-        alert: ``await alert(raw alert)``: sends it to ``alerts.raw``.
-    """
+    """Checks records before they are sent and keeps oversize ones: ``await keep(dead letter,
+    key)`` to ``export.dlq``, ``await alert(raw alert)`` to ``alerts.raw``."""
 
     keep: Callable[[DeadLetter, str], Awaitable[None]]
     alert: Callable[[dict[str, Any]], Awaitable[None]]
     held: list[tuple[str, int, DeadLetter, str]] = field(default_factory=list)
 
     def fits(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None) -> bool:
-        """True when the record may be sent; else it is held for
-        :meth:`flush` (and counted) and must not be sent."""
+        """True when the record may be sent; else it is held for :meth:`flush` and counted."""
         size = record_bytes(key, value)
         if size <= MAX_RECORD_BYTES:
             return True
@@ -72,8 +59,7 @@ class Guard:
         return False
 
     def hold(self, topic: str, partition: int | None, key: bytes | None, value: bytes | None) -> None:
-        """Keep a record that will not be sent (counted now, dead-lettered
-        by :meth:`flush`)."""
+        """Keep a record that will not be sent (counted now, dead-lettered by :meth:`flush`)."""
         size = record_bytes(key, value)
         TOO_LARGE.labels(topic=topic).inc()
         reason = f"record of {size} bytes for {topic}; most {MAX_RECORD_BYTES}"
@@ -81,9 +67,8 @@ class Guard:
                           key.decode(errors="replace")[:1024] if key else ""))
 
     async def flush(self) -> int:
-        """Send the held records' dead letters and one alert per topic;
-        returns how many were kept. Raises what sending raised (the held
-        records are dropped either way: nothing loops on them)."""
+        """Send held dead letters and one alert per topic; returns how many. Raises what sending
+        raised (held records are dropped either way)."""
         held, self.held = self.held, []
         largest: dict[str, int] = {}
         for topic, size, dead, key in held:

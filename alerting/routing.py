@@ -1,13 +1,8 @@
-"""The routing tree, walked as Alertmanager walks it (docs, "route";
-docs/alerting.md, "Routes"): the root always matches; children are tried in
-order, depth first, and a match stops its siblings unless it says
-``continue``; a route none of whose children matched is the match. Settings
-are inherited unless set; ``mute_time_intervals`` / ``active_time_intervals``
-are not (:func:`muted_at`).
-
-:func:`decide` gives one :class:`Decision` per route reached, which travels
-in its ``alerts.funnel`` command; the funnel takes it as given.
-"""
+"""The routing tree, walked as Alertmanager walks it (docs/alerting.md, "Routes"): the root always
+matches; children in order, depth first, a match stopping its siblings unless ``continue``; a
+route whose children all miss is the match. Settings inherit unless set, time intervals do not
+(:func:`muted_at`). :func:`decide` gives one :class:`Decision` per route reached, which the
+funnel takes as given."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,9 +22,9 @@ _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "augu
 
 @dataclass(frozen=True)
 class Route:
-    """One matched route with its inherited settings (timers in seconds);
-    ``id`` ``"0"`` is the root, ``"0.2.1"`` the second child of its third
-    child (part of the group key); ``mute`` / ``active``: interval names."""
+    """One matched route with its inherited settings (timers in seconds); ``id`` ``"0"`` is the
+    root, ``"0.2.1"`` the second child of its third child (part of the group key); ``mute`` /
+    ``active``: interval names."""
 
     id: str
     receiver: str
@@ -62,8 +57,8 @@ def _child(parent: Route, sub: Any, rid: str) -> Route:
 
 @dataclass(frozen=True)
 class _Node:
-    """One route as the walk needs it: ``equal`` its ``=`` matchers as
-    ``(name, value)``, ``matchers`` the others, cheapest first."""
+    """One route as the walk needs it: ``equal`` its ``=`` matchers as ``(name, value)``,
+    ``matchers`` the others, cheapest first."""
 
     route: Route
     equal: tuple[tuple[str, str], ...]
@@ -90,8 +85,8 @@ _MAX_TREES = 64
 
 
 def _tree(config: Any) -> _Node:
-    """The routing tree of ``config``, built once per config object (held,
-    so its id stays its own)."""
+    """The routing tree of ``config``, built once per config object (held, so its id stays its
+    own)."""
     got = _TREES.get(id(config))
     if got is not None and got[0] is config:
         return got[1]
@@ -184,9 +179,9 @@ def muted_at(config: Any, route: Route, now: float) -> bool:
 
 @dataclass(frozen=True)
 class Decision:
-    """One alert on one route it reaches: ``receiver`` (the ``alerts.funnel``
-    key), ``fingerprint`` (16 hex digits on the first route, ``<fp>~<route
-    id>`` on further ``continue`` routes), ``route`` id."""
+    """One alert on one route it reaches: ``receiver`` (the ``alerts.funnel`` key), ``fingerprint``
+    (16 hex digits on the first route, ``<fp>~<route id>`` on further ``continue`` routes),
+    ``route`` id."""
 
     receiver: str
     fingerprint: str
@@ -206,9 +201,9 @@ class Decision:
 
 
 def decide(config: Any, alert: Alert) -> list[Decision]:
-    """One :class:`Decision` per route ``alert`` reaches, plus one per further
-    integration of its receiver (``config.fanout``; identity ``<fp>~<route
-    id>~<n>``). Raises only on a forged alert."""
+    """One :class:`Decision` per route ``alert`` reaches, plus one per further integration of its
+    receiver (``config.fanout``; identity ``<fp>~<route id>~<n>``). Raises only on a forged
+    alert."""
     fp = fingerprint(alert, config.dedupe.fingerprint_labels)
     routes = routes_for(config, alert.match_labels())
     fanout = getattr(config, "fanout", None)

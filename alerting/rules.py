@@ -1,25 +1,13 @@
-"""Rules that turn export lifecycle events into raw alerts.
+"""Rules turning export lifecycle events into raw alerts: a task ending ``FAILED``
+(``ExportFailed``, critical) or ``TIMEOUT`` (``ExportTimeout``, warning) fires on asset
+``<sysCode>/<bizType>`` (repeats dedupe and group), task id and owner in labels, error in
+annotations; a task running ``slow_task_after`` s fires ``ExportSlow`` (warning) on
+``<sysCode>/<bizType>/<taskId>`` until it ends; ``dlq_threshold`` dead letters within
+``dlq_window`` s fire ``DLQGrowth`` (critical) on ``export.dlq`` until a window passes without one.
 
-- a task ends ``FAILED``: rule ``ExportFailed``, severity critical;
-- a task ends ``TIMEOUT``: rule ``ExportTimeout``, severity warning;
-- a task still running ``slow_task_after`` seconds after it was created:
-  ``ExportSlow`` (warning) on asset ``<sysCode>/<bizType>/<taskId>``, resolved
-  when the task ends;
-- ``dlq_threshold`` dead letters within ``dlq_window`` seconds: ``DLQGrowth``
-  (critical) on asset ``export.dlq``, resolved once a window passes without one.
-
-The first two are firing alerts on asset ``<sysCode>/<bizType>`` (so repeats of the
-same kind of export are deduplicated and grouped), with the task id and its
-owner in the labels and the error in the annotations.
-
-Resolution without a human (docs/alerting.md, "Resolution without a human"):
-``ExportFailed`` / ``ExportTimeout`` carry ``endsAt`` = event time +
-``rules.failed_resolve_after`` (their own timeout), and the next task of the
-same sysCode/bizType that ends ``SUCCESS`` resolves them at once
-(:func:`recovery_alerts`; the agent sends them only when a failure of that
-sysCode/bizType is on record, ``plait.keys.export_failed_marker``).
-``DLQGrowth`` resolves when a window passes without a dead letter (the DLQ
-stopped growing).
+Resolution without a human (docs/alerting.md): failures carry ``endsAt`` = event time +
+``rules.failed_resolve_after``, and the next ``SUCCESS`` of that sysCode/bizType resolves them
+(:func:`recovery_alerts`, sent when ``plait.keys.export_failed_marker`` records a failure).
 """
 from __future__ import annotations
 
@@ -40,10 +28,8 @@ def export_asset(event: Lifecycle) -> str:
 
 
 def lifecycle_alert(event: Lifecycle, resolve_after: float | None = None) -> dict[str, Any] | None:
-    """The native raw alert for ``event``, or None when no rule applies.
-
-    ``resolve_after`` (seconds): the alert carries ``endsAt`` = the event
-    time + this, so it resolves then unless sent again."""
+    """The native raw alert for ``event`` (``endsAt`` = event time + ``resolve_after`` s), or
+    None when no rule applies."""
     rule = RULES.get(event.status)
     if rule is None:
         return None
@@ -68,12 +54,8 @@ def lifecycle_alert(event: Lifecycle, resolve_after: float | None = None) -> dic
 
 
 def recovery_alerts(event: Lifecycle, failed_task: str | None = None) -> list[dict[str, Any]]:
-    """Resolved ``ExportFailed`` and ``ExportTimeout`` for the asset of a task
-    that ended ``SUCCESS`` (empty for any other status): the same
-    fingerprint (rule, asset) as the firing ones, so they end that episode.
-    ``failed_task``: the task whose failure is resolved (kept as ``taskId``,
-    so the resolved message links to it); the succeeding task is
-    ``resolvedBy``."""
+    """Resolved ``ExportFailed``/``ExportTimeout`` (same fingerprint) for the asset of a task that
+    ended ``SUCCESS``, else []; ``taskId`` is ``failed_task``, ``resolvedBy`` the succeeding one."""
     if event.status != "SUCCESS":
         return []
     labels = {"taskId": failed_task or event.taskId, "sysCode": event.sysCode or "",
@@ -89,9 +71,8 @@ def recovery_alerts(event: Lifecycle, failed_task: str | None = None) -> list[di
 
 def slow_task_alert(event: Lifecycle, created_at: float, now: float, after: float,
                     fired: bool) -> dict[str, Any] | None:
-    """``ExportSlow`` for a task: firing when it is still active ``after``
-    seconds past ``created_at`` (Unix seconds) and has not fired yet; resolved
-    when a task that fired ends. None otherwise."""
+    """``ExportSlow`` for a task: firing once when still active ``after`` s past ``created_at``
+    (Unix s), resolved when a task that fired ends; else None."""
     asset = f"{event.sysCode or 'unknown'}/{event.bizType or 'unknown'}/{event.taskId}"
     labels = {"taskId": event.taskId, "sysCode": event.sysCode or "",
               "bizType": event.bizType or "", "source": "plait.export"}
@@ -107,8 +88,7 @@ def slow_task_alert(event: Lifecycle, created_at: float, now: float, after: floa
 
 
 class DlqWatch:
-    """Counts dead letters in a sliding window (seconds) and says when
-    ``DLQGrowth`` starts firing and when it resolves. Plain state, no I/O."""
+    """Dead letters in a sliding window (s): when ``DLQGrowth`` fires and resolves. No I/O."""
 
     def __init__(self, window: float, threshold: int) -> None:
         self.window, self.threshold = window, threshold
@@ -123,8 +103,8 @@ class DlqWatch:
                 "time": now}
 
     def observe(self, now: float) -> dict[str, Any] | None:
-        """One dead letter at ``now``; returns the firing alert when the
-        threshold is crossed (once per episode)."""
+        """One dead letter at ``now``; returns the firing alert when the threshold is crossed (once
+        per episode)."""
         self.times.append(now)
         return self.check(now) if not self.firing else None
 

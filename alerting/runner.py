@@ -1,11 +1,6 @@
-"""Apply ``alerts.funnel`` commands to the funnel of their partition.
-
-No Kafka and no HTTP here: :meth:`FunnelRunner.apply` takes one decoded
-command with its partition and offset, runs the pure funnel, persists what
-changed (:mod:`alerting.store`) and returns the :class:`Effects` the agent
-must carry out (ledger entries to emit, messages to send, when to wake up).
-Unit tests drive it with a dict as the table and a fake clock.
-"""
+"""Apply ``alerts.funnel`` commands to their partition's funnel, without Kafka or HTTP:
+:meth:`FunnelRunner.apply` runs the pure funnel, persists what changed (:mod:`alerting.store`) and
+returns the :class:`Effects` the agent carries out."""
 from __future__ import annotations
 
 import logging
@@ -25,31 +20,18 @@ from plait import tracing
 
 log = logging.getLogger("plait.alerting")
 
-#: Longest time (seconds) an episode's persisted ``last_seen`` may lag the
-#: funnel's own when only repeats arrived (docs/alerting.md, "On Kafka",
-#: repeats).
+#: Longest lag (s) of an episode's stored ``last_seen`` when only repeats arrived.
 SEEN_PERSIST_EVERY = 30.0
 #: The episode fields a repeat may move without being written at once.
 _MOVED_BY_REPEAT = frozenset({"last_seen", "expires_at"})
 
 
 def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> bool:
-    """True when the alert just applied need not write its episode now
-    (docs/alerting.md, "On Kafka", repeats): ``ep`` (the episode after it; the
-    dedupe step makes a new dict) differs from ``old`` (before it) in
-    ``last_seen`` and ``expires_at`` only, and the values last marked for
-    writing (``seen_saved``, ``exp_saved``, set by the caller whenever it
-    writes the episode) still bound what a restarted worker would read.
-
-    The stored values lie between the marked ones and the live ones: every
-    other write of the episode (ticks, results, silence and expire commands,
-    later commands of the batch) stores the live values of its time, and
-    ``expires_at`` is never left behind when it moves earlier. So skipping
-    keeps the stored ``last_seen`` less than :data:`SEEN_PERSIST_EVERY`
-    seconds behind the live one and, for a firing episode, the stored
-    ``expires_at`` no later than the live one and more than half of its
-    remaining lifetime ahead of ``now`` (seconds); a resolved episode's
-    ``expires_at`` is not used (and a repeat of its resolve does not move it)."""
+    """True when the alert just applied need not write its episode now (docs/alerting.md, "On
+    Kafka", repeats): ``ep`` differs from ``old`` in ``last_seen``/``expires_at`` only, and the
+    values last marked for writing (``seen_saved``, ``exp_saved``) still bound what a restart reads:
+    stored ``last_seen`` under :data:`SEEN_PERSIST_EVERY` s behind, a firing episode's stored
+    ``expires_at`` no later than the live one and over half its remaining life past ``now``."""
     if old is None or old is ep or len(old) != len(ep):
         return False
     for k, v in ep.items():
@@ -66,16 +48,9 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
 
 @dataclass
 class Effects:
-    """What one command asks the agent to do.
-
-    Attributes:
-        ledger: final outcomes to emit on ``alerts.ledger`` (plain dicts).
-        messages: webhook messages to send now (state already persisted).
-        wake_at: epoch seconds at which a tick is wanted sooner than the
-            1 s timer would give one, or None.
-        skipped: the command was a replay and changed nothing.
-        writes: table writes made.
-    """
+    """What one command asks the agent to do: ``ledger`` entries (dicts) to emit, ``messages`` to
+    send (state persisted), ``wake_at`` (epoch s) for a tick sooner than the timer, ``skipped`` (a
+    replay), ``writes`` made."""
 
     ledger: list[dict[str, Any]] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
@@ -90,13 +65,8 @@ class Effects:
 
 
 class FunnelRunner:
-    """Every funnel partition this process has seen, each resumable from the table.
-
-    Args:
-        config: the alerting configuration.
-        table: table of entities (Faust ``Table`` or a dict).
-        clock: epoch-seconds clock (``now`` of every step).
-    """
+    """Every funnel partition this process has seen, each resumable from ``table`` (Faust
+    ``Table`` or dict); ``clock`` gives epoch seconds."""
 
     def __init__(self, config: AlertingConfig, table: MutableMapping[str, bytes],
                  clock: Callable[[], float] = time.time) -> None:
@@ -104,8 +74,7 @@ class FunnelRunner:
         self.table = table
         self.clock = clock
         self.partitions: dict[int, PartitionState] = {}
-        #: partition -> (its PartitionState, group id -> raw alerts pending
-        #: in it, their sum): :meth:`counters` recounts changed groups only
+        #: partition -> (PartitionState, group id -> raws pending, their sum)
         self._pending: dict[int, tuple[PartitionState, dict[str, int], int]] = {}
 
     def state(self, partition: int) -> PartitionState:
@@ -123,13 +92,8 @@ class FunnelRunner:
         self._pending.pop(partition, None)
 
     def counters(self, partition: int) -> dict[str, Any] | None:
-        """The partition's counters (with ``pending`` and ``balanced``), if known.
-
-        ``pending`` is counted from the state as :meth:`Funnel.pending` does,
-        but per group only for the groups written since the last call (the
-        partition's ``"pending"`` :meth:`PartitionState.watch`), plus the
-        outboxes and messages in flight (counters are published every
-        second; a walk of every open group would grow with the open alerts)."""
+        """The partition's counters with ``pending`` and ``balanced``, if known; ``pending`` is
+        recounted only for groups written since the last call (published every second)."""
         ps = self.partitions.get(partition)
         if ps is None:
             return None
@@ -154,33 +118,17 @@ class FunnelRunner:
         return total + f.queued_pending()
 
     def apply(self, partition: int, offset: int, cmd: dict[str, Any]) -> Effects:
-        """Apply one command read at ``offset`` of ``partition`` (a batch of one).
-
-        Raises:
-            Exception: only on a bug; the caller then calls :meth:`forget`
-                so the partition reloads its last persisted state.
-        """
+        """Apply one command read at ``offset`` of ``partition``. Raises only on a bug: the caller
+        then calls :meth:`forget`."""
         return self.apply_batch(partition, [(offset, cmd)])
 
     def apply_batch(self, partition: int, commands: list[tuple[int, dict[str, Any]]]) -> Effects:
-        """Apply the commands read at increasing offsets of ``partition`` in
-        order (and, when something is due by then and the batch did not end
-        with a tick, a tick at its end), then persist once: each touched entity (group, member,
-        episode, receiver) is written once per batch, with the last offset,
-        so a replay of the batch is recognised as a whole (docs/kafka-rules.md).
+        """Apply ``commands`` (``[(offset, command)]``, offsets increasing) of ``partition`` in
+        order (with a tick at the end when something is due), then persist each touched entity
+        once with the last offset, so a replay is recognised whole (docs/kafka-rules.md).
 
-        Args:
-            commands: ``[(offset, command)]``, offsets increasing.
-
-        Returns:
-            the combined :class:`Effects` (ledger entries in decision order,
-            messages to send only after the caller made the writes durable,
-            the soonest wake-up).
-
-        Raises:
-            Exception: only on a bug; the caller then calls :meth:`forget`
-                so the partition reloads its last persisted state (the whole
-                batch is then redone from the table).
+        Returns the combined :class:`Effects` (messages to send only once the writes are durable).
+        Raises only on a bug: the caller calls :meth:`forget` and the batch is redone.
         """
         ps = self.state(partition)
         fx = Effects()
@@ -210,9 +158,7 @@ class FunnelRunner:
         if last is None:
             return fx
         if not ticked and fx.wake_at is not None and fx.wake_at <= now + 1e-9:
-            # something is due already (a group with group_wait 0, a delivered
-            # message with more queued): tick here, not after a round trip
-            # through the broker and the 1 s timer
+            # something is due already: tick now, not after a trip through the 1 s timer
             fx.wake_at = None
             keys = self._other(ps, "tick", {"kind": "tick"}, now, fx)
             self._reindex(ps, keys, now)
@@ -227,10 +173,8 @@ class FunnelRunner:
 
     @staticmethod
     def next_due(ps: PartitionState) -> float | None:
-        """When the partition next needs a tick (epoch s): its soonest due
-        group, alert expiry or retry. The agent schedules a tick then
-        (:meth:`alerting.agents.AlertingService.wake`), so a group flushes on
-        its timer's time, not at the next 1 s timer tick."""
+        """The partition's next tick (epoch s): soonest due group, expiry or retry, so a group
+        flushes on its timer, not at the next 1 s tick."""
         st = ps.funnel.state
         times = [ps.due.next_due(), st.get("next_expiry")] + [
             rs["inflight"].get("next_attempt_at") for rs in st["receivers"].values()
@@ -240,8 +184,7 @@ class FunnelRunner:
 
     @staticmethod
     def _reindex(ps: PartitionState, keys: list[str] | None, now: float) -> None:
-        """Tell the partition's due index which groups a command may have
-        changed (``keys``: table keys; None: any, rebuild it)."""
+        """Tell the due index which groups ``keys`` (table keys; None: rebuild) may have changed."""
         groups = ps.funnel.state["groups"]
         if keys is None:
             ps.due.rebuild(groups, now)
@@ -250,8 +193,7 @@ class FunnelRunner:
         ps.due.update(groups, [k[len(head):] for k in keys if k.startswith(head)])
 
     def _group_keys(self, ps: PartitionState, gids: set[str], fps: set[str]) -> set[str]:
-        """Table keys of groups ``gids`` (header and members) and of the
-        episodes of their members and of ``fps``, plus every receiver."""
+        """Table keys of groups ``gids``, their members' episodes and ``fps``, and all receivers."""
         st = ps.funnel.state
         keys = {ps.key("rcv", name) for name in st["receivers"]}
         for gid in gids:
@@ -263,16 +205,13 @@ class FunnelRunner:
         return keys
 
     def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
-        """A group's (group_wait, group_interval, repeat_interval): its
-        route's (nested routes) or the config's."""
+        """A group's (group_wait, group_interval, repeat_interval): its route's or the config's."""
         t = self.config.timing
         return tuple(g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval))
 
     def _due_groups(self, ps: PartitionState, now: float) -> list[str]:
-        """Groups a tick at ``now`` may evaluate, in the groups' order: due
-        now, or within the longest refill interval, as critical-first may
-        pull them forward (from the due index, :mod:`alerting.due`; they
-        leave it until :meth:`_reindex` puts them back)."""
+        """Groups a tick at ``now`` may evaluate: due within the longest refill interval
+        (critical first may pull them forward); they leave :mod:`alerting.due` until reindexed."""
         ahead = max((r.bucket.refill_interval for r in self.config.receivers), default=0.0)
         if ps.due.stale(now):
             ps.due.rebuild(ps.funnel.state["groups"], now)
@@ -280,9 +219,7 @@ class FunnelRunner:
 
     @staticmethod
     def _muted_or_expiring(ps: PartitionState, now: float) -> set[str]:
-        """Episodes a tick at ``now`` may change besides due groups' members:
-        silenced, inhibited (released when sources resolve) and firing ones
-        whose ``expires_at`` passed (resolve_timeout)."""
+        """Episodes a tick may change beyond due groups: muted ones and expired firing ones."""
         f = ps.funnel
         st = f.state
         fps = f.muted()
@@ -300,8 +237,8 @@ class FunnelRunner:
 
     def _other(self, ps: PartitionState, kind: str, cmd: dict[str, Any], now: float,
                fx: Effects) -> list[str] | None:
-        """Apply a tick, result, silence or expire command; returns the table
-        keys it may have changed (None: compare everything)."""
+        """Apply a tick, result, silence or expire command; the table keys it may have changed
+        (None: compare all)."""
         f = ps.funnel
         st = f.state
         if kind == "tick":
@@ -314,8 +251,7 @@ class FunnelRunner:
             step = f.step(now, only=due)
             fx.messages += step.messages
             fx.ledger += [e.to_dict() for e in step.ledger]
-            # groups the tick released or ended alerts into: an alert released
-            # and dropped in the same tick leaves no episode pointing there
+            # groups the tick released or ended alerts into
             gids |= set(step.groups)
             before |= {k for gid, fps in step.groups.items() for fp in fps
                        for k in (ps.member_key(gid, fp), ps.key("ep", fp))}
@@ -345,14 +281,11 @@ class FunnelRunner:
 
     def _alert(self, ps: PartitionState, cmd: dict[str, Any], now: float,
                fx: Effects) -> list[str] | None:
-        """Apply one alert; returns the table keys it may have changed, or
-        None when it is a replay of a raw alert already applied."""
+        """Apply one alert; the table keys it may have changed, None for a replay."""
         src = origin(cmd)
         if ps.seen_raw(*src):
             return None
-        # the decision is a span of the alert's own trace (child of its route
-        # span, ``tp``); the group it opens keeps this span's traceparent as
-        # the parent of its message's delivery (docs/alerting.md, "Traces")
+        # a span of the alert's trace (child of its route span); its group keeps the traceparent
         if not tracing.exporting():  # the span is optional: no context manager per alert
             return self._take_alert(ps, cmd, now, fx, src, None)
         with tracing.span("alert.funnel_decision", cmd.get("tp"), optional=True,

@@ -1,12 +1,7 @@
-"""Silences: label matchers (:mod:`alerting.matchers`), a validity period
-and recurring windows (Alertmanager's ``time_intervals``: ``weekdays:
-["monday:friday"]``, ``times: [{start_time: "22:00", end_time: "24:00"}]``,
-``location`` = IANA zone).
-
-A silence whose matchers all match the empty string would mute every alert
-lacking those labels: Alertmanager refuses it ("at least one matcher must
-not match the empty string"), and so does Plait unless ``allow_broad`` is set.
-"""
+"""Silences: label matchers (:mod:`alerting.matchers`), a validity period and Alertmanager's
+``time_intervals`` (``weekdays``, ``times``, IANA ``location``). Matchers that all match the empty
+string would mute every alert lacking those labels: refused, as Alertmanager does, unless
+``allow_broad``."""
 from __future__ import annotations
 
 import re
@@ -25,8 +20,8 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 
 
 class SilenceRefused(FieldError):
-    """A silence that cannot be created (``POST /silences``: 422); ``field``
-    names the key as the caller spelt it, ``accepted`` what would do."""
+    """A silence that cannot be created (``POST /silences``: 422); ``field`` names the key as the
+    caller spelt it, ``accepted`` what would do."""
 
     def __init__(self, field: str, problem: str, accepted: str | None = None,
                  code: str = "invalid") -> None:
@@ -34,8 +29,8 @@ class SilenceRefused(FieldError):
 
 
 def is_broad(matchers: list[Matcher]) -> bool:
-    """True when every matcher matches the empty string (Alertmanager's
-    refusal rule) or every matcher is negative (``asset!=""`` mutes all)."""
+    """True when every matcher matches the empty string (Alertmanager's refusal rule) or every
+    matcher is negative (``asset!=""`` mutes all)."""
     return all(m.matches({}) for m in matchers) or all(not m.op.is_equal for m in matchers)
 
 
@@ -65,9 +60,8 @@ def _weekdays(specs: list[Any], field: str) -> list[int]:
 
 @dataclass(frozen=True)
 class TimeInterval:
-    """A recurring window: on ``weekdays`` (0 = Monday; empty = every day),
-    during ``times`` (minutes of the day, ``[start, end)``; empty = all day),
-    in IANA zone ``location``."""
+    """A recurring window: on ``weekdays`` (0 = Monday; empty = every day), during ``times``
+    (minutes of the day, ``[start, end)``; empty = all day), in IANA zone ``location``."""
 
     weekdays: tuple[int, ...] = ()
     times: tuple[tuple[int, int], ...] = ()
@@ -90,11 +84,8 @@ class TimeInterval:
 
     @classmethod
     def parse(cls, spec: Any, field: str) -> "TimeInterval":
-        """From ``{"weekdays", "times": [{"start_time", "end_time"}], "location"}`` or ``to_dict``'s form.
-
-        Raises:
-            SilenceRefused: naming the bad key.
-        """
+        """From ``{"weekdays", "times": [{"start_time", "end_time"}], "location"}`` or
+        ``to_dict``'s form. Raises SilenceRefused naming the bad key."""
         if not isinstance(spec, dict):
             raise SilenceRefused(field, "expected an object with weekdays / times / location")
         unknown = set(spec) - {"weekdays", "times", "location"}
@@ -122,8 +113,8 @@ class TimeInterval:
 
 @dataclass(frozen=True)
 class Silence:
-    """A silence: valid in ``[starts_at, ends_at)`` epoch seconds (``ends_at``
-    None: until expired, only with ``time_intervals``, which then bound it)."""
+    """A silence: valid in ``[starts_at, ends_at)`` epoch seconds (``ends_at`` None: until expired,
+    only with ``time_intervals``, which then bound it)."""
 
     id: str
     matchers: tuple[Matcher, ...]
@@ -166,11 +157,8 @@ class Silence:
 
 
 def _bare_regex_valid(m: Matcher) -> None:
-    """A silence's regex must also compile unanchored (Alertmanager's
-    ``validateMatcher``): ``a)|(b`` passes in a route, not in a silence.
-
-    Raises:
-        ValueError: Alertmanager's words, "invalid regular expression"."""
+    """A silence's regex must also compile unanchored (Alertmanager's ``validateMatcher``: ``a)|(b``
+    passes in a route, not here). Raises ValueError "invalid regular expression"."""
     if m.op.is_regex:
         try:
             compile_re2(m.value)
@@ -179,13 +167,9 @@ def _bare_regex_valid(m: Matcher) -> None:
 
 
 def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence:
-    """Validate a silence request (``matchers``, ``starts_at`` [``startsAt``,
-    default ``now``], ``ends_at`` [``endsAt``], ``author`` [``createdBy``],
-    ``comment``, ``allow_broad``, ``time_intervals``).
-
-    Raises:
-        SilenceRefused: naming the key (``matchers`` for a broad silence).
-    """
+    """Validate a silence request (``matchers``, ``starts_at``/``startsAt`` default ``now``,
+    ``ends_at``/``endsAt``, ``author``/``createdBy``, ``comment``, ``allow_broad``,
+    ``time_intervals``). Raises SilenceRefused naming the key (``matchers`` when broad)."""
     if not isinstance(spec, dict):
         raise SilenceRefused("(silence)", "expected an object")
     raw = spec.get("matchers")

@@ -1,14 +1,8 @@
-"""Where silences are stored: one Redis hash (``plait.keys.alert_silences``,
-id -> ``Silence.to_dict`` plus ``updated_at``) that the API reads, and a
-``silence`` / ``expire`` command sent to every ``alerts.funnel`` partition,
-where each funnel applies it (:mod:`alerting.runner`).
-
-The update rules are Alertmanager's (``silence/silence.go``, ``Silences.Set``
-and ``Expire``): an update keeps the id when the matchers are unchanged and
-the silence has not expired (an active one keeps its start), else the old
-silence is expired and a new id is made; a new silence starting in the past
-starts now; one ending in the past is refused; expiring an expired silence
-is a no-op.
+"""Silences: one Redis hash (``plait.keys.alert_silences``, id -> ``Silence.to_dict`` plus
+``updated_at``) the API reads, and ``silence``/``expire`` commands to every ``alerts.funnel``
+partition. Update rules are Alertmanager's (silence/silence.go ``Set``, ``Expire``): same matchers
+and not expired keeps the id (and an active one its start), else the old one expires and a new id
+is made; a past start becomes now; a past end is refused; expiring an expired one is a no-op.
 """
 from __future__ import annotations
 
@@ -36,15 +30,9 @@ def silence_state(d: dict[str, Any], now: float) -> str:
 
 
 def silence_command(d: dict[str, Any]) -> bytes:
-    """The ``silence`` command of ``d`` (``Silence.to_dict``), checked to fit
-    one ``alerts.funnel`` record with :data:`SILENCE_KEY` within
-    :data:`plait.records.MAX_RECORD_BYTES` (docs/kafka-rules.md #17).
-
-    Raises:
-        SilenceRefused: ``code`` ``size``, naming the largest field as the
-            HTTP APIs spell it (``matchers``, ``comment``, ``createdBy``,
-            ``timeIntervals``); raised before anything is stored or sent.
-    """
+    """The ``silence`` command of ``d``, checked to fit one ``alerts.funnel`` record
+    (docs/kafka-rules.md #17). Raises SilenceRefused ``size`` naming the largest field as the HTTP
+    APIs spell it, before anything is stored or sent."""
     value = command("silence", silence=d)
     if len(value) + len(SILENCE_KEY) <= MAX_RECORD_BYTES:
         return value
@@ -58,11 +46,8 @@ def silence_command(d: dict[str, Any]) -> bytes:
 
 
 class SilenceStore:
-    """The silences of one deployment (``/silences`` and ``/api/v2/silences``).
-
-    ``broadcast(value)`` sends a command to every ``alerts.funnel``
-    partition and raises ``plait.errors.Unavailable`` when Kafka does not
-    take it."""
+    """The silences of one deployment (``/silences``, ``/api/v2/silences``); ``broadcast(value)``
+    sends to every partition, raising ``plait.errors.Unavailable`` when Kafka refuses."""
 
     def __init__(self, redis: Callable[[], Any], key: str,
                  broadcast: Callable[[bytes], Awaitable[None]]) -> None:
@@ -80,8 +65,7 @@ class SilenceStore:
         return [json.loads(v) for v in (await self.redis().hgetall(self.key)).values()]
 
     async def active(self, now: float) -> dict[str, Silence]:
-        """The silences active at ``now`` by id, regexes compiled once per
-        silence version (kept across calls, as many as the store holds)."""
+        """Silences active at ``now`` by id, regexes compiled once per silence version."""
         stored = await self.all()
         out = {}
         for d in stored:
@@ -96,13 +80,8 @@ class SilenceStore:
         return out
 
     async def save(self, silence: Silence, now: float) -> dict[str, Any]:
-        """Store ``silence`` and send it to every funnel partition; returns the
-        stored form (``Silence.to_dict`` plus ``updated_at``).
-
-        Raises:
-            SilenceRefused: too large for one record (:func:`silence_command`).
-            Unavailable: Kafka did not take the command (the store is rolled back).
-        """
+        """Store ``silence`` and broadcast it; returns ``Silence.to_dict`` plus ``updated_at``.
+        Raises SilenceRefused (too large) or Unavailable (store rolled back)."""
         d = silence.to_dict() | {"updated_at": now}
         value = silence_command(silence.to_dict())
         old = await self.redis().hget(self.key, silence.id)
@@ -118,12 +97,7 @@ class SilenceStore:
         return d
 
     async def expire(self, silence_id: str, now: float) -> dict[str, Any]:
-        """End a silence now on every partition (a no-op for an expired one);
-        returns it.
-
-        Raises:
-            NotFound: no such silence (404).
-        """
+        """End a silence now everywhere (no-op if expired); returns it. Raises NotFound (404)."""
         d = await self.get(silence_id)
         if d is None:
             raise NotFound(f"silence {silence_id} not found")
@@ -136,14 +110,8 @@ class SilenceStore:
 
     async def set(self, silence_id: str | None, matchers: list[Matcher], starts: float,
                   ends: float, author: str, comment: str, now: float) -> Silence:
-        """Create a silence, or update ``silence_id`` by Alertmanager's rules
-        (module docstring); returns the silence stored.
-
-        Raises:
-            SilenceRefused: ``ends_at`` in the past, or ``create_silence``'s
-                refusal (internal field names), or too large; nothing changed.
-            NotFound: ``silence_id`` is not stored.
-        """
+        """Create a silence or update ``silence_id`` by Alertmanager's rules; returns it. Raises
+        SilenceRefused (past ``ends_at``, invalid, too large; nothing changed) or NotFound."""
         if ends < now:
             raise SilenceRefused("ends_at", "is in the past", "a time after now", "order")
         prev = await self.get(silence_id) if silence_id else None

@@ -1,42 +1,20 @@
-"""Funnel state of one ``alerts.funnel`` partition in a changelog-backed table.
+"""Funnel state of one ``alerts.funnel`` partition in a changelog-backed table, split into
+entities so one event rewrites only what it touched:
 
-The funnel's state (:mod:`alerting.funnel`) is split into entities so that
-one event rewrites only what it touched, not the whole state:
+- ``<p>|meta``: seqs, counters, silences, ``offset`` (last ``alerts.funnel`` offset applied) and
+  ``src`` (last ``alerts.raw`` position per raw partition); ``silenced`` is rebuilt on load;
+- ``<p>|ep|<fingerprint>``: one dedupe episode;
+- ``<p>|grp|<group id>``: a group's header; ``<p>|gm|<group id>|<fingerprint>``: one member (own
+  place ``o``), so an alert rewrites its member, not the group;
+- ``<p>|rcv|<receiver>``: bucket, message in flight (sections apart), outbox page numbers;
+- ``<p>|inf|<receiver>|<message id>``: the in-flight message's sections, written once;
+- ``<p>|ob|<receiver>|<n>``: outbox page n, at most :data:`PAGE_BYTES`;
+- ``<p>|ck|<version>|<i>|<key>``: piece i of a value past one record (:mod:`alerting.chunks`).
 
-- ``<p>|meta``: sequences, counters, silences (not the silenced map: rebuilt
-  from the episodes on load, it grew with silenced alerts), plus the Kafka
-  bookkeeping ``offset`` (last ``alerts.funnel`` offset applied) and ``src``
-  (last ``alerts.raw`` position seen per raw partition);
-- ``<p>|ep|<fingerprint>``: one dedupe episode (cooldowns live here);
-- ``<p>|grp|<group id>``: one open group's header (timers, labels; members
-  keep their own place ``o``, so no list in it grows with the group);
-- ``<p>|gm|<group id>|<fingerprint>``: one member of a group, so an alert
-  rewrites its own member, not the whole group (a group of 500 alerts made
-  every event re-serialize ~200 KB);
-- ``<p>|rcv|<receiver>``: token bucket, the message in flight but for its
-  sections, and the numbers of its outbox pages;
-- ``<p>|inf|<receiver>|<message id>``: the sections of the message in
-  flight (at most ``batch_size`` alerts), written once per message;
-- ``<p>|ob|<receiver>|<n>``: page n of the receiver's outbox, at most
-  ``PAGE_BYTES`` (a storm queues thousands of sections: one value would
-  pass the record bound);
-- ``<p>|ck|<version>|<i>|<key>``: piece i of the value of ``<p>|<key>``
-  when that value would pass one record
-  (``plait.records.MAX_RECORD_BYTES``: a message in flight of 10,000
-  alerts, a queued section as large, a meta with many silences); the key
-  then holds a head naming its pieces (:mod:`alerting.chunks`).
-
-Values are compact JSON bytes (immutable, so what the changelog carries is
-exactly what was meant at the time of the write). An entity that vanished
-from the state is deleted (a changelog tombstone). The table is any
-``MutableMapping[str, bytes]``: a Faust ``Table`` in the worker, a dict in
-unit tests.
-
-Exactly-once state: the ``offset`` is written with the entities of the same
-event, so an event replayed after a crash (Kafka is at-least-once) is
-recognised and skipped. The entities of one event are written in one
-synchronous stretch (one producer batch in practice); a crash in the middle
-of it is the one window where a replay can apply an event twice.
+Values are compact JSON bytes; a vanished entity is deleted (tombstone). The table is any
+``MutableMapping[str, bytes]`` (Faust ``Table``, or a dict in tests). The ``offset`` is written
+with the event's entities, so a replay after a crash is skipped; a crash inside that one
+synchronous stretch is the only window where an event applies twice.
 """
 from __future__ import annotations
 
@@ -54,19 +32,13 @@ from plait.records import MAX_RECORD_BYTES
 
 _ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
 _KINDS = {v: k for k, v in _ENTITIES.items()}
-#: Most bytes of one outbox page (``<p>|ob|<receiver>|<n>``): one record
-#: (``plait.records.MAX_RECORD_BYTES``) less room for its key; a page holding
-#: one larger section is stored in pieces (:mod:`alerting.chunks`).
+#: Most bytes of one outbox page: one record less room for its key (bigger sections: chunks).
 PAGE_BYTES = MAX_RECORD_BYTES - 1024
 
 
 def _dumps(value: Any) -> bytes:
-    """Compact JSON bytes. orjson: every event re-serializes the entities it
-    may have touched (ticks: all of them), the funnel worker's hottest path.
-
-    The bytes are copied once (:func:`compact`): orjson (3.10+) returns a
-    bytes object that keeps its whole 4 KiB write buffer, and these values
-    stay in the table's store for as long as the entity lives."""
+    """Compact JSON bytes (orjson: the funnel worker's hottest path), copied once
+    (:func:`compact`)."""
     try:
         return compact(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
     except TypeError:  # a value orjson does not know: the stdlib's rules
@@ -74,32 +46,20 @@ def _dumps(value: Any) -> bytes:
 
 
 def _with_member(obj: bytes, name: str, value: bytes) -> bytes:
-    """The JSON object ``obj`` (bytes) with member ``name`` set to the JSON
-    ``value`` (bytes), placed first; ``obj`` must not have that member."""
+    """JSON object ``obj`` with member ``name`` = JSON ``value`` placed first (bytes; absent)."""
     member = orjson.dumps(name) + b":" + value
     return b"{" + member + (b"}" if obj == b"{}" else b"," + obj[1:])
 
 
 def compact(data: bytes) -> bytes:
-    """``data`` in a bytes object of its own size. ``orjson.dumps`` leaves
-    its 4 KiB buffer allocated behind a short value (``sys.getsizeof`` does
-    not show it; tracemalloc does): kept, a 200-byte episode held 4 KiB, and
-    an open alert's entities (episode, group, member) ~20 KB. A join of one
-    item and an empty one allocates the exact size (~0.1 us)."""
+    """``data`` in a bytes object of its own size: ``orjson.dumps`` keeps its 4 KiB buffer behind a
+    short value, and table values live as long as their entity."""
     return b"".join((data, b""))
 
 
 class Changes:
-    """Entities a save wrote (set or deleted) since a reader last took them,
-    so a periodic reader (the alert view, the pending counter) redoes only
-    what changed instead of walking every open alert.
-
-    Attributes:
-        everything: True until the first :meth:`take` (a reader starts with
-            a full walk: the state was just loaded).
-        episodes: fingerprints of episodes written.
-        groups: ids of groups whose header or a member was written.
-    """
+    """Entities saves wrote since a reader (alert view, pending counter) last took them, so it
+    redoes only those; ``everything`` is True until the first :meth:`take` (full walk)."""
 
     __slots__ = ("everything", "episodes", "groups")
 
@@ -109,17 +69,14 @@ class Changes:
         self.groups: set[str] = set()
 
     def take(self) -> tuple[set[str], set[str]] | None:
-        """``(episode fingerprints, group ids)`` written since the last take,
-        or None when the reader must walk everything; resets."""
+        """``(episode fps, group ids)`` written since the last take, or None (walk all); resets."""
         out = None if self.everything else (self.episodes, self.groups)
         self.everything, self.episodes, self.groups = False, set(), set()
         return out
 
 
 def _as_bytes(raw: Any) -> bytes:
-    """A stored value as JSON bytes: values written in this process are bytes;
-    values recovered from the changelog may come back as str (or, with another
-    serializer, already decoded)."""
+    """A stored value as JSON bytes (the changelog may give str back)."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         return bytes(raw)
     if isinstance(raw, str):
@@ -128,13 +85,7 @@ def _as_bytes(raw: Any) -> bytes:
 
 
 class PartitionState:
-    """The funnel of partition ``partition`` and its persisted image.
-
-    Args:
-        partition: the ``alerts.funnel`` partition number.
-        table: where entities live (keys ``"<p>|..."``, JSON bytes values).
-        config: the alerting configuration.
-    """
+    """The funnel of ``alerts.funnel`` partition ``partition``, persisted in ``table``."""
 
     def __init__(self, partition: int, table: MutableMapping[str, bytes],
                  config: AlertingConfig) -> None:
@@ -171,10 +122,7 @@ class PartitionState:
         self.funnel = self._load()
 
     def watch(self, reader: str) -> Changes:
-        """The :class:`Changes` of ``reader`` (created, "everything", on
-        first use): every later :meth:`save` adds the episodes and groups it
-        wrote. A reader of a reloaded partition gets a new object, so it
-        walks everything once."""
+        """The :class:`Changes` of ``reader`` (new on first use and per reload)."""
         ch = self._watches.get(reader)
         if ch is None:
             ch = self._watches[reader] = Changes()
@@ -239,8 +187,7 @@ class PartitionState:
                 self._layout[name] = layout
         if state is not None:
             state.update(parts)
-        # pieces no head names, sections no header names: written by a save
-        # that a crash cut short
+        # pieces or sections nothing names: a save a crash cut short
         for key in pieces - {k for ks in self._pieces.values() for k in ks}:
             del self.table[key]
         for key in inflight:
@@ -251,11 +198,8 @@ class PartitionState:
         return Funnel(self.config, state)
 
     def _read(self, key: str) -> bytes | None:
-        """The stored value of ``key`` as JSON bytes, joined from its pieces
-        when it is a head (:mod:`alerting.chunks`); None when absent.
-
-        Raises:
-            ValueError: a head whose pieces are missing or corrupt."""
+        """``key``'s value as JSON bytes, joined from its pieces; None when absent. Raises
+        ValueError for a head whose pieces are missing or corrupt."""
         raw = self.table.get(key)
         if raw is None:
             return None
@@ -266,8 +210,7 @@ class PartitionState:
         return raw
 
     def stale(self) -> bool:
-        """True when the table holds a newer image than this object (another
-        worker owned the partition meanwhile): reload before use."""
+        """True when the table holds a newer image (another worker owned the partition)."""
         raw = self.table.get(self.prefix + "meta")
         if raw is not None and chunks.is_head(_as_bytes(raw)):
             raw = self._read(self.prefix + "meta")
@@ -280,12 +223,8 @@ class PartitionState:
 
     def seen_raw(self, raw_partition: int | None, raw_offset: int | None, index: int,
                  copy: int = 0, receiver: str | None = None) -> bool:
-        """True when the raw alert at (partition, offset, index) of
-        ``alerts.raw`` reached this funnel before (the router replayed it).
-        ``copy``: which of its routes' commands; ``receiver``: the command's
-        key. The router sends each receiver's commands in raw order, but
-        several receivers may share a funnel partition, so the watermark is
-        kept per (raw partition, receiver)."""
+        """True when raw alert (partition, offset, index) reached this funnel before (a router
+        replay). The watermark is per (raw partition, ``receiver``): receivers share partitions."""
         if raw_partition is None or raw_offset is None:
             return False
         last = self.src.get(self._src_key(raw_partition, receiver))
@@ -295,8 +234,7 @@ class PartitionState:
 
     def mark_raw(self, raw_partition: int | None, raw_offset: int | None, index: int,
                  copy: int = 0, receiver: str | None = None) -> None:
-        """Remember the last raw position applied from ``raw_partition``
-        for ``receiver`` (see :meth:`seen_raw`)."""
+        """Remember the last raw position applied (see :meth:`seen_raw`)."""
         if raw_partition is not None and raw_offset is not None:
             self.src[self._src_key(raw_partition, receiver)] = [raw_offset, index, copy]
 
@@ -306,9 +244,7 @@ class PartitionState:
 
     # ------------------------------------------------------------------ save
     def _group_entities(self, gid: str, group: dict[str, Any]) -> dict[str, Any]:
-        """The group's header (members left out: each member keeps its own
-        place ``o``, so the header does not grow with the group) and its
-        members."""
+        """The group's header (members apart, in place ``o``) and its members."""
         out = {self.key("grp", gid): self._group_head(group)}
         for fp, member in group.get("members", {}).items():
             out[self.member_key(gid, fp)] = member
@@ -319,8 +255,7 @@ class PartitionState:
         return {k: v for k, v in group.items() if k != "members"}
 
     def _section_bytes(self, sec: dict[str, Any]) -> bytes:
-        """JSON bytes of a queued section, serialized once: a queued section
-        changes only its ``merged`` flag (:func:`alerting.outbox.wait`)."""
+        """A queued section's JSON bytes, serialized once (only ``merged`` changes)."""
         got = self._sections.get(id(sec))
         if got is not None and got[0] is sec and got[1] == sec["merged"]:
             return got[2]
@@ -329,20 +264,9 @@ class PartitionState:
         return data
 
     def _receiver_entities(self, name: str, rs: dict[str, Any]) -> dict[str, Any]:
-        """The receiver's header plus its outbox pages (None: a page to
-        delete). Pages hold at most :data:`PAGE_BYTES` (a section alone may
-        be bigger: it lists at most ``batch_size`` alerts), so no record
-        grows with a storm's open groups.
-
-        A page keeps its number and its sections while they stay queued: a
-        message taking sections from the front rewrites the first page (or
-        deletes it), new sections fill the last page or new ones, so a save
-        writes what changed, not the whole outbox (it was rewritten on every
-        tick, shifted by one message: megabytes per tick in a storm). That
-        usual case is found in time proportional to what changed
-        (:meth:`_shifted`); when the order changed otherwise (a group rebuilt
-        in place, critical first), the pages are compared section by section
-        or the outbox is written afresh."""
+        """The receiver's header plus its outbox pages (None: delete). Pages hold at most
+        :data:`PAGE_BYTES` and keep their number while their sections stay queued, so a save
+        writes what changed (:meth:`_shifted`), else pages are compared or written afresh."""
         outbox = rs.get("outbox", [])
         old = self._layout.get(name, [])
         shifted = self._shifted(name, old, outbox)
@@ -386,12 +310,8 @@ class PartitionState:
         return out
 
     def _shifted(self, name: str, old: list[list], outbox: list[dict]) -> tuple[list[list], set[int]] | None:
-        """The new page layout and the numbers of the pages whose bytes
-        changed, when ``outbox`` is the outbox last saved with sections
-        taken from its front and new ones added at its end (the usual case:
-        a message took the oldest, groups queued new ones); None otherwise.
-        Costs what was taken and added, plus one identity comparison per
-        kept section (compiled code), not a walk of every section."""
+        """New page layout and changed page numbers when ``outbox`` is the last one with sections
+        taken from the front and added at the end; None otherwise. Costs what moved."""
         flat = self._flat.get(name)
         if flat is None or name not in self._layout:
             return None
@@ -434,18 +354,10 @@ class PartitionState:
 
     def _receiver_head(self, name: str, head: dict[str, Any], inf: dict[str, Any] | None,
                        out: dict[str, Any]) -> bytes:
-        """JSON bytes of a receiver's header with its message in flight but
-        for the message's sections, which go into ``out`` as their own
-        entity ``<p>|inf|<receiver>|<message id>`` (None for the previous
-        message's: a delete). The sections (up to ``batch_size`` alerts,
-        megabytes at 10,000) do not change while the message is in flight
-        (a superseding message has new ones and a new id), so they are
-        serialized and written once per message, not on every save: every
-        batch saves the receiver, and re-serializing them took ~0.4 ms a
-        batch at 1,000 new alerts/s (``bench/bench_alert_runner.py``). The
-        sections are written before the header and the old ones deleted
-        after it (:meth:`save`), so a header read back always finds its
-        message's sections."""
+        """A receiver's header; its in-flight sections go to ``out`` as ``<p>|inf|<receiver>|<id>``
+        (None: delete the previous), written once per message as they do not change. Sections are
+        written before the header and old ones deleted after (:meth:`save`), so a header read back
+        always finds its sections."""
         old = self._inf_keys.pop(name, None)
         if inf is None:
             self._inflight.pop(name, None)
@@ -464,11 +376,8 @@ class PartitionState:
                             _dumps({k: v for k, v in inf.items() if k != "sections"}))
 
     def _relayout(self, old: list[list], outbox: list[dict]) -> list[list] | None:
-        """The new page layout when ``outbox`` is the old one with sections
-        taken from anywhere and new ones added at the end (the usual case):
-        old pages keep their numbers and their remaining sections, emptied
-        pages go, new sections fill the last page and then new pages. None
-        when the order changed otherwise."""
+        """Page layout when ``outbox`` is the old one with sections taken anywhere and new ones at
+        the end; None when the order changed otherwise."""
         where = {id(sec): i for i, sec in enumerate(outbox)}
         kept, last = 0, -1
         for _n, secs in old:
@@ -490,10 +399,8 @@ class PartitionState:
 
     def _paginate(self, layout: list[list], sections: list[dict], nxt: int,
                   name: str | None = None) -> list[list]:
-        """Add ``sections`` to ``layout``: into its last page while it stays
-        within :data:`PAGE_BYTES`, then into new pages numbered from ``nxt``.
-        ``name``: the receiver, whose last page's size is remembered (an
-        upper bound: a section leaving the page does not lower it)."""
+        """Add ``sections`` to the last page within :data:`PAGE_BYTES`, then to pages from ``nxt``
+        (receiver ``name``'s last page size is an upper bound)."""
         size = PAGE_BYTES
         if layout:
             size = self._sizes.get(name, {}).get(layout[-1][0]) if name is not None else None
@@ -568,15 +475,8 @@ class PartitionState:
         return f"{self.prefix}{kind}|{ident}"
 
     def save(self, offset: int, touched: Iterable[str] | None = None) -> int:
-        """Persist what changed after applying ``alerts.funnel`` offset ``offset``.
-
-        Args:
-            touched: table keys the event may have changed (from :meth:`key`);
-                None compares every entity (ticks, deliveries, silences).
-
-        Returns:
-            the number of table writes (sets and deletes), meta included.
-        """
+        """Persist what changed after ``alerts.funnel`` offset ``offset``; ``touched``: keys the
+        event may have changed (None: compare all). Returns the number of sets and deletes."""
         touched = None if touched is None else set(touched)
         current = self._entities(touched)
         candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched
@@ -604,8 +504,7 @@ class PartitionState:
         if self._watches and done:
             self._note(done)
         self.offset = offset
-        # ``silenced`` (fingerprint -> silence) is rebuilt from the episodes on
-        # load: kept in meta, the record rewritten every batch grew with silenced alerts
+        # ``silenced`` is rebuilt from the episodes on load, not kept in meta
         meta = {k: v for k, v in self.funnel.state.items() if k not in _ENTITIES and k != "silenced"}
         data = _dumps({"offset": offset, "src": self.src, "state": meta})
         for key in gone:
@@ -618,10 +517,8 @@ class PartitionState:
         return writes + 1
 
     def _put(self, key: str, data: bytes, gone: list[str]) -> None:
-        """Store ``data`` at ``key``: as it is when it fits one record, else
-        its pieces then its head (:func:`alerting.chunks.split_value`). The
-        pieces of the value it replaces are added to ``gone``: the caller
-        deletes them after this write (docs/kafka-rules.md #17)."""
+        """Store ``data`` at ``key``, in pieces then head when past one record; the replaced pieces
+        go to ``gone``, deleted after this write (docs/kafka-rules.md #17)."""
         gone += self._pieces.pop(key, ())
         if chunks.fits(key, data):
             self.table[key] = data

@@ -1,9 +1,6 @@
-"""Message text: one title line and one text body per message, rendered
-from sandboxed Jinja2 templates (Plait's defaults or the receiver's
-``templates``); the context and the links are in docs/alerting.md,
-"Messages". Templates are checked at start-up (:func:`check_templates`);
-one failing at run time falls back to the default.
-"""
+"""Message text: a title line and a body per message from sandboxed Jinja2 templates (defaults or
+the receiver's; docs/alerting.md, "Messages"), checked at start-up (:func:`check_templates`); one
+failing at run time falls back to the default."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -114,8 +111,8 @@ def task_url(external_url: str, labels: dict[str, str]) -> str:
 
 def context(message: Message, external_url: str = "", max_alerts: int = 0,
             send_resolved: bool = True) -> dict[str, Any]:
-    """The template context of ``message``: at most ``max_alerts`` alerts
-    (0 = all), firing first; none resolved with ``send_resolved`` false."""
+    """The template context of ``message``: at most ``max_alerts`` alerts (0 = all), firing first;
+    none resolved with ``send_resolved`` false."""
     now = message.created_at
     alerts, groups = [], []
     counts = {"new": 0, "escalated": 0, "resolved": 0, "still_firing": 0}
@@ -175,10 +172,9 @@ WHERE_MAX, TASKS_MAX = 10, 3
 
 
 def kinds(alerts: list[dict[str, Any]], external_url: str, now: float) -> list[dict[str, Any]]:
-    """Alerts folded by (status, rule, severity, change), first-seen order:
-    ``count``, ``where`` (``"n001, n002, ... and 40 more"``), earliest
-    ``starts_at`` / ``since``, latest ``ends_at`` / longest ``duration``,
-    the first alert's ``summary`` / ``description``, ``task_urls`` (<= 3),
+    """Alerts folded by (status, rule, severity, change), first-seen order: ``count``, ``where``
+    (``"n001, n002, ... and 40 more"``), earliest ``starts_at`` / ``since``, latest ``ends_at`` /
+    longest ``duration``, the first alert's ``summary`` / ``description``, ``task_urls`` (<= 3),
     ``runbook_url``, ``silence_url``."""
     out: dict[tuple, dict[str, Any]] = {}
     for a in alerts:
@@ -248,12 +244,8 @@ def _sample() -> Message:
 
 
 def check_templates(receiver: Any, key: str) -> None:
-    """Compile a receiver's ``templates`` (at config path ``key``) and render
-    each once on a sample message.
-
-    Raises:
-        ConfigError: ``receivers.0.templates.text: template error at line 3: ...``.
-    """
+    """Compile a receiver's ``templates`` (config path ``key``) and render each on a sample message.
+    Raises ConfigError (``receivers.0.templates.text: template error at line 3: ...``)."""
     sample = context(_sample(), "https://plait.example")
     for field in ("title", "text"):
         source = getattr(receiver.templates, field)
@@ -272,8 +264,8 @@ def check_templates(receiver: Any, key: str) -> None:
 
 
 def _error_line(e: BaseException) -> int | str:
-    """The template line of a render error, from the traceback (Jinja2 maps
-    frames to ``<template>`` lines)."""
+    """The template line of a render error, from the traceback (Jinja2 maps frames to
+    ``<template>`` lines)."""
     tb, line = e.__traceback__, "?"
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == "<template>":
@@ -283,8 +275,8 @@ def _error_line(e: BaseException) -> int | str:
 
 
 def render(message: Message, receiver: Any, external_url: str = "") -> tuple[str, str, dict]:
-    """(title, text, context) of ``message`` for ``receiver``; a template
-    failing at run time falls back to the default."""
+    """(title, text, context) of ``message`` for ``receiver``; a template failing at run time falls
+    back to the default."""
     ctx = context(message, external_url, receiver.max_alerts, receiver.send_resolved)
     out = []
     for field, default in (("title", DEFAULT_TITLE), ("text", DEFAULT_TEXT)):

@@ -1,14 +1,7 @@
-"""Topics the alerting room adds, in one place (its Redis keys are in
-``plait.keys``: ``alert_counters``, ``alert_silences``, ``alert_view``,
-``slow_task_marker``).
-
-``alerts.funnel`` (internal, keyed by receiver) and the changelog of the
-``alerting-state`` table are created by ``alerting.agents.register_alerting``
-with ``plait.kafka_admin.create_topics``, explicitly, with the deployment's
-partition count (docs/kafka-rules.md #7: Faust runs with ``topic_allow_declare=False``
-and broker auto-creation picks its own defaults). The changelog and the
-funnel topic must have the same partition count: a table partition is
-written from the event partition it belongs to.
+"""Topics the alerting room adds (Redis keys are in ``plait.keys``). ``alerts.funnel`` and the
+``alerting-state`` changelog are created explicitly by ``alerting.agents.register_alerting``
+(docs/kafka-rules.md #7: ``topic_allow_declare=False``) with the same partition count, since a
+table partition is written from its event's partition.
 """
 from __future__ import annotations
 

@@ -1,45 +1,18 @@
-"""The read model of current alerts: what ``GET /api/v2/alerts`` answers.
+"""The read model of current alerts (``GET /api/v2/alerts``). The API process has no Faust
+tables, so each funnel partition publishes its firing alerts to Redis and the API reads them:
 
-The funnel state lives in the worker's changelog table; the API runs in
-another process and has no Faust tables. So each funnel partition publishes
-its *current* alerts to Redis, the way it publishes its counters
-(``alerting.agents._publish_counters``), and the API reads them:
+- hash ``plait.keys.alert_view`` per partition: episode key -> Alertmanager's ``gettableAlert``
+  JSON plus ``_group``/``_route`` (for ``/api/v2/alerts/groups``) and ``_m`` (``rule``, ``asset``,
+  ``severity``); field :data:`META_FIELD` holds ``{"updatedAt", "total", "shown"}``;
+- bounded: firing episodes only (as Alertmanager's API), at most :data:`MAX_VIEW_ALERTS` (most
+  recently seen), key TTL :data:`VIEW_TTL` so a dead worker's partition stops being listed;
+- incremental: at most every :data:`PUBLISH_EVERY` s, one pipeline of the changed fields
+  (``PartitionState.watch``); a partition's first publish in a process rewrites the hash;
+- off the funnel's path: :meth:`ViewHook.schedule` publishes in the background (views built in a
+  thread), one publish per partition at a time.
 
-- Redis hash ``plait.keys.alert_view`` (one per funnel partition):
-  field = the funnel's episode key, value = the alert as Alertmanager's
-  ``gettableAlert`` JSON (``labels``, ``annotations``, ``startsAt``,
-  ``endsAt``, ``updatedAt``, ``generatorURL``, ``fingerprint``,
-  ``receivers``, ``status`` {``state``, ``silencedBy``, ``inhibitedBy``})
-  plus ``_group`` and ``_route`` (the group labels and route id, for
-  ``/api/v2/alerts/groups``) and
-  ``_m`` (``rule``, ``asset``, ``severity``: what silences also match); field
-  :data:`META_FIELD` holds ``{"updatedAt", "total", "shown"}``.
-- Bounded: only firing episodes are listed (a resolved alert leaves the hash
-  at the next publish, as Alertmanager's API stops listing it), at most
-  :data:`MAX_VIEW_ALERTS` per partition (most recently seen first), and the
-  key expires :data:`VIEW_TTL` seconds after the last publish, so a partition
-  whose worker died or moved stops being listed instead of going stale.
-- Batched and incremental: a partition publishes at most every
-  :data:`PUBLISH_EVERY` seconds, in one Redis pipeline carrying only the
-  fields that changed since its last publish (HSET / HDEL) and the TTL; the
-  first publish of a partition in a process rewrites the hash whole (the
-  partition may have moved here from another worker). The worker hook
-  passes what the funnel wrote since the last publish
-  (``PartitionState.watch``), so a publish costs what changed, not what is
-  open; above :data:`MAX_VIEW_ALERTS` firing episodes the publisher keeps
-  them ranked by last seen (a sorted list) so which ones are shown follows
-  from what changed too (docs/perf-notes.md, "alert view").
-- Off the funnel's path: the worker calls :meth:`ViewHook.schedule`, which
-  publishes in the background, one publish per partition at a time, the
-  views built in a thread.
-
-The API calls :func:`read_views`. Nothing here raises into the funnel: a Redis
-failure is logged and the view is skipped (the view is a view).
-
-Alert state follows Alertmanager (``types.AlertState``): ``suppressed`` when
-silenced or inhibited, else ``active``. An episode's inhibition is read from
-its ``inhibited_by`` (a source fingerprint or a list of them) when the funnel
-sets one.
+A Redis failure is logged and the view skipped, never raised into the funnel. State follows
+Alertmanager's ``types.AlertState``: ``suppressed`` when silenced or inhibited, else ``active``.
 """
 from __future__ import annotations
 
@@ -73,9 +46,8 @@ META_FIELD = "~meta"
 
 
 def am_labels(alert: Alert) -> dict[str, str]:
-    """The label set an Alertmanager client sees: an Alertmanager/Prometheus
-    alert's own labels; a native alert's labels plus ``alertname`` (rule),
-    ``asset`` and ``severity``."""
+    """Labels an Alertmanager client sees: a native alert's plus ``alertname``, ``asset``,
+    ``severity``."""
     if alert.source == "alertmanager":
         return dict(alert.labels)
     out = dict(alert.labels)
@@ -93,26 +65,10 @@ def _inhibitors(ep: dict[str, Any]) -> list[str]:
 
 
 def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[str, Any]:
-    """One firing episode as Alertmanager's ``gettableAlert`` (plus ``_group``).
-
-    ``updatedAt`` is the episode's last receipt (``last_seen``) and
-    ``endsAt`` when it resolves unless re-sent (``expires_at``): the last
-    receipt's own future ``endsAt``, else that receipt's time +
-    ``timing.resolve_timeout``, as Alertmanager's ``postAlertsHandler``
-    (api/v2/api.go) sets ``UpdatedAt`` and ``EndsAt`` on every POST and
-    ``Alert.Merge`` (alert/alert.go) keeps the younger alert's ``EndsAt``.
-
-    Args:
-        ep: a funnel episode (``alerting.dedupe``: ``alert``, ``started_at``,
-            ``last_seen``, ``group``, ``silenced_by``, optional ``inhibited_by``).
-        config: the :class:`~alerting.config.AlertingConfig` (routes).
-        groups: the funnel's open groups: a grouped episode's receiver and
-            ``_group`` are its group's; an ungrouped one's come from its
-            route (``ep["route"]``, else the first it reaches), the group
-            labels from that route's own ``group_by``
-            (:func:`alerting.group.group_key`); ``_route`` is the route id
-            (two routes may group alike for one receiver: two groups).
-    """
+    """Firing episode ``ep`` as Alertmanager's ``gettableAlert`` plus ``_group``/``_route``, with
+    ``updatedAt`` = ``last_seen`` and ``endsAt`` = ``expires_at`` (api/v2/api.go
+    ``postAlertsHandler`` sets both on every POST; alert.go ``Merge`` keeps the younger ``EndsAt``).
+    Receiver and group labels are its group's in ``groups``, else its route's."""
     alert = Alert.from_dict(ep["alert"])
     match = alert.match_labels()
     group = groups.get(ep.get("group") or "")
@@ -145,14 +101,8 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
 
 
 def view_json(view: dict[str, Any]) -> bytes:
-    """A view as compact UTF-8 JSON: orjson (~5x the stdlib's speed; the same
-    bytes for this plain data: strings, lists, dicts, None, booleans); a
-    value orjson refuses (a lone surrogate, an odd type) takes the stdlib's
-    rules, as before (``default=str``, unencodable characters as ``?``).
-    The bytes are of their own size (:func:`alerting.store.compact`): the
-    view cache keeps up to :data:`MAX_VIEW_ALERTS` of them per partition, and
-    as orjson returned them each held its 4 KiB buffer (~4 KB a view, not
-    ~0.7 KB)."""
+    """A view as compact UTF-8 JSON (orjson; what it refuses takes the stdlib's ``default=str``,
+    unencodable characters as ``?``), in bytes of their own size (``alerting.store.compact``)."""
     try:
         return compact(orjson.dumps(view))
     except TypeError:
@@ -170,22 +120,16 @@ def _signature(ep: dict[str, Any], groups: dict[str, Any]) -> tuple:
 
 
 def _rank(fp: str, ep: dict[str, Any] | None) -> tuple[float, str] | None:
-    """Where an episode stands in its partition's view: ``(last seen, episode
-    key)``, the greatest listed first (ties broken by the key, so every
-    publisher lists the same ones); None when it is not a firing alert."""
+    """An episode's place in the view: ``(last seen, key)``, greatest first; None unless firing."""
     if ep is None or ep.get("status") != "firing" or not ep.get("alert"):
         return None
     return (float(ep.get("last_seen") or 0), fp)
 
 
 class _Shown:
-    """What one partition's view holds: the views written (episode key ->
-    (signature, view JSON bytes)), the shown episode keys per group id, and
-    every firing episode ranked (:func:`_rank`), so that which ones are
-    shown follows from what changed, not from a walk of all of them.
-    ``floor``: the least rank shown when not every firing episode is, else
-    None. About 100 bytes per firing episode beside the funnel's own
-    (tracemalloc, 50,000 firing)."""
+    """One partition's view: written views (key -> (signature, bytes)), shown keys per group, and
+    firing episodes ranked (:func:`_rank`) so the shown set follows from changes; ``floor``: the
+    least rank shown when not all are, else None."""
 
     __slots__ = ("views", "members", "ranks", "order", "floor")
 
@@ -220,15 +164,8 @@ class _Shown:
 
 
 class ViewPublisher:
-    """Publishes the current alerts of funnel partitions (see module doc).
-
-    Args:
-        redis: a ``redis.asyncio`` client (or a zero-argument callable giving one).
-        prefix: ``Settings.redis_prefix``.
-        config: the alerting configuration.
-        limit, ttl, every: :data:`MAX_VIEW_ALERTS`, :data:`VIEW_TTL`,
-            :data:`PUBLISH_EVERY`.
-    """
+    """Publishes funnel partitions' current alerts to ``redis`` (a client or a callable giving one)
+    under ``prefix`` (see module doc)."""
 
     def __init__(self, redis: Any, prefix: str, config: Any, limit: int = MAX_VIEW_ALERTS,
                  ttl: int = VIEW_TTL, every: float = PUBLISH_EVERY) -> None:
@@ -254,9 +191,8 @@ class ViewPublisher:
         return shown.order[-self.limit] if len(shown.order) > self.limit else None
 
     def walk(self, state: dict[str, Any], old: _Shown | None) -> tuple[_Shown, dict[str, bytes], list[str]]:
-        """The view of ``state`` from every episode: ``(what it shows, views
-        to write, episode keys to delete)`` against ``old`` (None: nothing
-        published), reusing ``old``'s bytes where the signature is unchanged."""
+        """The view of ``state`` from every episode: ``(shown, views to write, keys to delete)``
+        against ``old``, reusing bytes of unchanged signatures."""
         groups = state.get("groups", {})
         firing: dict[str, dict[str, Any]] = {}
         new = _Shown()
@@ -282,12 +218,8 @@ class ViewPublisher:
 
     def step(self, state: dict[str, Any], shown: _Shown,
              changed: tuple[set[str], set[str]]) -> tuple[dict[str, bytes], list[str]]:
-        """Bring ``shown`` up to date with ``state`` in place, looking only at
-        ``changed`` (``(episode keys, group ids)`` written since the last
-        publish, :meth:`alerting.store.Changes.take`), at the shown episodes
-        of those groups (their receiver comes from the group) and at the
-        episodes the changes moved across the floor: ``(views to write,
-        episode keys to delete)``, the same as :meth:`walk` would make."""
+        """Update ``shown`` in place from ``changed`` (:meth:`alerting.store.Changes.take`) and the
+        episodes that crossed the floor; returns what :meth:`walk` would."""
         eps, gids = changed
         episodes, groups = state.get("episodes", {}), state.get("groups", {})
         fps = set(eps)
@@ -329,16 +261,9 @@ class ViewPublisher:
 
     async def publish(self, partition: int, state: dict[str, Any], now: float | None = None,
                       force: bool = False, changes: Any = None) -> int | None:
-        """Publish ``partition``'s current alerts unless it published less than
-        ``every`` seconds ago (``force`` ignores that). Returns the number of
-        Redis commands sent, or None when skipped or when Redis failed
-        (logged; never raises).
-
-        ``changes``: the partition's :class:`alerting.store.Changes` for this
-        publisher (``PartitionState.watch``); when given, only the episodes
-        and groups written since the last publish are looked at
-        (:meth:`step`), so a publish costs what changed, not what is open.
-        None walks every episode (:meth:`walk`)."""
+        """Publish ``partition``'s alerts unless it did less than ``every`` s ago (``force``
+        ignores that); ``changes`` limits the look to what was written (:meth:`step`), None walks
+        all. Returns the Redis commands sent, None when skipped or Redis failed (logged)."""
         now = time.time() if now is None else now
         if not force and now - self._at.get(partition, float("-inf")) < self.every:
             return None
@@ -346,11 +271,8 @@ class ViewPublisher:
         last = self._shown.get(partition)
         try:
             changed = changes.take() if changes is not None else None
-            # Views are built in a thread so the funnel's decisions do not
-            # wait behind them. The thread yields the GIL and only reads the
-            # funnel's state (copies what it iterates); one publish per
-            # partition at a time (``schedule``), and a failed one drops
-            # what the thread changed (the next rewrites the hash whole).
+            # Built in a thread (it only reads the state) so the funnel does not wait; a failed
+            # publish drops what the thread changed (the next rewrites the hash whole).
             shown, writes, removed = await asyncio.to_thread(self._compute, state, last, changed)
             redis = self._redis() if callable(self._redis) else self._redis
             pipe = redis.pipeline(transaction=True)
@@ -388,11 +310,8 @@ class ViewPublisher:
 
 
 def receiver_levels(state: dict[str, Any], config: Any, now: float) -> dict[str, dict[str, Any]]:
-    """Per receiver of one partition's funnel ``state``: token-bucket level
-    (``tokens`` refilled to ``now``, ``burst``), ``outbox`` (sections waiting),
-    ``inflight`` (a message being delivered) and ``last`` (the last delivery
-    result ``{"outcome", "at", "status"?}``, None before any). The alert
-    console (``api.console``) sums them over partitions."""
+    """Per receiver of ``state``: ``tokens`` (refilled to ``now``), ``burst``, ``outbox``,
+    ``inflight`` and ``last`` delivery result (None before any); ``api.console`` sums them."""
     from alerting import bucket as tb
 
     out: dict[str, dict[str, Any]] = {}
@@ -410,8 +329,7 @@ def receiver_levels(state: dict[str, Any], config: Any, now: float) -> dict[str,
 
 
 async def read_receivers(redis: Any, prefix: str, partitions: Iterable[int]) -> dict[str, dict[str, Any]]:
-    """Receiver levels published by ``partitions`` (:func:`receiver_levels`),
-    merged: the lowest token level, outboxes added, the newest ``last``."""
+    """Receiver levels of ``partitions`` merged: lowest tokens, outboxes summed, newest ``last``."""
     pipe = redis.pipeline(transaction=False)
     for p in partitions:
         pipe.hget(K.alert_view(prefix, p), META_FIELD)
@@ -435,18 +353,9 @@ async def read_receivers(redis: Any, prefix: str, partitions: Iterable[int]) -> 
 
 
 class ViewHook:
-    """The worker's view publishing (owned by ``alerting.agents.AlertingService``):
-    :meth:`schedule` publishes a partition's view in the background, so the
-    funnel does not wait for it; one publish per partition at a time, and
-    one more after it when asked meanwhile (what changed during a publish is
-    published by the next).
-
-    Args:
-        publisher: the :class:`ViewPublisher`.
-        partition_state: partition -> its in-memory state (``funnel.state``
-            and ``watch``, :class:`alerting.store.PartitionState`) or None.
-        spawn: runs a coroutine in the background.
-    """
+    """Background view publishing for the worker: one publish per partition at a time, one more
+    after it when asked meanwhile. ``partition_state``: partition -> its
+    :class:`alerting.store.PartitionState` or None; ``spawn`` runs a coroutine."""
 
     def __init__(self, publisher: ViewPublisher, partition_state: Callable[[int], Any],
                  spawn: Callable[[Coroutine[Any, Any, None]], None]) -> None:
@@ -479,8 +388,7 @@ class ViewHook:
             self.flights.pop(partition, None)
 
     async def publish(self, partition: int) -> None:
-        """Publish ``partition``'s view now (nothing when the runner does not
-        hold it). Never raises."""
+        """Publish ``partition``'s view now if the runner holds it. Never raises."""
         try:
             ps = self.partition_state(partition)
             if ps is not None:
@@ -492,8 +400,8 @@ class ViewHook:
 
 
 async def read_views(redis: Any, prefix: str, partitions: Iterable[int]) -> list[dict[str, Any]]:
-    """Every alert view published by ``partitions`` (one pipelined HGETALL
-    each); unreadable values are skipped. Raises what Redis raises."""
+    """Every alert view published by ``partitions`` (one pipelined HGETALL each); unreadable values
+    are skipped. Raises what Redis raises."""
     parts = list(partitions)
     pipe = redis.pipeline(transaction=False)
     for p in parts:
@@ -518,17 +426,10 @@ RECENT_AGE = 10.0
 
 
 class RecentAlerts:
-    """The API's read-your-writes overlay: the alerts this process accepted
-    in the last :data:`RECENT_AGE` seconds, as views, merged into the
-    published view (:meth:`merge`) until it shows them, so an alert is
-    listed by ``GET /api/v2/alerts`` as soon as its POST has been answered
-    (Alertmanager answers from its current state).
-
-    Bounded: at most :data:`RECENT_MAX` entries (the oldest go first) and
-    none older than :data:`RECENT_AGE` s, whatever the alert rate: ~2.7 KB
-    an entry of a Prometheus-sized alert (tracemalloc), ~5.4 MB when full. A resolved alert is kept as a tombstone that hides the published
-    view of its fingerprint, as Alertmanager stops listing it at once.
-    """
+    """The API's read-your-writes overlay: alerts this process accepted in the last
+    :data:`RECENT_AGE` s, merged into the published view until it shows them (Alertmanager answers
+    from its current state). At most :data:`RECENT_MAX` entries; a resolved alert is a tombstone
+    hiding its published view."""
 
     def __init__(self, limit: int = RECENT_MAX, age: float = RECENT_AGE) -> None:
         from collections import OrderedDict
@@ -541,10 +442,7 @@ class RecentAlerts:
         return len(self._views)
 
     def add(self, alert: Alert, config: Any, now: float) -> None:
-        """Keep ``alert`` (just accepted at ``now``) as its view would show it:
-        ``updatedAt`` = ``now``, ``endsAt`` its own future one or ``now`` +
-        ``timing.resolve_timeout`` (:func:`alert_view`), its first route's
-        receiver and group labels."""
+        """Keep ``alert`` accepted at ``now`` as its view would show it (:func:`alert_view`)."""
         ep = {"alert": alert.to_dict(), "last_seen": now,
               "started_at": alert.starts_at if alert.starts_at is not None else now}
         view = alert_view(ep, config, {})
@@ -565,13 +463,9 @@ class RecentAlerts:
             del self._views[fp]
 
     def merge(self, views: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
-        """``views`` (published, from :func:`read_views`) with this process's
-        newer receipts: an alert the published view lacks is added, one it
-        shows from an older receipt takes the newer ``endsAt``,
-        ``updatedAt`` and annotations (keeping its start, group and
-        status), one resolved since is left out. A published view as new as
-        the overlay's (same RFC 3339 ``updatedAt`` format) wins and ends
-        that overlay entry."""
+        """``views`` from :func:`read_views` with this process's newer receipts added or updated
+        (start, group and status kept), resolved ones left out; a published view as new ends its
+        overlay entry."""
         self._prune(now)
         if not self._views:
             return views
@@ -593,14 +487,9 @@ class RecentAlerts:
 
 
 def inhibited_now(alerts: list[tuple[str, dict[str, str]]], config: Any) -> dict[str, list[str]]:
-    """fingerprint -> [the inhibiting source's fingerprint] of each of
-    ``alerts`` (``(fingerprint, labels as silences see them)``, all firing)
-    that another of them inhibits under ``config.inhibit_rules``: the rule
-    of :meth:`alerting.stages.inhibit.Inhibit._inhibitors` (Alertmanager's
-    ``inhibit.Inhibitor.Mutes``: target side matches, a source with the same
-    ``equal`` values fires, and an alert matching both sides is not
-    inhibited by a source matching both), applied at query time as
-    Alertmanager's API does. O(alerts) per rule."""
+    """fingerprint -> [inhibiting source fp] for ``alerts`` (``(fp, labels)``, all firing) under
+    ``config.inhibit_rules``, at query time as Alertmanager's API does; the rule is
+    :meth:`alerting.stages.inhibit.Inhibit._inhibitors` (``inhibit.Inhibitor.Mutes``)."""
     from alerting.matchers import parse_matcher
 
     out: dict[str, list[str]] = {}

@@ -1,11 +1,7 @@
-"""The sender (httpx, async): one attempt per call, bounded by
-``delivery.timeout`` (docs/kafka-rules.md #5); :func:`report` hands the
-:class:`SendResult` to the funnel, which schedules retries.
-
-A connect error never left (not delivered); an answer is the receiver's
-decision; a timeout or drop after sending may have delivered
-(``maybe_delivered``: the funnel retries the same message, same key).
-"""
+"""The sender (httpx, async): one attempt per call within ``delivery.timeout``
+(docs/kafka-rules.md #5); :func:`report` hands the :class:`SendResult` to the funnel. A connect
+error never left; an answer is the receiver's decision; a timeout after sending may have delivered
+(``maybe_delivered``: same message, same key)."""
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +25,8 @@ USER_AGENT = "plait-alerting/0.1"
 
 @dataclass(frozen=True)
 class SendResult:
-    """One attempt: ``ok`` (2xx), ``status`` (None: no answer),
-    ``retry_after`` seconds, ``maybe_delivered``, ``error``, ``elapsed`` s."""
+    """One attempt: ``ok`` (2xx), ``status`` (None: no answer), ``retry_after`` seconds,
+    ``maybe_delivered``, ``error``, ``elapsed`` s."""
 
     ok: bool
     status: int | None
@@ -41,8 +37,8 @@ class SendResult:
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds from a ``Retry-After`` (RFC 9110 10.2.3) at epoch ``now``;
-    None when absent or unreadable; never negative or infinite."""
+    """Seconds from a ``Retry-After`` (RFC 9110 10.2.3) at epoch ``now``; None when absent or
+    unreadable; never negative or infinite."""
     if not value:
         return None
     value = value.strip()
@@ -55,8 +51,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 
 
 class WebhookSender:
-    """Sends funnel messages to their receivers; ``client`` to reuse (else
-    its own, closed by :meth:`aclose`); ``clock`` for signature timestamps."""
+    """Sends funnel messages to their receivers; ``client`` to reuse (else its own, closed by
+    :meth:`aclose`); ``clock`` for signature timestamps."""
 
     def __init__(self, config: AlertingConfig, client: httpx.AsyncClient | None = None,
                  clock: Callable[[], float] = time.time, external_url: str = "") -> None:
@@ -70,11 +66,8 @@ class WebhookSender:
         self._tls_clients: dict[Any, httpx.AsyncClient] = {}
 
     def _client_for(self, rc: Any) -> httpx.AsyncClient:
-        """The shared client, or one kept per TLS setting of ``rc``.
-
-        Raises:
-            OSError, ssl.SSLError: a certificate file cannot be read.
-        """
+        """The shared client, or one per TLS setting of ``rc``. Raises OSError/ssl.SSLError for an
+        unreadable certificate file."""
         tls = getattr(rc, "tls", None)
         if tls is None:
             return self.client
@@ -96,9 +89,8 @@ class WebhookSender:
         return client
 
     async def send(self, message: Message) -> SendResult:
-        """:meth:`_send` in a ``webhook.attempt`` span (child of the message's
-        ``traceparent``, linking its ``links``; docs/alerting.md, "Traces"),
-        outcome and latency in ``plait.metrics``."""
+        """:meth:`_send` in a ``webhook.attempt`` span (docs/alerting.md, "Traces"), outcome and
+        latency in ``plait.metrics``."""
         from plait import metrics, tracing
 
         with tracing.span("webhook.attempt", message.traceparent, links=message.links,
@@ -114,13 +106,9 @@ class WebhookSender:
             return result
 
     async def _send(self, message: Message) -> SendResult:
-        """Deliver ``message`` (:func:`alerting.receivers.build_requests`;
-        every request must succeed; email over SMTP). Network and HTTP
-        problems are in the result.
-
-        Raises:
-            KeyError: the message names a receiver that is not configured.
-        """
+        """Deliver ``message`` (:func:`alerting.receivers.build_requests`, every request must
+        succeed; email over SMTP); network and HTTP problems go in the result. Raises KeyError for
+        an unconfigured receiver."""
         rc = self.config.receiver(message.receiver)
         external_url = self.external_url or self.config.external_url
         t0 = time.monotonic()
@@ -161,8 +149,8 @@ class WebhookSender:
                           elapsed=time.monotonic() - t0)
 
     async def _send_email(self, message: Message, rc, external_url: str, t0: float) -> SendResult:
-        """SMTP in a worker thread; a refusal is a definite failure, a drop
-        mid-DATA may have delivered."""
+        """SMTP in a worker thread; a refusal is a definite failure, a drop mid-DATA may have
+        delivered."""
         from alerting.receivers import without_resolved
         from alerting.receivers.email import build_email, send
 
@@ -191,9 +179,8 @@ class WebhookSender:
 
 def report(funnel: Funnel, message: Message, result: SendResult,
            now: float) -> list[LedgerEntry] | float | None:
-    """Tell the funnel how the attempt went at ``now``: the ledger entries
-    made final on success, else the next attempt's epoch seconds (None:
-    already settled)."""
+    """Tell the funnel how the attempt went at ``now``: the ledger entries made final on success,
+    else the next attempt's epoch seconds (None: already settled)."""
     if result.ok:
         return funnel.delivered(message.id, now)
     return funnel.delivery_failed(message.id, now, status=result.status,

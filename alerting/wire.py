@@ -1,37 +1,21 @@
-"""What the alert funnel's Kafka topics carry (the contract between the API,
-any producer and the alerting agents).
+"""What the alert funnel's Kafka topics carry (the API, producers and agents' contract).
 
-``alerts.raw`` (any key; the router re-keys) accepts, as UTF-8 JSON:
+``alerts.raw`` (any key; the router re-keys), UTF-8 JSON: a CloudEvents envelope (``type``
+``plait.alert.Raw.v1``) whose ``data`` is an alert, a list, or ``{"alerts": [...], "receivedAt":
+epoch s}``; or a bare alert (native or Alertmanager) or list. Raw ids: ``<envelope id>:<index>``
+(a re-sent envelope is recognised), else ``<partition>@<offset>:<index>``. Not JSON, not an
+object/list or over :data:`MAX_ALERTS` alerts is poison (``export.dlq``); an invalid alert ends
+``rejected`` in the ledger, naming the field.
 
-- a CloudEvents envelope (``specversion``, ``id``, ``type``
-  ``plait.alert.Raw.v1``, ``data``) whose ``data`` is one alert, a list of
-  alerts, or ``{"alerts": [...], "receivedAt": epoch seconds}``;
-- a bare alert object (native or Alertmanager format) or a list of them.
+``alerts.funnel`` (keyed by receiver: its bucket, groups and in-flight message on one partition):
+``{"v": 1, "kind": ...}`` with kind ``alert`` (normalized alert or invalid payload, ``receiver``,
+``fp``, ``tp`` traceparent), ``alerts`` (``items``: at most :data:`MAX_ITEMS`, about
+:data:`MAX_COMMAND_BYTES`), ``tick``, ``result``, ``silence``, ``expire``; the last four go to an
+explicit partition.
 
-Each alert gets a raw id: ``<envelope id>:<index>`` (so a producer that
-re-sends the same envelope is recognised), or ``<partition>@<offset>:<index>``
-for bare JSON. Anything that is not JSON, not an object/list, or larger than
-:data:`MAX_ALERTS` alerts is poison (``export.dlq``); an alert that is JSON
-but invalid travels on and ends ``rejected`` in the ledger, naming the field.
-
-``alerts.funnel`` (internal, keyed by receiver name so one receiver's token
-bucket, groups and in-flight message live on one partition) carries
-funnel commands ``{"v": 1, "kind": ...}``: ``alert`` (normalized alert or the
-invalid raw payload, with the router's decision ``receiver`` and ``fp``, and
-``tp``: the W3C traceparent of its route span when traces are exported),
-``alerts`` (``items``: several ``alert`` commands of one receiver, at most
-:data:`MAX_ITEMS` and about :data:`MAX_COMMAND_BYTES`, so no record grows
-with a storm), ``tick``, ``result`` (one webhook attempt), ``silence``
-and ``expire``. Ticks, results and silence commands are sent to an explicit
-partition.
-
-``alerts.ledger`` carries ledger batches (version 2): ``{"v": 2,
-"partition": <funnel partition>, "entries": [entry, ...]}``, at most
-:data:`MAX_LEDGER_ENTRIES` entries and about :data:`MAX_LEDGER_BYTES` per
-record, keyed by the funnel partition (so one partition's outcomes stay in
-order). An entry is one raw alert's outcome (``alerting.model.LedgerEntry``
-plus ``partition``). Version 1 records (one bare entry each, keyed by raw id)
-may remain on the topic; :func:`ledger_entries` reads both.
+``alerts.ledger`` (keyed by funnel partition, so outcomes stay in order): ``{"v": 2, "partition",
+"entries": [LedgerEntry + partition]}``, at most :data:`MAX_LEDGER_ENTRIES` entries and about
+:data:`MAX_LEDGER_BYTES`; :func:`ledger_entries` also reads version 1 (one bare entry).
 """
 from __future__ import annotations
 
@@ -62,8 +46,7 @@ _MAX_INVALID_BYTES = 16_384
 MAX_ITEMS = 500
 #: Most bytes of one ``alerts`` command record (key and JSON value).
 MAX_COMMAND_BYTES = MAX_RECORD_BYTES
-#: Most entries one ``alerts.ledger`` record carries, and its most bytes
-#: (key and JSON value).
+#: Most entries one ``alerts.ledger`` record carries, and its most bytes (key and JSON value).
 MAX_LEDGER_ENTRIES = 1000
 MAX_LEDGER_BYTES = MAX_RECORD_BYTES
 LEDGER_VERSION = 2
@@ -71,9 +54,8 @@ LEDGER_VERSION = 2
 
 @dataclass(frozen=True)
 class RawAlert:
-    """One alert read from ``alerts.raw``: its raw id, the payload as sent,
-    when Plait received it (epoch seconds, decides Alertmanager
-    firing/resolved from ``endsAt``) and who sent the event (its ``source``)."""
+    """One alert of ``alerts.raw``: raw id, payload as sent, receipt time (epoch s; decides
+    Alertmanager firing/resolved from ``endsAt``) and the event's ``source``."""
 
     raw_id: str
     payload: Any
@@ -82,9 +64,7 @@ class RawAlert:
 
 
 def ordering_key(alert: Any) -> str:
-    """The Kafka key of a raw alert: its rule and asset as sent (native
-    ``rule``/``asset``, or Alertmanager ``labels.alertname``/``labels.instance``),
-    so every state change of one alert travels on one partition, in order."""
+    """Kafka key of a raw alert: rule|asset as sent, so one alert's changes stay in order."""
     if not isinstance(alert, dict):
         return ""
     labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
@@ -95,13 +75,8 @@ def ordering_key(alert: Any) -> str:
 
 def raw_envelope(alerts: list[Any], source: str = "plait-api",
                  received_at: float | None = None, event_id: str | None = None) -> tuple[str, bytes]:
-    """An ``alerts.raw`` event carrying ``alerts`` (dicts as sent).
-
-    Returns:
-        (event id, UTF-8 JSON bytes); the raw ids are ``<event id>:<i>``.
-        Alerts holding invalid Unicode (lone surrogates) travel as JSON
-        ``\\u`` escapes, so the funnel's intake repairs and counts them.
-    """
+    """``(event id, UTF-8 JSON bytes)`` of an ``alerts.raw`` event carrying ``alerts``; raw ids are
+    ``<event id>:<i>``. Lone surrogates travel as ``\\u`` escapes for intake to repair."""
     eid = event_id or uuid.uuid4().hex
     env = {"specversion": "1.0", "id": eid, "source": source, "type": RAW_TYPE,
            "time": utcnow_iso(), "datacontenttype": "application/json",
@@ -111,41 +86,27 @@ def raw_envelope(alerts: list[Any], source: str = "plait-api",
 
 
 def raw_alert_bytes(alert: Any) -> bytes:
-    """One alert's JSON as :func:`raw_envelope` writes it (the piece
-    :func:`pack_raw` joins)."""
+    """One alert's JSON as :func:`raw_envelope` writes it (the piece :func:`pack_raw` joins)."""
     return _json_bytes(alert)
 
 
 def raw_room(key: bytes, source: str, received_at: float) -> int:
-    """Most bytes of alert JSON one ``alerts.raw`` record with Kafka ``key``
-    may carry so that key and value stay within
-    :data:`plait.records.MAX_RECORD_BYTES` (the envelope's own bytes
-    counted with a 32-hex id and a millisecond time, as :func:`raw_envelope`
-    writes them)."""
+    """Most alert JSON bytes one ``alerts.raw`` record with ``key`` may carry within
+    :data:`plait.records.MAX_RECORD_BYTES` (envelope counted as :func:`raw_envelope` writes it)."""
     return MAX_RECORD_BYTES - len(key) - _frame_bytes(source, received_at)
 
 
 @functools.lru_cache(maxsize=64)
 def _frame_bytes(source: str, received_at: float) -> int:
-    """Bytes of an ``alerts.raw`` envelope carrying no alert (its id and
-    time have a fixed length)."""
+    """Bytes of an ``alerts.raw`` envelope with no alert (fixed-length id and time)."""
     return len(raw_envelope([], source, received_at, event_id="0" * 32)[1])
 
 
 def pack_raw(parts: list[bytes], key: bytes, source: str, received_at: float,
              most: int) -> list[tuple[str, int, bytes]]:
-    """``alerts.raw`` events carrying ``parts`` (:func:`raw_alert_bytes` of
-    each alert, each at most :func:`raw_room`), in order, each with at most
-    ``most`` alerts and, with ``key``, at most
-    :data:`plait.records.MAX_RECORD_BYTES`.
-
-    Returns:
-        ``[(event id, alerts it carries, UTF-8 JSON bytes)]``; the raw ids
-        of an event's alerts are ``<event id>:<i>``.
-
-    Raises:
-        ValueError: a part is larger than :func:`raw_room` (check first).
-    """
+    """``[(event id, alerts, JSON bytes)]``: ``alerts.raw`` events carrying ``parts``
+    (:func:`raw_alert_bytes`) in order, at most ``most`` alerts and, with ``key``, one record each.
+    Raises ValueError for a part larger than :func:`raw_room`."""
     room = raw_room(key, source, received_at)
     if any(len(p) > room for p in parts):
         raise ValueError(f"an alert is larger than the {room} bytes one alerts.raw record holds")
@@ -158,13 +119,8 @@ def pack_raw(parts: list[bytes], key: bytes, source: str, received_at: float,
 
 
 def _loads(value: bytes | str) -> Any:
-    """JSON to Python: orjson (several times faster on a 256 KB command),
-    else the stdlib for what orjson refuses and the stdlib takes (lone
-    surrogate escapes, which intake repairs; ``NaN``; huge integers).
-
-    Raises:
-        ValueError: not JSON for either.
-    """
+    """JSON to Python: orjson, else the stdlib for what only it takes (lone surrogates, ``NaN``,
+    huge integers). Raises ValueError when neither parses it."""
     try:
         return orjson.loads(value)
     except orjson.JSONDecodeError:
@@ -172,8 +128,7 @@ def _loads(value: bytes | str) -> Any:
 
 
 def _json_bytes(doc: Any) -> bytes:
-    """Compact UTF-8 JSON; ASCII escapes when a string holds a lone surrogate
-    (which UTF-8 cannot carry)."""
+    """Compact UTF-8 JSON; ASCII escapes when a string holds a lone surrogate."""
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, default=str)
     try:
         return text.encode()
@@ -183,11 +138,8 @@ def _json_bytes(doc: Any) -> bytes:
 
 def parse_raw(value: bytes | str | None, partition: int, offset: int,
               now: float) -> list[RawAlert]:
-    """The alerts of one ``alerts.raw`` event (see module doc).
-
-    Raises:
-        PoisonError: not JSON, not an object or list, or too many alerts.
-    """
+    """The alerts of one ``alerts.raw`` event. Raises PoisonError: not JSON, not an object or
+    list, or too many alerts."""
     if value is None:
         raise PoisonError("empty alerts.raw event")
     try:
@@ -215,9 +167,7 @@ def parse_raw(value: bytes | str | None, partition: int, offset: int,
 
 
 def receiver_for(config: AlertingConfig, alert: Alert) -> str:
-    """The receiver an alert is routed to first: that of the first route it
-    reaches in the routing tree (:func:`alerting.routing.routes_for`); further
-    ``continue`` routes get their own commands (:func:`route_alerts`)."""
+    """The receiver of the first route an alert reaches (:func:`alerting.routing.routes_for`)."""
     return routes_for(config, alert.match_labels())[0].receiver
 
 
@@ -231,18 +181,11 @@ def normalize_options(config: AlertingConfig | None) -> dict[str, Any]:
 
 
 def route_alerts(config: AlertingConfig, raw: RawAlert) -> list[tuple[str, dict[str, Any]]]:
-    """Normalize one raw alert, decide its routes and fingerprint once
-    (:func:`alerting.routing.decide`) and build one ``alerts.funnel`` command
-    per route it reaches (``alert``, ``receiver``, ``fp``, ``route``: the
-    funnel takes them as decided). A further ``continue`` route's copy has the
-    raw id ``<raw id>~<receiver>`` and the fingerprint ``<fp>~<route id>``
-    (docs/alerting.md, "Routes") and ``copy`` = its position.
-
-    Returns:
-        [(receiver name = the Kafka key, command)], never empty. An alert that
-        cannot be normalized goes to the default receiver's partition carrying
-        the payload as sent (cut to 16 KB), so the funnel ledgers it ``rejected``.
-    """
+    """``[(receiver = Kafka key, command)]``, never empty: one ``alert`` command per route the raw
+    alert reaches, decided once (:func:`alerting.routing.decide`). A ``continue`` copy has raw id
+    ``<raw id>~<receiver>``, fingerprint ``<fp>~<route id>`` and ``copy`` (docs/alerting.md,
+    "Routes"). An alert that does not normalize goes to the default receiver with its payload
+    (cut to 16 KB) to be ledgered ``rejected``."""
     cmd: dict[str, Any] = {"v": 1, "kind": "alert", "id": raw.raw_id,
                            "received_at": raw.received_at}
     try:
@@ -265,17 +208,14 @@ def route_alerts(config: AlertingConfig, raw: RawAlert) -> list[tuple[str, dict[
 
 
 def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, Any]]:
-    """The first of :func:`route_alerts` (the alert's first route; enough when
-    the config has no ``continue`` route)."""
+    """The first of :func:`route_alerts`."""
     return route_alerts(config, raw)[0]
 
 
 def pack_alerts(items: list[tuple[dict[str, Any], bytes]], key: bytes = b"") -> list[bytes]:
-    """``alerts`` commands carrying ``items`` (``(command, its JSON bytes)``
-    from :func:`route_alert` + :func:`command`), in order, each with at most
-    :data:`MAX_ITEMS` items and, with its Kafka ``key``, at most
-    :data:`MAX_COMMAND_BYTES`. An item too large for a command of its own
-    (an alert of ~100 labels of 8 KB) is left out: see :func:`fits_command`."""
+    """``alerts`` commands carrying ``items`` (``(command, JSON bytes)``) in order, at most
+    :data:`MAX_ITEMS` each and :data:`MAX_COMMAND_BYTES` with ``key``; an item too large alone is
+    left out (:func:`fits_command`)."""
     head, tail = b'{"v":1,"kind":"alerts","items":[', b"]}"
     room = MAX_COMMAND_BYTES - len(key) - len(head) - len(tail)
     return [head + b",".join(chunk) + tail
@@ -283,25 +223,20 @@ def pack_alerts(items: list[tuple[dict[str, Any], bytes]], key: bytes = b"") -> 
 
 
 def fits_command(data: bytes, key: bytes = b"") -> bool:
-    """Whether an item (an ``alert`` command's JSON) fits an ``alerts``
-    command of its own with ``key`` (:func:`pack_alerts` leaves it out
-    otherwise)."""
+    """Whether an ``alert`` command's JSON fits an ``alerts`` command of its own with ``key``."""
     return len(data) + len(key) + len(b'{"v":1,"kind":"alerts","items":[]}') <= MAX_COMMAND_BYTES
 
 
 def too_large_command(cmd: dict[str, Any], size: int) -> bytes:
-    """The ``alert`` command sent in place of ``cmd`` (an alert command of
-    ``size`` bytes, too large for one record): the same raw id, position
-    and receiver, no alert, so the funnel ledgers it ``rejected`` with a
-    reason saying why (the alert itself is kept in ``export.dlq``)."""
+    """The ``alert`` command replacing oversize ``cmd`` (``size`` bytes): no alert, so the funnel
+    ledgers it ``rejected`` saying why (the alert is kept in ``export.dlq``)."""
     keep = {k: cmd[k] for k in ("id", "src", "received_at", "copy", "receiver") if k in cmd}
     return command("alert", **keep, reason=f"(alert): {size} bytes as an alerts.funnel command, "
                                            f"most {MAX_COMMAND_BYTES}; kept in export.dlq")
 
 
 def _cut(parts: list[bytes], room: int, most: int) -> list[list[bytes]]:
-    """``parts`` (each at most ``room`` bytes) in consecutive runs of at
-    most ``most`` parts whose comma-joined bytes stay within ``room``."""
+    """``parts`` (each at most ``room``) in runs of at most ``most`` whose joined bytes fit."""
     out: list[list[bytes]] = []
     chunk: list[bytes] = []
     size = -1
@@ -317,14 +252,8 @@ def _cut(parts: list[bytes], room: int, most: int) -> list[list[bytes]]:
 
 
 def command(kind: str, **fields: Any) -> bytes:
-    """An ``alerts.funnel`` command as JSON bytes.
-
-    orjson (the router writes one per alert: the stdlib encoder was ~5% of a
-    storm's CPU); the stdlib's rules for what orjson refuses (a lone
-    surrogate, an integer past 64 bits). orjson writes NaN and infinities as
-    ``null``: a command's numbers are finite by construction (alert times
-    are checked by intake, ``received_at`` by :func:`parse_raw`, attempt
-    results are measured)."""
+    """An ``alerts.funnel`` command as JSON bytes: orjson (one per alert), the stdlib for what it
+    refuses. orjson writes NaN as ``null``: command numbers are finite by construction."""
     doc = {"v": 1, "kind": kind, **fields}
     try:
         return orjson.dumps(doc, default=str)
@@ -333,11 +262,7 @@ def command(kind: str, **fields: Any) -> bytes:
 
 
 def parse_command(value: bytes | str | None) -> dict[str, Any]:
-    """Decode an ``alerts.funnel`` command.
-
-    Raises:
-        PoisonError: not a JSON object with a known ``kind``.
-    """
+    """Decode an ``alerts.funnel`` command. Raises PoisonError: not an object with a known kind."""
     try:
         doc = _loads(value) if value is not None else None
     except (ValueError, UnicodeDecodeError) as e:
@@ -349,11 +274,8 @@ def parse_command(value: bytes | str | None) -> dict[str, Any]:
 
 
 def ledger_records(partition: int, entries: list[dict[str, Any]]) -> list[bytes]:
-    """``alerts.ledger`` records (version 2) carrying ``entries`` (plain
-    dicts, in order) of funnel partition ``partition``: each at most
-    :data:`MAX_LEDGER_ENTRIES` entries, cut once past
-    :data:`MAX_LEDGER_BYTES` (an entry alone is small: a rejection reason
-    names a field). Empty ``entries``: no record."""
+    """``alerts.ledger`` records (version 2) of ``entries`` of funnel ``partition``: at most
+    :data:`MAX_LEDGER_ENTRIES` each, cut past :data:`MAX_LEDGER_BYTES`; none for no entries."""
     head = b'{"v":2,"partition":%d,"entries":[' % partition
     room = MAX_LEDGER_BYTES - len(head) - 2 - len(str(partition))  # the key: the partition
     return [head + b",".join(chunk) + b"]}"
@@ -362,10 +284,8 @@ def ledger_records(partition: int, entries: list[dict[str, Any]]) -> list[bytes]
 
 
 def _ledger_entry_bytes(entry: dict[str, Any], room: int = MAX_LEDGER_BYTES) -> bytes:
-    """One entry's JSON, at most ``room`` bytes: an entry is small but for
-    ``inhibited_by`` (one fingerprint per firing source) and ``reason``;
-    past ``room`` the list keeps its first fingerprints and
-    ``inhibited_by_count`` says how many there were, the reason its start."""
+    """One entry's JSON within ``room`` bytes: past it ``inhibited_by`` keeps its first fps (with
+    ``inhibited_by_count``) and ``reason`` its start."""
     try:
         data = orjson.dumps(entry)
     except TypeError:  # not plain JSON data (a lone surrogate...): the stdlib's rules
@@ -380,12 +300,8 @@ def _ledger_entry_bytes(entry: dict[str, Any], room: int = MAX_LEDGER_BYTES) -> 
 
 
 def ledger_entries(value: bytes | str | None) -> list[dict[str, Any]]:
-    """The entries of one ``alerts.ledger`` record: a version 2 batch, or a
-    version 1 record (one bare entry). Anything else gives [].
-
-    Raises:
-        ValueError: the record is not JSON.
-    """
+    """The entries of one ``alerts.ledger`` record (version 2 or 1), else []. Raises ValueError
+    when it is not JSON."""
     if value is None:
         return []
     doc = orjson.loads(value)

@@ -1,9 +1,5 @@
-"""The alert funnel's stages, in pipeline order, listed once (as
-Alertmanager's notify.go builds its stage list in one place).
-
-Each stage is a module; :class:`alerting.funnel.Funnel` is made of them
-over one declared state (:mod:`alerting.stages.state`).
-"""
+"""The funnel's stages in pipeline order, listed once (as Alertmanager's notify.go builds its stage
+list); :class:`alerting.funnel.Funnel` is made of them over :mod:`alerting.stages.state`."""
 from alerting.stages.bucket import Bucket
 from alerting.stages.dedupe import Dedupe
 from alerting.stages.dispatch import Dispatch

@@ -1,7 +1,5 @@
-"""Token-bucket stage: per receiver, one message per token
-(``bucket.burst``, one token back every ``refill_interval`` s), and
-critical groups pulled forward when tokens are scarce (docs/alerting.md,
-"Critical first")."""
+"""Token-bucket stage: per receiver one message per token (``bucket.burst``, one back every
+``refill_interval`` s); critical groups first when tokens are scarce."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,8 +12,7 @@ class Bucket(StageBase):
     """Token buckets of the funnel's receivers."""
 
     def _take_token(self, name: str, rs: dict[str, Any], now: float) -> bool:
-        """Take one token of receiver ``name``'s bucket at ``now``; False
-        (counted in ``rate_limited_ticks``) when it is empty."""
+        """Take one token of receiver ``name``'s bucket; False when it is empty."""
         bc = self.config.receiver(name).bucket
         b = rs["bucket"] or tb.new_bucket(bc.burst, now)
         ok, rs["bucket"] = tb.take(b, now, bc.burst, bc.refill_interval)
@@ -24,16 +21,10 @@ class Bucket(StageBase):
         return ok
 
     def _pull_forward(self, name: str, later: list[tuple[float, str]], now: float) -> None:
-        """Critical first when tokens are scarce (docs/alerting.md, "Critical first").
-
-        Rule: when receiver ``name`` is about to build a message (sections
-        queued, nothing in flight, a token free) and the groups queued plus
-        its groups due within one refill interval outnumber the tokens in its
-        bucket, so they could not each have a message of their own, those
-        groups are evaluated now (at most ``refill_interval`` seconds early)
-        and share this message; :meth:`~alerting.stages.dispatch.Dispatch._dispatch` then takes sections of
-        groups holding critical alerts first. Without scarcity nothing moves:
-        Alertmanager's timers hold as configured."""
+        """Critical first (docs/alerting.md, "Critical first"): when receiver ``name`` is about to
+        send and its queued groups plus those due within one refill interval outnumber its tokens,
+        the due ones are evaluated now to share this message, critical sections first. Without
+        scarcity Alertmanager's timers hold."""
         rs = self.state["receivers"][name]
         if not rs["outbox"] or rs["inflight"] is not None:
             return

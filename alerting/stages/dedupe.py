@@ -1,5 +1,4 @@
-"""Dedupe stage: an alert's episode (its fingerprint's life) and its
-expiry (docs/alerting.md, "Resolution without a human")."""
+"""Dedupe stage: episodes and their expiry (docs/alerting.md, "Resolution without a human")."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,9 +20,7 @@ class Dedupe(StageBase):
 
     def _keep_episode(self, fp: str, ep: dict[str, Any], alert: Alert, route: Route,
                       now: float) -> None:
-        """Store episode ``ep`` (the dedupe verdict's) under ``fp`` with its
-        route (below the root) and receiver (a further integration's copy,
-        ``config.fanout``), moving its expiry on a firing receipt."""
+        """Store episode ``ep`` under ``fp`` with its route and receiver (``config.fanout``)."""
         ep["fp"] = fp
         if route.id != "0":
             ep["route"] = route.id
@@ -35,8 +32,7 @@ class Dedupe(StageBase):
 
     def _deduplicated(self, fp: str, verdict: str, ep: Any, labels: Any, rid: str,
                       now: float) -> LedgerEntry | None:
-        """The ``deduplicated`` entry of a verdict that adds nothing
-        (:data:`alerting.dedupe.DEDUPED`), else None."""
+        """The ``deduplicated`` entry of a verdict in :data:`alerting.dedupe.DEDUPED`, else None."""
         if verdict not in DEDUPED:
             return None
         if verdict == "deescalation":
@@ -44,10 +40,8 @@ class Dedupe(StageBase):
         return self._final(rid, Outcome.DEDUPLICATED, now, fp=fp, reason=DEDUPED[verdict])
 
     def _set_expiry(self, ep: dict[str, Any], alert: Alert, now: float) -> None:
-        """When the firing episode ``ep`` resolves unless re-sent (docs/alerting.md,
-        "Resolution without a human"): the alert's own future ``endsAt``, else
-        ``now + timing.resolve_timeout`` (Alertmanager's rule). Every firing
-        receipt, duplicates included, moves it."""
+        """Expiry of firing ``ep``: the alert's future ``endsAt``, else ``now +
+        timing.resolve_timeout`` (Alertmanager's rule); every firing receipt moves it."""
         ends = alert.ends_at
         ep["expires_at"] = ends if ends is not None and ends > now \
             else now + self.config.timing.resolve_timeout
@@ -56,10 +50,8 @@ class Dedupe(StageBase):
             self.state["next_expiry"] = ep["expires_at"]
 
     def _expire(self, now: float) -> None:
-        """Resolve every firing episode whose ``expires_at`` passed, as if a
-        resolved alert with ``endsAt`` = ``expires_at`` had arrived (no raw
-        alert, so nothing is added to the ledger). Scans the episodes only
-        when the earliest known expiry is due."""
+        """Resolve firing episodes past ``expires_at`` as if a resolve had arrived (no raw alert,
+        no ledger entry); scans only when the earliest expiry is due."""
         st = self.state
         nxt = st.get("next_expiry")
         if nxt is None or now + 1e-9 < nxt:

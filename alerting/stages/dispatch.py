@@ -1,13 +1,7 @@
-"""Dispatch stage: per receiver one message in flight at a time.
-
-While it is retried, due groups are built into the receiver's outbox; when
-the in-flight message had only definite failures (connection refused, an
-HTTP answer) and its retry is due, it is superseded by a new message (new
-idempotency key) carrying its content plus the outbox, so a receiver that
-was down gets one up-to-date message instead of a backlog. After an
-ambiguous failure (a timeout: the receiver may have acted) the same message
-is retried with the same key.
-"""
+"""Dispatch stage: per receiver one message in flight. While it is retried, due groups fill the
+outbox; after only definite failures (refused, an HTTP answer) a due retry is superseded by one
+message (new idempotency key) with its content plus the outbox, so a receiver that was down gets no
+backlog. After a timeout (the receiver may have acted) the same message and key are retried."""
 from __future__ import annotations
 
 from typing import Any
@@ -20,9 +14,7 @@ from alerting.stages.base import StageBase
 
 
 def _critical_first(outbox: list[dict[str, Any]]) -> None:
-    """Order ``outbox`` in place so that every section of a group holding a
-    critical alert comes before the sections of other groups (stable); a
-    message takes sections from the front, so critical groups go first."""
+    """Stable-sort ``outbox`` in place: sections of groups holding a critical alert first."""
     hot = {s["group_id"] for s in outbox
            if any(a["severity"] == "critical" for a in s["alerts"])}
     if hot and len(hot) < len({s["group_id"] for s in outbox}):
@@ -35,10 +27,8 @@ class Dispatch(StageBase):
     def start(self) -> None:
         for r in self.config.receivers:
             self.state["receivers"].setdefault(r.name, {"bucket": None, "outbox": [], "inflight": None})
-        #: receiver -> {group id: its sections in the outbox}, and receiver ->
-        #: {id(section): section} of queued sections not flagged merged yet:
-        #: derived from the outboxes, kept up to date where sections are
-        #: queued and taken, so a tick does not walk the outbox
+        #: receiver -> {group id: sections queued}, receiver -> {id(section): unmerged section}:
+        #: derived from the outboxes so a tick does not walk them
         self._queued: dict[str, dict[str, int]] = {}
         self._fresh: dict[str, dict[int, dict]] = {}
         for name, rs in self.state["receivers"].items():
@@ -106,10 +96,7 @@ class Dispatch(StageBase):
         return outbox_.to_message(inf)
 
     def _sent(self, inf: dict[str, Any]) -> None:
-        """Message ``inf`` leaves now: the firing members it lists may be seen
-        from here on (before any acknowledgement), so a later resolve of
-        theirs is news, never a suppressed transient (docs/alerting.md, step
-        2). Their groups are noted in :attr:`ticked` (written by the runner)."""
+        """``inf`` leaves: its firing members' later resolve is news (docs/alerting.md, step 2)."""
         groups = self.state["groups"]
         for s in inf["sections"]:
             g = groups.get(s["group_id"])
@@ -133,10 +120,7 @@ class Dispatch(StageBase):
         return None, None
 
     def delivered(self, message_id: str, now: float) -> list[LedgerEntry]:
-        """The receiver accepted ``message_id`` (2xx) at ``now``: its raw alerts
-        become ``delivered`` (or ``merged``) in it, delivered resolves end
-        their episodes. An unknown or already settled id returns [] (acks
-        may repeat after a restart)."""
+        """``message_id`` got a 2xx: its raws' entries; [] for an unknown id (acks may repeat)."""
         rs, inf = self._find(message_id)
         if inf is None:
             return []
@@ -163,19 +147,10 @@ class Dispatch(StageBase):
 
     def delivery_failed(self, message_id: str, now: float, *, status: int | None = None,
                         retry_after: float | None = None, maybe_delivered: bool = False) -> float | None:
-        """An attempt of ``message_id`` failed at ``now``.
-
-        Args:
-            status: HTTP status, or None for a connect error / timeout.
-            retry_after: the receiver's ``Retry-After`` in seconds, if any.
-            maybe_delivered: True when the request may have been processed
-                (a timeout after sending); the message is then never
-                superseded, only retried with the same idempotency key.
-
-        Returns:
-            epoch seconds of the next attempt (capped exponential backoff,
-            Retry-After honoured), or None for an unknown message id.
-        """
+        """An attempt of ``message_id`` failed at ``now``. ``status`` is the HTTP status (None:
+        connect error / timeout), ``retry_after`` seconds; ``maybe_delivered`` (a timeout after
+        sending) means never superseded, only retried with the same key. Returns the next attempt's
+        epoch seconds (capped backoff, Retry-After honoured), None for an unknown id."""
         _rs, inf = self._find(message_id)
         if inf is None:
             return None

@@ -1,7 +1,5 @@
-"""Group stage: episodes join aggregation groups per route
-(Alertmanager's dispatcher: ``group_by``, ``group_wait``,
-``group_interval``, ``repeat_interval``), and due groups are evaluated into
-their receiver's outbox."""
+"""Group stage (Alertmanager's dispatcher: ``group_by``, ``group_wait``, ``group_interval``,
+``repeat_interval``): episodes join groups per route; due groups go to the receiver's outbox."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,9 +22,8 @@ class Grouping(StageBase):
 
     def _group_alert(self, fp: str, verdict: str, ep: dict[str, Any], rid: str, route: Route,
                      now: float, traceparent: str | None, received_at: float | None) -> None:
-        """A passing alert joins its group (opened from ``received_at`` when
-        given, as Alertmanager's dispatcher counts ``group_wait`` from
-        receipt); its raw id waits on the member until delivered."""
+        """A passing alert joins its group, opened at ``received_at`` when given (Alertmanager
+        counts ``group_wait`` from receipt)."""
         if ep.get("silenced_by") or ep.get("inhibited_by"):
             self._unmute(fp, ep)
         opened = now if received_at is None else min(now, received_at)
@@ -35,9 +32,7 @@ class Grouping(StageBase):
         note_insert(g, ep["started_at"], self._timing(g)[0], now)
 
     def _route_of(self, rid: str, receiver: str | None = None) -> Route:
-        """The route with id ``rid`` (cached per funnel; the root when the
-        config no longer has it), for ``receiver`` when given (a further
-        integration's receiver, ``config.fanout``)."""
+        """The route ``rid`` (the root if the config lost it), for ``receiver`` when given."""
         route = self._routes.get(rid)
         if route is None:
             route = route_by_id(self.config, rid) or route_by_id(self.config, "0")
@@ -47,8 +42,7 @@ class Grouping(StageBase):
         return route
 
     def _route(self, ep: dict[str, Any]) -> Route:
-        """The route of an episode: the one it was taken for (``continue``
-        copies), else the first the alert reaches now."""
+        """An episode's route: the one it was taken for, else the first the alert reaches now."""
         rid = ep.get("route")
         route = route_by_id(self.config, rid) if rid else None
         if route is None:
@@ -77,25 +71,21 @@ class Grouping(StageBase):
         return groups[gid]
 
     def _touch(self, g: dict[str, Any]) -> None:
-        """Note in :attr:`ticked` that this tick changes group ``g`` (first
-        time: with its members as they are now)."""
+        """Note in :attr:`ticked` that this tick changes group ``g`` (with its members before)."""
         self.ticked.setdefault(g["id"], list(g["members"]))
 
     def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
-        """(group_wait, group_interval, repeat_interval) of group ``g``: its
-        route's, else the configuration's (seconds)."""
+        """(group_wait, group_interval, repeat_interval) of group ``g`` in seconds."""
         t = self.config.timing
         return g.get("timing") or (t.group_wait, t.group_interval, t.repeat_interval)
 
     def _remind(self, g: dict[str, Any], now: float) -> bool:
-        """True when group ``g``'s repeat_interval has passed by ``now`` (a
-        reminder is due whatever its news)."""
+        """True when group ``g``'s repeat_interval has passed by ``now``."""
         at = due_at(dict(g, news_at=None), *self._timing(g))
         return at is not None and at <= now + 1e-9
 
     def _held(self, g: dict[str, Any], now: float) -> bool:
-        """True while the group's route is inside a mute time interval or
-        outside all of its active ones (docs/alerting.md, "Routes")."""
+        """True while time intervals mute the group's route (docs/alerting.md, "Routes")."""
         route = route_by_id(self.config, g["route"])
         return route is not None and muted_at(self.config, route, now)
 
@@ -145,11 +135,8 @@ class Grouping(StageBase):
         self._enqueued(g["receiver"], sections)
 
     def _drop(self, g: dict[str, Any], fps: list[str], reason: str, now: float) -> None:
-        """Members ``fps`` of group ``g`` leave it untold: their episodes end
-        and their raw alerts are ``deduplicated`` with ``reason``
-        (``transient``: resolved before ever sent, counted in
-        ``transient_suppressed``; ``send_resolved``: a resolve the receiver
-        does not take, counted in ``resolved_not_sent``)."""
+        """Members ``fps`` leave group ``g`` untold, their raws ``deduplicated`` with ``reason``:
+        ``transient`` (resolved before sent) or ``send_resolved`` (receiver takes no resolves)."""
         st, c = self.state, self.state["counters"]
         counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
         for fp in fps:
@@ -161,10 +148,7 @@ class Grouping(StageBase):
                                                     reason=reason).to_dict())
 
     def _end_member(self, fp: str) -> None:
-        """A resolved member left its group: its episode ends with it, unless
-        the alert fired again while muted (the member is stale then; the
-        episode stays, marked, a source still, and is released as new when
-        nothing mutes it)."""
+        """A resolved member left: its episode ends unless it fired again while muted."""
         ep = self.state["episodes"].get(fp)
         if ep is None or ep["status"] == "resolved":
             self._unmute(fp, self.state["episodes"].pop(fp, None))

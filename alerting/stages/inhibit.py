@@ -1,10 +1,5 @@
-"""Inhibition stage (docs/alerting.md, "Inhibition"; Alertmanager's
-``inhibit_rules``, inhibit/inhibit.go): a firing alert matching a rule's
-``source_matchers`` mutes the alerts matching its ``target_matchers`` whose
-``equal`` labels agree; an alert matching both sides does not inhibit an
-alert that matches both too (nor itself). Sources are indexed per rule by
-their ``equal`` values (firing sources only, rebuilt from the episodes), so
-a lookup costs one dict access per rule."""
+"""Inhibition stage (Alertmanager's inhibit/inhibit.go; docs/alerting.md, "Inhibition"). Firing
+sources are indexed per rule by their ``equal`` values: one dict lookup per rule."""
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +24,7 @@ class Inhibit(StageBase):
         self._source_keys: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
         #: fingerprints of firing episodes currently marked inhibited
         self._inhibited: set[str] = set()
-        #: a source left the index since the last tick: inhibited alerts are
-        #: re-checked (only then; True after a load)
+        #: a source left the index since the last tick (or a load): re-check the inhibited
         self._sources_left = True
         if self._inhibit:
             for fp, ep in self.state["episodes"].items():
@@ -40,16 +34,12 @@ class Inhibit(StageBase):
 
     def _inhibit_alert(self, fp: str, verdict: str, ep: dict[str, Any] | None,
                        labels: dict[str, str], rid: str, now: float) -> LedgerEntry | None:
-        """Index the alert as a source, then its ``inhibited`` entry when a
-        rule inhibits it, else None. A resolve is not inhibited here: it
-        joins its group, and its flush asks the inhibitor (Alertmanager's
-        MuteStage), so the order of a source's and a target's resolves does
-        not matter."""
+        """Index the alert as a source; its ``inhibited`` entry, else None. Resolves are checked at
+        their group's flush (Alertmanager's MuteStage), so resolve order does not matter."""
         if not self._inhibit:
             return None
         if ep is not None and verdict not in DEDUPED:
-            # a deduplicated alert leaves the episode's alert (and status) as
-            # they were: the index stays what a restarted worker rebuilds
+            # a deduplicated alert leaves the episode as it was: so does the index
             self._index_source(fp, ep, labels)
         inhibited = self._inhibitors(fp, labels)
         if inhibited is None or verdict == "resolved":
@@ -58,14 +48,12 @@ class Inhibit(StageBase):
         return self._final(rid, Outcome.INHIBITED, now, fp=fp, inhibited_by=inhibited)
 
     def muted(self) -> set[str]:
-        """Fingerprints of firing episodes marked silenced or inhibited (a
-        tick may release them)."""
+        """Fingerprints of firing episodes marked silenced or inhibited."""
         return set(self.state["silenced"]) | self._inhibited
 
     def _index_source(self, fp: str, ep: dict[str, Any], labels: dict[str, str]) -> None:
-        """Keep the source index in step with episode ``fp``: indexed under
-        every rule whose source side its labels match while it fires,
-        nowhere once it resolved."""
+        """Keep the source index in step with episode ``fp``: indexed under every rule whose source
+        side its labels match while it fires, nowhere once it resolved."""
         keys: list[tuple[int, tuple[str, ...]]] = []
         if ep["status"] == "firing":
             for i, (src, tgt, equal) in enumerate(self._inhibit):
@@ -86,11 +74,10 @@ class Inhibit(StageBase):
             self._source_keys[fp] = keys
 
     def _inhibitors(self, fp: str, labels: dict[str, str]) -> tuple[int, list[str]] | None:
-        """(rule index, [source fingerprint]) of the first rule inhibiting the
-        alert ``fp`` with ``labels``, or None. Alertmanager's rule: target side
-        matches, a firing source with equal ``equal`` values exists, and when
-        the alert matches the source side too, sources that also match the
-        target side are skipped (so nothing inhibits itself)."""
+        """(rule index, [source fingerprint]) of the first rule inhibiting the alert ``fp`` with
+        ``labels``, or None. Alertmanager's rule: target side matches, a firing source with equal
+        ``equal`` values exists, and when the alert matches the source side too, sources that also
+        match the target side are skipped (so nothing inhibits itself)."""
         for i, (src, tgt, equal) in enumerate(self._inhibit):
             candidates = self._sources[i].get(tuple(labels.get(n, "") for n in equal))
             if not candidates or not all(m.matches(labels) for m in tgt):

@@ -1,6 +1,4 @@
-"""Silence stage (Alertmanager's silences and MuteStage): silences, and
-the marks of muted episodes (silenced or inhibited) that are released
-when nothing mutes them any more."""
+"""Silence stage (Alertmanager's silences and MuteStage), and the marks of muted episodes."""
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +20,7 @@ class Silences(StageBase):
 
     def _silence_alert(self, fp: str, verdict: str, ep: dict[str, Any] | None,
                        labels: dict[str, str], rid: str, now: float) -> LedgerEntry | None:
-        """The ``silenced`` entry of an alert an active silence matches
-        (its episode marked), else None."""
+        """The ``silenced`` entry of an alert an active silence matches, else None."""
         sid = silenced_by(self._silences, labels, now) if self._silences else None
         if sid is None:
             return None
@@ -31,15 +28,13 @@ class Silences(StageBase):
         return self._final(rid, Outcome.SILENCED, now, fp=fp, silence_id=sid)
 
     def add_silence(self, spec: dict[str, Any], now: float, silence_id: str | None = None) -> Silence:
-        """Create a silence from an API request (see
-        :func:`alerting.silence.create_silence` for the keys) at ``now``.
-        ``silence_id`` is the id to give it (default ``s<n>``); a known id
-        is replaced, so the same command applied twice leaves one silence
-        (the Kafka agents broadcast one id to every funnel partition).
+        """Create a silence from an API request (keys: :func:`alerting.silence.create_silence`). A
+        known ``silence_id`` (default ``s<n>``) is replaced: the agents broadcast one id to every
+        partition, and a command applied twice leaves one silence.
 
         Raises:
-            SilenceRefused: naming the bad key (broad matchers without
-                ``allow_broad``, missing author or comment, bad times...).
+            SilenceRefused: naming the bad key (broad matchers without ``allow_broad``, missing
+                author or comment, bad times...).
         """
         self.state["seq"]["silence"] += 1
         silence = create_silence(spec, now, silence_id or f"s{self.state['seq']['silence']}")
@@ -63,10 +58,8 @@ class Silences(StageBase):
 
     def _muted_alert(self, fp: str, verdict: str, ep: dict | None, key: str, by: Any,
                      now: float) -> None:
-        """The episode of a raw alert that a silence (``key`` = ``silenced_by``,
-        ``by`` = silence id) or inhibition (``inhibited_by``, source
-        fingerprints) hides: a firing one is marked and watched for release;
-        a resolved one ends (told to its group if it was grouped)."""
+        """A muted episode (``key`` ``silenced_by``/``inhibited_by``, ``by`` silence id/source
+        fps): a firing one is marked; a resolved one ends (told to its group if grouped)."""
         st = self.state
         if ep is None:
             return
@@ -80,8 +73,7 @@ class Silences(StageBase):
         self._mark(fp, ep, key, by)
 
     def _mark(self, fp: str, ep: dict[str, Any], key: str, by: Any) -> None:
-        """Mark a firing episode silenced (``key`` = ``silenced_by``) or
-        inhibited (``inhibited_by``); the other mark is cleared."""
+        """Mark a firing episode with ``key``, clearing the other mark."""
         if key == "inhibited_by":
             if ep.get("silenced_by"):
                 ep["silenced_by"] = None
@@ -106,10 +98,8 @@ class Silences(StageBase):
         self._inhibited.discard(fp)
 
     def _release_muted(self, now: float) -> None:
-        """Firing episodes whose silence ended or whose inhibiting sources
-        resolved, and that nothing else mutes now, join their group as new
-        (case A10; Alertmanager releases an inhibited alert when its source
-        resolves)."""
+        """Firing episodes no longer silenced or inhibited join their group as new (Alertmanager
+        releases an inhibited alert when its source resolves)."""
         st = self.state
         recheck = [f for f in self._inhibited if f not in st["silenced"]] if self._sources_left else []
         self._sources_left = False
@@ -130,16 +120,15 @@ class Silences(StageBase):
                     self._mark(fp, ep, "silenced_by", still)
                 continue
             self._unmute(fp, ep)
-            # Alertmanager groups a muted alert on receipt: its group's timer
-            # has run since, so the release goes out at that timer's next flush
+            # Alertmanager groups a muted alert on receipt: its group's timer has run since, so the
+            # release goes out at that timer's next flush
             g = self._group_for(ep, min(now, ep["started_at"]))
             self._touch(g)
             apply_verdict(g, "release", ep, None, now)
 
     def _muter(self, now: float):
-        """``muted(member)`` for :func:`alerting.group.build_sections`:
-        ``("inhibited_by", (rule index, [source fps]))``, ``("silenced_by",
-        silence id)`` or None; inhibition first (Alertmanager's order)."""
+        """``muted(member)`` for :func:`alerting.group.build_sections`: ``(key, by)`` or None;
+        inhibition first (Alertmanager's order)."""
         def muted(m: dict[str, Any]):
             labels = Alert.from_dict(m["alert"]).match_labels()
             if self._inhibit:

@@ -1,10 +1,5 @@
-"""The funnel's declared state: plain JSON data (changelog tables,
-:mod:`alerting.store`), one entity per episode, group and receiver, so a
-store can write each entity that changed on its own.
-
-The types below are the shapes; the values stay dicts so that a state is
-its own JSON image (``Funnel(config, state)`` resumes from it).
-"""
+"""The funnel's state as JSON dicts (``Funnel(config, state)`` resumes from it), one entity per
+episode, group and receiver so :mod:`alerting.store` writes each changed one alone."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,8 +15,7 @@ COUNTERS = ("received", "delivered", "merged", "deduplicated", "silenced", "inhi
 
 
 class Episode(TypedDict, total=False):
-    """One alert identity's life (:func:`alerting.dedupe.decide`). Times are
-    epoch seconds; ``route``/``receiver`` only when not the root's."""
+    """One fingerprint's life (:func:`alerting.dedupe.decide`); times in epoch seconds."""
 
     fp: str
     status: str  # "firing" | "resolved"
@@ -43,8 +37,7 @@ class Episode(TypedDict, total=False):
 
 
 class Group(TypedDict, total=False):
-    """An aggregation group (:func:`alerting.group.new_group`); ``members``
-    by fingerprint; ``route``/``timing`` only below the root route."""
+    """An aggregation group (:func:`alerting.group.new_group`); ``members`` by fingerprint."""
 
     id: str
     receiver: str
@@ -59,8 +52,7 @@ class Group(TypedDict, total=False):
 
 
 class ReceiverState(TypedDict, total=False):
-    """Per receiver: token bucket, queued sections, the message in flight
-    (:func:`alerting.outbox.new_inflight`) and the last delivery result."""
+    """Per receiver: bucket, outbox, message in flight and last delivery result."""
 
     bucket: dict[str, float] | None  # {"tokens", "updated_at"}
     outbox: list[dict[str, Any]]
@@ -94,17 +86,8 @@ def new_state() -> FunnelState:
 
 @dataclass
 class Step:
-    """What one :meth:`alerting.funnel.Funnel.step` did.
-
-    Attributes:
-        messages: messages to send now (at most one per receiver).
-        ledger: entries the step made final (suppressed transients, alerts
-            resolved while muted).
-        groups: group id -> its member fingerprints before the step, for
-            every group the step released alerts into, ended alerts of or
-            whose message left, besides the groups it was asked about (the
-            store writes them and those members).
-    """
+    """One :meth:`alerting.funnel.Funnel.step`: ``messages`` to send, ``ledger`` entries made final,
+    ``groups``: id -> member fps before the step of the further groups it changed."""
 
     messages: list[Message] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
