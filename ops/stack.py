@@ -130,6 +130,8 @@ class Stack:
             "PLAIT_API_URL": self.api_url,
             **self.overrides,
         }
+        if self.broker and self.broker_storage.startswith("memory:"):
+            self._mark_projection_built()
         split = split_roles and any(self.env.get(k) or os.environ.get(k) for k in
                                     ("PLAIT_ALERTING_CONFIG", "PLAIT_ALERTMANAGER_CONFIG"))
         for i in range(workers):
@@ -146,6 +148,19 @@ class Stack:
             self.start_api()
         self.wait_workers_ready()
         return self
+
+    def _mark_projection_built(self) -> None:
+        """Set the projection's built marker (``ops.rebuild.ensure_built``):
+        the broker is new and in memory, so ``export.lifecycle`` is empty and
+        the replay a worker runs at start when the marker is missing would
+        apply nothing, after waiting out its idle time (3 s)."""
+        import redis
+
+        client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
+        try:
+            client.set(K.projection_built(self.redis_prefix), int(time.time()), nx=True)
+        finally:
+            client.close()
 
     def workers(self) -> dict[str, subprocess.Popen]:
         """The worker processes started (name -> process)."""
