@@ -150,10 +150,8 @@ class Stack:
         return self
 
     def _mark_projection_built(self) -> None:
-        """Set the projection's built marker (``ops.rebuild.ensure_built``):
-        the broker is new and in memory, so ``export.lifecycle`` is empty and
-        the replay a worker runs at start when the marker is missing would
-        apply nothing, after waiting out its idle time (3 s)."""
+        """Mark the projection built: a new in-memory ``export.lifecycle`` is
+        empty, so a worker's start-up replay (3 s idle wait) would apply nothing."""
         import redis
 
         client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])

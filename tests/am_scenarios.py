@@ -340,5 +340,50 @@ receivers:
                          A("alertname", "test2", active=(4,))])]},
     reloads=[3])
 
+#: utf8_test.go TestSendAlertsToUTF8Route (Alertmanager 0.27+): a route's
+#: matcher and group_by name a label by any UTF-8 text.
+UTF8_ROUTE = Scenario(
+    "TestSendAlertsToUTF8Route", """
+route:
+  receiver: default
+  routes:
+    - receiver: webhook
+      matchers:
+        - foo🙂=bar
+      group_by:
+        - foo🙂
+      group_wait: 1s
+receivers:
+- name: default
+- name: webhook
+  webhook_configs:
+  - url: 'http://%s'
+""",
+    pushes=[(1, [A("foo🙂", "bar", active=(1,))])],
+    wants={0: [(2, 2.5, [A("foo🙂", "bar", active=(1,))])]})
+
+#: api_test.go's alertmanager.yml (TestAlertGetReturnsCurrentAlertStatus,
+#: TestFilterAlertRequest); utf8_test.go's is the same without inhibit_rules.
+API_AM = """
+route:
+  receiver: "default"
+  group_by: []
+  group_wait:      1s
+  group_interval:  10m
+  repeat_interval: 1h
+
+inhibit_rules:
+  - source_match:
+      severity: 'critical'
+    target_match:
+      severity: 'warning'
+    equal: ['alertname']
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+"""
+
 ALL = [MERGE_ALERTS, REPEAT, BATCHING, RESOLVED, RESOLVED_FILTER, ALWAYS_INHIBITING, INHIBITING,
        SILENCE_DELETE]
