@@ -106,6 +106,8 @@ class Stack:
             "PLAIT_API_URL": self.api_url,
             **self.overrides,
         }
+        if self.broker and self.broker_storage.startswith("memory:"):
+            self._mark_projection_built()
         split = split_roles and any(self.env.get(k) or os.environ.get(k) for k in
                                     ("PLAIT_ALERTING_CONFIG", "PLAIT_ALERTMANAGER_CONFIG"))
         for i in range(workers):
@@ -122,6 +124,17 @@ class Stack:
             self.start_api()
         self.wait_workers_ready()
         return self
+
+    def _mark_projection_built(self) -> None:
+        """Mark the projection built: a new in-memory ``export.lifecycle`` is
+        empty, so a worker's start-up replay (3 s idle wait) would apply nothing."""
+        import redis
+
+        client = redis.Redis.from_url(self.env["PLAIT_REDIS_URL"])
+        try:
+            client.set(K.projection_built(self.redis_prefix), int(time.time()), nx=True)
+        finally:
+            client.close()
 
     def workers(self) -> dict[str, subprocess.Popen]:
         return {n: p for n, p in self.procs.items() if n.startswith("worker")}

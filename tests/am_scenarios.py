@@ -48,6 +48,10 @@ class Scenario:
     wants: dict[int, list[tuple[float, float, list[dict]]]]
     #: (at, "set" | "del", silence name, {"matchers": [...], "start", "end"})
     silences: list[tuple[float, str, str, dict]] = field(default_factory=list)
+    #: times of a configuration reload (``at.Do(At(t), amc.Reload)``)
+    reloads: list[float] = field(default_factory=list)
+    #: collector index -> its webhook answers 500 before this time (``wh.Func``)
+    fails: dict[int, float] = field(default_factory=dict)
 
     def end(self) -> float:
         """When the scenario is over (Alertmanager's ``Collector.Latest``)."""
@@ -290,6 +294,96 @@ SILENCE_DELETE = Scenario(
               (3.5, "del", "all", {})],
     wants={0: [(3.5, 4.5, [A("alertname", "test1", active=(1,)),
                            A("alertname", "test2", active=(1,))])]})
+
+#: send_test.go TestRetry: of a receiver's two webhooks, the one failing
+#: until 4.5 gets the group once it answers, at the flush after that (6).
+RETRY = Scenario(
+    "TestRetry", """
+route:
+  receiver: "default"
+  group_by: [alertname]
+  group_wait:      1s
+  group_interval:  2s
+  repeat_interval: 3s
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+  - url: 'http://%s'
+""",
+    pushes=[(1, [A("alertname", "test1")])],
+    wants={0: [(2, 2.5, [A("alertname", "test1", active=(1,))]),
+               (6, 6.5, [A("alertname", "test1", active=(1,))])],
+           1: [(6, 6.5, [A("alertname", "test1", active=(1,))])]},
+    fails={1: 4.5})
+
+#: send_test.go TestReload: a reload restarts the group's timers (the flush
+#: after the reload at 3 is at 3 + group_interval) and sends nothing twice.
+RELOAD = Scenario(
+    "TestReload", """
+route:
+  receiver: "default"
+  group_by: []
+  group_wait:      1s
+  group_interval:  6s
+  repeat_interval: 10m
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+""",
+    pushes=[(1, [A("alertname", "test1")]), (4, [A("alertname", "test2")])],
+    wants={0: [(2, 2.5, [A("alertname", "test1", active=(1,))]),
+               (9, 9.5, [A("alertname", "test1", active=(1,)),
+                         A("alertname", "test2", active=(4,))])]},
+    reloads=[3])
+
+#: utf8_test.go TestSendAlertsToUTF8Route (Alertmanager 0.27+): a route's
+#: matcher and group_by name a label by any UTF-8 text.
+UTF8_ROUTE = Scenario(
+    "TestSendAlertsToUTF8Route", """
+route:
+  receiver: default
+  routes:
+    - receiver: webhook
+      matchers:
+        - foo🙂=bar
+      group_by:
+        - foo🙂
+      group_wait: 1s
+receivers:
+- name: default
+- name: webhook
+  webhook_configs:
+  - url: 'http://%s'
+""",
+    pushes=[(1, [A("foo🙂", "bar", active=(1,))])],
+    wants={0: [(2, 2.5, [A("foo🙂", "bar", active=(1,))])]})
+
+#: api_test.go's alertmanager.yml (TestAlertGetReturnsCurrentAlertStatus,
+#: TestFilterAlertRequest); utf8_test.go's is the same without inhibit_rules.
+API_AM = """
+route:
+  receiver: "default"
+  group_by: []
+  group_wait:      1s
+  group_interval:  10m
+  repeat_interval: 1h
+
+inhibit_rules:
+  - source_match:
+      severity: 'critical'
+    target_match:
+      severity: 'warning'
+    equal: ['alertname']
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+"""
 
 ALL = [MERGE_ALERTS, REPEAT, BATCHING, RESOLVED, RESOLVED_FILTER, ALWAYS_INHIBITING, INHIBITING,
        SILENCE_DELETE]

@@ -11,11 +11,9 @@ from ops.stack import Stack
 from stack_env import drop_redis_keys, isolated_env
 
 
-@pytest.fixture
-def make_stack(tmp_path_factory):
-    """Factory: ``make_stack(workers=1, **PLAIT_overrides) -> started Stack``
-    (``api_replicas``: API processes, ``Stack.api_urls``); every stack made
-    is stopped and its Redis keys dropped at teardown."""
+def _stack_factory(tmp_path_factory):
+    """``make(workers=1, broker_storage=..., api_replicas=1, **PLAIT_overrides)
+    -> started Stack`` and the list of stacks it made."""
     made: list[Stack] = []
 
     def make(workers: int = 1, broker_storage: str = "memory://tansu/", api_replicas: int = 1,
@@ -25,10 +23,33 @@ def make_stack(tmp_path_factory):
         made.append(stack)
         return stack.start(workers=workers)
 
-    yield make
+    return make, made
+
+
+def _stop_all(made: list[Stack]) -> None:
     for stack in made:
         stack.stop()
         drop_redis_keys(stack)
+
+
+@pytest.fixture
+def make_stack(tmp_path_factory):
+    """Factory: ``make_stack(workers=1, **PLAIT_overrides) -> started Stack``
+    (``api_replicas``: API processes, ``Stack.api_urls``); every stack made
+    is stopped and its Redis keys dropped at teardown."""
+    make, made = _stack_factory(tmp_path_factory)
+    yield make
+    _stop_all(made)
+
+
+@pytest.fixture(scope="module")
+def make_module_stack(tmp_path_factory):
+    """:func:`make_stack` for a stack the tests of a module share (a
+    module-scoped fixture of the test file makes it): stopped after the
+    module's last test."""
+    make, made = _stack_factory(tmp_path_factory)
+    yield make
+    _stop_all(made)
 
 
 @pytest.fixture(scope="module")

@@ -30,14 +30,24 @@ RULE = {"alert": "AlwaysFiring", "expr": "vector(1)", "labels": {"severity": "pa
         "annotations": {"summary": "always firing"}}
 
 
-@pytest.fixture
-def replicas(make_stack, tmp_path, receiver):
+@pytest.fixture(scope="module")
+def receiver():
+    """The module's webhook receiver (its stack's one receiver)."""
+    r = Receiver().start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="module")
+def replicas(make_module_stack, tmp_path_factory, receiver):
     """A stack with two API replicas whose funnel sends Alertmanager webhooks
-    to ``receiver`` at ``/am``."""
-    cfg = write_config(tmp_path / "alerting.yaml",
+    to ``receiver`` at ``/am``, shared by the module's tests: the
+    silences test leaves only an expired silence behind and the
+    notifications test makes no silence."""
+    cfg = write_config(tmp_path_factory.mktemp("ha") / "alerting.yaml",
                        [{"name": "am", "url": receiver.url("/am"), "format": "alertmanager"}],
                        **TIMING)
-    stack = funnel_stack(make_stack, cfg, api_replicas=2)
+    stack = funnel_stack(make_module_stack, cfg, api_replicas=2)
     assert len(stack.api_urls) == 2
     return stack
 
