@@ -129,7 +129,8 @@ async def redrive_chains(ctx: Context, task_id: str, state: dict, now: float,
     that never recorded a fetcher: each resumes from its checkpoints. None
     when the task is not a partitioned pull task still fetching (the
     sweeper's task-level re-drive applies). A chain re-driven more than
-    ``PLAIT_MAX_REDRIVES`` times at one page ends the task FAILED."""
+    ``PLAIT_MAX_REDRIVES`` times at one page ends the task FAILED; a re-drive
+    no worker claimed (:func:`claim`) is sent again without counting."""
     marks = await ctx.checkpoints.get(task_id)
     if "request" not in marks or "last_seq" in marks or "finalized" in marks:
         return None
@@ -146,8 +147,12 @@ async def redrive_chains(ctx: Context, task_id: str, state: dict, now: float,
             continue
         seq = int(marks.get(f"next_seq:{part}", 0))
         point = f"fetch:{part}:{seq}"
-        tries = int(marks.get(f"redrives:{part}", 0)) + 1 \
-            if marks.get(f"redrive_point:{part}") == point else 1
+        same = marks.get(f"redrive_point:{part}") == point
+        tries = int(marks.get(f"redrives:{part}", 0)) if same else 0
+        # an unclaimed re-drive (still on the broker, e.g. during a rebalance) is sent
+        # again but not counted: only a worker that took the page can fail at it
+        if not (same and marks.get(f"fetcher:{part}", "").startswith(REDRIVEN)):
+            tries += 1
         if tries > ctx.settings.max_redrives:
             return [ended(task_id, "FAILED", f"re-driven {tries - 1} times at page {seq} of "
                                              f"partition {part} without progress", ctx.worker_id,

@@ -78,11 +78,17 @@ async def test_the_sweeper_re_drives_only_the_chain_whose_worker_is_gone(make_ct
              e.payload.attempt) for e in cmds] == [("t1#1", 4, {"lastId": 140}, 400, 1)]
     # given the sweeping worker time to hand it over, it is not re-driven again at once
     assert await redrive_chains(ctx, "t1", {}, clock.now + 1, stale=False) == []
-    # each later re-drive at the same page counts; past PLAIT_MAX_REDRIVES the task fails
-    for n in (2, 3):
-        again = await redrive_chains(ctx, "t1", {}, clock.now + 10 * n, stale=False)
-        assert [e.payload.attempt for e in again if e.topic == T.FETCH] == [n]
-    failed = await redrive_chains(ctx, "t1", {}, clock.now + 100, stale=False)
+    # a re-drive no worker claimed yet is sent again without counting
+    again = await redrive_chains(ctx, "t1", {}, clock.now + 10, stale=False)
+    assert [e.payload.attempt for e in again if e.topic == T.FETCH] == [1]
+    # each later re-drive at the same page that a worker claimed (then died) counts;
+    # past PLAIT_MAX_REDRIVES the task fails
+    for n in (2, 3, 4):
+        await ctx.checkpoints.set("t1", **{"fetcher:1": "w-dead", "at:1": clock.now + 10 * n})
+        again = await redrive_chains(ctx, "t1", {}, clock.now + 10 * n + 6, stale=False)
+        if n < 4:
+            assert [e.payload.attempt for e in again if e.topic == T.FETCH] == [n]
+    failed = again
     assert failed[0].payload.status == "FAILED"
     assert "page 4 of partition 1" in failed[0].payload.errorMessage
 
