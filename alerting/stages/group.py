@@ -8,7 +8,8 @@ import dataclasses
 from typing import Any
 
 from alerting import outbox as outbox_
-from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
+from alerting.group import (apply_verdict, build_sections, commit_sections, count_member, due_at,
+                            group_key,
                             join_traces, new_group, note_insert, set_trace)
 from alerting.model import Alert, Outcome
 from alerting.routing import Route, muted_at, route_by_id, routes_for
@@ -130,7 +131,7 @@ class Grouping(StageBase):
         for fp, (key, by) in effects["muted"].items():
             m = g["members"][fp]
             if m["status"] == "resolved":
-                del g["members"][fp]
+                del g["members"][fp]  # resolved: not in notified_firing
                 self._end_member(fp)
                 for r in m["raw"]:
                     entry = (self._final(r, Outcome.SILENCED, now, fp=fp, silence_id=by)
@@ -154,6 +155,7 @@ class Grouping(StageBase):
         counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
         for fp in fps:
             m = g["members"].pop(fp)
+            count_member(g, m, -1)
             self._end_member(fp)
             c[counter] = c.get(counter, 0) + 1
             for r in m["raw"]:
