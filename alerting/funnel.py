@@ -47,6 +47,7 @@ class Funnel(*STAGES):  # type: ignore[misc]
         self.config = config
         self.state = state if state is not None else new_state()
         self.ticked = {}
+        self.changed = {}
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for stage in STAGES:
@@ -180,7 +181,7 @@ class Funnel(*STAGES):  # type: ignore[misc]
         """:meth:`tick`, with the ledger entries it made final and the groups
         it changed (:class:`~alerting.stages.state.Step`)."""
         messages = self.tick(now, only)
-        return Step(messages, self.drain_ledger(), dict(self.ticked))
+        return Step(messages, self.drain_ledger(), dict(self.ticked), dict(self.changed))
 
     def tick(self, now: float, only: list[str] | None = None) -> list[Message]:
         """Advance to ``now`` (seconds): release ended silences, evaluate due
@@ -194,7 +195,7 @@ class Funnel(*STAGES):  # type: ignore[misc]
         longest refill interval (the runner's due index), in order; the
         groups this tick releases from silences or ends are looked at too.
         None looks at every open group (cost grows with them)."""
-        self.ticked = {}
+        self.ticked, self.changed = {}, {}
         self._release_muted(now)
         self._expire(now)
         later: dict[str, list[tuple[float, str]]] = {}

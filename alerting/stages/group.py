@@ -77,10 +77,12 @@ class Grouping(StageBase):
         ep["group"] = gid
         return groups[gid]
 
-    def _touch(self, g: dict[str, Any]) -> None:
+    def _touch(self, g: dict[str, Any], fps: Any = ()) -> None:
         """Note in :attr:`ticked` that this tick changes group ``g`` (first
-        time: with its members as they are now)."""
+        time: with its members as they are now) and in :attr:`changed` its
+        members ``fps`` (fingerprints) it changes, sets or removes."""
         self.ticked.setdefault(g["id"], list(g["members"]))
+        self.changed.setdefault(g["id"], set()).update(fps)
 
     def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
         """(group_wait, group_interval, repeat_interval) of group ``g``: its
@@ -109,12 +111,17 @@ class Grouping(StageBase):
         stale = outbox_.unqueue(g, outbox, self._queued.setdefault(g["receiver"], {}))
         if stale is None:
             return
+        self._touch(g, [fp for s in stale["sections"] for fp, _q, _r in s["snapshot"]])
         self._dequeued(g["receiver"], stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted,
                                            rc.send_resolved)
         dropped = effects["transient"] + effects["quiet"]
+        # what commit_sections and the muted/dropped handling below change
+        self._touch(g, [fp for fp, m in g["members"].items() if m["sent_seq"] != m["news_seq"] or "tp" in m])
+        self._touch(g, [fp for s in sections for fp, _q, _r in s["snapshot"]])
+        self._touch(g, dropped + list(effects["muted"]))
         last_sent = g["last_sent_at"]
         if (dropped and sections and sections[0]["reminder"] and not stale["sections"]
                 and not self._remind(g, now)):

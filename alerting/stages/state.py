@@ -109,3 +109,7 @@ class Step:
     messages: list[Message] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
+    #: group id -> fingerprints whose member (set or removed) or episode the
+    #: step changed, for every group it looked at or changed; the header of
+    #: each such group may have changed too.
+    members: dict[str, set[str]] = field(default_factory=dict)
