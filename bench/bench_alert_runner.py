@@ -167,7 +167,7 @@ def open_groups(n: int) -> FunnelRunner:
     return runner
 
 
-def one_group(n: int) -> None:
+def one_group(n: int) -> FunnelRunner:
     """``n`` alerts in one group (group_by [rule]) fired, delivered, then
     resolved in the order they fired, 500 per batch on a simulated clock;
     prints the funnel's CPU per alert for each half and the resident set."""
@@ -212,6 +212,7 @@ def one_group(n: int) -> None:
                       "counters_balanced": runner.counters(0)["balanced"],
                       "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}),
           flush=True)
+    return runner
 
 
 def full_collection(n: int) -> None:

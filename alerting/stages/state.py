@@ -101,15 +101,14 @@ class Step:
         ledger: entries the step made final (suppressed transients, alerts
             resolved while muted).
         groups: group id -> its member fingerprints before the step, for
-            every group the step released alerts into, ended alerts of or
-            whose message left, besides the groups it was asked about (the
-            store writes them and those members).
+            every group the step evaluated, released alerts into, ended
+            alerts of or whose message left.
+        members: group id -> fingerprints whose member (set or removed) or
+            episode the step changed, for the same groups; the runner writes
+            these, their episodes and the groups' headers.
     """
 
     messages: list[Message] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
-    #: group id -> fingerprints whose member (set or removed) or episode the
-    #: step changed, for every group it looked at or changed; the header of
-    #: each such group may have changed too.
     members: dict[str, set[str]] = field(default_factory=dict)
