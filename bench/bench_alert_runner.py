@@ -33,7 +33,8 @@ full collection walks every open alert's objects):
 
     {"bench": "alert_runner_gc", "open_groups", "tracked_objects", "full_collect_ms"}
 
-With ``--one-group N`` it fires N alerts into one group (group_by [rule]),
+With ``--one-group N`` it fires N alerts into one group (``--groups G``: G
+groups; group_by [rule]),
 delivers them, then resolves them in the same order:
 
     {"bench": "alert_runner_one_group", "alerts", "firing_us_per_alert",
@@ -167,8 +168,8 @@ def open_groups(n: int) -> FunnelRunner:
     return runner
 
 
-def one_group(n: int) -> FunnelRunner:
-    """``n`` alerts in one group (group_by [rule]) fired, delivered, then
+def one_group(n: int, groups: int = 1) -> FunnelRunner:
+    """``n`` alerts in ``groups`` groups (group_by [rule]) fired, delivered, then
     resolved in the order they fired, 500 per batch on a simulated clock;
     prints the funnel's CPU per alert for each half and the resident set."""
     config = parse_config({
@@ -196,7 +197,7 @@ def one_group(n: int) -> FunnelRunner:
             now[0] += 0.5
             cmds = []
             for i in range(start, min(n, start + 500)):
-                _eid, value = raw_envelope([{"rule": "One", "asset": f"a{i:07d}", "severity": "warning",
+                _eid, value = raw_envelope([{"rule": f"One{i % groups}", "asset": f"a{i:07d}", "severity": "warning",
                                              "status": status}])
                 cmds += [(cmd, data) for _r, cmd, data in routed(config, value, raw, now[0])]
                 raw += 1
@@ -240,13 +241,14 @@ def main() -> None:
                     help="open this many groups and time a full garbage collection instead")
     ap.add_argument("--one-group", type=int, default=0,
                     help="fire then resolve this many alerts in one group instead")
+    ap.add_argument("--groups", type=int, default=1, help="spread --one-group's alerts over this many groups")
     args = ap.parse_args()
     gc.set_threshold(50_000)  # the alerting worker's setting (streams.app.tune_gc)
     if args.open:
         full_collection(args.open)
         return
     if args.one_group:
-        one_group(args.one_group)
+        one_group(args.one_group, args.groups)
         return
     if args.steady:
         steady(args.steady, args.rate, args.ack_delay)
