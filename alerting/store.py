@@ -572,7 +572,7 @@ class PartitionState:
 
         Args:
             touched: table keys the event may have changed (from :meth:`key`);
-                None compares every entity (ticks, deliveries, silences).
+                None compares every entity (silence commands).
 
         Returns:
             the number of table writes (sets and deletes), meta included.
