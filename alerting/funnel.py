@@ -34,6 +34,7 @@ class Funnel(*STAGES):  # type: ignore[misc]
         self.config = config
         self.state = state if state is not None else new_state()
         self.ticked = {}
+        self.changed = {}
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),
                       "default_severity": Severity[config.normalize.default_severity.upper()]}
         for stage in STAGES:
@@ -143,14 +144,14 @@ class Funnel(*STAGES):  # type: ignore[misc]
     def step(self, now: float, only: list[str] | None = None) -> Step:
         """:meth:`tick` with its final entries and changed groups (a ``Step``)."""
         messages = self.tick(now, only)
-        return Step(messages, self.drain_ledger(), dict(self.ticked))
+        return Step(messages, self.drain_ledger(), dict(self.ticked), dict(self.changed))
 
     def tick(self, now: float, only: list[str] | None = None) -> list[Message]:
         """Advance to ``now`` (s): release ended mutes, evaluate due groups, and return the
         messages to send (one per receiver at most: new under the token bucket, or a due retry);
         final entries go to :meth:`drain_ledger`. ``only``: the group ids that may be due (the
         runner's index); None looks at every open group."""
-        self.ticked = {}
+        self.ticked, self.changed = {}, {}
         self._release_muted(now)
         self._expire(now)
         later: dict[str, list[tuple[float, str]]] = {}

@@ -33,6 +33,8 @@ from alerting.config import GROUP_BY_ALL
 from alerting.model import Alert, Severity
 from plait.tracing import parent_and_links
 
+#: Group key of the count of its firing, notified members (:func:`notified_firing`).
+NOTIFIED_FIRING = "notified_firing"
 _CHANGE_ORDER = {"resolved": 0, "escalated": 1, "new": 2, None: 3}
 
 
@@ -67,7 +69,8 @@ def group_key(receiver: str, alert: Alert, group_by: list[str]) -> tuple[str, di
 def new_group(gid: str, receiver: str, labels: dict[str, str], now: float) -> dict[str, Any]:
     """An empty group opened at ``now`` (seconds)."""
     return {"id": gid, "receiver": receiver, "labels": labels, "opened_at": now,
-            "last_sent_at": None, "news_at": None, "notified_at": None, "members": {}}
+            "last_sent_at": None, "news_at": None, "notified_at": None, NOTIFIED_FIRING: 0,
+            "members": {}}
 
 
 def _set_news(group: dict[str, Any], member: dict[str, Any], news: str | None, now: float) -> None:
@@ -96,9 +99,11 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
             m.update(status="resolved", resolved_at=episode["resolved_at"])
             _set_news(group, m, "resolved", now)
     elif verdict in ("new", "release", "refire"):
+        count_member(group, m, -1)
         m.update(status="firing", resolved_at=None, alert=episode["alert"],
                  severity=episode["severity"], started_at=episode["started_at"])
         _set_news(group, m, None if m["notified"] else "new", now)
+        count_member(group, m, 1)
     elif verdict == "escalated":
         before = m["severity"]
         m.update(severity=episode["severity"], alert=episode["alert"],
@@ -109,6 +114,7 @@ def apply_verdict(group: dict[str, Any], verdict: str, episode: dict[str, Any],
         else:
             _set_news(group, m, "new", now)
     elif verdict == "resolved":
+        count_member(group, m, -1)
         m.update(status="resolved", resolved_at=episode["resolved_at"], alert=episode["alert"],
                  started_at=episode["started_at"])
         _set_news(group, m, "resolved", now)
@@ -163,13 +169,31 @@ def due_at(group: dict[str, Any], group_wait: float, group_interval: float,
     if news_at is not None:  # the first flush after the last evaluation that sees the news
         due = flush_at_or_after(group, group_wait, group_interval, max(news_at, last + 1e-6))
     notified_at = group.get("notified_at")
-    if notified_at is not None and any(m["status"] == "firing" and m["notified"]
-                                       for m in group["members"].values()):
+    if notified_at is not None and notified_firing(group):
         # from the last message built or delivered
         after = max(last, notified_at) + repeat_interval + 1e-6
         repeat = flush_at_or_after(group, group_wait, group_interval, after)
         due = repeat if due is None else min(due, repeat)
     return due
+
+
+def notified_firing(group: dict[str, Any]) -> int:
+    """How many members are firing and notified (a reminder is due for them).
+    Kept in the group under ``NOTIFIED_FIRING`` by :func:`count_member` at
+    each change, so :func:`due_at` costs O(1), not O(members); counted here
+    when absent (a group stored without it)."""
+    n = group.get(NOTIFIED_FIRING)
+    if n is None:
+        n = group[NOTIFIED_FIRING] = sum(m["status"] == "firing" and m["notified"]
+                                         for m in group["members"].values())
+    return n
+
+
+def count_member(group: dict[str, Any], m: dict[str, Any], sign: int) -> None:
+    """Add (``sign`` 1) or remove (-1) member ``m`` from the group's
+    :func:`notified_firing` count, when it is firing and notified."""
+    if m["status"] == "firing" and m["notified"] and NOTIFIED_FIRING in group:
+        group[NOTIFIED_FIRING] += sign
 
 
 def never_sent(m: dict[str, Any]) -> bool:
@@ -313,14 +337,20 @@ def settle(group: dict[str, Any], snapshot: list, sent_at: float) -> list[dict[s
         m = group["members"].get(fp)
         if m is None or seq is None or m["news_seq"] != seq:
             if m is not None and seq is None and m["status"] == "firing":
-                m["notified"] = True
+                _notify(group, m)
             continue
         m["news"] = None
         if m["status"] == "resolved":
             removed.append(group["members"].pop(fp))
         else:
-            m["notified"] = True
+            _notify(group, m)
     return removed
+
+
+def _notify(group: dict[str, Any], m: dict[str, Any]) -> None:
+    count_member(group, m, -1)
+    m["notified"] = True
+    count_member(group, m, 1)
 
 
 def combine(sections: list[dict]) -> list[dict]:

@@ -192,18 +192,6 @@ class FunnelRunner:
         head = ps.prefix + "grp|"
         ps.due.update(groups, [k[len(head):] for k in keys if k.startswith(head)])
 
-    def _group_keys(self, ps: PartitionState, gids: set[str], fps: set[str]) -> set[str]:
-        """Table keys of groups ``gids``, their members' episodes and ``fps``, and all receivers."""
-        st = ps.funnel.state
-        keys = {ps.key("rcv", name) for name in st["receivers"]}
-        for gid in gids:
-            keys.add(ps.key("grp", gid))
-            for fp in st["groups"].get(gid, {}).get("members", {}):
-                fps.add(fp)
-                keys.add(ps.member_key(gid, fp))
-        keys.update(ps.key("ep", fp) for fp in fps)
-        return keys
-
     def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
         """A group's (group_wait, group_interval, repeat_interval): its route's or the config's."""
         t = self.config.timing
@@ -230,10 +218,30 @@ class FunnelRunner:
                                                      or ep["expires_at"] <= now + 1e-9)}
         return fps
 
-    def _message_groups(self, ps: PartitionState, message_id: str) -> set[str]:
-        return {s["group_id"] for rs in ps.funnel.state["receivers"].values()
-                if rs["inflight"] is not None and rs["inflight"]["id"] == message_id
-                for s in rs["inflight"]["sections"]}
+    @staticmethod
+    def _message_members(ps: PartitionState, message_id: str) -> dict[str, set[str]]:
+        """Group id -> fingerprints listed in message ``message_id``'s
+        sections: what its delivery may settle (:func:`alerting.group.settle`)."""
+        out: dict[str, set[str]] = {}
+        for rs in ps.funnel.state["receivers"].values():
+            if rs["inflight"] is not None and rs["inflight"]["id"] == message_id:
+                for s in rs["inflight"]["sections"]:
+                    out.setdefault(s["group_id"], set()).update(fp for fp, _q, _r in s["snapshot"])
+        return out
+
+    @staticmethod
+    def _member_keys(ps: PartitionState, members: dict[str, set[str]], fps: set[str]) -> set[str]:
+        """Table keys of the groups ``members`` names (header, and the
+        member and episode of each fingerprint listed), of the episodes
+        ``fps``, and of every receiver."""
+        keys = {ps.key("rcv", name) for name in ps.funnel.state["receivers"]}
+        keys.update(ps.key("ep", fp) for fp in fps)
+        for gid, group_fps in members.items():
+            keys.add(ps.key("grp", gid))
+            for fp in group_fps:
+                keys.add(ps.member_key(gid, fp))
+                keys.add(ps.key("ep", fp))
+        return keys
 
     def _other(self, ps: PartitionState, kind: str, cmd: dict[str, Any], now: float,
                fx: Effects) -> list[str] | None:
@@ -244,21 +252,22 @@ class FunnelRunner:
         if kind == "tick":
             silenced = self._muted_or_expiring(ps, now)
             due = self._due_groups(ps, now)
-            gids = set(due) | {
-                st["episodes"][fp]["group"] for fp in silenced
-                if fp in st["episodes"] and st["episodes"][fp].get("group")}
-            before = self._group_keys(ps, gids, set(silenced))
+            members = {}  # group id -> fingerprints of members the tick may change
+            for fp in silenced:
+                gid = st["episodes"].get(fp, {}).get("group")
+                if gid:
+                    members.setdefault(gid, set()).add(fp)
             step = f.step(now, only=due)
             fx.messages += step.messages
             fx.ledger += [e.to_dict() for e in step.ledger]
-            # groups the tick released or ended alerts into
-            gids |= set(step.groups)
-            before |= {k for gid, fps in step.groups.items() for fp in fps
-                       for k in (ps.member_key(gid, fp), ps.key("ep", fp))}
-            return list(before | self._group_keys(ps, gids, set(silenced)))
+            for gid, fps in step.members.items():
+                members.setdefault(gid, set()).update(fps)
+            for gid in due:
+                members.setdefault(gid, set())
+            return list(self._member_keys(ps, members, silenced))
         if kind == "result":
-            gids = self._message_groups(ps, cmd["message_id"])
-            before = self._group_keys(ps, gids, set())
+            members = self._message_members(ps, cmd["message_id"])
+            keys = self._member_keys(ps, members, set())
             if cmd.get("ok"):
                 fx.ledger += [e.to_dict() for e in f.delivered(cmd["message_id"], now)]
                 if any(rs["outbox"] and rs["inflight"] is None for rs in st["receivers"].values()):
@@ -267,7 +276,7 @@ class FunnelRunner:
                 fx.wake(f.delivery_failed(cmd["message_id"], now, status=cmd.get("status"),
                                           retry_after=cmd.get("retry_after"),
                                           maybe_delivered=bool(cmd.get("maybe_delivered"))))
-            return list(before | self._group_keys(ps, gids, set()))
+            return list(keys)
         fx.wake(now)  # a silence made or ended changes what the next flush may send
         if kind == "silence":
             try:

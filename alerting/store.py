@@ -476,7 +476,8 @@ class PartitionState:
 
     def save(self, offset: int, touched: Iterable[str] | None = None) -> int:
         """Persist what changed after ``alerts.funnel`` offset ``offset``; ``touched``: keys the
-        event may have changed (None: compare all). Returns the number of sets and deletes."""
+        event may have changed (None: compare all, for silence commands). Returns the number of sets
+        and deletes, meta included."""
         touched = None if touched is None else set(touched)
         current = self._entities(touched)
         candidates = set(self._written) - {self.prefix + "meta"} if touched is None else touched

@@ -33,12 +33,19 @@ full collection walks every open alert's objects):
 
     {"bench": "alert_runner_gc", "open_groups", "tracked_objects", "full_collect_ms"}
 
+With ``--one-group N`` it fires N alerts into one group (``--groups G``: G
+groups; group_by [rule]),
+delivers them, then resolves them in the same order:
+
+    {"bench": "alert_runner_one_group", "alerts", "firing_us_per_alert",
+     "resolved_us_per_alert", "episodes_left", "groups_left", "counters_balanced", "maxrss_mb"}
+
 CPU time on a shared host is noisy; for comparing two versions, count
 instructions instead: ``valgrind --tool=callgrind python
 bench/bench_alert_runner.py --steady 2`` (the same total run after run).
 
 Usage: ``python bench/bench_alert_runner.py [--storm 50000] [--steady 0]
-[--rate 1000] [--ack-delay 0.2] [--open 0]``
+[--rate 1000] [--ack-delay 0.2] [--open 0] [--one-group 0]``
 """
 from __future__ import annotations
 
@@ -46,6 +53,7 @@ import argparse
 import gc
 import json
 import random
+import resource
 import time
 
 from alerting.changelog import BatchedTable
@@ -160,6 +168,54 @@ def open_groups(n: int) -> FunnelRunner:
     return runner
 
 
+def one_group(n: int, groups: int = 1) -> FunnelRunner:
+    """``n`` alerts in ``groups`` groups (group_by [rule]) fired, delivered, then
+    resolved in the order they fired, 500 per batch on a simulated clock;
+    prints the funnel's CPU per alert for each half and the resident set."""
+    config = parse_config({
+        "receivers": [{"name": "r0", "url": "http://127.0.0.1:9/hook",
+                       "bucket": {"burst": 1000, "refill_interval": "10ms"}}],
+        "route": {"receiver": "r0"}, "grouping": {"group_by": ["rule"], "batch_size": 1000},
+        "timing": {"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"},
+        "dedupe": {"cooldown": "1h"}})
+    table = BatchedTable(_Store())
+    now = [1_000_000.0]
+    runner = FunnelRunner(config, table, clock=lambda: now[0])
+    offset, raw, out = 0, 0, {}
+
+    def apply(cmds: list[dict]) -> None:
+        nonlocal offset
+        fx = runner.apply_batch(0, [(offset + i, c) for i, c in enumerate(cmds)])
+        offset += len(cmds)
+        table.drain()
+        if fx.messages:
+            apply([{"v": 1, "kind": "result", "message_id": m.id, "ok": True} for m in fx.messages])
+
+    for status in ("firing", "resolved"):
+        cpu0 = time.thread_time()
+        for start in range(0, n, 500):
+            now[0] += 0.5
+            cmds = []
+            for i in range(start, min(n, start + 500)):
+                _eid, value = raw_envelope([{"rule": f"One{i % groups}", "asset": f"a{i:07d}", "severity": "warning",
+                                             "status": status}])
+                cmds += [(cmd, data) for _r, cmd, data in routed(config, value, raw, now[0])]
+                raw += 1
+            apply([parse_command(v) for v in pack_alerts(cmds)])
+            apply([{"v": 1, "kind": "tick"}])
+        for _ in range(20):
+            now[0] += 1.0
+            apply([{"v": 1, "kind": "tick"}])
+        out[f"{status}_us_per_alert"] = round((time.thread_time() - cpu0) / n * 1e6, 1)
+    st = runner.state(0).funnel.state
+    print(json.dumps({"bench": "alert_runner_one_group", "alerts": n, **out,
+                      "episodes_left": len(st["episodes"]), "groups_left": len(st["groups"]),
+                      "counters_balanced": runner.counters(0)["balanced"],
+                      "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}),
+          flush=True)
+    return runner
+
+
 def full_collection(n: int) -> None:
     """Open ``n`` groups, then time one full garbage collection (see the
     module docstring)."""
@@ -183,10 +239,16 @@ def main() -> None:
                     help="seconds from a message leaving to its acknowledgement (--steady)")
     ap.add_argument("--open", type=int, default=0,
                     help="open this many groups and time a full garbage collection instead")
+    ap.add_argument("--one-group", type=int, default=0,
+                    help="fire then resolve this many alerts in one group instead")
+    ap.add_argument("--groups", type=int, default=1, help="spread --one-group's alerts over this many groups")
     args = ap.parse_args()
     gc.set_threshold(50_000)  # the alerting worker's setting (streams.app.tune_gc)
     if args.open:
         full_collection(args.open)
+        return
+    if args.one_group:
+        one_group(args.one_group, args.groups)
         return
     if args.steady:
         steady(args.steady, args.rate, args.ack_delay)

@@ -14,6 +14,8 @@ class StageBase:
     state: FunnelState
     #: groups the running tick changed (:attr:`alerting.stages.state.Step.groups`)
     ticked: dict[str, list[str]]
+    #: members the running tick changed (:attr:`alerting.stages.state.Step.members`)
+    changed: dict[str, set[str]]
 
     def start(self) -> None:
         """Derive this stage's in-memory indexes from :attr:`state` (on load)."""

@@ -78,7 +78,7 @@ class Dedupe(StageBase):
             if new.get("silenced_by") or new.get("inhibited_by"):
                 self._muted_alert(fp, verdict, new, "silenced_by", new.get("silenced_by"), now)
             elif new["group"] is not None and new["group"] in st["groups"]:
-                self._touch(st["groups"][new["group"]])
+                self._touch(st["groups"][new["group"]], (fp,))
                 apply_verdict(st["groups"][new["group"]], verdict, new, None, now)
             else:
                 st["episodes"].pop(fp, None)  # never grouped: nothing to tell

@@ -105,7 +105,7 @@ class Dispatch(StageBase):
             for a in s["alerts"]:
                 m = g["members"].get(a["fingerprint"])
                 if m is not None and a["status"] == "firing" and not m.get("sent"):
-                    self._touch(g)
+                    self._touch(g, (a["fingerprint"],))
                     m["sent"] = True
 
     def _inflight(self, name: str, sections: list[dict], now: float, failures: int) -> dict:

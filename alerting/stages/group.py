@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any
 
 from alerting import outbox as outbox_
-from alerting.group import (apply_verdict, build_sections, commit_sections, due_at, group_key,
+from alerting.group import (apply_verdict, build_sections, commit_sections, count_member, due_at,
+                            group_key,
                             join_traces, new_group, note_insert, set_trace)
 from alerting.model import Alert, Outcome
 from alerting.routing import Route, muted_at, route_by_id, routes_for
@@ -70,9 +71,11 @@ class Grouping(StageBase):
         ep["group"] = gid
         return groups[gid]
 
-    def _touch(self, g: dict[str, Any]) -> None:
-        """Note in :attr:`ticked` that this tick changes group ``g`` (with its members before)."""
+    def _touch(self, g: dict[str, Any], fps: Any = ()) -> None:
+        """Note in :attr:`ticked` that this tick changes group ``g`` (with its members before) and
+        in :attr:`changed` the member fingerprints ``fps`` it sets or removes."""
         self.ticked.setdefault(g["id"], list(g["members"]))
+        self.changed.setdefault(g["id"], set()).update(fps)
 
     def _timing(self, g: dict[str, Any]) -> tuple[float, float, float]:
         """(group_wait, group_interval, repeat_interval) of group ``g`` in seconds."""
@@ -98,12 +101,17 @@ class Grouping(StageBase):
         stale = outbox_.unqueue(g, outbox, self._queued.setdefault(g["receiver"], {}))
         if stale is None:
             return
+        self._touch(g, [fp for s in stale["sections"] for fp, _q, _r in s["snapshot"]])
         self._dequeued(g["receiver"], stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted,
                                            rc.send_resolved)
         dropped = effects["transient"] + effects["quiet"]
+        # what commit_sections and the muted/dropped handling below change
+        self._touch(g, [fp for fp, m in g["members"].items() if m["sent_seq"] != m["news_seq"] or "tp" in m])
+        self._touch(g, [fp for s in sections for fp, _q, _r in s["snapshot"]])
+        self._touch(g, dropped + list(effects["muted"]))
         last_sent = g["last_sent_at"]
         if (dropped and sections and sections[0]["reminder"] and not stale["sections"]
                 and not self._remind(g, now)):
@@ -120,7 +128,7 @@ class Grouping(StageBase):
         for fp, (key, by) in effects["muted"].items():
             m = g["members"][fp]
             if m["status"] == "resolved":
-                del g["members"][fp]
+                del g["members"][fp]  # resolved: not in notified_firing
                 self._end_member(fp)
                 for r in m["raw"]:
                     entry = (self._final(r, Outcome.SILENCED, now, fp=fp, silence_id=by)
@@ -141,6 +149,7 @@ class Grouping(StageBase):
         counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
         for fp in fps:
             m = g["members"].pop(fp)
+            count_member(g, m, -1)
             self._end_member(fp)
             c[counter] = c.get(counter, 0) + 1
             for r in m["raw"]:

@@ -123,7 +123,7 @@ class Silences(StageBase):
             # Alertmanager groups a muted alert on receipt: its group's timer has run since, so the
             # release goes out at that timer's next flush
             g = self._group_for(ep, min(now, ep["started_at"]))
-            self._touch(g)
+            self._touch(g, (fp,))
             apply_verdict(g, "release", ep, None, now)
 
     def _muter(self, now: float):

@@ -87,8 +87,10 @@ def new_state() -> FunnelState:
 @dataclass
 class Step:
     """One :meth:`alerting.funnel.Funnel.step`: ``messages`` to send, ``ledger`` entries made final,
-    ``groups``: id -> member fps before the step of the further groups it changed."""
+    ``groups``: id -> member fps before the step of the groups it changed; ``members``: id -> fps
+    whose member or episode it changed (the runner writes those, their episodes, the headers)."""
 
     messages: list[Message] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
     groups: dict[str, list[str]] = field(default_factory=dict)
+    members: dict[str, set[str]] = field(default_factory=dict)

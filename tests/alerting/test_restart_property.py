@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from alerting.config import parse_config
+from alerting.group import NOTIFIED_FIRING
 from alerting.intake import format_time
 from alerting.runner import FunnelRunner
 from alerting.store import PartitionState
@@ -58,6 +59,10 @@ def _comparable(state: dict) -> dict:
     for ep in state["episodes"].values():
         for k in LAGGING:
             ep.pop(k, None)
+    for g in state["groups"].values():  # a count kept at each change
+        n = g.get(NOTIFIED_FIRING)
+        assert n is None or n == sum(m["status"] == "firing" and m["notified"]
+                                     for m in g["members"].values())
     return state
 
 
