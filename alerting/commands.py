@@ -4,7 +4,11 @@ Shapes read (commands already in the topic and its changelog stay readable
 after an upgrade):
 
 - decided: ``alert`` (normalized, :meth:`Alert.to_state`) with the router's
-  ``receiver``, ``fp`` and ``route`` (:meth:`Decision.to_dict`);
+  or the API's ``receiver``, ``fp`` and ``route`` (:meth:`Decision.to_dict`);
+  one carrying ``cfg`` (the API's :func:`alerting.routing.routing_version`)
+  stands only when that is this worker's version: else its first copy is
+  routed here afresh, as an undecided one, and its further copies
+  (``copy`` > 0) are dropped, the first one's routes covering them;
 - undecided: ``alert`` without a decision; routed here by
   :func:`alerting.routing.decide`, the router's own rule, one decision per
   route reached (further copies ``<id>~<receiver>``);
@@ -19,7 +23,7 @@ from typing import Any
 
 from alerting.intake import repair_alert
 from alerting.model import Alert
-from alerting.routing import Decision, decide
+from alerting.routing import Decision, decide, routing_version
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,14 @@ def origin(cmd: dict[str, Any]) -> tuple[Any, Any, int, int, str | None]:
     return (*src, int(cmd.get("copy") or 0), receiver)  # type: ignore[return-value]
 
 
+def decision_stands(config: Any, cmd: dict[str, Any]) -> bool:
+    """Whether a decided command's decision is this worker's: it carries no
+    ``cfg`` (the router decided, with this worker's configuration) or the
+    ``cfg`` of ``config``."""
+    cfg = cmd.get("cfg")
+    return cfg is None or cfg == routing_version(config)
+
+
 def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
     """The :class:`AlertCommand` of one ``alert`` command (or an item of an
     ``alerts`` command) of any shape; never raises."""
@@ -78,6 +90,10 @@ def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
     except Exception as e:  # a producer forged a normalized command
         return AlertCommand(rid, rejected=f"(alert): unreadable normalized alert: {e}")
     d = Decision.from_command(cmd)
+    if d is not None and not decision_stands(config, cmd):
+        if cmd.get("copy"):
+            return AlertCommand(rid, alert, [], received)
+        d = None  # the first copy: its id is the raw id, routed afresh below
     if d is not None:
         return AlertCommand(rid, alert, [(rid, d)], received)
     try:
