@@ -2,8 +2,9 @@
 ``plait.keys``: ``alert_counters``, ``alert_silences``, ``alert_view``,
 ``slow_task_marker``).
 
-``alerts.funnel`` (internal, keyed by receiver) and the changelog of the
-``alerting-state`` table are created by ``alerting.agents.register_alerting``
+``alerts.funnel`` (internal, keyed by receiver; in ``plait.topics.ALL`` too,
+as the API writes it) and the changelog of the ``alerting-state`` table are
+created by ``alerting.agents.register_alerting``
 with ``plait.kafka_admin.create_topics``, explicitly, with the deployment's
 partition count (docs/kafka-rules.md #7: Faust runs with ``topic_allow_declare=False``
 and broker auto-creation picks its own defaults). The changelog and the

@@ -619,7 +619,9 @@ async def get_status(state: Alerting = Depends(get_alerting)):
           "<key>: <problem>`; the configuration in use stays"}})
 async def reload_config(state: Alerting = Depends(get_alerting)):
     """Re-read the configuration file (Alertmanager's ``POST /-/reload``;
-    the workers re-read theirs on SIGHUP). Behind the same bearer gate as
+    the workers re-read theirs on SIGHUP): the next POST's routes are
+    decided with it, and a worker on another version routes them again
+    (``cfg``, :mod:`alerting.commands`). Behind the same bearer gate as
     ``/api/v2``."""
     try:
         state.reload()
