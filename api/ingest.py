@@ -69,16 +69,12 @@ class AlertIngest:
 
     async def publish(self, alerts: list[tuple[str, Alert]], source: str, received_at: float,
                       config: Any) -> tuple[list[str], list[tuple[int, AlertRejected]]]:
-        """Decide the routes of normalized ``alerts`` (``(index prefix such as
-        "[3].", alert)``) with ``config`` and send their ``alerts.funnel``
-        commands, each encoded once, to the partition of its receiver
-        (:func:`alerting.wire.funnel_partition`): one ``alerts`` record per
-        partition, cut at :data:`alerting.wire.MAX_ITEMS` items and
-        :data:`plait.records.MAX_RECORD_BYTES`. Each command carries the raw
-        id ``<request id>:<position>``, ``source``, ``received_at`` (epoch
-        s), ``cfg`` (:func:`alerting.routing.routing_version`; a worker with
-        another configuration routes the alert again) and ``tp`` (this
-        ``alert.ingest`` span's traceparent, when traces are exported).
+        """Decide the routes of ``alerts`` (``(index prefix "[3].", normalized
+        alert)``) with ``config`` and send their commands, each encoded once,
+        to their receivers' ``alerts.funnel`` partitions: one ``alerts``
+        record per partition, cut at 500 items and 256 KiB
+        (:func:`alerting.wire.pack_alerts`). Command fields: docs/events.md,
+        "Alert wire formats".
 
         Returns:
             (the raw ids of the alerts sent, in input order; ``(position,
