@@ -2,14 +2,19 @@
 
 Flow (topic names get ``Settings.topic_prefix``)::
 
-    alerts.raw ──router──> alerts.funnel (keyed by receiver) ──funnel──> webhook
+    API (routes decided) ─────────┐
+    alerts.raw ──router──> alerts.funnel (by receiver) ──funnel──> webhook
     export.lifecycle, export.dlq ──rules──> alerts.raw   ├─> alerts.ledger
     timer (1 s) ── tick ──> alerts.funnel       │            └─> alerts.notifications
     webhook result ──────> alerts.funnel ───────┘
 
-- The **router** normalizes each raw alert, picks its receiver and forwards it keyed by receiver,
-  so one receiver's bucket, groups, in-flight message and episodes share a partition. Poison goes
-  to ``export.dlq``; an invalid JSON alert travels on and is ledgered ``rejected``.
+- The API normalizes the alerts of ``POST /alerts`` and ``POST /api/v2/alerts``, decides their
+  routes and writes the commands to ``alerts.funnel`` itself (``api.ingest``); the funnel writes
+  their ``received`` history entries.
+- The **router** normalizes each raw alert of ``alerts.raw`` (rules, probes, other producers),
+  picks its receiver and forwards it keyed by receiver, so one receiver's bucket, groups, in-flight
+  message and episodes share a partition. Poison goes to ``export.dlq``; an invalid JSON alert
+  travels on and is ledgered ``rejected``.
 - The **funnel** agent (concurrency 1, docs/kafka-rules.md #2) is its partitions' only writer:
   alerts, ticks, webhook results and silences all arrive on ``alerts.funnel`` and state goes to the
   changelog table ``alerting-state``. Messages leave only once "sending" is acked by the
@@ -38,6 +43,7 @@ from alerting.config import AlertingConfig
 from alerting.model import Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.changelog import BatchedTable, send_records
+from alerting.commands import decision_stands
 from alerting.chunks import split_record
 from alerting.oversize import Guard
 from alerting.runner import Effects, FunnelRunner
@@ -307,6 +313,7 @@ class AlertingService:
         acked after this returns."""
         by_part: dict[int, list[tuple[int, dict]]] = {}
         counted: set[int] = set()
+        self._story(self._received_from_api(items))
         for event, _attrs, cmd in items:
             msg = event.message
             by_part.setdefault(msg.partition, []).append((msg.offset, cmd))
@@ -321,6 +328,21 @@ class AlertingService:
         for partition in counted:
             await self._publish_counters(partition)
             self.view.schedule(partition)  # GET /api/v2/alerts reads it
+
+    def _received_from_api(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> list:
+        """The ``received`` history entries of the alert commands the API
+        decided (they carry ``source``; the router writes those of
+        ``alerts.raw``), of the decisions that stand here
+        (:func:`alerting.commands.decision_stands`)."""
+        out: list = []
+        for _event, _attrs, cmd in items:
+            kind = cmd["kind"]
+            if kind not in ("alert", "alerts"):
+                continue
+            for item in (cmd,) if kind == "alert" else cmd.get("items") or ():
+                if "source" in item and decision_stands(self.config, item):
+                    out += alert_history.received_entries(item, str(item["source"]))
+        return out
 
     async def _effects(self, partition: int, fx: Effects) -> None:
         await self._effects_all([(partition, fx)])

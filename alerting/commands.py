@@ -1,7 +1,9 @@
 """One reader for every shape of ``alerts.funnel`` alert command (old ones stay readable): decided
-(``alert`` with the router's ``receiver``, ``fp``, ``route``), undecided (routed here by
-:func:`alerting.routing.decide`, one decision per route) and invalid (no ``alert``, a ``reason``).
-The funnel takes the result as given.
+(``alert`` with the API's or router's ``receiver``, ``fp``, ``route``; one carrying ``cfg``, the
+API's :func:`alerting.routing.routing_version`, stands only when that is this worker's version,
+else its first copy is routed afresh and further copies are dropped), undecided (routed here by
+:func:`alerting.routing.decide`, one decision per route) and invalid (no ``alert``, a
+``reason``). The funnel takes the result as given.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from alerting.intake import repair_alert
 from alerting.model import Alert
-from alerting.routing import Decision, decide
+from alerting.routing import Decision, decide, routing_version
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,14 @@ def origin(cmd: dict[str, Any]) -> tuple[Any, Any, int, int, str | None]:
     return (*src, int(cmd.get("copy") or 0), receiver)  # type: ignore[return-value]
 
 
+def decision_stands(config: Any, cmd: dict[str, Any]) -> bool:
+    """Whether a decided command's decision is this worker's: it carries no
+    ``cfg`` (the router decided, with this worker's configuration) or the
+    ``cfg`` of ``config``."""
+    cfg = cmd.get("cfg")
+    return cfg is None or cfg == routing_version(config)
+
+
 def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
     """The :class:`AlertCommand` of one ``alert`` command (or an item of an ``alerts`` command) of
     any shape; never raises."""
@@ -59,6 +69,10 @@ def read_alert_command(config: Any, cmd: dict[str, Any]) -> AlertCommand:
     except Exception as e:  # a producer forged a normalized command
         return AlertCommand(rid, rejected=f"(alert): unreadable normalized alert: {e}")
     d = Decision.from_command(cmd)
+    if d is not None and not decision_stands(config, cmd):
+        if cmd.get("copy"):
+            return AlertCommand(rid, alert, [], received)
+        d = None  # the first copy: its id is the raw id, routed afresh below
     if d is not None:
         return AlertCommand(rid, alert, [(rid, d)], received)
     try:

@@ -5,6 +5,7 @@ route whose children all miss is the match. Settings inherit unless set, time in
 funnel takes as given."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -198,6 +199,28 @@ class Decision:
         if isinstance(r, str) and isinstance(fp, str) and isinstance(rid, str):
             return cls(r, fp, rid)
         return None
+
+
+#: The configuration sections a decision or the alert a command carries depends on.
+_DECIDING = {"route", "dedupe", "normalize", "timing", "fanout"}
+_VERSIONS: dict[int, tuple[Any, str]] = {}
+
+
+def routing_version(config: Any) -> str:
+    """16 hex digits naming what :func:`decide` and intake read from
+    ``config`` (the route tree, ``dedupe``, ``normalize``, ``timing``,
+    ``fanout``; not the receivers, which a worker extends on reload): two
+    processes with the same version decide an alert alike. Computed once
+    per config object."""
+    got = _VERSIONS.get(id(config))
+    if got is not None and got[0] is config:
+        return got[1]
+    doc = config.model_dump_json(include=_DECIDING).encode()
+    version = hashlib.sha256(doc).hexdigest()[:16]
+    if len(_VERSIONS) >= _MAX_TREES:
+        _VERSIONS.clear()
+    _VERSIONS[id(config)] = (config, version)
+    return version
 
 
 def decide(config: Any, alert: Alert) -> list[Decision]:

@@ -1,7 +1,8 @@
-"""Topics the alerting room adds (Redis keys are in ``plait.keys``). ``alerts.funnel`` and the
-``alerting-state`` changelog are created explicitly by ``alerting.agents.register_alerting``
-(docs/kafka-rules.md #7: ``topic_allow_declare=False``) with the same partition count, since a
-table partition is written from its event's partition.
+"""Topics the alerting room adds (Redis keys are in ``plait.keys``). ``alerts.funnel`` (also in
+``plait.topics.ALL``: the API writes it) and the ``alerting-state`` changelog are created
+explicitly by ``alerting.agents.register_alerting`` (docs/kafka-rules.md #7:
+``topic_allow_declare=False``) with the same partition count, since a table partition is written
+from its event's partition.
 """
 from __future__ import annotations
 

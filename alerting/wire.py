@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from aiokafka.partitioner import murmur2
 
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
@@ -36,9 +37,10 @@ from alerting.routing import decide, routes_for
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
 from plait.records import MAX_RECORD_BYTES
+from plait.topics import ALERTS_FUNNEL
 
 RAW_TYPE = "plait.alert.Raw.v1"
-FUNNEL_TOPIC = "alerts.funnel"
+FUNNEL_TOPIC = ALERTS_FUNNEL
 #: Most alerts one raw event may carry (Alertmanager batches are ~64).
 MAX_ALERTS = 10_000
 _MAX_INVALID_BYTES = 16_384
@@ -193,18 +195,39 @@ def route_alerts(config: AlertingConfig, raw: RawAlert) -> list[tuple[str, dict[
     except AlertRejected as e:
         text = json.dumps(raw.payload, default=str)[:_MAX_INVALID_BYTES]
         return [(config.route.receiver, dict(cmd, invalid=text, reason=str(e)))]
+    return decided_commands(config, alert, cmd)
+
+
+def decided_commands(config: AlertingConfig | None, alert: Alert,
+                     cmd: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``[(receiver, command)]``: ``cmd`` (``id``, ``received_at``, ...)
+    with the normalized ``alert`` and one decision per route it reaches
+    (:func:`alerting.routing.decide`), further copies as
+    :func:`route_alerts` names them; a forged alert (``decide`` raises) goes
+    undecided to the default receiver, for the funnel to reject. Without a
+    ``config`` the command goes undecided (receiver ``""``): the funnel
+    routes it (:func:`alerting.commands.read_alert_command`)."""
+    if config is None:
+        return [("", dict(cmd, alert=alert.to_state()))]
     try:
         decisions = decide(config, alert)
     except Exception:  # a forged alert: the funnel decides (and rejects it) itself
         return [(config.route.receiver, dict(cmd, alert=alert.to_state()))]
-    doc = alert.to_state()
+    doc, rid = alert.to_state(), cmd["id"]
     out = []
     for k, d in enumerate(decisions):
         c = dict(cmd, alert=doc, **d.to_dict())
         if k:
-            c.update(id=f"{raw.raw_id}~{d.receiver}", copy=k)
+            c.update(id=f"{rid}~{d.receiver}", copy=k)
         out.append((d.receiver, c))
     return out
+
+
+def funnel_partition(receiver: str, partitions: int) -> int:
+    """The ``alerts.funnel`` partition of ``receiver``'s state: Kafka's
+    default partitioner on the name (murmur2, positive, modulo the count),
+    where the workers' sends keyed by receiver land (aiokafka's, Faust's)."""
+    return (murmur2(receiver.encode()) & 0x7FFFFFFF) % partitions
 
 
 def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, Any]]:

@@ -11,9 +11,7 @@ from zoneinfo import ZoneInfo
 from alerting.intake import format_time
 from alerting.model import AlertRejected
 from alerting.silence import WEEKDAYS, Silence, SilenceRefused, create_silence
-from alerting.wire import ordering_key, raw_alert_bytes, raw_room
 from plait.errors import FieldError
-from plait.records import MAX_RECORD_BYTES
 
 #: Keys of one native alert (``POST /alerts``).
 ALERT_KEYS = ("rule", "asset", "severity", "status", "labels", "annotations", "time",
@@ -108,20 +106,6 @@ def check_native_alert(raw: Any, where: str = "") -> None:
     check_keys(raw, ALERT_KEYS, where, AlertRejected)
     for key in ALERT_TIMES:
         parse_rfc3339(raw.get(key), f"{where}{key}", AlertRejected)
-
-
-def sized_alert(alert: Any, where: str, source: str, received_at: float) -> tuple[Any, bytes]:
-    """``(alert, its JSON bytes)``; ``AlertRejected`` (``size``) when it does
-    not fit one ``alerts.raw`` record (docs/kafka-rules.md #17)."""
-    data = raw_alert_bytes(alert)
-    room = raw_room(ordering_key(alert).encode(), source, received_at)
-    if len(data) > room:
-        raise AlertRejected(where.rstrip(".") or "body", f"is {len(data)} bytes of JSON, more "
-                            f"than one Kafka record carries ({room} bytes of alert: "
-                            f"{MAX_RECORD_BYTES} bytes with the record's key and envelope)",
-                            f"an alert of at most {room} bytes of JSON: shorten its labels or "
-                            "annotations", "size")
-    return alert, data
 
 
 def counters_view(counters: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from alerting.silence_store import SilenceStore, silence_state
 from alerting.view import inhibited_now, read_views
 from api.alerting_deps import (AM_ROUTER, REFUSED, Alerting, bearer, get_alerting, get_ingest,
                                read_body, silence_store)
-from api.alerting_edge import public_field, public_text, scrub_text, sized_alert
+from api.alerting_edge import public_field, public_text, scrub_text
 from api.ingest import AlertIngest
 from plait.callers import Caller
 from plait.errors import ConfigError, FieldError, Forbidden, NotFound, RequestInvalid
@@ -388,29 +388,29 @@ async def post_alerts(request: Request, state: Alerting = Depends(get_alerting),
                             "a list of Alertmanager postableAlert objects", "type")
     if len(doc) > MAX_ALERTS:
         raise AlertRejected("body", f"has {len(doc)} alerts", f"at most {MAX_ALERTS}", "size")
-    good, errors, accepted = [], [], []
+    good, errors, indexes = [], [], []
     for i, a in enumerate(doc):
-        # removeEmptyLabels before the ordering key is computed
-        if isinstance(a, dict) and isinstance(a.get("labels"), dict):
-            a = dict(a, labels={k: v for k, v in a["labels"].items() if v not in ("", None)})
         try:
-            alert = from_alertmanager_alert(a, now, prefix=f"[{i}].", **state.options)
-            good.append(sized_alert(a, f"[{i}].", "plait-api-v2", now))
-            accepted.append(alert)
+            good.append((f"[{i}].", from_alertmanager_alert(a, now, prefix=f"[{i}].",
+                                                            **state.options)))
+            indexes.append(i)
         except AlertRejected as e:
-            errors.append(e)
+            errors.append((i, e))
+    ids: list[str] = []
     if good:
-        await ingest.publish(good, "plait-api-v2", now)
-        if state.config is not None:  # listed at once by the GET routes (read your writes)
-            for alert in accepted:
-                state.recent.add(alert, state.config, now)
-    headers = {"X-Plait-Accepted": str(len(good))}
+        ids, too_large = await ingest.publish(good, "plait-api-v2", now, state.config)
+        errors = sorted(errors + [(indexes[pos], e) for pos, e in too_large], key=lambda r: r[0])
+        # listed at once by the GET routes (read your writes)
+        sent = set(range(len(good))) - {pos for pos, _e in too_large}
+        for pos in sorted(sent) if state.config is not None else ():
+            state.recent.add(good[pos][1], state.config, now)
+    headers = {"X-Plait-Accepted": str(len(ids))}
     if replaced:
         headers["X-Plait-Replaced-Characters"] = str(replaced)
     if errors:
         REFUSED.labels("/api/v2/alerts").inc(len(errors))
-        err = RequestInvalid(errors)
-        err.message = (f"{len(errors)} of {len(doc)} alerts refused, {len(good)} accepted: "
+        err = RequestInvalid([e for _i, e in errors])
+        err.message = (f"{len(errors)} of {len(doc)} alerts refused, {len(ids)} accepted: "
                        + err.message)
         raise err
     return Response(status_code=200, headers=headers)
@@ -555,7 +555,9 @@ async def get_status(state: Alerting = Depends(get_alerting)):
           "<key>: <problem>`; the configuration in use stays"}})
 async def reload_config(state: Alerting = Depends(get_alerting)):
     """Re-read the configuration file (Alertmanager's ``POST /-/reload``;
-    the workers re-read theirs on SIGHUP). Behind the same bearer gate as
+    the workers re-read theirs on SIGHUP): the next POST's routes are
+    decided with it, and a worker on another version routes them again
+    (``cfg``, :mod:`alerting.commands`). Behind the same bearer gate as
     ``/api/v2``."""
     try:
         state.reload()

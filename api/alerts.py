@@ -1,6 +1,7 @@
 """Native alert ingest, silences and counters over HTTP (camelCase, RFC 3339,
 ``api.alerting_edge``). Each alert is validated on its own: the valid ones
-of a request go on, the bad ones are named by index and field."""
+of a request go on, the bad ones (or too large for one ``alerts.funnel`` record, code ``size``)
+are named by index and field."""
 from __future__ import annotations
 
 import time
@@ -16,7 +17,7 @@ from alerting.silence_store import SilenceStore
 from api.alerting_deps import (REFUSED, Alerting, get_alerting, get_ingest, read_body,
                                signed, silence_store)
 from api.alerting_edge import (check_native_alert, counters_view, parse_silence_request,
-                               scrub_text, silence_view, sized_alert)
+                               scrub_text, silence_view)
 from api.envelope import envelope, parse_json_body
 from api.ingest import AlertIngest
 from api.openapi import Envelope, NativeAlert, SilenceBody, errors, link, request_body
@@ -52,24 +53,28 @@ async def post_alerts(request: Request,
                             "required")
     if len(alerts) > MAX_ALERTS:
         raise AlertRejected("body", f"has {len(alerts)} alerts", f"at most {MAX_ALERTS}", "size")
-    good, errors, rejected = [], [], []
+    good, indexes, refused = [], [], []
     for i, a in enumerate(alerts):
         where = f"[{i}]." if isinstance(doc, list) else ""
         try:
             check_native_alert(a, where)
             try:
-                normalize(a, now, **state.options)
+                good.append((where, normalize(a, now, **state.options)))
+                indexes.append(i)
             except AlertRejected as e:
                 raise AlertRejected(f"{where}{e.field}", e.problem, e.accepted, e.code) from None
-            good.append(sized_alert(a, where, "plait-api", now))
         except AlertRejected as e:
-            errors.append(e)
-            rejected.append({"index": i, **e.entry()})
-    if errors:
-        REFUSED.labels("/alerts").inc(len(errors))
-    if not good:
-        raise RequestInvalid(errors)
-    ids = await ingest.publish(good, "plait-api", now)
+            refused.append((i, e))
+    ids: list[str] = []
+    if good:
+        ids, too_large = await ingest.publish(good, "plait-api", now, state.config)
+        refused = sorted(refused + [(indexes[pos], e) for pos, e in too_large],
+                         key=lambda r: r[0])
+    if refused:
+        REFUSED.labels("/alerts").inc(len(refused))
+    if not ids:
+        raise RequestInvalid([e for _i, e in refused])
+    rejected = [{"index": i, **e.entry()} for i, e in refused]
     data: dict[str, Any] = {"accepted": len(ids), "ids": ids}
     if rejected:
         data["rejected"] = rejected

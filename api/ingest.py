@@ -1,26 +1,51 @@
-"""Publishing alerts and funnel commands from the API, on the API's one
-Kafka producer (``Services.producer``, murmur2_random, docs/kafka-rules.md #8)."""
+"""Publishing routed alerts and silence commands to ``alerts.funnel`` from
+the API, on the API's one Kafka producer (``Services.producer``,
+murmur2_random, docs/kafka-rules.md #8): the API decides each alert's
+routes itself (one hop to the funnel), so it writes no ``alerts.raw``."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import uuid
 from typing import Any
 
-from alerting.wire import FUNNEL_TOPIC, ordering_key, pack_raw
+from alerting.model import Alert, AlertRejected
+from alerting.routing import routing_version
+from alerting.wire import (FUNNEL_TOPIC, MAX_COMMAND_BYTES, command, decided_commands, fits_command,
+                           funnel_partition, pack_alerts)
 from plait import topics as T
+from plait import tracing
 from plait.errors import Unavailable
+from plait.records import MAX_RECORD_BYTES
 from plait.settings import Settings
 from producers.sdk import PlaitProducer
-
-#: Most alerts in one ``alerts.raw`` record.
-CHUNK = 500
 
 Record = tuple[str, bytes, bytes, int | None]
 
 
+def _key(partition: int) -> bytes:
+    """The Kafka key of an ``alerts`` record the API sends: its partition
+    (the record goes to that partition explicitly)."""
+    return str(partition).encode()
+
+
+def too_large(where: str, size: int) -> AlertRejected:
+    """The rejection of an alert whose ``alerts.funnel`` command is ``size``
+    bytes, too large for one record (docs/kafka-rules.md #17); ``where``
+    its index prefix (``[3].``; ``body`` for a lone alert)."""
+    room = MAX_COMMAND_BYTES - len(b'{"v":1,"kind":"alerts","items":[]}') - 4
+    return AlertRejected(where.rstrip(".") or "body",
+                         f"is {size} bytes as an alerts.funnel command, more than one Kafka "
+                         f"record carries ({MAX_RECORD_BYTES} bytes with the record's key "
+                         "and framing)",
+                         f"an alert whose command is at most {room} bytes of JSON: shorten "
+                         "its labels or annotations", "size")
+
+
 class AlertIngest:
-    """Sends raw alerts to ``alerts.raw`` and commands to every
-    ``alerts.funnel`` partition, waiting for the broker's acks."""
+    """Sends routed alert commands to ``alerts.funnel`` and silence commands
+    to every partition of it, waiting for the broker's acks."""
 
     #: Seconds to wait for the broker's acks (and topic metadata) before a 503.
     ack_timeout: float = 10.0
@@ -38,30 +63,49 @@ class AlertIngest:
         except RuntimeError as e:
             raise Unavailable(str(e)) from None
 
-    async def publish(self, alerts: list[tuple[Any, bytes]], source: str,
-                      received_at: float) -> list[str]:
-        """Send ``(alert, JSON)`` pairs keyed by rule and asset (a firing and its
-        resolve stay in order); the raw ids ``<event id>:<index>`` in input
-        order. ``Unavailable`` (503) when not acked in time."""
-        by_key: dict[str, list[int]] = {}
-        for i, (alert, _data) in enumerate(alerts):
-            by_key.setdefault(ordering_key(alert), []).append(i)
-        ids: list[str] = [""] * len(alerts)
-        records: list[Record] = []
-        for key, positions in by_key.items():
-            done = 0
-            for eid, n, value in pack_raw([alerts[i][1] for i in positions], key.encode(),
-                                          source, received_at, CHUNK):
-                for k, i in enumerate(positions[done:done + n]):
-                    ids[i] = f"{eid}:{k}"
-                done += n
-                records.append((self.topics.name(T.ALERTS_RAW), key.encode(), value, None))
-        from plait import tracing
-
+    async def publish(self, alerts: list[tuple[str, Alert]], source: str, received_at: float,
+                      config: Any) -> tuple[list[str], list[tuple[int, AlertRejected]]]:
+        """Decide the routes of ``alerts`` (``(index prefix "[3].", normalized alert)``) with
+        ``config`` and send their commands, each encoded once, to their receivers' ``alerts.funnel``
+        partitions: one ``alerts`` record per partition, cut at 500 items and 256 KiB
+        (docs/events.md, "Alert wire formats"). Returns (raw ids sent, in input order;
+        ``(position, rejection)`` of each alert too large for one record, code ``size``).
+        ``Unavailable`` (503) when Kafka does not ack in time."""
+        eid, n = uuid.uuid4().hex, await self.funnel_partitions()
+        topic = self.topics.name(FUNNEL_TOPIC)
+        ids: list[str] = []
+        refused: list[tuple[int, AlertRejected]] = []
+        by_partition: dict[int, list[tuple[None, bytes]]] = {}
         with tracing.span("alert.ingest", **{"plait.source": source,
                                              "plait.alerts": len(alerts)}):
-            await self.send(records)
-        return ids
+            base = {"v": 1, "kind": "alert", "received_at": received_at, "source": source}
+            if config is not None:
+                base["cfg"] = routing_version(config)
+            tp = tracing.current_traceparent()
+            if tp:
+                base["tp"] = tp
+            for pos, (where, alert) in enumerate(alerts):
+                rid = f"{eid}:{pos}"
+                items = [(self.partition_of(r, n), command(**c))
+                         for r, c in decided_commands(config, alert, dict(base, id=rid))]
+                large = [len(data) for p, data in items if not fits_command(data, _key(p))]
+                if large:
+                    refused.append((pos, too_large(where, large[0])))
+                    continue
+                ids.append(rid)
+                for p, data in items:
+                    by_partition.setdefault(p, []).append((None, data))
+            records: list[Record] = [(topic, _key(p), value, p) for p, items in by_partition.items()
+                                     for value in pack_alerts(items, _key(p))]
+            if records:  # the records carry this span's traceparent header too
+                await self.send(records)
+        return ids, refused
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)
+    def partition_of(receiver: str, partitions: int) -> int:
+        """:func:`alerting.wire.funnel_partition`, kept per receiver."""
+        return funnel_partition(receiver, partitions)
 
     async def broadcast(self, key: bytes, value: bytes) -> None:
         """Send one command to every ``alerts.funnel`` partition (``Unavailable``: 503)."""

@@ -15,13 +15,15 @@ LIFECYCLE = "export.lifecycle"
 CONTROL = "export.control"
 DLQ = "export.dlq"
 ALERTS_RAW = "alerts.raw"
+#: keyed by receiver (the API and the router decide it); partitions must match the table's changelog
+ALERTS_FUNNEL = "alerts.funnel"
 ALERTS_NOTIFICATIONS = "alerts.notifications"
 ALERTS_LEDGER = "alerts.ledger"
 AUDIT = "audit"  # keyed by sysCode
 SCHEDULE_SLOTS = "schedules.slots"  # keyed by schedule id; docs/topics.md
 
 ALL = (REQUESTS, FETCH, PAGES, FINALIZE, LIFECYCLE, CONTROL, DLQ,
-       ALERTS_RAW, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT, SCHEDULE_SLOTS)
+       ALERTS_RAW, ALERTS_FUNNEL, ALERTS_NOTIFICATIONS, ALERTS_LEDGER, AUDIT, SCHEDULE_SLOTS)
 
 
 @dataclass(frozen=True)

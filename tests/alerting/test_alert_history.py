@@ -129,3 +129,28 @@ def test_the_worker_writes_stories_in_order_in_the_background_and_drops_past_the
             await svc.redis.aclose()
 
     assert asyncio.run(go()) == [0, 1, 2, 3, 4]
+
+
+def test_the_funnel_tells_received_for_the_apis_commands_whose_decision_stands():
+    from types import SimpleNamespace
+
+    from alerting.agents import AlertingService
+    from alerting.intake import normalize
+    from alerting.routing import routing_version
+    from alerting.wire import decided_commands
+
+    config = case_config()
+    svc = object.__new__(AlertingService)
+    svc.config = config
+    alert = normalize(ev("disk", "a"), 1700000000.0)
+    base = {"v": 1, "kind": "alert", "received_at": 1700000000.0, "source": "plait-api"}
+    ours = [c for _r, c in decided_commands(config, alert, dict(
+        base, id="q:0", cfg=routing_version(config)))]
+    stale = [c for _r, c in decided_commands(config, alert, dict(base, id="q:1", cfg="0" * 16))]
+    router = [{k: v for k, v in c.items() if k != "source"} for c in ours]  # its own story
+    event = SimpleNamespace(message=SimpleNamespace(partition=0, offset=0))
+    items = [(event, {}, {"v": 1, "kind": "alerts", "items": ours + stale + router}),
+             (event, {}, {"v": 1, "kind": "tick"})]
+    entries = svc._received_from_api(items)
+    assert [(e["rawId"], e["source"]) for _fp, e in entries] == [
+        (c["id"], "plait-api") for c in ours]

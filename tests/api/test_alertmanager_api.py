@@ -39,11 +39,13 @@ def am_alert(name: str = "PodDown", **labels: str) -> dict:
 
 
 def sent_alerts(sent) -> list[dict]:
-    """The alerts carried by the alerts.raw records the routes sent."""
+    """The alerts (normalized, first route's copy) carried by the alerts.funnel
+    ``alerts`` records the routes sent."""
     out = []
     for topic, _key, value, _p in sent:
-        if topic.endswith("alerts.raw"):
-            out.extend(json.loads(value)["data"]["alerts"])
+        doc = json.loads(value)
+        if topic.endswith("alerts.funnel") and doc["kind"] == "alerts":
+            out.extend(item["alert"] for item in doc["items"] if not item.get("copy"))
     return out
 
 
