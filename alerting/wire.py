@@ -19,7 +19,6 @@ explicit partition.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import time
@@ -85,39 +84,6 @@ def raw_envelope(alerts: list[Any], source: str = "plait-api",
            "data": {"alerts": alerts,
                     "receivedAt": time.time() if received_at is None else received_at}}
     return eid, _json_bytes(env)
-
-
-def raw_alert_bytes(alert: Any) -> bytes:
-    """One alert's JSON as :func:`raw_envelope` writes it (the piece :func:`pack_raw` joins)."""
-    return _json_bytes(alert)
-
-
-def raw_room(key: bytes, source: str, received_at: float) -> int:
-    """Most alert JSON bytes one ``alerts.raw`` record with ``key`` may carry within
-    :data:`plait.records.MAX_RECORD_BYTES` (envelope counted as :func:`raw_envelope` writes it)."""
-    return MAX_RECORD_BYTES - len(key) - _frame_bytes(source, received_at)
-
-
-@functools.lru_cache(maxsize=64)
-def _frame_bytes(source: str, received_at: float) -> int:
-    """Bytes of an ``alerts.raw`` envelope with no alert (fixed-length id and time)."""
-    return len(raw_envelope([], source, received_at, event_id="0" * 32)[1])
-
-
-def pack_raw(parts: list[bytes], key: bytes, source: str, received_at: float,
-             most: int) -> list[tuple[str, int, bytes]]:
-    """``[(event id, alerts, JSON bytes)]``: ``alerts.raw`` events carrying ``parts``
-    (:func:`raw_alert_bytes`) in order, at most ``most`` alerts and, with ``key``, one record each.
-    Raises ValueError for a part larger than :func:`raw_room`."""
-    room = raw_room(key, source, received_at)
-    if any(len(p) > room for p in parts):
-        raise ValueError(f"an alert is larger than the {room} bytes one alerts.raw record holds")
-    out = []
-    for chunk in _cut(parts, room, most):
-        eid, frame = raw_envelope([], source, received_at)
-        head, tail = frame.split(b'"alerts":[]', 1)
-        out.append((eid, len(chunk), head + b'"alerts":[' + b",".join(chunk) + b"]" + tail))
-    return out
 
 
 def _loads(value: bytes | str) -> Any:

@@ -1,9 +1,8 @@
 """What the API spends per POST between validating alerts and handing
 records to the producer, two ways, on the same requests (no broker):
 
-- ``raw``: the alerts as ``alerts.raw`` events (each alert's JSON encoded to
-  check its size, events per ordering key, ``alerting.wire.pack_raw``), the
-  router deciding later;
+- ``raw``: the alerts as ``alerts.raw`` events per ordering key
+  (``alerting.wire.raw_envelope``), the router deciding later;
 - ``funnel``: the routed commands (``alerting.wire.decided_commands``, each
   encoded once) packed per ``alerts.funnel`` partition
   (``alerting.wire.pack_alerts``), as ``api.ingest.AlertIngest.publish`` does.
@@ -30,7 +29,7 @@ from alerting.config import load_config
 from alerting.intake import normalize
 from alerting.routing import routing_version
 from alerting.wire import (command, decided_commands, funnel_partition, normalize_options,
-                           ordering_key, pack_alerts, pack_raw, raw_alert_bytes)
+                           ordering_key, pack_alerts, raw_envelope)
 
 CONFIG = load_config(Path(__file__).resolve().parents[1] / "examples" / "alerting.yaml")
 OPTIONS = normalize_options(CONFIG)
@@ -41,11 +40,11 @@ NOW = time.time()
 def raw_way(post: list) -> list[bytes]:
     for a in post:
         normalize(a, NOW, **OPTIONS)
-    by_key: dict[str, list[bytes]] = {}
+    by_key: dict[str, list] = {}
     for a in post:
-        by_key.setdefault(ordering_key(a), []).append(raw_alert_bytes(a))
-    return [value for key, parts in by_key.items()
-            for _eid, _n, value in pack_raw(parts, key.encode(), "plait-api", NOW, 500)]
+        by_key.setdefault(ordering_key(a), []).append(a)
+    return [raw_envelope(alerts[i:i + 500], "plait-api", NOW)[1]
+            for alerts in by_key.values() for i in range(0, len(alerts), 500)]
 
 
 def funnel_way(post: list) -> list[bytes]:

@@ -107,23 +107,3 @@ def test_decision_buckets_take_the_upper_bound_inclusive():
         observe_decision(counters, seconds)
     assert counters["decision_ms"] == {"5": 2, "10": 1, "40": 1, "50": 1, "10000": 1, "inf": 2}
     assert str(DECISION_BUCKETS_MS[-1]) in counters["decision_ms"]
-
-
-def test_pack_raw_cuts_by_size_and_parse_raw_reads_every_alert_in_order():
-    from alerting.wire import pack_raw, raw_alert_bytes, raw_room
-    from plait.records import MAX_RECORD_BYTES
-
-    alerts = [{"rule": "R", "asset": "a", "labels": {"n": str(i)},
-               "annotations": {"d": "é\ud83d" * (i % 7) + "x" * 3000}} for i in range(400)]
-    key = b"R|a"
-    parts = [raw_alert_bytes(a) for a in alerts]
-    events = pack_raw(parts, key, "plait-api", 1234.5, 500)
-    assert len(events) > 1 and sum(n for _e, n, _v in events) == len(alerts)
-    assert all(len(key) + len(v) <= MAX_RECORD_BYTES for _e, _n, v in events)
-    assert max(len(key) + len(v) for _e, _n, v in events) > MAX_RECORD_BYTES - 4000  # filled
-    got = [(r.raw_id, r.payload["labels"]["n"], r.received_at)
-           for eid, _n, v in events for r in parse_raw(v, 0, 0, 0.0)]
-    ids = [f"{eid}:{k}" for eid, n, _v in events for k in range(n)]
-    assert got == [(ids[i], str(i), 1234.5) for i in range(len(alerts))]
-    assert len(pack_raw(parts[:10], key, "plait-api", 1.0, 3)) == 4  # at most `most` alerts
-    assert raw_room(key, "plait-api", 1.0) < MAX_RECORD_BYTES - len(key)
