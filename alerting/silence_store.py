@@ -128,13 +128,12 @@ class SilenceStore:
                 extra = {"allow_broad": prev.get("allow_broad", False),
                          "time_intervals": prev.get("time_intervals") or []}
             elif state != "expired":
-                expire_prev = True  # once the new silence is known to be valid and to fit
+                expire_prev = True
         if sid is None:
             sid, starts = str(uuid.uuid4()), max(starts, now)
         created = create_silence({"matchers": matchers, "starts_at": starts, "ends_at": ends,
                                   "author": author, "comment": comment, **extra}, now, sid)
-        silence_command(created.to_dict())  # too large: refused before any change
-        if expire_prev:
+        await self.save(created, now)  # too large: refused before any change
+        if expire_prev:  # after the new one is stored: a refused send never loses both
             await self.expire(prev["id"], now)
-        await self.save(created, now)
         return created

@@ -68,7 +68,7 @@ async def test_changed_matchers_expire_the_old_silence_and_make_a_new_id():
     assert second.id != first.id
     assert (await s.get(first.id))["ends_at"] == NOW  # expired now
     assert set(await s.active(NOW)) == {second.id}
-    assert [c["kind"] for c in sent] == ["silence", "expire", "silence"]
+    assert [c["kind"] for c in sent] == ["silence", "silence", "expire"]  # new one first
 
 
 async def test_a_new_silence_starting_in_the_past_starts_now_and_one_ending_in_the_past_is_refused():
@@ -93,3 +93,18 @@ async def test_a_broadcast_kafka_refuses_rolls_the_store_back():
     with pytest.raises(Unavailable):
         await new(s)
     assert redis.h == {}
+
+
+async def test_a_refused_replacement_leaves_the_old_silence_active():
+    sent: list = []
+    s, redis = store(sent)
+    first = await new(s)
+
+    async def refuse(_value: bytes) -> None:
+        raise Unavailable("Kafka did not take the events")
+
+    s.broadcast = refuse
+    with pytest.raises(Unavailable):
+        await s.set(first.id, [parse_matcher('job="web"')], NOW - 60, NOW + 3600, "me", "x", NOW)
+    assert set(redis.h) == {first.id}
+    assert set(await s.active(NOW)) == {first.id}
