@@ -25,8 +25,8 @@ import pytest
 import yaml
 from alert_e2e_support import Receiver, funnel_stack, wait_until
 from am_scenarios import (ALWAYS_INHIBITING, API_AM, BATCHING, INHIBITING, MERGE_ALERTS,
-                          RELOAD, REPEAT, RESOLVED, RESOLVED_FILTER, RETRY, SILENCE_DELETE,
-                          UTF8_ROUTE, Scenario, check, config_text, push_body)
+                          RELOAD, REPEAT, RESOLVED, RESOLVED_FILTER, RETRY_RECOVERED,
+                          SILENCE_DELETE, UTF8_ROUTE, Scenario, check, config_text, push_body)
 
 from alerting.intake import format_time
 
@@ -232,10 +232,7 @@ def labels_of(sc: Scenario) -> list[dict[str, str]]:
 @pytest.mark.parametrize("sc", [
     REPEAT, BATCHING, SILENCE_DELETE, RESOLVED_FILTER, ALWAYS_INHIBITING, MERGE_ALERTS, RESOLVED,
     INHIBITING,
-    pytest.param(RETRY, marks=pytest.mark.xfail(strict=True, reason=(
-        "Plait retries a failed message on its own backoff (delivery.backoff_initial 1 s, "
-        "doubling), so the failing webhook gets the group at the retry after 4.5 (about 5), "
-        "not at the flush at 6; Alertmanager only logs this check (t.Log(c.Check()))"))),
+    RETRY_RECOVERED,
     pytest.param(RELOAD, marks=pytest.mark.xfail(strict=True, reason=(
         "a reload keeps the group's timers (docs/alerting.md, Differences from "
         "Alertmanager: Restart): the flush after the one at 2 is at 8, not 3 + 6"))),
