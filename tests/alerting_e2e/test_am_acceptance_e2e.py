@@ -26,7 +26,8 @@ import yaml
 from alert_e2e_support import Receiver, funnel_stack, wait_until
 from am_scenarios import (ALWAYS_INHIBITING, API_AM, BATCHING, INHIBITING, MERGE_ALERTS,
                           RELOAD, REPEAT, RESOLVED, RESOLVED_FILTER, RETRY_RECOVERED,
-                          SILENCE_DELETE, UTF8_ROUTE, Scenario, check, config_text, push_body)
+                          SILENCE_DELETE, TOLERANCE, UTF8_ROUTE, Scenario, check, config_text,
+                          push_body)
 
 from alerting.intake import format_time
 
@@ -35,15 +36,10 @@ pytestmark = pytest.mark.integration
 TOKEN = "am-acceptance-token-" + "k" * 32
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 #: Windows are Alertmanager's (``Between(lo, hi)``, about 0.5 s after each
-#: flush), widened by this much at their end (seconds). A flush's message
-#: crosses the broker twice (the tick command, the "sending" state) before
-#: its POST: warm, 30-170 ms after the flush time here, the group's first
-#: message 240-440 ms and more (the webhook client is made on first use).
-#: On this shared 2-core machine (load average 12-18 while other suites
-#: run) 0.5 s is the tightest widening that passed three runs in a row;
-#: 0.15 (Alertmanager's tolerance) failed a group's first message
-#: (TestResolvedFilter, later than 2.65 s for the flush at 2).
-SLACK = 0.5
+#: flush), widened at their end by Alertmanager's tolerance for times
+#: (seconds): a flush's message crosses the broker twice (the tick command,
+#: the "sending" state) before its POST, 30-170 ms after the flush time here.
+SLACK = TOLERANCE
 #: webhook paths: collector ``i`` is ``/i``
 COLLECTORS = 2
 
