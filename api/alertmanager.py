@@ -13,6 +13,7 @@ from typing import Any, Callable, Literal
 
 import yaml
 from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
@@ -558,9 +559,10 @@ async def reload_config(state: Alerting = Depends(get_alerting)):
     the workers re-read theirs on SIGHUP): the next POST's routes are
     decided with it, and a worker on another version routes them again
     (``cfg``, :mod:`alerting.commands`). Behind the same bearer gate as
-    ``/api/v2``."""
+    ``/api/v2``. The file is read and checked off the event loop (templates
+    compile, url_file reads), so other requests are not held meanwhile."""
     try:
-        state.reload()
+        await run_in_threadpool(state.reload)
     except ConfigError as e:  # Alertmanager answers 500; a bad file is not a server fault
         return Response(f"failed to reload config: {e}", status_code=400,
                         media_type="text/plain; charset=utf-8")
