@@ -151,11 +151,14 @@ class AlertingService:
 
     def reload(self) -> AlertingConfig:
         """Re-read the configuration file (SIGHUP) into the router, sender and every funnel
-        (rebuilt from the table at its next command); removed receivers stay as type ``none``.
-        Runs between funnel batches, so no batch sees two configurations. Raises
-        plait.errors.ConfigError when the file is invalid (the one in use stays)."""
+        (rebuilt from the table at its next command, which restarts its group timers at this
+        reload's time, as Alertmanager's reload does, changed file or not); removed receivers
+        stay as type ``none``. Runs between funnel batches, so no batch sees two configurations.
+        Raises plait.errors.ConfigError when the file is invalid (the one in use stays, and the
+        timers run on)."""
         config = keep_removed_receivers(self.config, load_configured(self.settings))
         self.config = self.runner.config = config
+        self.runner.reloaded_at = self.runner.clock()
         for partition in list(self.runner.partitions):
             self.runner.forget(partition)
         if self.sender is not None:

@@ -1,8 +1,9 @@
 """The alert funnel (:mod:`alerting.stages` in order) over one JSON state
 (:class:`alerting.stages.state.FunnelState`). Every method is a pure step of (state, event, now),
 ``now`` in epoch seconds: no I/O. The agents call :meth:`Funnel.take` per routed alert,
-:meth:`Funnel.step` about each second, and report sends via :meth:`Funnel.delivered` /
-:meth:`Funnel.delivery_failed`.
+:meth:`Funnel.step` about each second, report sends via :meth:`Funnel.delivered` /
+:meth:`Funnel.delivery_failed`, and restart the group timers after a configuration reload
+(:meth:`Funnel.restart_timers`).
 
 Ledger: every raw alert (id ``r<n>``) ends in exactly one outcome; ``received = delivered +
 deduplicated + silenced + inhibited + merged + rejected + pending`` at all times. A muted raw

@@ -10,7 +10,8 @@ is split into parts ``1/n``..``n/n``; nothing is truncated.
 Group state (plain JSON data)::
 
     {"id", "receiver", "labels", "opened_at", "last_sent_at", "news_at", "notified_at",
-     "first": first flush when not opened_at + group_wait, "tp", "n": members ever added,
+     "first": first flush when not opened_at + group_wait, "restarted_at": the reload that
+     last restarted its timer (:func:`restart_timer`), "tp", "n": members ever added,
      "members": {fp: {"fp", "alert", "status", "severity", "escalated_from", "started_at",
                       "resolved_at", "news", "news_seq", "sent_seq", "notified",
                       "sent" (a message listing it firing left), "raw": [raw ids], "tp",
@@ -147,11 +148,28 @@ def flush_at_or_after(group: dict[str, Any], group_wait: float, group_interval: 
 
 def note_insert(group: dict[str, Any], started_at: float, group_wait: float,
                 now: float) -> None:
-    """An alert started at ``started_at`` joined at ``now``: before the first flush, one active
-    for ``group_wait`` flushes the group at once (Alertmanager 0.25 ``aggrGroup.insert``)."""
-    if group["last_sent_at"] is None and started_at + group_wait < now \
-            and first_flush(group, group_wait) > now:
+    """An alert started at ``started_at`` joined at ``now``: before the first flush since the timer
+    started (or restarted, :func:`restart_timer`), one active for ``group_wait`` flushes the group
+    at once (Alertmanager 0.25 ``aggrGroup.insert``, ``!hasFlushed``)."""
+    last, restarted = group["last_sent_at"], group.get("restarted_at")
+    unflushed = last is None or (restarted is not None and last < restarted)
+    if unflushed and started_at + group_wait < now and first_flush(group, group_wait) > now:
         group["first"] = now
+
+
+def restart_timer(group: dict[str, Any], at: float, group_wait: float) -> bool:
+    """Restart the group's timer at ``at`` (seconds), as Alertmanager's reload does: it stops the
+    dispatcher and builds a new one, whose new aggregation group first flushes ``group_wait``
+    later, at once when one of its alerts started over ``group_wait`` before ``at``
+    (dispatch/dispatch.go ``newAggrGroup``, ``insert``), then every ``group_interval``. News and
+    notifications stay, as Alertmanager's notification log does: an unchanged group sends nothing
+    at that flush. A group opened at or after ``at`` is new already: False, left as it is."""
+    if group["opened_at"] >= at:
+        return False
+    old = any(m["started_at"] + group_wait < at for m in group["members"].values())
+    group["first"] = at if old else at + group_wait
+    group["restarted_at"] = at
+    return True
 
 
 def due_at(group: dict[str, Any], group_wait: float, group_interval: float,

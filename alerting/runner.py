@@ -74,6 +74,9 @@ class FunnelRunner:
         self.table = table
         self.clock = clock
         self.partitions: dict[int, PartitionState] = {}
+        #: epoch s of this worker's last configuration reload (None: none since it started); a
+        #: partition whose stored ``reloaded_at`` is older restarts its group timers at it
+        self.reloaded_at: float | None = None
         #: partition -> (PartitionState, group id -> raws pending, their sum)
         self._pending: dict[int, tuple[PartitionState, dict[str, int], int]] = {}
 
@@ -137,8 +140,12 @@ class FunnelRunner:
         for offset, cmd in commands:
             if ps.seen(offset):
                 continue
-            last = offset
             now = self.clock()
+            if last is None and self.reloaded_at is not None:  # saved with this batch
+                keys = self._restart_timers(ps, fx)
+                self._reindex(ps, keys, now)
+                touched |= set(keys)
+            last = offset
             kind = cmd["kind"]
             if kind in ("alert", "alerts"):
                 keys = []
@@ -170,6 +177,16 @@ class FunnelRunner:
         fx.writes = ps.save(last, touched)
         self._tag(fx.ledger, partition)
         return fx
+
+    def _restart_timers(self, ps: PartitionState, fx: Effects) -> list[str]:
+        """Restart the partition's group timers at this worker's last reload unless its state
+        holds that reload or a later one (:meth:`alerting.funnel.Funnel.restart_timers`); the
+        table keys of the groups changed, each group's next flush a wish in ``fx``."""
+        gids = ps.funnel.restart_timers(self.reloaded_at)
+        groups = ps.funnel.state["groups"]
+        for gid in gids:
+            fx.wake(due_at(groups[gid], *self._timing(groups[gid])))
+        return [ps.key("grp", gid) for gid in gids]
 
     @staticmethod
     def next_due(ps: PartitionState) -> float | None:

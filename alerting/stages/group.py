@@ -7,8 +7,8 @@ from typing import Any
 
 from alerting import outbox as outbox_
 from alerting.group import (apply_verdict, build_sections, commit_sections, count_member, due_at,
-                            group_key,
-                            join_traces, new_group, note_insert, set_trace)
+                            group_key, join_traces, new_group, note_insert, restart_timer,
+                            set_trace)
 from alerting.model import Alert, Outcome
 from alerting.routing import Route, muted_at, route_by_id, routes_for
 from alerting.stages.base import StageBase
@@ -31,6 +31,28 @@ class Grouping(StageBase):
         g = self._group_for(ep, opened, route)
         apply_verdict(g, verdict, ep, rid, now, traceparent)
         note_insert(g, ep["started_at"], self._timing(g)[0], now)
+
+    def restart_timers(self, at: float) -> list[str]:
+        """A configuration reload at ``at`` (epoch s): every group opened before it takes its
+        route's timing from the configuration in use and restarts its timer
+        (:func:`alerting.group.restart_timer`). Once per reload: ``at`` is kept as the state's
+        ``reloaded_at`` and a reload no later than it changes nothing (a replay, or a partition
+        taken over by a worker that reloaded earlier). Returns the ids of the groups changed."""
+        st = self.state
+        done = st.get("reloaded_at")
+        if done is not None and done >= at:
+            return []
+        st["reloaded_at"] = at
+        out = []
+        for gid, g in st["groups"].items():
+            if g["opened_at"] >= at:
+                continue
+            route = route_by_id(self.config, g["route"]) if g.get("route") else None
+            if route is not None:  # Alertmanager's new group takes the new route's options
+                g["timing"] = route.timing()
+            if restart_timer(g, at, self._timing(g)[0]):
+                out.append(gid)
+        return out
 
     def _route_of(self, rid: str, receiver: str | None = None) -> Route:
         """The route ``rid`` (the root if the config lost it), for ``receiver`` when given."""

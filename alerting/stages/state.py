@@ -73,6 +73,7 @@ class FunnelState(TypedDict, total=False):
     counters: dict[str, Any]
     ledger_out: list[dict[str, Any]]  # entries made final by a tick, not drained yet
     next_expiry: float | None
+    reloaded_at: float  # the configuration reload the group timers were restarted at (epoch s)
 
 
 def new_state() -> FunnelState:

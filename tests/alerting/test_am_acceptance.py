@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from am_scenarios import (ALWAYS_INHIBITING, BATCHING, INHIBITING, MERGE_ALERTS, REPEAT,
-                          RESOLVED, RESOLVED_FILTER, SILENCE_DELETE, Scenario, check,
+from am_scenarios import (ALWAYS_INHIBITING, BATCHING, INHIBITING, MERGE_ALERTS, RELOAD,
+                          REPEAT, RESOLVED, RESOLVED_FILTER, SILENCE_DELETE, Scenario, check,
                           config_text, push_body)
 
 from alerting.amconfig import load_alertmanager_config
@@ -35,9 +35,9 @@ def load(sc: Scenario, tmp_path) -> AlertingConfig:
 def play(sc: Scenario, tmp_path,
          order=lambda pushes: pushes) -> dict[int, list[tuple[float, list]]]:
     """Run ``sc`` (its alertmanager.yml written to ``tmp_path``) on a funnel
-    from t = 0 to its end; returns what each collector (receiver index)
-    received, with arrival times. ``order`` reorders the pushes made at the
-    same time."""
+    from t = 0 to its end, reloading at ``sc.reloads``; returns what each
+    collector (receiver index) received, with arrival times. ``order``
+    reorders the pushes made at the same time."""
     cfg = load(sc, tmp_path)
     f = Funnel(cfg)
     names = [r.name for r in cfg.receivers]
@@ -46,9 +46,14 @@ def play(sc: Scenario, tmp_path,
         events.setdefault(round(at / STEP), []).append(("push", alerts))
     for at, op, name, spec in sc.silences:
         events.setdefault(round(at / STEP), []).append((op, name, spec))
+    reloads = {round(at / STEP) for at in sc.reloads}
     got: dict[int, list[tuple[float, list]]] = {}
     for k in range(round(sc.end() / STEP) + 1):
         now = k * STEP
+        if k in reloads:  # as a worker's reload: the file re-read, the funnel rebuilt from JSON
+            cfg = load(sc, tmp_path)
+            f = Funnel(cfg, json.loads(json.dumps(f.state)))
+            f.restart_timers(now)
         pushes = [e for e in events.get(k, []) if e[0] == "push"]
         for _kind, alerts in order(pushes):
             for body in push_body(alerts, 0.0):
@@ -138,6 +143,18 @@ def test_other_scenarios_hold(sc, tmp_path):
     """send_test.go TestResolved, inhibit_test.go TestInhibiting,
     silence_test.go TestSilenceDelete, on the pure funnel."""
     assert check(sc, play(sc, tmp_path), 0.0) == []
+
+
+def test_a_reload_restarts_the_group_timer_and_sends_nothing_twice(tmp_path):
+    """send_test.go TestReload: the reload at 3 stops Alertmanager's
+    dispatcher and builds a new one (coordinator.go ``Reload``); test1, older
+    than group_wait, flushes its new group at once (dispatch.go ``insert``),
+    where the notification log (nflog, DedupStage) finds nothing new to send;
+    test2 at 4 goes out with test1 at the next flush, 3 + group_interval 6 = 9,
+    not at 2 + 6 = 8 on the timer from before the reload."""
+    got = play(RELOAD, tmp_path)
+    assert [round(at, 2) for at, _alerts in got[0]] == [2.0, 9.0]
+    assert check(RELOAD, got, 0.0) == []
 
 
 def _am(at: float, start: float | None, end: float | None = None, ann: str = ""):

@@ -47,8 +47,8 @@ COLLECTORS = 2
 def drained(text: str) -> str:
     """alertmanager.yml ``text`` with every route's group_wait and
     group_interval at 100 ms: what a scenario's alerts are resolved under,
-    so their groups close at once (a reload puts the timers of open groups
-    in use)."""
+    so their groups close at once (the reload that puts it in use restarts
+    the open groups' timers with these)."""
     data = yaml.safe_load(text)
     routes = [data["route"]]
     while routes:
@@ -98,8 +98,8 @@ class Plait:
         routes them: the same episodes); with ``settle``, then put
         :func:`drained` in use and wait until the funnel holds no pending
         alert (the resolves settled, their groups closed). Without: a group
-        whose next flush is minutes away (a reload keeps its timer) keeps
-        its resolves; the alerts are no longer listed and the module's
+        whose next flush is minutes away keeps its resolves (until a reload
+        restarts its timer); the alerts are no longer listed and the module's
         later tests use other receivers or only read the API."""
         self.receiver.answer = None
         sets = {tuple(sorted(ls.items())) for ls in label_sets}
@@ -229,9 +229,7 @@ def labels_of(sc: Scenario) -> list[dict[str, str]]:
     REPEAT, BATCHING, SILENCE_DELETE, RESOLVED_FILTER, ALWAYS_INHIBITING, MERGE_ALERTS, RESOLVED,
     INHIBITING,
     RETRY_RECOVERED,
-    pytest.param(RELOAD, marks=pytest.mark.xfail(strict=True, reason=(
-        "a reload keeps the group's timers (docs/alerting.md, Differences from "
-        "Alertmanager: Restart): the flush after the one at 2 is at 8, not 3 + 6"))),
+    RELOAD,
     UTF8_ROUTE,
 ], ids=lambda s: s.name)
 def test_alertmanager_acceptance_scenario(plait, sc):
