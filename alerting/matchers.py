@@ -153,21 +153,35 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') + '"'
 
 
-def _attempt(parse: Callable[[str], Any], text: str) -> tuple[list[Matcher] | None, str | None]:
-    """(matchers, None) when ``parse`` reads ``text`` and every regex compiles, else (None, why)."""
+def _attempt(parse: Callable[[str], Any], text: str) -> tuple[list | None, str | None]:
+    """(``[(name, op, value)]``, None) when ``parse`` reads ``text``, else (None, why)."""
     try:
         found = parse(text)
-        return [_built(*t) for t in (found if isinstance(found, list) else [found])], None
+        return (found if isinstance(found, list) else [found]), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def _compiled(triples: list | None, why: str | None) -> tuple[list[Matcher] | None, str | None]:
+    """The matchers of ``triples``, or (None, why): a parse refusal or an invalid regex."""
+    try:
+        return ([_built(*t) for t in triples], None) if triples is not None else (None, why)
     except ValueError as e:
         return None, str(e)
 
 
 def _fallback(text: str, utf8: Callable[[str], Any], classic: Callable[[str], Any]) -> list[Matcher]:
     """Alertmanager 0.27+'s default reading (``matcher/compat/parse.go`` ``Fallback*Parser``): the
-    UTF-8 grammar's matchers, unless it refuses ``text`` or the classic grammar reads it
-    differently: then the classic grammar's. Refused by both: ValueError with both reasons."""
-    new, new_error = _attempt(utf8, text)
-    old, old_error = _attempt(classic, text)
+    UTF-8 grammar's matchers, unless it refuses ``text`` (or a regex in it) or the classic grammar
+    reads it differently: then the classic grammar's. Refused by both: ValueError with both
+    reasons."""
+    new_read, new_error = _attempt(utf8, text)
+    old_read, old_error = _attempt(classic, text)
+    new, new_error = _compiled(new_read, new_error)
+    if old_read is not None and old_read == new_read:  # one reading: its regexes compiled once
+        old, old_error = new, new_error
+    else:
+        old, old_error = _compiled(old_read, old_error)
     if new is not None:
         return old if old is not None and old != new else new
     if old is not None:
