@@ -2,14 +2,15 @@
 ``pkg/labels/matcher.go``): :class:`MatchOp`; RE2 regexes anchored ``^(?:re)$``; absent = ``""``."""
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import re2
 
+from alerting import matcher_text
 from alerting.intake import repair_text
 
 
@@ -38,9 +39,6 @@ class MatchOp(StrEnum):
         if is_regex:
             return cls.REGEX if is_equal else cls.NOT_REGEX
         return cls.EQUAL if is_equal else cls.NOT_EQUAL
-
-
-_OPS_BY_LENGTH = tuple(sorted(MatchOp, key=lambda o: -len(o.value)))
 
 
 def _re2_options():
@@ -138,140 +136,69 @@ class Matcher:
 
     def __str__(self) -> str:
         """Text :func:`parse_matcher` reads back (``env="prod"``, ``"a.b"="x"``)."""
-        name = self.name if _LEGACY_NAME.match(self.name) else json.dumps(self.name, ensure_ascii=False)
-        return f"{name}{self.op.value}{json.dumps(self.value, ensure_ascii=False)}"
+        name = self.name if _LEGACY_NAME.match(self.name) else _quoted(self.name)
+        return f"{name}{self.op.value}{_quoted(self.value)}"
 
     def to_dict(self) -> dict[str, str]:
         """``{"name", "op", "value"}``, plain JSON data."""
         return {"name": self.name, "op": self.op.value, "value": self.value}
 
 
-#: Characters that end an unquoted name or value (Alertmanager 0.27+ lexer).
-_RESERVED = set('{}!=~,\\"\'`')
 _LEGACY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UNQUOTED_VALUE_BAD = re.compile(r"[\"'=~!\s]")
 
 
-def _unquote(text: str, what: str, spec: str) -> str:
-    """A double-quoted string's content: JSON/Go escapes; others kept as written (``"a\\.b"`` ->
-    ``a\\.b``, as Alertmanager's classic parser)."""
+def _quoted(text: str) -> str:
+    """``text`` in double quotes, backslash, newline and ``"`` escaped (OpenMetrics) as
+    Alertmanager's ``Matcher.String``: both of its grammars read that back as ``text``."""
+    return '"' + text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') + '"'
+
+
+def _attempt(parse: Callable[[str], Any], text: str) -> tuple[list | None, str | None]:
+    """(``[(name, op, value)]``, None) when ``parse`` reads ``text``, else (None, why)."""
     try:
-        value = json.loads(text)
-        if isinstance(value, str):
-            return value
-    except ValueError:
-        pass
-    out, i, body = [], 0, text[1:-1]
-    while i < len(body):
-        ch = body[i]
-        if ch == "\\" and i + 1 < len(body):
-            nxt = body[i + 1]
-            out.append({"n": "\n", "t": "\t", '"': '"', "\\": "\\"}.get(nxt, "\\" + nxt))
-            i += 2
-            continue
-        if ch == '"':
-            raise ValueError(f"bad matcher {spec!r}: unescaped double quote in the {what}")
-        out.append(ch)
-        i += 1
-    return "".join(out)
+        found = parse(text)
+        return (found if isinstance(found, list) else [found]), None
+    except ValueError as e:
+        return None, str(e)
 
 
-def _quoted_end(text: str, start: int) -> int:
-    """Index just past the double-quoted string opening at ``start``; -1 when unclosed."""
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == '"':
-            return i + 1
-        i += 1
-    return -1
+def _compiled(triples: list | None, why: str | None) -> tuple[list[Matcher] | None, str | None]:
+    """The matchers of ``triples``, or (None, why): a parse refusal or an invalid regex."""
+    try:
+        return ([_built(*t) for t in triples], None) if triples is not None else (None, why)
+    except ValueError as e:
+        return None, str(e)
 
 
-def _parse_text(spec: str) -> tuple[str, MatchOp, str]:
-    """(name, op, value) of one matcher text."""
-    hint = 'expected name="value" with =, !=, =~ or !~'
-    s = spec.strip()
-    if s.startswith("{") and s.endswith("}"):
-        s = s[1:-1].strip()
-    if not s:
-        raise ValueError(f"bad matcher {spec!r}: {hint}")
-    if s[0] == '"':  # UTF-8 label name in quotes (Alertmanager 0.28)
-        end = _quoted_end(s, 0)
-        if end < 0:
-            raise ValueError(f"bad matcher {spec!r}: the quoted label name is not closed")
-        name, i = _unquote(s[:end], "label name", spec), end
+def _fallback(text: str, utf8: Callable[[str], Any], classic: Callable[[str], Any]) -> list[Matcher]:
+    """Alertmanager 0.27+'s default reading (``matcher/compat/parse.go`` ``Fallback*Parser``): the
+    UTF-8 grammar's matchers, unless it refuses ``text`` (or a regex in it) or the classic grammar
+    reads it differently: then the classic grammar's. Refused by both: ValueError with both
+    reasons."""
+    new_read, new_error = _attempt(utf8, text)
+    old_read, old_error = _attempt(classic, text)
+    new, new_error = _compiled(new_read, new_error)
+    if old_read is not None and old_read == new_read:  # one reading: its regexes compiled once
+        old, old_error = new, new_error
     else:
-        i = 0
-        while i < len(s) and s[i] not in _RESERVED and not s[i].isspace():
-            i += 1
-        name = s[:i]
-        if not name or not (name[0].isalpha() or name[0] == "_"):
-            raise ValueError(f"bad matcher {spec!r}: {hint} (a name starts with a letter or _; "
-                             f'quote any other name: "1st.name"="v")')
-    rest = s[i:].lstrip()
-    op = next((o for o in _OPS_BY_LENGTH if rest.startswith(o.value)), None)
-    if op is None:
-        raise ValueError(f"bad matcher {spec!r}: {hint}")
-    raw = rest[len(op.value):].strip()
-    if raw.startswith('"'):
-        end = _quoted_end(raw, 0)
-        if end != len(raw):
-            raise ValueError(f"bad matcher {spec!r}: the quoted value must be closed and "
-                             "end the matcher")
-        value = _unquote(raw, "value", spec)
-    elif len(raw) >= 2 and raw[0] == raw[-1] == "'":
-        value = raw[1:-1]
-    elif _UNQUOTED_VALUE_BAD.search(raw):
-        raise ValueError(f"bad matcher {spec!r}: quote a value with spaces or =~!\"' in it")
-    else:
-        value = raw
-    if not name:
-        raise ValueError(f"bad matcher {spec!r}: the label name is empty")
-    return name, op, value
-
-
-def split_matchers(text: str) -> list[str]:
-    """Matcher texts of ``{a="1", b=~"x,y"}``, ``a="1",b="2"`` or one matcher (trailing comma
-    allowed). Raises ValueError: unclosed ``{`` or quote, or an empty matcher."""
-    s = text.strip()
-    if s.startswith("{") or s.endswith("}"):
-        if not (s.startswith("{") and s.endswith("}")):
-            raise ValueError(f"bad matchers {text!r}: unbalanced braces")
-        s = s[1:-1]
-    parts, buf, quoted, i = [], [], False, 0
-    while i < len(s):
-        ch = s[i]
-        if quoted and ch == "\\" and i + 1 < len(s):
-            buf.append(s[i:i + 2])
-            i += 2
-            continue
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            parts.append("".join(buf).strip())
-            buf = []
-        else:
-            buf.append(ch)
-        i += 1
-    if quoted:
-        raise ValueError(f"bad matchers {text!r}: a quote is not closed")
-    last = "".join(buf).strip()
-    if last or not parts:
-        parts.append(last)
-    if any(not p for p in parts):
-        raise ValueError(f"bad matchers {text!r}: an empty matcher between commas")
-    return parts
+        old, old_error = _compiled(old_read, old_error)
+    if new is not None:
+        return old if old is not None and old != new else new
+    if old is not None:
+        return old
+    why = old_error if old_error == new_error else (
+        f"{new_error} (UTF-8 matcher syntax, Alertmanager 0.27+); {old_error} (classic syntax)")
+    raise ValueError(f"bad matcher {text!r}: {why}")
 
 
 def parse_matchers(spec: Any) -> list[Matcher]:
-    """Every matcher of a selector string, a matcher or a list of either; ValueError names the bad
-    one."""
+    """Every matcher of a selector string (``{a="1",b=~"x"}``, ``a=1,b=2``, ``""`` none), a
+    matcher or a list of either, read as Alertmanager's ``compat.Matchers`` (config ``matchers``
+    lines); ValueError names the bad one."""
     if isinstance(spec, list):
         return [m for item in spec for m in parse_matchers(item)]
     if isinstance(spec, str):
-        return [parse_matcher(t) for t in split_matchers(spec)]
+        return _fallback(spec, matcher_text.utf8_matchers, matcher_text.classic_matchers)
     return [parse_matcher(spec)]
 
 
@@ -291,18 +218,21 @@ def _from_dict(spec: dict) -> tuple[Any, Any, Any]:
 
 def parse_matcher(spec: Any) -> Matcher:
     """A :class:`Matcher` from text, ``{"name", "op", "value"}`` or the API's ``{"name", "value",
-    "isRegex", "isEqual"}``. Text as Alertmanager 0.25-0.28's parsers: name bare or double-quoted;
-    value double-quoted, single-quoted or bare; braces allowed. Raises ValueError: bad syntax,
-    unknown operator or invalid regex.
+    "isRegex", "isEqual"}``. Text is one matcher read as Alertmanager's ``compat.Matcher`` (API
+    filters, amtool), braces allowed: :func:`_fallback`. Raises ValueError: bad syntax, unknown
+    operator or invalid regex.
     """
     if isinstance(spec, Matcher):
         return spec
-    if isinstance(spec, dict):
-        name, op, value = _from_dict(spec)
-    elif isinstance(spec, str):
-        name, op, value = _parse_text(spec)
-    else:
+    if isinstance(spec, str):
+        return _fallback(spec, matcher_text.utf8_matcher, matcher_text.classic_matcher)[0]
+    if not isinstance(spec, dict):
         raise ValueError(f"bad matcher {spec!r}")
+    return _built(*_from_dict(spec))
+
+
+def _built(name: str, op: Any, value: str) -> Matcher:
+    """The matcher, its regex compiled; ValueError for an unknown operator or invalid regex."""
     try:
         op = MatchOp(op)
     except ValueError:

@@ -180,6 +180,8 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
     for i, m in enumerate(raw):
         try:
             parsed = parse_matchers(m) if isinstance(m, str) else [parse_matcher(m)]
+            if not parsed:  # "" or "{}": Alertmanager reads no matcher there
+                raise ValueError(f"no matchers in {m!r}")
             for p in parsed:
                 _bare_regex_valid(p)
         except ValueError as e:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, StrictBool, field_validator
 from alerting.delivery import am_group_labels
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
-from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, parse_matchers, regex_hit
+from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, regex_hit
 from alerting.receivers.registry import receiver_type
 from alerting.silence import SilenceRefused
 from alerting.silence_store import SilenceStore, silence_state
@@ -35,8 +35,8 @@ from plait.errors import ConfigError, FieldError, Forbidden, NotFound, RequestIn
 #: ``endsAt`` shown for a recurring native silence without an end.
 FAR_FUTURE = "9999-12-31T23:59:59Z"
 MAX_ALERTS = 10_000
-MATCHER_FORMS = ('name="value" with =, !=, =~ or !~ (Alertmanager 0.25-0.28 syntax, UTF-8 names '
-                 'quoted: "cloud.account.name"="prod")')
+MATCHER_FORMS = ('name="value" with =, !=, =~ or !~ (Alertmanager 0.25-0.34 syntax; a name with '
+                 'spaces or {}!=~,"\' in double quotes: "a b"="x")')
 _STARTED = time.time()
 
 
@@ -164,12 +164,12 @@ _NOT_FOUND = {"model": str, "description": "No silence with that id"}
 
 
 def parse_filters(values: list[str] | None, field: str = "filter") -> list[Matcher]:
-    """The matchers of every ``filter`` value (a matcher or ``{a="1",b="2"}``).
-    Raises ``FieldError`` (400)."""
+    """The matcher of every ``filter`` value, one each as Alertmanager's ``compat.Matcher``
+    (``a="1"``; braces allowed, ``{a="1"}``). Raises ``FieldError`` (400)."""
     out: list[Matcher] = []
     for text in values or []:
         try:
-            out.extend(parse_matchers(text))
+            out.append(parse_matcher(text))
         except ValueError as e:
             raise FieldError(field, str(e), MATCHER_FORMS, "matcher") from None
     return out

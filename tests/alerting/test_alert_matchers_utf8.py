@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from alerting.config import parse_config
-from alerting.matchers import Matcher, parse_matcher, parse_matchers, split_matchers
-from alerting.silence import create_silence
+from alerting.matchers import Matcher, parse_matcher, parse_matchers
+from alerting.silence import SilenceRefused, create_silence
 from alerting.wire import receiver_for
 from alerting.model import Alert, Severity, Status
 
@@ -19,7 +19,9 @@ from alerting.model import Alert, Severity, Status
     ('"région"!~"eu-.*"', ("région", "!~", "eu-.*")),
     ('"a b"=~"x|y"', ("a b", "=~", "x|y")),
     ('pod=~"api\\.1"', ("pod", "=~", "api\\.1")),                      # classic: \. kept
-    ('msg="tab\\there"', ("msg", "=", "tab\there")),
+    ('msg="tab\\there"', ("msg", "=", "tab\\there")),                # classic: \t kept
+    ('"msg"="tab\\there"', ("msg", "=", "tab\there")),               # UTF-8 (Go) escapes
+    ('1env="x"', ("1env", "=", "x")),                                 # 0.27+ bare UTF-8 name
     ("env=", ("env", "=", "")),
     ('  team = "db"  ', ("team", "=", "db")),
 ])
@@ -34,19 +36,24 @@ def test_utf8_name_is_quoted_in_the_canonical_text():
     assert str(Matcher("env", "=", "prod")) == 'env="prod"'
 
 
-@pytest.mark.parametrize("text", ['1env="x"', '"unclosed="x"', 'a="x"y', 'a="x', "a b=c",
-                                  '{a="1"', "=x", 'a=="x"'])
+@pytest.mark.parametrize("text", ['"unclosed="x"', 'a="x"y', 'a="x', "a b=c", "=x", 'a=="x"',
+                                  "", "{}"])
 def test_bad_matcher_text_raises(text):
     with pytest.raises(ValueError):
         parse_matcher(text)
 
 
 def test_selectors_split_outside_quotes_only():
-    assert split_matchers('{a="1", b=~"x,y",}') == ['a="1"', 'b=~"x,y"']
+    assert [str(m) for m in parse_matchers('{a="1", b=~"x,y",}')] == ['a="1"', 'b=~"x,y"']
     assert [str(m) for m in parse_matchers('{"cloud.account.name"="prod",team="db"}')] == [
         '"cloud.account.name"="prod"', 'team="db"']
     with pytest.raises(ValueError):
-        split_matchers('a="1",,b="2"')
+        parse_matchers('a="1",,b="2"')
+    # pkg/labels ParseMatchers trims one { and one } on their own; ParseMatcher (one matcher,
+    # as API filters and amtool read) does not
+    assert [str(m) for m in parse_matchers('{a="1"')] == ['a="1"']
+    with pytest.raises(ValueError):
+        parse_matcher('{a="1"')
 
 
 def test_silence_with_a_utf8_label_name_matches():
@@ -76,3 +83,10 @@ def test_config_route_accepts_utf8_matchers_and_routes_by_them():
     other = Alert("Disk", "h1", Severity.CRITICAL, Status.FIRING,
                   labels={"cloud.account.name": "dev"})
     assert receiver_for(cfg, other) == "default"
+
+
+@pytest.mark.parametrize("item", ["", "{}", " , "])
+def test_a_silence_matcher_text_without_a_matcher_is_refused(item):
+    with pytest.raises(SilenceRefused, match=r"matchers\.1"):
+        create_silence({"matchers": ['a="1"', item], "author": "ops", "comment": "x",
+                        "starts_at": 0, "ends_at": 100, "allow_broad": True}, 10, "s1")

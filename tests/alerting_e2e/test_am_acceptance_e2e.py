@@ -352,10 +352,6 @@ def test_add_utf8_alerts(plait):
         plait.resolve_all([UTF8_LABELS], settle=False)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Plait's matcher text refuses a bare label name starting with a digit (00=b) and keeps "
-    "Go's \\x escapes in a quoted name as written; Alertmanager 0.27+ takes both "
-    "(alerting/silence.py _parse_text, _unquote)"))
 def test_add_utf8_alerts_filters(plait):
     """utf8_test.go TestAddUTF8Alerts, its filters: ``00=b``, ``Σ=c`` and
     ``"\\xf0\\x9f\\x99\\x82"=dΘ`` find the alert in ``/api/v2/alerts``
