@@ -49,6 +49,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,7 +266,7 @@ class Profiler:
 
     def hook(self, phase: str, event: str) -> None:
         if event == "start":
-            spy = str(Path(sys.executable).with_name("py-spy"))
+            spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
             for k in self.pids:
                 self.files[phase, k] = self.out / f"{self.shape}-{phase}-{k}.txt"
             self.procs = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "100",
