@@ -125,8 +125,8 @@ KEYS_PER_CALL = 2000
 
 async def write(redis, writes: dict[str, list[bytes]], retention: float, cap: int) -> None:
     """Append ``writes`` (RPUSH, LTRIM to ``cap``, EXPIRE ``retention`` s per list) with one
-    script call per :data:`KEYS_PER_CALL` lists: a pipeline of three commands per list cost the
-    worker more than the funnel's own decisions. Redis errors propagate (the caller logs them)."""
+    script call per :data:`KEYS_PER_CALL` lists: the three commands run inside Redis, not packed
+    and parsed per list by the worker. Redis errors propagate (the caller logs them)."""
     items = list(writes.items())
     for start in range(0, len(items), KEYS_PER_CALL):
         chunk = items[start:start + KEYS_PER_CALL]

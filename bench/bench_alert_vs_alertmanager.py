@@ -6,7 +6,8 @@ per line:
      "alerts", "accepted_per_s", "delivered_seconds", "delivered_per_s",
      "webhook_posts", "cpu_s", "cpu_s_per_1000_alerts", "cpu_s_by_process",
      "rss_mb_before", "rss_mb_open", "bytes_per_open_alert",
-     "resolved_seconds", "resolve_webhook_posts", "rss_mb_resolved", ...}
+     "resolved_seconds", "resolve_webhook_posts", "rss_mb_resolved",
+     "rss_mb_by_process_resolved", ...}
     {"bench": "alert_storm_ratio", "group_by", "plait_per_alertmanager": {...}}
 
 The storm: ``--alerts`` distinct alerts (20 alertnames x alerts/20
@@ -194,7 +195,8 @@ def measure(system: str, shape: str, base: str, pids: dict[str, int], sink: Sink
             "rss_mb_by_process_open": {k: round(v * mb, 1) for k, v in rss_open.items()},
             "resolved_seconds": round(resolved, 2),
             "resolve_webhook_posts": sink.messages - posts,
-            "rss_mb_resolved": round(sum(rss_end.values()) * mb, 1)}
+            "rss_mb_resolved": round(sum(rss_end.values()) * mb, 1),
+            "rss_mb_by_process_resolved": {k: round(v * mb, 1) for k, v in rss_end.items()}}
 
 
 def run_alertmanager(shape: str, n: int) -> dict:
