@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+import orjson
+
 from alerting.intake import format_time
 from alerting.model import Message
 from plait import keys as K
@@ -89,22 +91,51 @@ def redis_writes(prefix: str, entries: list[tuple[str, dict[str, Any]]]
     out: dict[str, list[bytes]] = {}
     for fp, entry in entries:
         # a ``continue`` route's copy (``<fp>~<route id>``) joins its alert's story
-        out.setdefault(K.alert_history(prefix, fp.split("~", 1)[0]), []).append(
-            json.dumps(entry, separators=(",", ":")).encode())
+        out.setdefault(K.alert_history(prefix, fp.split("~", 1)[0]), []).append(_json(entry))
     return out
 
 
+def _json(entry: dict[str, Any]) -> bytes:
+    """Compact JSON of one entry (orjson; the stdlib for what it refuses, e.g. a lone surrogate)."""
+    try:
+        return orjson.dumps(entry)
+    except TypeError:
+        return json.dumps(entry, separators=(",", ":")).encode()
+
+
+#: Appends to many lists in one call: ``KEYS`` the lists; ``ARGV`` cap, TTL s, then per key its
+#: value count and values. Per key RPUSH (1,000 values a call, Lua's stack), LTRIM, EXPIRE.
+_APPEND = """
+local cap, ttl, i = tonumber(ARGV[1]), tonumber(ARGV[2]), 3
+for k = 1, #KEYS do
+  local n = tonumber(ARGV[i])
+  i = i + 1
+  for j = i, i + n - 1, 1000 do
+    redis.call('RPUSH', KEYS[k], unpack(ARGV, j, math.min(j + 999, i + n - 1)))
+  end
+  i = i + n
+  redis.call('LTRIM', KEYS[k], -cap, -1)
+  redis.call('EXPIRE', KEYS[k], ttl)
+end
+return #KEYS
+"""
+#: Most lists one script call appends to (a call blocks Redis while it runs: a few ms).
+KEYS_PER_CALL = 2000
+
+
 async def write(redis, writes: dict[str, list[bytes]], retention: float, cap: int) -> None:
-    """Append ``writes`` in one pipeline (RPUSH, LTRIM to ``cap``, EXPIRE ``retention`` s).
-    Redis errors propagate (the caller logs them)."""
-    if not writes:
-        return
-    pipe = redis.pipeline(transaction=False)
-    for key, values in writes.items():
-        pipe.rpush(key, *values[-cap:])
-        pipe.ltrim(key, -cap, -1)
-        pipe.expire(key, max(1, int(retention)))
-    await pipe.execute()
+    """Append ``writes`` (RPUSH, LTRIM to ``cap``, EXPIRE ``retention`` s per list) with one
+    script call per :data:`KEYS_PER_CALL` lists: the three commands run inside Redis, not packed
+    and parsed per list by the worker. Redis errors propagate (the caller logs them)."""
+    items = list(writes.items())
+    for start in range(0, len(items), KEYS_PER_CALL):
+        chunk = items[start:start + KEYS_PER_CALL]
+        args: list[Any] = [cap, max(1, int(retention))]
+        for _key, values in chunk:
+            kept = values[-cap:]
+            args.append(len(kept))
+            args += kept
+        await redis.eval(_APPEND, len(chunk), *[key for key, _v in chunk], *args)
 
 
 async def read(redis, prefix: str, fp: str) -> list[dict[str, Any]]:

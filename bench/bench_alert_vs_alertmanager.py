@@ -6,7 +6,8 @@ per line:
      "alerts", "accepted_per_s", "delivered_seconds", "delivered_per_s",
      "webhook_posts", "cpu_s", "cpu_s_per_1000_alerts", "cpu_s_by_process",
      "rss_mb_before", "rss_mb_open", "bytes_per_open_alert",
-     "resolved_seconds", "resolve_webhook_posts", "rss_mb_resolved", ...}
+     "resolved_seconds", "resolve_webhook_posts", "rss_mb_resolved",
+     "rss_mb_by_process_resolved", ...}
     {"bench": "alert_storm_ratio", "group_by", "plait_per_alertmanager": {...}}
 
 The storm: ``--alerts`` distinct alerts (20 alertnames x alerts/20
@@ -49,6 +50,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,7 +195,8 @@ def measure(system: str, shape: str, base: str, pids: dict[str, int], sink: Sink
             "rss_mb_by_process_open": {k: round(v * mb, 1) for k, v in rss_open.items()},
             "resolved_seconds": round(resolved, 2),
             "resolve_webhook_posts": sink.messages - posts,
-            "rss_mb_resolved": round(sum(rss_end.values()) * mb, 1)}
+            "rss_mb_resolved": round(sum(rss_end.values()) * mb, 1),
+            "rss_mb_by_process_resolved": {k: round(v * mb, 1) for k, v in rss_end.items()}}
 
 
 def run_alertmanager(shape: str, n: int) -> dict:
@@ -265,7 +268,7 @@ class Profiler:
 
     def hook(self, phase: str, event: str) -> None:
         if event == "start":
-            spy = str(Path(sys.executable).with_name("py-spy"))
+            spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
             for k in self.pids:
                 self.files[phase, k] = self.out / f"{self.shape}-{phase}-{k}.txt"
             self.procs = [subprocess.Popen([spy, "record", "--pid", str(pid), "--rate", "100",

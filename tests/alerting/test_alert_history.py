@@ -83,6 +83,32 @@ def test_redis_list_is_capped_and_expires_with_the_retention():
     assert 100 < ttl <= 120
 
 
+def test_one_write_spanning_several_script_calls_keeps_every_list_in_order_and_capped():
+    """More lists than one script call takes, and one list with more values than one RPUSH of
+    the script pushes: every list gets its values in order, capped, with the retention."""
+    prefix = f"test-history-{uuid.uuid4().hex[:8]}"
+    n = history.KEYS_PER_CALL + 7
+    entries = [(f"{i:016x}", {"kind": "outcome", "n": i}) for i in range(n)]
+    entries += [(f"{0:016x}", {"kind": "outcome", "n": -k}) for k in range(1, 1501)]
+    writes = history.redis_writes(prefix, entries)
+
+    async def go():
+        r = aioredis.Redis.from_url(REDIS_URL)
+        try:
+            await history.write(r, writes, retention=120, cap=1200)
+            first = await history.read(r, prefix, f"{0:016x}")
+            last = await history.read(r, prefix, f"{n - 1:016x}")
+            return first, last, await r.ttl(K.alert_history(prefix, f"{n - 1:016x}"))
+        finally:
+            await r.delete(*writes)
+            await r.aclose()
+
+    first, last, ttl = asyncio.run(go())
+    assert [e["n"] for e in first] == [-k for k in range(301, 1501)]  # the last 1,200 of 1,501
+    assert [e["n"] for e in last] == [n - 1]
+    assert 100 < ttl <= 120
+
+
 def test_received_entries_name_the_sender_and_join_continue_copies():
     from alerting.wire import parse_raw, raw_envelope, route_alerts
 
