@@ -3,8 +3,9 @@
 
 Hash ``plait.keys.checkpoint``: ``admitted``, ``fetched``, ``next_seq``,
 ``next_ctx``, ``rows_before``, ``finalized``, ``request``, ``last_seq``,
-``redrives``, ``absorbed``, ``fetcher``; page writer: ``partitions``,
-``end:<partition>``, ``ends`` (JSON list), ``missing`` (JSON)."""
+``redrives``, ``absorbed``, ``fetcher`` (``redrive@<worker>`` while a
+re-drive waits for a worker to claim it), ``quota_rows``; page writer:
+``partitions``, ``end:<partition>``, ``ends`` (JSON list), ``missing`` (JSON)."""
 from __future__ import annotations
 
 import json
