@@ -1,8 +1,11 @@
 """How an export task counts its rows and re-drives, on the real broker
-(Tansu), the real Redis and a signed caller registry with a daily quota: a
-re-drive of an unpartitioned task that no worker claims (its worker paused)
-is sent again without counting toward ``PLAIT_MAX_REDRIVES``, so the task
-succeeds once a worker takes it."""
+(Tansu), the real Redis and a signed caller registry with a daily quota:
+``maxRows`` stops a 4-partition task at exactly ``maxRows`` rows and the
+quota then counts exactly the file's rows, in the task's own keys; a quota
+cut across partitions counts every row once; a re-drive of an unpartitioned
+task that no worker claims (its worker paused) is sent again without
+counting toward ``PLAIT_MAX_REDRIVES``, so the task succeeds once a worker
+takes it."""
 from __future__ import annotations
 
 import os
@@ -94,6 +97,37 @@ def used_today(stack) -> int:
 
 def file_ids(task: dict, dest) -> list[int]:
     return [int(r[0]) for r in read_rows(fetch_file(task, dest))[1:]]
+
+
+def test_max_rows_over_partitions_counts_the_task_once_in_the_quota(stack, tmp_path):
+    # given a caller with a daily quota of 1,150 rows and 4 partitions of 500
+    # rows (pages of 100) capped at maxRows 730
+    task = run(stack, split_spec(stack, 2000, 4, maxRows=730))
+    # then the file holds exactly 730 rows, each once, in partition order
+    assert task["status"] == "SUCCESS" and task["truncated"] is True, task
+    (tmp_path / "capped").mkdir()
+    ids = file_ids(task, tmp_path / "capped")
+    assert len(ids) == len(set(ids)) == 730 and ids == sorted(ids)
+    assert task["exportedRows"] == 730, task
+    # and the quota counted the task once: the rows in its file, in the task's own keys
+    assert used_today(stack) == 730
+    r, prefix = redis_client(stack), stack.redis_prefix
+    assert r.hget(K.checkpoint(prefix, task["taskId"]), "quota_rows") == "730"
+    assert list(r.scan_iter(match=f"{prefix}:ckpt:{task['taskId']}#*")) == []
+
+
+def test_a_quota_cut_across_partitions_counts_every_row_once(stack, tmp_path):
+    # given 420 rows left today and an export of 4 partitions of 500 rows
+    assert used_today(stack) == 730  # the previous test's task
+    task = run(stack, split_spec(stack, 2000, 4))
+    # then it ends SUCCESS truncated with 420 rows, the quota used up exactly
+    assert task["status"] == "SUCCESS" and task["truncated"] is True, task
+    assert task["quality"]["daily_quota_cut"] >= 1, task
+    ids = file_ids(task, tmp_path)
+    assert len(ids) == len(set(ids)) == 420 and ids == sorted(ids)
+    assert used_today(stack) == QUOTA
+    assert redis_client(stack).hget(K.checkpoint(stack.redis_prefix, task["taskId"]),
+                                    "quota_rows") == "420"
 
 
 def fetching_worker(stack, task_id: str) -> tuple[str, int] | None:
