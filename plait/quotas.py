@@ -2,7 +2,7 @@
 quotas"). Rows count when fetched or written, never past the quota: :func:`check_request` refuses a
 request (429), :func:`charge` cuts the page that crosses it (the task succeeds ``truncated``);
 charging is idempotent per task (``quota_rows`` in its checkpoint hash), per partition of a pulled
-task (:func:`charge`)."""
+task (:func:`charge`) and per pushed page (:func:`count_page`)."""
 from __future__ import annotations
 
 import math
@@ -41,6 +41,30 @@ if add > 0 then
 end
 redis.call('EXPIREAT', KEYS[1], ARGV[3])
 return seen + add
+"""
+
+#: Count a page's rows once for its task: KEYS ledger hash (``plait.keys.row_grants``), the
+#: task's checkpoint hash, day count (the ledger again without a quota); ARGV page field, rows,
+#: ledger ttl (s), quota (-1 without), day count expiry (Unix s). Returns {task rows, charged}.
+_COUNT_PAGE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  return {tonumber(redis.call('HGET', KEYS[1], 'granted') or '0'), 0}
+end
+local rows = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], ARGV[1], rows)
+local total = redis.call('HINCRBY', KEYS[1], 'granted', rows)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+local add = 0
+if tonumber(ARGV[4]) >= 0 then
+  local used = tonumber(redis.call('GET', KEYS[3]) or '0')
+  add = math.min(rows, math.max(0, tonumber(ARGV[4]) - used))
+  if add > 0 then
+    redis.call('INCRBY', KEYS[3], add)
+    redis.call('HINCRBY', KEYS[2], 'quota_rows', add)
+  end
+  redis.call('EXPIREAT', KEYS[3], ARGV[5])
+end
+return {total, add}
 """
 
 
@@ -133,3 +157,23 @@ async def charge(redis: Any, prefix: str, caller: Any, task_id: str, rows: int,
     if allowed < rows:
         QUOTA_CUT.labels(caller.sysCode).inc()
     return allowed
+
+
+async def count_page(redis: Any, prefix: str, caller: Any, task_id: str, page: str, rows: int,
+                     ttl: int, now: datetime | None = None) -> int:
+    """Count page ``page`` (``<partition>:<seq>``) of ``rows`` rows once for its task, in the
+    task's ledger (``plait.keys.row_grants``), and against ``caller``'s quota when it has one
+    (up to what is left; a pushed page is never cut); the task's rows counted so far, this
+    page's included (a repeated page changes nothing)."""
+    quota = getattr(caller, "dailyRows", None)
+    ledger, mark = K.row_grants(prefix, task_id), K.checkpoint(prefix, task_id)
+    day_key, limit, expire = ledger, -1, 0
+    if caller is not None and quota is not None:
+        day = today(caller.timezone, now)
+        day_key, limit = K.daily_rows(prefix, caller.sysCode, day.day), quota
+        expire = int((day.resets_at + timedelta(days=1)).timestamp())
+    total, added = await redis.eval(_COUNT_PAGE, 3, ledger, mark, day_key, page, rows, ttl,
+                                    limit, expire)
+    if added:
+        QUOTA_ROWS.labels(caller.sysCode).inc(int(added))
+    return int(total)

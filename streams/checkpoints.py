@@ -14,6 +14,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from plait import keys as K
+from plait import quotas
 
 #: Markers outlive any task by far, then expire (seconds).
 TTL = 14 * 24 * 3600
@@ -54,3 +55,9 @@ class Checkpoints:
 
     async def count(self, task_id: str, field: str) -> int:
         return await self.redis.hincrby(self._key(task_id), field, 1)
+
+    async def count_page(self, task_id: str, page: str, rows: int, caller: Any = None) -> int:
+        """Count page ``page`` (``<partition>:<seq>``) of ``rows`` rows once for
+        the task, and against ``caller``'s daily quota when it has one
+        (``plait.quotas.count_page``); the task's rows counted so far."""
+        return await quotas.count_page(self.redis, self.prefix, caller, task_id, page, rows, TTL)

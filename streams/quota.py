@@ -1,4 +1,5 @@
-"""Daily row quotas: pages charged (``plait.quotas.charge``), each task once; a pulled page is cut where the quota ends (SUCCESS,
+"""Daily row quotas: pages charged (``plait.quotas.charge``, ``count_page``),
+each task once; a pulled page is cut where the quota ends (SUCCESS,
 truncated, ``daily_quota_cut``)."""
 from __future__ import annotations
 
@@ -34,10 +35,9 @@ async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
     return page, batch.num_rows, True, True, shard, batch, quality
 
 
-async def count_pushed(ctx: Context, page: PageBatch) -> None:
-    """Charge a pushed page's rows (never cut: the API refuses when used up)."""
-    caller = _caller(ctx, page.spec.sysCode)
-    if caller is not None:
-        cp = ctx.checkpoints
-        await quotas.charge(cp.redis, cp.prefix, caller, page.taskId,
-                            page.rowsBefore + page.rowCount)
+async def count_pushed(ctx: Context, page: PageBatch, rows: int) -> int:
+    """Count a pushed page of ``rows`` rows once for its task, and against its
+    caller's quota (never cut: the API refuses when used up); the task's rows
+    accepted so far, over every partition and producer, this page's included."""
+    return await ctx.checkpoints.count_page(page.taskId, f"{page.partition}:{page.seq}", rows,
+                                            _caller(ctx, page.spec.sysCode))

@@ -80,6 +80,25 @@ async def test_partitions_charge_the_task_once_in_its_own_checkpoint(redis):
     assert [k async for k in client.scan_iter(match=f"{prefix}:ckpt:t1#*")] == []
 
 
+async def test_a_pushed_page_counts_once_for_the_task_and_up_to_the_quota(redis):
+    client, prefix = redis
+    caller = make_caller(dailyRows=250)
+
+    def count(page: str, rows: int, who=caller):
+        return quotas.count_page(client, prefix, who, "t1", page, rows, 60, NOON_UTC)
+
+    # the task's rows so far, each page once in any order, whoever sent it
+    assert await count("1:2", 40) == 40
+    assert await count("0:0", 100) == 140
+    assert await count("1:2", 40) == 140  # repeated: nothing added
+    assert await count("0:1", 150) == 290  # every row accepted; the quota stops at 250
+    assert await quotas.used(client, prefix, caller, NOON_UTC) == 250
+    assert int(await client.hget(K.checkpoint(prefix, "t1"), "quota_rows")) == 250
+    # without a quota only the task's rows are counted
+    assert await count("0:2", 10, make_caller()) == 300
+    assert await quotas.used(client, prefix, caller, NOON_UTC) == 250
+
+
 async def test_a_task_across_midnight_charges_each_day_its_own_rows(redis):
     client, prefix = redis
     caller = make_caller(dailyRows=1000)
