@@ -82,11 +82,13 @@ def checkpoint(prefix: str, task_id: str) -> str:
 
 
 def row_grants(prefix: str, task_id: str) -> str:
-    """``P:ckpt:{taskId}:grants``, hash: a partitioned task's ``maxRows``
-    budget: ``granted`` (rows granted so far) and ``<partition>:<seq>`` (the
-    rows granted to that page, so a re-fetched page gets the same). Written
-    and read by the fetcher (``streams.partitions.within_max_rows``, one Lua
-    call per page); TTL 14 days, renewed on every grant."""
+    """``P:ckpt:{taskId}:grants``, hash: a task's rows counted once per page:
+    ``granted`` (rows so far) and ``<partition>:<seq>`` (that page's rows, so
+    a repeated page counts the same). A partitioned pull task's ``maxRows``
+    budget, written and read by the fetcher
+    (``streams.partitions.within_max_rows``); a push task's rows accepted,
+    by the page writer (``plait.quotas.count_page``); one Lua call per page,
+    TTL 14 days, renewed on every page."""
     return f"{prefix}:ckpt:{task_id}:grants"
 
 

@@ -3,8 +3,9 @@
 
 Hash ``plait.keys.checkpoint``: ``admitted``, ``fetched``, ``next_seq``,
 ``next_ctx``, ``rows_before``, ``finalized``, ``request``, ``last_seq``,
-``redrives``, ``absorbed``, ``fetcher``; page writer: ``partitions``,
-``end:<partition>``, ``ends`` (JSON list), ``missing`` (JSON)."""
+``redrives``, ``absorbed``, ``fetcher`` (``redrive@<worker>`` while a
+re-drive waits for a worker to claim it), ``quota_rows``; page writer:
+``partitions``, ``end:<partition>``, ``ends`` (JSON list), ``missing`` (JSON)."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from plait import keys as K
+from plait import quotas
 
 #: Markers outlive any task by far, then expire (seconds).
 TTL = 14 * 24 * 3600
@@ -53,3 +55,9 @@ class Checkpoints:
 
     async def count(self, task_id: str, field: str) -> int:
         return await self.redis.hincrby(self._key(task_id), field, 1)
+
+    async def count_page(self, task_id: str, page: str, rows: int, caller: Any = None) -> int:
+        """Count page ``page`` (``<partition>:<seq>``) of ``rows`` rows once for
+        the task, and against ``caller``'s daily quota when it has one
+        (``plait.quotas.count_page``); the task's rows counted so far."""
+        return await quotas.count_page(self.redis, self.prefix, caller, task_id, page, rows, TTL)

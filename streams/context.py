@@ -68,6 +68,11 @@ class CheckpointStore(Protocol):
     async def count(self, task_id: str, field: str) -> int:
         """Add one to a counter marker; returns the new count."""
 
+    async def count_page(self, task_id: str, page: str, rows: int, caller: Any = None) -> int:
+        """Count page ``page`` (``<partition>:<seq>``) of ``rows`` rows once
+        for the task (and against ``caller``'s daily quota); the task's rows
+        counted so far."""
+
 
 class ProjectionView(Protocol):
     """The task projection as handlers use it (``plait.projection``)."""

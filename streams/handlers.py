@@ -112,8 +112,9 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     entry.taken = True
     if entry.hint is not None and not chain:  # its envelope gave the next cursor: go on
         _prepare_next(ctx, cmd, chain, headers, cmd.seq + 1, entry.hint, None)
-    taken = await within_quota(ctx, cmd, await entry.future)  # may end the task here
-    taken = await within_max_rows(ctx, cmd, taken)  # maxRows over all partitions
+    # maxRows over all partitions first: the quota counts only the rows granted
+    taken = await within_max_rows(ctx, cmd, await entry.future)
+    taken = await within_quota(ctx, cmd, taken)  # may end the task here
     del entry
     page, row_count, last, truncated, shard, normalized, quality = taken
     del taken

@@ -30,6 +30,8 @@ class MemoryCheckpoints:
 
     def __init__(self) -> None:
         self.marks: dict[str, dict[str, str]] = {}
+        #: task id -> page (``<partition>:<seq>``) -> its rows, counted once
+        self.pages: dict[str, dict[str, int]] = {}
 
     async def get(self, task_id: str) -> dict[str, str]:
         return dict(self.marks.get(task_id, {}))
@@ -54,6 +56,12 @@ class MemoryCheckpoints:
         marks = self.marks.setdefault(task_id, {})
         marks[field] = str(int(marks.get(field, 0)) + 1)
         return int(marks[field])
+
+    async def count_page(self, task_id: str, page: str, rows: int, caller: Any = None) -> int:
+        """Count ``page``'s rows once for the task (no quotas in memory)."""
+        ledger = self.pages.setdefault(task_id, {})
+        ledger.setdefault(page, rows)
+        return sum(ledger.values())
 
 
 class MemoryProjection:

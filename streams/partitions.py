@@ -41,6 +41,21 @@ from streams.files import encode_shard
 REDRIVEN = "redrive@"
 
 
+def redrive_tries(marks: dict[str, str], point: str, part: int | None = None) -> int:
+    """How many re-drives at ``point`` (``fetch:<seq>``, ``fetch:<p>:<seq>``,
+    ``finalize``) a re-drive now makes, from the checkpoint ``marks`` of the
+    task (``part`` None) or of its partition ``part``'s chain: 1 at a new
+    point; one more than recorded when a worker claimed the last one; as many
+    as recorded when the last re-drive is unclaimed (``fetcher`` still
+    ``redrive@…``, e.g. on the broker while the group rebalances): only a
+    worker that took the page can fail at it. The one rule of both the
+    sweeper's task-level and per-chain re-drives."""
+    suffix = "" if part is None else f":{part}"
+    same = marks.get(f"redrive_point{suffix}") == point
+    tries = int(marks.get(f"redrives{suffix}", 0)) if same else 0
+    return tries if same and marks.get(f"fetcher{suffix}", "").startswith(REDRIVEN) else tries + 1
+
+
 def mark(cmd: FetchPage, name: str) -> str:
     """Checkpoint field ``name`` of ``cmd``'s chain: ``name`` itself for a
     task of one partition, else ``<name>:<partition>``."""
@@ -130,7 +145,8 @@ async def redrive_chains(ctx: Context, task_id: str, state: dict, now: float,
     when the task is not a partitioned pull task still fetching (the
     sweeper's task-level re-drive applies). A chain re-driven more than
     ``PLAIT_MAX_REDRIVES`` times at one page ends the task FAILED; a re-drive
-    no worker claimed (:func:`claim`) is sent again without counting."""
+    no worker claimed (:func:`claim`) is sent again without counting
+    (:func:`redrive_tries`)."""
     marks = await ctx.checkpoints.get(task_id)
     if "request" not in marks or "last_seq" in marks or "finalized" in marks:
         return None
@@ -147,12 +163,7 @@ async def redrive_chains(ctx: Context, task_id: str, state: dict, now: float,
             continue
         seq = int(marks.get(f"next_seq:{part}", 0))
         point = f"fetch:{part}:{seq}"
-        same = marks.get(f"redrive_point:{part}") == point
-        tries = int(marks.get(f"redrives:{part}", 0)) if same else 0
-        # an unclaimed re-drive (still on the broker, e.g. during a rebalance) is sent
-        # again but not counted: only a worker that took the page can fail at it
-        if not (same and marks.get(f"fetcher:{part}", "").startswith(REDRIVEN)):
-            tries += 1
+        tries = redrive_tries(marks, point, part)
         if tries > ctx.settings.max_redrives:
             return [ended(task_id, "FAILED", f"re-driven {tries - 1} times at page {seq} of "
                                              f"partition {part} without progress", ctx.worker_id,
@@ -184,8 +195,10 @@ async def _chain_gone(ctx: Context, fetcher: str | None, at: float, now: float,
 
 async def claim(ctx: Context, cmd: FetchPage) -> None:
     """Record this worker as the fetcher of ``cmd``'s chain as the chain
-    starts (page 0, or a re-drive), before its first page is fetched, so the
-    sweeper watches the worker holding it (:func:`redrive_chains`)."""
-    if cmd.partitions > 1 and (cmd.seq == 0 or cmd.attempt):
+    starts (page 0 of a partition, or any task's re-drive), before its first
+    page is fetched, so the sweeper watches the worker holding it
+    (:func:`redrive_chains`, ``streams.sweeper.redrive``) and counts the
+    re-drive as claimed (:func:`redrive_tries`)."""
+    if cmd.attempt or (cmd.partitions > 1 and cmd.seq == 0):
         await ctx.checkpoints.set(cmd.taskId, **{mark(cmd, "fetcher"): ctx.worker_id,
                                                  mark(cmd, "at"): time.time()})

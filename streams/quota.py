@@ -1,13 +1,12 @@
-"""Daily row quotas: pages charged (``plait.quotas.charge``); a pulled page is
-cut where the quota ends (SUCCESS, truncated, ``daily_quota_cut``)."""
+"""Daily row quotas: pages charged (``plait.quotas.charge``, ``count_page``),
+each task once; a pulled page is cut where the quota ends (SUCCESS,
+truncated, ``daily_quota_cut``)."""
 from __future__ import annotations
 
 import asyncio
 
-from plait import keys as K
 from plait import quotas
 from plait.events import FetchPage, PageBatch
-from streams.checkpoints import TTL
 from streams.context import Context
 from streams.files import encode_shard
 
@@ -24,10 +23,9 @@ async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
         return taken
     page, rows, last, truncated, shard, batch, quality = taken
     cp = ctx.checkpoints
-    # each partition's chain counts its own rows (chainId: the task id for one)
-    allowed = await quotas.charge(cp.redis, cp.prefix, caller, cmd.chainId, cmd.rowsBefore + rows)
-    if cmd.partitions > 1:  # a partition's own count expires as the task's checkpoints do
-        await cp.redis.expire(K.checkpoint(cp.prefix, cmd.chainId), TTL)
+    # a partition's chain counts its rows in the task's own checkpoint hash
+    allowed = await quotas.charge(cp.redis, cp.prefix, caller, cmd.taskId, cmd.rowsBefore + rows,
+                                  partition=cmd.partition if cmd.partitions > 1 else None)
     keep = allowed - cmd.rowsBefore
     if keep >= rows:
         return taken
@@ -37,10 +35,9 @@ async def within_quota(ctx: Context, cmd: FetchPage, taken: tuple) -> tuple:
     return page, batch.num_rows, True, True, shard, batch, quality
 
 
-async def count_pushed(ctx: Context, page: PageBatch) -> None:
-    """Charge a pushed page's rows (never cut: the API refuses when used up)."""
-    caller = _caller(ctx, page.spec.sysCode)
-    if caller is not None:
-        cp = ctx.checkpoints
-        await quotas.charge(cp.redis, cp.prefix, caller, page.taskId,
-                            page.rowsBefore + page.rowCount)
+async def count_pushed(ctx: Context, page: PageBatch, rows: int) -> int:
+    """Count a pushed page of ``rows`` rows once for its task, and against its
+    caller's quota (never cut: the API refuses when used up); the task's rows
+    accepted so far, over every partition and producer, this page's included."""
+    return await ctx.checkpoints.count_page(page.taskId, f"{page.partition}:{page.seq}", rows,
+                                            _caller(ctx, page.spec.sysCode))

@@ -66,10 +66,11 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         cut = {"cut": 1} if page.truncated else {}  # any partition cut: the task is truncated
         await ctx.checkpoints.set(page.taskId, **{f"end:{page.partition}": page.seq,
                                                   "partitions": page.partitions}, **cut)
+    accepted = None  # a pushed page's task: rows accepted so far, counted once per page
     if data is not None:
         await asyncio.to_thread(ctx.store.put_bytes,
                                 shard_key(page.taskId, page.seq, page.partition), data)
-        await count_pushed(ctx, page)
+        accepted = await count_pushed(ctx, page, batch.num_rows)
     await asyncio.to_thread(grow, ctx, tf, key, batch, quality)
     if await ctx.projection.status(page.taskId) in TERMINAL:  # cleanup may have run already
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
@@ -79,7 +80,10 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         await _mark_missing(ctx, tf)
         if not (page.isLast or due(ctx, page.taskId)):
             return []
-    exported, total = await task_progress(ctx, page)  # summed over partitions
+    if accepted is None:
+        exported, total = await task_progress(ctx, page)  # summed over partitions
+    else:
+        exported, total = accepted, page.totalRows if page.partitions == 1 else None
     progress = lifecycle(page.spec, page.taskId, "PROGRESS", seq=page.seq,
                          exportedRows=exported, totalRows=total, workerId=ctx.worker_id,
                          stage="fetching")

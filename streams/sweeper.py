@@ -11,11 +11,14 @@ from plait.clock import parse_iso
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
 from streams.context import Context, Emit
 from streams.emits import ended, start
-from streams.partitions import redrive_chains
+from streams.partitions import REDRIVEN, redrive_chains, redrive_tries
+
 
 async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list[Emit]:
     """Re-emit a stale task's next command from its checkpoints; FAILED after
-    ``max_redrives`` at the same point."""
+    ``max_redrives`` at the same point, a fetch re-drive no worker claimed
+    yet not counting (``streams.partitions.redrive_tries``, the rule of the
+    partitions' chains too)."""
     marks = await ctx.checkpoints.get(task_id)
     if "finalized" in marks or "request" not in marks:
         return []
@@ -34,11 +37,13 @@ async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list
             spec=req.spec))
     else:
         return []  # push mode
-    count = int(marks.get("redrives", 0)) + 1 if marks.get("redrive_point") == point else 1
+    count = redrive_tries(marks, point)
     if count > ctx.settings.max_redrives:
         return [ended(task_id, "FAILED", f"re-driven {count - 1} times at {point} without "
                                          "progress", ctx.worker_id, state)]
-    await ctx.checkpoints.set(task_id, redrive_point=point, redrives=count)
+    # a fetch re-drive waits for a worker to claim it (streams.partitions.claim)
+    unclaimed = {"fetcher": REDRIVEN + ctx.worker_id} if point != "finalize" else {}
+    await ctx.checkpoints.set(task_id, redrive_point=point, redrives=count, **unclaimed)
     if isinstance(cmd.payload, FetchPage):
         cmd.payload.attempt = count
     heartbeat = Emit(T.LIFECYCLE, task_id, Lifecycle(
@@ -97,7 +102,8 @@ async def missing_too_long(ctx: Context, task_id: str, state: dict,
 
 async def owner_alive(ctx: Context, task_id: str, state: dict) -> bool:
     """Whether the last reporter beats and, while fetching, the ``fetcher``
-    too: its in-process fetch chain leaves no FetchPage on the broker."""
+    too: its in-process fetch chain leaves no FetchPage on the broker (a
+    ``redrive@…`` fetcher, a re-drive no worker claimed, never beats)."""
     if not await worker_alive(ctx, state.get("workerId")):
         return False
     marks = await ctx.checkpoints.get(task_id)

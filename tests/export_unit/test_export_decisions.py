@@ -15,6 +15,7 @@ from plait.errors import PermanentError
 from plait.events import FetchPage, FinalizeRequested, Lifecycle
 from streams.layout import shard_key
 from streams.runtime import ExportHooks, Route, Runtime
+from streams.partitions import claim
 from streams.sweeper import redrive, sweep
 
 pytestmark = pytest.mark.timeout(20)
@@ -84,8 +85,17 @@ async def test_a_live_fetcher_or_a_fully_fetched_task_is_left_to_its_worker(make
 async def test_redrives_without_progress_end_the_task_failed(make_ctx):
     ctx = make_ctx()
     await ctx.checkpoints.set("t1", request=request("t1").model_dump_json(), next_seq=7)
-    for _ in range(3):
-        assert any(isinstance(e.payload, FetchPage) for e in await redrive(ctx, "t1"))
+    # a re-drive no worker claimed yet is sent again without counting
+    for _ in range(5):
+        [cmd] = [e.payload for e in await redrive(ctx, "t1") if isinstance(e.payload, FetchPage)]
+        assert cmd.attempt == 1
+    # each re-drive a worker claimed (then died holding) counts; past
+    # PLAIT_MAX_REDRIVES the task fails
+    for n in (2, 3):
+        await claim(ctx, cmd)
+        [cmd] = [e.payload for e in await redrive(ctx, "t1") if isinstance(e.payload, FetchPage)]
+        assert cmd.attempt == n
+    await claim(ctx, cmd)
     [final] = await redrive(ctx, "t1")
     assert final.payload.status == "FAILED"
     assert "re-driven 3 times at fetch:7" in final.payload.errorMessage

@@ -61,6 +61,44 @@ async def test_charging_is_idempotent_per_task_and_stops_at_the_quota(redis):
     assert expire_at == int(datetime(2026, 12, 6, tzinfo=timezone.utc).timestamp())
 
 
+async def test_partitions_charge_the_task_once_in_its_own_checkpoint(redis):
+    client, prefix = redis
+    caller = make_caller(dailyRows=250)
+
+    def charge(partition: int, rows: int):
+        return quotas.charge(client, prefix, caller, "t1", rows, NOON_UTC, partition=partition)
+
+    # each partition's chain counts its own rows so far, adding to the task's
+    assert await charge(0, 100) == 100
+    assert await charge(1, 100) == 100
+    assert await charge(0, 100) == 100  # a page of partition 0 again: nothing added
+    assert await charge(1, 180) == 150  # 50 left: partition 1's page is cut there
+    assert await quotas.used(client, prefix, caller, NOON_UTC) == 250
+    marks = await client.hgetall(K.checkpoint(prefix, "t1"))
+    assert {k: int(v) for k, v in marks.items()} == {
+        b"quota_rows": 250, b"quota_rows:0": 100, b"quota_rows:1": 150}
+    assert [k async for k in client.scan_iter(match=f"{prefix}:ckpt:t1#*")] == []
+
+
+async def test_a_pushed_page_counts_once_for_the_task_and_up_to_the_quota(redis):
+    client, prefix = redis
+    caller = make_caller(dailyRows=250)
+
+    def count(page: str, rows: int, who=caller):
+        return quotas.count_page(client, prefix, who, "t1", page, rows, 60, NOON_UTC)
+
+    # the task's rows so far, each page once in any order, whoever sent it
+    assert await count("1:2", 40) == 40
+    assert await count("0:0", 100) == 140
+    assert await count("1:2", 40) == 140  # repeated: nothing added
+    assert await count("0:1", 150) == 290  # every row accepted; the quota stops at 250
+    assert await quotas.used(client, prefix, caller, NOON_UTC) == 250
+    assert int(await client.hget(K.checkpoint(prefix, "t1"), "quota_rows")) == 250
+    # without a quota only the task's rows are counted
+    assert await count("0:2", 10, make_caller()) == 300
+    assert await quotas.used(client, prefix, caller, NOON_UTC) == 250
+
+
 async def test_a_task_across_midnight_charges_each_day_its_own_rows(redis):
     client, prefix = redis
     caller = make_caller(dailyRows=1000)

@@ -119,3 +119,32 @@ def warm_up(stack) -> None:
     """Run a one-row export so the workers' consumer group has formed."""
     task = wait_task(stack.api_url, submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 1, 1)))
     assert task["status"] == "SUCCESS", task
+
+
+def topic_events(stack, topic: str, task_id: str, idle: float = 2.0,
+                 timeout: float = 30) -> list[dict[str, Any]]:
+    """The payloads (CloudEvents ``data``) of task ``task_id`` on ``topic``
+    (a name without the stack's prefix, e.g. ``export.fetch``), all
+    partitions from the start, in each partition's order, read until no
+    event came for ``idle`` seconds."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    name = stack.env.get("PLAIT_TOPIC_PREFIX", "") + topic
+    consumer = Consumer({"bootstrap.servers": stack.env["PLAIT_BROKER_URL"],
+                         "group.id": f"t-{uuid.uuid4().hex}", "enable.auto.commit": False})
+    try:
+        parts = consumer.list_topics(name, timeout=10).topics[name].partitions
+        consumer.assign([TopicPartition(name, p, 0) for p in parts])
+        out: list[dict[str, Any]] = []
+        deadline, last = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - last < idle:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            last = time.monotonic()
+            data = json.loads(msg.value()).get("data") or {}
+            if data.get("taskId") == task_id:
+                out.append(data)
+        return out
+    finally:
+        consumer.close()

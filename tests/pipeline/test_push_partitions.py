@@ -1,7 +1,8 @@
 """Push mode on the real broker (Tansu), the real Redis and the local object
 store: several producers feed one task, pages in any order and repeated; the
 file holds partition 0's pages in order, then partition 1's; a page missing
-too long fails the task naming it; a kill -9 of the worker mid-task loses and
+too long fails the task naming it; PROGRESS sums the rows accepted over
+every producer, once per page; a kill -9 of the worker mid-task loses and
 repeats nothing; pushed values give the same cells as the same values pulled."""
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ops.stack import Stack
 from plait.spec import ExportSpec
 from producers.sdk import PlaitProducer
 from stack_env import drop_redis_keys, isolated_env
-from support import fetch_file, read_rows, submit, wait_for, wait_task
+from support import fetch_file, read_rows, submit, topic_events, wait_for, wait_task
 
 pytestmark = pytest.mark.integration
 
@@ -120,6 +121,24 @@ def test_repeated_pages_ahead_and_behind_are_counted_once(stack, tmp_path):
     assert task["status"] == "SUCCESS", task
     assert task["file"]["rows"] == len(expected_ids())
     assert [int(r[0]) for r in read_rows(fetch_file(task, tmp_path))[1:]] == expected_ids()
+
+
+def test_progress_sums_every_producer_once_monotonic_and_exact_at_the_end(stack):
+    # given two producers pushing one task's pages shuffled, some of them twice,
+    # without rowsBefore (neither producer knows the other's rows)
+    spec, sdks = push_spec("csv"), producers(stack)
+    task_id = sdks[0].request_export(spec)
+    keys = shuffled(11)
+    push(sdks, task_id, spec, keys[:4] + keys[:2] + keys[4:])
+    task = wait_task(stack.api_url, task_id)
+    assert task["status"] == "SUCCESS", task
+    # then PROGRESS reports the rows accepted so far over both producers: never
+    # going back, never past the task's rows, and all of them on the last report
+    reported = [e["exportedRows"] for e in topic_events(stack, "export.lifecycle", task_id)
+                if e.get("status") == "PROGRESS" and "exportedRows" in e]
+    total = len(expected_ids())
+    assert reported and reported == sorted(reported) and reported[-1] == total, reported
+    assert task["exportedRows"] == task["file"]["rows"] == total
 
 
 def test_a_page_missing_past_the_timeout_fails_naming_partition_and_seq(stack):

@@ -16,6 +16,7 @@ from plait.limits import Limits
 from plait.settings import Settings
 from plait.spec import ExportSpec
 from streams.context import build_context
+from streams.partitions import claim
 from streams.sweeper import redrive, sweep
 
 
@@ -56,9 +57,15 @@ async def test_stale_task_is_redriven_from_its_cursor_then_failed_when_stuck(ctx
     # then it re-emits the FetchPage of page 7 with the recorded cursor (+ a heartbeat)
     cmd = [e.payload for e in emits if isinstance(e.payload, FetchPage)][0]
     assert (cmd.seq, cmd.runtimeContext, cmd.rowsBefore, cmd.attempt) == (7, {"lastId": 700}, 700, 1)
-    # and after max_redrives without progress, it ends FAILED instead of looping
-    for _ in range(2):
-        assert any(isinstance(e.payload, FetchPage) for e in await redrive(ctx, "t1"))
+    # while no worker claims it, it is sent again without counting
+    again = [e.payload for e in await redrive(ctx, "t1") if isinstance(e.payload, FetchPage)]
+    assert [c.attempt for c in again] == [1]
+    # and after max_redrives claimed without progress, it ends FAILED instead of looping
+    for n in (2, 3):
+        await claim(ctx, cmd)
+        [cmd] = [e.payload for e in await redrive(ctx, "t1") if isinstance(e.payload, FetchPage)]
+        assert cmd.attempt == n
+    await claim(ctx, cmd)
     final = await redrive(ctx, "t1")
     assert len(final) == 1 and final[0].payload.status == "FAILED"
     assert "re-driven 3 times at fetch:7" in final[0].payload.errorMessage
@@ -68,7 +75,8 @@ async def test_progress_resets_the_redrive_count(ctx):
     req = request("t2", spec())
     await ctx.checkpoints.set("t2", request=req.model_dump_json(), next_seq=3, fetched=2)
     for _ in range(3):
-        await redrive(ctx, "t2")
+        [cmd] = [e.payload for e in await redrive(ctx, "t2") if isinstance(e.payload, FetchPage)]
+        await claim(ctx, cmd)
     await ctx.checkpoints.set("t2", next_seq=4, fetched=3)  # the task moved on
     emits = await redrive(ctx, "t2")
     assert [e.payload.seq for e in emits if isinstance(e.payload, FetchPage)] == [4]
