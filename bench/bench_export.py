@@ -55,9 +55,19 @@ two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
 partition's seconds over this run's; ``peak_rss_mb``: the highest worker's
 VmHWM), target 6 for eight partitions.
 
+Flights in partitions (``--flights-partitions``): on one stack of two
+workers, per format (``--formats``, of xlsx and csv) and round
+(``--repeat``), the whole flights table (``--page-size`` rows a page) in one
+partition, then in four (``dataConfig.split`` on the demo API's row ids);
+per run ``{"bench": "flights_partitions", "format", "partitions", "workers",
+"rows", "seconds", "workers_cpu_s" (per worker), "others_cpu_s",
+"peak_rss_mb"}``, then per format ``{"bench": "flights_partitions_ratio",
+"format", "runs", "one_s", "four_s", "ratio"}`` (medians; ``ratio``: one
+partition's seconds over four's, per round, median).
+
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
-[--floor --shapes typed,contract,none] [--partitions]``
+[--floor --shapes typed,contract,none] [--partitions] [--flights-partitions]``
 """
 from __future__ import annotations
 
@@ -439,6 +449,59 @@ def partitions_bench(rows: int) -> None:
                           "workers_cpu_s": round(cpu, 2)}), flush=True)
 
 
+#: ``--flights-partitions``: partitions of the split run, and its workers.
+FLIGHTS_PARTS, FLIGHTS_WORKERS = 4, 2
+
+
+def flights_parts_run(stack: Stack, pids: list[int], fmt: str, parts: int,
+                      user: str) -> float:
+    """One flights export of ``fmt`` in ``parts`` partitions on ``stack``;
+    prints its line, returns its seconds from POST to SUCCESS."""
+    spec = flights_spec(f"{stack.demo_data_api}/data", fmt)
+    spec["userId"] = user
+    spec["dataConfig"]["pageSize"] = PAGE_SIZE
+    if parts > 1:
+        spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": 336_776, "parts": parts}
+    for pid in pids:
+        reset_hwm(pid)
+    others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
+    c0, t0 = [cpu_seconds(p) for p in pids], time.perf_counter()
+    task = wait(stack, CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
+                .json()["data"]["taskId"], fmt)
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"bench": "flights_partitions", "format": fmt, "partitions": parts,
+                      "workers": len(pids), "page_size": PAGE_SIZE,
+                      "rows": task["exportedRows"], "seconds": round(seconds, 2),
+                      "workers_cpu_s": [round(cpu_seconds(p) - c, 2) for p, c in zip(pids, c0)],
+                      "others_cpu_s": {n: round(cpu_seconds(p) - others0[n], 2)
+                                       for n, p in stack_pids(stack).items()},
+                      "peak_rss_mb": round(max(vm_hwm_mb(p) for p in pids), 1)}), flush=True)
+    return seconds
+
+
+def flights_partitions(formats: list[str], repeat: int) -> None:
+    """The ``--flights-partitions`` runs (module docstring) on one stack of
+    :data:`FLIGHTS_WORKERS` workers, warmed up with one run per format."""
+    took: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, FLIGHTS_WORKERS) as stack:
+        pids = warmed(stack, FLIGHTS_WORKERS)
+        for fmt in formats:  # warm-up: each writer's imports load on both workers
+            flights_parts_run(stack, pids, fmt, FLIGHTS_PARTS, "warm-up")
+        for r in range(repeat):
+            for fmt in formats:
+                for parts in (1, FLIGHTS_PARTS):
+                    took.setdefault((fmt, parts), []).append(
+                        flights_parts_run(stack, pids, fmt, parts, f"bench-{r}-{parts}"))
+    for fmt in formats:
+        one, four = took[fmt, 1], took[fmt, FLIGHTS_PARTS]
+        print(json.dumps({"bench": "flights_partitions_ratio", "format": fmt, "runs": repeat,
+                          "workers": FLIGHTS_WORKERS, "partitions": FLIGHTS_PARTS,
+                          "one_s": round(statistics.median(one), 2),
+                          "four_s": round(statistics.median(four), 2),
+                          "ratio": round(statistics.median(a / b for a, b in zip(one, four)), 2)}),
+              flush=True)
+
+
 def baseline(kind: str, fmt: str, limit: int) -> tuple[float, float]:
     """One bare write in a fresh process: (seconds incl. loading the table,
     seconds loading it)."""
@@ -477,12 +540,18 @@ def main() -> None:
                         help="column shapes of the --floor exports: typed, contract, none")
     parser.add_argument("--partitions", action="store_true",
                         help="only the partitions bench (1 vs 8 partitions, seq rows)")
+    parser.add_argument("--flights-partitions", action="store_true",
+                        help="only flights in 1 vs 4 partitions on 2 workers (xlsx, csv)")
     args = parser.parse_args()
     if args.partitions:
         partitions_bench(args.limit or PARTITION_ROWS)
         return
     PAGE_SIZE = args.page_size
     formats = [f for f in args.formats.split(",") if f and f != "none"]
+    if args.flights_partitions:
+        flights_partitions([f for f in formats if f in ("xlsx", "csv")] or ["xlsx", "csv"],
+                           args.repeat)
+        return
     if args.floor:
         floor_rounds([f for f in formats if f in ("csv", "parquet")] or ["csv", "parquet"],
                      args.shapes.split(","), args.limit, args.repeat)
