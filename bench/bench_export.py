@@ -51,7 +51,8 @@ Partitions (``--partitions``): 1,000,000 ``seq`` rows (``--limit``) to
 csv, 1,000-row pages, the demo data API slowed to 50 ms a page: one
 partition on one worker, eight (``dataConfig.split``) on one worker, eight on
 two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
-"seconds", "speedup", "peak_rss_mb", "workers_cpu_s"}`` (``speedup``: one
+"seconds", "speedup", "peak_rss_mb", "workers_cpu_s", "worker_cpu_s" (per
+worker), "others_cpu_s" (API, demo data API, broker)}`` (``speedup``: one
 partition's seconds over this run's; ``peak_rss_mb``: the highest worker's
 VmHWM), target 6 for eight partitions.
 
@@ -413,10 +414,12 @@ PARTITION_ROWS, PARTITION_PAGE, PARTITION_DELAY_MS = 1_000_000, 1_000, 50
 PARTITION_RUNS = ((1, 1), (8, 1), (8, 2))
 
 
-def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, int, float]:
+def partitions_run(parts: int, workers: int, rows: int
+                   ) -> tuple[float, float, int, list[float], dict[str, float]]:
     """One ``seq`` csv export of ``rows`` rows in ``parts`` partitions on a
     fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
-    highest worker peak RSS in MB, rows exported, the workers' CPU seconds)."""
+    highest worker peak RSS in MB, rows exported, each worker's CPU seconds,
+    the CPU seconds of the API, demo data API and broker meanwhile)."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
         pids = warmed(stack, workers)
         spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
@@ -428,25 +431,30 @@ def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, i
                 "jobConfig": {"timeout": 3600}}
         if parts > 1:
             spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": rows, "parts": parts}
-        c0, t0 = sum(cpu_seconds(p) for p in pids), time.perf_counter()
+        others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
+        c0, t0 = [cpu_seconds(p) for p in pids], time.perf_counter()
         resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
         task = wait(stack, resp.json()["data"]["taskId"], "csv")
         return (time.perf_counter() - t0, max(vm_hwm_mb(p) for p in pids),
-                task["exportedRows"], sum(cpu_seconds(p) for p in pids) - c0)
+                task["exportedRows"], [cpu_seconds(p) - c for p, c in zip(pids, c0)],
+                {n: cpu_seconds(p) - others0[n] for n, p in stack_pids(stack).items()})
 
 
 def partitions_bench(rows: int) -> None:
     """The ``--partitions`` runs (:data:`PARTITION_RUNS`), one line each."""
     first = None
     for parts, workers in PARTITION_RUNS:
-        seconds, rss, done, cpu = partitions_run(parts, workers, rows)
+        seconds, rss, done, cpu, others = partitions_run(parts, workers, rows)
         first = first or seconds
         print(json.dumps({"bench": "partitions", "format": "csv", "partitions": parts,
                           "workers": workers, "rows": done, "page_size": PARTITION_PAGE,
                           "delay_ms": PARTITION_DELAY_MS, "seconds": round(seconds, 2),
                           "speedup": round(first / seconds, 2), "target": 6.0 if parts > 1
                           else None, "peak_rss_mb": round(rss, 1),
-                          "workers_cpu_s": round(cpu, 2)}), flush=True)
+                          "workers_cpu_s": round(sum(cpu), 2),
+                          "worker_cpu_s": [round(c, 2) for c in cpu],
+                          "others_cpu_s": {n: round(c, 2) for n, c in others.items()}}),
+              flush=True)
 
 
 #: ``--flights-partitions``: partitions of the split run, and its workers.
