@@ -86,7 +86,7 @@ def decode_page(body: bytes, doc: DocumentConfig,
         return None
     if body.count(b"{", start, end) != len(structs):
         return None  # an object inside a row (or a "{" in a string): see _finite
-    if pa.float64() in _field_types(structs) and not _plain_doubles(body, start, end):
+    if _has_doubles(structs, doc) and not _plain_doubles(body, start, end):
         return None  # a number the exact path reads as a Decimal, or -0, NaN, Inf
     if not _keyed(body, start, end, doc, structs):
         return None  # a row without a declared field: the exact path counts it
@@ -173,8 +173,13 @@ _NOT_PLAIN_DOUBLE_RE2 = (r"[0-9][eE]|[0-9]{16}|[-0-9.]{17}|\.[0-9]+0[^0-9]|-0[^.
                          r"|[:,\[][ \t\n\r\f\v]*-?(?:NaN|Inf)")
 
 
-def _field_types(structs: pa.StructArray) -> list[pa.DataType]:
-    return [structs.type.field(i).type for i in range(structs.type.num_fields)]
+def _has_doubles(structs: pa.StructArray, doc: DocumentConfig) -> bool:
+    """Whether a column of the batch (a field of ``doc.columns``, else any field) was read as a
+    double; undeclared fields are not written."""
+    row = structs.type
+    names = {c.fieldName for c in doc.columns} if doc.columns else None
+    return any(row.field(i).type == pa.float64() for i in range(row.num_fields)
+               if names is None or row.field(i).name in names)
 
 
 def _plain_doubles(body: bytes, start: int, end: int) -> bool:

@@ -171,6 +171,7 @@ NASTY = [
     ('[{"a":1.5},{"a":true}]', [("a", None)]),
     ('[{"a":null},{"a":1.5},{"a":2}]', [("a", None)]),
     ('[{"a":1.5,"b":"-0x"}]', [("a", None), ("b", None)]),
+    ('[{"a":1,"z":0.10}]', [("a", "int")]),  # an undeclared Decimal: not written
 ]
 
 
