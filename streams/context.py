@@ -133,6 +133,8 @@ class Context:
     files: dict[str, GrowingFile] = field(default_factory=dict)
     ahead: dict[str, collections.deque[PreparedPage]] = field(default_factory=dict)
     handed: dict[str, Handed] = field(default_factory=dict)
+    #: bytes of the batches in ``handed`` (``streams.files.hand_off``)
+    handed_bytes: int = 0
     decoding: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DECODE_SLOTS))
     #: sends events mid-handler; None without a runtime (unit tests)
     report: Report | None = None

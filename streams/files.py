@@ -96,22 +96,28 @@ def page_shard(rows: list[dict], doc: DocumentConfig, seq: int,
 #: Bytes of normalized pages held for this worker's page writer.
 HANDOFF_BYTES = 8 << 20
 
+#: Bytes of pages one growing file holds while they wait behind an earlier page
+#: (:meth:`TaskFile.keep`): a partition's pages wait until every earlier partition is in the file.
+WAITING_BYTES = 8 << 20
+
 
 def hand_off(ctx: Context, key: str, batch: pa.RecordBatch, quality: dict[str, int]) -> None:
     """Keep a page's batch (stored as shard ``key``) for this worker's page
     writer; past :data:`HANDOFF_BYTES` the oldest go (read from shards)."""
     handed = ctx.handed
-    handed.pop(key, None)
+    take_handed(ctx, key)
     handed[key] = (batch, quality)
-    size = sum(b.nbytes for b, _ in handed.values())
-    while size > HANDOFF_BYTES and len(handed) > 1:
-        old = next(iter(handed))
-        size -= handed.pop(old)[0].nbytes
+    ctx.handed_bytes += batch.nbytes
+    while ctx.handed_bytes > HANDOFF_BYTES and len(handed) > 1:
+        take_handed(ctx, next(iter(handed)))
 
 
 def take_handed(ctx: Context, key: str) -> tuple[pa.RecordBatch, dict[str, int]] | None:
     """The (batch, quality) handed off for shard ``key``, removed; or None."""
-    return ctx.handed.pop(key, None)
+    handed = ctx.handed.pop(key, None)
+    if handed is not None:
+        ctx.handed_bytes -= handed[0].nbytes
+    return handed
 
 
 def _add(total: dict[str, int], counts: dict[str, int]) -> None:
@@ -196,6 +202,9 @@ class TaskFile:
         self.missing_mark: PageKey | None = None
         #: monotonic seconds of this worker's last progress report
         self.reported_at: float | None = None
+        #: pages stored ahead of ``order.next``, kept decoded (:meth:`keep`)
+        self.waiting: dict[PageKey, tuple[pa.RecordBatch, dict[str, int]]] = {}
+        self.waiting_bytes = 0
 
     @property
     def next_seq(self) -> int:
@@ -241,10 +250,30 @@ class TaskFile:
             raise PermanentError(f"{where}: cannot write its rows as {self.doc.fileFormat} "
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
 
+    def keep(self, key: PageKey, batch: pa.RecordBatch, quality: dict[str, int]) -> None:
+        """Hold page ``key``'s batch (its shard is stored) until it is next, so it is appended
+        without reading its shard again; past :data:`WAITING_BYTES` the pages furthest in file
+        order go (read from their shards when next)."""
+        if not self.grown or key in self.waiting:
+            return
+        self.waiting[key] = (batch, quality)
+        self.waiting_bytes += batch.nbytes
+        while self.waiting_bytes > WAITING_BYTES and self.waiting:
+            self.waiting_bytes -= self.waiting.pop(max(self.waiting))[0].nbytes
+
+    def kept(self, key: PageKey) -> tuple[pa.RecordBatch, dict[str, int]] | None:
+        """Page ``key``'s batch held by :meth:`keep`, removed; or None."""
+        held = self.waiting.pop(key, None)
+        if held is not None:
+            self.waiting_bytes -= held[0].nbytes
+        return held
+
     def stop(self) -> None:
         """Stop growing the file (it will be built from shards); keep the order."""
         self.grown = False
         self._close_writer()
+        self.waiting.clear()
+        self.waiting_bytes = 0
 
     def _close_writer(self) -> None:
         abort = getattr(self.writer, "abort", None)
@@ -266,6 +295,8 @@ class TaskFile:
     def discard(self) -> None:
         """Stop the writer, remove the directory; idempotent."""
         self._close_writer()
+        self.waiting.clear()
+        self.waiting_bytes = 0
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -288,6 +319,10 @@ def _drain(store: ObjectStore, tf: TaskFile) -> None:
         if not tf.grown:
             tf.pages += 1
             tf.order.passed(key)
+            continue
+        held = tf.kept(key)
+        if held is not None:
+            tf.append(key, held[0], held[0].schema, held[1])
             continue
         try:
             data = store.get_bytes(shard_key(tf.task_id, key.seq, key.partition))
@@ -322,6 +357,7 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
             _drain(ctx.store, tf)
         elif key > order.next:
             order.ahead.add(key)
+            tf.keep(key, batch, quality)
             nxt = order.next
             if ctx.store.exists(shard_key(tf.task_id, nxt.seq, nxt.partition)):
                 rescan(ctx.store, tf)

@@ -91,6 +91,6 @@ async def cleanup(ctx: Context, task_id: str) -> None:
         await asyncio.to_thread(tf.discard)
     prefix = shard_prefix(task_id)
     for key in [k for k in ctx.handed if k.startswith(prefix)]:
-        ctx.handed.pop(key, None)
+        ctx.handed_bytes -= ctx.handed.pop(key)[0].nbytes
     await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(task_id))
     await asyncio.to_thread(ctx.store.delete_prefix, page_prefix(task_id))

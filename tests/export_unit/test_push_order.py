@@ -15,6 +15,7 @@ from export_harness import running
 from plait.errors import PermanentError
 from plait.events import PageBatch
 from plait.spec import ExportSpec
+from streams import files
 from streams.files import PageOrder
 from streams.layout import PageKey, following, page_keys, parse_shard_key, shard_key
 from streams.shards import after_write_shard, write_shard
@@ -121,7 +122,7 @@ async def test_two_partitions_shuffled_give_the_file_in_order(make_ctx, shuffle_
     assert ctx.store.list("shards/t1/") == []  # cleaned up after SUCCESS
 
 
-async def test_pages_ahead_are_kept_as_shards_not_in_memory(make_ctx):
+async def test_pages_ahead_wait_until_the_gap_fills(make_ctx):
     ctx = make_ctx()
     await running(ctx, "t1", SPEC)
     await feed(ctx, [(0, 2), (1, 0), (1, 1)])
@@ -133,6 +134,27 @@ async def test_pages_ahead_are_kept_as_shards_not_in_memory(make_ctx):
     assert tf.order.next == PageKey(0, 1) and tf.pages == 1
     await feed(ctx, [(0, 1)])  # the gap fills: 0/1, 0/2 (end of 0), 1/0, 1/1 follow
     assert tf.order.next == PageKey(1, 2) and tf.pages == 5
+
+
+async def test_pages_ahead_wait_decoded_up_to_a_bound_the_rest_as_shards(make_ctx, monkeypatch):
+    # given room for one waiting page (10 int64 ids: 80 bytes)
+    monkeypatch.setattr(files, "WAITING_BYTES", 100)
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    read: list[str] = []
+    get_bytes = ctx.store.get_bytes
+    monkeypatch.setattr(ctx.store, "get_bytes", lambda key: read.append(key) or get_bytes(key))
+    await feed(ctx, [(1, 1), (0, 2), (1, 0)])
+    # then the waiting page nearest in file order is held, the others are only stored
+    tf = ctx.files["t1"]
+    assert set(tf.waiting) == {PageKey(0, 2)} and tf.waiting_bytes == 80
+    read.clear()
+    done = success_of(await feed(ctx, [(0, 0), (0, 1), (1, 2), (1, 3)]))
+    # when the gap fills, the held page is appended as held, the others from their shards
+    assert shard_key("t1", 2, 0) not in read
+    assert {shard_key("t1", 0, 1), shard_key("t1", 1, 1)} <= set(read)
+    assert not tf.waiting and tf.waiting_bytes == 0
+    assert file_ids(ctx, done[0]) == expected_ids()
 
 
 async def test_a_repeated_page_is_written_once(make_ctx):

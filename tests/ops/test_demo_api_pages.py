@@ -42,3 +42,20 @@ def test_rows_with_nulls_and_escapes():
     assert rows_json(pa.table({"s": ['say "hi"']})) is None
     assert rows_json(pa.table({"s": ["tab\there"]})) is None
     assert rows_json(pa.table({"f": [0.5]})) is None
+
+
+@pytest.mark.parametrize("window,last_id,size", [
+    ((100, 200), 0, 5000), ((100, 200), 150, 30), ((336770, 336776), 336770, 4),
+    ((336770, 400000), 336774, 10), ((0, 7), 0, 7)])
+def test_flights_window_serves_its_rows(window, last_id, size):
+    """``fromId``/``toId`` (partitions of one export): rows ``fromId+1..toId``
+    (1-based), the window's row count as ``total``, finished at its end."""
+    low, high = window
+    got = orjson.loads(answer({"dataset": "flights", "fromId": low, "toId": high}, last_id, size))
+    high = min(high, flights().num_rows)
+    start = max(last_id, low)
+    rows = flights().slice(start, max(0, min(size, high - start))).to_pylist()
+    assert got["data"]["rows"] == rows
+    assert got["data"]["total"] == high - low
+    assert got["data"]["runtimeContext"]["lastId"] == start + len(rows)
+    assert got["data"]["status"] == ("finish" if start + len(rows) >= high else "continue")

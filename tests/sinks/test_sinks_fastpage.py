@@ -31,6 +31,11 @@ LITERALS = ["0", "-0", "1", "-1", "9007199254740992", "9007199254740993", "-9007
             "[]", "[1]", '{"k":1}', '"x]y"', '"a\\u0000b"', '"\\ud800"', '"\\udc00x"',
             '"\\ud83d\\ude00"', '"\\/\\"\\\\\\b\\f\\n\\r\\t"', '"\\u00e9"', '"é"', '"\\u2028"',
             '"12"', '" "', '""', '"N/A"', '"=1+2"']
+#: Number literals around the doubles' fast decode (``sinks.fastpage._plain_doubles``).
+FLOAT_LITERALS = ["1.0", "-0.0", "0.0", "-0", "0.5", "2.50", "0.10", "1.00", "1e2", "1E-7",
+                  "2.5e+3", "0.30000000000000004", "0.1", "123456789012345.0", "1234567890123456.0",
+                  "12345678.12345678", "9007199254740993", "9007199254740992", "17", "-3",
+                  "1.7976931348623157e308", "5e-324", "NaN", "-Infinity", "100.0", "0.000001"]
 KEYS = ['"a"', '"b"', '"c"', '"\\u0061"', '"d"', '"A"']
 
 
@@ -56,7 +61,10 @@ GOOD = {"int": st.one_of(st.integers(-(2**53), 2**53).map(str),
                             st.sampled_from(STRING_LITERALS), st.just("null")),
         "datetime": st.sampled_from([json.dumps(t) for t in UTC_TEXTS + UTC_TEXTS + BAD_TIMES]
                                     + ["null"]),
-        "bool": st.sampled_from(["true", "false", "null"])}
+        "bool": st.sampled_from(["true", "false", "null"]),
+        # untyped doubles: what json.dumps writes, and spellings the exact path reads otherwise
+        "float": st.one_of(st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
+                           st.sampled_from(FLOAT_LITERALS), st.just("null"))}
 ANY = st.one_of(st.sampled_from(LITERALS), st.sampled_from([json.dumps(t) for t in BAD_TIMES]),
                 st.integers(-(2**64), 2**64).map(str),
                 st.floats(allow_nan=False, allow_infinity=False).map(json.dumps))
@@ -69,8 +77,9 @@ def pages(draw):
     fitting their column (an untyped one: of one kind, bool too), the rest
     anything: missing, extra and repeated keys, escaped keys, non-object
     rows."""
-    types = {k: draw(st.sampled_from(["int", "string", "datetime", "bool"])) for k in "abc"}
-    columns = [(k, None if t == "bool" or not draw(st.integers(0, 2)) else t)
+    types = {k: draw(st.sampled_from(["int", "string", "datetime", "bool", "float"]))
+             for k in "abc"}
+    columns = [(k, None if t in ("bool", "float") or not draw(st.integers(0, 2)) else t)
                for k, t in types.items() if draw(st.integers(0, 5))]
     if not draw(st.integers(0, 4)):
         columns = []
@@ -148,6 +157,21 @@ NASTY = [
     ('[{"a":1},{"z":"x"},{"z":2}]', [("a", None)]),
     ('[{"a":1}]', [("a", None), ("b", None)]),
     ('[{"a":9007199254740993}]', [("a", None)]),
+    # untyped doubles: taken only when every literal is a float to the exact path
+    ('[{"a":1.5},{"a":2}]', [("a", None)]),
+    ('[{"a":1.0},{"a":-0.0},{"a":null}]', [("a", None)]),
+    ('[{"a":1.5},{"a":-0}]', [("a", None)]),
+    ('[{"a":1.5},{"a":0.10}]', [("a", None)]),
+    ('[{"a":2.50}]', [("a", None)]),
+    ('[{"a":1.5},{"a":1e2}]', [("a", None)]),
+    ('[{"a":0.5},{"a":9007199254740993}]', [("a", None)]),
+    ('[{"a":0.30000000000000004}]', [("a", None)]),
+    ('[{"a":1.5},{"a":NaN}]', [("a", None)]),
+    ('[{"a":1.5},{"a":"x"}]', [("a", None)]),
+    ('[{"a":1.5},{"a":true}]', [("a", None)]),
+    ('[{"a":null},{"a":1.5},{"a":2}]', [("a", None)]),
+    ('[{"a":1.5,"b":"-0x"}]', [("a", None), ("b", None)]),
+    ('[{"a":1,"z":0.10}]', [("a", "int")]),  # an undeclared Decimal: not written
 ]
 
 
@@ -302,3 +326,15 @@ def test_non_finite_numbers_in_declared_columns_decline_without_the_scan(monkeyp
     for body in (ok % value, extra % (good, value), extra % (value, b"2")):
         assert F.decode_page(body, doc) is None, body
         check_body(body, doc)
+
+
+@pytest.mark.parametrize("rows_text", [
+    '[{"a":1.5},{"a":2}]', '[{"a":1.0},{"a":-0.0},{"a":null}]', '[{"a":null},{"a":0.25}]',
+    '[{"id":1,"value":0.5,"ts":"2024-01-02T01:00:00Z"},{"id":2,"value":1.0,'
+    '"ts":"2024-01-03T02:00:00Z"}]'])
+def test_plain_doubles_of_untyped_columns_decode_fast(rows_text):
+    # given doubles each spelt as its shortest repr (what orjson and json.dumps write)
+    # when decoded with untyped columns or none, then the fast decode takes the page
+    columns = [(k, None) for k in json.loads(rows_text)[-1]]
+    assert check_body(envelope(rows_text), doc_of(columns))
+    assert check_body(envelope(rows_text), doc_of([]))

@@ -249,8 +249,12 @@ def test_rows_missing_a_declared_field_decline_only_with_columns(exporter):
     assert exporter.taken[0] <= 1  # the two pages missing a declared field decline
 
 
-def test_page_3_changing_a_column_type_falls_back_for_that_page_only(exporter):
-    pages = CASES["int then float"]
+#: Page 3 of "int then float" with ``0.10`` (a Decimal to the exact path, F11) for ``2.5``.
+INT_THEN_DECIMAL = [*CASES["int then float"][:2], CASES["int then float"][2].replace("2.5", "0.10")]
+
+
+@pytest.mark.parametrize("pages", [INT_THEN_DECIMAL, CASES["int then beyond 2**53"]])
+def test_page_3_changing_a_column_type_falls_back_for_that_page_only(exporter, pages):
     bodies = [body(p, i == len(pages) - 1) for i, p in enumerate(pages)]
     for seq, b in enumerate(bodies):
         page = parse_body(seq, b, DocumentConfig(fileFormat="csv", fileName="f"))
