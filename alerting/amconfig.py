@@ -307,6 +307,12 @@ def _inhibit_rules(rules: Any) -> list[dict[str, Any]]:
         rule = {"equal": equal}
         for side in ("source", "target"):
             rule[f"{side}_matchers"] = matchers(r, key, f"{side}_")
+        if not rule["source_matchers"] and not rule["target_matchers"]:
+            # Alertmanager: every alert is then a source and a target, and a source that is
+            # also a target never inhibits (inhibit.go hasEqual, excludeTwoSidedMatch): the rule
+            # mutes nothing (inhibit_test.go TestEmptyInhibitionRule, an empty ``-`` item)
+            continue
+        for side in ("source", "target"):
             if not rule[f"{side}_matchers"]:  # Alertmanager: every alert; Plait refuses that
                 raise _fail(f"{key}.{side}_matchers", f"not supported: a rule without {side} "
                             f"matchers ({side}_matchers, {side}_match or {side}_match_re) "
@@ -373,6 +379,7 @@ class _Context:
     url = staticmethod(http_url)
     text = staticmethod(_text)
     boolean = staticmethod(_bool)
+    duration = staticmethod(duration)  # (value, key) -> seconds
 
     def own_or_global(self, c: dict, name: str, key: str, global_name: str, what: str) -> str:
         """``name`` (or ``<name>_file``), else ``global.<global_name>`` (or its ``_file``); raises

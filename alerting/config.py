@@ -95,7 +95,8 @@ class ReceiverConfig(_Model):
     """One receiver (docs/alerting.md, "Receivers"); ``type`` a registered type
     (:mod:`alerting.receivers.registry`), which checks its fields; ``max_alerts`` 0 = all;
     ``alertmanager_fields``: the Go-template fields of an ``alertmanager.yml`` notifier, as written
-    (empty otherwise)."""
+    (empty otherwise); ``timeout``: seconds one attempt may take (Alertmanager's webhook
+    ``timeout``), at most ``delivery.timeout`` (None: ``delivery.timeout``)."""
 
     name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
     type: str = "webhook"
@@ -112,6 +113,7 @@ class ReceiverConfig(_Model):
     email: EmailConfig | None = None
     tls: TlsConfig | None = None
     alertmanager_fields: dict[str, Any] = Field(default_factory=dict)
+    timeout: Seconds | None = Field(default=None, gt=0)
 
     @field_validator("url")
     @classmethod

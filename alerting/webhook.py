@@ -117,8 +117,9 @@ class WebhookSender:
         requests = build_requests(message, rc, external_url, int(self.clock()),
                                   self._templates(rc))
         result = SendResult(True, 204)
+        timeout = min(rc.timeout or self.config.delivery.timeout, self.config.delivery.timeout)
         for req in requests:
-            result = await self._post(req, t0, self._client_for(rc))
+            result = await self._post(req, t0, self._client_for(rc), timeout)
             if not result.ok:
                 return result
         return result
@@ -130,14 +131,15 @@ class WebhookSender:
         from alerting.amconfig import cached_template_set
         return cached_template_set(self.config)
 
-    async def _post(self, req: Request, t0: float, client: httpx.AsyncClient | None = None
-                    ) -> SendResult:
+    async def _post(self, req: Request, t0: float, client: httpx.AsyncClient | None = None,
+                    timeout: float | None = None) -> SendResult:
+        """One request within ``timeout`` seconds (None: ``delivery.timeout``)."""
         try:
             from plait import tracing
 
             resp = await (client or self.client).request(req.method, req.url, content=req.body,
                                              headers=tracing.inject(dict(req.headers)),
-                                             timeout=self.config.delivery.timeout)
+                                             timeout=timeout or self.config.delivery.timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
             return SendResult(False, None, error=f"{type(e).__name__}: {e}",
                               elapsed=time.monotonic() - t0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -24,8 +24,8 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
 
     @router.get("/ui", include_in_schema=False)
     @router.get("/ui/", include_in_schema=False)
-    async def ui_root():
-        return RedirectResponse("/ui/exports")
+    async def ui_root(request: Request):
+        return RedirectResponse(request.scope.get("root_path", "") + "/ui/exports")
 
     @router.get("/ui/exports", include_in_schema=False)
     async def exports_page():

@@ -123,11 +123,17 @@ def cmd_api(args: argparse.Namespace) -> None:
     import uvicorn
 
     from api.app import create_api
+    from api.prefix import RoutePrefix, route_prefix
     from plait.logs import setup_logging
     from plait.settings import get_settings
 
-    setup_logging(get_settings().log_level)
-    uvicorn.run(create_api(), host=args.host, port=args.port, log_level="warning")
+    settings = get_settings()
+    setup_logging(settings.log_level)
+    app = create_api()
+    prefix = route_prefix(args.web_route_prefix or settings.web_route_prefix,
+                          settings.external_url)
+    uvicorn.run(RoutePrefix(app, prefix) if prefix else app, host=args.host, port=args.port,
+                log_level="warning")
 
 
 def cmd_demo_data_api(args: argparse.Namespace) -> None:
@@ -331,6 +337,10 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--host", default="127.0.0.1")
         p.add_argument("--port", type=int, default=port)
         p.set_defaults(fn=fn)
+    api = sub.choices["api"]
+    api.add_argument("--web.route-prefix", dest="web_route_prefix", default="", help=(
+        "prefix of every route, as Alertmanager's (default: PLAIT_WEB_ROUTE_PREFIX, else the "
+        "path of PLAIT_EXTERNAL_URL; / for none)"))
     p = sub.add_parser("dev", help=cmd_dev.__doc__)
     p.add_argument("--data-dir", default=".plait/dev")
     p.add_argument("--workers", type=int, default=1)

@@ -14,9 +14,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
+from api.prefix import route_prefix
 from ops.infra import Broker, free_port, resolve_redis_url, start_broker
 from plait import keys as K
 from plait.kafka_admin import create_topics
@@ -98,7 +100,10 @@ class Stack:
         broker_url = self.broker.bootstrap if self.broker else base.broker_url
         create_topics(broker_url, Topics(base.topic_prefix).all(), base.partitions)
         api_port = self.api_port or free_port()
-        self.api_url = f"http://127.0.0.1:{api_port}"
+        # the API answers under its route prefix (api/prefix.py), so its URLs carry it
+        prefix = route_prefix(*(self.overrides.get(k) or os.environ.get(k, "")
+                                for k in ("PLAIT_WEB_ROUTE_PREFIX", "PLAIT_EXTERNAL_URL")))
+        self.api_url = f"http://127.0.0.1:{api_port}{prefix}"
         self.env = {
             "PLAIT_BROKER_URL": broker_url,
             "PLAIT_REDIS_URL": resolve_redis_url(base.redis_url, self.data_dir / "redis"),
@@ -201,7 +206,7 @@ class Stack:
         self._spawn("api", ["api", "--port", str(self._api_port)])
         for i in range(2, self.api_replicas + 1):
             port = free_port()
-            self.api_urls.append(f"http://127.0.0.1:{port}")
+            self.api_urls.append(f"http://127.0.0.1:{port}" + urlsplit(self.api_url).path)
             self._spawn(f"api-{i}", ["api", "--port", str(port)])
         for i, url in enumerate(self.api_urls):
             self._wait_http(f"{url}/health", "api" if i == 0 else f"api-{i + 1}")

@@ -24,6 +24,9 @@ class Settings(BaseSettings):
         "the console's base URL as people reach it; alert messages link to "
         "<external_url>/ui/tasks/<id> and silences, Alertmanager-format webhooks carry it "
         "as externalURL. Empty: no links"))
+    web_route_prefix: str = Field(default="", description=(
+        "prefix of every API route, as Alertmanager's --web.route-prefix (/foo: /foo/api/v2/..., "
+        "/foo/-/healthy; / redirects to it); empty: the path of external_url; / for none"))
     storage_url: str = Field(default="file://./.plait/storage", description=(
         "object storage, file:///abs/dir or s3://bucket/prefix"))
     s3_endpoint_url: str = Field(default="", description="S3 endpoint (MinIO, moto); empty: AWS")

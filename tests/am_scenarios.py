@@ -52,6 +52,9 @@ class Scenario:
     reloads: list[float] = field(default_factory=list)
     #: collector index -> its webhook answers 500 before this time (``wh.Func``)
     fails: dict[int, float] = field(default_factory=dict)
+    #: collector index -> (seconds, until): its webhook holds a request arriving
+    #: before ``until`` that long and drops it (``wh.Func`` sleeping, true)
+    slow: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def end(self) -> float:
         """When the scenario is over (Alertmanager's ``Collector.Latest``)."""
@@ -403,3 +406,90 @@ receivers:
 
 ALL = [MERGE_ALERTS, REPEAT, BATCHING, RESOLVED, RESOLVED_FILTER, ALWAYS_INHIBITING, INHIBITING,
        SILENCE_DELETE]
+
+
+def _ends(start: float) -> tuple[float, float]:
+    """``testMergeAlerts``' ``timerange(ts)`` with ``endsAt``: active until ``ts + 3``."""
+    return (start, start + 3.0)
+
+
+#: send_test.go TestMergeAlertsWithEndsAt (``testMergeAlerts(t, true)``):
+#: :data:`MERGE_ALERTS` with every firing push carrying an ``endsAt`` 3 s
+#: ahead. The same messages: a firing alert is sent with the zero
+#: ``endsAt`` (dispatch.go ``aggrGroup.flush``), an explicit ``endsAt``
+#: replaces the one a push without it got (types.go ``Alert.Merge``: a
+#: timeout's end never rules), and the resolve at 4.6 moves the end back.
+MERGE_ALERTS_WITH_ENDS_AT = Scenario(
+    "TestMergeAlertsWithEndsAt", _REPEAT_AM,
+    pushes=[(1, [A("alertname", "test", active=_ends(1.1))]),
+            (1.2, [A("alertname", "test", active=(1,))]),
+            (2.1, [A("alertname", "test", active=_ends(2), ann={"ann": "v1"})]),
+            (3.6, [A("alertname", "test", active=_ends(1.5), ann={"ann": "v2"})]),
+            *MERGE_ALERTS.pushes[4:7],
+            (5.3, [A("alertname", "test", active=_ends(5))])],
+    wants=MERGE_ALERTS.wants)
+
+#: send_test.go TestWebhookTimeout: the webhook (``timeout: 500ms``) holds
+#: every request before 3 for 1 s: each such attempt times out and is
+#: retried, and the group arrives between 3 and 4.
+WEBHOOK_TIMEOUT = Scenario(
+    "TestWebhookTimeout", """
+route:
+  receiver: "default"
+  group_by: [alertname]
+  group_wait:      1s
+  group_interval:  1m
+  repeat_interval: 1m
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+    timeout: 500ms
+""",
+    pushes=[(1, [A("alertname", "test1")])],
+    wants={0: [(3, 4, [A("alertname", "test1", active=(1,))])]},
+    slow={0: (1.0, 3.0)})
+
+_SILENCE_AM = SILENCE_DELETE.am_yml
+
+#: silence_test.go TestSilencing: a silence of test1 from 2.5 to 4.5 (set at
+#: 2.3) keeps it out of the flushes at 3 and 4; at 5 it is back.
+SILENCING = Scenario(
+    "TestSilencing", _SILENCE_AM,
+    pushes=[(1, [A("alertname", "test1", active=(1,))]),
+            (1, [A("alertname", "test2", active=(1,))])],
+    silences=[(2.3, "set", "test1", {
+        "matchers": ['alertname="test1"'], "start": 2.5, "end": 4.5,
+        "am": [{"name": "alertname", "value": "test1", "isRegex": False, "isEqual": True}]})],
+    wants={0: [(2, 2.5, [A("alertname", "test1", active=(1,)),
+                         A("alertname", "test2", active=(1,))]),
+               (3, 3.5, [A("alertname", "test2", active=(1,))]),
+               (4, 4.5, [A("alertname", "test2", active=(1,))]),
+               (5, 5.5, [A("alertname", "test1", active=(1,)),
+                         A("alertname", "test2", active=(1,))])]})
+
+#: inhibit_test.go TestEmptyInhibitionRule: ``inhibit_rules`` with one empty
+#: item loads. Alertmanager's test pushes nothing and wants nothing; the
+#: port pushes one alert, which must go out: in Alertmanager such a rule
+#: takes every alert as source and target, and a source that is also a
+#: target never inhibits (inhibit.go ``hasEqual``), so it mutes nothing.
+EMPTY_INHIBITION_RULE = Scenario(
+    "TestEmptyInhibitionRule", """
+route:
+  receiver: "default"
+  group_by: []
+  group_wait:      1s
+  group_interval:  1s
+  repeat_interval: 1s
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+
+inhibit_rules:
+-
+""",
+    pushes=[(1, [A("alertname", "test1", active=(1,))])],
+    wants={0: [(2, 2.5, [A("alertname", "test1", active=(1,))])]})

@@ -37,16 +37,19 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     max_alerts = c.get("max_alerts") or 0
     if not isinstance(max_alerts, int) or isinstance(max_alerts, bool) or max_alerts < 0:
         raise ctx.fail(ctx.at(key, "max_alerts"), f"expected a whole number >= 0, got {max_alerts!r}")
-    return {"type": "webhook", "format": "alertmanager", "max_alerts": max_alerts,
-            "url": ctx.url(url, ctx.at(key, "url_file" if c.get("url_file") else "url"))}
+    out = {"type": "webhook", "format": "alertmanager", "max_alerts": max_alerts,
+           "url": ctx.url(url, ctx.at(key, "url_file" if c.get("url_file") else "url"))}
+    # Alertmanager's webhook ``timeout`` (0 or absent: none of its own; Plait's attempt is still
+    # bounded by plait.delivery.timeout)
+    timeout = ctx.duration(c.get("timeout") or "0", ctx.at(key, "timeout"))
+    return out | ({"timeout": timeout} if timeout else {})
 
 
-#: the refusal of a ``timeout``, which several integrations share
+#: the refusal of a ``timeout`` in the integrations other than webhook
 NO_TIMEOUT = "not supported: every attempt is bounded by plait.delivery.timeout"
 
 WEBHOOK = register(ReceiverType(
     name="webhook", requests=requests,
     am_requests=lambda m, r, templates, url, ts: requests(m, r, url, ts),
     am_status=am_status, check=lambda r: needs(r, "url"), am_kind="webhook_configs",
-    am_file=AmFile(("url", "url_file", "max_alerts", "timeout"), True, (), read_am,
-                   {"timeout": NO_TIMEOUT})))
+    am_file=AmFile(("url", "url_file", "max_alerts", "timeout"), True, (), read_am)))

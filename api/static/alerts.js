@@ -10,7 +10,7 @@
     const headers = { Accept: "application/json" };
     if (bearer) headers.Authorization = "Bearer " + bearer;
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    const resp = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const resp = await fetch(Plait.at(url), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await resp.text();
     const data = text ? JSON.parse(text) : null;
     if (!resp.ok) throw new Error(`${resp.status}: ${(data && (data.message || JSON.stringify(data))) || resp.statusText}`);
@@ -218,7 +218,7 @@
     refresh();
   }
   async function start() {
-    const config = await (await fetch("/ui/config")).json();
+    const config = await (await fetch(Plait.at("/ui/config"))).json();
     if (!config.alerting) { document.getElementById("auth").textContent = "Alerting is not configured on this API (PLAIT_ALERTING_CONFIG)."; return; }
     if (config.bearer && !bearer) {
       const f = el("form", { class: "login" }, el("label", {}, "Alertmanager bearer token ", el("input", { name: "token", type: "password" })), el("button", {}, "Sign in"));

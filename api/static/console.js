@@ -3,6 +3,10 @@
 "use strict";
 const Plait = (() => {
   const store = window.sessionStorage;
+  // The API's route prefix (PLAIT_WEB_ROUTE_PREFIX, api/prefix.py): this page's path before
+  // /ui/<page>. at("/x") is /x under it.
+  const base = location.pathname.replace(/\/ui\/[^/]*$/, "");
+  const at = (url) => (url.startsWith("/") ? base + url : url);
   const enc = new TextEncoder();
   const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
   const rfc3986 = (s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
@@ -29,6 +33,7 @@ const Plait = (() => {
     return { "X-Plait-AppKey": c.appKey, "X-Plait-Timestamp": ts, "X-Plait-Nonce": nonce, "X-Plait-Signature": sig };
   }
   async function api(method, url, body) {
+    url = at(url);
     const text = body === undefined ? "" : JSON.stringify(body);
     const headers = { ...(await signedHeaders(method, url, text)) };
     if (text) headers["Content-Type"] = "application/json";
@@ -43,6 +48,7 @@ const Plait = (() => {
   }
   // Server-Sent Events read with fetch (EventSource cannot send the signature headers).
   function events(url, onState, onEnd) {
+    url = at(url);
     const ctl = new AbortController();
     (async () => {
       try {
@@ -105,5 +111,5 @@ const Plait = (() => {
     });
     container.replaceChildren(f);
   }
-  return { api, events, el, bytes, duration, creds, saveCreds, loginForm, signedHeaders, canonicalQuery };
+  return { at, api, events, el, bytes, duration, creds, saveCreds, loginForm, signedHeaders, canonicalQuery };
 })();

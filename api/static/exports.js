@@ -160,7 +160,7 @@
     load();
   }
   async function start() {
-    config = await (await fetch("/ui/config")).json();
+    config = await (await fetch(Plait.at("/ui/config"))).json();
     const c = creds();
     const ready = config.signed ? c.appKey && c.secret && c.userId : c.sysCode;
     if (!ready) {

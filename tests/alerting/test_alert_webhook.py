@@ -152,6 +152,26 @@ async def test_timeout_marks_maybe_delivered():
         assert again.id == msg.id and again.idempotency_key == msg.idempotency_key
 
 
+async def test_a_receivers_timeout_bounds_its_attempt_within_the_delivery_timeout():
+    """A receiver's ``timeout`` (Alertmanager's webhook ``timeout``) ends an
+    attempt before ``delivery.timeout`` would; it never extends it."""
+    import time
+
+    for receiver_timeout, delivery_timeout in ((0.2, 10), (30, 0.2)):
+        with Hook([("hang", {})]) as hook:
+            cfg = case_config(receiver={"url": hook.url, "timeout": receiver_timeout},
+                              delivery={"timeout": delivery_timeout})
+            f = Funnel(cfg)
+            f.ingest(ev("DiskFull", "h1", "critical"), 0)
+            [msg] = [m for t in range(0, 31) for m in f.tick(float(t))]
+            sender = WebhookSender(cfg)
+            t0 = time.monotonic()
+            result = await sender.send(msg)
+            await sender.aclose()
+            assert result.status is None and result.maybe_delivered
+            assert time.monotonic() - t0 < 2, (receiver_timeout, delivery_timeout)
+
+
 @pytest.mark.parametrize("value, expected", [
     ("20", 20.0), (None, None), ("", None), ("soon", None),
     ("Wed, 21 Oct 2015 07:28:00 GMT", 60.0),

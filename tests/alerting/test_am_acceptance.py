@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from am_scenarios import (ALWAYS_INHIBITING, BATCHING, INHIBITING, MERGE_ALERTS, RELOAD,
-                          REPEAT, RESOLVED, RESOLVED_FILTER, SILENCE_DELETE, Scenario, check,
+from am_scenarios import (ALWAYS_INHIBITING, BATCHING, EMPTY_INHIBITION_RULE, INHIBITING,
+                          MERGE_ALERTS, MERGE_ALERTS_WITH_ENDS_AT, RELOAD, REPEAT, RESOLVED,
+                          RESOLVED_FILTER, SILENCE_DELETE, SILENCING, Scenario, check,
                           config_text, push_body)
 
 from alerting.amconfig import load_alertmanager_config
@@ -207,3 +208,14 @@ def test_a_group_whose_first_alert_is_old_flushes_at_once(tmp_path):
     f.ingest({"labels": {"alertname": "old", "pod": "b"}}, 1_010.0)
     assert f.tick(1_030.0) == [] and f.tick(1_059.0) == []
     assert [m.alert_count for m in f.tick(1_060.0)] == [2]
+
+
+@pytest.mark.parametrize("sc", [MERGE_ALERTS_WITH_ENDS_AT, SILENCING, EMPTY_INHIBITION_RULE],
+                         ids=lambda s: s.name)
+def test_more_scenarios_hold(sc, tmp_path):
+    """send_test.go TestMergeAlertsWithEndsAt (an explicit ``endsAt`` rules
+    over the end a push without one got: types.go ``Alert.Merge``),
+    silence_test.go TestSilencing (a silence mutes from its start to its
+    end, judged at each flush: notify.go MuteStage), inhibit_test.go
+    TestEmptyInhibitionRule (an empty rule mutes nothing), on the pure funnel."""
+    assert check(sc, play(sc, tmp_path), 0.0) == []

@@ -357,8 +357,10 @@ def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
     ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', "
      "http_config: {proxy_url: 'http://127.0.0.1:3128'}}]}]",
      "receivers.0.webhook_configs.0.http_config.proxy_url: not supported"),
-    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', timeout: 5s}]}]",
-     "receivers.0.webhook_configs.0.timeout: not supported"),
+    ("receivers: [{name: a, slack_configs: [{api_url: 'http://127.0.0.1:9/s', timeout: 5s}]}]",
+     "receivers.0.slack_configs.0.timeout: not supported"),
+    ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', timeout: 5}]}]",
+     "receivers.0.webhook_configs.0.timeout: not a valid duration string"),
 ])
 def test_what_plait_cannot_do_is_refused_naming_the_key(tmp_path, text, says):
     path = write(tmp_path, "route: {receiver: a}\n" + text + "\n")
@@ -449,6 +451,21 @@ def test_sighup_reloads_and_a_failing_reload_keeps_the_old_config(caplog):
     assert calls == ["reload", "reload"]
     assert "test: configuration reloaded" in caplog.text
     assert "configuration reload refused, the previous one stays: route.receiver" in caplog.text
+
+
+def test_a_webhook_timeout_bounds_its_attempts(tmp_path):
+    """Alertmanager's webhook ``timeout`` (send_test.go TestWebhookTimeout); absent: none."""
+    path = write(tmp_path, "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: ["
+                 "{url: 'http://127.0.0.1:9/a', timeout: 500ms}, {url: 'http://127.0.0.1:9/b'}]}]\n")
+    c = load_alertmanager_config(path)
+    assert (c.receiver("a").timeout, c.receiver("a.1").timeout) == (0.5, None)
+
+
+def test_an_empty_inhibit_rule_loads_and_mutes_nothing(tmp_path):
+    """inhibit_test.go TestEmptyInhibitionRule: an empty ``-`` item (every alert
+    on both sides, so none inhibits in Alertmanager) is no rule."""
+    path = write(tmp_path, BASE + "inhibit_rules:\n-\n- {}\n")
+    assert load_alertmanager_config(path).inhibit_rules == []
 
 
 def test_an_inhibit_rule_without_target_matchers_is_refused_naming_the_key(tmp_path):

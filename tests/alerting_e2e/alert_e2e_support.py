@@ -34,10 +34,13 @@ def serve_posts(on_post: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, di
         def do_POST(self):  # noqa: N802 - http.server API
             status, headers = on_post(self, self.rfile.read(int(self.headers.get("Content-Length")
                                                                  or 0)))
-            self.send_response(status)
-            for k, v in {**headers, "Content-Length": "0"}.items():
-                self.send_header(k, v)
-            self.end_headers()
+            try:
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": "0"}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (a timeout): nobody to answer
 
         def log_message(self, *args):
             pass
@@ -49,13 +52,15 @@ def serve_posts(on_post: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, di
 
 @dataclass
 class Hit:
-    """One request the receiver got: when (epoch s), path, headers, JSON body, answer."""
+    """One request the receiver got: when (epoch s), path, headers, JSON body, answer;
+    ``dropped``: answered late on purpose (:attr:`Receiver.slow`), not accepted."""
 
     at: float
     path: str
     headers: dict[str, str]
     body: Any
     status: int
+    dropped: bool = False
 
     @property
     def key(self) -> str:
@@ -68,25 +73,34 @@ class Receiver:
     """A webhook receiver on 127.0.0.1 recording every request.
 
     ``answer(path) -> status`` decides each answer (default 200); set
-    :attr:`status` to answer that status on every path instead.
+    :attr:`status` to answer that status on every path instead. :attr:`slow`
+    (path -> (seconds, until epoch s)): a request on that path arriving before
+    ``until`` is answered only after ``seconds`` and counts as dropped, as
+    Alertmanager's mock webhook drops what its ``Func`` holds up
+    (test/testutils/mock.go).
     """
 
     hits: list[Hit] = field(default_factory=list)
     status: int = 200
     answer: Callable[[str], int] | None = None
+    slow: dict[str, tuple[float, float]] = field(default_factory=dict)
     _server: ThreadingHTTPServer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> "Receiver":
         def on_post(req: BaseHTTPRequestHandler, raw: bytes) -> tuple[int, dict[str, str]]:
+            at = time.time()
             status = self.answer(req.path) if self.answer else self.status
+            seconds, until = self.slow.get(req.path, (0.0, 0.0))
             try:
                 body = json.loads(raw)
             except ValueError:
                 body = raw.decode(errors="replace")
             with self.lock:
-                self.hits.append(Hit(time.time(), req.path,
-                                     {k.lower(): v for k, v in req.headers.items()}, body, status))
+                self.hits.append(Hit(at, req.path, {k.lower(): v for k, v in req.headers.items()},
+                                     body, status, dropped=at < until))
+            if at < until:
+                time.sleep(seconds)  # this handler's own thread (ThreadingHTTPServer)
             return status, {}
 
         self._server = serve_posts(on_post)
@@ -97,9 +111,10 @@ class Receiver:
         return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
 
     def accepted(self, path: str | None = None) -> list[Hit]:
-        """Requests answered 2xx (on ``path`` when given), in arrival order."""
+        """Requests answered 2xx in time (on ``path`` when given), in arrival order."""
         with self.lock:
-            return [h for h in self.hits if 200 <= h.status < 300 and (path is None or h.path == path)]
+            return [h for h in self.hits if 200 <= h.status < 300 and not h.dropped
+                    and (path is None or h.path == path)]
 
     def on(self, path: str) -> list[Hit]:
         """Every request on ``path``."""

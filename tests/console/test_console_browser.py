@@ -184,3 +184,29 @@ def test_signed_in_caller_sees_and_cancels_only_its_own_tasks(signed_stack, page
     page.locator(f'tr[data-task="{slow}"] button.cancel').click(timeout=20_000)
     page.wait_for_selector(f'tr[data-task="{slow}"][data-status="CANCELLED"]', timeout=60_000)
     assert "cannot list" not in page.inner_text("#count")
+
+
+def test_alert_console_under_a_route_prefix(make_stack, tmp_path, page):
+    """With ``PLAIT_WEB_ROUTE_PREFIX=/foo`` (Alertmanager's
+    ``--web.route-prefix``) the console at ``/foo/ui/alerts`` loads its files
+    and calls the API under the prefix: an alert posted shows, a silence made
+    there mutes it."""
+    receiver = Receiver().start()
+    cfg = write_config(tmp_path / "alerting.yaml", [{"name": "oncall", "url": receiver.url("/hook")}],
+                       grouping={"group_by": ["alertname"]})
+    try:
+        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_WEB_ROUTE_PREFIX="/foo")
+        api = stack.api_url
+        assert api.endswith("/foo")
+        alert = [{"labels": {"alertname": "DiskFull", "instance": "h01"}}]
+        assert httpx.post(f"{api}/api/v2/alerts", json=alert, timeout=10).status_code == 200
+        page.goto(f"{api}/ui/alerts")
+        page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="firing"]',
+                               timeout=60_000)
+        page.wait_for_selector('#receivers tbody tr', timeout=10_000)
+        page.fill("#silence-form [name=matchers]", 'alertname="DiskFull"')
+        page.click("#create-silence")
+        page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="silenced"]',
+                               timeout=30_000)
+    finally:
+        receiver.stop()
