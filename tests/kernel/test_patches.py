@@ -109,6 +109,36 @@ def test_faust_worker_without_spinner():
     assert root.level == logging.WARNING
 
 
+def test_faust_worker_quick_close():
+    import asyncio
+    import time
+
+    import mode
+
+    assert "self._sentinel_task()" in inspect.getsource(mode.Worker._shutdown_loop)
+    assert "asyncio.sleep(1.0)" in inspect.getsource(mode.Worker._sentinel_task)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = mode.Worker(loop=loop, quiet=True, loglevel="warning", override_logging=False)
+    assert patches.faust_worker_quick_close(worker) is worker
+
+    async def stop_soon():
+        await asyncio.sleep(0.05)
+        await worker.stop()
+
+    loop.call_soon(lambda: loop.create_task(stop_soon()))
+    started = time.monotonic()
+    try:
+        worker.execute_from_commandline()  # runs until stop_soon stops it, then closes the loop
+    except SystemExit:
+        pass
+    finally:
+        asyncio.set_event_loop(None)
+    # unpatched, the close alone idles 1 s (measured: 1.05 s for this run, 0.10 s patched)
+    assert time.monotonic() - started < 0.9
+    assert loop.is_closed()
+
+
 def test_faust_set_current_event():
     from faust import streams
 
