@@ -109,6 +109,41 @@ def test_faust_worker_without_spinner():
     assert root.level == logging.WARNING
 
 
+def test_faust_table_manager_wait(monkeypatch):
+    import asyncio
+
+    from faust.tables.manager import TableManager
+
+    original = inspect.getsource(TableManager.on_start)
+    for line in ("await self.sleep(1.0)", "if not self.should_stop:",
+                 "await self._update_channels()", "await self.recovery.start()"):
+        assert line in original, line
+    monkeypatch.setattr(TableManager, "on_start", TableManager.on_start)
+    done: list = []
+
+    class Recovery:
+        async def start(self):
+            done.append("recovery")
+
+    class Manager:
+        should_stop = False
+        recovery = Recovery()
+
+        async def sleep(self, seconds):
+            done.append(seconds)
+
+        async def _update_channels(self):
+            done.append("channels")
+
+    patches.faust_table_manager_wait(0.05)
+    asyncio.run(TableManager.on_start(Manager()))
+    assert done == [0.05, "channels", "recovery"]
+    Manager.should_stop = True  # stopped while waiting: nothing more, as Faust's own
+    done.clear()
+    asyncio.run(TableManager.on_start(Manager()))
+    assert done == [0.05]
+
+
 def test_faust_worker_quick_close():
     import asyncio
     import time
