@@ -55,14 +55,21 @@ def wait_port(host: str, port: int, timeout: float = 15.0) -> None:
 
 @dataclass
 class Broker:
-    """A running Tansu broker process; ``bootstrap`` is ``127.0.0.1:port``."""
+    """A running Tansu broker process; ``bootstrap`` is ``127.0.0.1:port``; ``storage``: its
+    storage engine URL."""
 
     proc: subprocess.Popen
     bootstrap: str
+    storage: str = "memory://tansu/"
 
     def stop(self) -> None:
-        """Terminate the broker and wait for it (kills after 5 s)."""
-        if self.proc.poll() is None:
+        """Terminate the broker and wait for it (kills after 5 s). An in-memory broker is killed
+        at once: it keeps nothing, and Tansu's SIGTERM waits for every client that has produced
+        to disconnect, which a client that outlives the broker never does."""
+        if self.proc.poll() is None and self.storage.startswith("memory:"):
+            self.proc.kill()
+            self.proc.wait()
+        elif self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(5)
@@ -98,7 +105,7 @@ def start_broker(port: int | None = None, storage: str = "memory://tansu/",
     except TimeoutError:
         proc.kill()
         raise
-    return Broker(proc, f"127.0.0.1:{port}")
+    return Broker(proc, f"127.0.0.1:{port}", storage)
 
 
 _EMBEDDED: list = []

@@ -12,6 +12,7 @@ WRITTEN_FOR = {
     "aiokafka": "0.14.0",
     "faust-streaming": "0.15.3",
     "httpcore": "1.0.9",
+    "mode-streaming": "0.7.1",
 }
 
 
@@ -89,6 +90,38 @@ def faust_worker_without_spinner(worker: Any) -> Any:
     ``Worker.on_setup_root_logger`` sets the root logger to DEBUG (every debug call then builds a
     record); returns ``worker``."""
     worker.spinner = None
+    return worker
+
+
+def faust_table_manager_wait(seconds: float) -> None:
+    """faust-streaming 0.15.3: an app's ``TableManager`` waits ``seconds`` before it reads its
+    tables' changelog topics and starts recovery, not its fixed 1 s. Plait declares every table
+    while it builds the app (``alerting/agents.py``), before anything starts, so the second only
+    delayed each app's group join (2 s of a worker's start with both apps). Idempotent; the last
+    call wins."""
+    from faust.tables.manager import TableManager
+
+    async def on_start(self) -> None:
+        await self.sleep(seconds)
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
+
+    TableManager.on_start = on_start
+
+
+def faust_worker_quick_close(worker: Any, seconds: float = 0.05) -> Any:
+    """mode-streaming 0.7.1: the last run of ``worker``'s event loop before it closes lasts
+    ``seconds``, not ``Worker._sentinel_task``'s fixed 1 s. By then ``Worker._gather_all`` has
+    waited for (or cancelled) every task, so that run only lets callbacks already scheduled (a
+    transport's close) run; the fixed second was added to every worker stop and rolling restart.
+    Returns ``worker``."""
+    import asyncio
+
+    async def sentinel() -> None:
+        await asyncio.sleep(seconds)
+
+    worker._sentinel_task = sentinel
     return worker
 
 

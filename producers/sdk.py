@@ -22,7 +22,6 @@ from plait.events import ExportRequested, PageBatch, Payload, encode
 from plait.logs import kafka_logger
 from plait.spec import ExportSpec
 from plait.topics import Topics
-from sinks.values import dumps_rows
 
 
 class BrokerUnreachable(Unavailable, ConnectionError, RuntimeError):
@@ -134,6 +133,8 @@ class PlaitProducer:
         would carry them (Decimal literal, base64 bytes, ISO 8601 times, UUID text, numpy scalars,
         nested dicts and lists). Raises ``TypeError`` (row, column), ``pydantic.ValidationError`` or
         ``BufferError``."""
+        from sinks.values import dumps_rows  # pyarrow: only push mode needs it, not the API
+
         clean = [_json_row(i, row) for i, row in enumerate(rows)]
         body, _plain = dumps_rows(clean)
         self.send(T.PAGES, task_id, PageBatch(

@@ -11,7 +11,8 @@ import faust
 
 from plait import topics as T
 from plait.logs import get_logger
-from plait.patches import aiokafka_lz4_level, aiokafka_prefetch_backoff, faust_fetch_max_wait
+from plait.patches import (aiokafka_lz4_level, aiokafka_prefetch_backoff, faust_fetch_max_wait,
+                           faust_table_manager_wait)
 from plait.settings import Settings
 from streams.notify import with_notify
 from streams import readiness
@@ -93,6 +94,11 @@ def app_id_for(settings: Settings, role: str) -> str:
     return f"{settings.app_id}-alerting" if role == "alerting" else settings.app_id
 
 
+#: Seconds an app's table manager waits before recovery (Faust's fixed 1 s; every table exists
+#: before the app starts: ``plait.patches.faust_table_manager_wait``).
+TABLE_START_WAIT = 0.05
+
+
 def create_apps(settings: Settings, role: str = "all") -> list[faust.App]:
     """The Faust apps of ``role`` (``all``: export, plus alerting when
     configured). Raises ``ValueError`` for an unknown role or ``alerting``
@@ -106,6 +112,7 @@ def create_apps(settings: Settings, role: str = "all") -> list[faust.App]:
                          "(an alerting config file)")
     tune_fetch_wait(settings.fetch_max_wait_ms, settings.fetch_prefetch_backoff_ms)
     fast_lz4()
+    faust_table_manager_wait(TABLE_START_WAIT)
     from plait import metrics, tracing
 
     tracing.setup("plait-worker")

@@ -113,6 +113,7 @@ THIRD_PARTY_INTERNALS = {
     ("plait/patches.py", "._plait_tuned"),
     ("plait/patches.py", "._plait_wait"),
     ("plait/patches.py", "._current_event"),
+    ("plait/patches.py", "._sentinel_task"),
     # os._exit is public (documented in the os module) despite its name.
     ("plait/agent.py", "._exit"),
     # librdkafka's client-wide error codes are named with a leading underscore.

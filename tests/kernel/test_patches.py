@@ -109,6 +109,71 @@ def test_faust_worker_without_spinner():
     assert root.level == logging.WARNING
 
 
+def test_faust_table_manager_wait(monkeypatch):
+    import asyncio
+
+    from faust.tables.manager import TableManager
+
+    original = inspect.getsource(TableManager.on_start)
+    for line in ("await self.sleep(1.0)", "if not self.should_stop:",
+                 "await self._update_channels()", "await self.recovery.start()"):
+        assert line in original, line
+    monkeypatch.setattr(TableManager, "on_start", TableManager.on_start)
+    done: list = []
+
+    class Recovery:
+        async def start(self):
+            done.append("recovery")
+
+    class Manager:
+        should_stop = False
+        recovery = Recovery()
+
+        async def sleep(self, seconds):
+            done.append(seconds)
+
+        async def _update_channels(self):
+            done.append("channels")
+
+    patches.faust_table_manager_wait(0.05)
+    asyncio.run(TableManager.on_start(Manager()))
+    assert done == [0.05, "channels", "recovery"]
+    Manager.should_stop = True  # stopped while waiting: nothing more, as Faust's own
+    done.clear()
+    asyncio.run(TableManager.on_start(Manager()))
+    assert done == [0.05]
+
+
+def test_faust_worker_quick_close():
+    import asyncio
+    import time
+
+    import mode
+
+    assert "self._sentinel_task()" in inspect.getsource(mode.Worker._shutdown_loop)
+    assert "asyncio.sleep(1.0)" in inspect.getsource(mode.Worker._sentinel_task)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = mode.Worker(loop=loop, quiet=True, loglevel="warning", override_logging=False)
+    assert patches.faust_worker_quick_close(worker) is worker
+
+    async def stop_soon():
+        await asyncio.sleep(0.05)
+        await worker.stop()
+
+    loop.call_soon(lambda: loop.create_task(stop_soon()))
+    started = time.monotonic()
+    try:
+        worker.execute_from_commandline()  # runs until stop_soon stops it, then closes the loop
+    except SystemExit:
+        pass
+    finally:
+        asyncio.set_event_loop(None)
+    # unpatched, the close alone idles 1 s (mode.Worker._sentinel_task)
+    assert time.monotonic() - started < 0.9
+    assert loop.is_closed()
+
+
 def test_faust_set_current_event():
     from faust import streams
 

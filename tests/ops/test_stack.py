@@ -57,3 +57,28 @@ def test_the_redis_prefix_is_the_stacks_own_else_the_callers(tmp_path, monkeypat
     assert own.redis_prefix == "own-y"
     monkeypatch.delenv("PLAIT_REDIS_PREFIX")
     assert Stack(tmp_path).redis_prefix == Settings().redis_prefix
+
+
+@pytest.mark.integration
+def test_an_in_memory_broker_stops_at_once_while_a_producer_is_connected():
+    """Tansu's SIGTERM waits for every client that produced to disconnect; an
+    in-memory broker keeps nothing, so ``Broker.stop`` does not wait for that."""
+    import time
+
+    from confluent_kafka import Producer
+
+    from ops.infra import start_broker
+    from plait.kafka_admin import create_topics
+
+    broker = start_broker()
+    try:
+        create_topics(broker.bootstrap, ["t-stop"], 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("t-stop", b"v")
+        assert producer.flush(10) == 0
+        started = time.monotonic()
+        broker.stop()
+        assert broker.proc.poll() is not None
+        assert time.monotonic() - started < 2.5  # the terminate path's grace is 5 s
+    finally:
+        broker.stop()
