@@ -270,3 +270,11 @@ def test_generated_pages_give_the_same_files(tmp_path_factory, rows, split):
     exporter = Exporter(Path(tmp_path_factory.mktemp("untyped")))
     for fmt in FORMATS:
         assert_same_files(exporter, pages, fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_int_pages_then_a_decimal_page_give_the_declared_decimal_file(exporter, fmt):
+    """Integer pages then ``0.10`` (a Decimal, F11): without a type the column's decimal is as
+    narrow as a declared ``decimal`` column's (each int page by its digits, not as any int64),
+    so declaring the inferred types gives the same parquet file (decimal128(3, 2))."""
+    assert_same_files(exporter, INT_THEN_DECIMAL, fmt)
