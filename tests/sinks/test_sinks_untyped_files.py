@@ -261,7 +261,7 @@ def test_page_3_changing_a_column_type_falls_back_for_that_page_only(exporter, p
         assert (page.batch is not None) == (seq < 2)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(rows=rows_st, split=st.integers(1, 4))
 def test_generated_pages_give_the_same_files(tmp_path_factory, rows, split):
