@@ -37,6 +37,9 @@ MAX_DECIMAL_PRECISION = 76
 ALL_NULL = b"plait.all_null"
 #: Field metadata key marking a mixed column (cells are JSON-encoded values).
 MIXED = b"plait.mixed"
+#: Field metadata of an ``int64`` shard column: the digits of its widest value (ASCII), so a merge
+#: with a decimal page is as narrow as a declared ``decimal`` column (F11, :func:`with_int_digits`).
+INT_DIGITS = b"plait.int_digits"
 
 #: Kinds of cell change (quality report keys, docs/fidelity-rules.md).
 REPLACED_INVALID_UNICODE = "replaced_invalid_unicode"
@@ -761,22 +764,50 @@ def is_mixed(field: pa.Field) -> bool:
 
 def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
     """One schema for all shards of a task, fields in first-seen order: null or all-null yields;
-    ``int64`` + ``float64`` -> ``float64``; decimals widen; equal types stay; any other conflict, or
-    mixed on any page, -> mixed (F7)."""
+    ``int64`` + ``float64`` -> ``float64``; decimals widen (an ``int64`` page as a decimal of its
+    :data:`INT_DIGITS`, 19 without them); equal types stay; any other conflict, or mixed on any
+    page, -> mixed (F7)."""
     types: dict[str, pa.DataType | None] = {}
+    digits: dict[str, int] = {}
     for schema in schemas:
         for f in schema:
             if is_mixed(f):
                 t = _MIXED_T
             else:
                 t = None if (f.type == pa.null() or (f.metadata or {}).get(ALL_NULL)) else f.type
-            types[f.name] = _merge(types[f.name], t) if f.name in types else t
+            if t == pa.int64():
+                digits[f.name] = max(digits.get(f.name, 1), int_digits(f))
+            types[f.name] = _merge(types[f.name], t, digits.get(f.name, 19)) \
+                if f.name in types else t
     return pa.schema([pa.field(n, pa.string(), metadata={MIXED: b"1"}) if t == _MIXED_T
                       else pa.field(n, t if t is not None else pa.string())
                       for n, t in types.items()])
 
 
-def _merge(a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
+def int_digits(field: pa.Field) -> int:
+    """The :data:`INT_DIGITS` of an ``int64`` field; 19 (any ``int64``) without them."""
+    return int((field.metadata or {}).get(INT_DIGITS, b"19"))
+
+
+def with_int_digits(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with :data:`INT_DIGITS` on each ``int64`` column (1 when all null), so merging
+    its page with a decimal page types the column as a declared ``decimal`` column would (F11):
+    ``decimal_type`` sizes each page by its values, not by its Arrow type."""
+    fields = []
+    for f, col in zip(batch.schema, batch.columns):
+        if f.type == pa.int64():
+            lo, hi = pc.min_max(col).values()
+            widest = max(abs(lo.as_py() or 0), abs(hi.as_py() or 0))
+            meta = dict(f.metadata or {}) | {INT_DIGITS: str(len(str(widest))).encode()}
+            f = f.with_metadata(meta)
+        fields.append(f)
+    return pa.RecordBatch.from_arrays(batch.columns,
+                                      schema=pa.schema(fields, metadata=batch.schema.metadata))
+
+
+def _merge(a: pa.DataType | None, b: pa.DataType | None, digits: int) -> pa.DataType | None:
+    """The type of a column whose pages are ``a`` and ``b``; ``digits``: the widest int64 page's
+    :data:`INT_DIGITS`."""
     if a is None or b is None:
         return a if b is None else b
     if a == b:
@@ -784,8 +815,8 @@ def _merge(a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
     if {a, b} == {pa.int64(), pa.float64()}:
         return pa.float64()
     if pa.types.is_decimal(a) or pa.types.is_decimal(b):
-        da = pa.decimal128(19, 0) if a == pa.int64() else a
-        db = pa.decimal128(19, 0) if b == pa.int64() else b
+        da = pa.decimal128(digits, 0) if a == pa.int64() else a
+        db = pa.decimal128(digits, 0) if b == pa.int64() else b
         if pa.types.is_decimal(da) and pa.types.is_decimal(db):
             scale = max(da.scale, db.scale)
             precision = max(da.precision - da.scale, db.precision - db.scale) + scale
@@ -816,6 +847,10 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             arrays.append(pa.nulls(n, f.type))
         elif f.type == pa.string():
             arrays.append(_render(col))
+        elif pa.types.is_integer(col.type) and pa.types.is_decimal(f.type):
+            # Arrow casts int64 only to a decimal of 19+ whole digits; the unified decimal is as
+            # narrow as the values (INT_DIGITS), so widen first, then narrow checking each value
+            arrays.append(pc.cast(pc.cast(col, pa.decimal128(19, 0)), f.type))
         else:
             arrays.append(pc.cast(col, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

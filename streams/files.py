@@ -23,7 +23,7 @@ from plait.events import FileInfo
 from plait.logs import get_logger
 from plait.spec import DocumentConfig, ExportSpec
 from sinks.store import ObjectStore
-from sinks.values import conform, rows_to_batch, unify_schemas
+from sinks.values import conform, rows_to_batch, unify_schemas, with_int_digits
 from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
@@ -62,9 +62,10 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
-    """A record batch as Parquet bytes, quality counts in the schema metadata."""
+    """A record batch as Parquet bytes, quality counts in the schema metadata, the digits of each
+    ``int64`` column in its field metadata (``with_int_digits``: read by ``unify_schemas``)."""
     meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
-    table = pa.Table.from_batches([batch.replace_schema_metadata(meta)])
+    table = pa.Table.from_batches([with_int_digits(batch).replace_schema_metadata(meta)])
     buf = io.BytesIO()
     # transient, read at most once: fast to write beats small (docs/perf-notes.md)
     pq.write_table(table, buf, compression="lz4", use_dictionary=False,
