@@ -28,9 +28,6 @@ PROMETHEUS = shutil.which("prometheus")
 AMTOOL = shutil.which("amtool")
 TOKEN = "interop-am-token-" + "k" * 32
 #: The funnel identity this test needs (issue 11 item 1, branch ``funnel``).
-IDENTITY = ("needs Alertmanager label-set identity in the funnel (issue 11 item 1, branch "
-            "'funnel'): with rule+asset identity two series that differ only in 'pod' are one "
-            "alert, so the second is deduplicated")
 FAST = {"grouping": {"group_by": ["alertname"], "batch_size": 50},
         "timing": {"group_wait": "1s", "group_interval": "2s", "repeat_interval": "1h"},
         "delivery": {"timeout": "3s", "backoff_initial": "0.5s", "backoff_max": "2s"}}
@@ -144,8 +141,6 @@ def test_prometheus_rule_with_two_series_delivers_both_then_resolves_them(
                        "both pods firing at the webhook", every=0.25)
         except AssertionError:
             assert proc.poll() is None, (tmp_path / "prometheus" / "prometheus.log").read_text()
-            if len(by_status(receiver, "firing")) == 1:
-                pytest.xfail(IDENTITY)
             raise
         firing = [a for a in webhook_alerts(receiver) if a["status"] == "firing"]
         assert len({a["fingerprint"] for a in firing}) >= 2
