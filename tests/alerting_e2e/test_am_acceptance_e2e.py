@@ -392,17 +392,24 @@ def test_add_utf8_alerts_filters(plait):
         plait.resolve_all([UTF8_LABELS], settle=False)
 
 
+def post_day_silence(plait, matchers: list[dict]) -> httpx.Response:
+    """``POST /api/v2/silences`` of ``matchers`` from now for a day (the
+    acceptance tests' silence); asserts the 200."""
+    now = time.time()
+    resp = plait.client.post("/api/v2/silences", json={
+        "matchers": matchers, "comment": "test", "createdBy": "test",
+        "startsAt": format_time(now), "endsAt": format_time(now + 86400)})
+    assert resp.status_code == 200, resp.text
+    return resp
+
+
 def test_add_utf8_silences(plait):
     """utf8_test.go TestAddUTF8Silences (Alertmanager 0.27+): a silence on a
     UTF-8 label name is listed as posted and found by a UTF-8 filter."""
     silences = lambda **params: plait.client.get("/api/v2/silences", params=params).json()
     before = {s["id"] for s in silences()}
-    now = time.time()
     matchers = [{"name": "foo\u03a3", "value": "bar\U0001f642", "isRegex": False, "isEqual": True}]
-    resp = plait.client.post("/api/v2/silences", json={
-        "matchers": matchers, "comment": "test", "createdBy": "test",
-        "startsAt": format_time(now), "endsAt": format_time(now + 86400)})
-    assert resp.status_code == 200, resp.text
+    resp = post_day_silence(plait, matchers)
     try:
         for params in ({}, {"filter": ["foo\u03a3=bar\U0001f642"]}):
             new = [s for s in silences(**params) if s["id"] not in before]
@@ -414,12 +421,8 @@ def test_add_utf8_silences(plait):
 def test_add_silence(plait):
     """silence_test.go TestAddSilence: ``POST /api/v2/silences`` takes a
     silence of ``foo="bar"`` for a day; it is listed as posted."""
-    now = time.time()
     matchers = [{"name": "foo", "value": "bar", "isRegex": False, "isEqual": True}]
-    resp = plait.client.post("/api/v2/silences", json={
-        "matchers": matchers, "comment": "test", "createdBy": "test",
-        "startsAt": format_time(now), "endsAt": format_time(now + 86400)})
-    assert resp.status_code == 200, resp.text
+    resp = post_day_silence(plait, matchers)
     silence_id = resp.json()["silenceID"]
     try:
         got = plait.client.get(f"/api/v2/silence/{silence_id}").json()
