@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
 from security_helpers import make_caller, make_spec  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-NOON_UTC = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+NOON_UTC = datetime(2099, 12, 4, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
@@ -32,10 +32,10 @@ async def redis():
 
 
 def test_the_day_is_the_callers_own_and_resets_at_its_midnight():
-    day = quotas.today("Asia/Shanghai", datetime(2026, 12, 4, 17, 30, tzinfo=timezone.utc))
-    assert day.day == "2026-12-05"  # 01:30 in Shanghai
-    assert day.resets_at_text == "2026-12-06T00:00:00+08:00"
-    assert quotas.today("UTC", NOON_UTC).resets_at_text == "2026-12-05T00:00:00+00:00"
+    day = quotas.today("Asia/Shanghai", datetime(2099, 12, 4, 17, 30, tzinfo=timezone.utc))
+    assert day.day == "2099-12-05"  # 01:30 in Shanghai
+    assert day.resets_at_text == "2099-12-06T00:00:00+08:00"
+    assert quotas.today("UTC", NOON_UTC).resets_at_text == "2099-12-05T00:00:00+00:00"
     # a midnight that a DST change skips (Santiago, 2022-09-11 00:00 -> 01:00)
     skipped = quotas.today("America/Santiago", datetime(2022, 9, 10, 12, tzinfo=timezone.utc))
     utc = skipped.resets_at.astimezone(timezone.utc)
@@ -56,9 +56,9 @@ async def test_charging_is_idempotent_per_task_and_stops_at_the_quota(redis):
     assert await charge("t2", 100) == 50   # re-driven: cut at the same row
     assert await charge("t3", 10) == 0
     assert await quotas.used(client, prefix, caller, NOON_UTC) == 250
-    key = K.daily_rows(prefix, "crm", "2026-12-04")
+    key = K.daily_rows(prefix, "crm", "2099-12-04")
     expire_at = await client.expiretime(key)
-    assert expire_at == int(datetime(2026, 12, 6, tzinfo=timezone.utc).timestamp())
+    assert expire_at == int(datetime(2099, 12, 6, tzinfo=timezone.utc).timestamp())
 
 
 async def test_partitions_charge_the_task_once_in_its_own_checkpoint(redis):
@@ -103,7 +103,7 @@ async def test_a_task_across_midnight_charges_each_day_its_own_rows(redis):
     client, prefix = redis
     caller = make_caller(dailyRows=1000)
     await quotas.charge(client, prefix, caller, "t1", 300, NOON_UTC)
-    tomorrow = datetime(2026, 12, 5, 0, 5, tzinfo=timezone.utc)
+    tomorrow = datetime(2099, 12, 5, 0, 5, tzinfo=timezone.utc)
     assert await quotas.charge(client, prefix, caller, "t1", 450, tomorrow) == 450
     assert await quotas.used(client, prefix, caller, NOON_UTC) == 300
     assert await quotas.used(client, prefix, caller, tomorrow) == 150
@@ -127,7 +127,7 @@ async def test_a_request_is_refused_when_used_up_or_asking_more_than_is_left(red
     assert err.value.status == 429
     assert err.value.data() == {"quota": "dailyRows", "dailyRows": 1000, "used": 600,
                                 "remaining": 400, "timezone": "Asia/Shanghai",
-                                "resetsAt": "2026-12-05T00:00:00+08:00"}
+                                "resetsAt": "2099-12-05T00:00:00+08:00"}
     assert "jobConfig.maxRows 500 is more than the 400 rows left" in err.value.message
     assert err.value.headers == {"Retry-After": str(4 * 3600)}  # 12:00Z is 20:00 in Shanghai
     await quotas.check_request(client, prefix, caller, make_spec(), NOON_UTC)  # no maxRows: runs
@@ -135,7 +135,7 @@ async def test_a_request_is_refused_when_used_up_or_asking_more_than_is_left(red
     with pytest.raises(quotas.QuotaExceeded) as err:
         await quotas.check_request(client, prefix, caller, make_spec(), NOON_UTC)
     assert "is used up: 1,000 rows exported today (Asia/Shanghai)" in err.value.message
-    assert "resets at 2026-12-05T00:00:00+08:00" in err.value.message
+    assert "resets at 2099-12-05T00:00:00+08:00" in err.value.message
 
 
 def test_a_caller_timezone_must_be_a_known_zone():
