@@ -110,13 +110,15 @@ def faust_worker(apps: list, log_level: str):
     the root logger to DEBUG, so every aiokafka/Faust debug call built a log
     record (~3.5% of an alerting worker's CPU, py-spy); a worker has no
     terminal to spin on. Its stop does not idle a second before closing
-    its loop (``plait.patches.faust_worker_quick_close``)."""
+    its loop (``plait.patches.faust_worker_quick_close``); its apps start
+    together (``plait.patches.mode_worker_starts_apps_together``)."""
     from faust import Worker
 
-    from plait.patches import faust_worker_quick_close, faust_worker_without_spinner
+    from plait.patches import (faust_worker_quick_close, faust_worker_without_spinner,
+                               mode_worker_starts_apps_together)
 
-    return faust_worker_quick_close(faust_worker_without_spinner(
-        Worker(apps[0], *apps[1:], loglevel=log_level.lower(), quiet=True)))
+    return mode_worker_starts_apps_together(faust_worker_quick_close(faust_worker_without_spinner(
+        Worker(apps[0], *apps[1:], loglevel=log_level.lower(), quiet=True))))
 
 
 def cmd_api(args: argparse.Namespace) -> None:

@@ -125,6 +125,39 @@ def faust_worker_quick_close(worker: Any, seconds: float = 0.05) -> Any:
     return worker
 
 
+def mode_worker_starts_apps_together(worker: Any) -> Any:
+    """mode-streaming 0.7.1: ``worker`` starts its services (a Faust worker's other apps, then its
+    own app) at once, not one after the other. ``Service._actually_start`` awaits each child's
+    start in turn, and a Faust app's start returns only after its consumer group join (~3 s on
+    Tansu, a group's initial rebalance delay on Kafka), so a worker with both roles joined its two
+    groups in series. Wraps ``worker.on_init_dependencies``: the worker gets one child that starts
+    them together and stops them as mode would (its children, in reverse). A failed start still
+    fails the worker's start. Returns ``worker``."""
+    import asyncio
+
+    from mode import Service
+
+    class Together(Service):
+        def __init__(self, services: list) -> None:
+            self.members = services
+            super().__init__(beacon=worker.beacon)
+
+        def on_init_dependencies(self) -> list:
+            return self.members
+
+        async def on_start(self) -> None:
+            await asyncio.gather(*(member.maybe_start() for member in self.members))
+
+    original = worker.on_init_dependencies
+
+    def on_init_dependencies() -> list:
+        services = list(original())
+        return [Together(services)] if len(services) > 1 else services
+
+    worker.on_init_dependencies = on_init_dependencies
+    return worker
+
+
 def faust_set_current_event(event: Any) -> None:
     """faust-streaming 0.15.3: make ``event`` Faust's current event (``Stream.take_events`` leaves
     it unset), so table writes go to its partition's changelog. Sets

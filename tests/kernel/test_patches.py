@@ -174,6 +174,46 @@ def test_faust_worker_quick_close():
     assert loop.is_closed()
 
 
+def test_mode_worker_starts_apps_together():
+    import asyncio
+    import time
+
+    import mode
+
+    assert "await child.maybe_start()" in inspect.getsource(mode.Service._actually_start)
+    events: list[str] = []
+
+    class Slow(mode.Service):  # starts as a Faust app does: after a group join
+        async def on_start(self):
+            events.append(f"{self.label} starting")
+            await asyncio.sleep(0.4)
+
+        async def on_stop(self):
+            events.append(f"{self.label} stopped")
+
+    class A(Slow):
+        pass
+
+    class B(Slow):
+        pass
+
+    async def run() -> float:
+        worker = mode.Worker(A(), B(), quiet=True, loglevel="warning", override_logging=False)
+        assert patches.mode_worker_starts_apps_together(worker) is worker
+        [together] = worker.on_init_dependencies()  # the one child the worker starts
+        started = time.monotonic()
+        await together.start()
+        took = time.monotonic() - started
+        await together.stop()
+        return took
+
+    took = asyncio.run(run())
+    # unpatched, B starts only once A has started: 0.8 s, events A starting, B starting later
+    assert took < 0.75, took
+    assert sorted(events[:2]) == ["A starting", "B starting"]
+    assert events[2:] == ["B stopped", "A stopped"]  # stopped as mode does: in reverse
+
+
 def test_faust_set_current_event():
     from faust import streams
 
