@@ -283,7 +283,7 @@ def main() -> None:
         env["PLAIT_PARTITIONS"] = str(args.partitions)
     if args.fetch_wait_ms:
         env["PLAIT_FETCH_MAX_WAIT_MS"] = str(args.fetch_wait_ms)
-    stack = Stack(tmp / "stack", env)
+    stack = Stack(tmp / "stack", env, ephemeral_prefix=True)
     # alerting-only workers, as production runs the funnel (`plait worker --role alerting`)
     stack.start(workers=args.workers, api=False, demo_data_api=False, role="alerting")
     try:

@@ -237,7 +237,7 @@ def run_plait(shape: str, n: int, workers: int, partitions: int,
            "PLAIT_LOG_LEVEL": "WARNING"}
     if partitions:
         env["PLAIT_PARTITIONS"] = str(partitions)
-    stack = Stack(tmp / "stack", env)
+    stack = Stack(tmp / "stack", env, ephemeral_prefix=True)
     stack.start(workers=workers, api=True, demo_data_api=False, role="alerting")
     try:
         pids = {"api": stack.procs["api"].pid, "broker": stack.broker.proc.pid,

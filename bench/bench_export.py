@@ -278,7 +278,7 @@ def bench_stack(tmp: str, workers: int) -> Stack:
     """A stack for one bench (own topics prefix and Redis keys)."""
     return Stack(Path(tmp), {
         "PLAIT_TOPIC_PREFIX": "bench.", "PLAIT_REDIS_PREFIX": f"plait-bench-{time.time_ns()}",
-        "PLAIT_APP_ID": "plait-bench"})
+        "PLAIT_APP_ID": "plait-bench"}, ephemeral_prefix=True)
 
 
 def worker_pids(stack: Stack) -> list[int]:

@@ -45,7 +45,9 @@ ALERTING_FETCH_WAIT_MS = 10
 class Stack:
     """A running stack; ``env`` holds the ``PLAIT_*`` settings every child gets. ``worker_metrics``:
     each worker serves metrics on a free port of its own (``metrics_ports``); ``api_replicas``: API
-    processes on one broker and Redis (``api_urls``; docs/alerting.md)."""
+    processes on one broker and Redis (``api_urls``; docs/alerting.md); ``ephemeral_prefix``: its
+    stop deletes the Redis keys under its prefix (set by the start when it made the prefix; a
+    caller whose own prefix is throwaway, as a bench's, sets it too)."""
 
     data_dir: Path
     overrides: dict[str, str] = field(default_factory=dict)
@@ -165,7 +167,7 @@ class Stack:
         try:
             found: dict[int, dict[str, int]] = {}
             wanted: dict[int, int] = {}
-            for key in client.scan_iter(match=K.ready_pattern(self.redis_prefix), count=100):
+            for key in client.scan_iter(match=K.ready_pattern(self.redis_prefix), count=1000):
                 raw = client.get(key)
                 if raw:
                     state = json.loads(raw)

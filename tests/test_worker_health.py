@@ -25,7 +25,7 @@ def prefix():
     p = f"plait-health-{uuid.uuid4().hex[:10]}"
     yield p
     client = redis.Redis.from_url(REDIS_URL)
-    for key in client.scan_iter(match=f"{p}:*"):
+    for key in client.scan_iter(match=f"{p}:*", count=1000):
         client.delete(key)
 
 

@@ -1,7 +1,8 @@
 """Issue 11.6 on the real broker: a storm of distinct firing alerts (each its
 own group, tokens scarce) never takes the worker down (a 4,000-alert storm
 made a 2.5-2.9 MB changelog record: MessageSizeTooLargeError, worker gone),
-every alert is ledgered and the ledger balances."""
+every alert is ledgered and the ledger balances. 20,000 alerts: five times the
+storm that first broke it."""
 from __future__ import annotations
 
 from collections import Counter
@@ -16,9 +17,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("n", [4000, 20000])
 def test_a_storm_of_distinct_alerts_leaves_the_worker_alive_and_every_alert_ledgered(
-        make_stack, tmp_path, n):
+        make_stack, tmp_path, n=20000):
     # given one receiver with scarce tokens, every alert its own group
     receiver = Receiver().start()
     stack, kafka, worker = storm_stack(make_stack, tmp_path, receiver,

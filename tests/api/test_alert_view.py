@@ -28,7 +28,7 @@ def prefix():
     p = f"plait-viewtest-{uuid.uuid4().hex[:10]}"
     yield p
     r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"{p}:*"):
+    for key in r.scan_iter(match=f"{p}:*", count=1000):
         r.delete(key)
     r.close()
 

@@ -56,7 +56,7 @@ def api(tmp_path):
     with serving(app, port) as url:
         yield url
     r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=K.everything(prefix)):
+    for key in r.scan_iter(match=K.everything(prefix), count=1000):
         r.delete(key)
 
 

@@ -26,7 +26,7 @@ async def redis():
     client = aioredis.Redis.from_url(REDIS_URL, socket_timeout=5)
     prefix = f"plait-quota-test-{uuid.uuid4().hex[:10]}"
     yield client, prefix
-    async for key in client.scan_iter(match=f"{prefix}:*"):
+    async for key in client.scan_iter(match=f"{prefix}:*", count=1000):
         await client.delete(key)
     await client.aclose()
 
@@ -77,7 +77,7 @@ async def test_partitions_charge_the_task_once_in_its_own_checkpoint(redis):
     marks = await client.hgetall(K.checkpoint(prefix, "t1"))
     assert {k: int(v) for k, v in marks.items()} == {
         b"quota_rows": 250, b"quota_rows:0": 100, b"quota_rows:1": 150}
-    assert [k async for k in client.scan_iter(match=f"{prefix}:ckpt:t1#*")] == []
+    assert [k async for k in client.scan_iter(match=f"{prefix}:ckpt:t1#*", count=1000)] == []
 
 
 async def test_a_pushed_page_counts_once_for_the_task_and_up_to_the_quota(redis):
@@ -113,7 +113,7 @@ async def test_a_caller_without_a_quota_is_never_counted(redis):
     client, prefix = redis
     caller = make_caller()
     assert await quotas.charge(client, prefix, caller, "t1", 10**9, NOON_UTC) == 10**9
-    assert not [k async for k in client.scan_iter(match=f"{prefix}:*")]
+    assert not [k async for k in client.scan_iter(match=f"{prefix}:*", count=1000)]
     await quotas.check_request(client, prefix, caller, make_spec(maxRows=10**5), NOON_UTC)
 
 

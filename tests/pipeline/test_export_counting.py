@@ -113,7 +113,7 @@ def test_max_rows_over_partitions_counts_the_task_once_in_the_quota(stack, tmp_p
     assert used_today(stack) == 730
     r, prefix = redis_client(stack), stack.redis_prefix
     assert r.hget(K.checkpoint(prefix, task["taskId"]), "quota_rows") == "730"
-    assert list(r.scan_iter(match=f"{prefix}:ckpt:{task['taskId']}#*")) == []
+    assert list(r.scan_iter(match=f"{prefix}:ckpt:{task['taskId']}#*", count=1000)) == []
 
 
 def test_a_quota_cut_across_partitions_counts_every_row_once(stack, tmp_path):

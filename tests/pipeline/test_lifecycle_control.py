@@ -212,7 +212,7 @@ def test_projection_flushed_and_rebuilt_reads_the_same(stack):
     client = redis.Redis.from_url(stack.env["PLAIT_REDIS_URL"])
     prefix = stack.env["PLAIT_REDIS_PREFIX"]
     for pattern in ("task:*", "tasks:*", "active"):
-        for key in client.scan_iter(match=f"{prefix}:{pattern}"):
+        for key in client.scan_iter(match=f"{prefix}:{pattern}", count=1000):
             client.delete(key)
     assert list_tasks(stack, user) == []
     out = subprocess.run([sys.executable, "-m", "ops.cli", "rebuild"], env={**os.environ, **stack.env},

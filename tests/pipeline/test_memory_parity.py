@@ -43,7 +43,7 @@ async def both():
     fake = (MemoryCheckpoints(), MemoryProjection(), MemorySlots(LIMITS), MemoryWorkers())
     yield real, fake
     sync = redis.Redis.from_url(settings.redis_url)
-    for key in sync.scan_iter(match=f"{prefix}:*"):
+    for key in sync.scan_iter(match=f"{prefix}:*", count=1000):
         sync.delete(key)
     await client.aclose()
 

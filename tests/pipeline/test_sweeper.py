@@ -37,7 +37,7 @@ async def ctx(tmp_path):
     context = build_context(settings)
     yield context
     client = redis.Redis.from_url(settings.redis_url)
-    for key in client.scan_iter(match=f"{prefix}:*"):
+    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
         client.delete(key)
     await context.http.aclose()
 

@@ -27,7 +27,7 @@ def client(tmp_path):
         c.prefix = prefix
         yield c
     r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=K.everything(prefix)):
+    for key in r.scan_iter(match=K.everything(prefix), count=1000):
         r.delete(key)
 
 
@@ -134,5 +134,5 @@ def test_interval_floor_is_a_setting(tmp_path):
             assert c.post("/schedules", json=body(trigger={"interval": 0.5})).status_code == 422
     finally:
         r = redis.Redis.from_url(REDIS_URL)
-        for key in r.scan_iter(match=K.everything(prefix)):
+        for key in r.scan_iter(match=K.everything(prefix), count=1000):
             r.delete(key)

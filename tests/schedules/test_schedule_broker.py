@@ -45,7 +45,7 @@ def test_two_workers_kill_9_of_the_lease_holder_every_slot_fired_exactly_once(ma
 
     def fired_slots() -> list[int]:
         return sorted(int(k.rsplit(":", 1)[1]) for k in
-                      r.scan_iter(match=f"{K.schedule_slot(prefix, sid, 0)[:-1]}*"))
+                      r.scan_iter(match=f"{K.schedule_slot(prefix, sid, 0)[:-1]}*", count=1000))
 
     wait_for(lambda: len(fired_slots()) >= 3, 30, "three slots fired")
     # when the worker holding the scheduler lease is killed with SIGKILL mid-turn

@@ -39,7 +39,7 @@ async def env():
     http = httpx.AsyncClient()
     yield r, prefix, sent, http
     await http.aclose()
-    async for key in r.scan_iter(match=K.everything(prefix)):
+    async for key in r.scan_iter(match=K.everything(prefix), count=1000):
         await r.delete(key)
     await r.aclose()
 

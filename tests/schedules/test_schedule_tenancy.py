@@ -37,7 +37,7 @@ def app_client(tmp_path):
     with TestClient(create_api(settings)) as c:
         yield c
     r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=K.everything(prefix)):
+    for key in r.scan_iter(match=K.everything(prefix), count=1000):
         r.delete(key)
 
 
