@@ -32,16 +32,29 @@ def checkpoint(stack, task_id: str) -> dict[str, str]:
     return client.hgetall(f"{stack.env['PLAIT_REDIS_PREFIX']}:ckpt:{task_id}")
 
 
-def test_kill_9_mid_export_new_worker_finishes_every_row_once(make_stack, tmp_path):
+@pytest.fixture(scope="module")
+def fast(make_module_stack):
+    """One stack with a fast sweeper for the tests that kill its worker or
+    hang its data API; a data API answer may take 20 s."""
+    return make_module_stack(PLAIT_FETCH_TIMEOUT_SECONDS="20", **FAST)
+
+
+def replace_worker(stack) -> None:
+    """Kill the stack's one worker with SIGKILL and start a new one."""
+    [name] = stack.workers()
+    stack.kill(name)
+    stack.spawn_worker(f"worker-{int(name.rpartition('-')[2]) + 1}")
+
+
+def test_kill_9_mid_export_new_worker_finishes_every_row_once(fast, tmp_path):
     # given a 50-page export, slowed so it is mid-way when we strike
-    stack = make_stack(**FAST)
+    stack = fast
     spec = seq_spec(stack.demo_data_api, "csv", 5000, 100, query="?delay_ms=120")
     task_id = submit(stack.api_url, spec)
     wait_until_rows(stack.api_url, task_id, 2000)
     # when the worker running it is killed with SIGKILL and a new one starts
     killed_at = time.monotonic()
-    stack.kill("worker-0")
-    stack.spawn_worker("worker-1")
+    replace_worker(stack)
     task = wait_task(stack.api_url, task_id, timeout=120)
     redrive_seconds = time.monotonic() - killed_at
     # then the task succeeded and the file holds every source row exactly once
@@ -56,18 +69,16 @@ def test_kill_9_mid_export_new_worker_finishes_every_row_once(make_stack, tmp_pa
           f"sweeper re-drives: {marks.get('redrives', 0)}")
 
 
-def test_kill_9_while_the_file_grows_the_new_worker_catches_up_from_shards(make_stack,
-                                                                            tmp_path):
-    # given a 40-page xlsx export whose file is growing on worker-0
-    stack = make_stack(**FAST)
+def test_kill_9_while_the_file_grows_the_new_worker_catches_up_from_shards(fast, tmp_path):
+    # given a 40-page xlsx export whose file is growing on the worker
+    stack = fast
     spec = seq_spec(stack.demo_data_api, "xlsx", 4000, 100, query="?delay_ms=120")
     task_id = submit(stack.api_url, spec)
     wait_until_rows(stack.api_url, task_id, 1500)
     growing = wait_for(lambda: list(Path(tempfile.gettempdir()).glob(f"plait-{task_id}-*")),
                        10, "the growing file's directory")
-    # when worker-0 is killed with SIGKILL mid-append and a new worker starts
-    stack.kill("worker-0")
-    stack.spawn_worker("worker-1")
+    # when the worker is killed with SIGKILL mid-append and a new worker starts
+    replace_worker(stack)
     task = wait_task(stack.api_url, task_id, timeout=120)
     # then the new worker resumed from the shards: every row exactly once, in order
     assert task["status"] == "SUCCESS", task
@@ -110,8 +121,8 @@ def test_cancel_unknown_task_is_404(stack):
     assert httpx.post(f"{stack.api_url}/export/tasks/nope/cancel").status_code == 404
 
 
-def test_hanging_data_api_ends_timeout_at_the_configured_time(make_stack):
-    stack = make_stack(PLAIT_FETCH_TIMEOUT_SECONDS="20", **FAST)
+def test_hanging_data_api_ends_timeout_at_the_configured_time(fast):
+    stack = fast
     warm_up(stack)
     spec = seq_spec(stack.demo_data_api, "csv", 1000, 100,
                     query="?hang_page=2&hang_seconds=60", job={"timeout": 4})
