@@ -99,7 +99,7 @@ class PartitionState:
         self._piece_start = f"{self.prefix}{chunks.PIECE_KIND}|"
         #: receiver -> its outbox as last written: [[page number, [section]]]
         self._layout: dict[str, list[list]] = {}
-        #: id(section) -> (section, its "merged" flag, its JSON bytes)
+        #: id(section) -> (section, its "merged" flag, its JSON bytes), queued sections only
         self._sections: dict[int, tuple[dict, bool, bytes]] = {}
         #: outbox page key -> the section bytes it was last written from
         self._parts: dict[str, list[bytes]] = {}
@@ -268,11 +268,13 @@ class PartitionState:
         :data:`PAGE_BYTES` and keep their number while their sections stay queued, so a save
         writes what changed (:meth:`_shifted`), else pages are compared or written afresh."""
         outbox = rs.get("outbox", [])
-        old = self._layout.get(name, [])
+        old, flat = self._layout.get(name, []), self._flat.get(name, [])
         shifted = self._shifted(name, old, outbox)
         if shifted is not None:
-            layout, dirty = shifted
+            layout, dirty, taken = shifted
+            left, stay = flat[:taken], outbox[len(flat) - taken:]  # stay: the added sections
         else:
+            left, stay = flat, outbox
             self._sizes.pop(name, None)  # pages may be renumbered: sizes are measured again
             layout = self._relayout(old, outbox) or self._paginate([], outbox, 0)
             dirty = None
@@ -300,8 +302,14 @@ class PartitionState:
         self._flat[name] = list(outbox)
         if dirty is None:  # sections whose bytes may still change (their merged flag)
             self._unmerged[name] = [(sec, n) for n, secs in layout for sec in secs if not sec["merged"]]
+        # sections that left the outbox (sent, merged, unqueued) leave the cache with their alerts
+        stay_ids = {id(sec) for sec in stay}
+        for sec in left:
+            if id(sec) not in stay_ids:
+                self._sections.pop(id(sec), None)
         if len(self._sections) > 2 * sum(len(r.get("outbox", [])) for r in
                                           self.funnel.state["receivers"].values()) + 1024:
+            # a receiver gone from the state (reload) keeps its last sections here: drop them
             live = {id(sec) for r in self.funnel.state["receivers"].values() for sec in r.get("outbox", [])}
             self._sections = {k: v for k, v in self._sections.items() if k in live}
         head = {k: v for k, v in rs.items() if k not in ("outbox", "inflight")}
@@ -309,9 +317,11 @@ class PartitionState:
         out[self.key("rcv", name)] = self._receiver_head(name, head, rs.get("inflight"), out)
         return out
 
-    def _shifted(self, name: str, old: list[list], outbox: list[dict]) -> tuple[list[list], set[int]] | None:
-        """New page layout and changed page numbers when ``outbox`` is the last one with sections
-        taken from the front and added at the end; None otherwise. Costs what moved."""
+    def _shifted(self, name: str, old: list[list], outbox: list[dict]
+                 ) -> tuple[list[list], set[int], int] | None:
+        """New page layout, changed page numbers and the number of sections taken from the front
+        when ``outbox`` is the last one with sections taken from the front and added at the end;
+        None otherwise. Costs what moved."""
         flat = self._flat.get(name)
         if flat is None or name not in self._layout:
             return None
@@ -350,7 +360,7 @@ class PartitionState:
             where = {id(sec): n for n, secs in layout[-(len(layout) - len(before) + 1):] for sec in secs}
             unmerged += [(sec, where[id(sec)]) for sec in added if not sec["merged"]]
         self._unmerged[name] = unmerged
-        return layout, dirty
+        return layout, dirty, k
 
     def _receiver_head(self, name: str, head: dict[str, Any], inf: dict[str, Any] | None,
                        out: dict[str, Any]) -> bytes:
