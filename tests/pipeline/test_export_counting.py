@@ -27,13 +27,14 @@ pytestmark = pytest.mark.integration
 SECRET = "counting-secret-" + "c" * 32
 #: the first task's 730 rows, then 420 rows of the second before the quota cuts it
 QUOTA = 1150
-MAX_REDRIVES = 3
+MAX_REDRIVES = 2
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     """Two workers; a fast sweeper; a consumer session long enough that a
-    paused worker keeps its partitions while the sweeper re-drives."""
+    paused worker keeps its partitions while the sweeper re-drives (Tansu
+    forms a new group in half the session timeout: 15 s)."""
     from ops.stack import Stack
     from stack_env import drop_redis_keys, isolated_env
 
@@ -41,7 +42,7 @@ def stack(tmp_path_factory):
     stack = Stack(data_dir, isolated_env(
         PLAIT_STALE_AFTER_SECONDS="2", PLAIT_SWEEP_INTERVAL_SECONDS="0.5",
         PLAIT_HEARTBEAT_INTERVAL_SECONDS="0.5", PLAIT_MAX_REDRIVES=str(MAX_REDRIVES),
-        PLAIT_SESSION_TIMEOUT_SECONDS="60"))
+        PLAIT_SESSION_TIMEOUT_SECONDS="30"))
     stack.start(workers=0, api=False)
     allowed = {"appSecret": SECRET, "bizTypes": ["seq"],
                "dataApiPrefixes": [f"{stack.demo_data_api}/data"], "fileFormats": ["csv"],
