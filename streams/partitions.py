@@ -3,9 +3,10 @@
 (docs/events.md, "Partitions").
 
 - Start (``streams.emits.start``): one ``FetchPage`` (seq 0) per
-  partition, keyed ``<taskId>#<p>``
-  (``FetchPage.chainId``) so the chains spread over ``export.fetch``'s
-  partitions, hence over the workers; a worker runs up to
+  partition, keyed ``<taskId>#<p>`` (``FetchPage.chainId``) and sent to
+  ``export.fetch`` partition p after the task id's own
+  (``streams.emits.fetch_page``), so the chains take distinct partitions,
+  hence spread over the workers; a worker runs up to
   ``PLAIT_MAX_PARALLEL_FETCHES`` chains at once, in order per chain.
 - Each chain pulls with its partition's ``queryConditions`` and its own
   cursor, and sends its pages as ``PageBatch`` (``partition``, ``seq``) keyed
