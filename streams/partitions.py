@@ -64,10 +64,11 @@ def mark(cmd: FetchPage, name: str) -> str:
 
 
 async def fetched_seq(ctx: Context, cmd: FetchPage) -> int:
-    """The last seq of ``cmd``'s chain whose fetch completed, -1 when none."""
+    """The last seq of ``cmd``'s chain whose fetch completed, -1 when none
+    (one field read: the task's hash holds every chain's marks and the spec)."""
     if cmd.partitions == 1:
         return await ctx.checkpoints.fetched_seq(cmd.taskId)
-    return int((await ctx.checkpoints.get(cmd.taskId)).get(mark(cmd, "fetched"), -1))
+    return int(await ctx.checkpoints.field(cmd.taskId, mark(cmd, "fetched")) or -1)
 
 
 def chain_marks(cmd: FetchPage, emits: list[Emit]) -> dict:
