@@ -52,9 +52,10 @@ csv, 1,000-row pages, the demo data API slowed to 50 ms a page: one
 partition on one worker, eight (``dataConfig.split``) on one worker, eight on
 two; per run ``{"bench": "partitions", "partitions", "workers", "rows",
 "seconds", "speedup", "peak_rss_mb", "workers_cpu_s", "worker_cpu_s" (per
-worker), "others_cpu_s" (API, demo data API, broker)}`` (``speedup``: one
-partition's seconds over this run's; ``peak_rss_mb``: the highest worker's
-VmHWM), target 6 for eight partitions.
+worker), "worker_chains" (of a partitioned task: chains each worker fetched last),
+"writer" (the worker that wrote the file, index into the lists), "others_cpu_s" (API,
+demo data API, broker)}`` (``speedup``: one partition's seconds over this run's;
+``peak_rss_mb``: the highest worker's VmHWM), target 6 for eight partitions.
 
 Flights in partitions (``--flights-partitions``): on one stack of two
 workers, per format (``--formats``, of xlsx and csv) and round
@@ -414,12 +415,32 @@ PARTITION_ROWS, PARTITION_PAGE, PARTITION_DELAY_MS = 1_000_000, 1_000, 50
 PARTITION_RUNS = ((1, 1), (8, 1), (8, 2))
 
 
+def chain_holders(stack: Stack, task_id: str, parts: int, pids: list[int]
+                  ) -> tuple[list[int] | None, int | None]:
+    """(how many of the task's ``parts`` chains each worker, in ``pids``
+    order, fetched last: checkpoint ``fetcher:<p>``, None for one partition;
+    the index of the worker that wrote the file: the projection's last
+    ``workerId``). Worker ids are ``<host>:<pid>``."""
+    import redis
+
+    from plait import keys as K
+
+    client = redis.Redis.from_url(stack.env.get("PLAIT_REDIS_URL", "redis://127.0.0.1:6379/0"),
+                                  decode_responses=True)
+    marks = client.hgetall(K.checkpoint(stack.redis_prefix, task_id))
+    held = [marks.get(f"fetcher:{p}", "") for p in range(parts)]
+    writer = json.loads(client.get(K.task(stack.redis_prefix, task_id)) or "{}").get("workerId")
+    return ([sum(h.endswith(f":{pid}") for h in held) for pid in pids] if parts > 1 else None,
+            next((i for i, pid in enumerate(pids) if str(writer).endswith(f":{pid}")), None))
+
+
 def partitions_run(parts: int, workers: int, rows: int
-                   ) -> tuple[float, float, int, list[float], dict[str, float]]:
+                   ) -> tuple[float, float, int, list[float], dict[str, float], tuple]:
     """One ``seq`` csv export of ``rows`` rows in ``parts`` partitions on a
     fresh stack of ``workers`` workers: (seconds from POST to SUCCESS, the
     highest worker peak RSS in MB, rows exported, each worker's CPU seconds,
-    the CPU seconds of the API, demo data API and broker meanwhile)."""
+    the CPU seconds of the API, demo data API and broker meanwhile, each
+    worker's chains: :func:`chain_holders`)."""
     with tempfile.TemporaryDirectory() as tmp, bench_stack(tmp, workers) as stack:
         pids = warmed(stack, workers)
         spec = {"sysCode": "bench", "bizType": "partitions", "userId": "bench",
@@ -434,17 +455,19 @@ def partitions_run(parts: int, workers: int, rows: int
         others0 = {n: cpu_seconds(p) for n, p in stack_pids(stack).items()}
         c0, t0 = [cpu_seconds(p) for p in pids], time.perf_counter()
         resp = CLIENT.post(f"{stack.api_url}/export/tasks", json=spec)
-        task = wait(stack, resp.json()["data"]["taskId"], "csv")
+        task_id = resp.json()["data"]["taskId"]
+        task = wait(stack, task_id, "csv")
         return (time.perf_counter() - t0, max(vm_hwm_mb(p) for p in pids),
                 task["exportedRows"], [cpu_seconds(p) - c for p, c in zip(pids, c0)],
-                {n: cpu_seconds(p) - others0[n] for n, p in stack_pids(stack).items()})
+                {n: cpu_seconds(p) - others0[n] for n, p in stack_pids(stack).items()},
+                chain_holders(stack, task_id, parts, pids))
 
 
 def partitions_bench(rows: int) -> None:
     """The ``--partitions`` runs (:data:`PARTITION_RUNS`), one line each."""
     first = None
     for parts, workers in PARTITION_RUNS:
-        seconds, rss, done, cpu, others = partitions_run(parts, workers, rows)
+        seconds, rss, done, cpu, others, (chains, writer) = partitions_run(parts, workers, rows)
         first = first or seconds
         print(json.dumps({"bench": "partitions", "format": "csv", "partitions": parts,
                           "workers": workers, "rows": done, "page_size": PARTITION_PAGE,
@@ -453,6 +476,7 @@ def partitions_bench(rows: int) -> None:
                           else None, "peak_rss_mb": round(rss, 1),
                           "workers_cpu_s": round(sum(cpu), 2),
                           "worker_cpu_s": [round(c, 2) for c in cpu],
+                          "worker_chains": chains, "writer": writer,
                           "others_cpu_s": {n: round(c, 2) for n, c in others.items()}}),
               flush=True)
 

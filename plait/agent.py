@@ -10,6 +10,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
+from aiokafka.partitioner import murmur2
+
 from plait import topics as T
 from plait import metrics, tracing
 from plait.events import DeadLetter, Payload, encode
@@ -47,13 +49,25 @@ def fit_letter(letter: DeadLetter, key: str) -> DeadLetter:
         letter = letter.model_copy(update={"payload": cut_utf8(letter.payload, keep)})
 
 
+def spread_partition(group: str, index: int, partitions: int) -> int:
+    """Partition of member ``index`` of ``group`` among ``partitions``: Kafka's
+    default partition of the key ``group`` (murmur2, positive, modulo the count)
+    plus ``index``, modulo the count. Members 0..n-1 of one group take n
+    consecutive partitions (all distinct while n <= ``partitions``); member 0
+    lands where records keyed ``group`` do."""
+    return ((murmur2(group.encode()) & 0x7FFFFFFF) + index) % partitions
+
+
 @dataclass
 class Emit:
-    """One event to send: base topic name, key (task id for export topics), payload."""
+    """One event to send: base topic name, key (task id for export topics), payload;
+    ``spread`` ``(group, index)``: sent to :func:`spread_partition` of it over
+    :meth:`AgentRuntime.spread_count` partitions instead of the key's hash."""
 
     topic: str
     key: str
     payload: Payload
+    spread: tuple[str, int] | None = None
 
 
 @dataclass
@@ -135,11 +149,23 @@ class AgentRuntime:
         traceparent = tracing.current_traceparent() or traceparent
         headers = {tracing.TRACEPARENT: traceparent.encode()} if traceparent else None
         extra = {"headers": headers} if headers else {}
-        futures = [await self.topic(e.topic).send(
-            key=e.key.encode(), value=encode(e.payload, e.key, self.source, traceparent),
-            **extra)
-            for e in emits]
+        futures = []
+        for e in emits:
+            place = {} if e.spread is None else {
+                "partition": spread_partition(*e.spread, await self.spread_count(e.topic))}
+            futures.append(await self.topic(e.topic).send(
+                key=e.key.encode(), value=encode(e.payload, e.key, self.source, traceparent),
+                **place, **extra))
         await asyncio.gather(*futures)
+
+    async def spread_count(self, base: str) -> int:
+        """Partitions :attr:`Emit.spread` spreads over on ``base``: ``partitions``
+        (``PLAIT_PARTITIONS``, what topics are created with), fewer when the topic
+        has fewer (the producer's metadata). Partitions added past it are not
+        used, so a group's mapping holds while the topic grows
+        (docs/kafka-rules.md #8)."""
+        known = await self.app.producer._ensure_producer().partitions_for(self.names.name(base))
+        return min(self.partitions, len(known))
 
     async def dead_letter(self, event, error: BaseException, detail: str | None = None) -> None:
         """Keep ``event`` in ``export.dlq`` with the error (``detail`` instead of ``str(error)``).

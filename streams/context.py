@@ -62,6 +62,9 @@ class CheckpointStore(Protocol):
     async def set(self, task_id: str, **fields: Any) -> None:
         """Set markers (str/int as text, other values JSON-encoded)."""
 
+    async def field(self, task_id: str, name: str) -> str | None:
+        """One marker of a task, None when unset."""
+
     async def fetched_seq(self, task_id: str) -> int:
         """The last seq whose fetch completed, -1 when none."""
 

@@ -41,12 +41,22 @@ def start(ctx: Context, req: ExportRequested) -> list[Emit]:
 def first_page(req: ExportRequested, partition: int, partitions: int, seq: int = 0,
                cursor: dict | None = None, rows_before: int = 0) -> Emit:
     """``FetchPage`` ``seq`` of ``partition`` of ``partitions`` (cursor: the
-    spec's initial one when None), keyed by its chain (``FetchPage.chainId``:
-    the task id for a task of one partition)."""
-    cmd = FetchPage(taskId=req.taskId, seq=seq, partition=partition, partitions=partitions,
-                    runtimeContext=req.spec.dataConfig.runtimeContext if cursor is None
-                    else cursor, rowsBefore=rows_before, spec=req.spec)
-    return Emit(T.FETCH, cmd.chainId, cmd)
+    spec's initial one when None), as :func:`fetch_page` sends it."""
+    return fetch_page(FetchPage(
+        taskId=req.taskId, seq=seq, partition=partition, partitions=partitions,
+        runtimeContext=req.spec.dataConfig.runtimeContext if cursor is None else cursor,
+        rowsBefore=rows_before, spec=req.spec))
+
+
+def fetch_page(cmd: FetchPage) -> Emit:
+    """``cmd`` on ``export.fetch``, keyed by its chain (``FetchPage.chainId``:
+    the task id for a task of one partition). A partitioned task's chain p goes
+    to partition p after the task id's own (``plait.agent.spread_partition``),
+    not by its key's hash: every record of a chain (first page, re-drives, after
+    a restart) on one partition, and a task's chains on distinct partitions, as
+    many as the topic has (docs/kafka-rules.md #8)."""
+    spread = None if cmd.partitions == 1 else (cmd.taskId, cmd.partition)
+    return Emit(T.FETCH, cmd.chainId, cmd, spread)
 
 
 def ended(task_id: str, status: str, message: str, worker_id: str,

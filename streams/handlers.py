@@ -20,7 +20,7 @@ from plait.spec import ExportSpec
 from streams.context import Context, Emit
 from plait.tokens import HEADER_DATA_TOKEN, HEADER_TASK_ID, mint_data_token
 from streams.datasource import Answer, Page, fetch_answer
-from streams.emits import created, lifecycle, start
+from streams.emits import created, fetch_page, lifecycle, start
 from streams.files import hand_off, page_shard
 from streams.layout import forget_ahead, shard_key, shard_prefix
 from streams.partitions import chain_marks, claim, fetched_seq, mark, within_max_rows
@@ -141,7 +141,7 @@ async def _fetch(ctx: Context, cmd: FetchPage) -> list[Emit]:
     hand_off(ctx, batch.shardKey, normalized, quality)
     emits = [Emit(T.PAGES, task, batch)]
     if not last:
-        emits.append(Emit(T.FETCH, own, FetchPage(
+        emits.append(fetch_page(FetchPage(
             taskId=task, seq=cmd.seq + 1, runtimeContext=page.next_context,
             rowsBefore=cmd.rowsBefore + batch.rowCount, partition=cmd.partition,
             partitions=cmd.partitions, spec=spec)))

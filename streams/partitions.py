@@ -3,9 +3,10 @@
 (docs/events.md, "Partitions").
 
 - Start (``streams.emits.start``): one ``FetchPage`` (seq 0) per
-  partition, keyed ``<taskId>#<p>``
-  (``FetchPage.chainId``) so the chains spread over ``export.fetch``'s
-  partitions, hence over the workers; a worker runs up to
+  partition, keyed ``<taskId>#<p>`` (``FetchPage.chainId``) and sent to
+  ``export.fetch`` partition p after the task id's own
+  (``streams.emits.fetch_page``), so the chains take distinct partitions,
+  hence spread over the workers; a worker runs up to
   ``PLAIT_MAX_PARALLEL_FETCHES`` chains at once, in order per chain.
 - Each chain pulls with its partition's ``queryConditions`` and its own
   cursor, and sends its pages as ``PageBatch`` (``partition``, ``seq``) keyed
@@ -63,10 +64,11 @@ def mark(cmd: FetchPage, name: str) -> str:
 
 
 async def fetched_seq(ctx: Context, cmd: FetchPage) -> int:
-    """The last seq of ``cmd``'s chain whose fetch completed, -1 when none."""
+    """The last seq of ``cmd``'s chain whose fetch completed, -1 when none
+    (one field read: the task's hash holds every chain's marks and the spec)."""
     if cmd.partitions == 1:
         return await ctx.checkpoints.fetched_seq(cmd.taskId)
-    return int((await ctx.checkpoints.get(cmd.taskId)).get(mark(cmd, "fetched"), -1))
+    return int(await ctx.checkpoints.field(cmd.taskId, mark(cmd, "fetched")) or -1)
 
 
 def chain_marks(cmd: FetchPage, emits: list[Emit]) -> dict:

@@ -10,7 +10,7 @@ from plait import topics as T
 from plait.clock import parse_iso
 from plait.events import ExportRequested, FetchPage, FinalizeRequested, Lifecycle
 from streams.context import Context, Emit
-from streams.emits import ended, start
+from streams.emits import ended, fetch_page, start
 from streams.partitions import REDRIVEN, redrive_chains, redrive_tries
 
 
@@ -31,7 +31,7 @@ async def redrive(ctx: Context, task_id: str, state: dict | None = None) -> list
             truncated=marks.get("truncated") == "1", spec=req.spec))
     elif req.spec.dataConfig.mode == "pull":
         seq = int(marks.get("next_seq", 0))
-        point, cmd = f"fetch:{seq}", Emit(T.FETCH, task_id, FetchPage(
+        point, cmd = f"fetch:{seq}", fetch_page(FetchPage(
             taskId=task_id, seq=seq, runtimeContext=json.loads(marks.get("next_ctx", "null"))
             or req.spec.dataConfig.runtimeContext, rowsBefore=int(marks.get("rows_before", 0)),
             spec=req.spec))

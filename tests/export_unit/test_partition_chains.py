@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from aiokafka.partitioner import DefaultPartitioner
 
 from plait import topics as T
+from plait.agent import spread_partition
 from plait.events import FetchPage, PageBatch
 from plait.spec import ExportSpec
 from streams.emits import start
@@ -34,6 +36,24 @@ async def test_start_sends_one_first_page_per_partition_keyed_by_its_chain(make_
     fetches = [e for e in emits if e.topic == T.FETCH]
     assert [(e.key, e.payload.partition, e.payload.partitions, e.payload.seq)
             for e in fetches] == [("t1#0", 0, 3, 0), ("t1#1", 1, 3, 0), ("t1#2", 2, 3, 0)]
+    # each chain placed by the task id and its partition, not by its key's hash
+    assert [e.spread for e in fetches] == [("t1", 0), ("t1", 1), ("t1", 2)]
+    assert [e.spread for e in start(make_ctx(), request("t2")) if e.topic == T.FETCH] == [None]
+
+
+@pytest.mark.parametrize("topic_partitions", [4, 12])
+def test_a_tasks_chains_take_distinct_fetch_partitions(topic_partitions):
+    # given tasks of 1 to 16 partitions on a topic of 4 (12) partitions
+    for task in (f"task-{i}" for i in range(200)):
+        for parts in (1, 2, 3, 4, 8, 12, 16):
+            # when each chain is placed
+            got = [spread_partition(task, p, topic_partitions) for p in range(parts)]
+            # then they take min(parts, N) distinct partitions, evenly
+            assert len(set(got)) == min(parts, topic_partitions), (task, parts, got)
+            assert max(got.count(x) for x in got) == -(-parts // topic_partitions)
+            # chain 0 where the task's events keyed by its id land (Kafka's partitioner)
+            everyone = list(range(topic_partitions))
+            assert got[0] == DefaultPartitioner()(task.encode(), everyone, everyone)
 
 
 async def test_a_partition_pulls_its_window_and_records_its_own_chain(make_ctx, data_api):
@@ -76,6 +96,8 @@ async def test_the_sweeper_re_drives_only_the_chain_whose_worker_is_gone(make_ct
     cmds = [e for e in emits if e.topic == T.FETCH]
     assert [(e.key, e.payload.seq, e.payload.runtimeContext, e.payload.rowsBefore,
              e.payload.attempt) for e in cmds] == [("t1#1", 4, {"lastId": 140}, 400, 1)]
+    # placed as the chain's first page was: the same fetch partition
+    assert cmds[0].spread == start(ctx, req)[2].spread == ("t1", 1)
     # given the sweeping worker time to hand it over, it is not re-driven again at once
     assert await redrive_chains(ctx, "t1", {}, clock.now + 1, stale=False) == []
     # a re-drive no worker claimed yet is sent again without counting

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from plait import topics as T
-from plait.agent import Agent, AgentRuntime, Emit, Hooks
+from plait.agent import Agent, AgentRuntime, Emit, Hooks, spread_partition
 from plait.errors import PermanentError
 from plait.events import DeadLetter, Lifecycle, decode, encode
 
@@ -24,14 +24,30 @@ class FakeTopic:
         if self.app.broken:
             raise ConnectionError("broker gone")
         self.app.sent.append((self.name, key, value))
+        self.app.placed.append(partition)
         fut = asyncio.get_running_loop().create_future()
         fut.set_result(None)
         return fut
 
 
+class FakeProducer:
+    """Faust's producer as far as the runtime reads it: the aiokafka metadata."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+
+    def _ensure_producer(self):
+        return self
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return set(range(self.partitions))
+
+
 class FakeApp:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, bytes]] = []
+        self.placed: list[int | None] = []  # each send's explicit partition
+        self.producer = FakeProducer(4)
         self.agents: dict[str, tuple] = {}
         self.broken = False
 
@@ -207,3 +223,22 @@ def _no_exit(monkeypatch):
     def fatal():
         raise AssertionError("AgentRuntime.fatal called")
     monkeypatch.setattr(AgentRuntime, "fatal", staticmethod(fatal))
+
+
+@pytest.mark.parametrize("topic_partitions, expected", [(4, [3, 0, 1, 2, 3]), (3, [1, 2, 0, 1, 2]),
+                                                        (12, [3, 0, 1, 2, 3])])
+async def test_a_spread_emit_goes_to_its_partition_of_as_many_as_set_or_the_topic_has(
+        topic_partitions, expected):
+    # given a runtime set to 4 partitions on a topic of 4, 3 or 12
+    app = FakeApp()
+    app.producer = FakeProducer(topic_partitions)
+    rt = runtime(app)
+    # when a group's members 0..4 and a keyed event are sent
+    payload = Lifecycle(taskId="t1", status="RUNNING")
+    await rt.send([Emit(T.FETCH, f"t1#{p}", payload, ("t1", p)) for p in range(5)]
+                  + [Emit(T.FETCH, "t1", payload)])
+    # then the members take consecutive partitions from the group's own, over
+    # min(4, the topic's count); the keyed event is left to the key's hash
+    assert spread_partition("t1", 0, 4) == 3 and spread_partition("t1", 0, 3) == 1
+    assert app.placed == expected + [None]
+    assert [key for _t, key, _v in app.sent] == [f"t1#{p}".encode() for p in range(5)] + [b"t1"]

@@ -124,9 +124,16 @@ def warm_up(stack) -> None:
 def topic_events(stack, topic: str, task_id: str, idle: float = 2.0,
                  timeout: float = 30) -> list[dict[str, Any]]:
     """The payloads (CloudEvents ``data``) of task ``task_id`` on ``topic``
-    (a name without the stack's prefix, e.g. ``export.fetch``), all
-    partitions from the start, in each partition's order, read until no
-    event came for ``idle`` seconds."""
+    (:func:`topic_records`)."""
+    return [data for _p, _k, data in topic_records(stack, topic, task_id, idle, timeout)]
+
+
+def topic_records(stack, topic: str, task_id: str, idle: float = 2.0,
+                  timeout: float = 30) -> list[tuple[int, str, dict[str, Any]]]:
+    """``(partition, key, payload)`` of each event of task ``task_id`` on
+    ``topic`` (a name without the stack's prefix, e.g. ``export.fetch``;
+    payload: the CloudEvents ``data``), all partitions from the start, in each
+    partition's order, read until no event came for ``idle`` seconds."""
     from confluent_kafka import Consumer, TopicPartition
 
     name = stack.env.get("PLAIT_TOPIC_PREFIX", "") + topic
@@ -135,7 +142,7 @@ def topic_events(stack, topic: str, task_id: str, idle: float = 2.0,
     try:
         parts = consumer.list_topics(name, timeout=10).topics[name].partitions
         consumer.assign([TopicPartition(name, p, 0) for p in parts])
-        out: list[dict[str, Any]] = []
+        out: list[tuple[int, str, dict[str, Any]]] = []
         deadline, last = time.monotonic() + timeout, time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - last < idle:
             msg = consumer.poll(0.2)
@@ -144,7 +151,7 @@ def topic_events(stack, topic: str, task_id: str, idle: float = 2.0,
             last = time.monotonic()
             data = json.loads(msg.value()).get("data") or {}
             if data.get("taskId") == task_id:
-                out.append(data)
+                out.append((msg.partition(), (msg.key() or b"").decode(), data))
         return out
     finally:
         consumer.close()

@@ -19,7 +19,8 @@ import redis
 
 from ops.stack import Stack
 from stack_env import drop_redis_keys, isolated_env
-from support import fetch_file, read_rows, seq_spec, submit, wait_for, wait_task
+from support import (fetch_file, read_rows, seq_spec, submit, topic_records, wait_for,
+                     wait_task)
 
 pytestmark = pytest.mark.integration
 
@@ -202,5 +203,16 @@ def test_kill_9_of_a_worker_mid_partition_still_gives_every_row_once(stack, tmp_
     assert all(marks[f"fetcher:{p}"] != killed for p in held)  # re-driven elsewhere
     # once each: re-sent while the group rebalances, a re-drive counts once claimed
     assert [marks.get(f"redrives:{p}") for p in held] == ["1"] * len(held), marks
+    # every record of a chain (first page, re-drives) on one fetch partition,
+    # the 8 chains on all 4 of them (PLAIT_PARTITIONS), 2 each
+    records = topic_records(stack, "export.fetch", task_id)
+    assert {key for _p, key, cmd in records if cmd.get("attempt")} >= {
+        f"{task_id}#{p}" for p in held}
+    places: dict[str, set[int]] = {}
+    for part, key, _cmd in records:
+        places.setdefault(key, set()).add(part)
+    assert sorted(places) == [f"{task_id}#{p}" for p in range(8)]
+    assert all(len(parts) == 1 for parts in places.values()), places
+    assert sorted(min(parts) for parts in places.values()) == [0, 0, 1, 1, 2, 2, 3, 3], places
     print(f"\nkill -9 mid-partition: partitions {held} re-driven "
           f"({[marks.get(f'redrives:{p}') for p in held]} re-drives)")
