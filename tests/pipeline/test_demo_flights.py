@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 import pytest
 
 from ops.demo import FLIGHT_COLUMNS
+from ops.stack import drop_prefix
+from plait.settings import Settings
 from producers.demo_api import flights
 
 pytestmark = pytest.mark.integration
@@ -49,8 +51,11 @@ def demo(tmp_path_factory):
            "PLAIT_REDIS_PREFIX": f"plait-test-demo-{rid}", "PLAIT_APP_ID": f"plait-demo-{rid}"}
     out = subprocess.run([sys.executable, "-m", "ops.cli", "demo", "--data-dir", str(data_dir)],
                          env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        assert out.returncode == 0, out.stderr[-3000:]
+        yield json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        drop_prefix(Settings().redis_url, env["PLAIT_REDIS_PREFIX"])
 
 
 def test_demo_reports_every_flight_in_both_formats(demo):
