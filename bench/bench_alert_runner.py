@@ -38,14 +38,20 @@ groups; group_by [rule]),
 delivers them, then resolves them in the same order:
 
     {"bench": "alert_runner_one_group", "alerts", "firing_us_per_alert",
-     "resolved_us_per_alert", "episodes_left", "groups_left", "counters_balanced", "maxrss_mb"}
+     "resolved_us_per_alert", "changelog_bytes_per_alert_by_kind", "episodes_left",
+     "groups_left", "counters_balanced", "maxrss_mb"}
+
+With ``--dumps`` the storm and ``--one-group`` also print ``dumps_per_alert`` and
+``dumps_bytes_per_alert``: the values the store serialized (:func:`alerting.store._dumps`
+calls, written or not) and their JSON bytes; counting costs CPU, so the CPU figures of such a
+run are not comparable with one without it.
 
 CPU time on a shared host is noisy; for comparing two versions, count
 instructions instead: ``valgrind --tool=callgrind python
 bench/bench_alert_runner.py --steady 2`` (the same total run after run).
 
 Usage: ``python bench/bench_alert_runner.py [--storm 50000] [--steady 0]
-[--rate 1000] [--ack-delay 0.2] [--open 0] [--one-group 0]``
+[--rate 1000] [--ack-delay 0.2] [--open 0] [--one-group 0] [--groups 1] [--dumps]``
 """
 from __future__ import annotations
 
@@ -56,6 +62,7 @@ import random
 import resource
 import time
 
+from alerting import store
 from alerting.changelog import BatchedTable
 from alerting.config import parse_config
 from alerting.runner import FunnelRunner
@@ -73,6 +80,35 @@ CONFIG = parse_config({
     "dedupe": {"cooldown": "1h"},
 })
 EVENTS_PER_RUN = 180
+#: what the store serialized, when counted (``--dumps``): [calls, bytes]
+DUMPS = [0, 0]
+
+
+def count_dumps() -> None:
+    """Count every :func:`alerting.store._dumps` call and its bytes in :data:`DUMPS`."""
+    plain = store._dumps
+
+    def counted(value):
+        data = plain(value)
+        DUMPS[0] += 1
+        DUMPS[1] += len(data)
+        return data
+
+    store._dumps = counted
+
+
+def dumps_figures(n: int, counting: bool) -> dict:
+    """``dumps_per_alert`` and ``dumps_bytes_per_alert`` over ``n`` alerts (empty: not counted)."""
+    if not counting:
+        return {}
+    return {"dumps_per_alert": round(DUMPS[0] / n, 2), "dumps_bytes_per_alert": round(DUMPS[1] / n)}
+
+
+def by_kind(records: list, into: dict[str, int]) -> None:
+    """Add each changelog record's key and value bytes to ``into`` by entity kind."""
+    for _p, key, value in records:
+        kind = key.decode().strip('"').split("|")[1]
+        into[kind] = into.get(kind, 0) + len(key) + len(value or b"")
 
 
 class _Store:
@@ -168,7 +204,7 @@ def open_groups(n: int) -> FunnelRunner:
     return runner
 
 
-def one_group(n: int, groups: int = 1) -> FunnelRunner:
+def one_group(n: int, groups: int = 1, counting: bool = False) -> FunnelRunner:
     """``n`` alerts in ``groups`` groups (group_by [rule]) fired, delivered, then
     resolved in the order they fired, 500 per batch on a simulated clock;
     prints the funnel's CPU per alert for each half and the resident set."""
@@ -181,13 +217,13 @@ def one_group(n: int, groups: int = 1) -> FunnelRunner:
     table = BatchedTable(_Store())
     now = [1_000_000.0]
     runner = FunnelRunner(config, table, clock=lambda: now[0])
-    offset, raw, out = 0, 0, {}
+    offset, raw, out, kinds = 0, 0, {}, {}
 
     def apply(cmds: list[dict]) -> None:
         nonlocal offset
         fx = runner.apply_batch(0, [(offset + i, c) for i, c in enumerate(cmds)])
         offset += len(cmds)
-        table.drain()
+        by_kind(table.drain(), kinds)
         if fx.messages:
             apply([{"v": 1, "kind": "result", "message_id": m.id, "ok": True} for m in fx.messages])
 
@@ -209,6 +245,8 @@ def one_group(n: int, groups: int = 1) -> FunnelRunner:
         out[f"{status}_us_per_alert"] = round((time.thread_time() - cpu0) / n * 1e6, 1)
     st = runner.state(0).funnel.state
     print(json.dumps({"bench": "alert_runner_one_group", "alerts": n, **out,
+                      "changelog_bytes_per_alert_by_kind": {k: round(v / n) for k, v in sorted(kinds.items())},
+                      **dumps_figures(n, counting),
                       "episodes_left": len(st["episodes"]), "groups_left": len(st["groups"]),
                       "counters_balanced": runner.counters(0)["balanced"],
                       "maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}),
@@ -242,13 +280,16 @@ def main() -> None:
     ap.add_argument("--one-group", type=int, default=0,
                     help="fire then resolve this many alerts in one group instead")
     ap.add_argument("--groups", type=int, default=1, help="spread --one-group's alerts over this many groups")
+    ap.add_argument("--dumps", action="store_true", help="count what the store serializes")
     args = ap.parse_args()
+    if args.dumps:
+        count_dumps()
     gc.set_threshold(50_000)  # the alerting worker's setting (streams.app.tune_gc)
     if args.open:
         full_collection(args.open)
         return
     if args.one_group:
-        one_group(args.one_group, args.groups)
+        one_group(args.one_group, args.groups, args.dumps)
         return
     if args.steady:
         steady(args.steady, args.rate, args.ack_delay)
@@ -260,7 +301,7 @@ def main() -> None:
     offsets = dict.fromkeys(RECEIVERS, 0)
     cpu = {"route": 0.0, "funnel": 0.0}
     out = {"records": 0, "bytes": 0, "commands": 0, "ledger": 0, "messages": 0}
-    by_kind: dict[str, int] = {}
+    kinds: dict[str, int] = {}
 
     def apply(receiver: str, cmds: list[dict]) -> None:
         batch = []
@@ -274,12 +315,10 @@ def main() -> None:
             apply(receiver, [{"v": 1, "kind": "result", "message_id": m.id, "ok": True} for m in fx.messages])
 
     def drain() -> None:
-        for _p, key, value in table.drain():
-            out["records"] += 1
-            size = len(key) + len(value or b"")
-            out["bytes"] += size
-            kind = key.decode().strip('"').split("|")[1]
-            by_kind[kind] = by_kind.get(kind, 0) + size
+        records = table.drain()
+        out["records"] += len(records)
+        out["bytes"] += sum(len(key) + len(value or b"") for _p, key, value in records)
+        by_kind(records, kinds)
 
     for start in range(0, len(events), EVENTS_PER_RUN):
         t0 = time.thread_time()
@@ -308,7 +347,8 @@ def main() -> None:
         "route_us_per_alert": round(cpu["route"] / n * 1e6, 1),
         "funnel_us_per_alert": round(cpu["funnel"] / n * 1e6, 1),
         "changelog_records": out["records"], "changelog_bytes_per_alert": round(out["bytes"] / n),
-        "changelog_bytes_per_alert_by_kind": {k: round(v / n) for k, v in sorted(by_kind.items())},
+        "changelog_bytes_per_alert_by_kind": {k: round(v / n) for k, v in sorted(kinds.items())},
+        **dumps_figures(n, args.dumps),
         "command_bytes_per_alert": round(out["commands"] / n),
         "ledger_bytes_per_alert": round(out["ledger"] / n),
         "messages": out["messages"], "pending": sum(c["pending"] for c in counters),
