@@ -103,13 +103,14 @@ async def missing_too_long(ctx: Context, task_id: str, state: dict,
 async def owner_alive(ctx: Context, task_id: str, state: dict) -> bool:
     """Whether the last reporter beats and, while fetching, the ``fetcher``
     too: its in-process fetch chain leaves no FetchPage on the broker (a
-    ``redrive@…`` fetcher, a re-drive no worker claimed, never beats)."""
+    ``redrive@…`` fetcher, a re-drive no worker claimed, never beats). A
+    task without ``next_seq`` is fetching page 0, as :func:`redrive` reads it."""
     if not await worker_alive(ctx, state.get("workerId")):
         return False
     marks = await ctx.checkpoints.get(task_id)
     fetcher = marks.get("fetcher")
     fetching = ("last_seq" not in marks
-                and int(marks.get("next_seq", -1)) > int(marks.get("fetched", -1)))
+                and int(marks.get("next_seq", 0)) > int(marks.get("fetched", -1)))
     if fetcher and fetching:
         return await worker_alive(ctx, fetcher)
     return True

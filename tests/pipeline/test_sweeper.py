@@ -146,3 +146,26 @@ async def test_a_busy_but_live_worker_is_not_second_guessed(ctx):
     await ctx.projection.redis.delete(worker_key(ctx.settings.redis_prefix, "w-live"))
     emits, _ = await sweep(ctx, now=time.time() + 60)
     assert any(e.key == "busy" and isinstance(e.payload, FetchPage) for e in emits)
+
+
+async def test_an_unclaimed_redrive_of_the_first_page_is_sent_again(ctx):
+    # given a RUNNING task whose first page was never fetched, its worker gone,
+    # and the sweeper's own worker alive
+    s = spec()
+    await ctx.projection.apply(Lifecycle(taskId="first", status="CREATED", sysCode="s",
+                                         userId="u", timeout=300, at=utcnow_iso()))
+    await ctx.projection.apply(Lifecycle(taskId="first", status="RUNNING", workerId="w-gone",
+                                         at=utcnow_iso()))
+    await ctx.checkpoints.set("first", request=request("first", s).model_dump_json())
+    await ctx.projection.redis.set(worker_key(ctx.settings.redis_prefix, ctx.worker_id), 1,
+                                   ex=30)
+    # when the sweeper re-drives page 0 and no worker claims that re-drive
+    emits, _ = await sweep(ctx, now=time.time() + 60)
+    assert [(e.payload.seq, e.payload.attempt) for e in emits
+            if isinstance(e.payload, FetchPage)] == [(0, 1)]
+    for beat in (e.payload for e in emits if isinstance(e.payload, Lifecycle)):
+        await ctx.projection.apply(beat)
+    # then the next sweep past the stale time sends page 0 again, not counting it
+    emits, _ = await sweep(ctx, now=time.time() + 120)
+    assert [(e.payload.seq, e.payload.attempt) for e in emits
+            if isinstance(e.payload, FetchPage)] == [(0, 1)]
