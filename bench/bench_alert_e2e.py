@@ -1,14 +1,17 @@
 """The alert funnel end to end through the broker: Tansu, one worker, a local
 webhook receiver. Prints one JSON object per line:
 
-    {"bench": "alert_e2e_latency", "alerts", "rate_per_s", "p50_ms", "p99_ms", "max_ms", ...}
-    {"bench": "alert_e2e_broker_floor", "hops": 2, "records", "rate_per_s", "p50_ms", "p99_ms", ...}
+    {"bench": "alert_e2e_latency", "alerts", "rate_per_s", "sent_per_s", "p50_ms",
+     "p99_ms", "max_ms", "decision_p99_ms_at_most", "worker_cpu_s", ...}
+    {"bench": "alert_e2e_broker_floor", "hops": 2, "records", "rate_per_s", "sent_per_s",
+     "p50_ms", "p99_ms", ...}
     {"bench": "alert_e2e_throughput", "alerts", "per_event", "seconds", "alerts_per_s", ...}
 
 - latency: alerts with new fingerprints produced onto ``alerts.raw`` at a
-  steady rate; each is its own group (group_by rule+asset, group_wait 0), so
-  the figure is raw alert -> router -> funnel -> tick -> webhook POST
-  (milliseconds, from the producer's clock to the receiver's, same host).
+  steady rate (``sent_per_s``: the rate the sends kept, first to last);
+  each is its own group (group_by rule+asset, group_wait 0), so the figure
+  is raw alert -> router -> funnel -> tick -> webhook POST (milliseconds,
+  from the producer's clock to the receiver's, same host).
 - broker floor: right after, the same number of records at the same rate
   through two bare aiokafka hops of the same broker (the hops an alert takes
   before its decision), fetching as the alerting worker does: the part of
@@ -166,6 +169,8 @@ def broker_floor(bootstrap: str, prefix: str, n: int, rate: float, partitions: i
     first, second = f"{prefix}floor.a", f"{prefix}floor.b"
     create_topics(bootstrap, [first, second], partitions)
 
+    sent_s = [0.0]
+
     async def run() -> list[float]:
         def consumer(topic: str) -> AIOKafkaConsumer:
             return AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"{topic}-g",
@@ -207,6 +212,7 @@ def broker_floor(bootstrap: str, prefix: str, n: int, rate: float, partitions: i
                 if delay > 0:
                     await asyncio.sleep(delay)
                 await producer.send(first, key=str(i).encode(), value=repr(time.time()).encode())
+            sent_s[0] = time.monotonic() - start
             await asyncio.wait_for(tasks[1], 60)
         finally:
             tasks[0].cancel()
@@ -216,6 +222,7 @@ def broker_floor(bootstrap: str, prefix: str, n: int, rate: float, partitions: i
 
     lat = asyncio.run(run())
     return {"bench": "alert_e2e_broker_floor", "hops": 2, "records": n, "rate_per_s": rate,
+            "sent_per_s": round((n - 1) / sent_s[0], 1) if sent_s[0] > 0 else None,
             "fetch_wait_ms": fetch_wait_ms, "p50_ms": round(pct(lat, 0.5), 1),
             "p99_ms": round(pct(lat, 0.99), 1), "max_ms": round(max(lat), 1)}
 
@@ -358,6 +365,7 @@ def main() -> None:
                                      "annotations": {"sent_at": repr(time.time())}}])
             producer.produce(raw, value=v)
             producer.poll(0)
+        sent_s = time.monotonic() - start
         producer.flush(10)
         wait(lambda: len(sink.latencies) >= n, 120, "every latency alert at the webhook")
         lat = sink.latencies[:n]
@@ -373,6 +381,8 @@ def main() -> None:
             pass
         dec = dec_delta()
         print(json.dumps({"bench": "alert_e2e_latency", "alerts": n, "rate_per_s": args.rate,
+                          # the rate the sends kept (alerts over first to last send)
+                          "sent_per_s": round((n - 1) / sent_s, 1) if sent_s > 0 else None,
                           "decision_p50_ms_at_most": decision_quantile(dec, 0.5),
                           "decision_p99_ms_at_most": decision_quantile(dec, 0.99),
                           "decisions": sum(dec.values()),

@@ -5,7 +5,7 @@ per line:
     {"bench": "alert_storm", "system": "alertmanager"|"plait", "group_by",
      "alerts", "accepted_per_s", "delivered_seconds", "delivered_per_s",
      "webhook_posts", "cpu_s", "cpu_s_per_1000_alerts", "cpu_s_by_process",
-     "rss_mb_before", "rss_mb_open", "bytes_per_open_alert",
+     "rss_mb_before", "rss_mb_by_process_before", "rss_mb_open", "bytes_per_open_alert",
      "resolved_seconds", "resolve_webhook_posts", "rss_mb_resolved",
      "rss_mb_by_process_resolved", ...}
     {"bench": "alert_storm_ratio", "group_by", "plait_per_alertmanager": {...}}
@@ -190,6 +190,7 @@ def measure(system: str, shape: str, base: str, pids: dict[str, int], sink: Sink
             "cpu_s_per_1000_alerts": round(sum(cpu.values()) / n * 1000, 3),
             "cpu_s_by_process": cpu,
             "rss_mb_before": round(sum(rss0.values()) * mb, 1),
+            "rss_mb_by_process_before": {k: round(v * mb, 1) for k, v in rss0.items()},
             "rss_mb_open": round(sum(rss_open.values()) * mb, 1),
             "bytes_per_open_alert": round((sum(rss_open.values()) - sum(rss0.values())) / n),
             "rss_mb_by_process_open": {k: round(v * mb, 1) for k, v in rss_open.items()},

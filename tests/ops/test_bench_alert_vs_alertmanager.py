@@ -60,4 +60,5 @@ def test_a_tiny_storm_is_delivered_and_resolved_through_the_whole_stack(capsys):
     assert line["webhook_posts"] >= 1
     assert line["resolve_webhook_posts"] >= 1
     assert set(line["cpu_s_by_process"]) == {"api", "broker", "worker-0"}
+    assert set(line["rss_mb_by_process_before"]) == {"api", "broker", "worker-0"}
     assert line["delivered_per_s"] > 0 and line["accepted_per_s"] > 0
