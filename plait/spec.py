@@ -7,6 +7,7 @@ path and the rule (422). Two spellings of one setting must agree (else a 422 nam
 """
 from __future__ import annotations
 
+from collections import Counter
 import hashlib
 import json
 from typing import Any, Literal
@@ -251,7 +252,7 @@ class DocumentConfig(_Model):
         if self.csvDelimiter in ('"', "\r", "\n"):
             raise ValueError("csvDelimiter: may not be a quote or a line break (RFC 4180)")
         names = [c.fieldName for c in self.columns or []]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(names).items() if k > 1)
         if dupes:
             raise ValueError(f"columns: fieldName repeated: {dupes[:5]}")
         for i, col in enumerate(self.columns or []):
