@@ -381,7 +381,8 @@ def drop(ctx: Context, task_id: str) -> None:
 def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfig,
            on_stage: OnStage | None = None) -> Built:
     """Blocking: upload the grown file when it holds every page up to ``last``
-    (per partition), else one built from the shards."""
+    (per partition), else one built from the shards; then, done or failed, hand
+    the memory freed back to the OS (:func:`release_freed_memory`)."""
     ends = [last] if isinstance(last, int) else list(last)
     try:
         tf = ctx.files.pop(task_id, None)
