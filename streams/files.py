@@ -11,6 +11,7 @@ import json
 import shutil
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -381,8 +382,9 @@ def drop(ctx: Context, task_id: str) -> None:
 def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfig,
            on_stage: OnStage | None = None) -> Built:
     """Blocking: upload the grown file when it holds every page up to ``last``
-    (per partition), else one built from the shards; then, done or failed, hand
-    the memory freed back to the OS (:func:`release_freed_memory`)."""
+    (per partition), else one built from the shards; then, done or failed, hands
+    the memory freed back to the OS (:func:`release_freed_memory`, in a thread
+    of its own: the caller does not wait for it)."""
     ends = [last] if isinstance(last, int) else list(last)
     try:
         tf = ctx.files.pop(task_id, None)
@@ -396,7 +398,8 @@ def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfi
                 tf.discard()
         return build_file(ctx.store, task_id, ends, doc, on_stage)
     finally:
-        release_freed_memory()
+        threading.Thread(target=lambda: release_freed_memory(), name="malloc-trim",
+                         daemon=True).start()  # not on the way to SUCCESS
 
 
 def release_freed_memory() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -56,8 +57,14 @@ def test_memory_freed_between_live_blocks_goes_back_to_the_os():
 
 
 def test_finish_releases_freed_memory_after_the_file_and_after_a_failure(tmp_path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(files, "release_freed_memory", lambda: calls.append(1) or True)
+    calls, called = [], threading.Semaphore(0)
+
+    def release() -> bool:
+        calls.append(1)
+        called.release()
+        return True
+
+    monkeypatch.setattr(files, "release_freed_memory", release)
     store = LocalStore(tmp_path / "store", "http://127.0.0.1:1", "secret")
     ctx = SimpleNamespace(files={}, store=store)
     doc = DocumentConfig(fileName="f", fileFormat="csv")
@@ -65,8 +72,8 @@ def test_finish_releases_freed_memory_after_the_file_and_after_a_failure(tmp_pat
     # when a file is built from its shards
     built = files.finish(ctx, "t1", 0, doc)
     # then the memory is released once it is uploaded
-    assert built.report.rows == 2 and calls == [1]
+    assert built.report.rows == 2 and called.acquire(timeout=10) and calls == [1]
     # and also when the file cannot be built
     with pytest.raises(PermanentError):
         files.finish(ctx, "t2", 0, doc)
-    assert calls == [1, 1]
+    assert called.acquire(timeout=10) and calls == [1, 1]
