@@ -404,10 +404,10 @@ def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfi
 
 def release_freed_memory() -> bool:
     """Blocking: hand the memory this process freed back to the OS (glibc ``malloc_trim(0)``:
-    free pages anywhere in the heap, not only at its top), as :func:`finish` does after each file,
-    so the next export starts from the worker's own size rather than the last file's peak
-    (docs/perf-notes.md, "Worker memory"). Run off the event loop: it holds the malloc lock while
-    it walks the heap. Returns whether memory was released; False without glibc."""
+    free pages anywhere in the heap, not only at its top), as :func:`finish` does after each
+    file, so the next export starts from the worker's own size rather than the last file's peak
+    (docs/perf-notes.md, "Writer worker peak RSS"). Run off the event loop: it holds the malloc
+    lock while it walks the heap. Returns whether memory was released; False without glibc."""
     trim = _malloc_trim()
     return bool(trim is not None and trim(0))
 

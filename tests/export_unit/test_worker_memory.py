@@ -1,5 +1,5 @@
 """``streams.files.release_freed_memory``: a worker hands what it freed back to the OS after
-each file (docs/perf-notes.md, "Worker memory")."""
+each file (docs/perf-notes.md, "Writer worker peak RSS")."""
 from __future__ import annotations
 
 import json
