@@ -4,11 +4,14 @@ shards (the durable checkpoint, kept until SUCCESS); then uploaded
 and ``streams.finalize``. Spans: ``export.write_file``, ``export.upload``."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
 import shutil
+import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -379,18 +382,50 @@ def drop(ctx: Context, task_id: str) -> None:
 def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfig,
            on_stage: OnStage | None = None) -> Built:
     """Blocking: upload the grown file when it holds every page up to ``last``
-    (per partition), else one built from the shards."""
+    (per partition), else one built from the shards; then, done or failed, hands
+    the memory freed back to the OS (:func:`release_freed_memory`, in a thread
+    of its own: the caller does not wait for it)."""
     ends = [last] if isinstance(last, int) else list(last)
-    tf = ctx.files.pop(task_id, None)
-    if tf is not None:
-        try:
-            order = tf.order
-            if (tf.grown and tf.writer is not None and order.complete
-                    and order.ends_list() == ends):
-                return tf.finish(ctx.store, on_stage)
-        finally:
-            tf.discard()
-    return build_file(ctx.store, task_id, ends, doc, on_stage)
+    try:
+        tf = ctx.files.pop(task_id, None)
+        if tf is not None:
+            try:
+                order = tf.order
+                if (tf.grown and tf.writer is not None and order.complete
+                        and order.ends_list() == ends):
+                    return tf.finish(ctx.store, on_stage)
+            finally:
+                tf.discard()
+        return build_file(ctx.store, task_id, ends, doc, on_stage)
+    finally:
+        threading.Thread(target=lambda: release_freed_memory(), name="malloc-trim",
+                         daemon=True).start()  # not on the way to SUCCESS
+
+
+def release_freed_memory() -> bool:
+    """Blocking: hand the memory this process freed back to the OS (glibc ``malloc_trim(0)``:
+    free pages anywhere in the heap, not only at its top), as :func:`finish` does after each
+    file, so the next export starts from the worker's own size rather than the last file's peak
+    (docs/perf-notes.md, "Writer worker peak RSS"). Run off the event loop: it holds the malloc
+    lock while it walks the heap. Returns whether memory was released; False without glibc."""
+    trim = _malloc_trim()
+    return bool(trim is not None and trim(0))
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None (not Linux, or another libc)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    import ctypes.util
+
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: DocumentConfig,

@@ -582,9 +582,11 @@ def _write_sheet(fin, fout, pattern, pool: ThreadPoolExecutor) -> None:
     drain(0)
 
 
-#: Cells per chunk of a single sheet, each a workbook of its own in memory (``header_row`` places
-#: its rows), so deflate and rewrite run while pages are fetched. Memory: about two chunks of XML.
-CHUNK_CELLS = 1 << 18
+#: Cells per chunk of a single sheet (131,072: 6,898 rows of 19 columns), each a workbook of its
+#: own in memory (``header_row`` places its rows), so deflate and rewrite run while pages are
+#: fetched. Memory: about two chunks, each the library's cells, then its package and sheet XML
+#: (docs/perf-notes.md, "Writer worker peak RSS").
+CHUNK_CELLS = 1 << 17
 _SHEET_XML = "xl/worksheets/sheet1.xml"
 _DIMENSION_RE = re.compile(rb'(<dimension ref="[A-Z]+\d+:)([A-Z]+\d+)("/>)')
 _AUTOFILTER_RE = re.compile(rb'(<autoFilter ref="[A-Z]+\d+:)([A-Z]+\d+)("/>)')

@@ -144,6 +144,24 @@ def test_chunked_sheet_is_the_one_write_sheet(tmp_path, monkeypatch, with_floats
     assert not list(tmp_path.glob(".*rows"))
 
 
+def test_a_chunk_of_a_sheet_holds_at_most_131072_cells(tmp_path, monkeypatch):
+    # given 14,000 rows of 20 columns written natively as one sheet
+    chunks = []
+    write_chunk = xlsx_native._write_chunk
+
+    def counted(name, batches, schema, header_row, options):
+        package, rows = write_chunk(name, batches, schema, header_row, options)
+        chunks.append(rows)
+        return package, rows
+
+    monkeypatch.setattr(xlsx_native, "_write_chunk", counted)
+    batch = pa.record_batch({f"c{i}": pa.array(range(2_000), pa.int64()) for i in range(20)})
+    w, rep = _write(NativeXlsxWriter, tmp_path / "w.xlsx", [batch] * 7, make_doc("xlsx"))
+    # then the library held at most 131,072 cells at a time (the worker's memory bound)
+    assert w.engine == "rustpy-xlsxwriter" and rep.rows == 14_000
+    assert sum(chunks) == 14_000 and max(chunks) * 20 <= 131_072, chunks
+
+
 def test_crc32_combine_is_the_crc_of_the_concatenation():
     import os
     import zlib
