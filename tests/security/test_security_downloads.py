@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_api
+from ops.stack import drop_prefix
 from plait.settings import Settings
 from sinks.signing import content_disposition
 from sinks.store import LocalStore
@@ -27,6 +28,7 @@ def api_and_store(tmp_path):
     store = LocalStore(tmp_path / "store", "http://testserver", SIGNING_SECRET)
     with TestClient(create_api(settings)) as client:
         yield client, store
+    drop_prefix(settings.redis_url, settings.redis_prefix)
 
 
 def _path_and_query(url):
