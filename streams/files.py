@@ -398,7 +398,7 @@ def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfi
                 tf.discard()
         return build_file(ctx.store, task_id, ends, doc, on_stage)
     finally:
-        threading.Thread(target=lambda: release_freed_memory(), name="malloc-trim",
+        threading.Thread(target=release_freed_memory, name="malloc-trim",
                          daemon=True).start()  # not on the way to SUCCESS
 
 
