@@ -128,16 +128,25 @@ async def test_fair_promotion_weights_tiers_and_keeps_fifo_per_tenant(ctx):
     assert len(gold) >= 2 * len(std) - 2 and len(std) >= 2
 
 
+async def running(ctx, task_id: str, worker_id: str) -> None:
+    """A RUNNING task last reported by ``worker_id``, its request checkpointed."""
+    await ctx.projection.apply(Lifecycle(taskId=task_id, status="CREATED", sysCode="s",
+                                         userId="u", timeout=300, at=utcnow_iso()))
+    await ctx.projection.apply(Lifecycle(taskId=task_id, status="RUNNING", workerId=worker_id,
+                                         at=utcnow_iso()))
+    await ctx.checkpoints.set(task_id, request=request(task_id, spec()).model_dump_json())
+
+
+async def beating(ctx, worker_id: str) -> None:
+    """``worker_id`` heartbeats (its key lives 30 s)."""
+    await ctx.projection.redis.set(worker_key(ctx.settings.redis_prefix, worker_id), 1, ex=30)
+
+
 async def test_a_busy_but_live_worker_is_not_second_guessed(ctx):
     # given a RUNNING task with a stale heartbeat, last reported by a worker
     # that is alive (it heartbeats, it is just busy with other tasks)
-    s = spec()
-    await ctx.projection.apply(Lifecycle(taskId="busy", status="CREATED", sysCode="s",
-                                         userId="u", timeout=300, at=utcnow_iso()))
-    await ctx.projection.apply(Lifecycle(taskId="busy", status="RUNNING", workerId="w-live",
-                                         at=utcnow_iso()))
-    await ctx.checkpoints.set("busy", request=request("busy", s).model_dump_json())
-    await ctx.projection.redis.set(worker_key(ctx.settings.redis_prefix, "w-live"), 1, ex=30)
+    await running(ctx, "busy", "w-live")
+    await beating(ctx, "w-live")
     # when the sweeper looks long after the last beat
     emits, _ = await sweep(ctx, now=time.time() + 60)
     # then it leaves the task to that worker
@@ -151,14 +160,8 @@ async def test_a_busy_but_live_worker_is_not_second_guessed(ctx):
 async def test_an_unclaimed_redrive_of_the_first_page_is_sent_again(ctx):
     # given a RUNNING task whose first page was never fetched, its worker gone,
     # and the sweeper's own worker alive
-    s = spec()
-    await ctx.projection.apply(Lifecycle(taskId="first", status="CREATED", sysCode="s",
-                                         userId="u", timeout=300, at=utcnow_iso()))
-    await ctx.projection.apply(Lifecycle(taskId="first", status="RUNNING", workerId="w-gone",
-                                         at=utcnow_iso()))
-    await ctx.checkpoints.set("first", request=request("first", s).model_dump_json())
-    await ctx.projection.redis.set(worker_key(ctx.settings.redis_prefix, ctx.worker_id), 1,
-                                   ex=30)
+    await running(ctx, "first", "w-gone")
+    await beating(ctx, ctx.worker_id)
     # when the sweeper re-drives page 0 and no worker claims that re-drive
     emits, _ = await sweep(ctx, now=time.time() + 60)
     assert [(e.payload.seq, e.payload.attempt) for e in emits
