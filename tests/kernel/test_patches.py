@@ -270,9 +270,10 @@ def test_private_internals_the_product_uses_in_place_are_still_there():
     """Private attributes read or written where they are used, not patched:
     faust-streaming 0.15.3 ``Consumer._committed_offset`` (``plait.metrics.
     update_lag``) and ``Producer._ensure_producer`` (``alerting.changelog.
-    send_records``, ``plait.agent.AgentRuntime.spread_count``); CPython's ``zipfile`` write handle (``sinks.writers.
-    xlsx_native``: pre-deflated sheet chunks written with the handle's CRC-32
-    and sizes kept, at ``ZipInfo._compresslevel``)."""
+    send_records``, ``plait.agent.AgentRuntime.spread_count``); CPython's
+    ``zipfile`` write handle (``sinks.writers.xlsx_native``: pre-deflated sheet
+    chunks written with the handle's CRC-32 and sizes kept, at
+    ``ZipInfo._compresslevel``)."""
     import zipfile
 
     from faust.transport.consumer import Consumer
