@@ -382,14 +382,26 @@ class _Inbox:
         return "250 OK"
 
 
+def _whole_group(mails: list[bytes], alerts: list[dict]):
+    """The first of ``mails`` whose text names the instance of every one of ``alerts``
+    (the body prints the whole ``Data``), parsed; None before it arrives."""
+    for raw in mails:
+        mail = message_from_bytes(raw, policy=policy.default)
+        if all(a["labels"]["instance"] in mail.get_body(("plain",)).get_content()
+               for a in alerts):
+            return mail
+    return None
+
+
 def _start_alertmanager(tmp_path: Path, smtp_port: int, names: list[str]):
     from ops.infra import free_port
 
-    # group_wait 1s: the first flush holds every alert of the one POST (at 0s
-    # the daemon may flush before it has inserted the POST's last alert)
+    # group_interval 1s: the daemon flushes a group whose alerts started more than
+    # group_wait ago at once, possibly before it has inserted the POST's last alert;
+    # the next flush, a second later, holds them all
     cfg = {"global": {"smtp_require_tls": False},
            "route": {"receiver": "mail", "group_by": ["alertname"], "group_wait": "1s",
-                     "group_interval": "1m", "repeat_interval": "1h"},
+                     "group_interval": "1s", "repeat_interval": "1h"},
            "receivers": [{"name": "mail", "email_configs": [{
                "to": "oncall@example.com", "from": "am@example.com",
                "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False,
@@ -446,13 +458,13 @@ def test_real_alertmanager_email_matches_plait_rendering(tmp_path):
                   for a in FIRING_MIX["alerts"]]
         resp = httpx.post(f"{url}/api/v2/alerts", json=posted, timeout=10)
         assert resp.status_code == 200, resp.text
-        wait_for(lambda: inbox.mails, 30, "Alertmanager's email")
+        mail = wait_for(lambda: _whole_group(inbox.mails, FIRING_MIX["alerts"]), 30,
+                        "Alertmanager's email holding every alert posted")
         listed = httpx.get(f"{url}/api/v2/alerts", timeout=10).json()
     finally:
         proc.kill()
         proc.wait(10)
         ctl.stop()
-    mail = message_from_bytes(inbox.mails[0], policy=policy.default)
     # the same Data: the daemon's fingerprints (it lists the active ones);
     # a firing alert's EndsAt is Go's zero time there too
     for a in listed:
