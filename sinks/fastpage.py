@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import re
 import struct
+from collections import Counter
 
 import orjson
 import pyarrow as pa
@@ -216,12 +217,19 @@ def _finite(text: bytes) -> bool:
     return not _matches(text, _NON_FINITE_RE2)
 
 
+#: At most this many ``:null`` values are read by :func:`_explicit_nulls` per page (~1 us each);
+#: past it a column's key is counted by regex instead.
+NULL_SCAN_LIMIT = 4096
+
+
 def _keyed(body: bytes, start: int, end: int, doc: DocumentConfig,
            structs: pa.StructArray) -> bool:
     """Whether every row of ``body[start:end]`` has every declared field: a column without nulls
-    has; else its plainly spelt key must follow ``{`` or ``,`` once per row (strict JSON, one ``{``
-    per row, no key twice). Escaped keys count as absent (decline). Regex in Arrow, GIL released."""
-    rows = None
+    has; so has one whose nulls are each an explicit ``null`` after its compactly spelt key
+    (:func:`_explicit_nulls`); else its plainly spelt key must follow ``{`` or ``,`` once per row
+    (strict JSON, one ``{`` per row, no key twice), counted by regex in Arrow (GIL released).
+    Escaped keys count as absent (decline)."""
+    rows = nulls = None
     for spec in doc.columns or []:
         idx = structs.type.get_field_index(spec.fieldName)
         if idx < 0:
@@ -229,15 +237,37 @@ def _keyed(body: bytes, start: int, end: int, doc: DocumentConfig,
         col = structs.field(idx)
         if not col.null_count:
             continue
-        if rows is None:
-            rows = pa.array([memoryview(body)[start:end].tobytes()], pa.large_binary())
         key = orjson.dumps(spec.fieldName)
         if b"\\" in key:
             return False
+        if nulls is None:
+            nulls = _explicit_nulls(body, start, end)
+        if nulls[key] == col.null_count:
+            continue
+        if rows is None:
+            rows = pa.array([memoryview(body)[start:end].tobytes()], pa.large_binary())
         pattern = r"[{,][ \t\n\r]*\Q" + key.decode() + r"\E[ \t\n\r]*:"
         if pc.count_substring_regex(rows, pattern)[0].as_py() != len(col):
             return False
     return True
+
+
+def _explicit_nulls(body: bytes, start: int, end: int) -> Counter[bytes]:
+    """How often each key (its JSON text, quotes included) stands as ``{"k":null`` or
+    ``,"k":null`` in the rows ``body[start:end]``, over the first :data:`NULL_SCAN_LIMIT` of them.
+    Each is a key of a row whose value is null (the regex of :func:`_keyed` without whitespace,
+    ``null`` after it), so a column with as many as it has nulls has its key in every row. Keys
+    holding ``"`` (escaped) are not counted."""
+    counts: Counter[bytes] = Counter()
+    at = body.find(b'":null', start, end)
+    for _ in range(NULL_SCAN_LIMIT):
+        if at < 0:
+            break
+        opening = body.rfind(b'"', start, at)
+        if opening > start and body[opening - 1] in b"{,":
+            counts[body[opening:at + 1]] += 1
+        at = body.find(b'":null', at + 6, end)
+    return counts
 
 
 #: The type an untyped column is read as, by the Python type of its first-row value.

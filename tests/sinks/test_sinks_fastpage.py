@@ -172,6 +172,12 @@ NASTY = [
     ('[{"a":null},{"a":1.5},{"a":2}]', [("a", None)]),
     ('[{"a":1.5,"b":"-0x"}]', [("a", None), ("b", None)]),
     ('[{"a":1,"z":0.10}]', [("a", "int")]),  # an undeclared Decimal: not written
+    # a declared column with nulls: each null must stand as an explicit key
+    ('[{"a":null,"b":1},{"b":2}]', [("a", "int"), ("b", "int")]),
+    ('[{"a":1,"b":"x\\",\\"a\\":null"},{"b":"y"}]', [("a", "int"), ("b", "string")]),
+    ('[{"a":1},{"x\\"a":null}]', [("a", "int")]),  # a key ending in the declared one
+    ('[{"a" : null,"b":1},{"a":2,"b":null}]', [("a", "int"), ("b", "int")]),
+    ('[{"b":null,"a":null},{"a":3,"b" :null}]', [("a", "int"), ("b", "int")]),
 ]
 
 
@@ -338,3 +344,13 @@ def test_plain_doubles_of_untyped_columns_decode_fast(rows_text):
     columns = [(k, None) for k in json.loads(rows_text)[-1]]
     assert check_body(envelope(rows_text), doc_of(columns))
     assert check_body(envelope(rows_text), doc_of([]))
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 3])
+def test_nulls_past_the_scan_limit_are_proven_by_counting_keys(monkeypatch, limit):
+    # given explicit nulls beyond the scan's limit; when decoded, then still taken and exact
+    monkeypatch.setattr(F, "NULL_SCAN_LIMIT", limit)
+    body = envelope('[{"a":null,"b":null},{"a":1,"b":null},{"a":null,"b":"x"}]')
+    assert check_body(body, doc_of([("a", "int"), ("b", "string")]))
+    assert not check_body(envelope('[{"a":null},{"b":null},{"a":null,"b":"x"}]'),
+                          doc_of([("a", "int"), ("b", "string")]))
