@@ -80,6 +80,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     app = FastAPIOffline(title="Plait", lifespan=lifespan,
                          dependencies=[Depends(refuse_snake_query)])
     app.state.services = sv
+    app.state.stopping = lambda: False  # the server's shutdown flag (ops.cli.cmd_api sets it)
 
     async def refused(request: Request, exc: AuthError) -> None:
         action = "access.refused" if isinstance(exc, Forbidden) else "auth.refused"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
-from typing import Annotated, AsyncIterator
+from typing import Annotated, AsyncIterator, Callable
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -39,15 +39,19 @@ def sse(state: dict) -> str:
     return f"event: {state['status']}\ndata: {json.dumps(state, separators=(',', ':'))}\n\n"
 
 
-async def sse_stream(projection: Projection, task_id: str) -> AsyncIterator[str]:
+async def sse_stream(projection: Projection, task_id: str,
+                     stopping: Callable[[], bool]) -> AsyncIterator[str]:
     """The task's current state, then each published change, until terminal
-    (a comment line every 4 s keeps proxies from closing the stream)."""
+    (a comment line every 4 s keeps proxies from closing the stream), or
+    until ``stopping()`` (the server shuts down): then it ends at the next
+    change or comment, and the client reconnects (WHATWG HTML, "Server-sent
+    events") to another replica, which starts with the state then."""
     pubsub = projection.redis.pubsub()
     await pubsub.subscribe(projection.channel(task_id))
     try:
         state = await projection.get(task_id)  # read after subscribing: no gap
         yield sse(state)
-        while state["status"] not in TERMINAL:
+        while state["status"] not in TERMINAL and not stopping():
             msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=4)
             if msg is None:
                 yield ": keep-alive\n\n"
@@ -243,7 +247,8 @@ async def task_events(taskId: str, request: Request, sv: SV, userId: UserId = No
     caller = await sv.authenticate(request)
     if not sv.visible(await sv.projection.get(taskId), caller, userId):
         raise not_found(taskId)
-    return StreamingResponse(sse_stream(sv.projection, taskId), media_type="text/event-stream",
+    return StreamingResponse(sse_stream(sv.projection, taskId, request.app.state.stopping),
+                             media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
 
 

@@ -135,8 +135,11 @@ def cmd_api(args: argparse.Namespace) -> None:
     app = create_api()
     prefix = route_prefix(args.web_route_prefix or settings.web_route_prefix,
                           settings.external_url)
-    uvicorn.run(RoutePrefix(app, prefix) if prefix else app, host=args.host, port=args.port,
-                log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(
+        RoutePrefix(app, prefix) if prefix else app, host=args.host, port=args.port,
+        log_level="warning", timeout_graceful_shutdown=settings.api_shutdown_seconds))
+    app.state.stopping = lambda: server.should_exit
+    server.run()
 
 
 def cmd_demo_data_api(args: argparse.Namespace) -> None:

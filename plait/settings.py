@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     signing_secret: str = Field(default="plait-dev-secret-change-me", description=(
         "HMAC key of local download links (change in production)"))
     link_ttl_seconds: int = Field(default=3600, ge=1, description="lifetime of a download link")
+    api_shutdown_seconds: float = Field(default=20.0, ge=0, description=(
+        "on SIGTERM, how long the API lets requests in flight (file downloads) finish before "
+        "closing them (under Kubernetes' default 30 s grace); task event streams end within 4 s "
+        "(clients reconnect)"))
     data_api_allowlist: list[str] = Field(default_factory=list, description=(
         "URL prefixes a dataApiUrl must start with; empty allows any"))
     fetch_timeout_seconds: float = Field(default=30.0, gt=0, description=(

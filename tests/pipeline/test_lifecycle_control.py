@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -131,6 +133,37 @@ def test_hanging_data_api_ends_timeout_at_the_configured_time(fast):
     assert "jobConfig.timeout=4s" in task["errorMessage"]
     took = (parse(task["finishedAt"]) - parse(task["createdAt"]))
     assert 4 <= took <= 6, took
+
+
+def test_the_api_stops_at_once_while_a_task_event_stream_is_open(fast):
+    # given a client following a task that waits on a hanging data API
+    stack = fast
+    task_id = submit(stack.api_url, seq_spec(stack.demo_data_api, "csv", 300, 100,
+                                             query="?hang_page=1&hang_seconds=60"))
+    lines: list[str] = []
+    ended = threading.Event()
+
+    def follow() -> None:
+        with httpx.stream("GET", f"{stack.api_url}/export/tasks/{task_id}/events",
+                          timeout=60) as r:
+            lines.extend(r.iter_lines())
+        ended.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    wait_for(lambda: any('"status":"RUNNING"' in line for line in lines), 30, "a RUNNING event")
+    try:
+        # when the API gets SIGTERM
+        t0 = time.monotonic()
+        stack.kill("api", signal.SIGTERM)
+        # then it exits within the stream's 4 s wake-up, not the 20 s grace
+        # of requests in flight, and the stream ended without a terminal state
+        assert time.monotonic() - t0 < 8
+        assert ended.wait(5)
+        assert not any(line.startswith("event: ") and line[7:] in ("SUCCESS", "FAILED")
+                       for line in lines)
+    finally:
+        stack.start_api()
+        httpx.post(f"{stack.api_url}/export/tasks/{task_id}/cancel")
 
 
 def parse(iso: str) -> float:
