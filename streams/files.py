@@ -339,6 +339,24 @@ def _drain(store: ObjectStore, tf: TaskFile) -> None:
                   schema, shard_quality(schema))
 
 
+def _take_stored(ctx: Context, tf: TaskFile) -> None:
+    """Append each next page whose shard is stored though its event has not reached this worker's
+    writer (taken by another worker before a rebalance, or on its way), one probe per page:
+    listing every shard of the task on each page that waits would cost a partitioned export time
+    quadratic in its pages. A page fetched here and not yet written (:func:`hand_off`) is left
+    to its own event, which follows."""
+    order = tf.order
+    while not order.complete and order.next not in order.ahead:
+        nxt = order.next
+        key = shard_key(tf.task_id, nxt.seq, nxt.partition)
+        if key in ctx.handed or not ctx.store.exists(key):
+            return
+        order.ahead.add(nxt)
+        _drain(ctx.store, tf)
+        if order.next == nxt:  # its shard went meanwhile (the task ended)
+            return
+
+
 def rescan(store: ObjectStore, tf: TaskFile) -> None:
     """Blocking: learn every stored shard of the task and append those next."""
     for key in store.list(shard_prefix(tf.task_id)):
@@ -352,8 +370,8 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
          quality: dict[str, int]) -> None:
     """Blocking: append page ``key`` when next (then the waiting pages that follow), skip it when
     already in the file (a redelivery, or appended from its shard before its ``isLast`` was known),
-    else hold its key; rescan when the next page's shard exists (a rebalance). ``PermanentError``
-    propagates; any failure drops the file (then built from shards)."""
+    else hold its key and append the next pages whose shards are stored (:func:`_take_stored`).
+    ``PermanentError`` propagates; any failure drops the file (then built from shards)."""
     order = tf.order
     try:
         if key == order.next:
@@ -362,9 +380,7 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
         elif key > order.next:
             order.ahead.add(key)
             tf.keep(key, batch, quality)
-            nxt = order.next
-            if ctx.store.exists(shard_key(tf.task_id, nxt.seq, nxt.partition)):
-                rescan(ctx.store, tf)
+            _take_stored(ctx, tf)
         else:  # in the file already (from its shard); its isLast may have moved
             _drain(ctx.store, tf)  # ``next`` to a partition whose pages wait ahead
     except BaseException:

@@ -16,6 +16,7 @@ import pytest
 from export_harness import request, running, spec
 from plait import topics as T
 from plait.events import FetchPage, PageBatch
+from sinks.values import rows_to_batch
 from streams import files
 from streams.context import Context
 from streams.finalize import finalize
@@ -100,6 +101,47 @@ async def test_a_new_worker_mid_task_catches_up_from_the_shards(make_ctx):
     emits = await write_shard(b, page(3, ids(3), last=True))
     # then the file holds every row exactly once, in order
     assert [int(r[0]) for r in file_rows(b, emits[-1].payload)] == list(range(40))
+
+
+async def test_next_pages_stored_elsewhere_are_taken_from_their_shards_one_probe_each(
+        make_ctx, monkeypatch):
+    # given worker A's file holds page 0, and pages 1 and 2 were stored by a worker whose
+    # events A never sees
+    a = make_ctx()
+    await running(a, "t1")
+    await write_shard(a, page(0, ids(0)))
+    for seq in (1, 2):
+        batch, quality = rows_to_batch(ids(seq), spec().documentConfig, page=seq)
+        a.store.put_bytes(files.shard_key("t1", seq, 0), files.encode_shard(batch, quality))
+
+    def refuse(*_a):
+        raise AssertionError("listed every shard of the task")
+    monkeypatch.setattr(files, "rescan", refuse)
+    # when the last page reaches A ahead of them
+    emits = await write_shard(a, page(3, ids(3), last=True))
+    # then 1 and 2 come from their shards, each found by its own key, and the file is whole
+    assert [int(r[0]) for r in file_rows(a, emits[-1].payload)] == list(range(40))
+
+
+async def test_a_next_page_fetched_here_waits_for_its_own_event(make_ctx):
+    # given page 1 was fetched on this worker (stored and handed off), its event not yet written
+    a = make_ctx()
+    await running(a, "t1")
+    await write_shard(a, page(0, ids(0)))
+    batch, quality = rows_to_batch(ids(1), spec().documentConfig, page=1)
+    key = files.shard_key("t1", 1, 0)
+    a.store.put_bytes(key, files.encode_shard(batch, quality))
+    files.hand_off(a, key, batch, quality)
+    # when page 2 arrives first, then page 1's event
+    await write_shard(a, page(2, ids(2)))
+    assert a.files["t1"].next_seq == 1  # page 1 not read back from its shard
+    fetched = page(1, ids(1))
+    fetched.shardKey = key
+    await write_shard(a, fetched)
+    # then both are in the file, page 1 from the batch handed off
+    assert a.files["t1"].next_seq == 3 and key not in a.handed
+    emits = await write_shard(a, page(3, ids(3), last=True))
+    assert [int(r[0]) for r in file_rows(a, emits[-1].payload)] == list(range(40))
 
 
 async def test_killed_while_finishing_a_redrive_builds_the_same_file_from_shards(make_ctx):
