@@ -61,10 +61,10 @@ def test_checking_many_columns_costs_time_linear_in_their_number():
     # given about as many declared columns as one Kafka record carries, each named once
     cols = [{"fieldName": f"c{i}"} for i in range(8_000)]
     # when the spec is checked (the API does it on its event loop)
-    started = time.process_time()
+    started = time.thread_time()  # this thread's CPU: the process's counts other tests' threads
     spec(documentConfig={"fileFormat": "csv", "columns": cols})
     # then within 0.2 s of CPU (a pairwise scan for repeated names takes ~0.65 s)
-    assert time.process_time() - started < 0.2
+    assert time.thread_time() - started < 0.2
 
 
 def test_the_one_xlsx_column_check_is_excels_limit_for_xlsx_only():
