@@ -103,6 +103,14 @@ async def test_a_new_worker_mid_task_catches_up_from_the_shards(make_ctx):
     assert [int(r[0]) for r in file_rows(b, emits[-1].payload)] == list(range(40))
 
 
+def stored(ctx: Context, seq: int):
+    """Store page ``seq`` of task t1 as its shard, as a fetch step does; (key, batch, quality)."""
+    batch, quality = rows_to_batch(ids(seq), spec().documentConfig, page=seq)
+    key = files.shard_key("t1", seq, 0)
+    ctx.store.put_bytes(key, files.encode_shard(batch, quality))
+    return key, batch, quality
+
+
 async def test_next_pages_stored_elsewhere_are_taken_from_their_shards_one_probe_each(
         make_ctx, monkeypatch):
     # given worker A's file holds page 0, and pages 1 and 2 were stored by a worker whose
@@ -111,8 +119,7 @@ async def test_next_pages_stored_elsewhere_are_taken_from_their_shards_one_probe
     await running(a, "t1")
     await write_shard(a, page(0, ids(0)))
     for seq in (1, 2):
-        batch, quality = rows_to_batch(ids(seq), spec().documentConfig, page=seq)
-        a.store.put_bytes(files.shard_key("t1", seq, 0), files.encode_shard(batch, quality))
+        stored(a, seq)
 
     def refuse(*_a):
         raise AssertionError("listed every shard of the task")
@@ -128,9 +135,7 @@ async def test_a_next_page_fetched_here_waits_for_its_own_event(make_ctx):
     a = make_ctx()
     await running(a, "t1")
     await write_shard(a, page(0, ids(0)))
-    batch, quality = rows_to_batch(ids(1), spec().documentConfig, page=1)
-    key = files.shard_key("t1", 1, 0)
-    a.store.put_bytes(key, files.encode_shard(batch, quality))
+    key, batch, quality = stored(a, 1)
     files.hand_off(a, key, batch, quality)
     # when page 2 arrives first, then page 1's event
     await write_shard(a, page(2, ids(2)))
