@@ -18,6 +18,7 @@ import json
 import shutil
 import subprocess
 import threading
+import time
 from email import message_from_bytes, policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -57,6 +58,21 @@ ALERTS = [
 ENDED = "2024-03-05T11:00:00.25Z"
 
 
+def _iso(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _recent() -> list[dict]:
+    """``ALERTS`` started a moment ago. Alertmanager flushes a new group at once
+    when an alert's ``startsAt`` + group_wait is already past (dispatch.go
+    ``insert``), which may fall between the two alerts of one POST; started
+    now, both are in the group when group_wait ends."""
+    now = float(int(time.time()))
+    return [a | {"startsAt": _iso(now - 1.5 + i)} for i, a in enumerate(ALERTS)]
+
+
 class _Capture(BaseHTTPRequestHandler):
     seen: list[tuple[str, dict]] = []
 
@@ -75,7 +91,7 @@ def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
     (tmp_path / "custom.tmpl").write_text(CUSTOM)
     cfg = {
         "global": {"smtp_require_tls": False},
-        "route": {"receiver": "chat", "group_by": ["alertname"], "group_wait": "0s",
+        "route": {"receiver": "chat", "group_by": ["alertname"], "group_wait": "2s",
                   "group_interval": "1s", "repeat_interval": "1h",
                   "routes": [{"receiver": r, "continue": True}
                              for r in ("chat", "pager", "genie", "mail")]},
@@ -107,9 +123,11 @@ def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
     return path
 
 
-def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, Any]:
+def _alertmanager_sends(tmp_path: Path
+                        ) -> tuple[Path, dict[str, dict], _Inbox, Any, list[dict], str]:
     """(the config file, captured JSON body per path, the inbox, a function
-    stopping the HTTP and SMTP servers) of the real daemon."""
+    stopping the HTTP and SMTP servers, the alerts posted, their ``endsAt``
+    when resolved) of the real daemon."""
     from aiosmtpd.controller import Controller
     from ops.infra import free_port
 
@@ -130,11 +148,13 @@ def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, 
     try:
         wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
         assert proc.poll() is None, (tmp_path / "am.log").read_text()
-        resp = httpx.post(f"{url}/api/v2/alerts", json=ALERTS, timeout=10)
+        alerts = _recent()
+        resp = httpx.post(f"{url}/api/v2/alerts", json=alerts, timeout=10)
         assert resp.status_code == 200, resp.text
         wait_for(lambda: len(_Capture.seen) >= 3 and inbox.mails, 30, "Alertmanager's requests")
         # the same alerts ended: PagerDuty's resolve and Opsgenie's close follow
-        resp = httpx.post(f"{url}/api/v2/alerts", json=[a | {"endsAt": ENDED} for a in ALERTS],
+        ended = _iso(time.time())
+        resp = httpx.post(f"{url}/api/v2/alerts", json=[a | {"endsAt": ended} for a in alerts],
                           timeout=10)
         assert resp.status_code == 200, resp.text
         wait_for(lambda: any("/close" in p for p, _b in _Capture.seen)
@@ -146,12 +166,13 @@ def _alertmanager_sends(tmp_path: Path) -> tuple[Path, dict[str, dict], _Inbox, 
     for p, b in _Capture.seen:  # the first of each; a resolve / close under its own key
         p = p.split("?")[0].rsplit("/", 2)[0] + "/close" if "/close" in p else p
         sent.setdefault(f"{p}:{b.get('event_action', '')}", b)
-    return path, sent, inbox, lambda: (ctl.stop(), server.shutdown())
+    return path, sent, inbox, lambda: (ctl.stop(), server.shutdown()), alerts, ended
 
 
-def _message(receiver: str, resolved: bool = False) -> Message:
-    """Plait's message of ``ALERTS`` (as Alertmanager alerts) to ``receiver``,
-    firing or (``resolved``) ended at ``ENDED``."""
+def _message(receiver: str, resolved: bool = False, posted: list[dict] = ALERTS,
+             ended: str = ENDED) -> Message:
+    """Plait's message of ``posted`` (Alertmanager alerts) to ``receiver``,
+    firing or (``resolved``) ended at ``ended``."""
     from datetime import datetime
 
     def when(text: str) -> float:
@@ -161,10 +182,10 @@ def _message(receiver: str, resolved: bool = False) -> Message:
                "severity": "critical", "status": "resolved" if resolved else "firing",
                "change": "new", "escalated_from": None,
                "labels": dict(a["labels"]), "annotations": dict(a["annotations"]),
-               "starts_at": when(a["startsAt"]), "ends_at": when(ENDED) if resolved else None,
+               "starts_at": when(a["startsAt"]), "ends_at": when(ended) if resolved else None,
                "duration": None,
                "transient": False, "generator_url": a["generatorURL"], "source": "alertmanager"}
-              for a in ALERTS]
+              for a in posted]
     sections = [{"group_id": "g-disk", "group_labels": {"rule": "DiskFull"}, "part": 1, "parts": 1,
                  "merged": False, "reminder": False,
                  "counts": {"new": 2, "escalated": 0, "resolved": 0, "still_firing": 0},
@@ -172,48 +193,56 @@ def _message(receiver: str, resolved: bool = False) -> Message:
     return Message("m1", receiver, "idem", 1, 1_709_633_600.0, sections, alert_count=2)
 
 
-def _plait(config, receiver: str, resolved: bool = False) -> list:
+def _plait(config, receiver: str, resolved: bool = False, posted: list[dict] = ALERTS,
+           ended: str = ENDED) -> list:
     rc = config.receiver(receiver)
-    return build_requests(_message(receiver, resolved), rc, EXTERNAL, 0,
+    return build_requests(_message(receiver, resolved, posted, ended), rc, EXTERNAL, 0,
                           cached_template_set(config))
 
 
 def test_slack_pagerduty_opsgenie_and_email_match_alertmanager_025(tmp_path):
-    path, sent, inbox, stop = _alertmanager_sends(tmp_path)
+    path, sent, inbox, stop, posted, ended = _alertmanager_sends(tmp_path)
     try:
-        _compare(load_alertmanager_config(path), sent, inbox)
+        _compare(load_alertmanager_config(path), sent, inbox, posted, ended)
     finally:
         stop()
 
 
-def _compare(config, sent: dict[str, dict], inbox: _Inbox) -> None:
+def _compare(config, sent: dict[str, dict], inbox: _Inbox, posted: list[dict], ended: str
+             ) -> None:
     mail = inbox.mails[0]
 
-    [slack] = _plait(config, "chat")
+    def plait(receiver: str, resolved: bool = False) -> list:
+        return _plait(config, receiver, resolved, posted, ended)
+
+    def message(receiver: str) -> Message:
+        return _message(receiver, False, posted, ended)
+
+    [slack] = plait("chat")
     assert slack.url.endswith("/slack")
     assert json.loads(slack.body) == sent["/slack:"]
     # the custom template file rendered (toUpper, join, range): the daemon agrees above
     assert sent["/slack:"]["attachments"][0]["title"] == "FIRING DiskFull"
 
-    [pd] = _plait(config, "pager")
+    [pd] = plait("pager")
     got = json.loads(pd.body)
     assert got["dedup_key"] == "g-disk"  # Plait's group id; Alertmanager's hashes its group key
     assert got | {"dedup_key": sent["/pd:trigger"]["dedup_key"]} == sent["/pd:trigger"]
-    [pd] = _plait(config, "pager", resolved=True)
+    [pd] = plait("pager", resolved=True)
     got = json.loads(pd.body)
     assert got | {"dedup_key": sent["/pd:resolve"]["dedup_key"]} == sent["/pd:resolve"]
 
-    [og] = _plait(config, "genie")
+    [og] = plait("genie")
     got = json.loads(og.body)
     assert og.url.endswith("/og/v2/alerts") and og.headers["Authorization"] == "GenieKey k"
     assert got | {"alias": sent["/og/v2/alerts:"]["alias"]} == sent["/og/v2/alerts:"]
-    [og] = _plait(config, "genie", resolved=True)
+    [og] = plait("genie", resolved=True)
     assert og.url.endswith("/og/v2/alerts/g-disk/close?identifierType=alias")
     assert json.loads(og.body) == sent["/og/v2/alerts/close:"]
 
     am_mail = message_from_bytes(mail, policy=policy.default)
     rc = config.receiver("mail")
-    plait_mail = build_email(_message("mail"), rc, EXTERNAL, cached_template_set(config))
+    plait_mail = build_email(message("mail"), rc, EXTERNAL, cached_template_set(config))
     for header in ("Subject", "To", "From"):
         assert plait_mail[header] == am_mail[header], header
     assert ([p.get_content_type() for p in plait_mail.walk()]
@@ -231,15 +260,15 @@ def _compare(config, sent: dict[str, dict], inbox: _Inbox) -> None:
     async def send_all() -> list:
         sender = WebhookSender(config, external_url=EXTERNAL)
         try:
-            return [await sender.send(_message(r)) for r in ("chat", "pager", "genie", "mail")]
+            return [await sender.send(message(r)) for r in ("chat", "pager", "genie", "mail")]
         finally:
             await sender.aclose()
 
     _Capture.seen = []
     assert all(r.ok for r in asyncio.run(send_all()))
     assert [(p, b) for p, b in _Capture.seen] == [
-        ("/slack", sent["/slack:"]), ("/pd", json.loads(_plait(config, "pager")[0].body)),
-        ("/og/v2/alerts", json.loads(_plait(config, "genie")[0].body))]
+        ("/slack", sent["/slack:"]), ("/pd", json.loads(plait("pager")[0].body)),
+        ("/og/v2/alerts", json.loads(plait("genie")[0].body))]
     wait_for(lambda: len(inbox.mails) == 2, 10, "Plait's email")
     assert message_from_bytes(inbox.mails[1], policy=policy.default)["Subject"] == am_mail["Subject"]
 
