@@ -31,7 +31,7 @@ XLSX_MAX_CELL_CHARS = 32_767
 
 BAD_PY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 BAD_RE2 = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]"
-_FORMULA_RE2 = r"^[=+\-@\t\r]"
+FORMULA_RE2 = r"^[=+\-@\t\r]"
 
 QUALITY_KEYS = ("truncated", "sanitized", "formula_escaped", "converted_to_text")
 
@@ -89,7 +89,7 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
     if not pa.types.is_string(col.type):
         col = pc.cast(col, pa.string())
     values = col.to_pylist()
-    patterns = ([BAD_RE2] if sanitize else []) + ([_FORMULA_RE2] if escape else [])
+    patterns = ([BAD_RE2] if sanitize else []) + ([FORMULA_RE2] if escape else [])
     need = pc.match_substring_regex(col, "|".join(patterns)) if patterns else None
     if max_chars is not None:
         long = pc.greater(pc.binary_length(col), max_chars)

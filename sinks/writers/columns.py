@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from plait.spec import DocumentConfig
 from sinks.values import iso_texts
 from sinks.writers.cells import (
-    BAD_RE2, Quality, mixed_column, number_text, other_cells, shortest,
+    BAD_RE2, FORMULA_RE2, Quality, mixed_column, number_text, other_cells, shortest,
 )
 
 _TWO53 = float(2**53)
@@ -133,7 +133,7 @@ def clean_text(col: pa.Array, quality: Quality, column: str | None, *, escape: b
             col = pc.replace_substring_regex(col, BAD_RE2, "")
             quality.add("sanitized", n, column)
     if escape:
-        hit = pc.fill_null(pc.match_substring_regex(col, r"^[=+\-@\t\r]"), False)
+        hit = pc.fill_null(pc.match_substring_regex(col, FORMULA_RE2), False)
         n = pc.sum(hit).as_py() or 0
         if n:
             col = pc.if_else(hit, pc.binary_join_element_wise(prefix, col, ""), col)

@@ -4,7 +4,13 @@
 - ``QUOTE_MINIMAL`` (RFC 4180 s2), newlines kept in quoted fields; a lone CR in the ``plain``
 flavour quotes its whole row (the csv module quotes only the terminator's characters); -
 ``csvFlavour`` ``excel``: UTF-8 with BOM and CRLF (Excel reads UTF-8 so); ``plain``: UTF-8, LF; -
-cells as :func:`sinks.writers.columns.text_column` (formula escape: OWASP CSV injection)."""
+cells as :func:`sinks.writers.columns.text_column` (formula escape: OWASP CSV injection).
+
+A batch in which no cell needs quoting (the usual case) is written by Arrow's CSV writer with
+``quoting_style="none"``, integers and decimals as they are (Arrow casts them to text as
+``text_column`` does), text columns holding nothing to clean, escape or quote as they are: one
+regex pass per text column and one C++ pass per batch instead of the cast, the clean-up
+regexes and the joins. Any other batch is joined in Arrow compute, quoting where needed."""
 from __future__ import annotations
 
 import re
@@ -12,10 +18,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
 from plait.spec import DocumentConfig
 from sinks.writers.base import WriteReport
-from sinks.writers.cells import SingleFileWriter, headers, kind_of_field
+from sinks.writers.cells import (
+    BAD_RE2, FORMULA_RE2, SingleFileWriter, headers, kind_of_field,
+)
 from sinks.writers.columns import clean_text, text_column
 
 _BUFFER = 64 << 10
@@ -40,6 +49,11 @@ class CsvWriter(SingleFileWriter):
         # QUOTE_MINIMAL: the delimiter, the quote and the line terminator's characters
         specials = {self._delim, '"', *self._term}
         self._needs_quote = "[" + "".join(re.escape(ch) for ch in sorted(specials)) + "]"
+        # a text cell as it is: nothing to sanitize, escape, quote, nor a CR (``plain``'s rule)
+        self._as_is = "|".join([BAD_RE2, self._needs_quote[:-1] + "\r]",
+                                *([FORMULA_RE2] if doc.escapeFormulas else [])])
+        self._arrow = pcsv.WriteOptions(include_header=False, delimiter=self._delim,
+                                        eol=self._term, quoting_style="none")
         self._kinds = [kind_of_field(f) for f in schema]
         self._plain = [not (_CHARS.get(k, specials) | ({*doc.infText} if k == "float" else set()))
                        & specials for k in self._kinds]
@@ -55,35 +69,65 @@ class CsvWriter(SingleFileWriter):
         return text_column(self._kinds[c], col, self.names[c], self.quality, self.doc,
                            escape=self.doc.escapeFormulas)
 
+    def _cells(self, c: int, col: pa.Array) -> tuple[pa.Array, bool]:
+        """``(cells, quote-free)`` of column ``c``: its text (:meth:`_column`), or ``col`` itself
+        when Arrow's CSV writer renders it so (ints, decimals, text with nothing to change);
+        quote-free when no cell can need quoting or a CR rule."""
+        kind = self._kinds[c]
+        if kind in ("int", "decimal"):
+            return col, True
+        if (kind == "text" and pa.types.is_string(col.type)
+                and not pc.any(pc.match_substring_regex(col, self._as_is)).as_py()):
+            return col, True
+        cells = self._column(c, col)
+        return cells, self._plain[c] or cells.null_count == len(cells)
+
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append the rows of ``batch`` (columns as the writer's schema)."""
         self._check_batch(batch)
         if batch.num_rows == 0:
             return
-        columns = [self._column(c, col) for c, col in enumerate(batch.columns)]
+        cells = [self._cells(c, col) for c, col in enumerate(batch.columns)]
+        columns, free = [col for col, _ in cells], [ok for _, ok in cells]
         cr_rows = None
         if not self._excel:
             for c, kind in enumerate(self._kinds):
-                if kind in ("text", "mixed"):
+                if kind in ("text", "mixed") and not free[c]:
                     hit = pc.fill_null(pc.match_substring(columns[c], "\r"), False)
                     cr_rows = hit if cr_rows is None else pc.or_(cr_rows, hit)
             if cr_rows is not None and not pc.any(cr_rows).as_py():
                 cr_rows = None
-        self._write_records(columns, cr_rows)
+        needs = [None if ok else self._need(col) for ok, col in zip(free, columns)]
+        if cr_rows is None and len(columns) > 1 and not any(n is not None for n in needs):
+            # no cell to quote: Arrow's writer is the csv module's QUOTE_MINIMAL here
+            sink = pa.BufferOutputStream()
+            pcsv.write_csv(pa.RecordBatch.from_arrays(columns, [""] * len(columns)),
+                           sink, self._arrow)
+            self._file.write(sink.getvalue())
+        else:
+            self._write_records([col if pa.types.is_string(col.type) else col.cast(pa.string())
+                                 for col in columns], cr_rows, needs=needs)
         self.rows += batch.num_rows
 
+    def _need(self, col: pa.Array) -> pa.Array | None:
+        """Which cells of text ``col`` need quotes (QUOTE_MINIMAL), or None when none do."""
+        need = pc.fill_null(pc.match_substring_regex(col, self._needs_quote), False)
+        return need if pc.any(need).as_py() else None
+
     def _write_records(self, columns: list[pa.Array], cr_rows: pa.Array | None,
-                       header: bool = False) -> None:
+                       header: bool = False, needs: list[pa.Array | None] | None = None) -> None:
+        """Write ``columns`` (text) as records; ``needs``: per column, which cells need quotes
+        (None: none), else found here."""
         out = []
         for c, col in enumerate(columns):
             if cr_rows is None and (col.null_count == len(col) or not header and self._plain[c]):
                 out.append(col)
                 continue
-            need = pc.fill_null(pc.match_substring_regex(col, self._needs_quote), False)
+            need = needs[c] if needs is not None else self._need(col)
             if cr_rows is not None:
-                need = pc.or_(need, cr_rows)
+                need = cr_rows if need is None else pc.or_(need, cr_rows)
                 col = pc.if_else(cr_rows, pc.fill_null(col, ""), col)
-            if pc.any(need).as_py():
+            if need is not None:
                 quoted = pc.binary_join_element_wise(
                     '"', pc.replace_substring(col, '"', '""'), '"', "")
                 col = pc.if_else(need, quoted, col)

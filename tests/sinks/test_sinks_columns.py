@@ -132,3 +132,59 @@ def test_text_writers_match_the_cell_by_cell_writers_on_nasty_text(tmp_path):
             rf, rr = fast.close(), ref.close()
             assert rf.path.read_bytes() == rr.path.read_bytes(), (fmt, kw, j)
             assert rf.quality == rr.quality
+
+
+def _clean_batch(n: int = 300) -> pa.RecordBatch:
+    """Every kind the csv writer hands to Arrow's CSV writer as it is or as text, with nulls,
+    and nothing to quote, clean or escape (but ``-5`` in ``i``: numbers are never escaped)."""
+    import decimal
+
+    rng = random.Random(7)
+    words = ["plain", "", None, "é", "emoji \U0001F600", "back\\slash", "'", "x y", "N14228"]
+    return pa.record_batch({
+        "t": pa.array([rng.choice(words) for _ in range(n)], pa.string()),
+        "i": pa.array([rng.choice([None, 0, -5, 2**62, -(2**63)]) for _ in range(n)], pa.int64()),
+        "d": pa.array([rng.choice([None, decimal.Decimal("-1.250"), decimal.Decimal("0.000"),
+                                   decimal.Decimal("123456789.5")]) for _ in range(n)],
+                      pa.decimal128(12, 3)),
+        "f": pa.array([rng.choice([None, float("nan"), -0.0, 2.5, 1e16, 5e-324])
+                       for _ in range(n)], pa.float64()),
+        "b": pa.array([rng.choice([None, True, False]) for _ in range(n)]),
+        "ts": pa.array([rng.choice([None, 0, 1_234_567]) for _ in range(n)],
+                       pa.int64()).cast(pa.timestamp("us", "Asia/Kolkata")),
+        "n": pa.nulls(n, pa.string()),
+    })
+
+
+def test_batches_with_nothing_to_quote_go_through_arrows_writer_byte_for_byte(tmp_path,
+                                                                              monkeypatch):
+    """A batch with no cell to quote is written by Arrow's CSV writer, also when a text cell is
+    cleaned or escaped first; the file is the cell-by-cell writer's in every flavour, delimiter
+    and escape setting, and a batch with one cell to quote (``t``'s first) takes the joins, byte
+    for byte too."""
+    from reference_csv import ReferenceCsvWriter
+    from sink_helpers import make_doc
+
+    from sinks.writers import csv_writer
+
+    calls = []
+    write_csv = csv_writer.pcsv.write_csv
+    monkeypatch.setattr(csv_writer.pcsv, "write_csv",
+                        lambda *a, **kw: calls.append(1) or write_csv(*a, **kw))
+    clean = _clean_batch()
+    for k, (flavour, delim, escape) in enumerate(
+            (f, d, e) for f in ("excel", "plain") for d in (",", ";", "\t", "|")
+            for e in (True, False)):
+        doc = make_doc("csv", csvFlavour=flavour, csvDelimiter=delim, escapeFormulas=escape)
+        quoted, sanitized, formula = (
+            clean.set_column(0, "t", pa.array([first] + clean["t"].to_pylist()[1:]))
+            for first in (f"a{delim}b", "ctl\x01x", "=1+2"))
+        fast = csv_writer.CsvWriter(tmp_path / f"a{k}.csv", clean.schema, doc)
+        ref = ReferenceCsvWriter(tmp_path / f"b{k}.csv", clean.schema, doc)
+        for w in (fast, ref):
+            for batch in (clean, quoted, sanitized, formula, clean.slice(7, 40)):
+                w.write_batch(batch)
+        assert len(calls) == 4 * (k + 1), (flavour, delim, escape)
+        rf, rr = fast.close(), ref.close()
+        assert rf.path.read_bytes() == rr.path.read_bytes(), (flavour, delim, escape)
+        assert rf.quality == rr.quality
