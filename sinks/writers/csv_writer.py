@@ -98,16 +98,24 @@ class CsvWriter(SingleFileWriter):
             if cr_rows is not None and not pc.any(cr_rows).as_py():
                 cr_rows = None
         needs = [None if ok else self._need(col) for ok, col in zip(free, columns)]
-        if cr_rows is None and len(columns) > 1 and not any(n is not None for n in needs):
-            # no cell to quote: Arrow's writer is the csv module's QUOTE_MINIMAL here
-            sink = pa.BufferOutputStream()
-            pcsv.write_csv(pa.RecordBatch.from_arrays(columns, [""] * len(columns)),
-                           sink, self._arrow)
-            self._file.write(sink.getvalue())
-        else:
+        if not (cr_rows is None and len(columns) > 1 and all(n is None for n in needs)
+                and self._write_as_is(columns)):
             self._write_records([col if pa.types.is_string(col.type) else col.cast(pa.string())
                                  for col in columns], cr_rows, needs=needs)
         self.rows += batch.num_rows
+
+    def _write_as_is(self, columns: list[pa.Array]) -> bool:
+        """Write ``columns``, no cell of which needs quoting, with Arrow's CSV writer (the csv
+        module's QUOTE_MINIMAL output then); False, writing nothing, if Arrow finds a cell it
+        would have to quote (its structural characters: the delimiter, ``"``, CR, LF)."""
+        sink = pa.BufferOutputStream()
+        try:
+            pcsv.write_csv(pa.RecordBatch.from_arrays(columns, [""] * len(columns)), sink,
+                           self._arrow)
+        except pa.ArrowInvalid:
+            return False
+        self._file.write(sink.getvalue())
+        return True
 
     def _need(self, col: pa.Array) -> pa.Array | None:
         """Which cells of text ``col`` need quotes (QUOTE_MINIMAL), or None when none do."""

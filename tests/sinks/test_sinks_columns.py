@@ -188,3 +188,17 @@ def test_batches_with_nothing_to_quote_go_through_arrows_writer_byte_for_byte(tm
         rf, rr = fast.close(), ref.close()
         assert rf.path.read_bytes() == rr.path.read_bytes(), (flavour, delim, escape)
         assert rf.quality == rr.quality
+
+
+def test_a_cell_arrow_would_quote_leaves_the_batch_to_the_joins(tmp_path):
+    """``_write_as_is`` writes nothing and answers False when Arrow's writer meets a cell it
+    would have to quote, so the caller's joins write the batch."""
+    from sink_helpers import make_doc
+
+    from sinks.writers.csv_writer import CsvWriter
+
+    schema = pa.schema([("a", pa.string()), ("b", pa.string())])
+    w = CsvWriter(tmp_path / "a.csv", schema, make_doc("csv", csvFlavour="plain"))
+    assert w._write_as_is([pa.array(["x", "y"]), pa.array(["1", "2"])])
+    assert not w._write_as_is([pa.array(["x", "cr\rx"]), pa.array(["1", "2"])])
+    assert w.close().path.read_bytes() == b"a,b\nx,1\ny,2\n"
