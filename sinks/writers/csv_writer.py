@@ -31,7 +31,7 @@ _BUFFER = 64 << 10
 _BOM = "\ufeff".encode()
 #: Every character a column of each kind may hold (floats: also ``doc.infText``); unlisted:
 #: anything.
-_CHARS = {"int": set("-0123456789"), "decimal": set("-0123456789."),
+_CHARS = {"int": set("-0123456789"), "decimal": set("-+.0123456789E"),
           "float": set("-+.0123456789e"), "bool": set("truefals"),
           "datetime": set("+-.:0123456789T"), "date": set("+-0123456789")}
 
@@ -52,8 +52,12 @@ class CsvWriter(SingleFileWriter):
         # a text cell as it is: nothing to sanitize, escape, quote, nor a CR (``plain``'s rule)
         self._as_is = "|".join([BAD_RE2, self._needs_quote[:-1] + "\r]",
                                 *([FORMULA_RE2] if doc.escapeFormulas else [])])
-        self._arrow = pcsv.WriteOptions(include_header=False, delimiter=self._delim,
-                                        eol=self._term, quoting_style="none")
+        try:
+            self._arrow: pcsv.WriteOptions | None = pcsv.WriteOptions(
+                include_header=False, delimiter=self._delim, eol=self._term,
+                quoting_style="none")
+        except ValueError:  # Arrow takes an ASCII delimiter other than NUL only: joins always
+            self._arrow = None
         self._kinds = [kind_of_field(f) for f in schema]
         self._plain = [not (_CHARS.get(k, specials) | ({*doc.infText} if k == "float" else set()))
                        & specials for k in self._kinds]
@@ -71,10 +75,11 @@ class CsvWriter(SingleFileWriter):
 
     def _cells(self, c: int, col: pa.Array) -> tuple[pa.Array, bool]:
         """``(cells, quote-free)`` of column ``c``: its text (:meth:`_column`), or ``col`` itself
-        when Arrow's CSV writer renders it so (ints, decimals, text with nothing to change);
-        quote-free when no cell can need quoting or a CR rule."""
+        when Arrow's CSV writer renders it so (ints and decimals whose characters cannot be the
+        delimiter, text with nothing to change); quote-free when no cell can need quoting or a
+        CR rule."""
         kind = self._kinds[c]
-        if kind in ("int", "decimal"):
+        if kind in ("int", "decimal") and self._plain[c]:
             return col, True
         if (kind == "text" and pa.types.is_string(col.type)
                 and not pc.any(pc.match_substring_regex(col, self._as_is)).as_py()):
@@ -98,8 +103,8 @@ class CsvWriter(SingleFileWriter):
             if cr_rows is not None and not pc.any(cr_rows).as_py():
                 cr_rows = None
         needs = [None if ok else self._need(col) for ok, col in zip(free, columns)]
-        if not (cr_rows is None and len(columns) > 1 and all(n is None for n in needs)
-                and self._write_as_is(columns)):
+        if not (cr_rows is None and len(columns) > 1 and self._arrow is not None
+                and all(n is None for n in needs) and self._write_as_is(columns)):
             self._write_records([col if pa.types.is_string(col.type) else col.cast(pa.string())
                                  for col in columns], cr_rows, needs=needs)
         self.rows += batch.num_rows

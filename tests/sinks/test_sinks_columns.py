@@ -202,3 +202,34 @@ def test_a_cell_arrow_would_quote_leaves_the_batch_to_the_joins(tmp_path):
     assert w._write_as_is([pa.array(["x", "y"]), pa.array(["1", "2"])])
     assert not w._write_as_is([pa.array(["x", "cr\rx"]), pa.array(["1", "2"])])
     assert w.close().path.read_bytes() == b"a,b\nx,1\ny,2\n"
+
+
+def test_a_delimiter_a_number_can_hold_or_arrow_cannot_take_is_quoted_as_the_oracle_does(
+        tmp_path):
+    """``csvDelimiter`` may be ``-``, ``.``, a digit or ``E`` (which numbers hold: such cells are
+    quoted) or a character Arrow's writer refuses (non-ASCII: the joins write every batch)."""
+    import decimal
+
+    from reference_csv import ReferenceCsvWriter
+    from sink_helpers import make_doc
+
+    from sinks.writers.csv_writer import CsvWriter
+
+    batch = pa.record_batch({
+        "i": pa.array([-1, 10, None], pa.int64()),
+        "d": pa.array([decimal.Decimal("1.5"), None, decimal.Decimal("-0.5")],
+                      pa.decimal128(5, 1)),
+        "e": pa.array([decimal.Decimal("3.791E+5"), None, decimal.Decimal("0E+2")],
+                      pa.decimal128(4, -2)),  # Arrow writes 3.791E+5
+        "t": pa.array(["x", "y", None]),
+    })
+    for delim in ("-", ".", "1", "E", "+", "é", "€"):
+        for flavour in ("excel", "plain"):
+            doc = make_doc("csv", csvFlavour=flavour, csvDelimiter=delim)
+            for b in (batch, batch.select(["i"])):  # the one-column record too
+                fast = CsvWriter(tmp_path / "a.csv", b.schema, doc)
+                ref = ReferenceCsvWriter(tmp_path / "b.csv", b.schema, doc)
+                for w in (fast, ref):
+                    w.write_batch(b)
+                assert fast.close().path.read_bytes() == ref.close().path.read_bytes(), (
+                    delim, flavour, b.num_columns)
