@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from alerting.amconfig import cached_template_set, load_alertmanager_config
+from alerting.intake import format_time
 from alerting.model import Message
 from alerting.receivers import build_requests
 from alerting.receivers.email import build_email
@@ -58,19 +59,13 @@ ALERTS = [
 ENDED = "2024-03-05T11:00:00.25Z"
 
 
-def _iso(t: float) -> str:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 def _recent() -> list[dict]:
     """``ALERTS`` started a moment ago. Alertmanager flushes a new group at once
     when an alert's ``startsAt`` + group_wait is already past (dispatch.go
     ``insert``), which may fall between the two alerts of one POST; started
     now, both are in the group when group_wait ends."""
     now = float(int(time.time()))
-    return [a | {"startsAt": _iso(now - 1.5 + i)} for i, a in enumerate(ALERTS)]
+    return [a | {"startsAt": format_time(now - 1.5 + i)} for i, a in enumerate(ALERTS)]
 
 
 class _Capture(BaseHTTPRequestHandler):
@@ -153,7 +148,7 @@ def _alertmanager_sends(tmp_path: Path
         assert resp.status_code == 200, resp.text
         wait_for(lambda: len(_Capture.seen) >= 3 and inbox.mails, 30, "Alertmanager's requests")
         # the same alerts ended: PagerDuty's resolve and Opsgenie's close follow
-        ended = _iso(time.time())
+        ended = format_time(time.time())
         resp = httpx.post(f"{url}/api/v2/alerts", json=[a | {"endsAt": ended} for a in alerts],
                           timeout=10)
         assert resp.status_code == 200, resp.text
