@@ -76,7 +76,7 @@ class FetchPage(Payload):
 
 class PageBatch(Payload):
     """``export.pages``: one page of rows, inline (``rows``/``rowsJson``), as ``blobKey`` (a JSON
-    array in object storage) or ``shardKey`` (already in its Parquet shard). Its place is
+    array in object storage) or ``shardKey`` (already in its shard, an Arrow IPC file). Its place is
     (``partition``, ``seq``); ``isLast`` closes a partition (docs/events.md, "Push contract").
     Raises ``ValueError`` when ``partition >= partitions``."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import shutil
 import sys
@@ -31,8 +30,8 @@ from sinks.writers import open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
 from streams.emits import lifecycle, record
-from streams.layout import (QUALITY_KEY, PageKey, following, page_keys, parse_shard_key,
-                           shard_key, shard_prefix)
+from streams.layout import (QUALITY_KEY, PageKey, following, legacy_shard_key, page_keys,
+                           parse_shard_key, shard_key, shard_prefix)
 
 log = get_logger("plait.files")
 
@@ -64,27 +63,56 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+#: Arrow IPC options of a shard: LZ4 frames (encodes ~4x faster than Parquet: docs/perf-notes.md,
+#: "Page shards").
+_SHARD_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
+#: Unthreaded, as Parquet shards are read (below).
+_SHARD_READ = pa.ipc.IpcReadOptions(use_threads=False)
+_PARQUET_MAGIC = b"PAR1"
+
+
 def encode_shard(batch: pa.RecordBatch, quality: dict[str, int]) -> bytes:
-    """A record batch as Parquet bytes, quality counts in the schema metadata, the digits of each
-    ``int64`` column in its field metadata (``with_int_digits``: read by ``unify_schemas``)."""
+    """A record batch as an Arrow IPC file (LZ4-compressed buffers), quality counts in the schema
+    metadata, the digits of each ``int64`` column in its field metadata (``with_int_digits``:
+    read by ``unify_schemas``). Transient and read at most once: fast to write beats small."""
     meta = dict(batch.schema.metadata or {}) | {QUALITY_KEY: json.dumps(quality).encode()}
-    table = pa.Table.from_batches([with_int_digits(batch).replace_schema_metadata(meta)])
-    buf = io.BytesIO()
-    # transient, read at most once: fast to write beats small (docs/perf-notes.md)
-    pq.write_table(table, buf, compression="lz4", use_dictionary=False,
-                   write_statistics=False)
-    return buf.getvalue()
+    batch = with_int_digits(batch).replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, batch.schema, options=_SHARD_IPC) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def read_shard(source: bytes | Path) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
+    """A shard's schema (with its metadata) and its record batches, lazily, from its bytes or its
+    file (memory-mapped): an Arrow IPC file, or Parquet (a shard an earlier version stored,
+    ``streams.layout.LEGACY_SHARD_SUFFIX``). Read unthreaded: a threaded read can abort the
+    interpreter at exit (apache/arrow#33975). Raises ``pyarrow.ArrowInvalid`` when it is
+    neither."""
+    data = pa.memory_map(str(source)).read_buffer() if isinstance(source, Path) else source
+    if bytes(data[:4]) == _PARQUET_MAGIC:
+        shard = pq.ParquetFile(pa.BufferReader(data))
+        return shard.schema_arrow, shard.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+    reader = pa.ipc.open_file(pa.BufferReader(data), options=_SHARD_READ)
+    return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
 
 
 def decode_shard(data: bytes) -> tuple[pa.RecordBatch, dict[str, int]]:
-    """A shard's rows as one batch and its quality counts. Read unthreaded: a
-    threaded read can abort the interpreter at exit (apache/arrow#33975)."""
-    table = pq.read_table(pa.BufferReader(data), use_threads=False)
-    quality = shard_quality(table.schema)
-    table = table.replace_schema_metadata(None)
-    batches = table.combine_chunks().to_batches()
-    batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
-    return batch, quality
+    """A shard's rows as one batch (schema without metadata) and its quality counts."""
+    schema, batches = read_shard(data)
+    table = pa.Table.from_batches(list(batches), schema=schema).replace_schema_metadata(None)
+    merged = table.combine_chunks().to_batches()
+    batch = merged[0] if merged else pa.RecordBatch.from_pylist([], schema=table.schema)
+    return batch, shard_quality(schema)
+
+
+def get_shard(store: ObjectStore, key: str) -> bytes:
+    """Blocking: the shard stored at ``key`` (a :func:`streams.layout.shard_key`), or at its legacy
+    key. Raises ``KeyError`` / ``FileNotFoundError`` when neither is stored."""
+    try:
+        return store.get_bytes(key)
+    except (KeyError, FileNotFoundError):
+        return store.get_bytes(legacy_shard_key(key))
 
 
 def page_shard(rows: list[dict], doc: DocumentConfig, seq: int,
@@ -329,14 +357,12 @@ def _drain(store: ObjectStore, tf: TaskFile) -> None:
             tf.append(key, held[0], held[0].schema, held[1])
             continue
         try:
-            data = store.get_bytes(shard_key(tf.task_id, key.seq, key.partition))
+            schema, batches = read_shard(get_shard(store, shard_key(tf.task_id, key.seq,
+                                                                     key.partition)))
         except (KeyError, FileNotFoundError):
             tf.order.ahead.discard(key)
             return
-        shard = pq.ParquetFile(pa.BufferReader(data))
-        schema = shard.schema_arrow
-        tf.append(key, shard.iter_batches(batch_size=BATCH_ROWS, use_threads=False),
-                  schema, shard_quality(schema))
+        tf.append(key, batches, schema, shard_quality(schema))
 
 
 def _take_stored(ctx: Context, tf: TaskFile) -> None:
@@ -349,7 +375,8 @@ def _take_stored(ctx: Context, tf: TaskFile) -> None:
     while not order.complete and order.next not in order.ahead:
         nxt = order.next
         key = shard_key(tf.task_id, nxt.seq, nxt.partition)
-        if key in ctx.handed or not ctx.store.exists(key):
+        if key in ctx.handed or not (ctx.store.exists(key)
+                                     or ctx.store.exists(legacy_shard_key(key))):
             return
         order.ahead.add(nxt)
         _drain(ctx.store, tf)
@@ -451,7 +478,12 @@ def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: Doc
     ends = [last] if isinstance(last, int) else list(last)
     keys = list(page_keys(ends))
     present = set(store.list(shard_prefix(task_id)))
-    missing = [k for k in keys if shard_key(task_id, k.seq, k.partition) not in present]
+    stored = {}  # page -> the key its shard is stored at (an earlier version's, or this one's)
+    for k in keys:
+        key = shard_key(task_id, k.seq, k.partition)
+        stored[k] = key if key in present or legacy_shard_key(key) not in present \
+            else legacy_shard_key(key)
+    missing = [k for k in keys if stored[k] not in present]
     if missing and len(ends) == 1:
         raise PermanentError(f"shards missing for pages {[k.seq for k in missing[:10]]} "
                              f"of 0..{ends[0]}")
@@ -462,12 +494,12 @@ def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: Doc
         work = Path(tmp)
         paths, quality = [], {}
         for n, key in enumerate(keys):
-            path = work / f"{n:08d}.parquet"
-            path.write_bytes(store.get_bytes(shard_key(task_id, key.seq, key.partition)))
+            path = work / f"{n:08d}.shard"
+            path.write_bytes(store.get_bytes(stored[key]))
             paths.append(path)
         schemas = []
         for path in paths:
-            schema = pq.read_schema(path)
+            schema, _ = read_shard(path)
             _add(quality, shard_quality(schema))
             schemas.append(schema.remove_metadata())
         schema = unify_schemas(schemas)
@@ -480,7 +512,7 @@ def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: Doc
             writer = open_writer(out, schema, doc)
             for (_, seq), path in zip(keys, paths):
                 try:
-                    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS):
+                    for batch in read_shard(path)[1]:
                         writer.write_batch(conform(batch, schema))
                 except PermanentError:
                     raise

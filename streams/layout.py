@@ -1,8 +1,9 @@
 """Object-store keys of a task's intermediate data, and its cleanup:
 ``pages/{taskId}/...json`` (blobs too big to go inline) and
-``shards/{taskId}/[p{partition:05d}/]{seq:08d}.parquet``, keyed by
+``shards/{taskId}/[p{partition:05d}/]{seq:08d}.arrow``, keyed by
 (task id, :class:`PageKey`) so a redelivery overwrites its own
-(docs/kafka-rules.md #1)."""
+(docs/kafka-rules.md #1). Shards stored as ``.parquet`` by an earlier version are still read
+(:func:`legacy_shard_key`), so an export running across an upgrade keeps its pages."""
 from __future__ import annotations
 
 import asyncio
@@ -40,11 +41,22 @@ def shard_prefix(task_id: str) -> str:
     return f"shards/{task_id}/"
 
 
+#: A shard's file name ends with this (an Arrow IPC file, ``streams.files.encode_shard``).
+SHARD_SUFFIX = ".arrow"
+#: What an earlier version's shards (Parquet) end with.
+LEGACY_SHARD_SUFFIX = ".parquet"
+
+
 def shard_key(task_id: str, seq: int, partition: int = 0) -> str:
     """Page (``partition``, ``seq``)'s shard key; keys sort in file order."""
     if partition == 0:
-        return f"{shard_prefix(task_id)}{seq:08d}.parquet"
-    return f"{shard_prefix(task_id)}p{partition:05d}/{seq:08d}.parquet"
+        return f"{shard_prefix(task_id)}{seq:08d}{SHARD_SUFFIX}"
+    return f"{shard_prefix(task_id)}p{partition:05d}/{seq:08d}{SHARD_SUFFIX}"
+
+
+def legacy_shard_key(key: str) -> str:
+    """Where an earlier version stored the shard of :func:`shard_key` ``key``."""
+    return key.removesuffix(SHARD_SUFFIX) + LEGACY_SHARD_SUFFIX
 
 
 def parse_shard_key(task_id: str, key: str) -> PageKey | None:
@@ -56,8 +68,9 @@ def parse_shard_key(task_id: str, key: str) -> PageKey | None:
         if not head.isdigit():
             return None
         partition = int(head)
-    name = rest.removesuffix(".parquet")
-    if rest == key or name == rest or not name.isdigit():
+    name = next((rest[:-len(s)] for s in (SHARD_SUFFIX, LEGACY_SHARD_SUFFIX) if rest.endswith(s)),
+                "")
+    if rest == key or not name.isdigit():
         return None
     return PageKey(partition, int(name))
 

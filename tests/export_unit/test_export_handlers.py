@@ -7,17 +7,25 @@ import csv
 import io
 import json
 
-import pyarrow.parquet as pq
+import pyarrow as pa
 import pytest
 
 from plait import topics as T
 from plait.events import (CancelRequested, FetchPage, FinalizeRequested, Lifecycle, PageBatch)
 from streams.control import after_cancel, cancel, project
+from streams.files import read_shard
 from streams.finalize import after_finalize, finalize
 from streams.handlers import admit, after_admit, after_fetch, fetch
 from streams.layout import QUALITY_KEY, page_key, shard_key
 from streams.shards import after_write_shard, write_shard
 from export_harness import request, running, spec
+
+
+def shard_table(data: bytes) -> pa.Table:
+    """A stored shard as a table, its schema metadata kept."""
+    schema, batches = read_shard(data)
+    return pa.Table.from_batches(list(batches), schema=schema)
+
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -83,7 +91,7 @@ async def test_fetch_emits_the_page_and_the_next_command_and_records_the_cursor(
     assert (page.seq, page.rowCount, page.rowsBefore, page.isLast, page.totalRows) == (
         3, 100, 300, False, 1000)
     assert page.rows is None and page.shardKey == shard_key("t1", 3)  # only a key travels
-    shard = pq.read_table(io.BytesIO(ctx.store.get_bytes(shard_key("t1", 3))))
+    shard = shard_table(ctx.store.get_bytes(shard_key("t1", 3)))
     assert shard.column("id").to_pylist()[:2] == [0, 1]
     assert (nxt.seq, nxt.runtimeContext, nxt.rowsBefore) == (4, {"page": 4}, 400)
     assert data_api.requests[0]["runtimeContext"] == {"pageSize": 100, "page": 3}
@@ -123,7 +131,7 @@ async def test_a_fetched_page_travels_as_its_shard_and_a_pushed_blob_still_works
     data_api.pages[0] = (rows, True)
     [emit] = await fetch(ctx, FetchPage(taskId="t1", seq=0, spec=spec()))
     assert emit.payload.rows is None and emit.payload.blobKey is None
-    table = pq.read_table(io.BytesIO(ctx.store.get_bytes(emit.payload.shardKey)))
+    table = shard_table(ctx.store.get_bytes(emit.payload.shardKey))
     assert table.to_pylist() == rows and QUALITY_KEY in table.schema.metadata
     # a push-mode producer's page blob (JSON) is still read
     ctx.store.put_bytes(page_key("t2", 0), json.dumps(rows).encode())
@@ -141,7 +149,7 @@ async def test_write_shard_stores_the_page_reports_progress_and_the_last_page_pu
     rows = [{"id": i, "name": f"n{i}"} for i in range(10)]
     page = PageBatch(taskId="t1", seq=0, rows=rows, rowCount=10, spec=spec())
     assert kinds(await write_shard(ctx, page)) == [(T.LIFECYCLE, "PROGRESS")]
-    table = pq.read_table(io.BytesIO(ctx.store.get_bytes(shard_key("t1", 0))))
+    table = shard_table(ctx.store.get_bytes(shard_key("t1", 0)))
     assert table.num_rows == 10 and QUALITY_KEY in table.schema.metadata
     last = PageBatch(taskId="t1", seq=1, rows=rows, rowCount=10, rowsBefore=10, isLast=True,
                      truncated=True, spec=spec())

@@ -17,7 +17,8 @@ from plait.events import PageBatch
 from plait.spec import ExportSpec
 from streams import files
 from streams.files import PageOrder
-from streams.layout import PageKey, following, page_keys, parse_shard_key, shard_key
+from streams.layout import (PageKey, following, legacy_shard_key, page_keys, parse_shard_key,
+                            shard_key)
 from streams.shards import after_write_shard, write_shard
 from streams.sweeper import sweep
 
@@ -75,7 +76,11 @@ def test_page_keys_sort_in_file_order_and_round_trip():
     assert sorted(shard_key("t", k.seq, k.partition) for k in keys) == [
         shard_key("t", k.seq, k.partition) for k in sorted(keys)]
     assert all(parse_shard_key("t", shard_key("t", k.seq, k.partition)) == k for k in keys)
-    assert parse_shard_key("t", "shards/t/x.parquet") is None
+    assert parse_shard_key("t", "shards/t/x.arrow") is None
+    assert parse_shard_key("t", "shards/t/00000003.csv") is None
+    # an earlier version's shards (Parquet) keep their place
+    assert parse_shard_key("t", legacy_shard_key(shard_key("t", 3, 2))) == PageKey(2, 3)
+    assert legacy_shard_key(shard_key("t", 3)) == "shards/t/00000003.parquet"
     assert following(PageKey(0, 2), {0: 2}) == PageKey(1, 0)
     assert following(PageKey(0, 2), {}) == PageKey(0, 3)
     assert list(page_keys([1, 0])) == [PageKey(0, 0), PageKey(0, 1), PageKey(1, 0)]

@@ -9,17 +9,22 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import json
 import tracemalloc
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from export_harness import request, running, spec
 from plait import topics as T
 from plait.events import FetchPage, PageBatch
-from sinks.values import rows_to_batch
+from plait.errors import PermanentError
+from sinks.values import rows_to_batch, with_int_digits
 from streams import files
 from streams.context import Context
 from streams.finalize import finalize
+from streams.layout import QUALITY_KEY, legacy_shard_key
 from plait.events import FinalizeRequested
 from streams.handlers import AHEAD_PAGES, after_fetch, fetch
 from streams.runtime import Route, Runtime
@@ -103,23 +108,37 @@ async def test_a_new_worker_mid_task_catches_up_from_the_shards(make_ctx):
     assert [int(r[0]) for r in file_rows(b, emits[-1].payload)] == list(range(40))
 
 
-def stored(ctx: Context, seq: int):
-    """Store page ``seq`` of task t1 as its shard, as a fetch step does; (key, batch, quality)."""
+def parquet_shard(batch, quality: dict) -> bytes:
+    """A shard as an earlier version stored it: Parquet, quality counts in the schema metadata."""
+    meta = {QUALITY_KEY: json.dumps(quality).encode()}
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_batches([with_int_digits(batch).replace_schema_metadata(meta)]),
+                   buf, compression="lz4", use_dictionary=False, write_statistics=False)
+    return buf.getvalue()
+
+
+def stored(ctx: Context, seq: int, legacy: bool = False):
+    """Store page ``seq`` of task t1 as its shard, as a fetch step does (``legacy``: as an earlier
+    version did, Parquet at the ``.parquet`` key); (key, batch, quality)."""
     batch, quality = rows_to_batch(ids(seq), spec().documentConfig, page=seq)
     key = files.shard_key("t1", seq, 0)
-    ctx.store.put_bytes(key, files.encode_shard(batch, quality))
+    if legacy:
+        ctx.store.put_bytes(legacy_shard_key(key), parquet_shard(batch, quality))
+    else:
+        ctx.store.put_bytes(key, files.encode_shard(batch, quality))
     return key, batch, quality
 
 
+@pytest.mark.parametrize("legacy", [False, True], ids=["arrow", "parquet-of-an-earlier-version"])
 async def test_next_pages_stored_elsewhere_are_taken_from_their_shards_one_probe_each(
-        make_ctx, monkeypatch):
+        make_ctx, monkeypatch, legacy):
     # given worker A's file holds page 0, and pages 1 and 2 were stored by a worker whose
     # events A never sees
     a = make_ctx()
     await running(a, "t1")
     await write_shard(a, page(0, ids(0)))
     for seq in (1, 2):
-        stored(a, seq)
+        stored(a, seq, legacy)
 
     def refuse(*_a):
         raise AssertionError("listed every shard of the task")
@@ -128,6 +147,36 @@ async def test_next_pages_stored_elsewhere_are_taken_from_their_shards_one_probe
     emits = await write_shard(a, page(3, ids(3), last=True))
     # then 1 and 2 come from their shards, each found by its own key, and the file is whole
     assert [int(r[0]) for r in file_rows(a, emits[-1].payload)] == list(range(40))
+
+
+async def test_a_task_running_across_an_upgrade_keeps_the_pages_an_earlier_version_stored(
+        make_ctx):
+    # given an earlier version stored pages 0 and 1 as Parquet shards, then stopped
+    b = make_ctx()
+    await running(b, "t1")
+    for seq in (0, 1):
+        stored(b, seq, legacy=True)
+    # when this version's worker (no file yet) gets page 2, then the last page
+    await write_shard(b, page(2, ids(2)))
+    assert b.files["t1"].next_seq == 3  # 0..1 caught up from the Parquet shards
+    emits = await write_shard(b, page(3, ids(3), last=True))
+    # then the file holds every row exactly once, in order
+    assert [int(r[0]) for r in file_rows(b, emits[-1].payload)] == list(range(40))
+
+
+async def test_a_file_built_from_shards_of_both_versions_holds_every_row_in_order(make_ctx):
+    # given pages 0 and 2 stored as Parquet by an earlier version, 1 and 3 by this one
+    ctx = make_ctx()
+    for seq in range(4):
+        stored(ctx, seq, legacy=seq % 2 == 0)
+    # when the file is built from the shards (no grown file)
+    built = files.build_file(ctx.store, "t1", 3, spec().documentConfig)
+    # then it holds every row once, in page order, and a missing shard is still named
+    text = ctx.store.get_bytes(built.key).decode("utf-8-sig")
+    assert [int(r[0]) for r in list(csv.reader(io.StringIO(text)))[1:]] == list(range(40))
+    ctx.store.delete_prefix(legacy_shard_key(files.shard_key("t1", 2)))
+    with pytest.raises(PermanentError, match=r"shards missing for pages \[2\]"):
+        files.build_file(ctx.store, "t1", 3, spec().documentConfig)
 
 
 async def test_a_next_page_fetched_here_waits_for_its_own_event(make_ctx):
@@ -403,10 +452,10 @@ def test_handed_off_pages_are_bounded(make_ctx, monkeypatch):
     monkeypatch.setattr(files, "HANDOFF_BYTES", 3500)
     batch = pa.RecordBatch.from_pydict({"x": list(range(200))})  # 1,600 bytes
     for seq in range(5):
-        files.hand_off(ctx, f"shards/t1/{seq:08d}.parquet", batch, {})
+        files.hand_off(ctx, files.shard_key("t1", seq), batch, {})
     # only the newest fit; the writer reads the older ones from their shards
-    assert list(ctx.handed) == ["shards/t1/00000003.parquet", "shards/t1/00000004.parquet"]
-    assert files.take_handed(ctx, "shards/t1/00000000.parquet") is None
+    assert list(ctx.handed) == [files.shard_key("t1", 3), files.shard_key("t1", 4)]
+    assert files.take_handed(ctx, files.shard_key("t1", 0)) is None
 
 
 async def fetch_three_pages(ctx: Context, s, data_api) -> None:

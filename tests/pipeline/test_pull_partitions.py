@@ -19,6 +19,7 @@ import redis
 
 from ops.stack import Stack
 from stack_env import drop_redis_keys, isolated_env
+from streams.layout import SHARD_SUFFIX
 from support import (fetch_file, read_rows, seq_spec, submit, topic_records, wait_for,
                      wait_task)
 
@@ -132,14 +133,14 @@ def test_cancel_mid_partition_stops_every_partition(stack):
     assert task["status"] == "CANCELLED" and "file" not in task
     at_cancel = fetched_marks(stack, task_id)
     shards = stack.data_dir / "storage" / "shards" / task_id
-    wait_for(lambda: not list(shards.rglob("*.parquet")), 30, "the shards deleted")
+    wait_for(lambda: not list(shards.rglob(f"*{SHARD_SUFFIX}")), 30, "the shards deleted")
     time.sleep(1.0)  # a fixed window in which no partition may fetch a page
     # a step past its last status check when the cancel landed may still
     # record its page; no chain goes on beyond it
     after = fetched_marks(stack, task_id)
     assert after.keys() == at_cancel.keys()
     assert all(at_cancel[p] <= after[p] <= at_cancel[p] + 1 for p in after), (at_cancel, after)
-    assert not list(shards.rglob("*.parquet"))
+    assert not list(shards.rglob(f"*{SHARD_SUFFIX}"))
 
 
 def fetched_marks(stack, task_id: str) -> dict[str, int]:

@@ -22,6 +22,7 @@ import pytest
 from ops.stack import Stack
 from plait.spec import ExportSpec
 from producers.sdk import PlaitProducer
+from streams.layout import SHARD_SUFFIX
 from stack_env import drop_redis_keys, isolated_env
 from support import fetch_file, read_rows, submit, topic_events, wait_for, wait_task
 
@@ -236,7 +237,7 @@ def test_kill_9_mid_task_the_new_worker_writes_every_row_once(stack, tmp_path):
     first = [(1, 1), (1, 0), (0, 0), (1, 3), (0, 1)]
     push(sdks, task_id, spec, first)
     shards = stack.data_dir / "storage" / "shards" / task_id
-    wait_for(lambda: len(list(shards.rglob("*.parquet"))) == len(first), 30,
+    wait_for(lambda: len(list(shards.rglob(f"*{SHARD_SUFFIX}"))) == len(first), 30,
              "the first pages' shards")
     # when the worker is killed with SIGKILL, a new one starts and the rest arrives
     stack.kill("worker-0")
