@@ -478,11 +478,11 @@ def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: Doc
     ends = [last] if isinstance(last, int) else list(last)
     keys = list(page_keys(ends))
     present = set(store.list(shard_prefix(task_id)))
-    stored = {}  # page -> the key its shard is stored at (an earlier version's, or this one's)
+    stored = {}  # page -> the key its shard is stored at (this version's, or an earlier one's)
     for k in keys:
         key = shard_key(task_id, k.seq, k.partition)
-        stored[k] = key if key in present or legacy_shard_key(key) not in present \
-            else legacy_shard_key(key)
+        legacy = legacy_shard_key(key)
+        stored[k] = legacy if key not in present and legacy in present else key
     missing = [k for k in keys if stored[k] not in present]
     if missing and len(ends) == 1:
         raise PermanentError(f"shards missing for pages {[k.seq for k in missing[:10]]} "
