@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -92,9 +92,21 @@ def read_shard(source: bytes | Path) -> tuple[pa.Schema, Iterable[pa.RecordBatch
     data = pa.memory_map(str(source)).read_buffer() if isinstance(source, Path) else source
     if bytes(data[:4]) == _PARQUET_MAGIC:
         shard = pq.ParquetFile(pa.BufferReader(data))
-        return shard.schema_arrow, shard.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+        return shard.schema_arrow, _checked(
+            shard.iter_batches(batch_size=BATCH_ROWS, use_threads=False))
     reader = pa.ipc.open_file(pa.BufferReader(data), options=_SHARD_READ)
-    return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
+    return reader.schema, _checked(reader.get_batch(i) for i in range(reader.num_record_batches))
+
+
+def _checked(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` fully validated, in pieces of at most :data:`BATCH_ROWS` rows. A damaged
+    shard can decode without error into offsets that abort a compute kernel (the process, not
+    the task), so ``validate`` raises ``pyarrow.ArrowInvalid`` first; the pieces are what the
+    growing file writes, so a file built from shards has its row groups and bytes."""
+    for batch in batches:
+        batch.validate(full=True)
+        for start in range(0, batch.num_rows, BATCH_ROWS):
+            yield batch.slice(start, BATCH_ROWS)
 
 
 def decode_shard(data: bytes) -> tuple[pa.RecordBatch, dict[str, int]]:

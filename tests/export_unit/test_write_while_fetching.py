@@ -198,20 +198,25 @@ async def test_a_next_page_fetched_here_waits_for_its_own_event(make_ctx):
     assert [int(r[0]) for r in file_rows(a, emits[-1].payload)] == list(range(40))
 
 
-async def test_killed_while_finishing_a_redrive_builds_the_same_file_from_shards(make_ctx):
+@pytest.mark.parametrize("fmt,rows", [("csv", 10), ("parquet", 10_000)],
+                         ids=["csv", "parquet-pages-over-BATCH_ROWS"])
+async def test_killed_while_finishing_a_redrive_builds_the_same_file_from_shards(make_ctx, fmt,
+                                                                                 rows):
     # given the last page was written and last_seq recorded, but the worker died
-    # before SUCCESS (its growing file is gone with it)
+    # before SUCCESS (its growing file is gone with it); Parquet's row groups follow the
+    # batches written, so pages over files.BATCH_ROWS rows must be cut alike both ways
+    s = spec(fmt=fmt)
     a = make_ctx()
-    await running(a, "t1")
-    for seq in range(3):
-        await write_shard(a, page(seq, ids(seq)))
-    grown = await write_shard(a, page(3, ids(3), last=True))
+    await running(a, "t1", s)
+    for seq in range(7):
+        await write_shard(a, page(seq, ids(seq, rows), s=s))
+    grown = await write_shard(a, page(7, ids(7, rows), last=True, s=s))
     expected = a.store.get_bytes(grown[-1].payload.file.key)
-    await a.checkpoints.set("t1", last_seq=3)
+    await a.checkpoints.set("t1", last_seq=7)
     b = Context(a.settings, a.topics, a.store, a.projection, a.http, a.checkpoints, a.slots,
                 a.workers, worker_id="w-b")
     # when the sweeper's FinalizeRequested reaches another worker
-    [done] = await finalize(b, FinalizeRequested(taskId="t1", lastSeq=3, spec=spec()))
+    [done] = await finalize(b, FinalizeRequested(taskId="t1", lastSeq=7, spec=s))
     # then it builds byte-identical output from the shards
     assert b.store.get_bytes(done.payload.file.key) == expected
     assert done.payload.file.sha256 == grown[-1].payload.file.sha256
