@@ -112,6 +112,13 @@ def test_worker_has_liveness_and_readiness_probes_on_its_heartbeat():
     assert worker["livenessProbe"]["periodSeconds"] <= Settings().stale_after_seconds
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_workers_of_two_versions_never_run_side_by_side(variant):
+    # an earlier worker cannot read a later one's shards (docs/architecture.md)
+    worker = one(VARIANTS[variant], "Deployment", "worker")
+    assert worker["spec"]["strategy"] == {"type": "Recreate"}
+
+
 def test_api_probes_hit_the_health_route_on_the_served_port():
     from api.app import create_api  # noqa: F401  (the route below is the app's own)
 
