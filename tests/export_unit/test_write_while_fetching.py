@@ -452,7 +452,6 @@ async def test_a_page_handed_off_in_process_writes_what_its_shard_gives(make_ctx
 
 
 def test_handed_off_pages_are_bounded(make_ctx, monkeypatch):
-    import pyarrow as pa
     ctx = make_ctx()
     monkeypatch.setattr(files, "HANDOFF_BYTES", 3500)
     batch = pa.RecordBatch.from_pydict({"x": list(range(200))})  # 1,600 bytes
