@@ -60,6 +60,7 @@ from plait.lifecycle import TERMINAL
 from plait.projection import Projection
 from plait.events import Lifecycle, decode
 from plait.kafka_admin import create_topics
+from plait.memory import release_in_background
 from plait.settings import Settings
 
 log = logging.getLogger("plait.alerting")
@@ -331,6 +332,8 @@ class AlertingService:
         for partition in counted:
             await self._publish_counters(partition)
             self.view.schedule(partition)  # GET /api/v2/alerts reads it
+        if any(fx.release_memory for _p, fx in results):
+            release_in_background()  # a storm's alerts went: their memory back to the OS
 
     def _received_from_api(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> list:
         """The ``received`` history entries of the alert commands the API

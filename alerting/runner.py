@@ -17,6 +17,7 @@ from alerting.model import Message
 from alerting.silence import SilenceRefused
 from alerting.store import PartitionState
 from plait import tracing
+from plait.memory import TrimAfterShrink
 
 log = logging.getLogger("plait.alerting")
 
@@ -50,13 +51,15 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
 class Effects:
     """What one command asks the agent to do: ``ledger`` entries (dicts) to emit, ``messages`` to
     send (state persisted), ``wake_at`` (epoch s) for a tick sooner than the timer, ``skipped`` (a
-    replay), ``writes`` made."""
+    replay), ``writes`` made, ``release_memory`` when the process should hand the memory of
+    alerts that went back to the OS (:class:`plait.memory.TrimAfterShrink`)."""
 
     ledger: list[dict[str, Any]] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     wake_at: float | None = None
     skipped: bool = False
     writes: int = 0
+    release_memory: bool = False
 
     def wake(self, at: float | None) -> None:
         """Want a tick at ``at`` (keeps the soonest; None: no wish)."""
@@ -79,6 +82,8 @@ class FunnelRunner:
         self.reloaded_at: float | None = None
         #: partition -> (PartitionState, group id -> raws pending, their sum)
         self._pending: dict[int, tuple[PartitionState, dict[str, int], int]] = {}
+        #: when a storm's alerts went (``Effects.release_memory``)
+        self.trim = TrimAfterShrink()
 
     def state(self, partition: int) -> PartitionState:
         """The partition's state, (re)loaded from the table when absent or stale."""
@@ -93,6 +98,11 @@ class FunnelRunner:
         """Drop the in-memory copy (after an error: the table is the truth)."""
         self.partitions.pop(partition, None)
         self._pending.pop(partition, None)
+
+    def open_alerts(self) -> int:
+        """Alerts (episodes: firing, or resolved and not yet settled) held in memory over every
+        partition; O(partitions)."""
+        return sum(len(ps.funnel.state["episodes"]) for ps in self.partitions.values())
 
     def counters(self, partition: int) -> dict[str, Any] | None:
         """The partition's counters with ``pending`` and ``balanced``, if known; ``pending`` is
@@ -175,6 +185,7 @@ class FunnelRunner:
         if nxt is not None and nxt > now:  # a past one (a group held by a mute interval): the timer
             fx.wake(nxt)
         fx.writes = ps.save(last, touched)
+        fx.release_memory = self.trim.observe(self.open_alerts())
         self._tag(fx.ledger, partition)
         return fx
 

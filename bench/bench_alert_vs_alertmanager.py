@@ -7,7 +7,7 @@ per line:
      "webhook_posts", "cpu_s", "cpu_s_per_1000_alerts", "cpu_s_by_process",
      "rss_mb_before", "rss_mb_by_process_before", "rss_mb_open", "bytes_per_open_alert",
      "resolved_seconds", "resolve_webhook_posts", "rss_mb_resolved",
-     "rss_mb_by_process_resolved", ...}
+     "rss_mb_by_process_resolved", "rss_mb_settled", "rss_mb_by_process_settled", ...}
     {"bench": "alert_storm_ratio", "group_by", "plait_per_alertmanager": {...}}
 
 The storm: ``--alerts`` distinct alerts (20 alertnames x alerts/20
@@ -32,7 +32,9 @@ cooldown 0).
 - memory: the servers' RSS before the storm, with every alert open
   (``bytes_per_open_alert`` = the growth / alerts), and after the same
   alerts were sent resolved (``endsAt`` in the past) and the receiver has
-  seen every resolve.
+  seen every resolve; ``rss_mb_settled`` ``SETTLE_S`` seconds later, when
+  each server has dropped the resolved alerts (Plait's worker then hands
+  their memory back to the OS: ``plait.memory.TrimAfterShrink``).
 
 ``--profile DIR`` runs ``py-spy record`` (raw collapsed stacks, 100 Hz) on
 Plait's API and workers over the firing phase and over the resolve phase
@@ -69,6 +71,8 @@ from ops.stack import Stack
 
 SHAPES = {"alertname": ["alertname"], "alertname,instance": ["alertname", "instance"]}
 PER_POST, SENDERS, ALERTNAMES = 64, 4, 20
+#: seconds from the last resolve at the receiver to ``rss_mb_settled``
+SETTLE_S = 10
 TIMING = {"group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"}
 
 
@@ -180,6 +184,8 @@ def measure(system: str, shape: str, base: str, pids: dict[str, int], sink: Sink
         on_phase("resolved", "end")
     resolved = sink.last_new - t1
     rss_end = {k: rss_bytes(p) for k, p in pids.items()}
+    time.sleep(SETTLE_S)
+    rss_settled = {k: rss_bytes(p) for k, p in pids.items()}
     cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in pids}
     mb = 1 / 2**20
     return {"bench": "alert_storm", "system": system, "group_by": shape, "alerts": n,
@@ -197,7 +203,9 @@ def measure(system: str, shape: str, base: str, pids: dict[str, int], sink: Sink
             "resolved_seconds": round(resolved, 2),
             "resolve_webhook_posts": sink.messages - posts,
             "rss_mb_resolved": round(sum(rss_end.values()) * mb, 1),
-            "rss_mb_by_process_resolved": {k: round(v * mb, 1) for k, v in rss_end.items()}}
+            "rss_mb_by_process_resolved": {k: round(v * mb, 1) for k, v in rss_end.items()},
+            "rss_mb_settled": round(sum(rss_settled.values()) * mb, 1),
+            "rss_mb_by_process_settled": {k: round(v * mb, 1) for k, v in rss_settled.items()}}
 
 
 def run_alertmanager(shape: str, n: int) -> dict:
@@ -345,7 +353,7 @@ def _short(frame: str) -> str:
 def ratios(am: dict, plait: dict) -> dict:
     """Plait's figure over Alertmanager's, each key of the same run."""
     keys = ("accepted_per_s", "delivered_per_s", "webhook_posts", "cpu_s_per_1000_alerts",
-            "bytes_per_open_alert", "rss_mb_resolved")
+            "bytes_per_open_alert", "rss_mb_resolved", "rss_mb_settled")
     return {"bench": "alert_storm_ratio", "group_by": plait["group_by"], "alerts": plait["alerts"],
             "plait_per_alertmanager": {k: round(plait[k] / am[k], 3) if am.get(k) else None
                                        for k in keys}}

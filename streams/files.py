@@ -4,11 +4,9 @@ shards (the durable checkpoint, kept until SUCCESS); then uploaded
 and ``streams.finalize``. Spans: ``export.write_file``, ``export.upload``."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import shutil
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ from plait import tracing
 from plait.errors import PermanentError
 from plait.events import FileInfo
 from plait.logs import get_logger
+from plait.memory import release_in_background
 from plait.spec import DocumentConfig, ExportSpec
 from sinks.store import ObjectStore
 from sinks.values import conform, rows_to_batch, unify_schemas, with_int_digits
@@ -438,8 +437,8 @@ def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfi
            on_stage: OnStage | None = None) -> Built:
     """Blocking: upload the grown file when it holds every page up to ``last``
     (per partition), else one built from the shards; then, done or failed, hands
-    the memory freed back to the OS (:func:`release_freed_memory`, in a thread
-    of its own: the caller does not wait for it)."""
+    the memory freed back to the OS (:func:`plait.memory.release_in_background`: the caller
+    does not wait for it)."""
     ends = [last] if isinstance(last, int) else list(last)
     try:
         tf = ctx.files.pop(task_id, None)
@@ -453,34 +452,7 @@ def finish(ctx: Context, task_id: str, last: int | list[int], doc: DocumentConfi
                 tf.discard()
         return build_file(ctx.store, task_id, ends, doc, on_stage)
     finally:
-        threading.Thread(target=release_freed_memory, name="malloc-trim",
-                         daemon=True).start()  # not on the way to SUCCESS
-
-
-def release_freed_memory() -> bool:
-    """Blocking: hand the memory this process freed back to the OS (glibc ``malloc_trim(0)``:
-    free pages anywhere in the heap, not only at its top), as :func:`finish` does after each
-    file, so the next export starts from the worker's own size rather than the last file's peak
-    (docs/perf-notes.md, "Writer worker peak RSS"). Run off the event loop: it holds the malloc
-    lock while it walks the heap. Returns whether memory was released; False without glibc."""
-    trim = _malloc_trim()
-    return bool(trim is not None and trim(0))
-
-
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim``, or None (not Linux, or another libc)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-    import ctypes.util
-
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+        release_in_background()  # not on the way to SUCCESS
 
 
 def build_file(store: ObjectStore, task_id: str, last: int | list[int], doc: DocumentConfig,

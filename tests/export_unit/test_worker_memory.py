@@ -1,5 +1,6 @@
-"""``streams.files.release_freed_memory``: a worker hands what it freed back to the OS after
-each file (docs/perf-notes.md, "Writer worker peak RSS")."""
+"""``plait.memory.release_freed_memory``: a worker hands what it freed back to the OS after
+each file (docs/perf-notes.md, "Writer worker peak RSS") and after a storm's alerts went
+(``plait.memory.TrimAfterShrink``)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,9 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
+from plait import memory
 from plait.errors import PermanentError
+from plait.memory import TrimAfterShrink
 from plait.spec import DocumentConfig
 from sinks.store import LocalStore
 from streams import files
@@ -28,7 +31,7 @@ PROBE = r'''
 import json
 from ops.cli import lean_worker
 lean_worker()
-from streams.files import release_freed_memory
+from plait.memory import release_freed_memory
 
 def rss_mb():
     for line in open("/proc/self/status"):
@@ -64,7 +67,7 @@ def test_finish_releases_freed_memory_after_the_file_and_after_a_failure(tmp_pat
         called.release()
         return True
 
-    monkeypatch.setattr(files, "release_freed_memory", release)
+    monkeypatch.setattr(memory, "release_freed_memory", release)
     store = LocalStore(tmp_path / "store", "http://127.0.0.1:1", "secret")
     ctx = SimpleNamespace(files={}, store=store)
     doc = DocumentConfig(fileName="f", fileFormat="csv")
@@ -77,3 +80,15 @@ def test_finish_releases_freed_memory_after_the_file_and_after_a_failure(tmp_pat
     with pytest.raises(PermanentError):
         files.finish(ctx, "t2", 0, doc)
     assert called.acquire(timeout=10) and calls == [1, 1]
+
+
+def test_memory_is_released_once_the_count_halved_by_enough_not_per_batch():
+    trim = TrimAfterShrink(min_freed=5_000)
+    # when 50,000 alerts open, then resolve 1,000 a batch
+    asked = [n for n in range(0, 50_001, 1_000) if trim.observe(n)]
+    asked += [n for n in range(50_000, -1, -1_000) if trim.observe(n)]
+    # then release is asked at each halving while 5,000 or more went: 4 times, not 50
+    assert asked == [25_000, 12_000, 6_000, 1_000], asked
+    # and a steady churn around a level never asks, nor a count that only grows
+    assert not any(trim.observe(n) for n in [6_000, 4_000, 6_000, 3_500, 5_000] * 10)
+    assert not any(TrimAfterShrink(100).observe(n) for n in range(0, 10_000, 7))
