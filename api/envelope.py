@@ -76,14 +76,16 @@ def _model_fields(model: Any, path: list[str]) -> list[str] | None:
     for part in path:
         if part.isdigit():
             continue
-        field = getattr(current, "model_fields", {}).get(part)
+        fields = getattr(current, "model_fields", {})
+        field = fields.get(part) or next(
+            (f for f in fields.values() if f.alias == part), None)
         if field is None:
             return None
         current = _inner_model(field.annotation)
         if current is None:
             return None
     if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
+        return [f.alias or name for name, f in current.model_fields.items()]
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 import hashlib
 import json
+import math
 from typing import Any, Literal
 
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -17,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from plait.partitions import MAX_PARTITIONS, check_fragments, split_windows
+from plait.partitions import MAX_PARTITIONS, check_fragments, parse_bound, split_windows
 from plait.records import MAX_RECORD_BYTES
 
 FileFormat = Literal["csv", "xlsx", "parquet", "jsonl", "pdf", "docx"]
@@ -67,6 +68,38 @@ def _largest_field(doc: dict[str, Any]) -> tuple[tuple[str, ...], int]:
             if size > best[1]:
                 best = ((key,) if sub is None else (key, sub), size)
     return best
+
+
+def not_json_text(value: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """``(location, why)`` of the first value in ``value`` (dicts, lists, scalars) that JSON text
+    cannot hold: a float that is NaN or infinite, or a string (key or value) with a lone surrogate,
+    which UTF-8 cannot encode; None when there is none. A key in the location is shown with such a
+    surrogate escaped (``\\udc00``)."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        loc, v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return loc, f"is {v}: JSON numbers are finite (no NaN or Infinity)"
+        if isinstance(v, str) and not _utf8(v):
+            return loc, "contains a lone surrogate (half of a UTF-16 pair): not Unicode text"
+        if isinstance(v, dict):
+            for k, item in reversed(v.items()):
+                if isinstance(k, str) and not _utf8(k):
+                    shown = k.encode("utf-8", "backslashreplace").decode()
+                    return loc + (shown,), ("is a key with a lone surrogate (half of a UTF-16 "
+                                            "pair): not Unicode text")
+                stack.append((loc + (k,), item))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((loc + (i,), item) for i, item in reversed(list(enumerate(v))))
+    return None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Model(BaseModel):
@@ -135,11 +168,19 @@ class SplitConfig(_Model):
     ISO 8601 date-times with an offset) into ``parts`` windows, one partition
     each (``plait.partitions.split_windows``)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid", serialize_by_alias=True)
+    # from/to only: start and stop are Python's names (``from`` is a keyword), not the contract's
+    model_config = ConfigDict(populate_by_name=False, extra="forbid", serialize_by_alias=True)
     field: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    start: int | str = Field(alias="from")
-    stop: int | str = Field(alias="to")
+    start: Any = Field(alias="from", json_schema_extra={"type": ["integer", "string"]})
+    stop: Any = Field(alias="to", json_schema_extra={"type": ["integer", "string"]})
     parts: int = Field(ge=1, le=MAX_PARTITIONS, strict=True)
+
+    @field_validator("start", "stop")
+    @classmethod
+    def _bound(cls, value: Any) -> int | str:
+        """An integer (not a JSON boolean) or an ISO 8601 date-time with an offset, as sent."""
+        parse_bound(value)
+        return value
 
     @model_validator(mode="after")
     def _windows(self) -> "SplitConfig":
@@ -172,10 +213,11 @@ class DataConfig(_Model):
     @model_validator(mode="after")
     def _one_partitioning(self) -> "DataConfig":
         if self.partitions is not None and self.split is not None:
-            raise ValueError("partitions and split: give one of them")
+            raise ValueError("split: give partitions or split, not both")
         if (self.partitions is not None or self.split is not None) and self.mode != "pull":
-            raise ValueError("partitions and split are for pull mode (push: the producer "
-                             "numbers its partitions)")
+            given = "partitions" if self.partitions is not None else "split"
+            raise ValueError(f"{given}: is for pull mode (push: the producer numbers its "
+                             "partitions)")
         return self
 
     @field_validator("partitions")
@@ -238,7 +280,7 @@ class DocumentConfig(_Model):
     timeZone: str = "UTC"
     infText: str = Field(default="inf", max_length=32)
     escapeFormulas: bool = True
-    maxRowsPerFile: int | None = Field(default=None, ge=1)
+    maxRowsPerFile: int | None = Field(default=None, ge=1, strict=True)
     #: keep: most faithful form, counted; fail: the task fails (docs/fidelity-rules.md).
     onInvalidValue: Literal["keep", "fail"] = "keep"
     allowMissingColumns: bool = False
@@ -282,8 +324,8 @@ class JobConfig(_Model):
     truncated), ``pageSize`` (see the module docstring), ``notifyUrl`` completion webhook (under the
     caller's ``notifyUrlPrefixes``; ``streams.notify``)."""
 
-    timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600)
-    maxRows: int | None = Field(default=None, ge=1)
+    timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600, strict=True)
+    maxRows: int | None = Field(default=None, ge=1, strict=True)
     pageSize: int | None = Field(default=None, ge=1, le=MAX_PAGE_SIZE, strict=True)
     notifyUrl: str | None = Field(default=None, max_length=2048,
                                   pattern=r"^https?://[^\s]+$")
@@ -300,6 +342,18 @@ class ExportSpec(_Model):
     dataConfig: DataConfig
     documentConfig: DocumentConfig = Field(default_factory=DocumentConfig)
     jobConfig: JobConfig = Field(default_factory=JobConfig)
+
+    @model_validator(mode="after")
+    def _json_text(self) -> "ExportSpec":
+        """Refuse what JSON text cannot carry to a data API, a producer or a Kafka record (RFC
+        8259): NaN and Infinity (Python's JSON reader takes them, ``1e400`` too), and a lone
+        surrogate (``"\\udc00"``) in a key or a value. Names the first such place."""
+        found = not_json_text(self.model_dump(by_alias=True, exclude_none=True))
+        if found is None:
+            return self
+        loc, why = found
+        raise ValidationError.from_exception_data("ExportSpec", [InitErrorDetails(
+            type=PydanticCustomError("json_value", why), loc=loc, input="(not shown)")])
 
     @model_validator(mode="after")
     def _one_page_size(self) -> "ExportSpec":

@@ -105,6 +105,85 @@ def test_a_rule_across_fields_names_the_missing_one(client):
     assert e["rule"] == "is required when mode is 'pull'"
 
 
+@pytest.mark.parametrize("body, field, rule", [
+    # a key that is half a UTF-16 pair, anywhere free-form JSON goes (was a 500)
+    ('{"queryConditions": {"\\udc00": 1}}', "dataConfig.queryConditions.\\udc00",
+     "is a key with a lone surrogate"),
+    ('{"partitions": [{"a": 1}, {"\\udc00": 1}]}', "dataConfig.partitions.1.\\udc00",
+     "is a key with a lone surrogate"),
+    ('{"runtimeContext": {"c": "x\\ud800"}}', "dataConfig.runtimeContext.c",
+     "contains a lone surrogate"),
+    # NaN, Infinity and numbers past a double's range (accepted, then the task failed)
+    ('{"queryConditions": {"x": NaN}}', "dataConfig.queryConditions.x", "is nan"),
+    ('{"queryConditions": {"x": 1e400}}', "dataConfig.queryConditions.x", "is inf"),
+    ('{"runtimeContext": {"a": [1, -Infinity]}}', "dataConfig.runtimeContext.a.1", "is -inf"),
+    ('{"partitions": [{"a": NaN}, {"a": 1}]}', "dataConfig.partitions.0.a", "is nan"),
+])
+def test_what_json_text_cannot_carry_is_a_422_naming_where_it_is(client, body, field, rule):
+    data = ('{"dataApiUrl": "http://data.example/export", '
+            + body.strip()[1:-1] + "}")
+    raw = ('{"sysCode": "crm", "bizType": "orders", "userId": "alice", "dataConfig": '
+           + data + "}")
+    resp = client.post("/export/tasks", content=raw.encode(),
+                       headers={"Content-Type": "application/json"})
+    e = error(resp, field)
+    assert e["rule"].startswith(rule), e
+
+
+def test_a_lone_surrogate_in_a_key_of_a_column_dictionary_is_a_422(client):
+    raw = (b'{"sysCode": "crm", "bizType": "orders", "userId": "alice", "dataConfig": '
+           b'{"dataApiUrl": "http://data.example/export"}, "documentConfig": {"columns": '
+           b'[{"fieldName": "s", "dictionary": {"\\udc00": "x"}}]}}')
+    e = error(client.post("/export/tasks", content=raw,
+                          headers={"Content-Type": "application/json"}),
+              "documentConfig.columns.0.dictionary.\\udc00")
+    assert e["rule"].startswith("is a key with a lone surrogate")
+
+
+@pytest.mark.parametrize("where, value", [
+    (("jobConfig", "maxRows"), True), (("jobConfig", "maxRows"), "7"),
+    (("jobConfig", "maxRows"), 5.0), (("jobConfig", "timeout"), True),
+    (("documentConfig", "maxRowsPerFile"), True),
+])
+def test_a_boolean_or_a_string_is_not_taken_for_a_number(client, where, value):
+    spec = SPEC | {where[0]: {where[1]: value}}
+    e = error(client.post("/export/tasks", json=spec), ".".join(where))
+    assert e["rule"].startswith("Input should be a valid"), e
+
+
+@pytest.mark.parametrize("split, field, rule", [
+    ({"from": True, "to": 10}, "dataConfig.split.from", "must be an integer or an ISO 8601"),
+    ({"from": 0, "to": 0.5}, "dataConfig.split.to", "0.5 is neither an integer"),
+])
+def test_a_split_bound_names_itself_as_from_or_to(client, split, field, rule):
+    spec = SPEC | {"dataConfig": {**SPEC["dataConfig"],
+                                  "split": {"field": "id", "parts": 2, **split}}}
+    e = error(client.post("/export/tasks", json=spec), field)
+    assert e["rule"].startswith(rule), e
+    assert ".int" not in json.dumps(e) and ".str" not in json.dumps(e)
+
+
+def test_the_split_takes_from_and_to_only_and_says_so(client):
+    spec = SPEC | {"dataConfig": {**SPEC["dataConfig"], "split": {
+        "field": "id", "from": 0, "to": 10, "parts": 2, "start": 5}}}
+    e = error(client.post("/export/tasks", json=spec), "dataConfig.split.start")
+    assert e["rule"] == "is not a known field"
+    assert set(e["accepted"].replace(" or ", ", ").split(", ")) == {"field", "from", "to", "parts"}
+
+
+@pytest.mark.parametrize("data, field, rule", [
+    ({"partitions": [{"a": 1}], "split": {"field": "id", "from": 0, "to": 9, "parts": 3}},
+     "dataConfig.split", "give partitions or split, not both"),
+    ({"mode": "push", "partitions": [{"a": 1}]}, "dataConfig.partitions", "is for pull mode"),
+    ({"mode": "push", "split": {"field": "id", "from": 0, "to": 9, "parts": 3}},
+     "dataConfig.split", "is for pull mode"),
+])
+def test_a_partitioning_rule_names_the_field_it_is_about(client, data, field, rule):
+    spec = SPEC | {"dataConfig": {**SPEC["dataConfig"], **data}}
+    e = error(client.post("/export/tasks", json=spec), field)
+    assert e["rule"].startswith(rule), e
+
+
 def test_a_bad_query_parameter_is_named(client):
     e = error(client.get("/export/tasks", params={"sysCode": "crm", "limit": 0}), "limit")
     assert e["accepted"] == ">= 1"

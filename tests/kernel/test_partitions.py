@@ -52,7 +52,7 @@ def test_a_bad_split_is_refused_naming_the_rule(start, stop, parts, why):
     ({"partitions": [{"a": 1}, {"a": 1}]}, ("dataConfig", "partitions"), "item 1 repeats item 0"),
     ({"partitions": [{"a": 1}, 7]}, ("dataConfig", "partitions", 1), "dictionary"),
     ({"partitions": [{"a": 1}], "split": {"field": "id", "from": 0, "to": 9, "parts": 3}},
-     ("dataConfig",), "give one of them"),
+     ("dataConfig",), "give partitions or split, not both"),
     ({"split": {"field": "id", "from": 0, "to": 9, "parts": 257}},
      ("dataConfig", "split", "parts"), "256"),
 ])
