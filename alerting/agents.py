@@ -46,7 +46,7 @@ from alerting.changelog import BatchedTable, send_records
 from alerting.commands import decision_stands
 from alerting.chunks import split_record
 from alerting.oversize import Guard
-from alerting.runner import Effects, FunnelRunner
+from alerting.runner import Effects, FunnelRunner, offset_hole
 from alerting.webhook import SendResult, WebhookSender
 from alerting import history as alert_history
 from alerting.wire import (FUNNEL_TOPIC, command, fits_command, ledger_records, pack_alerts,
@@ -59,7 +59,7 @@ from plait.clock import parse_iso
 from plait.lifecycle import TERMINAL
 from plait.projection import Projection
 from plait.events import Lifecycle, decode
-from plait.kafka_admin import create_topics
+from plait.kafka_admin import create_topics, read_offsets
 from plait.memory import release_in_background
 from plait.settings import Settings
 
@@ -325,6 +325,7 @@ class AlertingService:
                 counted.add(msg.partition)
         results = []
         for partition, cmds in by_part.items():
+            cmds = await self._with_hole_filled(partition, cmds)
             fx = self.runner.apply_batch(partition, cmds)  # a bug: FunnelHooks reloads
             if not fx.skipped:
                 results.append((partition, fx))
@@ -334,6 +335,38 @@ class AlertingService:
             self.view.schedule(partition)  # GET /api/v2/alerts reads it
         if any(fx.release_memory for _p, fx in results):
             release_in_background()  # a storm's alerts went: their memory back to the OS
+
+    async def _with_hole_filled(self, partition: int,
+                                cmds: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
+        """``cmds`` (``[(offset, command)]`` of one partition) with the commands the consumer did
+        not hand over between the partition's last applied offset and the batch read back from
+        ``alerts.funnel`` and put in offset order (docs/kafka-rules.md #18: around a rebalance,
+        Faust can commit past records it never delivered). A record that does not parse is
+        skipped, as the agent dead-letters it. If they cannot be read the worker exits unacked."""
+        hole = offset_hole(self.runner.state(partition).offset, [o for o, _c in cmds])
+        if hole is None:
+            return cmds
+        start, stop = hole
+        log.warning("alerts.funnel partition %s: offsets %s..%s were not handed to the funnel; "
+                    "reading them back", partition, start, stop - 1)
+        try:
+            got = await asyncio.to_thread(read_offsets, self.settings.broker_url,
+                                          self.names.name(FUNNEL_TOPIC), partition, start, stop)
+        except Exception:
+            log.critical("cannot read back alerts.funnel partition %s offsets %s..%s; exiting",
+                         partition, start, stop - 1, exc_info=True)
+            self.rt.fatal()
+            raise  # only when fatal is stubbed out (tests)
+        have, found = {o for o, _c in cmds}, []
+        for offset, value in got:
+            if offset in have:
+                continue
+            try:
+                found.append((offset, parse_command(value)))
+            except Exception as e:  # noqa: BLE001 - what the agent would dead-letter
+                log.warning("alerts.funnel partition %s offset %s read back is not a command "
+                            "(%s); skipped", partition, offset, e)
+        return sorted(cmds + found, key=lambda c: c[0])
 
     def _received_from_api(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> list:
         """The ``received`` history entries of the alert commands the API

@@ -47,6 +47,18 @@ def _repeat_only(old: dict[str, Any] | None, ep: dict[str, Any], now: float) -> 
             and now + (exp - now) / 2 < saved)
 
 
+def offset_hole(last: int, offsets: list[int]) -> tuple[int, int] | None:
+    """``(start, stop)``: the offsets from ``last + 1`` to the batch's highest (exclusive) when
+    ``offsets`` (a batch of one ``alerts.funnel`` partition) does not hold every one of them, else
+    None. ``last``: the partition's last applied offset, -1 when none (no hole can be told then).
+    Offsets of the topic are contiguous (no compaction, no transactions), so a hole is a record
+    the consumer did not hand over (docs/kafka-rules.md #18)."""
+    new = {o for o in offsets if o > last}
+    if last < 0 or not new or max(new) - last == len(new):
+        return None
+    return last + 1, max(new)
+
+
 @dataclass
 class Effects:
     """What one command asks the agent to do: ``ledger`` entries (dicts) to emit, ``messages`` to

@@ -1,4 +1,5 @@
-"""Kafka topic creation, explicit with the deployment's partition count (docs/kafka-rules.md #7)."""
+"""Kafka topic creation, explicit with the deployment's partition count (docs/kafka-rules.md #7),
+and reading a range of offsets back (docs/kafka-rules.md #18)."""
 from __future__ import annotations
 
 import time
@@ -56,3 +57,37 @@ def create_topics(bootstrap: str, names: Iterable[str], partitions: int, *,
     for name, exc in failed.items():
         raise RuntimeError(f"cannot create topic {name}: {exc}") from exc
     return names
+
+
+def read_offsets(bootstrap: str, topic: str, partition: int, start: int, stop: int,
+                 timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
+    """Blocking: the records of ``topic`` partition ``partition`` at offsets ``start`` to ``stop``
+    (exclusive) as ``[(offset, value)]``, read without a consumer group (nothing committed); fewer
+    when some are gone (retention) or the partition ends before ``stop``. Raises TimeoutError after
+    ``timeout`` s, KafkaException on a broker error."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "plait-read-offsets",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    out: list[tuple[int, bytes | None]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        while not out or out[-1][0] < stop - 1:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}[{partition}] offsets {start}..{stop - 1}: read "
+                                   f"{len(out)} in {timeout:.0f} s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                raise KafkaException(msg.error())
+            if msg.offset() >= stop:
+                break
+            out.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return out
