@@ -29,8 +29,11 @@ partition's funnel from the table.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
+import socket
 import time
 from typing import Any
 
@@ -84,6 +87,7 @@ class FunnelHooks(Hooks):
     async def after_failure(self, rt, agent: Agent, event, payload, exc: Exception) -> None:
         if agent.topic == FUNNEL_TOPIC:
             self.runner.forget(event.message.partition)
+            self.runner.give_up(event.message.partition, event.message.offset)
 
     async def after_batch_failure(self, rt, agent: Agent, events: list, exc: Exception) -> None:
         if agent.topic == FUNNEL_TOPIC:
@@ -166,6 +170,34 @@ class AlertingService:
             self.sender.config = config
         self.view.publisher.config = config
         return config
+
+    async def follow_reload_requests(self) -> None:
+        """Re-read the file whenever ``POST /-/reload`` asks (channel ``P:alerts:reload``) and
+        answer in ``P:alerts:reloaded:<request id>`` under ``host:pid``: ``ok``, or why it was
+        refused (the configuration in use stays). Subscribes again after a Redis error."""
+        from alerting.amconfig import reload_logged
+
+        prefix, me = self.settings.redis_prefix, f"{socket.gethostname()}:{os.getpid()}"
+        while True:
+            pubsub = self._redis().pubsub()
+            try:
+                await pubsub.subscribe(K.alert_reload(prefix))
+                while True:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if msg is None:
+                        continue
+                    refused = reload_logged(self.reload, "worker")
+                    key = K.alert_reloaded(prefix, msg["data"].decode(errors="replace"))
+                    await self._redis().hset(key, me, refused or "ok")
+                    await self._redis().expire(key, 60)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Redis away: SIGHUP still reloads
+                log.warning("reload requests: %s; subscribing again", e)
+                await asyncio.sleep(1)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
 
     # ----------------------------------------------------------- plumbing
     @property
@@ -338,12 +370,17 @@ class AlertingService:
 
     async def _with_hole_filled(self, partition: int,
                                 cmds: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
-        """``cmds`` (``[(offset, command)]`` of one partition) with the commands the consumer did
-        not hand over between the partition's last applied offset and the batch read back from
-        ``alerts.funnel`` and put in offset order (docs/kafka-rules.md #18: around a rebalance,
-        Faust can commit past records it never delivered). A record that does not parse is
-        skipped, as the agent dead-letters it. If they cannot be read the worker exits unacked."""
-        hole = offset_hole(self.runner.state(partition).offset, [o for o, _c in cmds])
+        """``cmds`` (``[(offset, command)]``) with the commands the consumer did not hand over
+        between the partition's last applied offset and them, read back from ``alerts.funnel``
+        (docs/kafka-rules.md #18: around a rebalance, Faust can commit past records it never
+        delivered), in offset order. Offsets given up (``FunnelRunner.give_up``) are no hole; a
+        read-back record that does not parse is given up. For one event (the runtime's fallback
+        after a failed batch) the read-back commands are applied here first, one at a time, and
+        one that fails is given up as the agent gives up an event: a failing command read back
+        never fails the events after it. If the records cannot be read the worker exits."""
+        last = self.runner.state(partition).offset
+        given = self.runner.given_up(partition, after=last)
+        hole = offset_hole(last, [o for o, _c in cmds] + sorted(given))
         if hole is None:
             return cmds
         start, stop = hole
@@ -357,16 +394,29 @@ class AlertingService:
                          partition, start, stop - 1, exc_info=True)
             self.rt.fatal()
             raise  # only when fatal is stubbed out (tests)
-        have, found = {o for o, _c in cmds}, []
+        have, found = {o for o, _c in cmds} | given, []
         for offset, value in got:
-            if offset in have:
-                continue
+            if offset not in have:
+                try:
+                    found.append((offset, parse_command(value)))
+                except Exception as e:  # noqa: BLE001 - what the agent dead-letters
+                    log.warning("alerts.funnel partition %s offset %s, read back, is not a "
+                                "command (%s); given up", partition, offset, e)
+                    self.runner.give_up(partition, offset)
+        if len(cmds) > 1:  # a failure falls back to one event at a time: the branch below
+            return sorted(cmds + found, key=lambda c: c[0])
+        for offset, cmd in found:
             try:
-                found.append((offset, parse_command(value)))
-            except Exception as e:  # noqa: BLE001 - what the agent would dead-letter
-                log.warning("alerts.funnel partition %s offset %s read back is not a command "
-                            "(%s); skipped", partition, offset, e)
-        return sorted(cmds + found, key=lambda c: c[0])
+                fx = self.runner.apply_batch(partition, [(offset, cmd)])
+            except Exception:  # noqa: BLE001 - given up, as the agent gives up an event
+                log.warning("alerts.funnel partition %s offset %s, read back, cannot be "
+                            "applied; given up", partition, offset, exc_info=True)
+                self.runner.forget(partition)
+                self.runner.give_up(partition, offset)
+                continue
+            if not fx.skipped:
+                await self._effects_all([(partition, fx)])
+        return cmds
 
     def _received_from_api(self, items: list[tuple[Any, dict, dict[str, Any]]]) -> list:
         """The ``received`` history entries of the alert commands the API
@@ -563,6 +613,10 @@ def register_alerting(app: faust.App, settings: Settings) -> None:
         from alerting.amconfig import on_sighup
 
         on_sighup(svc.reload, "worker")
+
+    @app.task
+    async def _reload_on_request() -> None:
+        await svc.follow_reload_requests()
 
     @app.timer(TICK_SECONDS, name="plait.alerts.tick")
     async def tick() -> None:

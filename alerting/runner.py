@@ -96,6 +96,8 @@ class FunnelRunner:
         self._pending: dict[int, tuple[PartitionState, dict[str, int], int]] = {}
         #: when a storm's alerts went (``Effects.release_memory``)
         self.trim = TrimAfterShrink()
+        #: partition -> offsets this process gave up (a failing command, dead-lettered)
+        self._given_up: dict[int, set[int]] = {}
 
     def state(self, partition: int) -> PartitionState:
         """The partition's state, (re)loaded from the table when absent or stale."""
@@ -110,6 +112,19 @@ class FunnelRunner:
         """Drop the in-memory copy (after an error: the table is the truth)."""
         self.partitions.pop(partition, None)
         self._pending.pop(partition, None)
+
+    def give_up(self, partition: int, offset: int) -> None:
+        """Record that ``offset`` of ``partition`` will not be applied (its command failed and was
+        dead-lettered), so it is no hole (:func:`offset_hole`)."""
+        self._given_up.setdefault(partition, set()).add(offset)
+
+    def given_up(self, partition: int, after: int) -> set[int]:
+        """The offsets of ``partition`` given up past ``after``; forgets those at or before it."""
+        given = self._given_up.get(partition)
+        if not given:
+            return set()
+        given.difference_update([o for o in given if o <= after])
+        return set(given)
 
     def open_alerts(self) -> int:
         """Alerts (episodes: firing, or resolved and not yet settled) held in memory over every

@@ -87,3 +87,45 @@ def test_a_batch_past_a_hole_gets_the_missing_commands_first_in_offset_order(bro
     svc.settings.broker_url = "127.0.0.1:1"
     assert asyncio.run(AlertingService._with_hole_filled(svc, 0, [(6, {"kind": "tick"})])) == [
         (6, {"kind": "tick"})]
+
+
+def test_one_event_after_a_hole_applies_the_read_back_first_and_gives_up_only_a_failing_one(
+        broker):
+    # given 6 alerts in alerts.funnel, the funnel at offset 1, and a command at offset 3 that
+    # meets a bug when applied
+    names = T.Topics("hole1.")
+    topic = names.name(FUNNEL_TOPIC)
+    create_topics(broker.bootstrap, [topic], 1)
+    values = []
+    for i in range(6):
+        _r, cmd = route_alert(CONFIG, RawAlert(f"b{i}:0", {"rule": f"R{i}", "asset": "h",
+                                                            "severity": "warning",
+                                                            "status": "firing"}, 1000.0))
+        cmd["src"] = [0, i, 0]
+        values.append(command(**cmd))
+    produce(broker.bootstrap, topic, values)
+    runner = FunnelRunner(CONFIG, {}, lambda: 1000.0)
+    runner.apply_batch(0, [(o, parse_command(values[o])) for o in (0, 1)])
+    real = runner.apply_batch
+
+    def apply_batch(partition, commands):
+        if any(o == 3 for o, _c in commands):
+            raise KeyError("bug")
+        return real(partition, commands)
+    runner.apply_batch = apply_batch
+    effects = []
+
+    async def effects_all(results):
+        effects.extend(fx for _p, fx in results)
+    svc = SimpleNamespace(runner=runner, settings=SimpleNamespace(broker_url=broker.bootstrap),
+                          names=names, rt=None, _effects_all=effects_all)
+    # when the runtime hands over offset 5 alone (its fallback after a failed batch)
+    got = asyncio.run(AlertingService._with_hole_filled(svc, 0, [(5, parse_command(values[5]))]))
+    # then 2 and 4 were applied, with their effects, 3 given up, and offset 5 is left to apply
+    assert got == [(5, parse_command(values[5]))]
+    assert runner.state(0).offset == 4 and len(effects) == 2 and runner.open_alerts() == 4
+    assert runner.given_up(0, after=2) == {3}
+    real(0, got)
+    assert runner.open_alerts() == 5
+    # and once the funnel passed it, the given-up offset is forgotten
+    assert runner.given_up(0, after=runner.state(0).offset) == set()
