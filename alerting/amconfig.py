@@ -208,6 +208,8 @@ def _legacy(value: Any, key: str, op: MatchOp) -> list[str]:
     for name, v in _mapping(value, key, tuple(value or ()), "map").items():
         if not isinstance(name, str) or not _LABEL_NAME.match(name):
             raise _fail(_at(key, name), f'invalid label name "{name}"')
+        if v is None and op is MatchOp.REGEX:  # Alertmanager's MatchRegexps.UnmarshalYAML
+            raise _fail(_at(key, name), f'invalid regexp value for "{name}"')
         try:
             out.append(str(parse_matcher({"name": name, "op": op, "value": _text(v, _at(key, name))})))
         except ValueError as e:
@@ -702,6 +704,21 @@ def keep_removed_receivers(old: AlertingConfig, new: AlertingConfig) -> Alerting
     return new.model_copy(update={"receivers": [*new.receivers, *gone]}) if gone else new
 
 
+def reload_logged(reload: Callable[[], Any], process: str) -> str | None:
+    """Call ``reload``; None when the new configuration is in use, else why it was refused (a
+    bad or unreadable file: logged, and the configuration in use stays)."""
+    import logging
+
+    log = logging.getLogger("plait.alerting")
+    try:
+        reload()
+    except Exception as e:  # noqa: BLE001 - whatever the file does, the one in use stays
+        log.error("%s: configuration reload refused, the previous one stays: %s", process, e)
+        return str(e) or type(e).__name__
+    log.info("%s: configuration reloaded", process)
+    return None
+
+
 def on_sighup(reload: Callable[[], Any], process: str) -> None:
     """Call ``reload`` on SIGHUP in the running loop, as Alertmanager does; a failing file is
     logged and the configuration in use stays."""
@@ -712,12 +729,7 @@ def on_sighup(reload: Callable[[], Any], process: str) -> None:
     log = logging.getLogger("plait.alerting")
 
     def handler() -> None:
-        try:
-            reload()
-        except Exception as e:  # a bad file, or unreadable: keep the one in use
-            log.error("%s: configuration reload refused, the previous one stays: %s", process, e)
-        else:
-            log.info("%s: configuration reloaded", process)
+        reload_logged(reload, process)
 
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, handler)

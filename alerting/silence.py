@@ -29,9 +29,17 @@ class SilenceRefused(FieldError):
 
 
 def is_broad(matchers: list[Matcher]) -> bool:
-    """True when every matcher matches the empty string (Alertmanager's refusal rule) or every
-    matcher is negative (``asset!=""`` mutes all)."""
+    """True when every matcher matches the empty string (``env!~"prod.*"`` mutes every alert
+    without ``env``) or every matcher is negative (``asset!="h1"`` mutes all the others): Plait's
+    own API refuses those without ``allow_broad`` (docs/alerting.md, "Silence")."""
     return all(m.matches({}) for m in matchers) or all(not m.op.is_equal for m in matchers)
+
+
+def alertmanager_refuses(matchers: list[Matcher]) -> bool:
+    """Alertmanager's rule for its API (``silence/silence.go``, ``validateSilence`` and
+    ``matchesEmpty``): refused when every matcher is ``=`` or ``=~`` and matches the empty string;
+    a negative matcher never counts as matching it, so ``env!~"prod.*"`` passes there."""
+    return all(m.op.is_equal and m.matches({}) for m in matchers)
 
 
 def _hhmm(text: Any, field: str) -> int:
@@ -191,8 +199,9 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
         matchers.extend(parsed)
     allow_broad = spec.get("allow_broad", spec.get("allowBroad", False)) is True
     if is_broad(matchers) and not allow_broad:
-        raise SilenceRefused("matchers", "every matcher matches the empty string, so this silence "
-                             "would mute every alert without these labels",
+        raise SilenceRefused("matchers", "every matcher matches the empty string or is negative, "
+                             "so this silence would mute every alert without these labels or "
+                             "with any other value",
                              'a matcher that does not match the empty string (asset="h1"), '
                              "or allow_broad: true", "broad")
     try:

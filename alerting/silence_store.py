@@ -11,7 +11,8 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from alerting.matchers import Matcher
-from alerting.silence import Silence, SilenceRefused, create_silence
+from alerting.silence import (Silence, SilenceRefused, alertmanager_refuses, create_silence,
+                              is_broad)
 from alerting.wire import command
 from plait.errors import NotFound, Unavailable
 from plait.records import MAX_RECORD_BYTES
@@ -102,7 +103,9 @@ class SilenceStore:
         if d is None:
             raise NotFound(f"silence {silence_id} not found")
         if d["ends_at"] is None or d["ends_at"] > now:
-            d["ends_at"] = max(now, d["starts_at"])
+            # a pending one ends before it began: Alertmanager sets both to now (silence.go)
+            d["starts_at"] = min(d["starts_at"], now)
+            d["ends_at"] = now
             d["updated_at"] = now
             await self.redis().hset(self.key, silence_id, json.dumps(d))
         await self.broadcast(command("expire", id=silence_id))
@@ -129,6 +132,11 @@ class SilenceStore:
                          "time_intervals": prev.get("time_intervals") or []}
             elif state != "expired":
                 expire_prev = True
+        if alertmanager_refuses(matchers):
+            raise SilenceRefused("matchers", "at least one matcher must not match the empty "
+                                 "string", 'a matcher such as instance="h1"', "broad")
+        if is_broad(matchers):  # Alertmanager's API takes it: so does its stand-in
+            extra["allow_broad"] = True
         if sid is None:
             sid, starts = str(uuid.uuid4()), max(starts, now)
         created = create_silence({"matchers": matchers, "starts_at": starts, "ends_at": ends,

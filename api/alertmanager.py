@@ -6,8 +6,10 @@ process's recent posts; silences and inhibitions are applied at query time,
 as Alertmanager does."""
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal
 
@@ -29,8 +31,12 @@ from api.alerting_deps import (AM_ROUTER, REFUSED, Alerting, bearer, get_alertin
                                read_body, silence_store)
 from api.alerting_edge import public_field, public_text, scrub_text
 from api.ingest import AlertIngest
+from plait import keys as K
 from plait.callers import Caller
 from plait.errors import ConfigError, FieldError, Forbidden, NotFound, RequestInvalid
+from plait.logs import get_logger
+
+log = get_logger("plait.api")
 
 #: ``endsAt`` shown for a recurring native silence without an end.
 FAR_FUTURE = "9999-12-31T23:59:59Z"
@@ -555,18 +561,54 @@ async def get_status(state: Alerting = Depends(get_alerting)):
     400: {"model": str, "description": "The file is invalid: `failed to reload config: "
           "<key>: <problem>`; the configuration in use stays"}})
 async def reload_config(state: Alerting = Depends(get_alerting)):
-    """Re-read the configuration file (Alertmanager's ``POST /-/reload``;
-    the workers re-read theirs on SIGHUP): the next POST's routes are
-    decided with it, and a worker on another version routes them again
-    (``cfg``, :mod:`alerting.commands`). Behind the same bearer gate as
-    ``/api/v2``. The file is read and checked off the event loop (templates
+    """Re-read the configuration file (Alertmanager's ``POST /-/reload``), here and in every
+    alerting worker: the next POST's routes are decided with it, and a worker on another version
+    routes them again (``cfg``, :mod:`alerting.commands`). Answers once each worker listening
+    put it in use (:func:`reload_workers`, at most ``RELOAD_WAIT`` s; ``X-Plait-Workers-Reloaded:
+    n/m``), 500 naming a worker that refused its file (this process reloaded). Behind the same
+    bearer gate as ``/api/v2``. The file is read and checked off the event loop (templates
     compile, url_file reads), so other requests are not held meanwhile."""
     try:
         await run_in_threadpool(state.reload)
     except ConfigError as e:  # Alertmanager answers 500; a bad file is not a server fault
         return Response(f"failed to reload config: {e}", status_code=400,
                         media_type="text/plain; charset=utf-8")
-    return Response(status_code=200)
+    answers, asked = await reload_workers(state)
+    refused = {w: why for w, why in answers.items() if why != "ok"}
+    headers = {"X-Plait-Workers-Reloaded": f"{len(answers) - len(refused)}/{asked}"}
+    if refused:
+        worker, why = sorted(refused.items())[0]
+        return Response(f"failed to reload config: worker {worker}: {why} (the API reloaded; "
+                        "that worker keeps its configuration)", status_code=500,
+                        headers=headers, media_type="text/plain; charset=utf-8")
+    return Response(status_code=200, headers=headers)
+
+
+#: Longest ``POST /-/reload`` waits for the workers' answers (s).
+RELOAD_WAIT = 10.0
+
+
+async def reload_workers(state: Alerting) -> tuple[dict[str, str], int]:
+    """Ask every alerting worker to re-read its file (``P:alerts:reload``) and wait up to
+    :data:`RELOAD_WAIT` s for the answers of those listening: ``({worker: "ok" | why}, asked)``;
+    ``({}, 0)`` when Redis does not answer (SIGHUP still reloads a worker)."""
+    from redis.exceptions import RedisError
+
+    prefix, request = state.settings.redis_prefix, uuid.uuid4().hex
+    redis = state.redis()
+    try:
+        asked = await redis.publish(K.alert_reload(prefix), request)
+        deadline = time.monotonic() + RELOAD_WAIT
+        while True:
+            answers = {k.decode(): v.decode(errors="replace") for k, v in
+                       (await redis.hgetall(K.alert_reloaded(prefix, request))).items()}
+            if len(answers) >= asked or time.monotonic() > deadline:
+                return answers, asked
+            await asyncio.sleep(0.05)
+    except (RedisError, OSError) as e:
+        log.warning("POST /-/reload cannot ask the workers; they reload on SIGHUP",
+                    error=str(e))
+        return {}, 0
 
 
 @router.get("/api/v2/receivers", responses={200: {"model": list[Receiver]}})

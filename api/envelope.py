@@ -201,8 +201,9 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> JSONRespo
     if exc.status_code == 400 and "JSON" in str(exc.detail):
         return _answer(request, _json_error(exc))
     if exc.status_code == 400:  # not UTF-8
-        return _answer(request, FieldError("body", "could not be read: it is not UTF-8 JSON "
-                                           "text", _JSON_BODY, "json"))
+        return _answer(request, FieldError("body", "could not be read as JSON: it is not UTF-8, "
+                                           "nests too deep, or holds a number of over 4,300 "
+                                           "digits", _JSON_BODY, "json"))
     return envelope(exc.status_code, str(exc.detail))
 
 
@@ -255,8 +256,30 @@ def parse_json_body(raw: bytes) -> Any:
         raise FieldError("body", "is empty", "a JSON document, sent with "
                          "Content-Type: application/json", "required")
     try:
-        return json.loads(raw)
+        doc = json.loads(raw)
     except UnicodeDecodeError:
         raise FieldError("body", "is not UTF-8 text", "a UTF-8 JSON document", "json") from None
+    except RecursionError:
+        doc = None  # deeper than Python's reader goes: refused below by the same rule
     except ValueError as exc:
         raise _json_error(exc) from None
+    if doc is None or _deeper_than(doc, MAX_JSON_DEPTH):
+        raise FieldError("body", f"nests arrays and objects more than {MAX_JSON_DEPTH} deep",
+                         "an alert, silence or list of them as JSON", "json")
+    return doc
+
+
+#: Deepest nesting of arrays and objects a JSON body may have (an alert list nests 3).
+MAX_JSON_DEPTH = 64
+
+
+def _deeper_than(doc: Any, most: int) -> bool:
+    """True when ``doc`` nests lists and dicts more than ``most`` levels deep (iterative)."""
+    level, depth = [c for c in (doc,) if isinstance(c, (list, dict))], 0
+    while level:
+        depth += 1
+        if depth > most:
+            return True
+        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c)
+                 if isinstance(v, (list, dict))]
+    return False

@@ -159,6 +159,18 @@ def alert_counters(prefix: str) -> str:
     return f"{prefix}:alerts:counters"
 
 
+def alert_reload(prefix: str) -> str:
+    """``P:alerts:reload``, pub/sub channel: ``POST /-/reload`` asks every alerting worker to
+    re-read its file; the message is the request id."""
+    return f"{prefix}:alerts:reload"
+
+
+def alert_reloaded(prefix: str, request_id: str) -> str:
+    """``P:alerts:reloaded:{requestId}``, hash: worker (``host:pid``) -> ``ok`` or why its reload
+    was refused, for one reload request. TTL 60 s."""
+    return f"{prefix}:alerts:reloaded:{request_id}"
+
+
 def alert_silences(prefix: str) -> str:
     """``P:alerts:silences``, hash: silence id -> the silence (JSON), expired ones kept. No TTL."""
     return f"{prefix}:alerts:silences"

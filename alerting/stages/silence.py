@@ -48,7 +48,9 @@ class Silences(StageBase):
         if d is None:
             return False
         if d["ends_at"] is None or d["ends_at"] > now:
-            d["ends_at"] = max(now, d["starts_at"])
+            # a pending one ends before it began: Alertmanager sets both to now (silence.go)
+            d["starts_at"] = min(d["starts_at"], now)
+            d["ends_at"] = now
         self._silences = [Silence.from_dict(s) for s in self.state["silences"].values()]
         return True
 

@@ -144,6 +144,18 @@ BROKEN = [
      "route.routes.0.matchers.0:", "bad matcher format"),
     ("bad-match-re", routed("{match_re: {service: '(mysql'}}"),
      "route.routes.0.match_re.service:", "missing closing )"),
+    # Alertmanager's config/testdata/conf.nil-match_re-route.yml and its inhibition twins
+    ("nil-match_re-route", routed("{match_re: {invalid_label: null}}"),
+     'route.routes.0.match_re.invalid_label: invalid regexp value for "invalid_label"',
+     'invalid regexp value for "invalid_label"'),
+    ("nil-source_match_re-inhibition", BASE + "inhibit_rules: [{source_match_re: "
+     "{invalid_label: null}, target_match: {a: b}}]\n",
+     'inhibit_rules.0.source_match_re.invalid_label: invalid regexp value for "invalid_label"',
+     'invalid regexp value for "invalid_label"'),
+    ("nil-target_match_re-inhibition", BASE + "inhibit_rules: [{target_match_re: "
+     "{invalid_label: null}, source_match: {a: b}}]\n",
+     'inhibit_rules.0.target_match_re.invalid_label: invalid regexp value for "invalid_label"',
+     'invalid regexp value for "invalid_label"'),
     ("bad-label-name-in-match", routed("{match: {1team: db}}"),
      'route.routes.0.match.1team: invalid label name "1team"', 'invalid label name "1team"'),
     ("pagerduty-without-key", "route: {receiver: a}\nreceivers: [{name: a, pagerduty_configs: [{description: x}]}]\n",

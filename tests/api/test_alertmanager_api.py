@@ -459,6 +459,51 @@ def test_bad_silences_are_400_naming_the_field(client, sent, change, field):
     assert resp.json().startswith(field) and sent == []
 
 
+@pytest.mark.parametrize("matcher", [
+    {"name": "foo", "value": "", "isRegex": False, "isEqual": False},  # foo!=""
+    {"name": "alertname", "value": "x", "isRegex": False, "isEqual": False},
+    {"name": "foo", "value": "", "isRegex": True, "isEqual": False},  # foo!~""
+])
+def test_silences_of_negative_matchers_are_taken_as_alertmanager_takes_them(client, sent, matcher):
+    # when amtool adds a silence whose only matcher is negative (Alertmanager's matchesEmpty
+    # counts no negative matcher as matching the empty string)
+    resp = client.post("/api/v2/silences", json=SILENCE | {"matchers": [matcher]})
+    # then it is created and sent to the funnel, which takes it too (allowBroad kept with it)
+    assert resp.status_code == 200, resp.text
+    sid = resp.json()["silenceID"]
+    assert client.get(f"/api/v2/silence/{sid}").json()["status"]["state"] == "active"
+    native = {x["id"]: x for x in client.get("/silences").json()["data"]["silences"]}
+    assert native[sid]["allowBroad"] is True
+    # while Plait's own route still asks for allowBroad, saying why
+    text = f'{matcher["name"]}{"!~" if matcher["isRegex"] else "!="}"{matcher["value"]}"'
+    own = client.post("/silences", json={"matchers": [text], "endsAt": LATER,
+                                         "createdBy": "ops", "comment": "y"})
+    assert own.status_code == 422 and "or is negative" in own.text, own.text
+
+
+def test_expiring_a_pending_silence_ends_it_now_as_alertmanager(client, sent):
+    # given a silence that starts tomorrow
+    pending = SILENCE | {"startsAt": _iso(NOW + timedelta(days=1)),
+                         "endsAt": _iso(NOW + timedelta(days=2))}
+    sid = client.post("/api/v2/silences", json=pending).json()["silenceID"]
+    assert client.get(f"/api/v2/silence/{sid}").json()["status"]["state"] == "pending"
+    # when it is expired, then it is expired, starting and ending now
+    assert client.delete(f"/api/v2/silence/{sid}").status_code == 200
+    got = client.get(f"/api/v2/silence/{sid}").json()
+    assert got["status"]["state"] == "expired" and got["startsAt"] == got["endsAt"], got
+    assert got["endsAt"] < pending["startsAt"]
+
+
+@pytest.mark.parametrize("path, status", [("/api/v2/alerts", 400), ("/alerts", 422),
+                                          ("/api/v2/silences", 400), ("/silences", 422)])
+@pytest.mark.parametrize("depth", [65, 500, 100_000])
+def test_a_body_nested_too_deep_is_refused_not_500(client, sent, path, status, depth):
+    raw = ("[" * depth + "]" * depth).encode()
+    resp = client.post(path, content=raw, headers={"Content-Type": "application/json"})
+    assert resp.status_code == status, resp.text
+    assert "body" in resp.text and sent == []
+
+
 # -- status and receivers ----------------------------------------------------------------------
 
 def test_status_and_receivers(client):
