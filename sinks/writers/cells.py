@@ -32,8 +32,18 @@ XLSX_MAX_CELL_CHARS = 32_767
 BAD_PY = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 BAD_RE2 = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x{FFFE}\x{FFFF}]"
 FORMULA_RE2 = r"^[=+\-@\t\r]"
+#: A negative number literal (``-12``, ``-0.5``, an E8 id as text): no spreadsheet reads it as a
+#: formula and a prefix would change the number (E6, E8), so it is never escaped.
+NEGATIVE_NUMBER = re.compile(r"-[0-9]+(\.[0-9]+)?")
+NEGATIVE_NUMBER_RE2 = r"^-[0-9]+(\.[0-9]+)?$"
 
 QUALITY_KEYS = ("truncated", "sanitized", "formula_escaped", "converted_to_text")
+
+
+def formula_like(s: str) -> bool:
+    """True when ``s`` starts as a formula could (OWASP "CSV Injection": ``=+-@``, tab, CR) and
+    is not a negative number literal (:data:`NEGATIVE_NUMBER`)."""
+    return s[:1] in FORMULA_START and not NEGATIVE_NUMBER.fullmatch(s)
 
 
 @dataclass
@@ -106,7 +116,7 @@ def text_cells(col: pa.Array, quality: Quality, *, escape: bool, mark: Callable[
             if len(cut) != len(s):
                 quality.add("truncated", 1, column)
             s = cut
-        if escape and s[:1] in FORMULA_START:
+        if escape and formula_like(s):
             s = mark(s)
             quality.add("formula_escaped", 1, column)
         values[i] = s

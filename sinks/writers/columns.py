@@ -4,13 +4,15 @@ definition; ``tests/sinks/test_sinks_columns.py`` compares them); cells Arrow fo
 computed in Python, only those."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from plait.spec import DocumentConfig
 from sinks.values import iso_texts
 from sinks.writers.cells import (
-    BAD_RE2, FORMULA_RE2, Quality, mixed_column, number_text, other_cells, shortest,
+    BAD_RE2, FORMULA_RE2, NEGATIVE_NUMBER_RE2, Quality, mixed_column, number_text, other_cells, shortest,
 )
 
 _TWO53 = float(2**53)
@@ -133,12 +135,25 @@ def clean_text(col: pa.Array, quality: Quality, column: str | None, *, escape: b
             col = pc.replace_substring_regex(col, BAD_RE2, "")
             quality.add("sanitized", n, column)
     if escape:
-        hit = pc.fill_null(pc.match_substring_regex(col, FORMULA_RE2), False)
+        hit = pc.fill_null(pc.and_not(pc.match_substring_regex(col, FORMULA_RE2),
+                                      pc.match_substring_regex(col, NEGATIVE_NUMBER_RE2)), False)
         n = pc.sum(hit).as_py() or 0
         if n:
             col = pc.if_else(hit, pc.binary_join_element_wise(prefix, col, ""), col)
             quality.add("formula_escaped", n, column)
     return col
+
+
+def decimal_texts(col: pa.Array) -> pa.Array:
+    """Decimals as plain digits at the column's scale (F11: ``0.0000001``, ``-0.100``): Arrow's
+    cast writes an adjusted exponent below -6 in E-notation (``1E-7``), which is redone here. A
+    negative scale keeps Arrow's form (``3.791E+5``: the digits the source gave)."""
+    text = col.cast(pa.string())
+    exp = pc.fill_null(pc.match_substring(text, "E-"), False)
+    if not pc.any(exp).as_py():
+        return text
+    return pc.if_else(exp, pa.array([format(Decimal(v), "f") if v is not None and "E-" in v
+                                     else None for v in text.to_pylist()], pa.string()), text)
 
 
 def bool_texts(col: pa.Array) -> pa.Array:
@@ -153,8 +168,10 @@ def text_column(kind: str, col: pa.Array, name: str, quality: Quality, doc: Docu
     booleans, ISO dates, mixed cells in source form; null stays null; counts to ``quality``."""
     if kind == "text":
         return clean_text(col, quality, name, escape=escape)
-    if kind in ("int", "decimal"):
+    if kind == "int":
         return col.cast(pa.string())
+    if kind == "decimal":
+        return decimal_texts(col)
     if kind == "float":
         return float_texts(col, doc.infText)
     if kind == "bool":

@@ -7,8 +7,8 @@ flavour quotes its whole row (the csv module quotes only the terminator's charac
 cells as :func:`sinks.writers.columns.text_column` (formula escape: OWASP CSV injection).
 
 A batch in which no cell needs quoting (the usual case) is written by Arrow's CSV writer with
-``quoting_style="none"``, integers and decimals as they are (Arrow casts them to text as
-``text_column`` does), text columns holding nothing to clean, escape or quote as they are: one
+``quoting_style="none"``, integers as they are (Arrow casts them to text as ``text_column``
+does), decimals as :func:`sinks.writers.columns.decimal_texts` renders them, text columns holding nothing to clean, escape or quote as they are: one
 regex pass per text column and one C++ pass per batch instead of the cast, the clean-up
 regexes and the joins. Any other batch is joined in Arrow compute, quoting where needed."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ from sinks.writers.base import WriteReport
 from sinks.writers.cells import (
     BAD_RE2, FORMULA_RE2, SingleFileWriter, headers, kind_of_field,
 )
-from sinks.writers.columns import clean_text, text_column
+from sinks.writers.columns import clean_text, decimal_texts, text_column
 
 _BUFFER = 64 << 10
 _BOM = "\ufeff".encode()
@@ -80,7 +80,7 @@ class CsvWriter(SingleFileWriter):
         CR rule."""
         kind = self._kinds[c]
         if kind in ("int", "decimal") and self._plain[c]:
-            return col, True
+            return (col if kind == "int" else decimal_texts(col)), True
         if (kind == "text" and pa.types.is_string(col.type)
                 and not pc.any(pc.match_substring_regex(col, self._as_is)).as_py()):
             return col, True

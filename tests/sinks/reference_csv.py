@@ -77,8 +77,10 @@ class ReferenceCsvWriter(SingleFileWriter):
             return [v if v is None or type(v) is str else
                     ("true" if v else "false") if type(v) is bool else number_text(v, inf)
                     for v in values]
-        if kind == "decimal":
-            return pc.cast(col, pa.string()).to_pylist()
+        if kind == "decimal":  # F11: every digit at the column's scale, never an exponent
+            if col.type.scale >= 0:
+                return [None if v is None else format(v, "f") for v in col.to_pylist()]
+            return pc.cast(col, pa.string()).to_pylist()  # a negative scale: as the source gave
         if kind == "text":
             values = text_cells(col, self.quality, escape=self.doc.escapeFormulas, mark=_prefix,
                                 column=self.schema.names[c])

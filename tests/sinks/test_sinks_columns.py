@@ -233,3 +233,42 @@ def test_a_delimiter_a_number_can_hold_or_arrow_cannot_take_is_quoted_as_the_ora
                     w.write_batch(b)
                 assert fast.close().path.read_bytes() == ref.close().path.read_bytes(), (
                     delim, flavour, b.num_columns)
+
+
+def test_csv_writes_decimals_at_their_scale_without_an_exponent(tmp_path):
+    """F11: ``csv: every digit at the column's scale``; Arrow's cast writes ``1E-7``."""
+    import decimal
+
+    from reference_csv import ReferenceCsvWriter
+    from sink_helpers import make_doc
+
+    from sinks.writers.csv_writer import CsvWriter
+
+    D = decimal.Decimal
+    batch = pa.record_batch({"d": pa.array([D("0.0000001"), D("0.1000000"), D("-0.0000005"), None],
+                                           pa.decimal128(10, 7)),
+                             "w": pa.array([D("-1E-21"), D("0.100000000000000000000"), None, None],
+                                           pa.decimal128(30, 21))})
+    doc = make_doc("csv", csvFlavour="plain")
+    written = []
+    for cls, name in ((CsvWriter, "a.csv"), (ReferenceCsvWriter, "b.csv")):
+        w = cls(tmp_path / name, batch.schema, doc)
+        w.write_batch(batch)
+        written.append(w.close().path.read_bytes())
+    assert written[0] == written[1] == (
+        b"d,w\n0.0000001,-0.000000000000000000001\n0.1000000,0.100000000000000000000\n"
+        b"-0.0000005,\n,\n")
+
+
+def test_a_negative_number_as_text_is_not_escaped_as_a_formula():
+    """E6 and E8: an id beyond 2**53 written as text keeps its minus sign as its first character;
+    text that only starts like a negative number is still escaped."""
+    from sinks.writers.cells import Quality, text_cells
+    from sinks.writers.columns import clean_text
+
+    col = pa.array(["-1234567890123456789", "-12.5", "-1+1", "-", "-1.", "=1", None])
+    want = ["-1234567890123456789", "-12.5", "'-1+1", "'-", "'-1.", "'=1", None]
+    q1, q2 = Quality(), Quality()
+    assert clean_text(col, q1, "id", escape=True).to_pylist() == want
+    assert text_cells(col, q2, escape=True, mark=lambda s: "'" + s) == want
+    assert q1.counts["formula_escaped"] == q2.counts["formula_escaped"] == 4

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from plait.spec import DocumentConfig
 from sinks.values import conform, dumps_rows, fix_unicode, json_number, rows_to_batch, unify_schemas
 from sinks.writers import open_writer
-from sinks.writers.cells import FORMULA_START
+from sinks.writers.cells import formula_like
 
 UTC = dt.timezone.utc
 _BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -129,7 +129,7 @@ def same(v: object, r: object, fmt: str) -> bool:
             return delta < (0.0005001 if fmt == "xlsx" else 1e-6)
         if fmt in ("xlsx", "csv"):
             text = _BAD_XML.sub("", text)
-        if fmt == "csv" and text[:1] in FORMULA_START:
+        if fmt == "csv" and formula_like(text):  # E6; a negative number literal is no formula
             text = "'" + text
         if fmt == "csv" and type(v) is str and dt_text(v) is not None:
             return r == text or r == dt_text(v)
