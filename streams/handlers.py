@@ -206,19 +206,32 @@ async def prepare(ctx: Context, cmd: FetchPage, chain: collections.deque, entry:
     ``DECODE_SLOTS`` slot (a decode holds ~5x the page's bytes). Without a row
     cap, starts the next page from this envelope's cursor."""
     s, spec = ctx.settings, cmd.spec
-    answer = await fetch_answer(ctx.http, spec, entry.cursor, entry.seq, s.fetch_retries,
-                                s.fetch_backoff_seconds, headers,
-                                spec.dataConfig.conditions(cmd.partition))
-    async with ctx.decoding:
-        if spec.jobConfig.maxRows is None:
-            hint = answer.next_cursor()
-            last = chain[-1] is entry if chain else entry.taken
-            if hint is not None and last and ctx.ahead.get(cmd.chainId) is chain \
-                    and len(chain) < AHEAD_PAGES:
-                _prepare_next(ctx, cmd, chain, headers, entry.seq + 1, hint, None)
-            else:
-                entry.hint = hint
-        return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
+    try:
+        answer = await fetch_answer(ctx.http, spec, entry.cursor, entry.seq, s.fetch_retries,
+                                    s.fetch_backoff_seconds, headers,
+                                    spec.dataConfig.conditions(cmd.partition))
+        async with ctx.decoding:
+            if spec.jobConfig.maxRows is None:
+                hint = answer.next_cursor()
+                last = chain[-1] is entry if chain else entry.taken
+                if hint is not None and last and ctx.ahead.get(cmd.chainId) is chain \
+                        and len(chain) < AHEAD_PAGES:
+                    _prepare_next(ctx, cmd, chain, headers, entry.seq + 1, hint, None)
+                else:
+                    entry.hint = hint
+            return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
+    except PermanentError as e:
+        raise in_partition(e, entry.seq, cmd.partition, spec) from None
+
+
+def in_partition(error: PermanentError, seq: int, partition: int,
+                 spec: ExportSpec) -> PermanentError:
+    """``error`` (``page <seq>: ...``) as ``page <seq> of partition <p>: ...`` when the task
+    has partitions, since every partition has a page ``seq``; unchanged otherwise."""
+    head = f"page {seq}:"
+    if len(spec.dataConfig.fragments()) < 2 or not error.message.startswith(head):
+        return error
+    return PermanentError(f"page {seq} of partition {partition}:{error.message[len(head):]}")
 
 
 def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | None,

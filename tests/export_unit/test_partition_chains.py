@@ -12,6 +12,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from plait import topics as T
 from plait.agent import spread_partition
+from plait.errors import PermanentError
 from plait.events import FetchPage, PageBatch
 from plait.spec import ExportSpec
 from streams.emits import start
@@ -121,3 +122,14 @@ async def test_a_task_of_one_partition_is_left_to_the_task_re_drive(make_ctx):
     await ctx.checkpoints.set("t1", request=req.model_dump_json())
     assert await redrive_chains(ctx, "t1", {}, 0.0, stale=True) is None
     assert json.loads((await ctx.checkpoints.get("t1"))["request"])["taskId"] == "t1"
+
+
+async def test_a_bad_answer_in_a_partition_names_the_partition(make_ctx, data_api):
+    # given a data API whose answer for partition 1's first page is no list of objects
+    ctx = make_ctx()
+    data_api.pages[0] = (["garbage"], True)
+    cmd = FetchPage(taskId="t1", seq=0, partition=1, partitions=3, spec=split_spec())
+    # when the page is fetched, then the failure says which partition's page 0 it was
+    with pytest.raises(PermanentError) as err:
+        await fetch(ctx, cmd)
+    assert str(err.value) == "page 0 of partition 1: data.rows must be a list of objects"
