@@ -40,6 +40,10 @@ MIXED = b"plait.mixed"
 #: Field metadata of an ``int64`` shard column: the digits of its widest value (ASCII), so a merge
 #: with a decimal page is as narrow as a declared ``decimal`` column (F11, :func:`with_int_digits`).
 INT_DIGITS = b"plait.int_digits"
+#: Field metadata of an inferred decimal shard column whose every value equals its double (``0.10``,
+#: not ``0.1000000000000000000001``): with a float page of the same column the column is a float
+#: column, as on one page holding both (F11), whatever the page boundaries.
+AS_DOUBLE = b"plait.as_double"
 
 #: Kinds of cell change (quality report keys, docs/fidelity-rules.md).
 REPLACED_INVALID_UNICODE = "replaced_invalid_unicode"
@@ -192,6 +196,8 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
             arr = conv.declared(values, ctype) if ctype else conv.inferred(values)
             if conv.mixed:
                 meta = {MIXED: b"1"}
+            elif conv.as_double and pa.types.is_decimal(arr.type):
+                meta = {AS_DOUBLE: b"1"}
             else:
                 meta = {ALL_NULL: b"1"} if arr.null_count == len(arr) and not ctype else None
             field_name = name
@@ -372,6 +378,8 @@ class _Converter:
         self.strict = doc.onInvalidValue == "fail"
         self.mixed = False
         self.edge = False
+        #: inferred decimal whose every value equals its double (:data:`AS_DOUBLE`)
+        self.as_double = False
 
     def count(self, kind: str, n: int) -> None:
         """Count ``n`` cells of ``kind``, in total and for this column."""
@@ -443,6 +451,8 @@ class _Converter:
                                         "float")
                 if any(type(v) is float and not math.isfinite(v) for v in values):
                     return self.as_mixed(values)
+            else:  # a float page of the same column makes it a float column (unify_schemas)
+                self.as_double = all(type(v) is not Decimal or _float_exact(v) for v in values)
             return self._decimal(values)
         if kinds == {datetime}:
             return self.declared(values, "datetime")
@@ -764,11 +774,13 @@ def is_mixed(field: pa.Field) -> bool:
 
 def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
     """One schema for all shards of a task, fields in first-seen order: null or all-null yields;
-    ``int64`` + ``float64`` -> ``float64``; decimals widen (an ``int64`` page as a decimal of its
+    ``int64`` + ``float64`` -> ``float64``; :data:`AS_DOUBLE` decimals + ``float64`` ->
+    ``float64``; decimals widen (an ``int64`` page as a decimal of its
     :data:`INT_DIGITS`, 19 without them); equal types stay; any other conflict, or mixed on any
     page, -> mixed (F7)."""
     types: dict[str, pa.DataType | None] = {}
     digits: dict[str, int] = {}
+    as_double: dict[str, bool] = {}  # every decimal page of the column is AS_DOUBLE
     for schema in schemas:
         for f in schema:
             if is_mixed(f):
@@ -777,8 +789,11 @@ def unify_schemas(schemas: list[pa.Schema]) -> pa.Schema:
                 t = None if (f.type == pa.null() or (f.metadata or {}).get(ALL_NULL)) else f.type
             if t == pa.int64():
                 digits[f.name] = max(digits.get(f.name, 1), int_digits(f))
-            types[f.name] = _merge(types[f.name], t, digits.get(f.name, 19)) \
-                if f.name in types else t
+            if t is not None and pa.types.is_decimal(t):
+                as_double[f.name] = (as_double.get(f.name, True)
+                                     and bool((f.metadata or {}).get(AS_DOUBLE)))
+            types[f.name] = _merge(types[f.name], t, digits.get(f.name, 19),
+                                   as_double.get(f.name, False)) if f.name in types else t
     return pa.schema([pa.field(n, pa.string(), metadata={MIXED: b"1"}) if t == _MIXED_T
                       else pa.field(n, t if t is not None else pa.string())
                       for n, t in types.items()])
@@ -805,14 +820,17 @@ def with_int_digits(batch: pa.RecordBatch) -> pa.RecordBatch:
                                       schema=pa.schema(fields, metadata=batch.schema.metadata))
 
 
-def _merge(a: pa.DataType | None, b: pa.DataType | None, digits: int) -> pa.DataType | None:
+def _merge(a: pa.DataType | None, b: pa.DataType | None, digits: int,
+           as_double: bool = False) -> pa.DataType | None:
     """The type of a column whose pages are ``a`` and ``b``; ``digits``: the widest int64 page's
-    :data:`INT_DIGITS`."""
+    :data:`INT_DIGITS`; ``as_double``: its decimal pages are all :data:`AS_DOUBLE`."""
     if a is None or b is None:
         return a if b is None else b
     if a == b:
         return a
     if {a, b} == {pa.int64(), pa.float64()}:
+        return pa.float64()
+    if as_double and pa.float64() in (a, b) and (pa.types.is_decimal(a) or pa.types.is_decimal(b)):
         return pa.float64()
     if pa.types.is_decimal(a) or pa.types.is_decimal(b):
         da = pa.decimal128(digits, 0) if a == pa.int64() else a

@@ -278,3 +278,18 @@ def test_int_pages_then_a_decimal_page_give_the_declared_decimal_file(exporter, 
     narrow as a declared ``decimal`` column's (each int page by its digits, not as any int64),
     so declaring the inferred types gives the same parquet file (decimal128(3, 2))."""
     assert_same_files(exporter, INT_THEN_DECIMAL, fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("pages", [['[{"v": 0.10}]', '[{"v": 2.5}]'],
+                                   ['[{"v": 2.5}]', '[{"v": 0.10}, {"v": -0.0}]'],
+                                   ['[{"v": 1}, {"v": 0.10}]', '[{"v": 2.5}]']])
+def test_decimals_a_double_holds_and_floats_on_other_pages_give_the_one_page_file(
+        exporter, fmt, pages):
+    """F11: ``0.10`` next to ``2.5`` is a float column; so it is when the page boundary falls
+    between them (it was a mixed text column then: the file changed with the page size)."""
+    split = [body(p, i == len(pages) - 1) for i, p in enumerate(pages)]
+    rows = ", ".join(p.strip()[1:-1] for p in pages)
+    whole = [body(f"[{rows}]", True)]
+    doc = DocumentConfig(fileFormat=fmt, fileName="f")
+    assert exporter.export(split, doc, fast=False) == exporter.export(whole, doc, fast=False)
