@@ -31,7 +31,8 @@ class SilenceRefused(FieldError):
 def is_broad(matchers: list[Matcher]) -> bool:
     """True when every matcher matches the empty string (``env!~"prod.*"`` mutes every alert
     without ``env``) or every matcher is negative (``asset!="h1"`` mutes all the others): Plait's
-    own API refuses those without ``allow_broad`` (docs/alerting.md, "Silence")."""
+    own API refuses those without ``allow_broad`` (docs/alerting.md, "Differences from
+    Alertmanager")."""
     return all(m.matches({}) for m in matchers) or all(not m.op.is_equal for m in matchers)
 
 

@@ -63,9 +63,10 @@ def read_offsets(bootstrap: str, topic: str, partition: int, start: int, stop: i
                  timeout: float = 30.0) -> list[tuple[int, bytes | None]]:
     """Blocking: the records of ``topic`` partition ``partition`` at offsets ``start`` to ``stop``
     (exclusive) as ``[(offset, value)]``, read without a consumer group (nothing committed); fewer
-    when some are gone (retention) or the partition ends before ``stop``. Raises TimeoutError after
+    when some are gone (retention) or the partition ends before ``stop`` (its end is the
+    consumer's partition-EOF event: Tansu's watermarks lag its log). Raises TimeoutError after
     ``timeout`` s, KafkaException on a broker error."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "plait-read-offsets",
                          "enable.auto.commit": False, "enable.partition.eof": True,
@@ -82,7 +83,7 @@ def read_offsets(bootstrap: str, topic: str, partition: int, start: int, stop: i
             if msg is None:
                 continue
             if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+                if msg.error().name() == "_PARTITION_EOF":
                     break
                 raise KafkaException(msg.error())
             if msg.offset() >= stop:

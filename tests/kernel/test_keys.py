@@ -45,6 +45,8 @@ PINNED = [
     (K.audit, ("P", None), "P:audit:-"),
     (K.alert_counters, ("P",), "P:alerts:counters"),
     (K.alert_silences, ("P",), "P:alerts:silences"),
+    (K.alert_reload, ("P",), "P:alerts:reload"),
+    (K.alert_reloaded, ("P", "r1"), "P:alerts:reloaded:r1"),
     (K.alert_view, ("P", 3), "P:alerts:view:3"),
     (K.alert_history, ("P", "0123abcd0123abcd"), "P:alerts:history:0123abcd0123abcd"),
     (K.slow_task_marker, ("P", "t1"), "P:alerts:slow:t1"),
