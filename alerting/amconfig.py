@@ -603,9 +603,12 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
             fanout.setdefault(base, []).append(r["name"])
             if r.get("alertmanager_fields"):  # Alertmanager's .Receiver: the file's name
                 r["alertmanager_fields"]["receiver"] = base
+    resolve = duration(ctx.glob.get("resolve_timeout", "5m"), "global.resolve_timeout")
+    if resolve <= 0:  # Alertmanager takes 0s: its alerts without endsAt then end as they come
+        raise _fail("global.resolve_timeout", "must be more than 0s: an alert without endsAt "
+                    "would resolve as it arrives")
     timing = {"group_wait": 30.0, "group_interval": 300.0, "repeat_interval": 4 * 3600.0, **timers,
-              "resolve_timeout": duration(ctx.glob.get("resolve_timeout", "5m"),
-                                          "global.resolve_timeout")}
+              "resolve_timeout": resolve}
     plait = {"receivers": receivers, "route": route, "timing": timing,
              "grouping": {"group_by": group_by, **more.grouping.model_dump()},
              "inhibit_rules": _inhibit_rules(data.get("inhibit_rules")), "time_intervals": intervals,

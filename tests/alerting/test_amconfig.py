@@ -373,6 +373,8 @@ def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
      "receivers.0.slack_configs.0.timeout: not supported"),
     ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', timeout: 5}]}]",
      "receivers.0.webhook_configs.0.timeout: not a valid duration string"),
+    ("global: {resolve_timeout: 0s}\nreceivers: [{name: a}]",
+     "global.resolve_timeout: must be more than 0s"),
 ])
 def test_what_plait_cannot_do_is_refused_naming_the_key(tmp_path, text, says):
     path = write(tmp_path, "route: {receiver: a}\n" + text + "\n")
