@@ -495,4 +495,21 @@ def load_config(source: str | Path) -> AlertingConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"invalid YAML: {e}") from None
-    return parse_config(data)
+    try:
+        return parse_config(data)
+    except ConfigError as e:
+        if _looks_like_alertmanager_yml(data):
+            raise ConfigError(f"{e}\n(this file looks like an alertmanager.yml: give it as "
+                              "PLAIT_ALERTMANAGER_CONFIG, or plait dev --alertmanager-config)"
+                              ) from None
+        raise
+
+
+def _looks_like_alertmanager_yml(data: Any) -> bool:
+    """Whether ``data`` has keys only Alertmanager's file has (``global``, ``templates``,
+    ``mute_time_intervals``, a receiver's ``*_configs``)."""
+    if not isinstance(data, dict):
+        return False
+    receivers = data.get("receivers") if isinstance(data.get("receivers"), list) else []
+    return bool({"global", "templates", "mute_time_intervals"} & set(data)) or any(
+        isinstance(r, dict) and any(str(k).endswith("_configs") for k in r) for r in receivers)

@@ -706,3 +706,16 @@ def test_a_reload_that_removes_a_receiver_settles_its_open_groups_without_a_requ
     [message] = funnel.tick(2.0)
     assert message.receiver == "x" and build_requests(message, funnel.config.receiver("x")) == []
     assert keep_removed_receivers(new, new) is new
+
+
+def test_an_alertmanager_yml_given_as_plaits_own_file_says_which_setting_takes_it():
+    from alerting.config import load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config("route: {receiver: a}\nreceivers: [{name: a, webhook_configs: "
+                    "[{url: 'http://127.0.0.1:9/a'}]}]\n")
+    assert "looks like an alertmanager.yml" in str(err.value)
+    assert "--alertmanager-config" in str(err.value)
+    with pytest.raises(ConfigError) as err:  # Plait's own file with a mistake: no such hint
+        load_config("receivers: [{name: a, url: 'http://127.0.0.1:9/a', bogus: 1}]\n")
+    assert "alertmanager.yml" not in str(err.value)
