@@ -60,20 +60,27 @@ def test_read_offsets_gives_the_range_asked_and_stops_at_the_partition_end(broke
     assert [o for o, _v in read_offsets(broker.bootstrap, topic, 0, 8, 20)] == [8, 9]
 
 
-def test_a_batch_past_a_hole_gets_the_missing_commands_first_in_offset_order(broker):
-    # given 6 alerts in alerts.funnel, of which the funnel applied offsets 0 and 1
-    names = T.Topics("hole.")
+def six_alerts_two_applied(broker, prefix: str) -> tuple[T.Topics, list[bytes], FunnelRunner]:
+    """Topics named with ``prefix``, the 6 alert commands sent to their ``alerts.funnel``
+    partition 0 (offsets 0-5), and a runner that applied offsets 0 and 1."""
+    names = T.Topics(prefix)
     topic = names.name(FUNNEL_TOPIC)
     create_topics(broker.bootstrap, [topic], 1)
     values = []
     for i in range(6):
-        _r, cmd = route_alert(CONFIG, RawAlert(f"a{i}:0", {"rule": f"R{i}", "asset": "h", "severity": "warning",
-                                                     "status": "firing"}, 1000.0))
+        _r, cmd = route_alert(CONFIG, RawAlert(f"{prefix}{i}:0", {
+            "rule": f"R{i}", "asset": "h", "severity": "warning", "status": "firing"}, 1000.0))
         cmd["src"] = [0, i, 0]
         values.append(command(**cmd))
     produce(broker.bootstrap, topic, values)
     runner = FunnelRunner(CONFIG, {}, lambda: 1000.0)
     runner.apply_batch(0, [(o, parse_command(values[o])) for o in (0, 1)])
+    return names, values, runner
+
+
+def test_a_batch_past_a_hole_gets_the_missing_commands_first_in_offset_order(broker):
+    # given 6 alerts in alerts.funnel, of which the funnel applied offsets 0 and 1
+    names, values, runner = six_alerts_two_applied(broker, "hole.")
     svc = SimpleNamespace(runner=runner, settings=SimpleNamespace(broker_url=broker.bootstrap),
                           names=names, rt=None)
     # when the consumer hands over offsets 3 and 5 only
@@ -93,19 +100,7 @@ def test_one_event_after_a_hole_applies_the_read_back_first_and_gives_up_only_a_
         broker):
     # given 6 alerts in alerts.funnel, the funnel at offset 1, and a command at offset 3 that
     # meets a bug when applied
-    names = T.Topics("hole1.")
-    topic = names.name(FUNNEL_TOPIC)
-    create_topics(broker.bootstrap, [topic], 1)
-    values = []
-    for i in range(6):
-        _r, cmd = route_alert(CONFIG, RawAlert(f"b{i}:0", {"rule": f"R{i}", "asset": "h",
-                                                            "severity": "warning",
-                                                            "status": "firing"}, 1000.0))
-        cmd["src"] = [0, i, 0]
-        values.append(command(**cmd))
-    produce(broker.bootstrap, topic, values)
-    runner = FunnelRunner(CONFIG, {}, lambda: 1000.0)
-    runner.apply_batch(0, [(o, parse_command(values[o])) for o in (0, 1)])
+    names, values, runner = six_alerts_two_applied(broker, "hole1.")
     real = runner.apply_batch
 
     def apply_batch(partition, commands):
