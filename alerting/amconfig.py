@@ -121,7 +121,14 @@ def duration(value: Any, key: str) -> float:
         return 0.0
     if not m or not any(m.groups()):
         raise _fail(key, f'not a valid duration string: "{text}"')
-    return float(sum(int(g) * u for g, u in zip(m.groups(), _DURATION_UNITS) if g))
+    seconds = float(sum(int(g) * u for g, u in zip(m.groups(), _DURATION_UNITS) if g))
+    if seconds > _MAX_DURATION:
+        raise _fail(key, "duration out of range")
+    return seconds
+
+
+#: Longest duration Alertmanager takes: Go's ``time.Duration``, int64 nanoseconds (~292 years).
+_MAX_DURATION = (2**63 - 1) / 1e9
 
 
 def http_url(value: Any, key: str) -> str:

@@ -156,6 +156,8 @@ BROKEN = [
      "{invalid_label: null}, source_match: {a: b}}]\n",
      'inhibit_rules.0.target_match_re.invalid_label: invalid regexp value for "invalid_label"',
      'invalid regexp value for "invalid_label"'),
+    ("duration-out-of-range", routed("{receiver: a, repeat_interval: 293y}"),
+     "route.routes.0.repeat_interval: duration out of range", "duration out of range"),
     ("bad-label-name-in-match", routed("{match: {1team: db}}"),
      'route.routes.0.match.1team: invalid label name "1team"', 'invalid label name "1team"'),
     ("pagerduty-without-key", "route: {receiver: a}\nreceivers: [{name: a, pagerduty_configs: [{description: x}]}]\n",
