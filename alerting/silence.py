@@ -36,6 +36,16 @@ def is_broad(matchers: list[Matcher]) -> bool:
     return all(m.matches({}) for m in matchers) or all(not m.op.is_equal for m in matchers)
 
 
+def end_now(d: dict[str, Any], now: float) -> bool:
+    """End the stored silence ``d`` at ``now`` unless it ended already; True when it changed. A
+    pending one ends before it began: Alertmanager sets both times to now (``silence.go``
+    ``expire``)."""
+    if d["ends_at"] is not None and d["ends_at"] <= now:
+        return False
+    d["starts_at"], d["ends_at"] = min(d["starts_at"], now), now
+    return True
+
+
 def alertmanager_refuses(matchers: list[Matcher]) -> bool:
     """Alertmanager's rule for its API (``silence/silence.go``, ``validateSilence`` and
     ``matchesEmpty``): refused when every matcher is ``=`` or ``=~`` and matches the empty string;

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 
 from alerting.matchers import Matcher
 from alerting.silence import (Silence, SilenceRefused, alertmanager_refuses, create_silence,
-                              is_broad)
+                              end_now, is_broad)
 from alerting.wire import command
 from plait.errors import NotFound, Unavailable
 from plait.records import MAX_RECORD_BYTES
@@ -102,10 +102,7 @@ class SilenceStore:
         d = await self.get(silence_id)
         if d is None:
             raise NotFound(f"silence {silence_id} not found")
-        if d["ends_at"] is None or d["ends_at"] > now:
-            # a pending one ends before it began: Alertmanager sets both to now (silence.go)
-            d["starts_at"] = min(d["starts_at"], now)
-            d["ends_at"] = now
+        if end_now(d, now):
             d["updated_at"] = now
             await self.redis().hset(self.key, silence_id, json.dumps(d))
         await self.broadcast(command("expire", id=silence_id))

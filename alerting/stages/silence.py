@@ -5,7 +5,7 @@ from typing import Any
 
 from alerting.group import apply_verdict
 from alerting.model import Alert, LedgerEntry, Outcome
-from alerting.silence import Silence, create_silence, silenced_by
+from alerting.silence import Silence, create_silence, end_now, silenced_by
 from alerting.stages.base import StageBase
 
 
@@ -47,10 +47,7 @@ class Silences(StageBase):
         d = self.state["silences"].get(silence_id)
         if d is None:
             return False
-        if d["ends_at"] is None or d["ends_at"] > now:
-            # a pending one ends before it began: Alertmanager sets both to now (silence.go)
-            d["starts_at"] = min(d["starts_at"], now)
-            d["ends_at"] = now
+        end_now(d, now)
         self._silences = [Silence.from_dict(s) for s in self.state["silences"].values()]
         return True
 

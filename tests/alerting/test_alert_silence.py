@@ -121,3 +121,15 @@ def test_expired_silence_releases_a_still_firing_alert():
         r.tick(float(t))
     assert [t for t, _ in r.messages()] == [60]
     assert r.funnel.expire_silence("nope", 90) is False
+
+
+def test_expiring_a_pending_silence_ends_it_now_not_at_its_start():
+    from alerting.silence import end_now
+
+    # a silence starting tomorrow, expired today: it starts and ends now (Alertmanager's expire)
+    d = {"starts_at": 2000.0, "ends_at": 3000.0}
+    assert end_now(d, 1000.0) and d == {"starts_at": 1000.0, "ends_at": 1000.0}
+    # an active one ends now and keeps its start; an ended one is left as it is
+    d = {"starts_at": 500.0, "ends_at": 3000.0}
+    assert end_now(d, 1000.0) and d == {"starts_at": 500.0, "ends_at": 1000.0}
+    assert not end_now(d, 1500.0) and d == {"starts_at": 500.0, "ends_at": 1000.0}
