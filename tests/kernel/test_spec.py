@@ -58,13 +58,22 @@ def test_too_many_declared_columns_for_xlsx_names_the_limit_and_alternatives():
 
 
 def test_checking_many_columns_costs_time_linear_in_their_number():
-    # given about as many declared columns as one Kafka record carries, each named once
-    cols = [{"fieldName": f"c{i}"} for i in range(8_000)]
-    # when the spec is checked (the API does it on its event loop)
-    started = time.thread_time()  # this thread's CPU: the process's counts other tests' threads
-    spec(documentConfig={"fileFormat": "csv", "columns": cols})
-    # then within 0.2 s of CPU (a pairwise scan for repeated names takes ~0.65 s)
-    assert time.thread_time() - started < 0.2
+    # given specs of 1,000 and 8,000 declared columns (8,000 is about what one Kafka
+    # record carries), each named once
+    def cpu_to_check(n: int) -> float:
+        cols = [{"fieldName": f"c{i}"} for i in range(n)]
+        best = float("inf")
+        for _ in range(3):  # the least of three: this thread's CPU, less the machine's noise
+            started = time.thread_time()
+            spec(documentConfig={"fileFormat": "csv", "columns": cols})
+            best = min(best, time.thread_time() - started)
+        return best
+
+    # when each is checked (the API does it on its event loop)
+    small, large = cpu_to_check(1_000), cpu_to_check(8_000)
+    # then eight times the columns costs near eight times the CPU (under 24), not the 64
+    # times a pairwise scan for repeated names would (a ratio: the machine's speed cancels)
+    assert large < 24 * small, (small, large)
 
 
 def test_the_one_xlsx_column_check_is_excels_limit_for_xlsx_only():
