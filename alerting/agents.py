@@ -43,7 +43,7 @@ import orjson
 from alerting import view as alert_view
 from alerting.amconfig import keep_removed_receivers, load_configured
 from alerting.config import AlertingConfig
-from alerting.model import Message
+from alerting.model import Alert, Message
 from alerting.rules import DlqWatch, lifecycle_alert, recovery_alerts, slow_task_alert
 from alerting.changelog import BatchedTable, send_records
 from alerting.commands import decision_stands
@@ -52,8 +52,9 @@ from alerting.oversize import Guard
 from alerting.runner import Effects, FunnelRunner, offset_hole
 from alerting.webhook import SendResult, WebhookSender
 from alerting import history as alert_history
-from alerting.wire import (FUNNEL_TOPIC, command, fits_command, ledger_records, pack_alerts,
-                           parse_command, parse_raw, raw_envelope, route_alerts, too_large_command)
+from alerting.wire import (FUNNEL_TOPIC, command, fits_command, funnel_partition, ledger_records,
+                           pack_alerts, parse_command, parse_raw, raw_envelope, route_alerts,
+                           source_copies, too_large_command)
 from plait import keys as K
 from plait import topics as T
 from plait import tracing
@@ -240,6 +241,7 @@ class AlertingService:
         """Route a batch of ``alerts.raw`` events to ``alerts.funnel`` as ``alerts`` commands per
         receiver (:func:`alerting.wire.pack_alerts`)."""
         per_receiver: dict[str, list[tuple[dict, bytes]]] = {}
+        sources: dict[int, list[tuple[None, bytes]]] = {}  # partition -> inhibition sources
         received: list = []  # (fingerprint, entry): each copy's story starts here
         for event, _attrs, raws in items:
             msg = event.message
@@ -250,12 +252,17 @@ class AlertingService:
                               ) as sp:
                 tp = tracing.current_traceparent() if sp is not None else None
                 for i, raw in enumerate(raws):
-                    for receiver, cmd in route_alerts(self.config, raw):  # one per route reached
+                    routed = route_alerts(self.config, raw)
+                    for receiver, cmd in routed:  # one per route reached
                         cmd["src"] = [msg.partition, msg.offset, i]
                         if tp:
                             cmd["tp"] = tp
                         per_receiver.setdefault(receiver, []).append((cmd, command(**cmd)))
                         received += alert_history.received_entries(cmd, raw.source)
+                    self._source_copies(routed, sources)
+        for p, items in sources.items():  # before the alerts: a target's partition knows first
+            for value in pack_alerts(items, b"%d" % p, "sources"):
+                await self.funnel.send(key=b"%d" % p, value=value, partition=p)
         for receiver, cmds in per_receiver.items():
             key = receiver.encode()
             for i, (cmd, data) in enumerate(cmds):
@@ -266,6 +273,18 @@ class AlertingService:
                 await self.funnel.send(key=key, value=value)
         await self._flush_guard()
         self._story(received)
+
+    def _source_copies(self, routed: list[tuple[str, dict]],
+                       sources: dict[int, list[tuple[None, bytes]]]) -> None:
+        """Add the ``sources`` items of one routed alert (:func:`alerting.wire.source_copies`)."""
+        first = routed[0][1]
+        if not self.config.inhibit_rules or "alert" not in first or not first.get("fp"):
+            return
+        n = self.settings.partitions
+        taken = {funnel_partition(r, n) for r, _cmd in routed}
+        for p, data in source_copies(self.config, Alert.from_dict(first["alert"]), first["fp"],
+                                     taken, lambda r: funnel_partition(r, n)).items():
+            sources.setdefault(p, []).append((None, data))
 
     # --------------------------------------------------------------- rules
     async def rules(self, event, payload, attrs: dict) -> None:

@@ -153,6 +153,7 @@ class Funnel(*STAGES):  # type: ignore[misc]
         final entries go to :meth:`drain_ledger`. ``only``: the group ids that may be due (the
         runner's index); None looks at every open group."""
         self.ticked, self.changed = {}, {}
+        self._expire_foreign(now)
         self._release_muted(now)
         self._expire(now)
         later: dict[str, list[tuple[float, str]]] = {}

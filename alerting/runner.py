@@ -231,7 +231,7 @@ class FunnelRunner:
         """The partition's next tick (epoch s): soonest due group, expiry or retry, so a group
         flushes on its timer, not at the next 1 s tick."""
         st = ps.funnel.state
-        times = [ps.due.next_due(), st.get("next_expiry")] + [
+        times = [ps.due.next_due(), st.get("next_expiry"), st.get("next_foreign_expiry")] + [
             rs["inflight"].get("next_attempt_at") for rs in st["receivers"].values()
             if rs["inflight"] is not None and rs["inflight"].get("state") == "waiting"]
         times = [t for t in times if t is not None]
@@ -274,6 +274,11 @@ class FunnelRunner:
         return fps
 
     @staticmethod
+    def _foreign_keys(ps: PartitionState) -> list[str]:
+        """Table keys of the other partitions' inhibition sources changed since last asked."""
+        return [ps.key("fs", fp) for fp in ps.funnel.take_foreign_written()]
+
+    @staticmethod
     def _message_members(ps: PartitionState, message_id: str) -> dict[str, set[str]]:
         """Group id -> fingerprints listed in message ``message_id``'s
         sections: what its delivery may settle (:func:`alerting.group.settle`)."""
@@ -300,8 +305,8 @@ class FunnelRunner:
 
     def _other(self, ps: PartitionState, kind: str, cmd: dict[str, Any], now: float,
                fx: Effects) -> list[str] | None:
-        """Apply a tick, result, silence or expire command; the table keys it may have changed
-        (None: compare all)."""
+        """Apply a tick, result, sources, silence or expire command; the table keys it may have
+        changed (None: compare all)."""
         f = ps.funnel
         st = f.state
         if kind == "tick":
@@ -319,7 +324,15 @@ class FunnelRunner:
                 members.setdefault(gid, set()).update(fps)
             for gid in due:
                 members.setdefault(gid, set())
-            return list(self._member_keys(ps, members, silenced))
+            return list(self._member_keys(ps, members, silenced)) + self._foreign_keys(ps)
+        if kind == "sources":
+            for item in cmd.get("items") or ():
+                try:
+                    if f.take_source(item, now):
+                        fx.wake(now)  # its targets are free at the next tick
+                except ValueError as e:
+                    log.warning("partition %s: %s", ps.partition, e)
+            return self._foreign_keys(ps)
         if kind == "result":
             members = self._message_members(ps, cmd["message_id"])
             keys = self._member_keys(ps, members, set())

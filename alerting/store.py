@@ -4,6 +4,8 @@ entities so one event rewrites only what it touched:
 - ``<p>|meta``: seqs, counters, silences, ``offset`` (last ``alerts.funnel`` offset applied) and
   ``src`` (last ``alerts.raw`` position per raw partition); ``silenced`` is rebuilt on load;
 - ``<p>|ep|<fingerprint>``: one dedupe episode;
+- ``<p>|fs|<fingerprint>``: one inhibition source of another partition (``labels``,
+  ``expires_at``; :meth:`alerting.funnel.Funnel.take_source`);
 - ``<p>|grp|<group id>``: a group's header; ``<p>|gm|<group id>|<fingerprint>``: one member (own
   place ``o``), so an alert rewrites its member, not the group;
 - ``<p>|rcv|<receiver>``: bucket, message in flight (sections apart), outbox page numbers;
@@ -30,7 +32,7 @@ from alerting.config import AlertingConfig
 from alerting.funnel import Funnel
 from plait.records import MAX_RECORD_BYTES
 
-_ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv"}
+_ENTITIES = {"episodes": "ep", "groups": "grp", "receivers": "rcv", "foreign": "fs"}
 _KINDS = {v: k for k, v in _ENTITIES.items()}
 #: Most bytes of one outbox page: one record less room for its key (bigger sections: chunks).
 PAGE_BYTES = MAX_RECORD_BYTES - 1024

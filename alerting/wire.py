@@ -10,7 +10,8 @@ object/list or over :data:`MAX_ALERTS` alerts is poison (``export.dlq``); an inv
 ``alerts.funnel`` (keyed by receiver: its bucket, groups and in-flight message on one partition):
 ``{"v": 1, "kind": ...}`` with kind ``alert`` (normalized alert or invalid payload, ``receiver``,
 ``fp``, ``tp`` traceparent), ``alerts`` (``items``: at most :data:`MAX_ITEMS`, about
-:data:`MAX_COMMAND_BYTES`), ``tick``, ``result``, ``silence``, ``expire``; the last four go to an
+:data:`MAX_COMMAND_BYTES`), ``sources`` (``items``: inhibition sources from other partitions,
+:func:`source_copies`), ``tick``, ``result``, ``silence``, ``expire``; the last five go to an
 explicit partition.
 
 ``alerts.ledger`` (keyed by funnel partition, so outcomes stay in order): ``{"v": 2, "partition",
@@ -19,12 +20,13 @@ explicit partition.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from aiokafka.partitioner import murmur2
@@ -32,6 +34,7 @@ from aiokafka.partitioner import murmur2
 from alerting.config import AlertingConfig
 from alerting.model import Alert, AlertRejected, Severity
 from alerting.intake import normalize, repair_text
+from alerting.matchers import Matcher, parse_matcher
 from alerting.routing import decide, routes_for
 from plait.clock import utcnow_iso
 from plait.errors import PoisonError
@@ -201,14 +204,41 @@ def route_alert(config: AlertingConfig, raw: RawAlert) -> tuple[str, dict[str, A
     return route_alerts(config, raw)[0]
 
 
-def pack_alerts(items: list[tuple[dict[str, Any], bytes]], key: bytes = b"") -> list[bytes]:
-    """``alerts`` commands carrying ``items`` (``(command, JSON bytes)``) in order, at most
-    :data:`MAX_ITEMS` each and :data:`MAX_COMMAND_BYTES` with ``key``; an item too large alone is
-    left out (:func:`fits_command`)."""
-    head, tail = b'{"v":1,"kind":"alerts","items":[', b"]}"
+def pack_alerts(items: list[tuple[Any, bytes]], key: bytes = b"",
+                kind: str = "alerts") -> list[bytes]:
+    """``alerts`` (or ``kind``) commands carrying ``items`` (``(command, JSON bytes)``) in order, at
+    most :data:`MAX_ITEMS` each and :data:`MAX_COMMAND_BYTES` with ``key``; an item too large alone
+    is left out (:func:`fits_command`)."""
+    head, tail = b'{"v":1,"kind":"%s","items":[' % kind.encode(), b"]}"
     room = MAX_COMMAND_BYTES - len(key) - len(head) - len(tail)
     return [head + b",".join(chunk) + tail
             for chunk in _cut([data for _cmd, data in items if len(data) <= room], room, MAX_ITEMS)]
+
+
+@functools.lru_cache(maxsize=16)
+def _source_sides(rules: tuple[tuple[str, ...], ...]) -> list[list[Matcher]]:
+    return [[parse_matcher(m) for m in side] for side in rules]
+
+
+def source_copies(config: AlertingConfig | None, alert: Alert, fp: str, taken: set[int],
+                  partition_of: Callable[[str], int]) -> dict[int, bytes]:
+    """``{partition: item JSON bytes}``: the item of a ``sources`` command for each ``alerts.funnel``
+    partition holding a receiver's state but none of the alert's routes (``taken``), when the alert
+    matches the source side of an inhibit rule; else ``{}``. The item is ``{"fp", "labels" (the
+    labels matchers see), "status", "ends_at"}``: what an inhibition index needs, so an alert
+    inhibits its targets whatever partition their receiver's groups live on (docs/alerting.md,
+    "Inhibition"). ``partition_of``: a receiver name's partition (:func:`funnel_partition`)."""
+    if config is None or not config.inhibit_rules:
+        return {}
+    labels = alert.match_labels()
+    sides = _source_sides(tuple(tuple(r.source_matchers) for r in config.inhibit_rules))
+    if not any(all(m.matches(labels) for m in side) for side in sides):
+        return {}
+    parts = {partition_of(r.name) for r in config.receivers} - taken
+    if not parts:
+        return {}
+    return dict.fromkeys(sorted(parts), orjson.dumps({
+        "fp": fp, "labels": labels, "status": alert.status.value, "ends_at": alert.ends_at}))
 
 
 def fits_command(data: bytes, key: bytes = b"") -> bool:
@@ -256,8 +286,8 @@ def parse_command(value: bytes | str | None) -> dict[str, Any]:
         doc = _loads(value) if value is not None else None
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.funnel event is not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "alerts", "tick", "result", "silence",
-                                                     "expire"):
+    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "alerts", "sources", "tick", "result",
+                                                     "silence", "expire"):
         raise PoisonError("alerts.funnel event is not a funnel command")
     return doc
 

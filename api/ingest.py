@@ -13,7 +13,7 @@ from typing import Any
 from alerting.model import Alert, AlertRejected
 from alerting.routing import routing_version
 from alerting.wire import (FUNNEL_TOPIC, MAX_COMMAND_BYTES, command, decided_commands, fits_command,
-                           funnel_partition, pack_alerts)
+                           funnel_partition, pack_alerts, source_copies)
 from plait import topics as T
 from plait import tracing
 from plait.errors import Unavailable
@@ -76,6 +76,7 @@ class AlertIngest:
         ids: list[str] = []
         refused: list[tuple[int, AlertRejected]] = []
         by_partition: dict[int, list[tuple[None, bytes]]] = {}
+        sources: dict[int, list[tuple[None, bytes]]] = {}
         with tracing.span("alert.ingest", **{"plait.source": source,
                                              "plait.alerts": len(alerts)}):
             base = {"v": 1, "kind": "alert", "received_at": received_at, "source": source}
@@ -86,8 +87,8 @@ class AlertIngest:
                 base["tp"] = tp
             for pos, (where, alert) in enumerate(alerts):
                 rid = f"{eid}:{pos}"
-                items = [(self.partition_of(r, n), command(**c))
-                         for r, c in decided_commands(config, alert, dict(base, id=rid))]
+                decided = decided_commands(config, alert, dict(base, id=rid))
+                items = [(self.partition_of(r, n), command(**c)) for r, c in decided]
                 large = [len(data) for p, data in items if not fits_command(data, _key(p))]
                 if large:
                     refused.append((pos, too_large(where, large[0])))
@@ -95,8 +96,16 @@ class AlertIngest:
                 ids.append(rid)
                 for p, data in items:
                     by_partition.setdefault(p, []).append((None, data))
-            records: list[Record] = [(topic, _key(p), value, p) for p, items in by_partition.items()
-                                     for value in pack_alerts(items, _key(p))]
+                fp = decided[0][1].get("fp")
+                if fp:  # decided: an inhibition source reaches the other partitions too
+                    for p, data in source_copies(config, alert, fp, {p for p, _ in items},
+                                                 lambda r: self.partition_of(r, n)).items():
+                        sources.setdefault(p, []).append((None, data))
+            # the sources first: a target's partition knows its source before the target
+            records: list[Record] = [(topic, _key(p), value, p) for p, items in sources.items()
+                                     for value in pack_alerts(items, _key(p), "sources")]
+            records += [(topic, _key(p), value, p) for p, items in by_partition.items()
+                        for value in pack_alerts(items, _key(p))]
             if records:  # the records carry this span's traceparent header too
                 await self.send(records)
         return ids, refused

@@ -1,5 +1,6 @@
 """Inhibition stage (Alertmanager's inhibit/inhibit.go; docs/alerting.md, "Inhibition"). Firing
-sources are indexed per rule by their ``equal`` values: one dict lookup per rule."""
+sources, this partition's episodes and other partitions' ``sources`` items, are indexed per rule by
+their ``equal`` values: one dict lookup per rule."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,6 +9,9 @@ from alerting.dedupe import DEDUPED
 from alerting.model import Alert, LedgerEntry, Outcome
 from alerting.matchers import Matcher, parse_matcher
 from alerting.stages.base import StageBase
+
+#: The episode status an inhibition source of another partition is indexed with.
+_FIRING, _RESOLVED = {"status": "firing"}, {"status": "resolved"}
 
 
 class Inhibit(StageBase):
@@ -26,11 +30,67 @@ class Inhibit(StageBase):
         self._inhibited: set[str] = set()
         #: a source left the index since the last tick (or a load): re-check the inhibited
         self._sources_left = True
+        #: sources of other partitions: fp -> {"labels", "expires_at"} (:meth:`take_source`)
+        self._foreign: dict[str, dict[str, Any]] = self.state.setdefault("foreign", {})
+        #: fingerprints of ``_foreign`` entries changed since :meth:`take_foreign_written`
+        self._foreign_written: set[str] = set()
         if self._inhibit:
             for fp, ep in self.state["episodes"].items():
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
                 if ep.get("inhibited_by"):
                     self._inhibited.add(fp)
+            for fp, src in self._foreign.items():
+                self._index_source(fp, _FIRING, src["labels"])
+
+    def take_source(self, item: dict[str, Any], now: float) -> bool:
+        """Index (firing) or drop (resolved) an inhibition source whose own routes live on other
+        partitions: one ``sources`` item, ``{"fp", "labels", "status", "ends_at"}``
+        (:func:`alerting.wire.source_copies`). It expires as an episode does: at its future
+        ``ends_at``, else ``timing.resolve_timeout`` after ``now``; every firing copy moves that.
+        True when a source left (its targets are re-checked at the next tick). Raises ValueError
+        for an item of another shape."""
+        fp, labels = item.get("fp"), item.get("labels")
+        if not isinstance(fp, str) or not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise ValueError(f"not an inhibition source: {str(item)[:200]}")
+        if item.get("status") == "firing":
+            ends = item.get("ends_at")
+            exp = ends if isinstance(ends, (int, float)) and ends > now \
+                else now + self.config.timing.resolve_timeout
+            self._foreign[fp] = {"labels": labels, "expires_at": exp}
+            nxt = self.state.get("next_foreign_expiry")
+            if nxt is None or exp < nxt:
+                self.state["next_foreign_expiry"] = exp
+            self._index_source(fp, _FIRING, labels)
+            self._foreign_written.add(fp)
+            return False
+        if self._foreign.pop(fp, None) is None:
+            return False
+        self._index_source(fp, _RESOLVED, labels)
+        self._foreign_written.add(fp)
+        return True
+
+    def _expire_foreign(self, now: float) -> None:
+        """Drop the sources of other partitions past ``expires_at`` (a missed resolve ends as an
+        episode's does); scans only when the earliest expiry is due."""
+        nxt = self.state.get("next_foreign_expiry")
+        if nxt is None or now + 1e-9 < nxt:
+            return
+        upcoming = None
+        for fp, src in list(self._foreign.items()):
+            if src["expires_at"] > now + 1e-9:
+                upcoming = src["expires_at"] if upcoming is None else min(upcoming, src["expires_at"])
+                continue
+            del self._foreign[fp]
+            self._foreign_written.add(fp)
+            self._index_source(fp, _RESOLVED, src["labels"])
+        self.state["next_foreign_expiry"] = upcoming
+
+    def take_foreign_written(self) -> set[str]:
+        """Fingerprints of the other partitions' sources changed since the last call (their table
+        entities to write)."""
+        out, self._foreign_written = self._foreign_written, set()
+        return out
 
     def _inhibit_alert(self, fp: str, verdict: str, ep: dict[str, Any] | None,
                        labels: dict[str, str], rid: str, now: float) -> LedgerEntry | None:

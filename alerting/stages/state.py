@@ -73,13 +73,15 @@ class FunnelState(TypedDict, total=False):
     counters: dict[str, Any]
     ledger_out: list[dict[str, Any]]  # entries made final by a tick, not drained yet
     next_expiry: float | None
+    foreign: dict[str, dict[str, Any]]  # inhibition sources of other partitions, by fingerprint
+    next_foreign_expiry: float | None
     reloaded_at: float  # the configuration reload the group timers were restarted at (epoch s)
 
 
 def new_state() -> FunnelState:
     """An empty funnel state."""
     return {"version": STATE_VERSION, "seq": {"raw": 0, "message": 0, "silence": 0},
-            "episodes": {}, "groups": {}, "silences": {}, "silenced": {}, "receivers": {},
+            "episodes": {}, "groups": {}, "foreign": {}, "silences": {}, "silenced": {}, "receivers": {},
             "counters": dict.fromkeys(COUNTERS, 0) | {"silenced_by": {}, "dedupe_reasons": {},
                                                       "inhibited_by_rule": {}},
             "ledger_out": []}

@@ -18,6 +18,8 @@ import yaml
 
 from alert_e2e_support import AlertApi, Kafka, Receiver, wait_until
 
+from alerting.wire import funnel_partition
+
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alertmanager.yml"
@@ -52,10 +54,13 @@ def receiver():
 
 def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path):
     cfg = am_file(tmp_path / "alertmanager.yml", receiver)
-    stack = make_stack(workers=1, PLAIT_ALERTMANAGER_CONFIG=str(cfg))
+    # on 8 partitions the pager's state and the ops receiver's are on two (7 and 3), so the
+    # inhibit rule's source and target are too
+    stack = make_stack(workers=1, PLAIT_ALERTMANAGER_CONFIG=str(cfg), PLAIT_PARTITIONS="8")
     api, kafka = AlertApi(stack), Kafka(stack)
     try:
-        wait_until(lambda: api.counters()["partitions"] >= 4, 60, "the funnel worker to run")
+        assert funnel_partition("pager-webhook", 8) != funnel_partition("ops-webhook", 8)
+        wait_until(lambda: api.counters()["partitions"] >= 8, 60, "the funnel worker to run")
         # when a critical alert, a warning of the same alert and cluster and one of another
         # cluster are posted
         posted = time.time()
@@ -85,6 +90,16 @@ def test_an_alertmanager_yml_runs_as_alertmanager(make_stack, receiver, tmp_path
         assert pager.body["receiver"] == "pager-webhook" and ops.body["receiver"] == "ops-webhook"
         # counted, not on alerts.ledger: the ledger is one of Plait's extras, off here
         wait_until(lambda: api.counters()["inhibited"] == 1, 30, "the inhibited warning counted")
+        shown = {(a["labels"]["severity"], a["labels"]["cluster"]): a for a in
+                 httpx.get(f"{stack.api_url}/api/v2/alerts", timeout=10).json()}
+        assert shown[("warning", "eu1")]["status"]["inhibitedBy"] == [
+            shown[("critical", "eu1")]["fingerprint"]]
+        # and so through alerts.raw, where the router decides
+        kafka.send_alerts([dict(a, labels=dict(a["labels"], cluster="ap1")) for a in body[:2]])
+        wait_until(lambda: api.counters()["inhibited"] == 2, 30, "the ap1 warning inhibited")
+        wait_until(lambda: [h for h in receiver.accepted("/pager")
+                            if h.body["alerts"][0]["labels"]["cluster"] == "ap1"], 30,
+                   "the ap1 critical alert paged")
         assert kafka.read_ledger() == []
         assert all(a["labels"]["cluster"] == "us1" for h in receiver.accepted("/ops")
                    for a in h.body["alerts"])
