@@ -17,7 +17,7 @@ from alerting.model import AlertRejected
 from alerting.silence_store import SilenceStore
 from alerting.view import RecentAlerts
 from alerting.wire import normalize_options
-from api.alerting_edge import scrub_text
+from api.alerting_edge import scrub_text, scrub_utf8
 from api.auth import bearer_required, verify_bearer, verify_starlette_request
 from api.envelope import parse_json_body
 from api.ingest import AlertIngest
@@ -112,8 +112,9 @@ AM_ROUTER: dict[str, Any] = dict(
 
 async def read_body(request: Request, accepted: str = "an alert or a list of alerts",
                     ) -> tuple[Any, int]:
-    """(JSON body, surrogates replaced); ``AlertRejected`` when empty, too
-    large, not JSON or sent with a non-JSON Content-Type."""
+    """(JSON body, characters replaced: lone surrogates and bytes that are not
+    UTF-8, each by U+FFFD); ``AlertRejected`` when empty, too large, not JSON
+    or sent with a non-JSON Content-Type."""
     ctype = request.headers.get("content-type")
     media = (ctype or "").split(";")[0].strip().lower()
     if ctype is not None and media != "application/json" and not media.endswith("+json"):
@@ -123,12 +124,14 @@ async def read_body(request: Request, accepted: str = "an alert or a list of ale
     if len(raw) > MAX_BODY:
         raise AlertRejected("body", f"is {len(raw)} bytes", f"at most {MAX_BODY} bytes; "
                             "split the alerts over several requests", "size")
+    raw, bad_bytes = scrub_utf8(raw)
     try:
         doc = parse_json_body(raw)
     except FieldError as e:
         raise AlertRejected(e.field, e.rule, f"JSON ({accepted}), sent with "
                             "Content-Type: application/json", e.code) from None
     doc, replaced = scrub_text(doc)
+    replaced += bad_bytes
     if replaced:
         REPLACED.inc(replaced)
     return doc, replaced

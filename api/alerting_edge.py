@@ -3,6 +3,7 @@ vocabulary (camelCase, RFC 3339) and the funnel's names (``starts_at``, epoch
 seconds). A snake_case or unknown key is a 422 naming the accepted keys."""
 from __future__ import annotations
 
+import codecs
 import re
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,27 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _per_byte(e: UnicodeError) -> tuple[str, int]:
+    return "\ufffd" * (e.end - e.start), e.end  # type: ignore[attr-defined]
+
+
+codecs.register_error("plait.per_byte", _per_byte)
+
+
+def scrub_utf8(raw: bytes) -> tuple[bytes, int]:
+    """(``raw`` with each byte that is not part of UTF-8 replaced by U+FFFD, as Go's
+    ``encoding/json`` reads a string, so an Alertmanager client's alert is taken and fingerprinted
+    as Alertmanager takes it; count replaced)."""
+    if raw.isascii():
+        return raw, 0
+    try:
+        raw.decode()
+        return raw, 0
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "plait.per_byte")
+        return text.encode(), text.count("\ufffd") - raw.count("\ufffd".encode())
 
 
 def scrub_text(doc: Any) -> tuple[Any, int]:

@@ -115,6 +115,23 @@ def test_a_lone_surrogate_becomes_u_fffd_and_is_counted(client, sent):
     assert "plait_alert_edge_replaced_characters_total" in metrics
 
 
+def test_bytes_that_are_not_utf8_become_u_fffd_each_as_alertmanager_reads_them(client, sent):
+    # given a label holding bytes that are not UTF-8: a cut sequence, an encoded surrogate and
+    # an overlong form
+    raw = b'[{"labels": {"alertname": "T\xe2\x82A\xed\xa0\x80\xc0\xafZ"}}]'
+    resp = client.post("/api/v2/alerts", content=raw, headers={"Content-Type": "application/json"})
+    # then the alert is taken with one U+FFFD per byte, as Go's encoding/json reads a string
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["X-Plait-Replaced-Characters"] == "7"
+    [item] = [i for _t, _k, v, _p in sent for i in json.loads(v)["items"]]
+    assert item["alert"]["labels"] == {"alertname": "T\ufffd\ufffdA" + "\ufffd" * 5 + "Z"}
+    # and with Alertmanager's fingerprint: 0.25, given these bytes, listed it as 9793cd0f46ba9f40
+    assert item["fp"] == "9793cd0f46ba9f40"
+    # outside a string such a byte is still no JSON
+    resp = client.post("/api/v2/alerts", content=b"[\xff]", headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400 and "body" in resp.text
+
+
 @pytest.mark.parametrize("body, field", [
     ([{"labels": ["alertname", "A"]}], "[0].labels"),
     ([{"labels": {"alertname": "A", "x": {"nested": 1}}}], "[0].labels.x"),
