@@ -127,9 +127,9 @@ def parse_body(seq: int, body: bytes, doc: DocumentConfig | None = None,
         else:
             raise PermanentError(f"page {seq}: data.runtimeContext must hold only finite "
                                  f"numbers (it is sent back as JSON): {exc}") from None
-    total = data.get("total")
-    return Page(rows, ctx, data["status"] == "finish", total if isinstance(total, int) else None,
-                batch)
+    total = data.get("total")  # optional (progress): a count, else unknown
+    known = isinstance(total, int) and not isinstance(total, bool) and total >= 0
+    return Page(rows, ctx, data["status"] == "finish", total if known else None, batch)
 
 
 def parse_answer(seq: int, status_code: int, headers: httpx.Headers, body: bytes) -> Page:

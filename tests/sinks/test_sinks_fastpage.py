@@ -354,3 +354,16 @@ def test_nulls_past_the_scan_limit_are_proven_by_counting_keys(monkeypatch, limi
     assert check_body(body, doc_of([("a", "int"), ("b", "string")]))
     assert not check_body(envelope('[{"a":null},{"b":null},{"a":null,"b":"x"}]'),
                           doc_of([("a", "int"), ("b", "string")]))
+
+
+@pytest.mark.parametrize("total,read", [(336_776, 336_776), (0, 0), (-5, None), (True, None),
+                                        (2.5, None), ("7", None), (None, None)])
+def test_a_pages_total_is_a_count_or_not_given(total, read):
+    # the contract's optional data.total feeds progress and ETA: only a count is one
+    import json
+
+    from streams.datasource import parse_body
+
+    body = json.dumps({"code": 200, "data": {"status": "finish", "rows": [{"a": 1}],
+                                             "total": total}}).encode()
+    assert parse_body(0, body).total == read
