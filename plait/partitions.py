@@ -13,6 +13,8 @@ whole seconds, written as given: ``Z`` or ``+hh:mm``).
 """
 from __future__ import annotations
 
+import json
+
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -75,13 +77,15 @@ def split_windows(field: str, start: Any, stop: Any, parts: int) -> list[dict[st
 
 def check_fragments(fragments: list[Any]) -> None:
     """Raise ``ValueError`` naming the first fragment of ``dataConfig.partitions``
-    that is not a non-empty object, or a fragment repeated."""
-    seen: list[Any] = []
+    that is not a non-empty object, or a fragment repeated: the same JSON, key order aside
+    (``1`` and ``true`` differ, as they do to the data API)."""
+    seen: dict[str, int] = {}
     for i, fragment in enumerate(fragments):
         if not isinstance(fragment, dict) or not fragment:
             raise ValueError(f"item {i}: must be a non-empty object (a queryConditions "
                              "fragment)")
-        if fragment in seen:
-            raise ValueError(f"item {i} repeats item {seen.index(fragment)}: each "
+        text = json.dumps(fragment, sort_keys=True, default=str)
+        if text in seen:
+            raise ValueError(f"item {i} repeats item {seen[text]}: each "
                              "partition would export the same rows")
-        seen.append(fragment)
+        seen[text] = i

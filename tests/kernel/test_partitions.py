@@ -50,6 +50,8 @@ def test_a_bad_split_is_refused_naming_the_rule(start, stop, parts, why):
     ({"partitions": []}, ("dataConfig", "partitions"), "at least 1 item"),
     ({"partitions": [{"a": 1}, {}]}, ("dataConfig", "partitions"), "item 1: must be a non-empty"),
     ({"partitions": [{"a": 1}, {"a": 1}]}, ("dataConfig", "partitions"), "item 1 repeats item 0"),
+    ({"partitions": [{"a": 1, "b": [2]}, {"c": 3}, {"b": [2], "a": 1}]}, ("dataConfig", "partitions"),
+     "item 2 repeats item 0"),
     ({"partitions": [{"a": 1}, 7]}, ("dataConfig", "partitions", 1), "dictionary"),
     ({"partitions": [{"a": 1}], "split": {"field": "id", "from": 0, "to": 9, "parts": 3}},
      ("dataConfig",), "give partitions or split, not both"),
@@ -61,6 +63,12 @@ def test_a_bad_partition_spec_is_refused_naming_it(data, loc, why):
         spec(**data)
     first = err.value.errors()[0]
     assert first["loc"] == loc and why in first["msg"], err.value.errors()
+
+
+def test_fragments_that_differ_as_json_are_not_repeats():
+    # equal in Python (1 == True == 1.0), different to the data API that reads the JSON
+    s = spec(partitions=[{"a": 1}, {"a": True}, {"a": 1.5}, {"a": "1"}])
+    assert len(s.dataConfig.partitions) == 4
 
 
 def test_partitions_are_for_pull_mode_only():
