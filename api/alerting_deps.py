@@ -5,10 +5,11 @@ the allowance (401 / 403); ``/api/v2`` needs a bearer token."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable, Coroutine
 
 import redis.asyncio as aioredis
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from fastapi.routing import APIRoute
 from prometheus_client import Counter
 
 from alerting.amconfig import enabled as alerting_enabled, load_configured
@@ -100,7 +101,30 @@ async def bearer(request: Request, state: Alerting = Depends(get_alerting)) -> C
     return verify_bearer(request.headers, state.callers, state.shared_token)
 
 
+class _GoTextRequest(Request):
+    """A request whose body has each byte that is not part of UTF-8 replaced by U+FFFD
+    (:func:`api.alerting_edge.scrub_utf8`), so every Alertmanager route reads text as
+    Alertmanager (Go's ``encoding/json``) does; the count is ``scope["plait.replaced"]``."""
+
+    async def body(self) -> bytes:
+        if not hasattr(self, "_body"):
+            self._body, self.scope["plait.replaced"] = scrub_utf8(await super().body())
+        return self._body
+
+
+class GoTextRoute(APIRoute):
+    """An :class:`APIRoute` reading its request as :class:`_GoTextRequest`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            return await handler(_GoTextRequest(request.scope, request.receive))
+        return handle
+
+
 AM_ROUTER: dict[str, Any] = dict(
+    route_class=GoTextRoute,
     tags=["alerting", "alertmanager"], dependencies=[Depends(bearer)], responses={
         401: {"model": ErrorEnvelope, "description": "A bearer token is required and was "
               "missing or not accepted (Plait envelope)"},
@@ -125,6 +149,7 @@ async def read_body(request: Request, accepted: str = "an alert or a list of ale
         raise AlertRejected("body", f"is {len(raw)} bytes", f"at most {MAX_BODY} bytes; "
                             "split the alerts over several requests", "size")
     raw, bad_bytes = scrub_utf8(raw)
+    bad_bytes += request.scope.get("plait.replaced", 0)  # scrubbed already on its way in
     try:
         doc = parse_json_body(raw)
     except FieldError as e:

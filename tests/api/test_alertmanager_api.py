@@ -424,6 +424,17 @@ def test_silences_round_trip_and_share_the_native_store(client, sent):
     assert client.get(f"/api/v2/silence/{nid}").json()["status"]["state"] == "expired"
 
 
+def test_a_silence_with_bytes_that_are_not_utf8_is_taken_as_alertmanager_takes_it(client, sent):
+    # given a silence whose matcher value and comment hold bytes that are not UTF-8
+    body = json.dumps(SILENCE | {"comment": "CMT"}).replace("api-2", "VAL").encode()
+    body = body.replace(b"VAL", b"api\xff2").replace(b"CMT", b"cut \xe2\x82")
+    resp = client.post("/api/v2/silences", content=body, headers={"Content-Type": "application/json"})
+    # then it is created with one U+FFFD per byte, as Alertmanager (Go's encoding/json) reads it
+    assert resp.status_code == 200, resp.text
+    s = client.get(f"/api/v2/silence/{resp.json()['silenceID']}").json()
+    assert s["matchers"][1]["value"] == "api\ufffd2" and s["comment"] == "cut \ufffd\ufffd"
+
+
 def test_unknown_silences_are_404(client):
     unknown = "7d0d0c36-7a1d-4d8e-9a53-2f1d3c1b0a00"
     resp = client.get(f"/api/v2/silence/{unknown}")
