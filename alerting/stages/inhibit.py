@@ -34,11 +34,12 @@ class Inhibit(StageBase):
         self._foreign: dict[str, dict[str, Any]] = self.state.setdefault("foreign", {})
         #: fingerprints of ``_foreign`` entries changed since :meth:`take_foreign_written`
         self._foreign_written: set[str] = set()
-        if self._inhibit:
-            for fp, ep in self.state["episodes"].items():
+        for fp, ep in self.state["episodes"].items():
+            if self._inhibit:
                 self._index_source(fp, ep, Alert.from_dict(ep["alert"]).match_labels())
-                if ep.get("inhibited_by"):
-                    self._inhibited.add(fp)
+            if ep.get("inhibited_by"):  # re-checked at the first tick: a reload may free it
+                self._inhibited.add(fp)
+        if self._inhibit:
             for fp, src in self._foreign.items():
                 self._index_source(fp, _FIRING, src["labels"])
 

@@ -171,3 +171,18 @@ def test_a_repeat_with_other_labels_leaves_the_source_as_a_restarted_worker_read
         assert ([e.outcome for e in live.ingest(target, 2)]
                 == [e.outcome for e in restarted.ingest(target, 2)]
                 == (["inhibited"] if dc == "a" else []))
+
+
+def test_a_reload_without_inhibit_rules_frees_the_inhibited_at_the_next_tick():
+    # given a target inhibited under its source
+    f = Funnel(cfg())
+    src, tgt = am("NodeDown", "n1", "critical", 0), am("HighLatency", "n1", "warning", 0)
+    f.ingest(src, 0)
+    assert f.ingest(tgt, 1)[0].outcome == "inhibited"
+    # when the file in use loses its inhibit rules (a reload rebuilds the funnel from its state)
+    g = Funnel(case_config(), f.state)
+    g.tick(2)
+    # then the target is active again and goes out with its group, as Alertmanager sends it
+    assert {v["fingerprint"]: v["status"]["state"] for v in g.open_alerts(2)}[fp(tgt)] == "active"
+    sent = [a["labels"]["alertname"] for t in (40, 80) for m in g.tick(t) for a in m.alerts()]
+    assert "HighLatency" in sent
