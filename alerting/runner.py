@@ -400,6 +400,7 @@ class FunnelRunner:
                 touched += [ps.key("ep", fp)] + [
                     k for g in {old_group, new_group} if g
                     for k in (ps.key("grp", g), ps.member_key(g, fp))]
+        touched += self._foreign_keys(ps)
         ps.mark_raw(*src)
         fx.ledger += [e.to_dict() for e in entries]
         if sp is not None:

@@ -90,13 +90,20 @@ class Inhibit(StageBase):
     def take_foreign_written(self) -> set[str]:
         """Fingerprints of the other partitions' sources changed since the last call (their table
         entities to write)."""
+        if not self._foreign_written:
+            return set()
         out, self._foreign_written = self._foreign_written, set()
         return out
 
     def _inhibit_alert(self, fp: str, verdict: str, ep: dict[str, Any] | None,
                        labels: dict[str, str], rid: str, now: float) -> LedgerEntry | None:
         """Index the alert as a source; its ``inhibited`` entry, else None. Resolves are checked at
-        their group's flush (Alertmanager's MuteStage), so resolve order does not matter."""
+        their group's flush (Alertmanager's MuteStage), so resolve order does not matter. An alert
+        whose routes reach this partition now is a source of its own here: a copy from the
+        partition its routes reached before goes."""
+        if fp in self._foreign:
+            del self._foreign[fp]
+            self._foreign_written.add(fp)
         if not self._inhibit:
             return None
         if ep is not None and verdict not in DEDUPED:

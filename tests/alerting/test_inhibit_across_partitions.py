@@ -141,3 +141,29 @@ def test_only_a_source_is_copied_and_only_to_partitions_without_its_routes():
     no_rules = CONFIG.model_copy(update={"inhibit_rules": []})
     alert = normalize({"labels": CRITICAL}, 0.0)
     assert source_copies(no_rules, alert, "f", set(), lambda r: 9) == {}
+
+
+def test_a_source_whose_routes_moved_here_is_its_own_and_its_resolve_outlives_a_restart():
+    w = Worker()
+    w.post(CRITICAL)  # a source copy on slack's partition
+    assert w.runner.state(SLACK).funnel.state["foreign"]
+    # when a reload moves the critical route to slack (no sub-route: the root's receiver), and the
+    # alert fires there, then resolves
+    moved = CONFIG.model_copy(update={"route": CONFIG.route.model_copy(update={"routes": []})})
+    for ends_at in (None, w.now):
+        alert = normalize({"labels": CRITICAL, "startsAt": format_time(w.now),
+                           **({"endsAt": format_time(ends_at)} if ends_at is not None else {})},
+                          w.now)
+        [(receiver, cmd)] = decided_commands(moved, alert, {"v": 1, "kind": "alert", "id": "m",
+                                                            "received_at": w.now})
+        assert receiver == "slack"
+        [value] = pack_alerts([(None, command(**cmd))])
+        w.apply(SLACK, value)
+    # then the copy is gone with it, and after a restart the warning is not muted by it
+    assert w.runner.state(SLACK).funnel.state["foreign"] == {}
+    again = Worker(w.table)
+    again.now, again.offsets = w.now, list(w.offsets)
+    again.post(WARNING)
+    again.tick(31)
+    again.tick(62)
+    assert any(r == "slack" and "warning" in sev for r, sev in again.sent), again.sent
