@@ -252,22 +252,30 @@ def build_sections(group: dict[str, Any], batch_size: int, include_context: bool
     Returns ``(sections, effects)``: a section is ``{"group_id", "group_labels", "receiver",
     "part", "parts", "merged", "reminder", "counts", "alerts", "snapshot"}`` (``snapshot``:
     ``[fp, news_seq or None, raw ids]``); effects ``{"muted": {fp: (key, by)}, "transient": [fp],
-    "quiet": [fp]}``.
+    "quiet": [fp]}``. In the Alertmanager format (``include_context``) a group with nothing firing
+    that never listed anything firing says nothing: its resolves are ``transient``, as
+    Alertmanager's DedupStage has it.
     """
     muted_now: dict[str, str] = {}
     transient: list[str] = []
     quiet: list[str] = []
     changes, context = [], []
     still_firing = 0
-    for m in group["members"].values():
+    members = list(group["members"].values())
+    for m in members:
         sid = muted(m)
         if sid is not None:
             muted_now[m["fp"]] = sid
-            continue
-        if m["status"] == "firing":
+        elif m["status"] == "firing":
             still_firing += 1
+    # Alertmanager's DedupStage (notify/dedup_stage.go needsUpdate): with nothing firing, a group
+    # that never told anything firing tells nothing; its resolves are of alerts never seen
+    untold = include_context and not still_firing and all(never_sent(m) for m in members)
+    for m in members:
+        if m["fp"] in muted_now:
+            continue
         if m["news"] is not None:
-            if suppress_transient and m["status"] == "resolved" and never_sent(m):
+            if (suppress_transient or untold) and m["status"] == "resolved" and never_sent(m):
                 transient.append(m["fp"])
             elif not send_resolved and m["status"] == "resolved":
                 quiet.append(m["fp"])

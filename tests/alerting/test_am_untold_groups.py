@@ -1,0 +1,122 @@
+"""A group that never told anything firing says nothing of its resolves, as Alertmanager.
+
+Alertmanager's DedupStage (notify/dedup_stage.go ``needsUpdate``): with no notification log
+entry for the group, it notifies only when something fires; after a notification that listed
+nothing firing, only when something fires again. So an alert that fired and resolved before its
+group's first flush, and a target inhibited all its life alone in its group, are never told.
+The same scenario is played on the real Alertmanager (Debian's binary, its webhook on a local
+server) and on Plait's funnel (the acceptance harness's fake clock); both must meet the same
+expectations, which the daemon's run shows are Alertmanager's."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from am_scenarios import A, Scenario, check, config_text, push_body
+from test_am_acceptance import play
+
+from stack_env import wait_for
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+_AM = """
+route:
+  receiver: "default"
+  group_by: [alertname]
+  group_wait:      1s
+  group_interval:  1s
+  repeat_interval: 1h
+
+receivers:
+- name: "default"
+  webhook_configs:
+  - url: 'http://%s'
+    send_resolved: true
+
+inhibit_rules:
+- source_match:
+    alertname: JobDown
+  target_match:
+    alertname: InstanceDown
+  equal: [zone]
+"""
+
+
+def _z(name: str, *active: float) -> dict:
+    return A("alertname", name, "zone", "aa", active=active)
+
+
+#: Flap fires and resolves before its group's first flush; InstanceDown is inhibited by JobDown
+#: until both resolve at 2.5 (each its own group); Up fires throughout.
+UNTOLD = Scenario(
+    "UntoldGroups", _AM,
+    pushes=[(0, [_z("Up", 0), _z("JobDown", 0), _z("InstanceDown", 0), _z("Flap", 0)]),
+            (0.3, [_z("Flap", 0, 0.3)]),
+            (2.5, [_z("JobDown", 0, 2.5), _z("InstanceDown", 0, 2.5)])],
+    wants={0: [(0.9, 1.8, [_z("Up", 0)]), (0.9, 1.8, [_z("JobDown", 0)]),
+               (2.9, 4.3, [_z("JobDown", 0, 2.5)])]})
+
+
+class _Collect(BaseHTTPRequestHandler):
+    got: list[tuple[float, list[dict]]] = []
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Collect.got.append((time.time(), body["alerts"]))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _alertmanager_run(sc: Scenario, tmp_path) -> tuple[dict[int, list], float]:
+    """What the real daemon's webhook got for ``sc`` (arrival times from its ``t0``), and t0."""
+    from ops.infra import free_port
+
+    _Collect.got = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Collect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(config_text(sc, [f"http://127.0.0.1:{server.server_port}/0"]))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={path}", f"--storage.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+        stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        def ready() -> bool:
+            try:
+                return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return proc.poll() is not None
+        wait_for(ready, 30, "Alertmanager ready")
+        assert proc.poll() is None, (tmp_path / "am.log").read_text()
+        t0 = time.time()
+        for at, alerts in sc.pushes:
+            time.sleep(max(0.0, t0 + at - time.time()))
+            resp = httpx.post(f"{url}/api/v2/alerts", json=push_body(alerts, t0), timeout=10)
+            assert resp.status_code == 200, resp.text
+        time.sleep(max(0.0, t0 + sc.end() + 1.0 - time.time()))  # anything late shows too
+    finally:
+        proc.kill()
+        proc.wait(10)
+        server.shutdown()
+    return {0: [(at - t0, alerts) for at, alerts in _Collect.got]}, t0
+
+
+@pytest.mark.skipif(ALERTMANAGER is None, reason="the Alertmanager binary is absent")
+def test_alertmanager_tells_nothing_of_a_group_that_never_told_anything_firing(tmp_path):
+    got, t0 = _alertmanager_run(UNTOLD, tmp_path)
+    assert check(UNTOLD, got, t0) == []
+
+
+def test_plait_tells_nothing_of_a_group_that_never_told_anything_firing(tmp_path):
+    assert check(UNTOLD, play(UNTOLD, tmp_path), 0.0) == []
