@@ -19,10 +19,9 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from alerting.config import (GROUP_BY_ALL, AlertingConfig, BucketConfig, DedupeConfig,
-                             DeliveryConfig, NormalizeConfig, RulesConfig, Seconds,
-                             TemplatesConfig, TimeInterval, check_group_by, format_errors,
-                             parse_config)
+from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
+                             NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
+                             check_group_by, format_errors, parse_config)
 from alerting.matchers import MatchOp, parse_matcher, parse_matchers
 from alerting.receivers.alertmanager import with_defaults
 from alerting.receivers.registry import receiver_types
@@ -255,9 +254,8 @@ def _group_by(c: dict, key: str) -> list[str] | None:
         return None
     names = [_text(n, _at(key, f"group_by.{i}")) for i, n in
              enumerate(_list(c["group_by"], _at(key, "group_by")))]
-    for name in names:  # Alertmanager's Route.UnmarshalYAML; null reads as ""
-        if name != GROUP_BY_ALL and not _LABEL_NAME.match(name):
-            raise _fail(_at(key, "group_by"), f'invalid label name "{name}" in group_by list')
+    if "" in names:  # Alertmanager's Route.UnmarshalYAML (0.28: any other UTF-8); null is ""
+        raise _fail(_at(key, "group_by"), 'invalid label name "" in group_by list')
     try:
         return check_group_by(names)
     except ValueError as e:

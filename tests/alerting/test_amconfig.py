@@ -160,9 +160,7 @@ BROKEN = [
      "route.routes.0.repeat_interval: duration out of range", "duration out of range"),
     ("bad-label-name-in-match", routed("{match: {1team: db}}"),
      'route.routes.0.match.1team: invalid label name "1team"', 'invalid label name "1team"'),
-    ("bad-label-name-in-group_by", routed("{group_by: [alertname, foo-bar]}"),
-     'route.routes.0.group_by: invalid label name "foo-bar" in group_by list',
-     'invalid label name "foo-bar" in group_by list'),
+    # (a name such as foo-bar is refused by 0.25 and taken by 0.28's UTF-8 mode, as Plait takes it)
     ("null-in-group_by", routed("{group_by: [null]}"),
      'route.routes.0.group_by: invalid label name "" in group_by list',
      'invalid label name "" in group_by list'),
