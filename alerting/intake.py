@@ -252,8 +252,8 @@ def from_alertmanager_alert(raw: Any, now: float,
     """Normalize one Alertmanager / Prometheus alert (see module doc).
 
     ``rule`` = ``labels.alertname`` (may be ``""``, as ``Alert.Validate``, alert/alert.go),
-    ``asset`` = first present of ``asset_labels``, ``severity`` = ``labels.severity`` or
-    ``default_severity``, status from ``endsAt`` vs ``now`` (s). As ``postAlerts`` (api/v2/api.go):
+    ``asset`` = first present of ``asset_labels``, ``severity`` = ``labels.severity`` when it
+    names one (:data:`SEVERITY_ALIASES`), else ``default_severity``, status from ``endsAt`` vs ``now`` (s). As ``postAlerts`` (api/v2/api.go):
     empty labels dropped (``removeEmptyLabels``); missing ``startsAt`` = a past ``endsAt``, else
     first seen; missing ``endsAt`` = ``now + resolve_timeout``; an end before the start refused.
     Raises AlertRejected naming the field after ``prefix`` (``"[1]."``).
@@ -269,9 +269,8 @@ def from_alertmanager_alert(raw: Any, now: float,
         raise AlertRejected(prefix + "labels", "is required and must not be empty")
     rule = _text(labels.get("alertname"), prefix + "labels.alertname", required=False)
     asset = next((labels[k] for k in asset_labels if labels.get(k)), "")
-    severity = default_severity
-    if "severity" in labels:
-        severity = parse_severity(labels["severity"], prefix + "labels.severity")
+    # any severity label is a label (P1, ticket...): Plait's severity is its alias, else the default
+    severity = SEVERITY_ALIASES.get(labels.get("severity", "").strip().lower(), default_severity)
     starts = parse_time(raw.get("startsAt"), prefix + "startsAt")
     ends = parse_time(raw.get("endsAt"), prefix + "endsAt")
     if (ends if ends is not None else now + resolve_timeout) < (

@@ -87,15 +87,20 @@ class Alert:
 
     def match_labels(self) -> dict[str, str]:
         """Labels matchers, fingerprints and grouping see: source labels plus ``rule``, ``asset``,
-        ``severity``, ``alertname`` (these win). An Alertmanager alert without ``severity`` has
-        none here (matchers see ``""``, as in Alertmanager)."""
+        ``severity``, ``alertname``. A native alert's ``rule``, ``asset`` and ``severity`` win; an
+        Alertmanager alert's labels are seen as sent (``severity="P1"`` stays P1, one without
+        ``severity`` has none: a matcher sees ``""``, as in Alertmanager), ``rule`` and ``asset``
+        added only where it has no such label."""
         out = dict(self.labels)
         if self.rule:  # an Alertmanager alert may have no alertname
             out.setdefault("alertname", self.rule)
+        if self.source == "alertmanager":
+            out.setdefault("rule", self.rule)
+            out.setdefault("asset", self.asset)
+            return out
         out["rule"] = self.rule
         out["asset"] = self.asset
-        if self.source != "alertmanager" or "severity" in out:
-            out["severity"] = self.severity.label
+        out["severity"] = self.severity.label
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -306,6 +306,38 @@ def test_amtool_and_plait_accept_the_same_valid_file_and_it_routes_as_alertmanag
     assert check(config)
 
 
+SEVERITY_ROUTES = """
+route:
+  receiver: chat
+  routes:
+  - matchers: ['severity="page"']
+    receiver: pager
+  - matchers: ['severity=~"P[12]"']
+    receiver: oncall
+  - matchers: ['severity="critical"']
+    receiver: crit
+  - matchers: ['rule="disk"']
+    receiver: rules
+receivers: [{name: chat}, {name: pager}, {name: oncall}, {name: crit}, {name: rules}]
+"""
+
+
+@needs_amtool
+@pytest.mark.parametrize("labels", [
+    {"severity": "page"}, {"severity": "P1"}, {"severity": "high"}, {"severity": "ticket"},
+    {"severity": "critical"}, {"rule": "disk"}, {}], ids=repr)
+def test_an_alerts_labels_route_as_sent_as_amtool_routes_them(tmp_path, labels):
+    # Plait's severity aliases (page, high: critical) and its rule label are its own: the labels
+    # of an Alertmanager alert are matched as they were sent
+    path = write(tmp_path, SEVERITY_ROUTES)
+    args = [f"{k}={v}" for k, v in {"alertname": "A", **labels}.items()]
+    am = subprocess.run([AMTOOL, "config", "routes", "test", f"--config.file={path}", *args],
+                        capture_output=True, text=True, timeout=30)
+    assert am.returncode == 0, am.stderr
+    assert receivers_for(load_alertmanager_config(path), alertname="A", **labels) == [
+        am.stdout.strip()]
+
+
 def test_without_a_plait_block_the_file_behaves_as_alertmanager():
     """No rate limit, no cooldown, one group per message, no split below
     MAX_BATCH: Plait's extras are off."""
