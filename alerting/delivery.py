@@ -93,9 +93,12 @@ def common_labels(dicts: list[dict[str, str]]) -> dict[str, str]:
 
 
 def am_group_labels(labels: dict[str, str]) -> dict[str, str]:
-    """Group labels with ``rule`` spelt ``alertname``, a label the alerts lack left out
-    (Alertmanager's ``getGroupLabels``, dispatch.go)."""
-    return {("alertname" if k == "rule" else k): v for k, v in labels.items() if v != ""}
+    """Group labels with ``rule`` spelt ``alertname`` unless there is an ``alertname`` (then
+    ``rule`` is a label of the alerts' own), a label the alerts lack left out (Alertmanager's
+    ``getGroupLabels``, dispatch.go)."""
+    rename = "alertname" not in labels
+    return {("alertname" if k == "rule" and rename else k): v for k, v in labels.items()
+            if v != ""}
 
 
 def render_alertmanager(message: Message, external_url: str = "",

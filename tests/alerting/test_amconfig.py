@@ -760,3 +760,22 @@ def test_an_alertmanager_yml_given_as_plaits_own_file_says_which_setting_takes_i
     with pytest.raises(ConfigError) as err:  # Plait's own file with a mistake: no such hint
         load_config("receivers: [{name: a, url: 'http://127.0.0.1:9/a', bogus: 1}]\n")
     assert "alertmanager.yml" not in str(err.value)
+
+
+@pytest.mark.parametrize("group_by, want", [
+    ("['...']", {"alertname": "S9", "rule": "r1", "job": "j"}),
+    ("[alertname, rule]", {"alertname": "S9", "rule": "r1"}),
+    ("[job]", {"job": "j"})])
+def test_an_alerts_own_rule_label_is_a_group_label_as_sent(tmp_path, group_by, want):
+    # Plait spells its derived rule as alertname; a rule label the alert carries is its own
+    from alerting.delivery import render_alertmanager
+    from alerting.funnel import Funnel
+    from alerting.intake import format_time
+
+    path = write(tmp_path, f"route: {{receiver: a, group_by: {group_by}, group_wait: 1s}}\n"
+                           "receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a'}]}]\n")
+    f = Funnel(load_alertmanager_config(path))
+    f.ingest({"labels": {"alertname": "S9", "rule": "r1", "job": "j"},
+              "startsAt": format_time(0)}, 0)
+    [msg] = f.tick(2)
+    assert render_alertmanager(msg)["groupLabels"] == want
