@@ -253,9 +253,10 @@ def from_alertmanager_alert(raw: Any, now: float,
 
     ``rule`` = ``labels.alertname`` (may be ``""``, as ``Alert.Validate``, alert/alert.go),
     ``asset`` = first present of ``asset_labels``, ``severity`` = ``labels.severity`` when it
-    names one (:data:`SEVERITY_ALIASES`), else ``default_severity``, status from ``endsAt`` vs ``now`` (s). As ``postAlerts`` (api/v2/api.go):
-    empty labels dropped (``removeEmptyLabels``); missing ``startsAt`` = a past ``endsAt``, else
-    first seen; missing ``endsAt`` = ``now + resolve_timeout``; an end before the start refused.
+    names one (:data:`SEVERITY_ALIASES`), else ``default_severity``, status from ``endsAt`` vs
+    ``now`` (s). As ``postAlerts`` (api/v2/api.go): empty labels dropped (``removeEmptyLabels``);
+    missing ``startsAt`` = a past ``endsAt``, else first seen; missing ``endsAt`` = ``now +
+    resolve_timeout``; an end before the start refused.
     Raises AlertRejected naming the field after ``prefix`` (``"[1]."``).
     """
     if not isinstance(raw, dict):

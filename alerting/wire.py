@@ -222,12 +222,13 @@ def _source_sides(rules: tuple[tuple[str, ...], ...]) -> list[list[Matcher]]:
 
 def source_copies(config: AlertingConfig | None, alert: Alert, fp: str, taken: set[int],
                   partition_of: Callable[[str], int]) -> dict[int, bytes]:
-    """``{partition: item JSON bytes}``: the item of a ``sources`` command for each ``alerts.funnel``
-    partition holding a receiver's state but none of the alert's routes (``taken``), when the alert
-    matches the source side of an inhibit rule; else ``{}``. The item is ``{"fp", "labels" (the
-    labels matchers see), "status", "ends_at"}``: what an inhibition index needs, so an alert
-    inhibits its targets whatever partition their receiver's groups live on (docs/alerting.md,
-    "Inhibition"). ``partition_of``: a receiver name's partition (:func:`funnel_partition`)."""
+    """``{partition: item JSON bytes}``: the item of a ``sources`` command for each
+    ``alerts.funnel`` partition holding a receiver's state but none of the alert's routes
+    (``taken``), when the alert matches the source side of an inhibit rule; else ``{}``. The
+    item is ``{"fp", "labels" (the labels matchers see), "status", "ends_at"}``: what an
+    inhibition index needs, so an alert inhibits its targets whatever partition their receiver's
+    groups live on (docs/alerting.md, "Inhibition"). ``partition_of``: a receiver name's
+    partition (:func:`funnel_partition`)."""
     if config is None or not config.inhibit_rules:
         return {}
     labels = alert.match_labels()
@@ -286,8 +287,8 @@ def parse_command(value: bytes | str | None) -> dict[str, Any]:
         doc = _loads(value) if value is not None else None
     except (ValueError, UnicodeDecodeError) as e:
         raise PoisonError(f"alerts.funnel event is not JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("kind") not in ("alert", "alerts", "sources", "tick", "result",
-                                                     "silence", "expire"):
+    if not isinstance(doc, dict) or doc.get("kind") not in (
+            "alert", "alerts", "sources", "tick", "result", "silence", "expire"):
         raise PoisonError("alerts.funnel event is not a funnel command")
     return doc
 
