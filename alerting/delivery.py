@@ -92,6 +92,42 @@ def common_labels(dicts: list[dict[str, str]]) -> dict[str, str]:
     return common
 
 
+def _labels_before(a: dict[str, str], b: dict[str, str]) -> bool:
+    """prometheus/common ``LabelSet.Before``: fewer labels first, then by sorted names' values."""
+    if len(a) != len(b):
+        return len(a) < len(b)
+    for name in sorted(a.keys() | b.keys()):
+        if name not in a:
+            return True
+        if name not in b:
+            return False
+        if a[name] != b[name]:
+            return a[name] < b[name]
+    return False
+
+
+def _am_compare(a: dict[str, str], b: dict[str, str]) -> int:
+    """Alertmanager's ``types.AlertSlice.Less`` on two alerts' labels: ``job``, then ``instance``
+    (an alert with the label first), then ``LabelSet.Before``."""
+    for key in ("job", "instance"):
+        if key not in a and key not in b:
+            continue
+        if key not in a or key not in b:
+            return 1 if key not in a else -1
+        if a[key] != b[key]:
+            return -1 if a[key] < b[key] else 1
+    return -1 if _labels_before(a, b) else 1 if _labels_before(b, a) else 0
+
+
+def am_order(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``views`` in the order Alertmanager lists a group's alerts (its dispatcher sorts them,
+    ``sort.Stable`` of ``types.AlertSlice``, dispatch/dispatch.go)."""
+    labels = [am_alert_labels(v) for v in views]
+    order = sorted(range(len(views)),
+                   key=functools.cmp_to_key(lambda i, j: _am_compare(labels[i], labels[j])))
+    return [views[i] for i in order]
+
+
 def am_group_labels(labels: dict[str, str]) -> dict[str, str]:
     """Group labels with ``rule`` spelt ``alertname`` unless there is an ``alertname`` (then
     ``rule`` is a label of the alerts' own), a label the alerts lack left out (Alertmanager's
@@ -107,7 +143,7 @@ def render_alertmanager(message: Message, external_url: str = "",
     alerts left out by ``max_alerts``; merged sections share one body, their common group labels as
     ``groupLabels``."""
     alerts = []
-    views = message.alerts()
+    views = am_order(message.alerts())
     truncated = 0
     if max_alerts and len(views) > max_alerts:
         truncated = len(views) - max_alerts

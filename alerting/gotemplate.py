@@ -33,7 +33,7 @@ from urllib.parse import quote_plus
 
 import re2
 
-from alerting.delivery import am_alert_labels, am_group_labels, common_labels
+from alerting.delivery import am_alert_labels, am_group_labels, am_order, common_labels
 from alerting.matchers import compile_re2, re2_words
 
 __all__ = ["TemplateError", "TemplateSet", "load_templates", "alertmanager_data",
@@ -1664,15 +1664,14 @@ def alertmanager_data(sections: list[dict[str, Any]], receiver: str,
     Alertmanager), ``Status``, ``Alerts`` (``EndsAt`` zero while firing), ``GroupLabels`` (common
     to all sections), ``CommonLabels``, ``CommonAnnotations``, ``ExternalURL``."""
     alerts = Alerts()
-    for s in sections:
-        for view in s["alerts"]:
-            resolved = view["status"] == "resolved"
-            alerts.append(Alert(
-                Status=view["status"], Labels=KV(am_alert_labels(view)),
-                Annotations=KV(view["annotations"]), StartsAt=GoTime(view["starts_at"]),
-                EndsAt=GoTime(view["ends_at"] if resolved else None),
-                GeneratorURL=view.get("generator_url", "") or "",
-                Fingerprint=view["fingerprint"].partition("~")[0]))
+    for view in am_order([view for s in sections for view in s["alerts"]]):
+        resolved = view["status"] == "resolved"
+        alerts.append(Alert(
+            Status=view["status"], Labels=KV(am_alert_labels(view)),
+            Annotations=KV(view["annotations"]), StartsAt=GoTime(view["starts_at"]),
+            EndsAt=GoTime(view["ends_at"] if resolved else None),
+            GeneratorURL=view.get("generator_url", "") or "",
+            Fingerprint=view["fingerprint"].partition("~")[0]))
     return Data(
         Receiver=quote_meta(receiver),
         Status="firing" if any(a["Status"] == "firing" for a in alerts) else "resolved",
