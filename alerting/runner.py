@@ -326,7 +326,8 @@ class FunnelRunner:
                 members.setdefault(gid, set())
             return list(self._member_keys(ps, members, silenced)) + self._foreign_keys(ps)
         if kind == "sources":
-            for item in cmd.get("items") or ():
+            items = cmd.get("items")
+            for item in items if isinstance(items, list) else [items]:
                 try:
                     if f.take_source(item, now):
                         fx.wake(now)  # its targets are free at the next tick

@@ -50,7 +50,7 @@ class Inhibit(StageBase):
         ``ends_at``, else ``timing.resolve_timeout`` after ``now``; every firing copy moves that.
         True when a source left (its targets are re-checked at the next tick). Raises ValueError
         for an item of another shape."""
-        fp, labels = item.get("fp"), item.get("labels")
+        fp, labels = (item.get("fp"), item.get("labels")) if isinstance(item, dict) else (None, None)
         if not isinstance(fp, str) or not isinstance(labels, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
             raise ValueError(f"not an inhibition source: {str(item)[:200]}")

@@ -167,3 +167,13 @@ def test_a_source_whose_routes_moved_here_is_its_own_and_its_resolve_outlives_a_
     again.tick(31)
     again.tick(62)
     assert any(r == "slack" and "warning" in sev for r, sev in again.sent), again.sent
+
+
+def test_a_forged_sources_command_is_skipped_and_the_partition_goes_on():
+    w = Worker()
+    for items in (7, [7], [{"fp": 1, "labels": {}}], [{"fp": "f", "labels": {"a": 1}}]):
+        w.apply(SLACK, command("sources", items=items))
+    assert w.runner.state(SLACK).funnel.state["foreign"] == {}
+    w.post(WARNING)
+    w.tick(31)
+    assert w.sent == [("slack", ["warning"])]
