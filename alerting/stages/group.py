@@ -135,12 +135,16 @@ class Grouping(StageBase):
         self._touch(g, [fp for s in sections for fp, _q, _r in s["snapshot"]])
         self._touch(g, dropped + list(effects["muted"]))
         last_sent = g["last_sent_at"]
-        if (dropped and sections and sections[0]["reminder"] and not stale["sections"]
-                and not self._remind(g, now)):
-            sections = []  # the only news was left out: no reminder before repeat_interval
+        # no reminder before repeat_interval: the only news was left out, or undone (a told
+        # alert resolved and fired again), so the firing set is the one told (DedupStage
+        # needsUpdate, IsFiringSubset)
+        no_news = (sections and sections[0]["reminder"] and not stale["sections"]
+                   and not self._remind(g, now))
+        if no_news:
+            sections = []
         commit_sections(g, sections, now)
-        if not sections and dropped:
-            g["last_sent_at"] = last_sent  # nothing left: the repeat_interval clock runs on
+        if no_news or (not sections and dropped):
+            g["last_sent_at"] = last_sent  # nothing sent: the repeat_interval clock runs on
         for s in sections:
             s.update(merged=stale["merged"], set=f"{g['id']}@{now}")
             if stale["sections"]:  # rebuilt: the older queued sections' trace goes first

@@ -62,6 +62,23 @@ UNTOLD = Scenario(
     wants={0: [(0.9, 1.8, [_z("Up", 0)]), (0.9, 1.8, [_z("JobDown", 0)]),
                (2.9, 4.3, [_z("JobDown", 0, 2.5)])]})
 
+#: Nothing new for a told group: Flap, told firing at 1, resolves at 1.3 and fires again at 1.6
+#: (a new ``startsAt``) before the flush at 2; InstanceDown in zone bb joins the told
+#: InstanceDown group at 1.4 inhibited (JobDown in bb fires from 1.2). The firing set each of
+#: those groups would tell is the one it told, so before repeat_interval nothing is sent
+#: (DedupStage ``needsUpdate``: ``IsFiringSubset``), and only JobDown's own group speaks.
+NOT_NEWS = Scenario(
+    "NothingNewForAToldGroup", _AM,
+    pushes=[(0, [_z("Flap", 0), A("alertname", "InstanceDown", "zone", "aa", active=(0,))]),
+            (1.2, [A("alertname", "JobDown", "zone", "bb", active=(1.2,))]),
+            (1.3, [_z("Flap", 0, 1.3)]),
+            (1.4, [A("alertname", "InstanceDown", "zone", "bb", active=(1.4,))]),
+            (1.6, [_z("Flap", 1.6)])],
+    wants={0: [(0.9, 1.25, [_z("Flap", 0)]),
+               (0.9, 1.25, [A("alertname", "InstanceDown", "zone", "aa", active=(0,))]),
+               (2.1, 3.0, [A("alertname", "JobDown", "zone", "bb", active=(1.2,))]),
+               (3.0, 4.5, [])]})
+
 
 class _Collect(BaseHTTPRequestHandler):
     got: list[tuple[float, list[dict]]] = []
@@ -120,3 +137,13 @@ def test_alertmanager_tells_nothing_of_a_group_that_never_told_anything_firing(t
 
 def test_plait_tells_nothing_of_a_group_that_never_told_anything_firing(tmp_path):
     assert check(UNTOLD, play(UNTOLD, tmp_path), 0.0) == []
+
+
+@pytest.mark.skipif(ALERTMANAGER is None, reason="the Alertmanager binary is absent")
+def test_alertmanager_tells_a_told_firing_set_only_at_repeat_interval(tmp_path):
+    got, t0 = _alertmanager_run(NOT_NEWS, tmp_path)
+    assert check(NOT_NEWS, got, t0) == []
+
+
+def test_plait_tells_a_told_firing_set_only_at_repeat_interval(tmp_path):
+    assert check(NOT_NEWS, play(NOT_NEWS, tmp_path), 0.0) == []
