@@ -132,7 +132,8 @@ class Funnel(*STAGES):  # type: ignore[misc]
                 "annotations": dict(alert.annotations),
                 "startsAt": format_time(ep["started_at"]), "updatedAt": format_time(ep["last_seen"]),
                 # when it resolves unless re-sent (Alertmanager shows the same)
-                "endsAt": format_time(ep.get("expires_at")), "generatorURL": alert.generator_url,
+                "endsAt": format_time(ep.get("expires_at")),
+                **({"generatorURL": alert.generator_url} if alert.generator_url else {}),
                 "receivers": [{"name": self._receiver_for(alert)}],
                 "status": {"state": "suppressed" if silenced or inhibited else "active",
                            "silencedBy": silenced, "inhibitedBy": inhibited},

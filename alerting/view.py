@@ -87,17 +87,20 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     ends = ep.get("expires_at")  # the funnel's: set by every firing receipt
     if ends is None:
         ends = alert.ends_at if alert.ends_at else seen + config.timing.resolve_timeout
-    return {
+    out = {
         "labels": labels, "annotations": dict(alert.annotations),
         "startsAt": format_time(started if started is not None else seen),
         "endsAt": format_time(ends),
-        "updatedAt": format_time(seen), "generatorURL": alert.generator_url,
+        "updatedAt": format_time(seen),
         "fingerprint": labelset_fingerprint(labels), "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
         "_group": glabels, "_route": rid,
         "_m": {k: match[k] for k in ("rule", "asset", "severity") if k in match},
     }
+    if alert.generator_url:  # Alertmanager's gettableAlert: omitempty
+        out["generatorURL"] = alert.generator_url
+    return out
 
 
 def view_json(view: dict[str, Any]) -> bytes:

@@ -688,6 +688,24 @@ def test_a_view_takes_its_routes_group_by_and_id():
         assert (view["_group"], view["_route"]) == (group["labels"], "0.0"), (pod, view)
 
 
+def test_a_view_leaves_out_an_empty_generator_url_as_alertmanager_does():
+    from alerting.view import alert_view
+
+    cfg = parse_config({"receivers": [{"name": "oncall", "url": "http://127.0.0.1:9/hook"}],
+                        "route": {"receiver": "oncall"}})
+    runner = FunnelRunner(cfg, {}, lambda: 1000.0)
+    for i, extra in enumerate([{}, {"generatorURL": "http://prom:9090/graph?g0.expr=up"}]):
+        _r, cmd = route_alert(cfg, RawAlert(f"e{i}:0", {"labels": {"alertname": f"A{i}"}, **extra},
+                                            1000.0))
+        runner.apply(0, i, parse_command(command(**cmd)))
+    st = runner.state(0).funnel.state
+    views = {v["labels"]["alertname"]: v for v in (alert_view(ep, cfg, st["groups"])
+                                                   for ep in st["episodes"].values())}
+    # gettableAlert's generatorURL is omitempty (api/v2/models/gettable_alert.go)
+    assert "generatorURL" not in views["A0"]
+    assert views["A1"]["generatorURL"] == "http://prom:9090/graph?g0.expr=up"
+
+
 def test_group_ids_and_fingerprints_hash_the_bytes_they_always_hashed():
     import hashlib
     import random
