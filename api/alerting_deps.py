@@ -155,7 +155,7 @@ async def read_body(request: Request, accepted: str = "an alert or a list of ale
     except FieldError as e:
         raise AlertRejected(e.field, e.rule, f"JSON ({accepted}), sent with "
                             "Content-Type: application/json", e.code) from None
-    doc, replaced = scrub_text(doc)
+    doc, replaced = scrub_text(doc, raw)
     replaced += bad_bytes
     if replaced:
         REPLACED.inc(replaced)

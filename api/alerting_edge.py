@@ -32,6 +32,9 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: A JSON escape of a UTF-16 surrogate (``\uD800``-``\uDFFF``, RFC 8259 section 7): in a body
+#: that is UTF-8 the only way a lone surrogate reaches a parsed string.
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _per_byte(e: UnicodeError) -> tuple[str, int]:
@@ -55,9 +58,12 @@ def scrub_utf8(raw: bytes) -> tuple[bytes, int]:
         return text.encode(), text.count("\ufffd") - raw.count("\ufffd".encode())
 
 
-def scrub_text(doc: Any) -> tuple[Any, int]:
+def scrub_text(doc: Any, raw: bytes | None = None) -> tuple[Any, int]:
     """(``doc`` with each lone UTF-16 surrogate, which JSON allows and UTF-8
-    cannot carry, replaced by U+FFFD; count replaced)."""
+    cannot carry, replaced by U+FFFD; count replaced). ``raw``: the UTF-8 JSON ``doc`` was
+    parsed from; without a surrogate escape in it ``doc`` is returned as it is, unwalked."""
+    if raw is not None and _ESCAPED_SURROGATE.search(raw) is None:
+        return doc, 0
     count = 0
 
     def fix(value: Any) -> Any:
