@@ -112,10 +112,13 @@ def _wall_texts(wall: pa.Array) -> pa.Array:
     ``datetime.isoformat``)."""
     whole = pc.fill_null(pc.equal(pc.subtract(wall, pc.multiply(pc.divide(wall, 1_000_000),
                                                                 1_000_000)), 0), True)
+    # Arrow's cast to text ("2023-11-14 22:13:20[.ffffff]") with the space made a "T": about ten
+    # times cheaper than strftime, which formats through the zone library cell by cell
     if pc.all(whole).as_py():  # the common case: whole seconds, no fraction to cut
-        return pc.strftime(pc.divide(wall, 1_000_000).cast(pa.timestamp("s")),
-                           format="%Y-%m-%dT%H:%M:%S")
-    text = pc.strftime(wall.cast(pa.timestamp("us")), format="%Y-%m-%dT%H:%M:%S")
+        text = pc.divide(wall, 1_000_000).cast(pa.timestamp("s")).cast(pa.string())
+        return pc.replace_substring(text, " ", "T", max_replacements=1)
+    text = pc.replace_substring(wall.cast(pa.timestamp("us")).cast(pa.string()), " ", "T",
+                                max_replacements=1)
     return pc.replace_substring_regex(text, r"\.000000$", "")
 
 
