@@ -194,6 +194,15 @@ def filter_matches(matchers: list[Matcher], labels: dict[str, str]) -> bool:
     return True
 
 
+def silence_matches_filter(matchers: list[Matcher], silence: list[dict[str, str]]) -> bool:
+    """Alertmanager's ``CheckSilenceMatchesFilterLabels`` (api/v2/api.go): each filter matcher
+    is one of the silence's matchers, same name, operator and value as written (``a=~"x.*"``
+    finds the silence ``a=~"x.*"``, not ``a="xy"``). ``silence``: its stored
+    ``{"name", "op", "value"}`` matchers."""
+    have = {(m["name"], m["op"], m["value"]) for m in silence}
+    return all((m.name, m.op.value, m.value) in have for m in matchers)
+
+
 def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
     """A predicate for the anchored ``receiver`` regex; ``FieldError`` (400) if invalid."""
     if pattern is None:
@@ -485,8 +494,7 @@ async def get_silences(filter: list[str] | None = Query(None, description="match
     matchers = parse_filters(filter)
     out = []
     for d in sort_silences(await silences.all(), now):
-        pattern = {m["name"]: m["value"] for m in d["matchers"]}
-        if matchers and not filter_matches(matchers, pattern):
+        if matchers and not silence_matches_filter(matchers, d["matchers"]):
             continue
         if creator and d["author"] not in creator:
             continue

@@ -116,6 +116,58 @@ def test_a_lone_surrogate_becomes_u_fffd_and_is_counted(client, sent):
     assert "plait_alert_edge_replaced_characters_total" in metrics
 
 
+#: api/v2/api_test.go TestCheckSilenceMatchesFilterLabels: (silence matchers, filter, listed)
+_SILENCE_FILTER_CASES = [
+    (['label="value"'], 'label="value"', True),
+    (['label="value"'], 'label="novalue"', False),
+    (['label=~"(foo|bar)"'], 'label=~"(foo|bar)"', True),
+    (['label=~"foo"'], 'label=~"(foo|bar)"', False),
+    (['label="value"'], 'label=~"value"', False),
+    (['label=~"value"'], 'label="value"', False),
+    (['label!="value"'], 'label!="value"', True),
+    (['label!~"value"'], 'label!~"value"', True),
+    (['label="value"'], 'label!="value"', False),
+    (['label=~"value"'], 'label!~"value"', False),
+    (['label!="value"'], 'label!~"value"', False),
+    (['label!~"value"'], 'label!="value"', False),
+    (['label=~"(foo|bar)"', 'label="value"'], 'label=~"(foo|bar)"', True),
+]
+
+
+@pytest.mark.parametrize("have,flt,listed", _SILENCE_FILTER_CASES)
+def test_a_silence_filter_finds_silences_by_their_matchers_as_alertmanager(have, flt, listed):
+    from alerting.matchers import parse_matcher
+    from api.alertmanager import silence_matches_filter
+
+    stored = [{"name": m.name, "op": m.op.value, "value": m.value}
+              for m in map(parse_matcher, have)]
+    assert silence_matches_filter([parse_matcher(flt)], stored) is listed
+
+
+def test_get_silences_filters_by_matcher_not_by_labels(client):
+    # given silences svcq="api", svcq=~"ap.*" and svcq!="web",zz="1"
+    ids = {}
+    for name, matchers in [("eq", [("svcq", "api", False, True)]),
+                           ("rx", [("svcq", "ap.*", True, True)]),
+                           ("ne", [("svcq", "web", False, False), ("zz", "1", False, True)])]:
+        body = dict(SILENCE, matchers=[{"name": n, "value": v, "isRegex": r, "isEqual": e}
+                                       for n, v, r, e in matchers])
+        resp = client.post("/api/v2/silences", json=body)
+        assert resp.status_code == 200, resp.text
+        ids[resp.json()["silenceID"]] = name
+
+    def listed(flt: str) -> set[str]:
+        got = client.get("/api/v2/silences", params={"filter": flt}).json()
+        return {ids[x["id"]] for x in got if x["id"] in ids}
+
+    # then a filter lists the silences holding that very matcher (amtool silence query)
+    assert listed('svcq=~"ap.*"') == {"rx"}
+    assert listed('svcq="api"') == {"eq"}
+    assert listed("svcq=web") == set()
+    assert listed('svcq!="web"') == {"ne"}
+    assert listed('svcq!="nomatch"') == set()
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.recursive(st.text(alphabet=st.characters() | st.integers(0xD800, 0xDFFF).map(chr))
                     | st.integers(),
