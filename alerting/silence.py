@@ -229,13 +229,15 @@ def create_silence(spec: dict[str, Any], now: float, silence_id: str) -> Silence
     if ends is not None and ends <= starts:
         raise SilenceRefused("ends_at", "must be after starts_at", "a time after starts_at",
                              "order")
+    # present and text, empty allowed: Alertmanager's postableSilence requires both fields and
+    # takes "" (amtool silence add --no-require-comment sends one)
     author = spec.get("author", spec.get("createdBy"))
-    if not isinstance(author, str) or not author.strip():
-        raise SilenceRefused("author", "is required", "a non-empty string: who created the silence",
+    if not isinstance(author, str):
+        raise SilenceRefused("author", "is required", "a string: who created the silence",
                              "required")
     comment = spec.get("comment")
-    if not isinstance(comment, str) or not comment.strip():
-        raise SilenceRefused("comment", "is required", "a non-empty string: why the silence exists",
+    if not isinstance(comment, str):
+        raise SilenceRefused("comment", "is required", "a string: why the silence exists",
                              "required")
     return Silence(silence_id, tuple(matchers), starts, ends, author, comment, allow_broad, intervals)
 

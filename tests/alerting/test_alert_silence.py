@@ -56,7 +56,7 @@ def test_broad_means_every_matcher_matches_the_empty_string(matchers, broad):
     ({"matchers": []}, "matchers"),
     ({"matchers": ['env!~"prod.*"']}, "matchers"),
     ({"matchers": ["bad"]}, "matchers.0"),
-    ({"author": ""}, "author"),
+    ({"author": None}, "author"),
     ({"comment": None}, "comment"),
     ({"ends_at": 0}, "ends_at"),
     ({"ends_at": None}, "ends_at"),

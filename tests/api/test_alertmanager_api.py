@@ -144,6 +144,15 @@ def test_a_silence_filter_finds_silences_by_their_matchers_as_alertmanager(have,
     assert silence_matches_filter([parse_matcher(flt)], stored) is listed
 
 
+def test_a_silence_with_an_empty_comment_and_author_is_taken_as_alertmanager_takes_it(client):
+    # given amtool silence add --no-require-comment from a user Alertmanager knows as ""
+    resp = client.post("/api/v2/silences", json=dict(SILENCE, comment="", createdBy=""))
+    # then it is created, and reads back as sent
+    assert resp.status_code == 200, resp.text
+    got = client.get(f"/api/v2/silence/{resp.json()['silenceID']}").json()
+    assert (got["comment"], got["createdBy"]) == ("", "")
+
+
 def test_get_silences_filters_by_matcher_not_by_labels(client):
     # given silences svcq="api", svcq=~"ap.*" and svcq!="web",zz="1"
     ids = {}
@@ -554,7 +563,7 @@ def test_updating_a_silence_keeps_or_replaces_it_as_alertmanager(client, sent):
     ({"matchers": [{"name": "a", "value": "x", "isRegex": False, "isEqual": "false"}]},
      "matchers.0.isEqual"),
     ({"matchers": [{"name": "a", "value": ".*", "isRegex": True}]}, "matchers"),
-    ({"createdBy": ""}, "createdBy"),
+    ({"createdBy": None}, "createdBy"),
     ({"comment": 42}, "comment"),
     ({"startsAt": "tomorrow"}, "startsAt"),
 ])
