@@ -92,7 +92,7 @@ def common_labels(dicts: list[dict[str, str]]) -> dict[str, str]:
     return common
 
 
-def _labels_before(a: dict[str, str], b: dict[str, str]) -> bool:
+def labels_before(a: dict[str, str], b: dict[str, str]) -> bool:
     """prometheus/common ``LabelSet.Before``: fewer labels first, then by sorted names' values."""
     if len(a) != len(b):
         return len(a) < len(b)
@@ -106,7 +106,7 @@ def _labels_before(a: dict[str, str], b: dict[str, str]) -> bool:
     return False
 
 
-def _am_compare(a: dict[str, str], b: dict[str, str]) -> int:
+def am_compare(a: dict[str, str], b: dict[str, str]) -> int:
     """Alertmanager's ``types.AlertSlice.Less`` on two alerts' labels: ``job``, then ``instance``
     (an alert with the label first), then ``LabelSet.Before``."""
     for key in ("job", "instance"):
@@ -116,7 +116,7 @@ def _am_compare(a: dict[str, str], b: dict[str, str]) -> int:
             return 1 if key not in a else -1
         if a[key] != b[key]:
             return -1 if a[key] < b[key] else 1
-    return -1 if _labels_before(a, b) else 1 if _labels_before(b, a) else 0
+    return -1 if labels_before(a, b) else 1 if labels_before(b, a) else 0
 
 
 def am_order(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -124,7 +124,7 @@ def am_order(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ``sort.Stable`` of ``types.AlertSlice``, dispatch/dispatch.go)."""
     labels = [am_alert_labels(v) for v in views]
     order = sorted(range(len(views)),
-                   key=functools.cmp_to_key(lambda i, j: _am_compare(labels[i], labels[j])))
+                   key=functools.cmp_to_key(lambda i, j: am_compare(labels[i], labels[j])))
     return [views[i] for i in order]
 
 

@@ -7,6 +7,7 @@ as Alertmanager does."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import time
 import uuid
@@ -19,7 +20,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
-from alerting.delivery import am_group_labels
+from alerting.delivery import am_compare, am_group_labels, labels_before
 from alerting.intake import format_time, from_alertmanager_alert
 from alerting.model import AlertRejected
 from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, regex_hit
@@ -442,17 +443,20 @@ async def get_alerts(active: bool = True, silenced: bool = True, inhibited: bool
                      ingest: AlertIngest = Depends(get_ingest)):
     """Current (firing) alerts with their status (``getAlerts``), sorted by
     fingerprint; an alert ``continue`` routes took to several receivers
-    is listed once with all of them, as Alertmanager lists it."""
+    is listed once with all of them in route order, as Alertmanager lists it
+    (``route.Match``: depth first, which the route ids' paths give)."""
     now = time.time()
     matchers, receivers = parse_filters(filter), receiver_filter(receiver)
     alerts: dict[str, dict[str, Any]] = {}
+    routed: dict[str, list[tuple[tuple[int, ...], str]]] = {}
     for v in await current(state, silences, ingest, now):
         v.pop("_group", None)
-        v.pop("_route", None)
-        have = alerts.setdefault(v.get("fingerprint", ""), v)
-        if have is not v:
-            names = {r["name"] for r in have["receivers"]}
-            have["receivers"] += [r for r in v.get("receivers") or [] if r["name"] not in names]
+        path = _route_path(v.pop("_route", None))
+        fp = v.get("fingerprint", "")
+        alerts.setdefault(fp, v)
+        routed.setdefault(fp, []).extend((path, r["name"]) for r in v.get("receivers") or [])
+    for fp, v in alerts.items():
+        v["receivers"] = [{"name": n} for n in dict.fromkeys(n for _p, n in sorted(routed[fp]))]
     out = [v for v in alerts.values()
            if keep(v, matchers, receivers, active, silenced, inhibited, unprocessed)]
     out.sort(key=lambda v: v.get("fingerprint", ""))
@@ -466,23 +470,42 @@ async def get_alert_groups(active: bool = True, silenced: bool = True, inhibited
                            state: Alerting = Depends(get_alerting),
                            silences: SilenceStore = Depends(silence_store),
                            ingest: AlertIngest = Depends(get_ingest)):
-    """Current alerts by receiver and group labels (``getAlertGroups``)."""
+    """Current alerts by receiver and group labels (``getAlertGroups``), in Alertmanager's order
+    (dispatch/dispatch.go ``Groups``): groups by ``AlertGroups.Less`` (group labels by
+    ``LabelSet.Before``, equal labels by receiver), each group's alerts by
+    ``types.AlertSlice.Less``; an alert lists every receiver it reached, by name."""
     now = time.time()
     matchers, receivers = parse_filters(filter), receiver_filter(receiver)
     groups: dict[tuple, dict[str, Any]] = {}
+    reached: dict[str, set[str]] = {}
     for v in await current(state, silences, ingest, now):
         if not keep(v, matchers, receivers, active, silenced, inhibited):
             continue
         glabels = am_group_labels(v.pop("_group", None) or {})
         route = v.pop("_route", None) or "0"  # Alertmanager: a group per route and labels
         for r in v.get("receivers") or []:
-            key = (tuple(sorted(glabels.items())), r["name"], route)
+            reached.setdefault(v.get("fingerprint", ""), set()).add(r["name"])
+            key = (tuple(sorted(glabels.items())), r["name"], _route_path(route))
             g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},
                                         "alerts": []})
             g["alerts"].append(v)
+    for v in {id(v): v for g in groups.values() for v in g["alerts"]}.values():
+        v["receivers"] = [{"name": n} for n in sorted(reached[v.get("fingerprint", "")])]
     for g in groups.values():
-        g["alerts"].sort(key=lambda v: v.get("fingerprint", ""))
-    return JSONResponse([groups[k] for k in sorted(groups)])
+        g["alerts"].sort(key=functools.cmp_to_key(lambda a, b: am_compare(a["labels"],
+                                                                          b["labels"])))
+
+    def less(a: tuple, b: tuple) -> int:  # AlertGroups.Less; the route when both tie
+        la, lb = groups[a]["labels"], groups[b]["labels"]
+        if la != lb:
+            return -1 if labels_before(la, lb) else 1
+        return -1 if a[1:] < b[1:] else 1 if a[1:] > b[1:] else 0
+    return JSONResponse([groups[k] for k in sorted(groups, key=functools.cmp_to_key(less))])
+
+
+def _route_path(route_id: str | None) -> tuple[int, ...]:
+    """A route id (``0.2.1``) as its path, which orders routes as ``route.Match`` walks them."""
+    return tuple(int(p) for p in (route_id or "0").split(".") if p.isdigit())
 
 
 @router.get("/api/v2/silences", responses={200: {"model": list[GettableSilence]}, 400: _BAD})

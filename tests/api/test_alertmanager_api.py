@@ -421,6 +421,36 @@ def test_an_alert_continue_sends_to_two_receivers_is_listed_once_with_both(clien
     assert sorted(g["receiver"]["name"] for g in groups) == ["audit", "oncall"]
 
 
+def test_groups_and_receivers_come_in_alertmanagers_order(client):
+    from alerting.config import parse_config
+
+    # given a continue route to zeta grouping by [alertname, cluster], then alpha by [alertname]
+    config = parse_config({
+        "receivers": [{"name": n, "url": f"http://127.0.0.1:9/{n}"}
+                      for n in ("oncall", "alpha", "zeta")],
+        "grouping": {"group_by": ["alertname"]},
+        "route": {"receiver": "oncall", "routes": [
+            {"matchers": ['team="a"'], "receiver": "zeta", "continue": True,
+             "group_by": ["alertname", "cluster"]},
+            {"matchers": ['team="a"'], "receiver": "alpha"}]}})
+    hosts = ["h3", "h1", "h4", "h2"]
+    publish_view(client, [am_alert("A1", team="a", cluster="c1", job="node", instance=h)
+                          for h in hosts] + [am_alert("B1", team="b")], config=config)
+    # then GET /alerts lists an alert's receivers in route order (route.Match)
+    got = client.get("/api/v2/alerts", params={"filter": "team=a"}).json()
+    assert {tuple(r["name"] for r in a["receivers"]) for a in got} == {("zeta", "alpha")}
+    # and the groups: fewer group labels first, then by their values (AlertGroups.Less); alerts
+    # by job, instance (AlertSlice.Less); every receiver an alert reached, by name (Groups)
+    groups = client.get("/api/v2/alerts/groups").json()
+    assert [(g["receiver"]["name"], g["labels"]) for g in groups] == [
+        ("alpha", {"alertname": "A1"}), ("oncall", {"alertname": "B1"}),
+        ("zeta", {"alertname": "A1", "cluster": "c1"})]
+    for g in (groups[0], groups[2]):
+        assert [a["labels"]["instance"] for a in g["alerts"]] == sorted(hosts)
+        assert {tuple(r["name"] for r in a["receivers"]) for a in g["alerts"]} == {
+            ("alpha", "zeta")}
+
+
 def test_a_regex_silence_is_compiled_once_not_on_every_get(client, sent, monkeypatch):
     from alerting import matchers
 
