@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import socket
 import time
 import uuid
 from datetime import datetime, timezone
@@ -580,7 +579,8 @@ async def get_status(state: Alerting = Depends(get_alerting)):
     """Status (``getStatus``): no cluster; the alerting config as Alertmanager's
     (:func:`alertmanager_config`), secrets redacted."""
     return JSONResponse({
-        "cluster": {"name": socket.gethostname(), "status": "disabled", "peers": []},
+        # no cluster: Alertmanager then leaves out the name (api/v2/api.go getStatusHandler)
+        "cluster": {"status": "disabled", "peers": []},
         "versionInfo": {"version": _version(), "revision": "", "branch": "plait",
                         "buildUser": "", "buildDate": "", "goVersion": "none (Plait, Python)"},
         "config": {"original": alertmanager_config(state.config)},
