@@ -204,8 +204,9 @@ def silence_matches_filter(matchers: list[Matcher], silence: list[dict[str, str]
 
 
 def receiver_filter(pattern: str | None) -> Callable[[list[dict]], bool] | None:
-    """A predicate for the anchored ``receiver`` regex; ``FieldError`` (400) if invalid."""
-    if pattern is None:
+    """A predicate for the anchored ``receiver`` regex; ``FieldError`` (400) if invalid. An
+    empty value filters nothing: go-swagger binds ``receiver=`` as absent."""
+    if not pattern:
         return None
     rx, problem = compile_regex(pattern)
     if problem is not None:

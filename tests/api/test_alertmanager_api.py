@@ -365,6 +365,7 @@ def test_get_alerts_reads_the_published_view_with_status(client, sent):
     assert [a["labels"]["instance"] for a in got] == ["db-1"]
     got = client.get("/api/v2/alerts", params={"receiver": "db."}).json()
     assert [a["labels"]["instance"] for a in got] == ["db-1"]
+    assert len(client.get("/api/v2/alerts", params={"receiver": ""}).json()) == 3  # as absent
     assert client.get("/api/v2/alerts", params={"active": "false"}).json() == []
     # a silence created on the API mutes at once (computed at query time, as Alertmanager)
     sid = client.post("/api/v2/silences", json=SILENCE).json()["silenceID"]
