@@ -20,26 +20,39 @@ from alerting.config import AlertingConfig
 from alerting.dedupe import decide
 from alerting.funnel import Funnel
 from alerting.intake import format_time, normalize
-from alerting.receivers import build_requests
+from alerting.delivery import render_alertmanager
+from alerting.receivers import build_requests, without_resolved
 
 STEP = 0.01
 
 
-def load(sc: Scenario, tmp_path) -> AlertingConfig:
+#: Integrations whose send_resolved defaults to true, as the webhook's: each scenario's webhook
+#: entry rewritten as one of them (``- url: 'http://%s'`` -> its own keys)
+INTEGRATIONS = {"webhook": ("webhook_configs:", "- url: "),
+                "pagerduty": ("pagerduty_configs:", "- routing_key: k\n    url: "),
+                "opsgenie": ("opsgenie_configs:", "- api_key: k\n    api_url: ")}
+
+
+def load(sc: Scenario, tmp_path, kind: str = "webhook") -> AlertingConfig:
     """``sc``'s alertmanager.yml, written to ``tmp_path`` and loaded as
-    ``PLAIT_ALERTMANAGER_CONFIG`` loads it (webhooks at 127.0.0.1:9/<i>)."""
+    ``PLAIT_ALERTMANAGER_CONFIG`` loads it (webhooks at 127.0.0.1:9/<i>, or the integration
+    ``kind`` of :data:`INTEGRATIONS` there instead)."""
     path = tmp_path / "alertmanager.yml"
-    path.write_text(config_text(sc, [f"http://127.0.0.1:9/{i}" for i in range(len(sc.wants))]))
+    text = config_text(sc, [f"http://127.0.0.1:9/{i}" for i in range(len(sc.wants))])
+    section, entry = INTEGRATIONS[kind]
+    path.write_text(text.replace("webhook_configs:", section).replace("- url: ", entry))
     return load_alertmanager_config(path)
 
 
-def play(sc: Scenario, tmp_path,
-         order=lambda pushes: pushes) -> dict[int, list[tuple[float, list]]]:
+def play(sc: Scenario, tmp_path, order=lambda pushes: pushes,
+         kind: str = "webhook") -> dict[int, list[tuple[float, list]]]:
     """Run ``sc`` (its alertmanager.yml written to ``tmp_path``) on a funnel
     from t = 0 to its end, reloading at ``sc.reloads``; returns what each
     collector (receiver index) received, with arrival times. ``order``
-    reorders the pushes made at the same time."""
-    cfg = load(sc, tmp_path)
+    reorders the pushes made at the same time. With another ``kind`` than the
+    webhook, a message that sends anything counts as the alerts it lists
+    (the webhook body's ``alerts``: what Alertmanager gives every notifier)."""
+    cfg = load(sc, tmp_path, kind)
     f = Funnel(cfg)
     names = [r.name for r in cfg.receivers]
     events: dict[int, list] = {}
@@ -52,7 +65,7 @@ def play(sc: Scenario, tmp_path,
     for k in range(round(sc.end() / STEP) + 1):
         now = k * STEP
         if k in reloads:  # as a worker's reload: the file re-read, the funnel rebuilt from JSON
-            cfg = load(sc, tmp_path)
+            cfg = load(sc, tmp_path, kind)
             f = Funnel(cfg, json.loads(json.dumps(f.state)))
             f.restart_timers(now)
         pushes = [e for e in events.get(k, []) if e[0] == "push"]
@@ -68,9 +81,12 @@ def play(sc: Scenario, tmp_path,
                 f.expire_silence(name, now)
         for msg in f.tick(now):
             rc = cfg.receiver(msg.receiver)
-            for req in build_requests(msg, rc):
-                got.setdefault(names.index(msg.receiver), []).append(
-                    (now, json.loads(req.body)["alerts"]))
+            reqs = build_requests(msg, rc)
+            bodies = ([json.loads(r.body) for r in reqs] if kind == "webhook" else
+                      [render_alertmanager(msg if rc.send_resolved else without_resolved(msg))]
+                      if reqs else [])
+            for body in bodies:
+                got.setdefault(names.index(msg.receiver), []).append((now, body["alerts"]))
             f.delivered(msg.id, now)
         f.drain_ledger()
     assert f.counters()["balanced"]
@@ -144,6 +160,17 @@ def test_other_scenarios_hold(sc, tmp_path):
     """send_test.go TestResolved, inhibit_test.go TestInhibiting,
     silence_test.go TestSilenceDelete, on the pure funnel."""
     assert check(sc, play(sc, tmp_path), 0.0) == []
+
+
+@pytest.mark.parametrize("kind", ["pagerduty", "opsgenie"])
+@pytest.mark.parametrize("sc", [REPEAT, BATCHING, MERGE_ALERTS, RESOLVED_FILTER, RESOLVED,
+                                INHIBITING, SILENCE_DELETE, MERGE_ALERTS_WITH_ENDS_AT, SILENCING],
+                         ids=lambda s: s.name)
+def test_every_integration_is_told_what_the_webhook_is_told(sc, kind, tmp_path):
+    """Alertmanager's notify pipeline hands each notifier of a receiver the same alerts (the
+    whole group, notify/notify.go); a scenario's webhook rewritten as another integration
+    gets the same alerts at the same times."""
+    assert check(sc, play(sc, tmp_path, kind=kind), 0.0) == []
 
 
 def test_a_reload_restarts_the_group_timer_and_sends_nothing_twice(tmp_path):

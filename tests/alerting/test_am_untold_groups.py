@@ -147,3 +147,11 @@ def test_alertmanager_tells_a_told_firing_set_only_at_repeat_interval(tmp_path):
 
 def test_plait_tells_a_told_firing_set_only_at_repeat_interval(tmp_path):
     assert check(NOT_NEWS, play(NOT_NEWS, tmp_path), 0.0) == []
+
+
+@pytest.mark.parametrize("kind", ["pagerduty", "opsgenie"])
+@pytest.mark.parametrize("sc", [UNTOLD, NOT_NEWS], ids=lambda s: s.name)
+def test_other_integrations_stay_quiet_as_the_webhook_does(sc, kind, tmp_path):
+    # a PagerDuty or Opsgenie receiver is told nothing the webhook is not: no resolve event for
+    # a dedup key never triggered, no close of an alias never created
+    assert check(sc, play(sc, tmp_path, kind=kind), 0.0) == []
