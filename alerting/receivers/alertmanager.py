@@ -99,8 +99,9 @@ def email(message: Message, receiver: Any, templates: Any, external_url: str) ->
     """The MIME message ``notify/email`` sends: the rendered headers
     (``Message-Id`` from the idempotency key unless set), ``Date``, and
     ``text`` / ``html`` parts as rendered."""
+    from datetime import datetime, timezone
     from email.message import EmailMessage
-    from email.utils import formatdate
+    from email.utils import format_datetime
 
     f, _data = rendered(message, receiver, templates, external_url)
     mail = EmailMessage()
@@ -109,7 +110,9 @@ def email(message: Message, receiver: Any, templates: Any, external_url: str) ->
         mail[name] = value
     if "Message-Id" not in headers:
         mail["Message-Id"] = f"<{message.idempotency_key}@plait.alerting>"
-    mail["Date"] = formatdate(message.created_at)
+    # RFC 5322 numeric zone: +0000 is UTC, -0000 "zone unknown" (Go's RFC1123Z writes +0000)
+    mail["Date"] = format_datetime(datetime.fromtimestamp(message.created_at, timezone.utc))
+    mail["MIME-Version"] = "1.0"  # once, at the top (RFC 2045 section 4)
     mail["Content-Type"] = "multipart/alternative"
     mail.set_payload([])
     for sub, field in (("plain", "text"), ("html", "html")):
@@ -117,6 +120,7 @@ def email(message: Message, receiver: Any, templates: Any, external_url: str) ->
             part = EmailMessage()
             part.set_payload(f[field], "utf-8")  # set_content would add a newline
             part.set_type(f"text/{sub}")
+            del part["MIME-Version"]  # set by set_payload's charset: the top level has it
             mail.attach(part)
     return mail
 

@@ -240,6 +240,10 @@ def _compare(config, sent: dict[str, dict], inbox: _Inbox, posted: list[dict], e
     plait_mail = build_email(message("mail"), rc, EXTERNAL, cached_template_set(config))
     for header in ("Subject", "To", "From"):
         assert plait_mail[header] == am_mail[header], header
+    # MIME-Version once, at the top (RFC 2045); the Date in UTC as +0000, not -0000 (RFC 5322)
+    assert ([p.get_all("MIME-Version") for p in plait_mail.walk()]
+            == [p.get_all("MIME-Version") for p in am_mail.walk()] == [["1.0"], None, None])
+    assert plait_mail["Date"][-5:] == am_mail["Date"][-5:] == "+0000"
     assert ([p.get_content_type() for p in plait_mail.walk()]
             == [p.get_content_type() for p in am_mail.walk()]
             == ["multipart/alternative", "text/plain", "text/html"])
