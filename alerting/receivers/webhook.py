@@ -37,7 +37,7 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     max_alerts = c.get("max_alerts") or 0
     if not isinstance(max_alerts, int) or isinstance(max_alerts, bool) or max_alerts < 0:
         raise ctx.fail(ctx.at(key, "max_alerts"), f"expected a whole number >= 0, got {max_alerts!r}")
-    out = {"type": "webhook", "format": "alertmanager", "max_alerts": max_alerts,
+    out = {"type": "webhook", "max_alerts": max_alerts,
            "url": ctx.url(url, ctx.at(key, "url_file" if c.get("url_file") else "url"))}
     # Alertmanager's webhook ``timeout`` (0 or absent: none of its own; Plait's attempt is still
     # bounded by plait.delivery.timeout)
