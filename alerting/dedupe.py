@@ -23,11 +23,11 @@ the resolve is delivered ``refire``. The delivered resolve deletes the episode.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from typing import Any
 
+import fnv_c
 import orjson
 
 from alerting.model import Alert, Status
@@ -39,36 +39,17 @@ DEDUPED = {"duplicate": "repeat", "deescalation": "deescalation",
            "resolve_repeat": "resolve_repeat"}
 
 
-_FNV_OFFSET = 14695981039346656037
-_FNV_PRIME = 1099511628211
-_MASK = (1 << 64) - 1
-
-
 def labelset_fingerprint(labels: dict[str, str]) -> str:
     """Alertmanager's fingerprint of a label set, 16 lower-case hex digits (prometheus/common
     ``model/signature.go`` ``labelSetToFingerprint``): FNV-1a 64 over names sorted by UTF-8 bytes,
     each name and value followed by 0xff; the empty set is the offset basis. Python's code-point
-    order equals Go's byte order on UTF-8.
+    order equals Go's byte order on UTF-8. The hash is ``fnv_c``'s C loop: a byte loop in Python
+    cost ~20 us per label set, the largest share of the API's CPU per alert after the JSON parse
+    (docs/perf-notes.md, "Fingerprints in C").
     """
     data = b"".join(part.encode("utf-8", "surrogatepass") + b"\xff"
                     for name in sorted(labels) for part in (name, labels[name]))
-    return _fnv1a64_cached(data) if len(data) <= _CACHED_BYTES else _fnv1a64(data)
-
-
-#: Label sets up to this many bytes are cached (typical: 50-300), so the cache stays ~10 MB.
-_CACHED_BYTES = 512
-
-
-def _fnv1a64(data: bytes) -> str:
-    """FNV-1a 64 of ``data`` as 16 hex digits."""
-    h = _FNV_OFFSET
-    for byte in data:
-        h = ((h ^ byte) * _FNV_PRIME) & _MASK
-    return f"{h:016x}"
-
-
-#: :func:`_fnv1a64` of the last 16,384 short label sets (Prometheus resends every firing alert).
-_fnv1a64_cached = functools.lru_cache(maxsize=16384)(_fnv1a64)
+    return f"{fnv_c.fnv1a_64(data):016x}"
 
 
 def fingerprint(alert: Alert, label_names: tuple[str, ...] | list[str] = ("rule", "asset")) -> str:
