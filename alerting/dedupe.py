@@ -47,8 +47,11 @@ def labelset_fingerprint(labels: dict[str, str]) -> str:
     cost ~20 us per label set, the largest share of the API's CPU per alert after the JSON parse
     (docs/perf-notes.md, "Fingerprints in C").
     """
-    data = b"".join(part.encode("utf-8", "surrogatepass") + b"\xff"
-                    for name in sorted(labels) for part in (name, labels[name]))
+    parts = [part for name in sorted(labels) for part in (name, labels[name])]
+    if "".join(parts).isascii():  # ASCII is its own UTF-8; Latin-1 writes U+00FF as byte 0xff
+        data = ("\xff".join(parts) + "\xff").encode("latin-1") if parts else b""
+    else:
+        data = b"".join(part.encode("utf-8", "surrogatepass") + b"\xff" for part in parts)
     return f"{fnv_c.fnv1a_64(data):016x}"
 
 

@@ -432,36 +432,35 @@ class RecentAlerts:
     """The API's read-your-writes overlay: alerts this process accepted in the last
     :data:`RECENT_AGE` s, merged into the published view until it shows them (Alertmanager answers
     from its current state). At most :data:`RECENT_MAX` entries; a resolved alert is a tombstone
-    hiding its published view."""
+    hiding its published view. An entry keeps the alert and the config it was taken under; its
+    view is built only when a read needs it (:func:`alert_view`), since most accepted alerts are
+    published before anyone reads them and the view cost the POST more than its route decision."""
 
     def __init__(self, limit: int = RECENT_MAX, age: float = RECENT_AGE) -> None:
         from collections import OrderedDict
 
         self.limit, self.age = limit, age
-        #: fingerprint -> (accepted at, epoch s; its view; resolved: the view only dates it)
-        self._views: "OrderedDict[str, tuple[float, dict[str, Any], bool]]" = OrderedDict()
+        #: fingerprint -> _Recent (accepted at, epoch s; resolved: the entry only dates it)
+        self._views: "OrderedDict[str, _Recent]" = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._views)
 
     def add(self, alert: Alert, config: Any, now: float) -> None:
-        """Keep ``alert`` accepted at ``now`` as its view would show it (:func:`alert_view`)."""
-        ep = {"alert": alert.to_dict(), "last_seen": now,
-              "started_at": alert.starts_at if alert.starts_at is not None else now}
-        view = alert_view(ep, config, {})
-        fp = view["fingerprint"]
+        """Keep ``alert`` accepted at ``now`` under ``config``, for :meth:`merge`."""
+        fp = labelset_fingerprint(am_labels(alert))
         self._views.pop(fp, None)
         resolved = alert.status.value != "firing" or (alert.ends_at is not None
                                                       and alert.ends_at <= now)
-        self._views[fp] = (now, view, resolved)
+        self._views[fp] = _Recent(now, alert, config, resolved)
         self._prune(now)
         while len(self._views) > self.limit:
             self._views.popitem(last=False)
 
     def _prune(self, now: float) -> None:
         while self._views:
-            fp, (at, _, _) = next(iter(self._views.items()))
-            if now - at <= self.age:
+            fp, entry = next(iter(self._views.items()))
+            if now - entry.at <= self.age:
                 return
             del self._views[fp]
 
@@ -477,16 +476,37 @@ class RecentAlerts:
             fp = v.get("fingerprint", "")
             present.add(fp)
             entry = self._views.get(fp)
-            if entry is None or str(v.get("updatedAt", "")) >= entry[1]["updatedAt"]:
-                if entry is not None and not entry[2]:
+            if entry is None or str(v.get("updatedAt", "")) >= format_time(entry.at):
+                if entry is not None and not entry.resolved:
                     del self._views[fp]  # the published view caught up
                 out.append(v)
-            elif not entry[2]:
-                out.append({**v, **{k: entry[1][k] for k in ("endsAt", "updatedAt", "annotations")}})
-        for fp, (_, view, resolved) in self._views.items():
-            if not resolved and fp not in present:  # a copy: the routes change what they list
-                out.append(json.loads(view_json(view)))
+            elif not entry.resolved:
+                view = entry.view()
+                out.append({**v, **{k: view[k] for k in ("endsAt", "updatedAt", "annotations")}})
+        for fp, entry in self._views.items():
+            if not entry.resolved and fp not in present:  # a copy: the routes change what they list
+                out.append(json.loads(view_json(entry.view())))
         return out
+
+
+class _Recent:
+    """One :class:`RecentAlerts` entry: ``at`` (accepted, epoch s), the alert, the config it was
+    accepted under, ``resolved``; :meth:`view` builds its view once."""
+
+    __slots__ = ("at", "alert", "config", "resolved", "_view")
+
+    def __init__(self, at: float, alert: Alert, config: Any, resolved: bool) -> None:
+        self.at, self.alert, self.config, self.resolved = at, alert, config, resolved
+        self._view: dict[str, Any] | None = None
+
+    def view(self) -> dict[str, Any]:
+        """The alert as :func:`alert_view` shows it, not yet grouped."""
+        if self._view is None:
+            alert = self.alert
+            ep = {"alert": alert.to_dict(), "last_seen": self.at,
+                  "started_at": alert.starts_at if alert.starts_at is not None else self.at}
+            self._view = alert_view(ep, self.config, {})
+        return self._view
 
 
 def inhibited_now(alerts: list[tuple[str, dict[str, str]]], config: Any) -> dict[str, list[str]]:
