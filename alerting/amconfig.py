@@ -174,11 +174,30 @@ class _File:
 # -- YAML ------------------------------------------------------------------------------------
 
 class _StrictLoader(yaml.SafeLoader):
-    """YAML as Go's ``yaml.UnmarshalStrict`` takes it: a key twice in one mapping is refused
-    (``mapping key "x" already defined``)."""
+    """YAML as Go's ``yaml.UnmarshalStrict`` (gopkg.in/yaml.v2) fills Alertmanager's structs:
+
+    - a key twice in one mapping is refused (``mapping key "x" already defined``);
+    - a plain scalar read into a string field is its text: ``paging: yes``, ``v: 1.10``,
+      ``code: 010``, ``start_time: 09:00`` and ``days_of_month: [1, 15]`` hold ``"yes"``,
+      ``"1.10"``, ``"010"``, ``"09:00"`` and ``["1", "15"]``, where YAML 1.1 would read a bool,
+      1.1, 8, 540 and integers. Only the bool and integer fields of Alertmanager's config
+      (:data:`TYPED_KEYS`) and Plait's own ``plait:`` block take YAML 1.1's types.
+    """
+
+    #: True while the value being built takes YAML 1.1's types
+    typed = False
 
 
-def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+#: Alertmanager 0.25's bool and integer fields (config/notifiers.go, config/config.go,
+#: prometheus/common's http_config and tls_config); every other scalar it reads is a string.
+TYPED_KEYS = frozenset({
+    "send_resolved", "continue", "require_tls", "smtp_require_tls", "short", "short_fields",
+    "link_names", "update_alerts", "html", "disable_notifications", "max_alerts", "chat_id",
+    "follow_redirects", "enable_http2", "insecure_skip_verify", "proxy_from_environment",
+    "plait"})
+
+
+def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
     seen: set = set()
     for key_node, _value in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
@@ -188,10 +207,31 @@ def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
             raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
                               "(a key given twice in one mapping)")
         seen.add(key)
-    return loader.construct_mapping(node, deep=True)
+    loader.flatten_mapping(node)
+    outer, out = loader.typed, {}
+    try:
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            loader.typed = outer or (isinstance(key, str) and key in TYPED_KEYS)
+            out[key] = loader.construct_object(value_node, deep=True)
+            loader.typed = outer
+    finally:
+        loader.typed = outer
+    return out
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+def _text_unless_typed(construct: Any) -> Any:
+    def build(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
+        return construct(loader, node) if loader.typed else loader.construct_scalar(node)
+    return build
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _yaml_mapping)
+for _tag, _construct in (("bool", yaml.SafeLoader.construct_yaml_bool),
+                         ("int", yaml.SafeLoader.construct_yaml_int),
+                         ("float", yaml.SafeLoader.construct_yaml_float),
+                         ("timestamp", yaml.SafeLoader.construct_yaml_timestamp)):
+    _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _text_unless_typed(_construct))
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -249,8 +289,11 @@ def _timers(c: dict, key: str) -> dict[str, float]:
 
 
 def _group_by(c: dict, key: str) -> list[str] | None:
-
-    if c.get("group_by") is None:
+    """``group_by`` of route ``c``; None when absent or empty: an empty list leaves Alertmanager's
+    ``Route.GroupBy`` nil (config.go ``Route.UnmarshalYAML`` appends each name), so the route
+    inherits its parent's (dispatch/route.go ``NewRoute``)."""
+    if not c.get("group_by"):
+        _list(c.get("group_by"), _at(key, "group_by"))  # "" or 0 is still not a list
         return None
     names = [_text(n, _at(key, f"group_by.{i}")) for i, n in
              enumerate(_list(c["group_by"], _at(key, "group_by")))]

@@ -281,6 +281,37 @@ VALID = {
             and c.receiver("pd").url == "http://127.0.0.1:9/pd" and not c.receiver("pd").send_resolved
             and c.receiver("hook").headers == {"Authorization": "Basic dTpw"}
             and c.receiver("hook").max_alerts == 5 and c.receiver("hook").format == "alertmanager")),
+    # gopkg.in/yaml.v2 gives a string field a plain scalar's text, where YAML 1.1 reads a bool,
+    # a number or a sexagesimal (the times are configuration.md's own example)
+    "yaml-1.1-scalars-are-text": ("""
+        route:
+          receiver: a
+          routes: [{receiver: a, match: {paging: yes, v: 1.10, code: 010}, continue: true,
+                    active_time_intervals: [office]}]
+        receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', max_alerts: 3}]}]
+        time_intervals:
+          - name: office
+            time_intervals:
+              - times: [{start_time: 09:00, end_time: 17:00}]
+                days_of_month: [1, '3:5']
+                months: [12]
+                years: [2026]
+        """, lambda c: (
+            sorted(c.route.routes[0].matchers) == ['code="010"', 'paging="yes"', 'v="1.10"']
+            and c.route.routes[0].continue_ is True and c.receiver("a").max_alerts == 3
+            and c.time_intervals[0].time_intervals[0].times[0].start_time == "09:00"
+            and c.time_intervals[0].time_intervals[0].times[0].end_time == "17:00"
+            and c.time_intervals[0].time_intervals[0].days_of_month == ["1", "3:5"]
+            and c.time_intervals[0].time_intervals[0].years == ["2026"])),
+    # an empty group_by leaves Alertmanager's Route.GroupBy nil: the parent's is inherited
+    "empty-group-by-inherits": ("""
+        route:
+          receiver: a
+          group_by: [alertname]
+          routes: [{receiver: a, group_by: [], matchers: [team=x]}]
+        receivers: [{name: a}]
+        """, lambda c: [r.group_by for r in routes_for(c, {"alertname": "X", "team": "x"})]
+        == [("alertname",)]),
     "deprecated-mute-time-intervals": ("""
         route:
           receiver: a
