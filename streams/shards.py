@@ -68,8 +68,11 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
                                                   "partitions": page.partitions}, **cut)
     accepted = None  # a pushed page's task: rows accepted so far, counted once per page
     if data is not None:
-        await asyncio.to_thread(ctx.store.put_bytes,
-                                shard_key(page.taskId, page.seq, page.partition), data)
+        # a repeated page keeps its first copy: its rows are counted once, and a file built
+        # again from the shards (another worker, a schema change) must read those rows
+        stored = shard_key(page.taskId, page.seq, page.partition)
+        if not await asyncio.to_thread(ctx.store.exists, stored):
+            await asyncio.to_thread(ctx.store.put_bytes, stored, data)
         accepted = await count_pushed(ctx, page, batch.num_rows)
     await asyncio.to_thread(grow, ctx, tf, key, batch, quality)
     if await ctx.projection.status(page.taskId) in TERMINAL:  # cleanup may have run already

@@ -172,6 +172,23 @@ async def test_a_repeated_page_is_written_once(make_ctx):
     assert len(done) == 1 and file_ids(ctx, done[0]) == expected_ids()
 
 
+async def test_a_repeated_page_with_other_rows_keeps_its_first_copy(make_ctx):
+    # given worker a took page 1/3 ahead of the file, then the same page with other rows
+    a, b = make_ctx(), make_ctx()
+    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
+    await running(a, "t1", SPEC)
+    await feed(a, [(1, 3), (0, 0)])
+    other = page(1, 3).model_copy(update={"rows": [{"id": 9000 + i} for i in range(4)],
+                                          "rowCount": 4})
+    await write_shard(a, other)
+    # when worker b, which holds nothing in memory, writes the rest from the shards
+    emitted = await feed(b, [k for k in all_pages() if k not in ((1, 3), (0, 0))])
+    # then the file and the row count hold the first copy
+    done = success_of(emitted)
+    assert len(done) == 1 and file_ids(b, done[0]) == expected_ids()
+    assert done[0].exportedRows == len(expected_ids())
+
+
 async def test_another_worker_catches_up_from_the_shards(make_ctx):
     # given worker a wrote some pages, in and out of order, then died
     a, b = make_ctx(), make_ctx()
