@@ -150,7 +150,7 @@ class Grouping(StageBase):
             if stale["sections"]:  # rebuilt: the older queued sections' trace goes first
                 set_trace(s, *join_traces(stale["sections"] + [s]))
         self._drop(g, effects["transient"], "transient", now)
-        self._drop(g, effects["quiet"], "send_resolved", now)
+        self._quiet(g, effects["quiet"], bool(sections), effects["muted"], now)
         for fp, (key, by) in effects["muted"].items():
             m = g["members"][fp]
             if m["status"] == "resolved":
@@ -168,19 +168,51 @@ class Grouping(StageBase):
         outbox[stale["at"]:stale["at"]] = sections
         self._enqueued(g["receiver"], sections)
 
+    def _quiet(self, g: dict[str, Any], fps: list[str], sent: bool, muted: Any,
+               now: float) -> None:
+        """Resolved members ``fps`` of a receiver without send_resolved, at a flush that ``sent``
+        a message or not (``muted``: the fingerprints muted now, out of the firing set). Alertmanager's notification log keeps the firing set it last told
+        until it tells another, and a resolve alone tells nothing (DedupStage ``needsUpdate``),
+        so while the group sends nothing and something in it still fires, a member told firing
+        stays as told (resolved, no news, its raws ended, its episode open): firing again, it is
+        no news. A message sent, or nothing firing, and such members leave."""
+        members = g["members"]
+        keep = not sent and any(m["status"] == "firing" and fp not in muted
+                                for fp, m in members.items())
+        told = [fp for fp in fps if keep and members[fp]["notified"]]
+        self._drop(g, [fp for fp in fps if fp not in told], "send_resolved", now)
+        c = self.state["counters"]
+        for fp in told:
+            m = members[fp]
+            self._settle_raws(m, "send_resolved", now)
+            m["news"] = None  # its resolve is not news: the told firing set stands
+            c["resolved_not_sent"] = c.get("resolved_not_sent", 0) + 1
+        if not keep:  # the told firing set is replaced: members kept as told leave
+            gone = [fp for fp, m in members.items()
+                    if m["status"] == "resolved" and m["news"] is None and fp not in muted]
+            self._touch(g, gone)
+            for fp in gone:
+                del members[fp]
+                self._end_member(fp)
+
+    def _settle_raws(self, m: dict[str, Any], reason: str, now: float) -> None:
+        """End member ``m``'s waiting raws ``deduplicated`` with ``reason``."""
+        for r in m["raw"]:
+            self.state["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=m["fp"],
+                                                        reason=reason).to_dict())
+        m["raw"] = []
+
     def _drop(self, g: dict[str, Any], fps: list[str], reason: str, now: float) -> None:
         """Members ``fps`` leave group ``g`` untold, their raws ``deduplicated`` with ``reason``:
         ``transient`` (resolved before sent) or ``send_resolved`` (receiver takes no resolves)."""
-        st, c = self.state, self.state["counters"]
+        c = self.state["counters"]
         counter = "transient_suppressed" if reason == "transient" else "resolved_not_sent"
         for fp in fps:
             m = g["members"].pop(fp)
             count_member(g, m, -1)
             self._end_member(fp)
             c[counter] = c.get(counter, 0) + 1
-            for r in m["raw"]:
-                st["ledger_out"].append(self._final(r, Outcome.DEDUPLICATED, now, fp=fp,
-                                                    reason=reason).to_dict())
+            self._settle_raws(m, reason, now)
 
     def _end_member(self, fp: str) -> None:
         """A resolved member left: its episode ends unless it fired again while muted."""

@@ -81,6 +81,19 @@ NOT_NEWS = Scenario(
                (3.0, 4.5, [])]})
 
 
+#: A receiver without send_resolved: Flap and Steady are told firing at 1; Flap resolves at 1.3
+#: (not told) and fires again at 2.6 with a new ``startsAt``. The notification log still lists
+#: Flap firing, so the firing set is the one told and nothing is sent before repeat_interval
+#: (DedupStage ``needsUpdate``: ``IsFiringSubset``; the resolve alone moved nothing).
+QUIET_FLAP = Scenario(
+    "FlapWithoutSendResolved", _AM.replace("send_resolved: true", "send_resolved: false"),
+    pushes=[(0, [_z("Flap", 0), A("alertname", "Flap", "zone", "bb", active=(0,))]),
+            (1.3, [_z("Flap", 0, 1.3)]),
+            (2.6, [_z("Flap", 2.6)])],
+    wants={0: [(0.9, 1.25, [_z("Flap", 0), A("alertname", "Flap", "zone", "bb", active=(0,))]),
+               (1.25, 4.5, [])]})
+
+
 class _Collect(BaseHTTPRequestHandler):
     got: list[tuple[float, list[dict]]] = []
 
@@ -131,14 +144,14 @@ def _alertmanager_run(sc: Scenario, tmp_path) -> tuple[dict[int, list], float]:
 
 
 @pytest.mark.skipif(ALERTMANAGER is None, reason="the Alertmanager binary is absent")
-@pytest.mark.parametrize("sc", [UNTOLD, NOT_NEWS], ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", [UNTOLD, NOT_NEWS, QUIET_FLAP], ids=lambda s: s.name)
 def test_alertmanager_keeps_quiet_where_a_group_has_no_news(sc, tmp_path):
     got, t0 = _alertmanager_run(sc, tmp_path)
     assert check(sc, got, t0) == []
 
 
 @pytest.mark.parametrize("kind", ["webhook", "pagerduty", "opsgenie"])
-@pytest.mark.parametrize("sc", [UNTOLD, NOT_NEWS], ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", [UNTOLD, NOT_NEWS, QUIET_FLAP], ids=lambda s: s.name)
 def test_plait_keeps_quiet_where_a_group_has_no_news(sc, kind, tmp_path):
     # the daemon's expectations; a PagerDuty or Opsgenie receiver is told nothing the webhook
     # is not: no resolve of a dedup key never triggered, no close of an alias never created
