@@ -235,13 +235,14 @@ for _tag, _construct in (("bool", yaml.SafeLoader.construct_yaml_bool),
 
 
 def read_yaml(path: str | Path) -> Any:
-    """The YAML document of ``path`` (no duplicate keys). Raises ConfigError naming the file."""
+    """The first YAML document of ``path`` (no duplicate keys), as gopkg.in/yaml.v2's
+    ``Unmarshal`` reads one; None for an empty file. Raises ConfigError naming the file."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return next(yaml.load_all(text, Loader=_StrictLoader), None)  # noqa: S506 - SafeLoader
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: invalid YAML: {e}") from None
 
@@ -673,7 +674,7 @@ def translate(data: Any, base: str | Path = ".", extras: Any = None) -> Alerting
              "external_url": more.external_url, "ledger": more.ledger, "fanout": fanout,
              "templates": _templates(data, files)}
     config = parse_config(plait)
-    template_set(config)  # Go templates checked at load, as Alertmanager does
+    template_set(config)  # Go templates parsed at load (Alertmanager 0.25: at send; docs)
     return config
 
 

@@ -276,10 +276,12 @@ class TimeInterval(_Model):
 
 
 class NamedTimeIntervals(_Model):
-    """``{name, time_intervals: [...]}`` (Alertmanager's top-level ``time_intervals``)."""
+    """``{name, time_intervals: [...]}`` (Alertmanager's top-level ``time_intervals``); with no
+    entries it never matches, as Alertmanager loads it (a route active only in it is always
+    muted)."""
 
     name: str = Field(min_length=1)
-    time_intervals: list[TimeInterval] = Field(min_length=1)
+    time_intervals: list[TimeInterval] = Field(default_factory=list)
 
 
 def _matcher_list(v: list[str]) -> list[str]:

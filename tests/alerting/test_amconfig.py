@@ -15,7 +15,7 @@ import yaml
 
 from alerting.amconfig import UNLIMITED, load_alertmanager_config, translate
 from alerting.model import Alert
-from alerting.routing import routes_for
+from alerting.routing import muted_at, routes_for
 from plait.errors import ConfigError
 
 AMTOOL = shutil.which("amtool")
@@ -312,6 +312,22 @@ VALID = {
         receivers: [{name: a}]
         """, lambda c: [r.group_by for r in routes_for(c, {"alertname": "X", "team": "x"})]
         == [("alertname",)]),
+    # an interval without entries never matches: the route active only in it stays muted
+    "empty-time-interval": ("""
+        route:
+          receiver: a
+          routes: [{receiver: a, matchers: [team=x], active_time_intervals: [never]}]
+        receivers: [{name: a}]
+        time_intervals: [{name: never}]
+        """, lambda c: c.time_intervals[0].time_intervals == []
+        and muted_at(c, routes_for(c, {"alertname": "X", "team": "x"})[0], 1_800_000_000.0)),
+    # gopkg.in/yaml.v2's Unmarshal reads the first document of the file
+    "second-document-ignored": ("""
+        route: {receiver: a}
+        receivers: [{name: a}]
+        ---
+        route: {receiver: nobody}
+        """, lambda c: c.route.receiver == "a"),
     "deprecated-mute-time-intervals": ("""
         route:
           receiver: a
