@@ -59,9 +59,9 @@ def split_windows(field: str, start: Any, stop: Any, parts: int) -> list[dict[st
     is not before ``stop``, or the range has fewer units than ``parts``."""
     lo, hi = parse_bound(start), parse_bound(stop)
     if isinstance(lo, int) != isinstance(hi, int):
-        raise ValueError("from and to must both be integers or both date-times")
+        raise ValueError("to: must be of from's kind: both integers or both date-times")
     if not lo < hi:
-        raise ValueError(f"from ({start!r}) must be before to ({stop!r})")
+        raise ValueError(f"to: {stop!r} is not after from ({start!r})")
     span = hi - lo if isinstance(lo, int) else int((hi - lo).total_seconds())
     if span < parts:
         raise ValueError(f"the range holds {span} {'values' if isinstance(lo, int) else 'seconds'}"

@@ -111,7 +111,7 @@ def test_max_rows_counts_the_whole_task(stack, tmp_path):
 def test_a_bad_partition_spec_is_a_422_naming_it(stack):
     base = seq_spec(stack.demo_data_api, "csv", 10)
     bad = {"partitions": ([{"fromId": 0}, {}], "item 1: must be a non-empty object"),
-           "split": ({"field": "id", "from": 5, "to": 5, "parts": 2}, "must be before to")}
+           "split": ({"field": "id", "from": 5, "to": 5, "parts": 2}, "to: 5 is not after from (5)")}
     for field, (value, why) in bad.items():
         spec = {**base, "dataConfig": {**base["dataConfig"], field: value}}
         resp = httpx.post(f"{stack.api_url}/export/tasks", json=spec)
