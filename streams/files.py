@@ -186,6 +186,8 @@ class PageOrder:
         self.ends: dict[int, int] = dict(ends or {})
         self.next = PageKey(0, 0)
         self.ahead: set[PageKey] = set()
+        #: ahead page -> when :meth:`missing` first saw it (epoch s), pruned with ``ahead``
+        self.seen_at: dict[PageKey, float] = {}
 
     def note(self, key: PageKey, is_last: bool, partitions: int) -> None:
         """Learn a page's partition count and end. ``PermanentError`` when pages
@@ -216,15 +218,24 @@ class PageOrder:
         """Each partition's last seq, in partition order (only when complete)."""
         return [self.ends[p] for p in range(self.partitions)]
 
-    def missing(self) -> PageKey | None:
-        """The first page skipped by a later page of its own partition."""
+    def missing(self, now: float) -> tuple[PageKey, float] | None:
+        """The page missing longest, and since when (epoch s): of each partition, its first page
+        skipped by a later page of its own, missing since the first of those later pages was seen
+        (at ``now`` when this is the first call to see it). So a gap that fills does not restart
+        the clock of another that was already open. None when no page is skipped."""
+        for key in [k for k in self.seen_at if k not in self.ahead]:
+            del self.seen_at[key]
+        for key in self.ahead:
+            self.seen_at.setdefault(key, now)
+        oldest = None
         for partition in sorted({k.partition for k in self.ahead}):
             seq = self.next.seq if partition == self.next.partition else 0
             while PageKey(partition, seq) in self.ahead:
                 seq += 1
-            if any(k.partition == partition and k.seq > seq for k in self.ahead):
-                return PageKey(partition, seq)
-        return None
+            later = [t for k, t in self.seen_at.items() if k.partition == partition and k.seq > seq]
+            if later and (oldest is None or min(later) < oldest[1]):
+                oldest = (PageKey(partition, seq), min(later))
+        return oldest
 
 
 class TaskFile:
@@ -242,7 +253,8 @@ class TaskFile:
         self.grown = True
         self.pages = 0
         self.quality: dict[str, int] = {}
-        self.missing_mark: PageKey | None = None
+        #: the ``missing`` checkpoint as last written: (page, since), or None
+        self.missing_mark: tuple[PageKey, float] | None = None
         #: monotonic seconds of this worker's last progress report
         self.reported_at: float | None = None
         #: pages stored ahead of ``order.next``, kept decoded (:meth:`keep`)

@@ -120,7 +120,8 @@ async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
     order = PageOrder(int(marks.get("partitions", page.partitions)), ends)
     tf = TaskFile(page.taskId, page.spec.documentConfig, order)
     if "missing" in marks:
-        tf.missing_mark = PageKey(*json.loads(marks["missing"])["page"])
+        mark = json.loads(marks["missing"])
+        tf.missing_mark = (PageKey(*mark["page"]), mark["since"])
     if page.shardKey is None or (page.partition, page.seq) != (0, 0):
         try:
             await asyncio.to_thread(rescan, ctx.store, tf)
@@ -132,15 +133,20 @@ async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
 
 
 async def _mark_missing(ctx: Context, tf: TaskFile) -> None:
-    """Checkpoint ``missing`` = ``{"page": [partition, seq], "since": epoch s}``."""
-    missing = tf.order.missing()
-    if missing == tf.missing_mark:
+    """Checkpoint ``missing`` = ``{"page": [partition, seq], "since": epoch s}``: the page missing
+    longest (:meth:`streams.files.PageOrder.missing`); a page already marked keeps its mark's
+    ``since`` (this worker may have opened the file after another saw the gap)."""
+    missing = tf.order.missing(time.time())
+    old = tf.missing_mark
+    if missing is not None and old is not None and missing[0] == old[0]:
+        missing = (old[0], min(old[1], missing[1]))
+    if missing == old:
         return
     if missing is None:
         await ctx.checkpoints.clear(tf.task_id, "missing")
     else:
-        await ctx.checkpoints.set(tf.task_id, missing={"page": list(missing),
-                                                       "since": time.time()})
+        await ctx.checkpoints.set(tf.task_id, missing={"page": list(missing[0]),
+                                                       "since": missing[1]})
     tf.missing_mark = missing
 
 

@@ -89,11 +89,32 @@ def test_page_keys_sort_in_file_order_and_round_trip():
 def test_a_page_is_missing_only_when_a_later_page_of_its_partition_arrived():
     order = PageOrder(partitions=2)
     order.ahead |= {PageKey(1, 0), PageKey(1, 1)}  # partition 1 waits for partition 0
-    assert order.missing() is None
+    assert order.missing(10.0) is None
     order.ahead.add(PageKey(1, 3))
-    assert order.missing() == PageKey(1, 2)
+    assert order.missing(11.0) == (PageKey(1, 2), 11.0)
+    # a gap that showed later is not the one missing longest
     order.ahead.add(PageKey(0, 2))
-    assert order.missing() == PageKey(0, 0)
+    assert order.missing(12.0) == (PageKey(1, 2), 11.0)
+    # once 1/2 comes, 0/0 is missing since 0/2 was seen, not since 1/2 came
+    order.ahead.add(PageKey(1, 2))
+    assert order.missing(13.0) == (PageKey(0, 0), 12.0)
+
+
+async def test_a_gap_that_fills_does_not_restart_the_clock_of_another(make_ctx, monkeypatch):
+    # given pages 0/1 and 1/1 both missing from t=100
+    clock = [100.0]
+    monkeypatch.setattr("streams.shards.time.time", lambda: clock[0])
+    ctx = make_ctx(push_page_timeout_seconds=20)
+    await running(ctx, "t1", SPEC)
+    await feed(ctx, [(0, 0), (0, 2), (1, 0), (1, 2)])
+    # when 0/1 comes at t=115
+    clock[0] = 115.0
+    await feed(ctx, [(0, 1)])
+    # then 1/1 is marked missing since t=100, and the sweeper fails the task at t=121
+    mark = __import__("json").loads((await ctx.checkpoints.get("t1"))["missing"])
+    assert mark == {"page": [1, 1], "since": 100.0}
+    emits, ended = await sweep(ctx, now=121.0)
+    assert ended == ["t1"] and [e.payload.status for e in emits] == ["FAILED"]
 
 
 def test_pages_disagreeing_on_their_partitions_are_refused():
