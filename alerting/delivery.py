@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from alerting.model import Message
-from alerting.intake import format_time
+from alerting.intake import format_time, go_time
 from plait.signature import hmac_sha256_hex
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
@@ -152,8 +152,8 @@ def render_alertmanager(message: Message, external_url: str = "",
         alerts.append({
             "status": view["status"], "labels": am_alert_labels(view),
             "annotations": dict(view["annotations"]),
-            "startsAt": format_time(view["starts_at"]),
-            "endsAt": format_time(view["ends_at"] if view["status"] == "resolved" else None),
+            "startsAt": go_time(view["starts_at"]),
+            "endsAt": go_time(view["ends_at"] if view["status"] == "resolved" else None),
             "generatorURL": view.get("generator_url", ""),
             "fingerprint": view["fingerprint"].partition("~")[0],
         })

@@ -105,6 +105,19 @@ def format_time(ts: float | None) -> str:
     return text
 
 
+def go_time(ts: float | None) -> str:
+    """RFC 3339 UTC as Go's ``time.Time`` marshals to JSON (``RFC3339Nano``: the fraction without
+    its trailing zeros, ``2024-03-05T11:00:00.25Z``), to the microsecond an epoch float holds:
+    what Alertmanager's webhook body echoes of the ``startsAt`` it was sent. ``None`` gives the
+    zero time ``0001-01-01T00:00:00Z``."""
+    if ts is None:
+        return ZERO_TIME
+    dt = datetime.fromtimestamp(ts, _UTC)
+    fraction = f"{dt.microsecond:06d}".rstrip("0")
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}"
+            f":{dt.second:02d}{'.' + fraction if fraction else ''}Z")
+
+
 _UTC = timezone.utc
 #: format_time's memo: epoch seconds -> RFC3339 text (at most 4,096)
 _TIMES: dict[float, str] = {}
