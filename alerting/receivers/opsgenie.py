@@ -66,8 +66,33 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
 DEFAULT_URL = "https://api.opsgenie.com/v2/alerts"
 
 
+#: Alertmanager's ``opsgenieValidTypesRe`` (config/notifiers.go): a responder's type, untemplated
+RESPONDER_TYPES = ("team", "teams", "user", "escalation", "schedule")
+
+
+def _check_responders(value: Any, key: str, ctx: Any) -> None:
+    """``responders`` as Alertmanager's ``OpsGenieConfig.UnmarshalYAML`` checks them: each names an
+    ``id``, ``username`` or ``name``; a type without ``{{`` is one of :data:`RESPONDER_TYPES`
+    (any case). Raises ConfigError naming ``responders.<i>``."""
+    if value is None:
+        return
+    if not isinstance(value, list):
+        raise ctx.fail(key, f"expected a list, got {type(value).__name__}")
+    for i, r in enumerate(value):
+        at = ctx.at(key, str(i))
+        if not isinstance(r, dict):
+            raise ctx.fail(at, f"expected a mapping, got {type(r).__name__}")
+        if not any(ctx.text(r.get(k), ctx.at(at, k)) for k in ("id", "username", "name")):
+            raise ctx.fail(at, "has to have at least one of id, username or name specified")
+        kind = ctx.text(r.get("type"), ctx.at(at, "type"))
+        if "{{" not in kind and kind.lower() not in RESPONDER_TYPES:
+            raise ctx.fail(ctx.at(at, "type"), f"{kind!r} does not match valid options "
+                                               f"^({'|'.join(RESPONDER_TYPES)})$")
+
+
 def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     """An ``opsgenie_configs`` entry (``api_key`` or the global one)."""
+    _check_responders(c.get("responders"), ctx.at(key, "responders"), ctx)
     api_key = ctx.own_or_global(c, "api_key", key, "opsgenie_api_key", "OpsGenie API Key")
     base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
     base = ctx.url(base, ctx.at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")

@@ -171,6 +171,16 @@ BROKEN = [
      "receivers.0.pagerduty_configs.0.routing_key: missing service or routing key", "missing service or routing key"),
     ("slack-without-url", "route: {receiver: a}\nreceivers: [{name: a, slack_configs: [{channel: '#x'}]}]\n",
      "receivers.0.slack_configs.0.api_url: no global Slack API URL set", "no global Slack API URL set"),
+    ("opsgenie-responder-without-name",
+     "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{api_key: k, "
+     "responders: [{type: team}]}]}]\n",
+     "receivers.0.opsgenie_configs.0.responders.0: has to have at least one of id, username or name",
+     "has to have at least one of id, username or name specified"),
+    ("opsgenie-responder-type",
+     "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{api_key: k, "
+     "responders: [{type: bogus, name: ops}]}]}]\n",
+     "receivers.0.opsgenie_configs.0.responders.0.type: 'bogus' does not match valid options",
+     "type does not match valid options"),
     ("opsgenie-without-key", "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{message: x}]}]\n",
      "receivers.0.opsgenie_configs.0.api_key: no global OpsGenie API Key set", "no global OpsGenie API Key set"),
     ("duplicate-yaml-key", "route:\n  receiver: a\n  receiver: b\nreceivers: [{name: a}, {name: b}]\n",
