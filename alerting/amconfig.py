@@ -181,11 +181,15 @@ class _StrictLoader(yaml.SafeLoader):
       ``code: 010``, ``start_time: 09:00`` and ``days_of_month: [1, 15]`` hold ``"yes"``,
       ``"1.10"``, ``"010"``, ``"09:00"`` and ``["1", "15"]``, where YAML 1.1 would read a bool,
       1.1, 8, 540 and integers. Only the bool and integer fields of Alertmanager's config
-      (:data:`TYPED_KEYS`) and Plait's own ``plait:`` block take YAML 1.1's types.
+      (:data:`TYPED_KEYS`, not keys of its maps of strings, :data:`FREE_MAPS`) and Plait's own
+      ``plait:`` block take YAML 1.1's types.
     """
 
     #: True while the value being built takes YAML 1.1's types
     typed = False
+    #: how the mapping being built reads its keys: "config" (:data:`TYPED_KEYS` typed), "free"
+    #: (a map of strings: no key typed) or "native" (the ``plait:`` block: everything typed)
+    mode = "config"
 
 
 #: Alertmanager 0.25's bool and integer fields (config/notifiers.go, config/config.go,
@@ -193,8 +197,11 @@ class _StrictLoader(yaml.SafeLoader):
 TYPED_KEYS = frozenset({
     "send_resolved", "continue", "require_tls", "smtp_require_tls", "short", "short_fields",
     "link_names", "update_alerts", "html", "disable_notifications", "max_alerts", "chat_id",
-    "follow_redirects", "enable_http2", "insecure_skip_verify", "proxy_from_environment",
-    "plait"})
+    "follow_redirects", "enable_http2", "insecure_skip_verify", "proxy_from_environment"})
+#: Alertmanager's ``map[string]string`` fields: their keys are names (a label ``continue``),
+#: their values text.
+FREE_MAPS = frozenset({"match", "match_re", "source_match", "source_match_re", "target_match",
+                       "target_match_re", "details", "headers", "custom_fields", "attributes"})
 
 
 def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
@@ -208,15 +215,18 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
                               "(a key given twice in one mapping)")
         seen.add(key)
     loader.flatten_mapping(node)
-    outer, out = loader.typed, {}
+    outer, out = (loader.typed, loader.mode), {}
     try:
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
-            loader.typed = outer or (isinstance(key, str) and key in TYPED_KEYS)
+            if outer[1] == "config" and isinstance(key, str):
+                loader.mode = ("native" if key == "plait" else "free" if key in FREE_MAPS
+                               else "config")
+                loader.typed = loader.mode == "native" or key in TYPED_KEYS
             out[key] = loader.construct_object(value_node, deep=True)
-            loader.typed = outer
+            loader.typed, loader.mode = outer
     finally:
-        loader.typed = outer
+        loader.typed, loader.mode = outer
     return out
 
 

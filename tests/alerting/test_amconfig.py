@@ -296,7 +296,8 @@ VALID = {
     "yaml-1.1-scalars-are-text": ("""
         route:
           receiver: a
-          routes: [{receiver: a, match: {paging: yes, v: 1.10, code: 010}, continue: true,
+          routes: [{receiver: a, match: {paging: yes, v: 1.10, code: 010, continue: on},
+                    continue: true,
                     active_time_intervals: [office]}]
         receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a', max_alerts: 3}]}]
         time_intervals:
@@ -307,7 +308,8 @@ VALID = {
                 months: [12]
                 years: [2026]
         """, lambda c: (
-            sorted(c.route.routes[0].matchers) == ['code="010"', 'paging="yes"', 'v="1.10"']
+            sorted(c.route.routes[0].matchers) == ['code="010"', 'continue="on"', 'paging="yes"',
+                                                   'v="1.10"']
             and c.route.routes[0].continue_ is True and c.receiver("a").max_alerts == 3
             and c.time_intervals[0].time_intervals[0].times[0].start_time == "09:00"
             and c.time_intervals[0].time_intervals[0].times[0].end_time == "17:00"
