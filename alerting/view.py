@@ -92,7 +92,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "startsAt": format_time(started if started is not None else seen),
         "endsAt": format_time(ends),
         "updatedAt": format_time(seen),
-        "fingerprint": labelset_fingerprint(labels), "receivers": [{"name": receiver}],
+        "fingerprint": _view_fingerprint(ep, alert, labels), "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
         "_group": glabels, "_route": rid,
@@ -101,6 +101,14 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     if alert.generator_url:  # Alertmanager's gettableAlert: omitempty
         out["generatorURL"] = alert.generator_url
     return out
+
+
+def _view_fingerprint(ep: dict[str, Any], alert: Alert, labels: dict[str, str]) -> str:
+    """Alertmanager's fingerprint of ``labels``: for an Alertmanager alert, its episode's identity
+    before any ``~`` (:func:`alerting.dedupe.fingerprint` hashed the same label set already)."""
+    if alert.source == "alertmanager" and ep.get("fp"):
+        return ep["fp"].partition("~")[0]
+    return labelset_fingerprint(labels)
 
 
 def view_json(view: dict[str, Any]) -> bytes:

@@ -111,3 +111,16 @@ def test_native_alerts_keep_rule_and_asset_identity():
     # then they are one alert: the second is a repeat
     assert r.outcomes() == {"delivered": 1, "deduplicated": 1}
     assert len(r.messages()[0][1].alerts()) == 1
+
+
+def test_the_alert_view_shows_alertmanagers_fingerprint_on_every_route():
+    from alerting.config import AlertingConfig
+    from alerting.view import alert_view
+
+    config = AlertingConfig.model_validate({"receivers": [{"name": "hook", "url": "http://127.0.0.1:9/"}],
+                                            "route": {"receiver": "hook"}})
+    alert = from_alertmanager_alert(prom("api-1", 0), 0)
+    fp = fingerprint(alert)
+    for identity in (fp, f"{fp}~1", f"{fp}~1~2"):  # the first route, a continue route, a copy
+        ep = {"fp": identity, "alert": alert.to_dict(), "last_seen": 0.0, "started_at": 0.0}
+        assert alert_view(ep, config, {})["fingerprint"] == labelset_fingerprint(alert.labels) == fp
