@@ -187,6 +187,14 @@ class _StrictLoader(yaml.SafeLoader):
 
     #: True while the value being built takes YAML 1.1's types
     typed = False
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        """As PyYAML's, but a scalar is built again at each use: an alias takes the type of the
+        place it stands in (``send_resolved: &a true`` then ``match: {x: *a}`` is ``"true"``
+        there), as yaml.v2 decodes an alias into each target anew."""
+        if isinstance(node, yaml.ScalarNode):
+            self.constructed_objects.pop(node, None)
+        return super().construct_object(node, deep)
     #: how the mapping being built reads its keys: "config" (:data:`TYPED_KEYS` typed), "free"
     #: (a map of strings: no key typed) or "native" (the ``plait:`` block: everything typed)
     mode = "config"
@@ -196,7 +204,7 @@ class _StrictLoader(yaml.SafeLoader):
 #: prometheus/common's http_config and tls_config); every other scalar it reads is a string.
 TYPED_KEYS = frozenset({
     "send_resolved", "continue", "require_tls", "smtp_require_tls", "short", "short_fields",
-    "link_names", "update_alerts", "html", "disable_notifications", "max_alerts", "chat_id",
+    "link_names", "update_alerts", "disable_notifications", "max_alerts", "chat_id",
     "follow_redirects", "enable_http2", "insecure_skip_verify", "proxy_from_environment"})
 #: Alertmanager's ``map[string]string`` fields: their keys are names (a label ``continue``),
 #: their values text.
@@ -206,6 +214,7 @@ FREE_MAPS = frozenset({"match", "match_re", "source_match", "source_match_re", "
 
 def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
     seen: set = set()
+    typed, loader.typed = loader.typed, False
     for key_node, _value in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue
@@ -214,11 +223,14 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
             raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
                               "(a key given twice in one mapping)")
         seen.add(key)
+    loader.typed = typed
     loader.flatten_mapping(node)
     outer, out = (loader.typed, loader.mode), {}
     try:
         for key_node, value_node in node.value:
+            loader.typed = False  # a key is a name (a receiver "on", a label "123")
             key = loader.construct_object(key_node, deep=True)
+            loader.typed = outer[0]
             if outer[1] == "config" and isinstance(key, str):
                 loader.mode = ("native" if key == "plait" else "free" if key in FREE_MAPS
                                else "config")
@@ -228,6 +240,17 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
     finally:
         loader.typed, loader.mode = outer
     return out
+
+
+#: Plain scalars yaml.v2 reads as booleans that YAML 1.1's resolver in PyYAML leaves as text
+_GO_BOOLS = {"y": True, "Y": True, "n": False, "N": False}
+
+
+def _str_or_go_bool(loader: _StrictLoader, node: yaml.ScalarNode) -> Any:
+    text = loader.construct_scalar(node)
+    if loader.typed and node.style is None and text in _GO_BOOLS:
+        return _GO_BOOLS[text]
+    return text
 
 
 def _text_unless_typed(construct: Any) -> Any:
@@ -242,6 +265,7 @@ for _tag, _construct in (("bool", yaml.SafeLoader.construct_yaml_bool),
                          ("float", yaml.SafeLoader.construct_yaml_float),
                          ("timestamp", yaml.SafeLoader.construct_yaml_timestamp)):
     _StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _text_unless_typed(_construct))
+_StrictLoader.add_constructor("tag:yaml.org,2002:str", _str_or_go_bool)
 
 
 def read_yaml(path: str | Path) -> Any:

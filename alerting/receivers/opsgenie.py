@@ -72,8 +72,8 @@ RESPONDER_TYPES = ("team", "teams", "user", "escalation", "schedule")
 
 def _check_responders(value: Any, key: str, ctx: Any) -> None:
     """``responders`` as Alertmanager's ``OpsGenieConfig.UnmarshalYAML`` checks them: each names an
-    ``id``, ``username`` or ``name``; a type without ``{{`` is one of :data:`RESPONDER_TYPES`
-    (any case). Raises ConfigError naming ``responders.<i>``."""
+    ``id``, ``username`` or ``name``; a type with ``{{`` parses as a template, one without is one
+    of :data:`RESPONDER_TYPES` (any case). Raises ConfigError naming ``responders.<i>``."""
     if value is None:
         return
     if not isinstance(value, list):
@@ -85,7 +85,14 @@ def _check_responders(value: Any, key: str, ctx: Any) -> None:
         if not any(ctx.text(r.get(k), ctx.at(at, k)) for k in ("id", "username", "name")):
             raise ctx.fail(at, "has to have at least one of id, username or name specified")
         kind = ctx.text(r.get("type"), ctx.at(at, "type"))
-        if "{{" not in kind and kind.lower() not in RESPONDER_TYPES:
+        if "{{" in kind:
+            from alerting import gotemplate
+
+            try:
+                gotemplate.parse(kind, ctx.at(at, "type"))
+            except gotemplate.TemplateError as e:
+                raise ctx.fail(ctx.at(at, "type"), f"is not a valid template: {e}") from None
+        elif kind.lower() not in RESPONDER_TYPES:
             raise ctx.fail(ctx.at(at, "type"), f"{kind!r} does not match valid options "
                                                f"^({'|'.join(RESPONDER_TYPES)})$")
 

@@ -35,6 +35,8 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
         raise ctx.fail(ctx.at(key, "url"), "missing URL in webhook config")
     url = ctx.files.either(c, "url", "url_file", key)
     max_alerts = c.get("max_alerts") or 0
+    if isinstance(max_alerts, float) and max_alerts.is_integer():  # yaml.v2 takes 5.0 for uint64
+        max_alerts = int(max_alerts)
     if not isinstance(max_alerts, int) or isinstance(max_alerts, bool) or max_alerts < 0:
         raise ctx.fail(ctx.at(key, "max_alerts"), f"expected a whole number >= 0, got {max_alerts!r}")
     out = {"type": "webhook", "max_alerts": max_alerts,

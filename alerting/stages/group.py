@@ -171,14 +171,21 @@ class Grouping(StageBase):
     def _quiet(self, g: dict[str, Any], fps: list[str], sent: bool, muted: Any,
                now: float) -> None:
         """Resolved members ``fps`` of a receiver without send_resolved, at a flush that ``sent``
-        a message or not (``muted``: the fingerprints muted now, out of the firing set). Alertmanager's notification log keeps the firing set it last told
+        a message or not (``muted``: the fingerprints muted now). Alertmanager's notification log keeps the firing set it last told
         until it tells another, and a resolve alone tells nothing (DedupStage ``needsUpdate``),
-        so while the group sends nothing and something in it still fires, a member told firing
-        stays as told (resolved, no news, its raws ended, its episode open): firing again, it is
-        no news. A message sent, or nothing firing, and such members leave."""
+        so while the group sends nothing and something in it still fires (and either fires
+        unmuted or all it holds is muted), a member told firing stays as told (resolved, no news,
+        its raws ended, its episode open): firing again, it is no news. Otherwise such members
+        leave."""
         members = g["members"]
-        keep = not sent and any(m["status"] == "firing" and fp not in muted
-                                for fp, m in members.items())
+        # members kept as told earlier left Alertmanager's group at that flush (dispatch.go
+        # deletes resolved alerts after each flush); it still logs its firing set unless every
+        # alert left is muted (the pipeline stops before DedupStage) or one of them fires
+        others = {fp: m for fp, m in members.items()
+                  if not (m["status"] == "resolved" and m["news"] is None)}
+        unmuted = [m for fp, m in others.items() if fp not in muted]
+        keep = (not sent and any(m["status"] == "firing" for m in others.values())
+                and (not unmuted or any(m["status"] == "firing" for m in unmuted)))
         told = [fp for fp in fps if keep and members[fp]["notified"]]
         self._drop(g, [fp for fp in fps if fp not in told], "send_resolved", now)
         c = self.state["counters"]

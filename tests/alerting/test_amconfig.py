@@ -176,6 +176,11 @@ BROKEN = [
      "responders: [{type: team}]}]}]\n",
      "receivers.0.opsgenie_configs.0.responders.0: has to have at least one of id, username or name",
      "has to have at least one of id, username or name specified"),
+    ("opsgenie-responder-type-template",
+     "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{api_key: k, "
+     "responders: [{type: '{{ .Foo ', name: ops}]}]}]\n",
+     "receivers.0.opsgenie_configs.0.responders.0.type: is not a valid template",
+     "type is not a valid template"),
     ("opsgenie-responder-type",
      "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{api_key: k, "
      "responders: [{type: bogus, name: ops}]}]}]\n",
@@ -315,6 +320,24 @@ VALID = {
             and c.time_intervals[0].time_intervals[0].times[0].end_time == "17:00"
             and c.time_intervals[0].time_intervals[0].days_of_month == ["1", "3:5"]
             and c.time_intervals[0].time_intervals[0].years == ["2026"])),
+    # yaml.v2 decodes an alias anew into each place (text in a match, a bool in send_resolved),
+    # reads y and n as booleans, and takes 5.0 for an integer
+    "yaml-aliases-and-go-booleans": ("""
+        receivers:
+          - name: a
+            webhook_configs:
+              - {url: 'http://127.0.0.1:9/a', send_resolved: &t true, max_alerts: 5.0}
+              - {url: 'http://127.0.0.1:9/b', send_resolved: &y yes}
+          - name: b
+            webhook_configs: [{url: 'http://127.0.0.1:9/c', send_resolved: n}]
+        route:
+          receiver: a
+          routes: [{receiver: b, match: {paging: *t, ack: *y}}]
+        """, lambda c: (
+            sorted(c.route.routes[0].matchers) == ['ack="yes"', 'paging="true"']
+            and c.receiver("a").send_resolved is True and c.receiver("a").max_alerts == 5
+            and c.receiver("a.1").send_resolved is True
+            and c.receiver("b").send_resolved is False)),
     # an empty group_by leaves Alertmanager's Route.GroupBy nil: the parent's is inherited
     "empty-group-by-inherits": ("""
         route:
