@@ -65,8 +65,10 @@ def _recent() -> list[dict]:
     when an alert's ``startsAt`` + group_wait is already past (dispatch.go
     ``insert``), which may fall between the two alerts of one POST; started
     now, both are in the group when group_wait ends."""
-    now = float(int(time.time()))  # microseconds: the webhook body echoes every digit
-    return [a | {"startsAt": go_time(now - 1.5 + i + 0.000123)} for i, a in enumerate(ALERTS)]
+    now = time.time()  # well inside group_wait (2 s) of the POST, even on a loaded machine;
+    # microseconds: the webhook body echoes every digit
+    return [a | {"startsAt": go_time(round(now, 3) - 0.5 + 0.25 * i + 0.000123)}
+            for i, a in enumerate(ALERTS)]
 
 
 class _Capture(BaseHTTPRequestHandler):
