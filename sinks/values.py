@@ -44,10 +44,6 @@ INT_DIGITS = b"plait.int_digits"
 #: not ``0.1000000000000000000001``): with a float page of the same column the column is a float
 #: column, as on one page holding both (F11), whatever the page boundaries.
 AS_DOUBLE = b"plait.as_double"
-#: Field metadata of a decimal shard column: ``{"row": "source text"}`` (JSON) of the cells whose
-#: text at the column's scale is not their own (``100``, ``0.10`` on a page of scale 34), so a
-#: later page that makes the column mixed writes each cell as one page of all rows would (F7).
-SOURCES = b"plait.sources"
 
 #: Kinds of cell change (quality report keys, docs/fidelity-rules.md).
 REPLACED_INVALID_UNICODE = "replaced_invalid_unicode"
@@ -204,8 +200,6 @@ def rows_to_batch(rows: list[dict], doc: DocumentConfig,
                 meta = {AS_DOUBLE: b"1"}
             else:
                 meta = {ALL_NULL: b"1"} if arr.null_count == len(arr) and not ctype else None
-            if conv.sources and pa.types.is_decimal(arr.type):
-                meta = (meta or {}) | {SOURCES: json.dumps(conv.sources).encode()}
             field_name = name
             if SURROGATE.search(name):
                 field_name = fix_unicode(name)
@@ -386,8 +380,6 @@ class _Converter:
         self.edge = False
         #: inferred decimal whose every value equals its double (:data:`AS_DOUBLE`)
         self.as_double = False
-        #: a decimal column's :data:`SOURCES`, or None
-        self.sources: dict[str, str] | None = None
 
     def count(self, kind: str, n: int) -> None:
         """Count ``n`` cells of ``kind``, in total and for this column."""
@@ -568,11 +560,7 @@ class _Converter:
         if dtype is None:
             self.count(CONVERTED_TO_TEXT, sum(1 for d in decs if d is not None))
             return pa.array([None if d is None else format(d, "f") for d in decs], pa.string())
-        arr = pa.array(decs, dtype)
-        scaled = pc.cast(arr, pa.string()).to_pylist()
-        self.sources = {str(i): text for i, (d, at_scale) in enumerate(zip(decs, scaled))
-                        if d is not None and (text := mixed_cell(d)) != at_scale} or None
-        return arr
+        return pa.array(decs, dtype)
 
     @staticmethod
     def _bool(v: object) -> object:
@@ -870,8 +858,7 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             continue
         col = batch.column(idx)
         if is_mixed(f):
-            own = batch.schema.field(idx)
-            arrays.append(col if is_mixed(own) else _to_mixed(col, own))
+            arrays.append(col if is_mixed(batch.schema.field(idx)) else _to_mixed(col))
         elif col.type == f.type:
             arrays.append(col)
         elif col.null_count == len(col):
@@ -887,15 +874,8 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _to_mixed(col: pa.Array, field: pa.Field | None = None) -> pa.Array:
-    """``col`` (of a page whose column is ``field``) as mixed cells (JSON texts)."""
+def _to_mixed(col: pa.Array) -> pa.Array:
     t = col.type
-    if pa.types.is_decimal(t) and field is not None and SOURCES in (field.metadata or {}):
-        # each cell as its own page wrote it; ``col`` may be a slice of that page
-        sources = json.loads(field.metadata[SOURCES])
-        texts = pc.cast(col, pa.string()).to_pylist()
-        return pa.array([sources.get(str(col.offset + i), text) for i, text in enumerate(texts)],
-                        pa.string())
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t) \
             or pa.types.is_null(t):
         return pc.cast(col, pa.string())  # JSON literals already: 1, true, 12.30

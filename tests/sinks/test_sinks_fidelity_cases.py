@@ -259,30 +259,6 @@ def test_f7_numbers_stay_numbers_and_text_stays_text_across_pages(run, fmt):
     assert counts["mixed_types:code"] == 3
 
 
-@pytest.mark.parametrize("fmt", ["xlsx", "csv", "parquet", "jsonl"])
-def test_f7_decimals_keep_their_source_form_when_another_page_makes_the_column_mixed(run, fmt):
-    # a decimal page (its scale 34) next to a text page: each cell as the one page of all rows
-    # writes it, not at the decimal page's scale (0.10, 100, not 0.1000...0, 100.000...0)
-    rows = '[{"v": 0.10}, {"v": 100}, {"v": 0.1000000000000000055511151231257827}, {"v": null}]'
-    one, _ = run([served('[{"v": "a"}, %s' % rows[1:])], make_doc(fmt))
-    split, _ = run([served('[{"v": "a"}]'), served(rows)], make_doc(fmt))
-    cells = column(split, fmt)
-    if fmt == "xlsx":
-        assert [(c.value, c.data_type) for c in cells] == [
-            (c.value, c.data_type) for c in column(one, fmt)]
-    else:
-        assert cells == column(one, fmt)
-    if fmt == "csv":
-        assert cells == ["a", "0.10", "100", "0.1000000000000000055511151231257827", ""]
-
-
-def test_f7_a_slice_of_a_decimal_page_keeps_its_cells_source_forms():
-    batch, _ = rows_to_batch(served('[{"v": 0.10}, {"v": 100}, {"v": 2.500}, {"v": 7}]'),
-                             make_doc("csv"))
-    mixed = unify_schemas([batch.schema, rows_to_batch([{"v": "a"}], make_doc("csv"))[0].schema])
-    assert conform(batch.slice(1, 2), mixed).column(0).to_pylist() == ["100", "2.500"]
-
-
 def test_f7_one_page_of_mixed_values_keeps_per_cell_types_in_xlsx(run):
     rows = served('[{"v": 1}, {"v": "a"}, {"v": 2.5}, {"v": true}, {"v": "=1+1"}]')
     report, _ = run(rows, make_doc("xlsx"))
