@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import tempfile
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -186,8 +186,10 @@ class PageOrder:
         self.ends: dict[int, int] = dict(ends or {})
         self.next = PageKey(0, 0)
         self.ahead: set[PageKey] = set()
-        #: ahead page -> when :meth:`missing` first saw it (epoch s), pruned with ``ahead``
+        #: ahead page -> when :meth:`gaps` first saw it (epoch s), pruned with ``ahead``
         self.seen_at: dict[PageKey, float] = {}
+        #: missing page -> since when (epoch s) as an earlier owner of the file recorded it
+        self.known: dict[PageKey, float] = {}
 
     def note(self, key: PageKey, is_last: bool, partitions: int) -> None:
         """Learn a page's partition count and end. ``PermanentError`` when pages
@@ -218,24 +220,29 @@ class PageOrder:
         """Each partition's last seq, in partition order (only when complete)."""
         return [self.ends[p] for p in range(self.partitions)]
 
-    def missing(self, now: float) -> tuple[PageKey, float] | None:
-        """The page missing longest, and since when (epoch s): of each partition, its first page
-        skipped by a later page of its own, missing since the first of those later pages was seen
-        (at ``now`` when this is the first call to see it). So a gap that fills does not restart
-        the clock of another that was already open. None when no page is skipped."""
+    def gaps(self, now: float) -> list[tuple[PageKey, float]]:
+        """Of each partition, its first page skipped by a later page of its own, and since when
+        (epoch s): since the first of those later pages was seen (at ``now`` when this is the
+        first call to see it), or since :attr:`known` says, the earlier. Partition order."""
         for key in [k for k in self.seen_at if k not in self.ahead]:
             del self.seen_at[key]
         for key in self.ahead:
             self.seen_at.setdefault(key, now)
-        oldest = None
+        out = []
         for partition in sorted({k.partition for k in self.ahead}):
             seq = self.next.seq if partition == self.next.partition else 0
             while PageKey(partition, seq) in self.ahead:
                 seq += 1
             later = [t for k, t in self.seen_at.items() if k.partition == partition and k.seq > seq]
-            if later and (oldest is None or min(later) < oldest[1]):
-                oldest = (PageKey(partition, seq), min(later))
-        return oldest
+            if later:
+                gap = PageKey(partition, seq)
+                out.append((gap, min(min(later), self.known.get(gap, math.inf))))
+        return out
+
+    def missing(self, now: float) -> tuple[PageKey, float] | None:
+        """The page missing longest and since when (:meth:`gaps`), so a gap that fills does not
+        restart the clock of another already open; None when no page is skipped."""
+        return min(self.gaps(now), key=lambda g: (g[1], g[0]), default=None)
 
 
 class TaskFile:
@@ -253,8 +260,8 @@ class TaskFile:
         self.grown = True
         self.pages = 0
         self.quality: dict[str, int] = {}
-        #: the ``missing`` checkpoint as last written: (page, since), or None
-        self.missing_mark: tuple[PageKey, float] | None = None
+        #: the gaps the ``missing`` checkpoint holds: [(page, since)] (:meth:`PageOrder.gaps`)
+        self.missing_mark: list[tuple[PageKey, float]] = []
         #: monotonic seconds of this worker's last progress report
         self.reported_at: float | None = None
         #: pages stored ahead of ``order.next``, kept decoded (:meth:`keep`)

@@ -17,8 +17,9 @@ from plait.errors import PermanentError
 from sinks.values import all_dicts, loads_exact, rows_to_batch
 from streams.context import Context, Emit
 from streams.emits import lifecycle
-from streams.files import (PageOrder, TaskFile, decode_shard, drop, encode_shard, finish, grow,
-                           report_stage, rescan, stage_reporter, success, take_handed)
+from streams.files import (PageOrder, TaskFile, decode_shard, drop, encode_shard, finish,
+                           get_shard, grow, report_stage, rescan, stage_reporter, success,
+                           take_handed)
 from streams.layout import PageKey, cleanup, shard_key, shard_prefix
 from streams.partitions import task_progress
 from streams.quota import count_pushed
@@ -71,7 +72,10 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         # a repeated page keeps its first copy: its rows are counted once, and a file built
         # again from the shards (another worker, a schema change) must read those rows
         stored = shard_key(page.taskId, page.seq, page.partition)
-        if not await asyncio.to_thread(ctx.store.exists, stored):
+        if await asyncio.to_thread(ctx.store.exists, stored):  # a repeat: the first copy goes on
+            batch, quality = await asyncio.to_thread(lambda: decode_shard(get_shard(ctx.store,
+                                                                                    stored)))
+        else:
             await asyncio.to_thread(ctx.store.put_bytes, stored, data)
         accepted = await count_pushed(ctx, page, batch.num_rows)
     await asyncio.to_thread(grow, ctx, tf, key, batch, quality)
@@ -119,9 +123,11 @@ async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
     ends = {int(k[4:]): int(v) for k, v in marks.items() if k.startswith("end:")}
     order = PageOrder(int(marks.get("partitions", page.partitions)), ends)
     tf = TaskFile(page.taskId, page.spec.documentConfig, order)
-    if "missing" in marks:
+    if "missing" in marks:  # the gaps another owner saw open keep their clocks
         mark = json.loads(marks["missing"])
-        tf.missing_mark = (PageKey(*mark["page"]), mark["since"])
+        for p, seq, since in mark.get("gaps") or [[*mark["page"], mark["since"]]]:
+            order.known[PageKey(p, seq)] = since
+        tf.missing_mark = [(k, t) for k, t in order.known.items()]
     if page.shardKey is None or (page.partition, page.seq) != (0, 0):
         try:
             await asyncio.to_thread(rescan, ctx.store, tf)
@@ -133,21 +139,20 @@ async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
 
 
 async def _mark_missing(ctx: Context, tf: TaskFile) -> None:
-    """Checkpoint ``missing`` = ``{"page": [partition, seq], "since": epoch s}``: the page missing
-    longest (:meth:`streams.files.PageOrder.missing`); a page already marked keeps its mark's
-    ``since`` (this worker may have opened the file after another saw the gap)."""
-    missing = tf.order.missing(time.time())
-    old = tf.missing_mark
-    if missing is not None and old is not None and missing[0] == old[0]:
-        missing = (old[0], min(old[1], missing[1]))
-    if missing == old:
+    """Checkpoint ``missing`` = ``{"page": [partition, seq], "since": epoch s, "gaps": [[partition,
+    seq, since]]}``: the page missing longest (the sweeper's), and every partition's first gap
+    (:meth:`streams.files.PageOrder.gaps`), so a worker that opens the file after this one keeps
+    their clocks. Written when the gaps change."""
+    gaps = tf.order.gaps(time.time())
+    if gaps == tf.missing_mark:
         return
-    if missing is None:
+    if not gaps:
         await ctx.checkpoints.clear(tf.task_id, "missing")
     else:
-        await ctx.checkpoints.set(tf.task_id, missing={"page": list(missing[0]),
-                                                       "since": missing[1]})
-    tf.missing_mark = missing
+        page, since = min(gaps, key=lambda g: (g[1], g[0]))
+        await ctx.checkpoints.set(tf.task_id, missing={
+            "page": list(page), "since": since, "gaps": [[*k, t] for k, t in gaps]})
+    tf.missing_mark = gaps
 
 
 async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit) -> list[Emit]:
@@ -159,7 +164,7 @@ async def _complete(ctx: Context, page: PageBatch, tf: TaskFile, progress: Emit)
     truncated = page.truncated or "cut" in marks
     await ctx.checkpoints.set(page.taskId, last_seq=ends[-1], ends=ends,
                               truncated=int(truncated))
-    if tf.missing_mark is not None:
+    if tf.missing_mark:
         await ctx.checkpoints.clear(page.taskId, "missing")
     doc = page.spec.documentConfig
     with tracing.span("export.finalize", **{"plait.task_id": page.taskId,

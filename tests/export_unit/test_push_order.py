@@ -112,7 +112,7 @@ async def test_a_gap_that_fills_does_not_restart_the_clock_of_another(make_ctx, 
     await feed(ctx, [(0, 1)])
     # then 1/1 is marked missing since t=100, and the sweeper fails the task at t=121
     mark = __import__("json").loads((await ctx.checkpoints.get("t1"))["missing"])
-    assert mark == {"page": [1, 1], "since": 100.0}
+    assert (mark["page"], mark["since"]) == ([1, 1], 100.0)
     emits, ended = await sweep(ctx, now=121.0)
     assert ended == ["t1"] and [e.payload.status for e in emits] == ["FAILED"]
 
@@ -210,6 +210,23 @@ async def test_a_repeated_page_with_other_rows_keeps_its_first_copy(make_ctx):
     assert done[0].exportedRows == len(expected_ids())
 
 
+async def test_a_repeated_page_with_other_rows_held_ahead_keeps_its_first_copy(make_ctx):
+    # given worker a took page 1/3 ahead of the file and died; worker b, holding nothing, is
+    # sent the same page with other rows, then the rest
+    a, b = make_ctx(), make_ctx()
+    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
+    await running(a, "t1", SPEC)
+    await feed(a, [(1, 3)])
+    other = page(1, 3).model_copy(update={"rows": [{"id": 9000 + i} for i in range(4)],
+                                          "rowCount": 4})
+    emitted = [await write_shard(b, other)]
+    emitted += await feed(b, [k for k in all_pages() if k != (1, 3)])
+    # then b's growing file holds the first copy, and every report counts it
+    done = success_of(emitted)
+    assert len(done) == 1 and file_ids(b, done[0]) == expected_ids()
+    assert done[0].exportedRows == len(expected_ids())
+
+
 async def test_another_worker_catches_up_from_the_shards(make_ctx):
     # given worker a wrote some pages, in and out of order, then died
     a, b = make_ctx(), make_ctx()
@@ -250,6 +267,30 @@ async def test_a_gap_that_fills_clears_the_missing_mark(make_ctx):
     assert "missing" in await ctx.checkpoints.get("t1")
     await feed(ctx, [(1, 0), (1, 1)])
     assert "missing" not in await ctx.checkpoints.get("t1")
+
+
+async def test_a_worker_that_takes_the_file_over_keeps_the_gaps_clocks(make_ctx, monkeypatch):
+    # given worker a saw 1/1 missing from t=100 and 0/0 from t=105, then died
+    clock = [100.0]
+    monkeypatch.setattr("streams.shards.time.time", lambda: clock[0])
+    a, b = make_ctx(push_page_timeout_seconds=20), make_ctx(push_page_timeout_seconds=20)
+    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
+    await running(a, "t1", SPEC)
+    await feed(a, [(1, 0), (1, 2)])
+    clock[0] = 105.0
+    await feed(a, [(0, 2)])
+    # when worker b opens the file at t=110, then 0/0 comes at t=112
+    clock[0] = 110.0
+    await feed(b, [(1, 3)])
+    mark = __import__("json").loads((await b.checkpoints.get("t1"))["missing"])
+    assert (mark["page"], mark["since"]) == ([1, 1], 100.0)
+    clock[0] = 112.0
+    await feed(b, [(0, 0)])
+    # then 1/1 still counts from t=100, and fails the task at t=121
+    mark = __import__("json").loads((await b.checkpoints.get("t1"))["missing"])
+    assert (mark["page"], mark["since"]) == ([1, 1], 100.0)
+    emits, ended = await sweep(b, now=121.0)
+    assert ended == ["t1"] and [e.payload.status for e in emits] == ["FAILED"]
 
 
 async def test_a_redrive_finalizes_every_partition_from_the_shards(make_ctx):
