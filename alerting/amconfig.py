@@ -187,6 +187,9 @@ class _StrictLoader(yaml.SafeLoader):
 
     #: True while the value being built takes YAML 1.1's types
     typed = False
+    #: how the mapping being built reads its keys: "config" (:data:`TYPED_KEYS` typed), "free"
+    #: (a map of strings: no key typed) or "native" (the ``plait:`` block: everything typed)
+    mode = "config"
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         """As PyYAML's, but a scalar is built again at each use: an alias takes the type of the
@@ -195,9 +198,6 @@ class _StrictLoader(yaml.SafeLoader):
         if isinstance(node, yaml.ScalarNode):
             self.constructed_objects.pop(node, None)
         return super().construct_object(node, deep)
-    #: how the mapping being built reads its keys: "config" (:data:`TYPED_KEYS` typed), "free"
-    #: (a map of strings: no key typed) or "native" (the ``plait:`` block: everything typed)
-    mode = "config"
 
 
 #: Alertmanager 0.25's bool and integer fields (config/notifiers.go, config/config.go,
@@ -213,22 +213,23 @@ FREE_MAPS = frozenset({"match", "match_re", "source_match", "source_match_re", "
 
 
 def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
-    seen: set = set()
-    typed, loader.typed = loader.typed, False
-    for key_node, _value in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
-                              "(a key given twice in one mapping)")
-        seen.add(key)
-    loader.typed = typed
-    loader.flatten_mapping(node)
+    """A mapping: keys are text (a receiver ``on``, a label ``123``), a key twice refused, values
+    typed as :class:`_StrictLoader` says."""
     outer, out = (loader.typed, loader.mode), {}
     try:
+        loader.typed = False
+        seen: set = set()
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
+                                  "(a key given twice in one mapping)")
+            seen.add(key)
+        loader.flatten_mapping(node)
         for key_node, value_node in node.value:
-            loader.typed = False  # a key is a name (a receiver "on", a label "123")
+            loader.typed, loader.mode = False, outer[1]
             key = loader.construct_object(key_node, deep=True)
             loader.typed = outer[0]
             if outer[1] == "config" and isinstance(key, str):
@@ -236,7 +237,6 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
                                else "config")
                 loader.typed = loader.mode == "native" or key in TYPED_KEYS
             out[key] = loader.construct_object(value_node, deep=True)
-            loader.typed, loader.mode = outer
     finally:
         loader.typed, loader.mode = outer
     return out

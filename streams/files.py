@@ -239,11 +239,6 @@ class PageOrder:
                 out.append((gap, min(min(later), self.known.get(gap, math.inf))))
         return out
 
-    def missing(self, now: float) -> tuple[PageKey, float] | None:
-        """The page missing longest and since when (:meth:`gaps`), so a gap that fills does not
-        restart the clock of another already open; None when no page is skipped."""
-        return min(self.gaps(now), key=lambda g: (g[1], g[0]), default=None)
-
 
 class TaskFile:
     """One task's file growing on this worker. The first page fixes the

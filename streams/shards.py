@@ -69,10 +69,10 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
                                                   "partitions": page.partitions}, **cut)
     accepted = None  # a pushed page's task: rows accepted so far, counted once per page
     if data is not None:
-        # a repeated page keeps its first copy: its rows are counted once, and a file built
-        # again from the shards (another worker, a schema change) must read those rows
+        # a repeated page goes on as its first copy: its rows are counted once, and a file
+        # built again from the shards (another worker, a schema change) reads that copy
         stored = shard_key(page.taskId, page.seq, page.partition)
-        if await asyncio.to_thread(ctx.store.exists, stored):  # a repeat: the first copy goes on
+        if await asyncio.to_thread(ctx.store.exists, stored):
             batch, quality = await asyncio.to_thread(lambda: decode_shard(get_shard(ctx.store,
                                                                                     stored)))
         else:
@@ -149,7 +149,7 @@ async def _mark_missing(ctx: Context, tf: TaskFile) -> None:
     if not gaps:
         await ctx.checkpoints.clear(tf.task_id, "missing")
     else:
-        page, since = min(gaps, key=lambda g: (g[1], g[0]))
+        page, since = min(gaps, key=lambda g: (g[1], g[0]))  # missing longest: the sweeper's
         await ctx.checkpoints.set(tf.task_id, missing={
             "page": list(page), "since": since, "gaps": [[*k, t] for k, t in gaps]})
     tf.missing_mark = gaps

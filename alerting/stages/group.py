@@ -171,12 +171,12 @@ class Grouping(StageBase):
     def _quiet(self, g: dict[str, Any], fps: list[str], sent: bool, muted: Any,
                now: float) -> None:
         """Resolved members ``fps`` of a receiver without send_resolved, at a flush that ``sent``
-        a message or not (``muted``: the fingerprints muted now). Alertmanager's notification log keeps the firing set it last told
-        until it tells another, and a resolve alone tells nothing (DedupStage ``needsUpdate``),
-        so while the group sends nothing and something in it still fires (and either fires
-        unmuted or all it holds is muted), a member told firing stays as told (resolved, no news,
-        its raws ended, its episode open): firing again, it is no news. Otherwise such members
-        leave."""
+        a message or not (``muted``: the fingerprints muted now). Alertmanager's notification log
+        keeps the firing set it last told until it tells another, and a resolve alone tells
+        nothing (DedupStage ``needsUpdate``), so while the group sends nothing and something in it
+        still fires (and either fires unmuted or all it holds is muted), a member told firing
+        stays as told (resolved, no news, its raws ended, its episode open): firing again, it is
+        no news. Otherwise such members leave."""
         members = g["members"]
         # members kept as told earlier left Alertmanager's group at that flush (dispatch.go
         # deletes resolved alerts after each flush); it still logs its firing set unless every

@@ -89,15 +89,15 @@ def test_page_keys_sort_in_file_order_and_round_trip():
 def test_a_page_is_missing_only_when_a_later_page_of_its_partition_arrived():
     order = PageOrder(partitions=2)
     order.ahead |= {PageKey(1, 0), PageKey(1, 1)}  # partition 1 waits for partition 0
-    assert order.missing(10.0) is None
+    assert order.gaps(10.0) == []
     order.ahead.add(PageKey(1, 3))
-    assert order.missing(11.0) == (PageKey(1, 2), 11.0)
-    # a gap that showed later is not the one missing longest
+    assert order.gaps(11.0) == [(PageKey(1, 2), 11.0)]
+    # a gap that shows later keeps its own time, and does not move the first one's
     order.ahead.add(PageKey(0, 2))
-    assert order.missing(12.0) == (PageKey(1, 2), 11.0)
+    assert order.gaps(12.0) == [(PageKey(0, 0), 12.0), (PageKey(1, 2), 11.0)]
     # once 1/2 comes, 0/0 is missing since 0/2 was seen, not since 1/2 came
     order.ahead.add(PageKey(1, 2))
-    assert order.missing(13.0) == (PageKey(0, 0), 12.0)
+    assert order.gaps(13.0) == [(PageKey(0, 0), 12.0)]
 
 
 async def test_a_gap_that_fills_does_not_restart_the_clock_of_another(make_ctx, monkeypatch):
