@@ -865,6 +865,10 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
             arrays.append(pa.nulls(n, f.type))
         elif f.type == pa.string():
             arrays.append(_render(col))
+        elif pa.types.is_decimal(col.type) and pa.types.is_floating(f.type):
+            # through the decimal's text: Arrow's decimal -> double cast is not correctly
+            # rounded (5.966734002E-9 -> 5.9667340020000005e-09), its text -> double parse is
+            arrays.append(pc.cast(pc.cast(col, pa.string()), f.type))
         elif pa.types.is_integer(col.type) and pa.types.is_decimal(f.type):
             # Arrow casts int64 only to a decimal of 19+ whole digits; the unified decimal is as
             # narrow as the values (INT_DIGITS), so widen first, then narrow checking each value

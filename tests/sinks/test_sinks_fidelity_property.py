@@ -17,7 +17,7 @@ from pathlib import Path
 
 import openpyxl
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from plait.spec import DocumentConfig
@@ -162,6 +162,10 @@ def dt_text(v: str) -> str | None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(rows=rows_st, split=st.integers(1, 4))
+# a float page, then a decimal page that is its double: Arrow's decimal -> double cast is off by
+# one ulp (5.9667340020000005e-09), so the merge goes through the decimal's text
+@example(rows=[{"a": None, "b": None, "n": 0.0},
+               {"a": None, "b": None, "n": Decimal("5.966734002E-9")}], split=2)
 def test_every_value_reads_back_equal_under_the_rules_or_counted(tmp_path_factory, rows, split):
     src = sent(rows)
     pages = [src[i::split] for i in range(split)]
