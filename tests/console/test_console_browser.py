@@ -88,7 +88,10 @@ def test_export_center_and_alert_console(console_stack, page, tmp_path):
 
     # cancel a second export from the page
     doomed = submit(api, seq_spec(stack.demo_data_api, "csv", 20000, 100, query="?delay_ms=300"))
-    page.locator(f'tr[data-task="{doomed}"] button.cancel').click(timeout=20_000)
+    with page.expect_response(lambda r: r.url.split("?")[0].endswith(f"/{doomed}/cancel"),
+                              timeout=30_000) as answer:
+        page.locator(f'tr[data-task="{doomed}"] button.cancel').click(timeout=20_000)
+    assert answer.value.status == 202, answer.value.text()  # the API took the page's request
     page.wait_for_selector(f'tr[data-task="{doomed}"][data-status="CANCELLED"]', timeout=60_000)
     assert wait_task(api, doomed, 30)["status"] == "CANCELLED"
 
