@@ -193,35 +193,21 @@ async def test_a_repeated_page_is_written_once(make_ctx):
     assert len(done) == 1 and file_ids(ctx, done[0]) == expected_ids()
 
 
-async def test_a_repeated_page_with_other_rows_keeps_its_first_copy(make_ctx):
-    # given worker a took page 1/3 ahead of the file, then the same page with other rows
+@pytest.mark.parametrize("first, repeat_on", [([(1, 3), (0, 0)], "a"), ([(1, 3)], "b")],
+                         ids=["stored-then-rebuilt", "held-ahead-on-another-worker"])
+async def test_a_repeated_page_with_other_rows_keeps_its_first_copy(make_ctx, first, repeat_on):
+    # given worker a took page 1/3 ahead of the file and died; the same page with other rows
+    # reaches a (its file is then built from the shards) or b, which holds nothing
     a, b = make_ctx(), make_ctx()
     b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
     await running(a, "t1", SPEC)
-    await feed(a, [(1, 3), (0, 0)])
+    await feed(a, first)
     other = page(1, 3).model_copy(update={"rows": [{"id": 9000 + i} for i in range(4)],
                                           "rowCount": 4})
-    await write_shard(a, other)
-    # when worker b, which holds nothing in memory, writes the rest from the shards
-    emitted = await feed(b, [k for k in all_pages() if k not in ((1, 3), (0, 0))])
-    # then the file and the row count hold the first copy
-    done = success_of(emitted)
-    assert len(done) == 1 and file_ids(b, done[0]) == expected_ids()
-    assert done[0].exportedRows == len(expected_ids())
-
-
-async def test_a_repeated_page_with_other_rows_held_ahead_keeps_its_first_copy(make_ctx):
-    # given worker a took page 1/3 ahead of the file and died; worker b, holding nothing, is
-    # sent the same page with other rows, then the rest
-    a, b = make_ctx(), make_ctx()
-    b.store, b.checkpoints, b.projection = a.store, a.checkpoints, a.projection
-    await running(a, "t1", SPEC)
-    await feed(a, [(1, 3)])
-    other = page(1, 3).model_copy(update={"rows": [{"id": 9000 + i} for i in range(4)],
-                                          "rowCount": 4})
-    emitted = [await write_shard(b, other)]
-    emitted += await feed(b, [k for k in all_pages() if k != (1, 3)])
-    # then b's growing file holds the first copy, and every report counts it
+    emitted = [await write_shard(a if repeat_on == "a" else b, other)]
+    # when worker b writes the rest
+    emitted += await feed(b, [k for k in all_pages() if k not in first])
+    # then the file and every report hold the first copy
     done = success_of(emitted)
     assert len(done) == 1 and file_ids(b, done[0]) == expected_ids()
     assert done[0].exportedRows == len(expected_ids())
