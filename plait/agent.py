@@ -260,7 +260,13 @@ class AgentRuntime:
                     log.warning("poison event", agent=agent.name, error=str(exc))
                     await self.dead_letter(event, exc)
                 return
+            await self.process_decoded(agent, event, attrs, payload)
+        except Exception:
+            self._lost(agent)
 
+    async def process_decoded(self, agent: Agent, event, attrs: dict, payload: Any) -> None:
+        """:meth:`process` of an event already decoded to ``(attrs, payload)``; never raises."""
+        try:
             def run() -> Awaitable[None]:
                 return self._guarded(agent, event, attrs, payload)
 

@@ -21,7 +21,7 @@ from streams.control import after_cancel, cancel, project
 from streams.finalize import after_finalize, finalize
 from streams.handlers import admit, after_admit, after_fetch, fetch
 from streams.runtime import Route, Runtime
-from streams.shards import after_write_shard, write_shard
+from streams.shards import after_write_shard, page_run, write_pages, write_shard
 
 
 def routes(settings: Settings) -> list[Route]:
@@ -32,7 +32,8 @@ def routes(settings: Settings) -> list[Route]:
         Route(T.FETCH, fetch, after_fetch, timeout=fetch_bound, attempts=2, detached=True,
               follow=True),
         # the last page closes and publishes the file in place (where it grew)
-        Route(T.PAGES, write_shard, after_write_shard, timeout=3 * 3600),
+        Route(T.PAGES, write_shard, after_write_shard, timeout=3 * 3600, batch=write_pages,
+              run_key=page_run),
         Route(T.FINALIZE, finalize, after_finalize, timeout=3 * 3600),
         Route(T.CONTROL, cancel, after_cancel, timeout=60),
         Route(T.LIFECYCLE, with_notify(project), timeout=60),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from functools import partial
+from typing import Any, Awaitable, Callable
 
 import redis.exceptions
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -41,6 +42,14 @@ class Route:
     detached: bool = False
     #: events on its own topic are handled in line, not sent (:meth:`Runtime.chain`)
     follow: bool = False
+    #: ``batch(ctx, payloads) -> emits`` takes a run of consecutive events of one ``run_key``
+    #: (None: the event is handled alone by ``handle``) at once (:meth:`Runtime.handle_runs`)
+    batch: Callable[[Context, list[Payload]], Awaitable[list[Emit]]] | None = None
+    run_key: Callable[[Payload], str | None] = lambda payload: None
+
+
+#: Events a ``batch`` route takes at once, and how long it waits (s) for more than one.
+RUN_EVENTS, RUN_WITHIN = 64, 0.005
 
 
 def _decode(event) -> tuple[dict, Payload]:
@@ -135,23 +144,78 @@ class Runtime:
                                [self.hooks], exit_when_lost=True)
         ctx.report = self.rt.send
         for route in routes:
-            self.rt.register(self.agent(route))
+            agent = self.agent(route)
+            if route.batch is None:
+                self.rt.register(agent)
+            else:
+                self.rt.register_batch(agent, partial(self.handle_runs, route, agent),
+                                       RUN_EVENTS, RUN_WITHIN)
 
     @staticmethod
     def name(route: Route) -> str:
         """Faust agent name of a route."""
         return f"plait.{route.topic}"
 
+    @staticmethod
+    async def attempts(route: Route, call: Callable[[], Awaitable[list[Emit]]]) -> list[Emit]:
+        """``call()`` within the route's time limit, retried on :data:`TRANSIENT` failures."""
+        async for attempt in AsyncRetrying(stop=stop_after_attempt(route.attempts),
+                                           wait=wait_exponential(multiplier=0.5, max=10),
+                                           retry=retry_if_exception_type(TRANSIENT),
+                                           reraise=True):
+            with attempt:
+                return await asyncio.wait_for(call(), route.timeout)
+        return []  # pragma: no cover (AsyncRetrying either returns or raises)
+
+    async def handle_runs(self, route: Route, agent: Agent,
+                          events: list[tuple[Any, dict, Payload]]) -> None:
+        """Hand each run of two or more consecutive ``events`` of one ``route.run_key`` to
+        ``route.batch``, the others to the route's handler one at a time. A run whose batch
+        fails is handled again one event at a time, so a failure ends its task as the event
+        alone would (every export handler takes an event again without doubling it). Never
+        raises."""
+        i = 0
+        while i < len(events):
+            key, j = route.run_key(events[i][2]), i + 1
+            while key is not None and j < len(events) and route.run_key(events[j][2]) == key:
+                j += 1
+            run, i = events[i:j], j
+            if len(run) > 1:
+                try:
+                    await self._run(route, agent, run)
+                    continue
+                except Exception as exc:
+                    log.warning("a run of events failed; taking them one at a time",
+                                agent=agent.name, events=len(run),
+                                error=f"{type(exc).__name__}: {exc}")
+            for event, attrs, payload in run:
+                await self.rt.process_decoded(agent, event, attrs, payload)
+
+    async def _run(self, route: Route, agent: Agent, run: list[tuple[Any, dict, Payload]]) -> None:
+        """``route.batch`` of a run's payloads in one span, its events sent, then ``after``
+        with the run's last payload; the in-flight hooks see each event."""
+        payloads = [p for _e, _a, p in run]
+        parent = run[0][1].get("traceparent") if isinstance(run[0][1], dict) else None
+        name = SPAN_NAMES.get(route.topic, self.name(route))
+        for payload in payloads:
+            self.hooks.before_handle(self.rt, agent, payload)
+        try:
+            with tracing.span(name, parent, **{"plait.task_id": getattr(payloads[-1], "taskId", None),
+                                               "plait.seq": getattr(payloads[-1], "seq", None),
+                                               "plait.events": len(payloads)}), \
+                    metrics.StageTimer(name):
+                emits = await self.attempts(route, lambda: route.batch(self.ctx, payloads))
+                if emits:
+                    await self.rt.send(emits, tracing.current_traceparent() or parent)
+                    if route.after is not None:
+                        await route.after(self.ctx, payloads[-1], emits)
+        finally:
+            for payload in payloads:
+                self.hooks.after_handle(self.rt, agent, payload)
+
     def agent(self, route: Route) -> Agent:
         async def step(payload: Payload) -> list[Emit]:
-            async for attempt in AsyncRetrying(stop=stop_after_attempt(route.attempts),
-                                               wait=wait_exponential(multiplier=0.5, max=10),
-                                               retry=retry_if_exception_type(TRANSIENT),
-                                               reraise=True):
-                with attempt:
-                    return await asyncio.wait_for(route.handle(self.ctx, payload),
-                                                  route.timeout)
-            return []  # pragma: no cover (AsyncRetrying either returns or raises)
+            return await self.attempts(route, lambda: route.handle(self.ctx, payload))
 
         async def handle(event, payload: Payload, attrs: dict) -> None:
             if route.follow:

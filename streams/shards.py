@@ -79,13 +79,71 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
             await asyncio.to_thread(ctx.store.put_bytes, stored, data)
         accepted = await count_pushed(ctx, page, batch.num_rows)
     await asyncio.to_thread(grow, ctx, tf, key, batch, quality)
+    return await _grown(ctx, page, tf, accepted, page.isLast)
+
+
+def page_run(page: PageBatch) -> str | None:
+    """The run :func:`write_pages` takes ``page`` in: its task id when its shard is stored
+    (``shardKey``: a pulled page), else None (handled alone by :func:`write_shard`)."""
+    return page.taskId if page.shardKey is not None else None
+
+
+async def write_pages(ctx: Context, pages: list[PageBatch]) -> list[Emit]:
+    """Pulled pages of one task (same :func:`page_run`), in the order consumed, written as
+    :func:`write_shard` writes them one after another, with one projection read, one thread
+    hand-off and one status check for the run instead of one each per page: the page writer of
+    a partitioned export takes every page of its task on one worker, so this is what keeps it
+    up with the fetching workers (docs/architecture.md, "Write while fetching"). Pages are
+    decoded one at a time as they are appended. The PROGRESS and SUCCESS are those of the
+    run's last page. Raises as :func:`write_shard`."""
+    last = pages[-1]
+    state = await ctx.projection.get(last.taskId)
+    if state and state["status"] in TERMINAL:
+        drop(ctx, last.taskId)
+        return []
+    tf = await _task_file(ctx, pages[0])
+    ends: dict[str, int] = {}
+    for page in pages:
+        tf.order.note(PageKey(page.partition, page.seq), page.isLast, page.partitions)
+        if page.isLast:
+            ends[f"end:{page.partition}"] = page.seq
+    if ends:  # durable before the pages are appended, as write_shard does
+        cut = {"cut": 1} if any(p.truncated for p in pages if p.isLast) else {}
+        await ctx.checkpoints.set(last.taskId, **ends, partitions=last.partitions, **cut)
+    items = [(PageKey(p.partition, p.seq), p.shardKey, take_handed(ctx, p.shardKey))
+             for p in pages]
+    try:
+        await asyncio.to_thread(_grow_stored, ctx, tf, items)
+    except KeyError:
+        if await ctx.projection.status(last.taskId) not in TERMINAL:
+            raise
+        drop(ctx, last.taskId)
+        return []
+    return await _grown(ctx, last, tf, None, bool(ends))
+
+
+def _grow_stored(ctx: Context, tf: TaskFile,
+                 items: list[tuple[PageKey, str, tuple[pa.RecordBatch, dict[str, int]] | None]]
+                 ) -> None:
+    """Blocking: :func:`streams.files.grow` each ``(page, shard key, handed batch or None)``,
+    reading the shard of a page not handed off. ``KeyError`` when a shard is missing."""
+    for key, stored, handed in items:
+        batch, quality = handed or decode_shard(ctx.store.get_bytes(stored))
+        grow(ctx, tf, key, batch, quality)
+
+
+async def _grown(ctx: Context, page: PageBatch, tf: TaskFile, accepted: int | None,
+                 report: bool) -> list[Emit]:
+    """After ``page`` is in the growing file: the PROGRESS (when ``report``, else at most
+    every :data:`PROGRESS_EVERY`), and SUCCESS once the file holds every page; nothing when
+    the task ended meanwhile (its shards deleted, its file dropped)."""
     if await ctx.projection.status(page.taskId) in TERMINAL:  # cleanup may have run already
         await asyncio.to_thread(ctx.store.delete_prefix, shard_prefix(page.taskId))
         drop(ctx, page.taskId)
         return []
     if not tf.order.complete:
         await _mark_missing(ctx, tf)
-        if not (page.isLast or due(ctx, page.taskId)):
+        if not (report or due(ctx, page.taskId)):
             return []
     if accepted is None:
         exported, total = await task_progress(ctx, page)  # summed over partitions
