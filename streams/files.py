@@ -25,11 +25,11 @@ from plait.memory import release_in_background
 from plait.spec import DocumentConfig, ExportSpec
 from sinks.store import ObjectStore
 from sinks.values import conform, rows_to_batch, unify_schemas, with_int_digits
-from sinks.writers import open_writer
+from sinks.writers import concatenable, open_writer
 from sinks.writers.base import WriteReport
 from streams.context import Context, Emit
 from streams.emits import lifecycle, record
-from streams.layout import (QUALITY_KEY, PageKey, following, legacy_shard_key, page_keys,
+from streams.layout import (QUALITY_KEY, PageKey, legacy_shard_key, page_keys,
                            parse_shard_key, shard_key, shard_prefix)
 
 log = get_logger("plait.files")
@@ -140,7 +140,8 @@ def page_shard(rows: list[dict], doc: DocumentConfig, seq: int,
 HANDOFF_BYTES = 8 << 20
 
 #: Bytes of pages one growing file holds while they wait behind an earlier page
-#: (:meth:`TaskFile.keep`): a partition's pages wait until every earlier partition is in the file.
+#: (:meth:`TaskFile.keep`): in file order, a partition's pages wait until every earlier partition
+#: is in the file; in parts, only pages past a gap in their own partition wait.
 WAITING_BYTES = 8 << 20
 
 
@@ -178,13 +179,15 @@ class Diverged(Exception):
 
 
 class PageOrder:
-    """Pages in the file before ``next`` (:class:`PageKey` order); ``ahead``:
-    keys of pages stored early; ``ends``: partition -> last seq. No I/O."""
+    """Pages in the file: ``done``, each partition's pages from seq 0 (:meth:`written`), so every
+    page before ``next`` (:class:`PageKey` order) is in; ``ahead``: keys of pages stored early;
+    ``ends``: partition -> last seq. No I/O."""
 
     def __init__(self, partitions: int = 1, ends: dict[int, int] | None = None) -> None:
         self.partitions = partitions
         self.ends: dict[int, int] = dict(ends or {})
-        self.next = PageKey(0, 0)
+        #: partition -> its pages in the file (seqs 0..n-1)
+        self.done: dict[int, int] = {}
         self.ahead: set[PageKey] = set()
         #: ahead page -> when :meth:`gaps` first saw it (epoch s), pruned with ``ahead``
         self.seen_at: dict[PageKey, float] = {}
@@ -203,13 +206,29 @@ class PageOrder:
                                  f"page {end} of that partition")
         if is_last:
             self.ends[key.partition] = key.seq
-            if self.next == PageKey(key.partition, key.seq + 1):
-                self.next = PageKey(key.partition + 1, 0)
 
     def passed(self, key: PageKey) -> None:
-        """``key`` (== ``next``) is in the file now: move ``next`` on."""
+        """``key`` (the first page of its partition not in the file) is in the file now."""
         self.ahead.discard(key)
-        self.next = following(key, self.ends)
+        self.done[key.partition] = key.seq + 1
+
+    def written(self, key: PageKey) -> bool:
+        """Whether page ``key`` is in the file."""
+        return key.seq < self.done.get(key.partition, 0)
+
+    def heads(self) -> list[PageKey]:
+        """The first page not in the file of each partition not yet complete, in order."""
+        return [PageKey(p, self.done.get(p, 0)) for p in range(self.partitions)
+                if self.done.get(p, 0) <= self.ends.get(p, math.inf)]
+
+    @property
+    def next(self) -> PageKey:
+        """The first page in file order not in the file; ``PageKey(partitions, 0)`` when none."""
+        for p in range(self.partitions):
+            seq = self.done.get(p, 0)
+            if seq <= self.ends.get(p, math.inf):
+                return PageKey(p, seq)
+        return PageKey(self.partitions, 0)
 
     @property
     def complete(self) -> bool:
@@ -230,7 +249,7 @@ class PageOrder:
             self.seen_at.setdefault(key, now)
         out = []
         for partition in sorted({k.partition for k in self.ahead}):
-            seq = self.next.seq if partition == self.next.partition else 0
+            seq = self.done.get(partition, 0)
             while PageKey(partition, seq) in self.ahead:
                 seq += 1
             later = [t for k, t in self.seen_at.items() if k.partition == partition and k.seq > seq]
@@ -243,7 +262,10 @@ class PageOrder:
 class TaskFile:
     """One task's file growing on this worker. The first page fixes the
     schema; a page that changes it stops the growing (built from shards
-    instead), so the result equals :func:`build_file`'s."""
+    instead), so the result equals :func:`build_file`'s. With partitions and a
+    :func:`sinks.writers.concatenable` format (``parts``), each partition's pages are appended
+    as they come, partitions after the first into a part file of their own, joined in
+    partition order when the file is finished; else pages go in in file order."""
 
     def __init__(self, task_id: str, doc: DocumentConfig, order: PageOrder | None = None) -> None:
         self.task_id = task_id
@@ -252,6 +274,7 @@ class TaskFile:
         self.schema: pa.Schema | None = None
         self.writer = None
         self.dir = Path(tempfile.mkdtemp(prefix=f"plait-{task_id}-"))
+        self.parts = self.order.partitions > 1 and concatenable(doc)
         self.grown = True
         self.pages = 0
         self.quality: dict[str, int] = {}
@@ -265,9 +288,15 @@ class TaskFile:
 
     @property
     def next_seq(self) -> int:
-        """Pages of partition 0 in the file (all of them once it is passed)."""
-        nxt = self.order.next
-        return nxt.seq if nxt.partition == 0 else self.order.ends[0] + 1
+        """Pages of partition 0 in the file."""
+        return self.order.done.get(0, 0)
+
+    def appendable(self, key: PageKey) -> bool:
+        """Whether page ``key`` goes into the file now: the next page in file order, or, in
+        ``parts``, the first page of its partition not in the file."""
+        if self.parts:
+            return key in self.order.heads()
+        return key == self.order.next
 
     def fits(self, schema: pa.Schema) -> bool:
         """Whether a page of ``schema`` goes into the file unchanged."""
@@ -278,9 +307,9 @@ class TaskFile:
 
     def append(self, key: PageKey, batch: pa.RecordBatch | Iterable[pa.RecordBatch],
                schema: pa.Schema, quality: dict[str, int]) -> None:
-        """Append page ``key`` (== ``order.next``). ``PermanentError`` when the
+        """Append page ``key`` (:meth:`appendable`). ``PermanentError`` when the
         writer refuses its rows."""
-        if key != self.order.next:
+        if not self.appendable(key):
             raise ValueError(f"page {key} is not the next page ({self.order.next})")
         if self.grown and not self.fits(schema):
             log.info("page does not fit the growing file; it will be built from shards",
@@ -290,8 +319,16 @@ class TaskFile:
             if self.writer is None:
                 self.schema = unify_schemas([schema.remove_metadata()])
                 self.writer = open_writer(self.dir / "out", self.schema, self.doc)
-            for part in [batch] if isinstance(batch, pa.RecordBatch) else batch:
-                self._write(key, part)
+            own = self.writer.out if self.parts and key.partition else None
+            try:
+                if own is not None:
+                    self.writer.out = open(self._part_path(key.partition), "ab")
+                for part in [batch] if isinstance(batch, pa.RecordBatch) else batch:
+                    self._write(key, part)
+            finally:
+                if own is not None:
+                    self.writer.out.close()
+                    self.writer.out = own
             _add(self.quality, quality)
         self.pages += 1
         self.order.passed(key)
@@ -306,6 +343,10 @@ class TaskFile:
         except Exception as exc:  # a data problem never surfaces as "internal error"
             raise PermanentError(f"{where}: cannot write its rows as {self.doc.fileFormat} "
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+    def _part_path(self, partition: int) -> Path:
+        """The part file of ``partition`` (``parts``: partitions after the first)."""
+        return self.dir / f"part-{partition:05d}"
 
     def keep(self, key: PageKey, batch: pa.RecordBatch, quality: dict[str, int]) -> None:
         """Hold page ``key``'s batch (its shard is stored) until it is next, so it is appended
@@ -345,6 +386,14 @@ class TaskFile:
                                                   "plait.pages": self.pages,
                                                   "plait.grown": True}):
             report = self.writer.close()
+            if self.parts:
+                with open(report.path, "ab") as out:
+                    for p in range(1, self.order.partitions):
+                        part = self._part_path(p)
+                        if part.exists():
+                            with open(part, "rb") as fh:
+                                shutil.copyfileobj(fh, out, 1 << 20)
+                            part.unlink()
         quality = dict(self.quality)
         _add(quality, report.quality)
         return upload(store, self.task_id, report, quality, on_stage)
@@ -370,24 +419,31 @@ def upload(store: ObjectStore, task_id: str, report: WriteReport,
 
 
 def _drain(store: ObjectStore, tf: TaskFile) -> None:
-    """Append from shards the waiting pages that are next now."""
-    while tf.order.next in tf.order.ahead and not tf.order.complete:
-        key = tf.order.next
-        if not tf.grown:
-            tf.pages += 1
-            tf.order.passed(key)
-            continue
-        held = tf.kept(key)
-        if held is not None:
-            tf.append(key, held[0], held[0].schema, held[1])
-            continue
-        try:
-            schema, batches = read_shard(get_shard(store, shard_key(tf.task_id, key.seq,
-                                                                     key.partition)))
-        except (KeyError, FileNotFoundError):
-            tf.order.ahead.discard(key)
-            return
-        tf.append(key, batches, schema, shard_quality(schema))
+    """Append the waiting pages that are next now (:meth:`TaskFile.appendable`), held or from
+    their shards."""
+    order = tf.order
+    moved = True
+    while moved and not order.complete:
+        moved = False
+        for key in order.heads() if tf.parts else [order.next]:
+            while key in order.ahead:
+                if not tf.grown:
+                    tf.pages += 1
+                    order.passed(key)
+                else:
+                    held = tf.kept(key)
+                    if held is not None:
+                        tf.append(key, held[0], held[0].schema, held[1])
+                    else:
+                        try:
+                            schema, batches = read_shard(get_shard(
+                                store, shard_key(tf.task_id, key.seq, key.partition)))
+                        except (KeyError, FileNotFoundError):
+                            order.ahead.discard(key)
+                            return
+                        tf.append(key, batches, schema, shard_quality(schema))
+                moved = True
+                key = PageKey(key.partition, key.seq + 1)
 
 
 def _take_stored(ctx: Context, tf: TaskFile) -> None:
@@ -413,7 +469,7 @@ def rescan(store: ObjectStore, tf: TaskFile) -> None:
     """Blocking: learn every stored shard of the task and append those next."""
     for key in store.list(shard_prefix(tf.task_id)):
         page = parse_shard_key(tf.task_id, key)
-        if page is not None and page >= tf.order.next:
+        if page is not None and not tf.order.written(page):
             tf.order.ahead.add(page)
     _drain(store, tf)
 
@@ -426,10 +482,10 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
     ``PermanentError`` propagates; any failure drops the file (then built from shards)."""
     order = tf.order
     try:
-        if key == order.next:
+        if tf.appendable(key):
             tf.append(key, batch, batch.schema, quality)
             _drain(ctx.store, tf)
-        elif key > order.next:
+        elif not order.written(key):
             order.ahead.add(key)
             tf.keep(key, batch, quality)
             _take_stored(ctx, tf)

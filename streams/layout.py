@@ -22,13 +22,6 @@ class PageKey(NamedTuple):
     seq: int
 
 
-def following(key: PageKey, ends: dict[int, int]) -> PageKey:
-    """The page after ``key``; ``ends``: partition -> last seq, as known."""
-    if ends.get(key.partition) == key.seq:
-        return PageKey(key.partition + 1, 0)
-    return PageKey(key.partition, key.seq + 1)
-
-
 def page_keys(ends: list[int]) -> Iterator[PageKey]:
     """Every page of a task in file order; ``ends[p]`` is partition p's last seq."""
     for partition, last in enumerate(ends):

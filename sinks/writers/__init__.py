@@ -22,7 +22,7 @@ from sinks.writers.split import SplitWriter
 from sinks.writers.xlsx_native import NativeXlsxWriter
 from sinks.writers.xlsx_writer import XlsxWriter
 
-__all__ = ["XlsxWriter", "NativeXlsxWriter", "FileEntry", "FileWriter", "WriteReport", "open_writer", "sanitize_file_name", "WRITERS"]
+__all__ = ["XlsxWriter", "NativeXlsxWriter", "FileEntry", "FileWriter", "WriteReport", "concatenable", "open_writer", "sanitize_file_name", "WRITERS"]
 
 #: xlsx: the native engine, falling back per file to xlsxwriter; pdf and docx capped
 #: (plait.documents).
@@ -54,6 +54,13 @@ def sanitize_file_name(name: str, default: str = "export") -> str:
         stem = "_" + stem
     raw = stem.encode("utf-8")[:MAX_STEM_BYTES]
     return raw.decode("utf-8", errors="ignore").rstrip(" .") or default
+
+
+def concatenable(doc: DocumentConfig) -> bool:
+    """Whether ``doc``'s file is its header then each batch's bytes, which depend on no batch
+    before them (csv, jsonl; not split into a zip): the writer's ``out`` may then take some
+    batches into another file, appended to the writer's own after ``close`` in the order wanted."""
+    return getattr(WRITERS[doc.fileFormat], "concatenable", False) and not doc.maxRowsPerFile
 
 
 def open_writer(out_dir: Path, schema: pa.Schema, doc: DocumentConfig) -> FileWriter:

@@ -37,9 +37,12 @@ _CHARS = {"int": set("-0123456789"), "decimal": set("-+.0123456789E"),
 
 
 class CsvWriter(SingleFileWriter):
-    """Writes ``path`` as csv. Memory: one batch of rendered columns plus a 64 KiB buffer."""
+    """Writes ``path`` as csv. Memory: one batch of rendered columns plus a 64 KiB buffer. A
+    batch's records go to :attr:`out` (the file unless pointed elsewhere between batches) and
+    depend on no batch before them (:attr:`concatenable`)."""
 
     ext = "csv"
+    concatenable = True
 
     def __init__(self, path: Path, schema: pa.Schema, doc: DocumentConfig) -> None:
         super().__init__(path, schema, doc)
@@ -61,7 +64,7 @@ class CsvWriter(SingleFileWriter):
         self._kinds = [kind_of_field(f) for f in schema]
         self._plain = [not (_CHARS.get(k, specials) | ({*doc.infText} if k == "float" else set()))
                        & specials for k in self._kinds]
-        self._file = open(path, "wb", buffering=_BUFFER)
+        self._file = self.out = open(path, "wb", buffering=_BUFFER)
         if self._excel:
             self._file.write(_BOM)
         head = clean_text(pa.array(headers(schema, doc, with_zone=False), pa.string()),
@@ -119,7 +122,7 @@ class CsvWriter(SingleFileWriter):
                            self._arrow)
         except pa.ArrowInvalid:
             return False
-        self._file.write(sink.getvalue())
+        self.out.write(sink.getvalue())
         return True
 
     def _need(self, col: pa.Array) -> pa.Array | None:
@@ -155,7 +158,7 @@ class CsvWriter(SingleFileWriter):
         lines = pc.binary_join_element_wise(*out, self._delim, null_handling="replace",
                                             null_replacement="")
         lines = pc.binary_join_element_wise(lines, self._term, "")
-        self._file.write(joined_bytes(lines))
+        self.out.write(joined_bytes(lines))
 
     def close(self) -> WriteReport:
         """Flush and close the file; returns the report."""

@@ -32,13 +32,16 @@ _BUFFER = 1 << 20
 
 
 class JsonlWriter(SingleFileWriter):
-    """Writes ``path`` as JSON Lines; see the module docstring."""
+    """Writes ``path`` as JSON Lines; see the module docstring. A batch's lines go to :attr:`out`
+    (the file unless pointed elsewhere between batches) and depend on no batch before them
+    (:attr:`concatenable`)."""
 
     ext = "jsonl"
+    concatenable = True
 
     def __init__(self, path: Path, schema: pa.Schema, doc: DocumentConfig) -> None:
         super().__init__(path, schema, doc)
-        self._file = open(path, "wb", buffering=_BUFFER)
+        self._file = self.out = open(path, "wb", buffering=_BUFFER)
         self._encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
                                         separators=(",", ":")).encode
         self._kinds = [kind_of_field(f) for f in schema]
@@ -124,11 +127,11 @@ class JsonlWriter(SingleFileWriter):
                 parts.append(col)
             parts.append("}\n")
             lines = pc.binary_join_element_wise(*parts, "")
-            self._file.write(joined_bytes(lines))
+            self.out.write(joined_bytes(lines))
         self.rows += batch.num_rows
 
     def _write_dicts(self, names: list[str], columns: list[list]) -> None:
-        write = self._file.write
+        write = self.out.write
         for row in zip(*columns):
             d = dict(zip(names, row))
             write(("{" + ",".join(f"{self._encode(k)}:{v}" for k, v in d.items())

@@ -9,6 +9,7 @@ import csv
 import io
 import random
 
+import pyarrow.parquet as pq
 import pytest
 
 from export_harness import running
@@ -17,7 +18,7 @@ from plait.events import PageBatch
 from plait.spec import ExportSpec
 from streams import files
 from streams.files import PageOrder
-from streams.layout import (PageKey, following, legacy_shard_key, page_keys, parse_shard_key,
+from streams.layout import (PageKey, legacy_shard_key, page_keys, parse_shard_key,
                             shard_key)
 from streams.shards import after_write_shard, write_shard
 from streams.sweeper import sweep
@@ -27,6 +28,9 @@ pytestmark = pytest.mark.timeout(30)
 SPEC = ExportSpec.model_validate({
     "sysCode": "s", "bizType": "push", "userId": "u", "dataConfig": {"mode": "push"},
     "documentConfig": {"fileName": "pushed", "fileFormat": "csv"}})
+#: A format whose file grows in file order (not concatenable: one file of row groups)
+IN_ORDER = SPEC.model_copy(update={"documentConfig": SPEC.documentConfig.model_copy(
+    update={"fileFormat": "parquet"})})
 
 #: partition -> its pages (ids continue across partitions, so file order is id order)
 PAGES = {0: 3, 1: 4}
@@ -37,10 +41,10 @@ def rows_of(partition: int, seq: int) -> list[dict]:
     return [{"id": first + i} for i in range(10)]
 
 
-def page(partition: int, seq: int, task: str = "t1") -> PageBatch:
+def page(partition: int, seq: int, task: str = "t1", spec: ExportSpec = SPEC) -> PageBatch:
     return PageBatch(taskId=task, seq=seq, partition=partition, partitions=len(PAGES),
                      rows=rows_of(partition, seq), rowCount=10,
-                     isLast=seq == PAGES[partition] - 1, spec=SPEC)
+                     isLast=seq == PAGES[partition] - 1, spec=spec)
 
 
 def all_pages() -> list[tuple[int, int]]:
@@ -52,16 +56,18 @@ def expected_ids() -> list[int]:
 
 
 def file_ids(ctx, done) -> list[int]:
+    if done.file.fileFormat == "parquet":
+        return pq.read_table(io.BytesIO(ctx.store.get_bytes(done.file.key)))["id"].to_pylist()
     text = ctx.store.get_bytes(done.file.key).decode("utf-8-sig")
     return [int(r[0]) for r in list(csv.reader(io.StringIO(text)))[1:]]
 
 
-async def feed(ctx, order) -> list:
+async def feed(ctx, order, spec: ExportSpec = SPEC) -> list:
     """Write the pages in ``order``; the emits of each, with the after-hook run."""
     out = []
     for p, s in order:
-        emits = await write_shard(ctx, page(p, s))
-        await after_write_shard(ctx, page(p, s), emits)
+        emits = await write_shard(ctx, page(p, s, spec=spec))
+        await after_write_shard(ctx, page(p, s, spec=spec), emits)
         out.append(emits)
     return out
 
@@ -81,8 +87,11 @@ def test_page_keys_sort_in_file_order_and_round_trip():
     # an earlier version's shards (Parquet) keep their place
     assert parse_shard_key("t", legacy_shard_key(shard_key("t", 3, 2))) == PageKey(2, 3)
     assert legacy_shard_key(shard_key("t", 3)) == "shards/t/00000003.parquet"
-    assert following(PageKey(0, 2), {0: 2}) == PageKey(1, 0)
-    assert following(PageKey(0, 2), {}) == PageKey(0, 3)
+    for ends, after in [({0: 2}, PageKey(1, 0)), ({}, PageKey(0, 3))]:
+        order = PageOrder(partitions=2, ends=ends)
+        for seq in range(3):
+            order.passed(PageKey(0, seq))
+        assert order.next == after and order.heads()[0] == after
     assert list(page_keys([1, 0])) == [PageKey(0, 0), PageKey(0, 1), PageKey(1, 0)]
 
 
@@ -150,32 +159,49 @@ async def test_two_partitions_shuffled_give_the_file_in_order(make_ctx, shuffle_
 
 async def test_pages_ahead_wait_until_the_gap_fills(make_ctx):
     ctx = make_ctx()
-    await running(ctx, "t1", SPEC)
-    await feed(ctx, [(0, 2), (1, 0), (1, 1)])
+    await running(ctx, "t1", IN_ORDER)
+    await feed(ctx, [(0, 2), (1, 0), (1, 1)], IN_ORDER)
     tf = ctx.files["t1"]
     assert tf.order.next == PageKey(0, 0) and tf.pages == 0
     assert tf.order.ahead == {PageKey(0, 2), PageKey(1, 0), PageKey(1, 1)}
     assert len(ctx.store.list("shards/t1/")) == 3
-    await feed(ctx, [(0, 0)])  # fills the front: page 0 only (page 1 still missing)
+    await feed(ctx, [(0, 0)], IN_ORDER)  # fills the front: page 0 only (page 1 still missing)
     assert tf.order.next == PageKey(0, 1) and tf.pages == 1
-    await feed(ctx, [(0, 1)])  # the gap fills: 0/1, 0/2 (end of 0), 1/0, 1/1 follow
+    await feed(ctx, [(0, 1)], IN_ORDER)  # the gap fills: 0/1, 0/2 (end of 0), 1/0, 1/1 follow
     assert tf.order.next == PageKey(1, 2) and tf.pages == 5
+
+
+async def test_in_parts_each_partition_goes_in_as_its_pages_come(make_ctx, monkeypatch):
+    # given csv (a concatenable format): partition 1's pages do not wait for partition 0's
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    read: list[str] = []
+    get_bytes = ctx.store.get_bytes
+    monkeypatch.setattr(ctx.store, "get_bytes", lambda key: read.append(key) or get_bytes(key))
+    await feed(ctx, [(1, 0), (1, 1), (0, 1)])
+    tf = ctx.files["t1"]
+    assert tf.parts and tf.pages == 2 and tf.order.next == PageKey(0, 0)
+    assert tf.order.ahead == {PageKey(0, 1)}  # a gap in its own partition still waits
+    done = success_of(await feed(ctx, [(1, 3), (0, 0), (0, 2), (1, 2)]))
+    # then the file is in partition order, and no page was read back from its shard
+    assert file_ids(ctx, done[0]) == expected_ids()
+    assert read == [done[0].file.key]
 
 
 async def test_pages_ahead_wait_decoded_up_to_a_bound_the_rest_as_shards(make_ctx, monkeypatch):
     # given room for one waiting page (10 int64 ids: 80 bytes)
     monkeypatch.setattr(files, "WAITING_BYTES", 100)
     ctx = make_ctx()
-    await running(ctx, "t1", SPEC)
+    await running(ctx, "t1", IN_ORDER)
     read: list[str] = []
     get_bytes = ctx.store.get_bytes
     monkeypatch.setattr(ctx.store, "get_bytes", lambda key: read.append(key) or get_bytes(key))
-    await feed(ctx, [(1, 1), (0, 2), (1, 0)])
+    await feed(ctx, [(1, 1), (0, 2), (1, 0)], IN_ORDER)
     # then the waiting page nearest in file order is held, the others are only stored
     tf = ctx.files["t1"]
     assert set(tf.waiting) == {PageKey(0, 2)} and tf.waiting_bytes == 80
     read.clear()
-    done = success_of(await feed(ctx, [(0, 0), (0, 1), (1, 2), (1, 3)]))
+    done = success_of(await feed(ctx, [(0, 0), (0, 1), (1, 2), (1, 3)], IN_ORDER))
     # when the gap fills, the held page is appended as held, the others from their shards
     assert shard_key("t1", 2, 0) not in read
     assert {shard_key("t1", 0, 1), shard_key("t1", 1, 1)} <= set(read)
