@@ -11,7 +11,6 @@ route``). A receiver of several integrations is one Plait receiver each (``<name
 from __future__ import annotations
 
 import base64
-import glob
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -19,6 +18,7 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from alerting import goglob
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
                              NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
                              check_group_by, format_errors, parse_config)
@@ -660,7 +660,10 @@ def _templates(data: dict, files: _File) -> list[str]:
     out = []
     for i, pattern in enumerate(_list(data.get("templates"), "templates")):
         text = _text(pattern, f"templates.{i}")
-        out += sorted(glob.glob(str(files.path(text))))
+        try:
+            out += goglob.glob(str(files.path(text)))
+        except ValueError as e:
+            raise _fail(f"templates.{i}", f"{e}: {text!r}") from None
     return out
 
 

@@ -472,6 +472,17 @@ def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
     assert c.templates == [str(tmp_path / "tmpl" / "a.tmpl"), str(tmp_path / "tmpl" / "b.tmpl")]
 
 
+def test_a_malformed_template_glob_is_refused_naming_it(tmp_path):
+    # Alertmanager: filepath.Glob's ErrBadPattern fails the load; matching nothing hid the typo
+    path = write(tmp_path, """
+        templates: ['tmpl/*.tmpl', 'tmpl/[a.tmpl']
+        route: {receiver: a}
+        receivers: [{name: a}]
+        """)
+    with pytest.raises(ConfigError, match=r"^templates\.1: syntax error in pattern: 'tmpl/\[a\.tmpl'"):
+        load_alertmanager_config(path)
+
+
 @pytest.mark.parametrize("text,says", [
     ("receivers: [{name: a, webhook_configs: [{url: 'http://127.0.0.1:9/a'}], "
      "slack_configs: [{api_url: 'http://127.0.0.1:9/s'}]}, {name: a.1}]",
