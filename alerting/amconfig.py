@@ -11,6 +11,7 @@ route``). A receiver of several integrations is one Plait receiver each (``<name
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -131,12 +132,34 @@ def duration(value: Any, key: str) -> float:
 _MAX_DURATION = (2**63 - 1) / 1e9
 
 
+def _go_quote(text: str) -> str:
+    """``text`` as Go's ``%q`` writes printable text: a double-quoted JSON string."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+#: Characters Go's ``net/url`` takes in a host name besides ASCII letters and digits (and any
+#: non-ASCII); others are ``invalid character %q in host name``.
+_HOST_CHARS = frozenset("-_.~!$&'()*+,;=:[]<>\"%")
+
+
 def http_url(value: Any, key: str) -> str:
-    """An absolute http(s) URL (Alertmanager's ``parseURL``)."""
+    """An absolute http(s) URL, taken as written (Alertmanager's ``parseURL``, Go's ``url.Parse``:
+    no trimming; a control character, a colon in a first path segment without scheme, or a
+    host character Go refuses is an error, as are a scheme other than http(s) and no host)."""
     from urllib.parse import urlsplit
 
-    text = _text(value, key).strip()
+    text = _text(value, key)
+    if any(c < " " or c == "\x7f" for c in text):
+        raise _fail(key, f"parse {_go_quote(text)}: net/url: invalid control character in URL")
     parts = urlsplit(text)
+    if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text) and ":" in text.partition("/")[0]:
+        raise _fail(key, f"parse {_go_quote(text)}: first path segment in URL cannot "
+                         f"contain colon")
+    host = parts.netloc.rpartition("@")[2]
+    bad = next((c for c in host if c < "\x80" and not c.isalnum() and c not in _HOST_CHARS), None)
+    if bad is not None:
+        raise _fail(key, f"parse {_go_quote(text)}: invalid character {_go_quote(bad)} in host "
+                         f"name")
     if parts.scheme not in ("http", "https"):
         raise _fail(key, f'unsupported scheme "{parts.scheme}" for URL')
     if not parts.netloc:
