@@ -250,19 +250,47 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
                 raise ConfigError(f"line {key_node.start_mark.line + 1}: field {key} already set "
                                   "(a key given twice in one mapping)")
             seen.add(key)
-        loader.flatten_mapping(node)
         for key_node, value_node in node.value:
-            loader.typed, loader.mode = False, outer[1]
+            loader.typed, loader.mode = outer
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                merged = loader.construct_object(value_node, deep=True)
+                # yaml.v2 decodes a list of merged mappings last to first: earlier ones win
+                for part in reversed(merged) if isinstance(merged, list) else [merged]:
+                    if not isinstance(part, dict):
+                        raise ConfigError(f"line {value_node.start_mark.line + 1}: map merge "
+                                          "requires map or sequence of maps as the value")
+                    for key, value in part.items():
+                        _decode_into(out, key, value, outer[1])
+                continue
+            loader.typed = False
             key = loader.construct_object(key_node, deep=True)
             loader.typed = outer[0]
             if outer[1] == "config" and isinstance(key, str):
                 loader.mode = ("native" if key == "plait" else "free" if key in FREE_MAPS
                                else "config")
                 loader.typed = loader.mode == "native" or key in TYPED_KEYS
-            out[key] = loader.construct_object(value_node, deep=True)
+            _decode_into(out, key, loader.construct_object(value_node, deep=True), outer[1])
     finally:
         loader.typed, loader.mode = outer
     return out
+
+
+#: Alertmanager's ``Matchers`` fields: their ``UnmarshalYAML`` appends to what is there.
+MATCHER_LISTS = frozenset({"matchers", "source_matchers", "target_matchers"})
+
+
+def _decode_into(out: dict, key: Any, value: Any, mode: str) -> None:
+    """Set ``out[key]`` as yaml.v2 decodes into a value already set by a merge key (``<<``) or
+    set before one, in document order: a ``Matchers`` list appends, a ``map[string]string``
+    (:data:`FREE_MAPS`) takes the new keys over the old, anything else is replaced."""
+    old = out.get(key)
+    if mode == "config" and key in MATCHER_LISTS and isinstance(old, list) \
+            and isinstance(value, list):
+        value = old + value
+    elif mode == "config" and key in FREE_MAPS and isinstance(old, dict) \
+            and isinstance(value, dict):
+        value = {**old, **value}
+    out[key] = value
 
 
 #: Plain scalars yaml.v2 reads as booleans that YAML 1.1's resolver in PyYAML leaves as text

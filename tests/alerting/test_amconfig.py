@@ -428,6 +428,49 @@ def test_an_alerts_labels_route_as_sent_as_amtool_routes_them(tmp_path, labels):
         am.stdout.strip()]
 
 
+MERGED_ROUTES = """
+route:
+  receiver: a
+  routes:
+  - &base
+    receiver: c
+    continue: true
+    matchers: ['team="a"']
+    match: {x: '1'}
+  - <<: *base
+    matchers: ['sev="page"']
+    match: {y: '2'}
+    receiver: b
+receivers: [{name: a}, {name: b}, {name: c}]
+"""
+#: The merge after an explicit key: yaml.v2 goes in document order, the merged receiver wins.
+MERGED_LAST = """
+route:
+  receiver: a
+  routes:
+  - &base {receiver: c, continue: true, matchers: ['team="a"']}
+  - {receiver: b, <<: *base}
+receivers: [{name: a}, {name: b}, {name: c}]
+"""
+
+
+@needs_amtool
+@pytest.mark.parametrize("text,labels", [
+    (MERGED_ROUTES, {"sev": "page", "y": "2"}), (MERGED_ROUTES, {"team": "a", "sev": "page", "y": "2"}),
+    (MERGED_ROUTES, {"team": "a", "sev": "page", "x": "1", "y": "2"}),
+    (MERGED_ROUTES, {"team": "a", "x": "1"}), (MERGED_LAST, {"team": "a"})],
+    ids=["sev-y", "team-sev-y", "all", "team-x", "merge-last"])
+def test_a_merge_key_decodes_as_alertmanager_reads_it(tmp_path, text, labels):
+    # yaml.v2 decodes the explicit keys into what the merge set: Matchers.UnmarshalYAML appends
+    # and a map[string]string takes the new keys, so route b needs team, sev, x and y
+    path = write(tmp_path, text)
+    args = [f"{k}={v}" for k, v in labels.items()]
+    am = subprocess.run([AMTOOL, "config", "routes", "test", f"--config.file={path}", *args],
+                        capture_output=True, text=True, timeout=30)
+    assert am.returncode == 0, am.stderr
+    assert ",".join(receivers_for(load_alertmanager_config(path), **labels)) == am.stdout.strip()
+
+
 def test_without_a_plait_block_the_file_behaves_as_alertmanager():
     """No rate limit, no cooldown, one group per message, no split below
     MAX_BATCH: Plait's extras are off."""
