@@ -319,6 +319,20 @@ for _tag, _construct in (("bool", yaml.SafeLoader.construct_yaml_bool),
 _StrictLoader.add_constructor("tag:yaml.org,2002:str", _str_or_go_bool)
 
 
+def _binary_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
+    """A ``!!binary`` scalar as the text of its bytes, as yaml.v2 decodes it into a string
+    field. ConfigError when they are not UTF-8."""
+    data = yaml.SafeLoader.construct_yaml_binary(loader, node)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"line {node.start_mark.line + 1}: a !!binary value that is not "
+                          "UTF-8 text") from None
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:binary", _binary_text)
+
+
 def read_yaml(path: str | Path) -> Any:
     """The first YAML document of ``path`` (no duplicate keys), as gopkg.in/yaml.v2's
     ``Unmarshal`` reads one; None for an empty file. Raises ConfigError naming the file."""

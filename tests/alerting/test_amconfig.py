@@ -454,13 +454,26 @@ receivers: [{name: a}, {name: b}, {name: c}]
 """
 
 
+#: ``!!binary`` scalars: yaml.v2 decodes their bytes into the string fields (here "b", "hello").
+BINARY = """
+route:
+  receiver: a
+  routes:
+  - {receiver: !!binary Yg==, match: {x: !!binary aGVsbG8=}}
+  - {receiver: c, matchers: [!!binary eT0iaGVsbG8i]}
+receivers: [{name: a}, {name: b}, {name: c}]
+"""
+
+
 @needs_amtool
 @pytest.mark.parametrize("text,labels", [
+    (BINARY, {"x": "hello"}), (BINARY, {"y": "hello"}), (BINARY, {"x": "aGVsbG8="}),
     (MERGED_ROUTES, {"sev": "page", "y": "2"}), (MERGED_ROUTES, {"team": "a", "sev": "page", "y": "2"}),
     (MERGED_ROUTES, {"team": "a", "sev": "page", "x": "1", "y": "2"}),
     (MERGED_ROUTES, {"team": "a", "x": "1"}), (MERGED_LAST, {"team": "a"})],
-    ids=["sev-y", "team-sev-y", "all", "team-x", "merge-last"])
-def test_a_merge_key_decodes_as_alertmanager_reads_it(tmp_path, text, labels):
+    ids=["binary-match", "binary-matchers", "binary-undecoded", "sev-y", "team-sev-y", "all",
+         "team-x", "merge-last"])
+def test_merge_keys_and_binary_values_decode_as_alertmanager_reads_them(tmp_path, text, labels):
     # yaml.v2 decodes the explicit keys into what the merge set: Matchers.UnmarshalYAML appends
     # and a map[string]string takes the new keys, so route b needs team, sev, x and y
     path = write(tmp_path, text)
