@@ -304,6 +304,15 @@ class AgentRuntime:
         except Exception:  # the failure could not even be reported
             self._lost(agent)
 
+    async def report_failure(self, agent: Agent, event, payload: Any, exc: Exception) -> None:
+        """``exc`` of a handler that took ``event`` reported as :meth:`process` reports it (a
+        dead letter, the hooks' ``after_failure``); never raises, may exit (``exit_when_lost``)
+        when even that fails."""
+        try:
+            await self._failed(agent, event, payload, exc)
+        except Exception:
+            self._lost(agent)
+
     async def _failed(self, agent: Agent, event, payload: Any, exc: Exception) -> None:
         if isinstance(exc, agent.expected):
             log.info("handler failed", agent=agent.name, error=str(exc))

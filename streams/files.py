@@ -205,6 +205,11 @@ class PageOrder:
             raise PermanentError(f"page {key.seq} of partition {key.partition}: isLast was "
                                  f"page {end} of that partition")
         if is_last:
+            later = max([self.done.get(key.partition, 0) - 1]
+                        + [k.seq for k in self.ahead if k.partition == key.partition])
+            if later > key.seq:
+                raise PermanentError(f"page {key.seq} of partition {key.partition}: isLast, but "
+                                     f"page {later} of that partition came before it")
             self.ends[key.partition] = key.seq
 
     def passed(self, key: PageKey) -> None:
@@ -293,10 +298,12 @@ class TaskFile:
 
     def appendable(self, key: PageKey) -> bool:
         """Whether page ``key`` goes into the file now: the next page in file order, or, in
-        ``parts``, the first page of its partition not in the file."""
-        if self.parts:
-            return key in self.order.heads()
-        return key == self.order.next
+        ``parts``, the first page of its partition not in the file once the first page of all is
+        in (the first page fixes the columns and their order, as in :func:`build_file`)."""
+        order = self.order
+        if self.parts and (key.partition == 0 or order.written(PageKey(0, 0))):
+            return key in order.heads()
+        return key == order.next
 
     def fits(self, schema: pa.Schema) -> bool:
         """Whether a page of ``schema`` goes into the file unchanged."""
@@ -426,7 +433,7 @@ def _drain(store: ObjectStore, tf: TaskFile) -> None:
     while moved and not order.complete:
         moved = False
         for key in order.heads() if tf.parts else [order.next]:
-            while key in order.ahead:
+            while key in order.ahead and tf.appendable(key):
                 if not tf.grown:
                     tf.pages += 1
                     order.passed(key)
@@ -476,7 +483,8 @@ def rescan(store: ObjectStore, tf: TaskFile) -> None:
 
 def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
          quality: dict[str, int]) -> None:
-    """Blocking: append page ``key`` when next (then the waiting pages that follow), skip it when
+    """Blocking: append page ``key`` when it may go in (:meth:`TaskFile.appendable`; then the
+    waiting pages that follow, and the file's front from its shard when stored), skip it when
     already in the file (a redelivery, or appended from its shard before its ``isLast`` was known),
     else hold its key and append the next pages whose shards are stored (:func:`_take_stored`).
     ``PermanentError`` propagates; any failure drops the file (then built from shards)."""
@@ -485,6 +493,8 @@ def grow(ctx: Context, tf: TaskFile, key: PageKey, batch: pa.RecordBatch,
         if tf.appendable(key):
             tf.append(key, batch, batch.schema, quality)
             _drain(ctx.store, tf)
+            if order.next.partition != key.partition:
+                _take_stored(ctx, tf)  # the front may be a page whose event went elsewhere
         elif not order.written(key):
             order.ahead.add(key)
             tf.keep(key, batch, quality)

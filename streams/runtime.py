@@ -52,6 +52,14 @@ class Route:
 RUN_EVENTS, RUN_WITHIN = 64, 0.005
 
 
+def _run_key(route: Route, payload: Payload) -> str | None:
+    """``route.run_key(payload)``; None (handled alone) when it cannot say."""
+    try:
+        return route.run_key(payload)
+    except Exception:
+        return None
+
+
 def _decode(event) -> tuple[dict, Payload]:
     return decode(event.value)
 
@@ -174,10 +182,11 @@ class Runtime:
         fails is handled again one event at a time, so a failure ends its task as the event
         alone would (every export handler takes an event again without doubling it). Never
         raises."""
+        keys = [_run_key(route, payload) for _e, _a, payload in events]
         i = 0
         while i < len(events):
-            key, j = route.run_key(events[i][2]), i + 1
-            while key is not None and j < len(events) and route.run_key(events[j][2]) == key:
+            key, j = keys[i], i + 1
+            while key is not None and j < len(events) and keys[j] == key:
                 j += 1
             run, i = events[i:j], j
             if len(run) > 1:
@@ -192,8 +201,10 @@ class Runtime:
                 await self.rt.process_decoded(agent, event, attrs, payload)
 
     async def _run(self, route: Route, agent: Agent, run: list[tuple[Any, dict, Payload]]) -> None:
-        """``route.batch`` of a run's payloads in one span, its events sent, then ``after``
-        with the run's last payload; the in-flight hooks see each event."""
+        """``route.batch`` of a run's payloads in one span (raises as it does), its events
+        sent, then ``after`` with the run's last payload: a failure there is reported for the
+        run's last event as the route's handler reports one. The in-flight hooks see each
+        event."""
         payloads = [p for _e, _a, p in run]
         parent = run[0][1].get("traceparent") if isinstance(run[0][1], dict) else None
         name = SPAN_NAMES.get(route.topic, self.name(route))
@@ -205,10 +216,13 @@ class Runtime:
                                                "plait.events": len(payloads)}), \
                     metrics.StageTimer(name):
                 emits = await self.attempts(route, lambda: route.batch(self.ctx, payloads))
-                if emits:
-                    await self.rt.send(emits, tracing.current_traceparent() or parent)
-                    if route.after is not None:
-                        await route.after(self.ctx, payloads[-1], emits)
+                try:
+                    if emits:
+                        await self.rt.send(emits, tracing.current_traceparent() or parent)
+                        if route.after is not None:
+                            await route.after(self.ctx, payloads[-1], emits)
+                except Exception as exc:
+                    await self.rt.report_failure(agent, run[-1][0], payloads[-1], exc)
         finally:
             for payload in payloads:
                 self.hooks.after_handle(self.rt, agent, payload)

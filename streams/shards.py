@@ -85,7 +85,7 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
 def page_run(page: PageBatch) -> str | None:
     """The run :func:`write_pages` takes ``page`` in: its task id when its shard is stored
     (``shardKey``: a pulled page), else None (handled alone by :func:`write_shard`)."""
-    return page.taskId if page.shardKey is not None else None
+    return page.taskId if getattr(page, "shardKey", None) is not None else None
 
 
 async def write_pages(ctx: Context, pages: list[PageBatch]) -> list[Emit]:
@@ -186,7 +186,9 @@ async def _task_file(ctx: Context, page: PageBatch) -> TaskFile:
         for p, seq, since in mark.get("gaps") or [[*mark["page"], mark["since"]]]:
             order.known[PageKey(p, seq)] = since
         tf.missing_mark = [(k, t) for k, t in order.known.items()]
-    if page.shardKey is None or (page.partition, page.seq) != (0, 0):
+    # pages stored before this one may have gone to another worker: any page but a pulled
+    # first page, and any page of a task with partitions (their chains run apart)
+    if page.shardKey is None or (page.partition, page.seq) != (0, 0) or page.partitions > 1:
         try:
             await asyncio.to_thread(rescan, ctx.store, tf)
         except BaseException:

@@ -9,9 +9,11 @@ import pytest
 
 from export_harness import running, spec
 from plait import topics as T
-from plait.events import PageBatch
+from plait.agent import Emit
+from plait.events import CancelRequested, PageBatch
 from sinks.values import rows_to_batch
 from streams import files, shards
+from streams.context import Context
 from streams.runtime import Route, Runtime
 from streams.shards import page_run, write_pages, write_shard
 
@@ -96,6 +98,32 @@ async def test_a_run_of_an_ended_task_writes_nothing(make_ctx):
     assert "t1" not in ctx.files
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"], ids=["in-parts", "in-file-order"])
+async def test_a_worker_taking_over_at_the_first_page_finds_what_the_other_wrote(make_ctx, fmt):
+    # given worker A wrote partition 1's only page and lost the task's partition; B gets the
+    # rest, page 0 of partition 0 first (a pulled first page: nothing before it in its chain)
+    a = make_ctx()
+    s = spec(fmt=fmt)
+    await running(a, "t1", s)
+
+    def page(p: int, seq: int, last: bool) -> PageBatch:
+        rows = [{"id": 10 * p + seq, "name": "x"}]
+        batch, quality = rows_to_batch(rows, s.documentConfig, page=seq)
+        key = files.shard_key("t1", seq, p)
+        a.store.put_bytes(key, files.encode_shard(batch, quality))
+        return PageBatch(taskId="t1", seq=seq, partition=p, partitions=3, shardKey=key,
+                         rowCount=1, isLast=last, spec=s)
+
+    await write_shard(a, page(1, 0, True))
+    b = Context(a.settings, a.topics, a.store, a.projection, a.http, a.checkpoints, a.slots,
+                a.workers, worker_id="w-b")
+    for p, seq, last in [(0, 0, False), (0, 1, True), (2, 0, True)]:
+        emits = await write_shard(b, page(p, seq, last))
+    # then B's file takes partition 1 from its shard and the task succeeds with every row
+    done = emits[-1].payload
+    assert done.status == "SUCCESS" and done.exportedRows == 4
+
+
 async def test_a_missing_shard_of_a_running_task_fails_the_run(make_ctx):
     ctx = make_ctx()
     await running(ctx, "t1")
@@ -120,7 +148,7 @@ async def test_runs_of_one_key_go_to_the_batch_handler_the_rest_alone(make_ctx):
         return []
 
     async def process_decoded(agent, event, attrs, payload):
-        alone.append(payload.seq)
+        alone.append(getattr(payload, "seq", None))
 
     runtime.rt.process_decoded = process_decoded
     route = Route(T.PAGES, write_shard, timeout=10, batch=batch, run_key=page_run)
@@ -129,11 +157,12 @@ async def test_runs_of_one_key_go_to_the_batch_handler_the_rest_alone(make_ctx):
         return (None, {}, PageBatch(taskId=task, seq=seq, rowCount=0, spec=spec(),
                                     **({"shardKey": f"k{seq}"} if stored else {"rows": []})))
 
+    other = (None, {}, CancelRequested(taskId="a"))  # not a page: no run key
     events = [event("a", 0), event("a", 1), event("b", 2), event("a", 3, stored=False),
-              event("a", 4), event("a", 5), event("a", 6)]
+              event("a", 4), event("a", 5), other, event("a", 7), event("a", 8)]
     await runtime.handle_runs(route, runtime.agent(route), events)
-    assert batches == [[0, 1], [4, 5, 6]]
-    assert alone == [2, 3]  # another task's page, a pushed page
+    assert batches == [[0, 1], [4, 5], [7, 8]]
+    assert alone == [2, 3, None]  # another task's page, a pushed page, another event
     assert runtime.inflight == {}
 
 
@@ -154,3 +183,30 @@ async def test_a_failing_run_is_taken_again_one_event_at_a_time(make_ctx):
               for s in range(3)]
     await runtime.handle_runs(route, runtime.agent(route), events)
     assert alone == [0, 1, 2]
+
+
+async def test_a_run_whose_events_cannot_be_sent_reports_it_for_its_last_event(make_ctx):
+    # as the route's handler does for one event: not taken again (its SUCCESS is projected)
+    ctx = make_ctx()
+    runtime = Runtime(FakeApp(), ctx, [])
+    reported, alone = [], []
+
+    async def batch(ctx_, payloads):
+        return [Emit(T.LIFECYCLE, "a", payloads[-1])]
+
+    async def send(emits, traceparent=None):
+        raise ConnectionError("broker gone")
+
+    async def report_failure(agent, event, payload, exc):
+        reported.append((event, payload.seq, type(exc).__name__))
+
+    async def process_decoded(agent, event, attrs, payload):
+        alone.append(payload.seq)
+
+    runtime.rt.send, runtime.rt.report_failure = send, report_failure
+    runtime.rt.process_decoded = process_decoded
+    route = Route(T.PAGES, write_shard, timeout=10, batch=batch, run_key=page_run)
+    events = [(f"e{s}", {}, PageBatch(taskId="a", seq=s, rowCount=0, spec=spec(),
+                                      shardKey=f"k{s}")) for s in range(3)]
+    await runtime.handle_runs(route, runtime.agent(route), events)
+    assert reported == [("e2", 2, "ConnectionError")] and alone == []

@@ -178,14 +178,50 @@ async def test_in_parts_each_partition_goes_in_as_its_pages_come(make_ctx, monke
     read: list[str] = []
     get_bytes = ctx.store.get_bytes
     monkeypatch.setattr(ctx.store, "get_bytes", lambda key: read.append(key) or get_bytes(key))
-    await feed(ctx, [(1, 0), (1, 1), (0, 1)])
+    await feed(ctx, [(0, 0), (1, 0), (1, 1), (0, 2)])
     tf = ctx.files["t1"]
-    assert tf.parts and tf.pages == 2 and tf.order.next == PageKey(0, 0)
-    assert tf.order.ahead == {PageKey(0, 1)}  # a gap in its own partition still waits
-    done = success_of(await feed(ctx, [(1, 3), (0, 0), (0, 2), (1, 2)]))
+    assert tf.parts and tf.pages == 3 and tf.order.next == PageKey(0, 1)
+    assert tf.order.ahead == {PageKey(0, 2)}  # a gap in its own partition still waits
+    done = success_of(await feed(ctx, [(1, 3), (0, 1), (1, 2)]))
     # then the file is in partition order, and no page was read back from its shard
     assert file_ids(ctx, done[0]) == expected_ids()
     assert read == [done[0].file.key]
+
+
+@pytest.mark.parametrize("fmt,flavour,later,first", [
+    ("csv", "excel", [{"name": "b", "id": 2}], [{"id": 1, "name": "a"}]),  # keys in another order
+    ("csv", "plain", [{"a": 3, "b": 4, "c": 5}], [{"a": 1, "c": 2}]),  # a null field left out
+    ("jsonl", "plain", [{"a": 2, "extra": True, "b": "y"}], [{"a": 1, "b": "x"}]),
+], ids=["csv-key-order", "csv-missing-field", "jsonl-extra-field"])
+async def test_in_parts_the_first_page_of_all_fixes_the_columns(make_ctx, fmt, flavour, later,
+                                                                first):
+    # given partition 1's page reaching the writer before partition 0's first page
+    spec = SPEC.model_copy(update={"documentConfig": SPEC.documentConfig.model_copy(
+        update={"fileFormat": fmt, "csvFlavour": flavour})})
+    ctx = make_ctx()
+    await running(ctx, "t1", spec)
+    for p, rows in [(1, later), (0, first)]:
+        emits = await write_shard(ctx, PageBatch(taskId="t1", seq=0, partition=p, partitions=2,
+                                                 rows=rows, rowCount=1, isLast=True, spec=spec))
+    grown = ctx.store.get_bytes(success_of([emits])[0].file.key)
+    # then the file is the one built from the shards (uploaded at the same key, read after):
+    # columns as page 0 of partition 0 has them
+    built = files.build_file(ctx.store, "t1", [0, 0], spec.documentConfig)
+    assert grown == ctx.store.get_bytes(built.key)
+
+
+@pytest.mark.parametrize("order", [[(0, 2, False), (0, 1, True)],
+                                   [(0, 0, False), (0, 1, False), (0, 2, False), (0, 1, True)]],
+                         ids=["later-page-waiting", "later-page-in-the-file"])
+async def test_an_is_last_before_a_later_page_of_its_partition_fails_naming_both(make_ctx, order):
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    with pytest.raises(PermanentError, match=r"^page 1 of partition 0: isLast, but page 2 of "
+                                             r"that partition came before it$"):
+        for p, s, last in order:
+            await write_shard(ctx, PageBatch(taskId="t1", seq=s, partition=p, partitions=1,
+                                             rows=rows_of(p, s), rowCount=10, isLast=last,
+                                             spec=SPEC))
 
 
 async def test_pages_ahead_wait_decoded_up_to_a_bound_the_rest_as_shards(make_ctx, monkeypatch):
