@@ -20,7 +20,6 @@ renders ``""``, a plain ``dict``'s ``<no value>``), ``fmt.Print`` formatting. Th
 from __future__ import annotations
 
 import functools
-import glob
 import math
 import os
 import re
@@ -1624,21 +1623,21 @@ def default_template_text(name: str = "default.tmpl") -> str:
 
 
 def load_templates(paths: list[str]) -> TemplateSet:
-    """Alertmanager's default templates, then the files of the ``templates:`` globs ``paths``
-    (sorted per pattern as ``filepath.Glob``; no match is no error); each file's top level is also
-    a template named by its base name (``ParseGlob``). Raises TemplateError naming the file, line
-    and construct."""
+    """Alertmanager's default templates, then the files ``paths`` (the ``templates:`` globs as
+    ``alerting.goglob.glob`` expands them, in order; each path read as it is); each file's top
+    level is also a template named by its base name (``ParseGlob``). Raises TemplateError naming
+    the file, line and construct, or a file that cannot be read (a directory: ``read <name>: is
+    a directory``, as Go's ``ReadFile``)."""
     templates: dict[str, list] = {}
     sources = [(name, default_template_text(name)) for name in DEFAULT_FILES]
-    for pattern in paths:
-        for path in sorted(glob.glob(pattern, include_hidden=True)):
-            if os.path.isdir(path):
-                continue
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    sources.append((path, fh.read()))
-            except (OSError, UnicodeDecodeError) as e:
-                raise TemplateError(path, 1, path, f"cannot read template file: {e}") from None
+    for path in paths:
+        if os.path.isdir(path):
+            raise TemplateError(path, 1, path, f"read {os.path.basename(path)}: is a directory")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                sources.append((path, fh.read()))
+        except (OSError, UnicodeDecodeError) as e:
+            raise TemplateError(path, 1, path, f"cannot read template file: {e}") from None
     for path, text in sources:
         body, defines = parse(text, path)
         _add(templates, os.path.basename(path), body)

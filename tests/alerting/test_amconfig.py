@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerting.amconfig import UNLIMITED, load_alertmanager_config, translate
+from alerting.amconfig import UNLIMITED, load_alertmanager_config, template_set, translate
 from alerting.model import Alert
 from alerting.routing import muted_at, routes_for
 from plait.errors import ConfigError
@@ -534,6 +534,25 @@ def test_files_and_templates_are_relative_to_the_config_file(tmp_path):
     assert c.receiver("a").url == "http://127.0.0.1:9/from-file"
     assert c.receiver("a").headers == {"Authorization": "Token tok"}
     assert c.templates == [str(tmp_path / "tmpl" / "a.tmpl"), str(tmp_path / "tmpl" / "b.tmpl")]
+
+
+@needs_amtool
+@pytest.mark.parametrize("pattern,loads", [("t/a\\[1\\].tmpl", True), ("t/*.tmpl", False),
+                                           ("t/s*", False)],
+                         ids=["escaped-bracket", "both-files", "a-directory"])
+def test_template_files_are_read_as_the_glob_found_them(tmp_path, pattern, loads):
+    # a[1].tmpl is valid, a1.tmpl is not: a file is read as named, never globbed again; a
+    # directory matched is an error (Go's ReadFile), as amtool check-config says
+    (tmp_path / "t" / "sub").mkdir(parents=True)
+    (tmp_path / "t" / "a[1].tmpl").write_text('{{ define "x" }}x{{ end }}')
+    (tmp_path / "t" / "a1.tmpl").write_text("{{ end }}")
+    path = write(tmp_path, f"templates: ['{pattern}']\nroute: {{receiver: a}}\nreceivers: [{{name: a}}]\n")
+    assert (amtool_check(path).returncode == 0) is loads
+    if loads:
+        assert template_set(load_alertmanager_config(path)) is not None
+    else:
+        with pytest.raises(ConfigError, match=r"^templates: "):
+            template_set(load_alertmanager_config(path))
 
 
 def test_a_webhook_url_is_taken_as_written(tmp_path):

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from alerting.delivery import render_alertmanager
+from alerting.goglob import glob
 from alerting.gotemplate import (KV, TemplateError, alertmanager_data, data_from_json,
                                  default_template_text, load_templates)
 from alerting.model import Message
@@ -298,7 +299,7 @@ def test_glob_patterns_load_in_sorted_order_and_later_files_win(tmp_path):
     (tmp_path / "b.tmpl").write_text('{{ define "x" }}from b{{ end }}')
     (tmp_path / "a.tmpl").write_text('{{ define "x" }}from a{{ end }}{{ define "y" }}y{{ end }}')
     (tmp_path / "c.tmpl").write_text('{{ define "x" }}{{ end }}')  # empty: never replaces
-    ts = load_templates([str(tmp_path / "*.tmpl"), str(tmp_path / "none-*.tmpl")])
+    ts = load_templates([*glob(str(tmp_path / "*.tmpl")), *glob(str(tmp_path / "none-*.tmpl"))])
     assert ts.render_named("x", {}) == "from b" and ts.render_named("y", {}) == "y"
     # a user file replaces a default template
     (tmp_path / "d.tmpl").write_text('{{ define "__subject" }}mine{{ end }}')
@@ -501,7 +502,7 @@ def test_unsupported_construct_names_file_line_and_construct(tmp_path, line, con
     path = tmp_path / "team.tmpl"
     path.write_text(text)
     with pytest.raises(TemplateError) as e:
-        load_templates([str(tmp_path / "*.tmpl")])
+        load_templates(glob(str(tmp_path / "*.tmpl")))
     err = e.value
     assert (err.file, err.line, err.construct) == (str(path), line, construct)
     assert str(err).startswith(f"{path}:{line}: ") and f"`{construct}`" in str(err)
