@@ -11,6 +11,7 @@ route``). A receiver of several integrations is one Plait receiver each (``<name
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 from pathlib import Path
@@ -140,29 +141,76 @@ def _go_quote(text: str) -> str:
 #: Characters Go's ``net/url`` takes in a host name besides ASCII letters and digits (and any
 #: non-ASCII); others are ``invalid character %q in host name``.
 _HOST_CHARS = frozenset("-_.~!$&'()*+,;=:[]<>\"%")
+#: ... and in userinfo (``validUserinfo``); others are ``net/url: invalid userinfo``.
+_USERINFO_CHARS = frozenset("-._:~!$&'()*+,;=%@")
+_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})|%[0-9A-Fa-f]{2}")
+
+
+def _bad_escape(text: str, host: bool = False) -> str | None:
+    """The first ``%`` escape Go's ``unescape`` refuses in ``text`` (not two hex digits; in a
+    host name, one for an ASCII byte: RFC 3986 3.2.2 keeps escapes for non-ASCII), or None."""
+    for m in _ESCAPE.finditer(text):
+        esc = text[m.start():m.start() + 3]
+        if len(m.group()) == 1 or (host and int(esc[1:], 16) < 0x80):
+            return esc
+    return None
+
+
+def _url_problem(text: str) -> str | None:
+    """What Go's ``url.Parse`` says of ``text``, or None when it parses: control characters
+    before the fragment, a colon in a first path segment without scheme, the authority's
+    userinfo, host and port, bad ``%`` escapes in the path and fragment."""
+    head, _, fragment = text.partition("#")
+    if any(c < " " or c == "\x7f" for c in head):
+        return "net/url: invalid control character in URL"
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", head)
+    rest = head[scheme.end():] if scheme else head
+    if not scheme and ":" in rest.partition("/")[0]:
+        return "first path segment in URL cannot contain colon"
+    path = rest.partition("?")[0]
+    if rest.startswith("//"):
+        authority, slash, path = path[2:].partition("/")
+        userinfo, at, host = authority.rpartition("@")
+        if at and any(c < "\x80" and not c.isalnum() and c not in _USERINFO_CHARS
+                      for c in userinfo):
+            return "net/url: invalid userinfo"
+        if at and (esc := _bad_escape(userinfo)):
+            return f"invalid URL escape {_go_quote(esc)}"
+        if host.startswith("["):
+            end = host.rfind("]")
+            if end < 0:
+                return "missing ']' in host"
+            port = host[end + 1:]
+        else:
+            bad = next((c for c in host
+                        if c < "\x80" and not c.isalnum() and c not in _HOST_CHARS), None)
+            if bad is not None:
+                return f"invalid character {_go_quote(bad)} in host name"
+            if esc := _bad_escape(host, host=True):
+                return f"invalid URL escape {_go_quote(esc)}"
+            port = host[host.rfind(":"):] if ":" in host else ""
+        if port and not re.fullmatch(r":[0-9]*", port):
+            return f"invalid port {_go_quote(port)} after host"
+        path = slash + path
+    esc = _bad_escape(path) or _bad_escape(fragment)
+    return f"invalid URL escape {_go_quote(esc)}" if esc else None
 
 
 def http_url(value: Any, key: str) -> str:
-    """An absolute http(s) URL, taken as written (Alertmanager's ``parseURL``, Go's ``url.Parse``:
-    no trimming; a control character, a colon in a first path segment without scheme, or a
-    host character Go refuses is an error, as are a scheme other than http(s) and no host)."""
-    from urllib.parse import urlsplit
-
+    """An absolute http(s) URL, taken as written (Alertmanager's ``parseURL``: Go's
+    ``url.Parse`` (:func:`_url_problem`), then a scheme other than http(s) or no host is an
+    error). No trimming."""
     text = _text(value, key)
-    if any(c < " " or c == "\x7f" for c in text):
-        raise _fail(key, f"parse {_go_quote(text)}: net/url: invalid control character in URL")
-    parts = urlsplit(text)
-    if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text) and ":" in text.partition("/")[0]:
-        raise _fail(key, f"parse {_go_quote(text)}: first path segment in URL cannot "
-                         f"contain colon")
-    host = parts.netloc.rpartition("@")[2]
-    bad = next((c for c in host if c < "\x80" and not c.isalnum() and c not in _HOST_CHARS), None)
-    if bad is not None:
-        raise _fail(key, f"parse {_go_quote(text)}: invalid character {_go_quote(bad)} in host "
-                         f"name")
-    if parts.scheme not in ("http", "https"):
-        raise _fail(key, f'unsupported scheme "{parts.scheme}" for URL')
-    if not parts.netloc:
+    problem = _url_problem(text)
+    if problem is not None:
+        raise _fail(key, f"parse {_go_quote(text)}: {problem}")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", text)
+    scheme_name = scheme.group(1).lower() if scheme else ""
+    if scheme_name not in ("http", "https"):
+        raise _fail(key, f'unsupported scheme "{scheme_name}" for URL')
+    rest = text[scheme.end():]
+    if not rest.startswith("//") or not re.split(r"[/?#]", rest[2:], maxsplit=1)[0] \
+            .rpartition("@")[2]:
         raise _fail(key, "missing host for URL")
     return text
 
@@ -215,10 +263,11 @@ class _StrictLoader(yaml.SafeLoader):
     mode = "config"
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        """As PyYAML's, but a scalar is built again at each use: an alias takes the type of the
+        """As PyYAML's, but a node is built again at each use: an alias takes the types of the
         place it stands in (``send_resolved: &a true`` then ``match: {x: *a}`` is ``"true"``
-        there), as yaml.v2 decodes an alias into each target anew."""
-        if isinstance(node, yaml.ScalarNode):
+        there; a route merged into a ``match`` map gives text), as yaml.v2 decodes an alias into
+        each target anew."""
+        if node not in self.recursive_objects:
             self.constructed_objects.pop(node, None)
         return super().construct_object(node, deep)
 
@@ -260,7 +309,7 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
                         raise ConfigError(f"line {value_node.start_mark.line + 1}: map merge "
                                           "requires map or sequence of maps as the value")
                     for key, value in part.items():
-                        _decode_into(out, key, value, outer[1])
+                        _decode_into(out, key, value, outer[1], value_node)
                 continue
             loader.typed = False
             key = loader.construct_object(key_node, deep=True)
@@ -269,7 +318,8 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
                 loader.mode = ("native" if key == "plait" else "free" if key in FREE_MAPS
                                else "config")
                 loader.typed = loader.mode == "native" or key in TYPED_KEYS
-            _decode_into(out, key, loader.construct_object(value_node, deep=True), outer[1])
+            _decode_into(out, key, loader.construct_object(value_node, deep=True), outer[1],
+                         key_node)
     finally:
         loader.typed, loader.mode = outer
     return out
@@ -279,17 +329,24 @@ def _yaml_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
 MATCHER_LISTS = frozenset({"matchers", "source_matchers", "target_matchers"})
 
 
-def _decode_into(out: dict, key: Any, value: Any, mode: str) -> None:
+def _decode_into(out: dict, key: Any, value: Any, mode: str, node: yaml.Node) -> None:
     """Set ``out[key]`` as yaml.v2 decodes into a value already set by a merge key (``<<``) or
     set before one, in document order: a ``Matchers`` list appends, a ``map[string]string``
-    (:data:`FREE_MAPS`) takes the new keys over the old, anything else is replaced."""
+    (:data:`FREE_MAPS`) takes the new keys, a key twice in such a map is refused (strict
+    ``key "k" already set in map``; ConfigError naming ``node``'s line), anything else is
+    replaced."""
     old = out.get(key)
-    if mode == "config" and key in MATCHER_LISTS and isinstance(old, list) \
+    again = key if mode == "free" and key in out else None
+    if mode == "config" and key in FREE_MAPS and isinstance(old, dict) \
+            and isinstance(value, dict):
+        again = next((k for k in value if k in old), None)
+        value = {**old, **value}
+    elif mode == "config" and key in MATCHER_LISTS and isinstance(old, list) \
             and isinstance(value, list):
         value = old + value
-    elif mode == "config" and key in FREE_MAPS and isinstance(old, dict) \
-            and isinstance(value, dict):
-        value = {**old, **value}
+    if again is not None:
+        raise ConfigError(f"line {node.start_mark.line + 1}: key {_go_quote(str(again))} "
+                          "already set in map")
     out[key] = value
 
 
@@ -322,7 +379,12 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:str", _str_or_go_bool)
 def _binary_text(loader: _StrictLoader, node: yaml.ScalarNode) -> str:
     """A ``!!binary`` scalar as the text of its bytes, as yaml.v2 decodes it into a string
     field. ConfigError when they are not UTF-8."""
-    data = yaml.SafeLoader.construct_yaml_binary(loader, node)
+    text = loader.construct_scalar(node).replace("\n", "").replace("\r", "")
+    try:  # Go's base64.StdEncoding: newlines skipped, nothing else outside the alphabet
+        data = binascii.a2b_base64(text.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ConfigError(f"line {node.start_mark.line + 1}: !!binary value contains invalid "
+                          "base64 data") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

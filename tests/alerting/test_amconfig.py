@@ -142,6 +142,12 @@ BROKEN = [
      "receivers.0.webhook_configs.0.url: parse", 'invalid character " " in host name'),
     ("template-glob-syntax", "templates: ['t/[a.tmpl']\nroute: {receiver: a}\nreceivers: [{name: a}]\n",
      "templates.0: syntax error in pattern", "syntax error in pattern"),
+    ("merged-key-twice-in-a-map", routed("{match: {team: web, <<: {team: db}}}"),
+     'key "team" already set in map', 'key "team" already set in map'),
+    ("merged-map-key-twice", routed("{<<: {match: {team: db}}, match: {team: web}}"),
+     'key "team" already set in map', 'key "team" already set in map'),
+    ("binary-not-base64", routed('{match: {team: !!binary "ZG I="}}'),
+     "!!binary value contains invalid base64 data", "!!binary value contains invalid base64 data"),
     ("webhook-unknown-field", "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: [{urll: 'http://127.0.0.1/a'}]}]\n",
      "receivers.0.webhook_configs.0.urll: field urll not found", "field urll not found"),
     ("route-unknown-field", routed("{recevier: a}"),
@@ -443,6 +449,24 @@ route:
     receiver: b
 receivers: [{name: a}, {name: b}, {name: c}]
 """
+#: An alias takes the types of each place it is merged into: a route's ``continue`` is text in a
+#: ``match`` map, and a ``match`` map's ``continue: true`` is a bool in a route.
+MERGED_TYPES = """
+route:
+  receiver: a
+  routes:
+  - &r {receiver: b, continue: true}
+  - match: {<<: *r}
+    receiver: c
+    continue: true
+  - match: &flags {continue: true}
+    receiver: d
+  - <<: *flags
+    receiver: e
+    matchers: ['x="1"']
+  - {receiver: f, matchers: ['x="1"']}
+receivers: [{name: a}, {name: b}, {name: c}, {name: d}, {name: e}, {name: f}]
+"""
 #: The merge after an explicit key: yaml.v2 goes in document order, the merged receiver wins.
 MERGED_LAST = """
 route:
@@ -470,9 +494,10 @@ receivers: [{name: a}, {name: b}, {name: c}]
     (BINARY, {"x": "hello"}), (BINARY, {"y": "hello"}), (BINARY, {"x": "aGVsbG8="}),
     (MERGED_ROUTES, {"sev": "page", "y": "2"}), (MERGED_ROUTES, {"team": "a", "sev": "page", "y": "2"}),
     (MERGED_ROUTES, {"team": "a", "sev": "page", "x": "1", "y": "2"}),
-    (MERGED_ROUTES, {"team": "a", "x": "1"}), (MERGED_LAST, {"team": "a"})],
+    (MERGED_ROUTES, {"team": "a", "x": "1"}), (MERGED_LAST, {"team": "a"}),
+    (MERGED_TYPES, {"receiver": "b", "continue": "true"}), (MERGED_TYPES, {"x": "1"})],
     ids=["binary-match", "binary-matchers", "binary-undecoded", "sev-y", "team-sev-y", "all",
-         "team-x", "merge-last"])
+         "team-x", "merge-last", "merged-into-a-map", "merged-from-a-map"])
 def test_merge_keys_and_binary_values_decode_as_alertmanager_reads_them(tmp_path, text, labels):
     # yaml.v2 decodes the explicit keys into what the merge set: Matchers.UnmarshalYAML appends
     # and a map[string]string takes the new keys, so route b needs team, sev, x and y
@@ -553,6 +578,29 @@ def test_template_files_are_read_as_the_glob_found_them(tmp_path, pattern, loads
     else:
         with pytest.raises(ConfigError, match=r"^templates: "):
             template_set(load_alertmanager_config(path))
+
+
+@needs_amtool
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:9/a ", "http://h/#a\tb", "http://h/?q=%zz", "http://%c3%a9.example/",
+    "http://[::1]:9/a", "http://a]b/", "http://[foo]/", "http://user@/x", "http://h:abc/x",
+    "http://a:b:c/", "http://[::1]x/", "http://ex%41mple.com/", "http://h/a%zz", "http://h/#%zz",
+    "http://us er@h/", "http://us%zzer@h/", "http://[::1/", " http://h/", "http://h h/",
+    "http://h/a\x01"], ids=repr)
+def test_a_url_is_taken_or_refused_as_alertmanager_does(tmp_path, url):
+    # Go's url.Parse, then parseURL's scheme and host checks: amtool's word for each
+    import json as _json
+
+    path = write(tmp_path, "route: {receiver: a}\nreceivers: [{name: a, webhook_configs: "
+                           f"[{{url: {_json.dumps(url)}}}]}}]\n")
+    am = amtool_check(path)
+    if am.returncode == 0:
+        assert load_alertmanager_config(path).receiver("a").url == url
+        return
+    said = (am.stdout + am.stderr).split("FAILED: ", 1)[1].splitlines()[0]
+    with pytest.raises(ConfigError) as err:
+        load_alertmanager_config(path)
+    assert said.rpartition(": ")[2] in str(err.value), (said, str(err.value))
 
 
 def test_a_webhook_url_is_taken_as_written(tmp_path):
