@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -20,7 +19,7 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from alerting import goglob
+from alerting import goglob, gourl
 from alerting.config import (AlertingConfig, BucketConfig, DedupeConfig, DeliveryConfig,
                              NormalizeConfig, RulesConfig, Seconds, TemplatesConfig, TimeInterval,
                              check_group_by, format_errors, parse_config)
@@ -133,77 +132,14 @@ def duration(value: Any, key: str) -> float:
 _MAX_DURATION = (2**63 - 1) / 1e9
 
 
-def _go_quote(text: str) -> str:
-    """``text`` as Go's ``%q`` writes printable text: a double-quoted JSON string."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-#: Characters Go's ``net/url`` takes in a host name besides ASCII letters and digits (and any
-#: non-ASCII); others are ``invalid character %q in host name``.
-_HOST_CHARS = frozenset("-_.~!$&'()*+,;=:[]<>\"%")
-#: ... and in userinfo (``validUserinfo``); others are ``net/url: invalid userinfo``.
-_USERINFO_CHARS = frozenset("-._:~!$&'()*+,;=%@")
-_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})|%[0-9A-Fa-f]{2}")
-
-
-def _bad_escape(text: str, host: bool = False) -> str | None:
-    """The first ``%`` escape Go's ``unescape`` refuses in ``text`` (not two hex digits; in a
-    host name, one for an ASCII byte: RFC 3986 3.2.2 keeps escapes for non-ASCII), or None."""
-    for m in _ESCAPE.finditer(text):
-        esc = text[m.start():m.start() + 3]
-        if len(m.group()) == 1 or (host and int(esc[1:], 16) < 0x80):
-            return esc
-    return None
-
-
-def _url_problem(text: str) -> str | None:
-    """What Go's ``url.Parse`` says of ``text``, or None when it parses: control characters
-    before the fragment, a colon in a first path segment without scheme, the authority's
-    userinfo, host and port, bad ``%`` escapes in the path and fragment."""
-    head, _, fragment = text.partition("#")
-    if any(c < " " or c == "\x7f" for c in head):
-        return "net/url: invalid control character in URL"
-    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", head)
-    rest = head[scheme.end():] if scheme else head
-    if not scheme and ":" in rest.partition("/")[0]:
-        return "first path segment in URL cannot contain colon"
-    path = rest.partition("?")[0]
-    if rest.startswith("//"):
-        authority, slash, path = path[2:].partition("/")
-        userinfo, at, host = authority.rpartition("@")
-        if at and any(c < "\x80" and not c.isalnum() and c not in _USERINFO_CHARS
-                      for c in userinfo):
-            return "net/url: invalid userinfo"
-        if at and (esc := _bad_escape(userinfo)):
-            return f"invalid URL escape {_go_quote(esc)}"
-        if host.startswith("["):
-            end = host.rfind("]")
-            if end < 0:
-                return "missing ']' in host"
-            port = host[end + 1:]
-        else:
-            bad = next((c for c in host
-                        if c < "\x80" and not c.isalnum() and c not in _HOST_CHARS), None)
-            if bad is not None:
-                return f"invalid character {_go_quote(bad)} in host name"
-            if esc := _bad_escape(host, host=True):
-                return f"invalid URL escape {_go_quote(esc)}"
-            port = host[host.rfind(":"):] if ":" in host else ""
-        if port and not re.fullmatch(r":[0-9]*", port):
-            return f"invalid port {_go_quote(port)} after host"
-        path = slash + path
-    esc = _bad_escape(path) or _bad_escape(fragment)
-    return f"invalid URL escape {_go_quote(esc)}" if esc else None
-
-
 def http_url(value: Any, key: str) -> str:
     """An absolute http(s) URL, taken as written (Alertmanager's ``parseURL``: Go's
-    ``url.Parse`` (:func:`_url_problem`), then a scheme other than http(s) or no host is an
+    ``url.Parse`` (:func:`alerting.gourl.problem`), then a scheme other than http(s) or no host is an
     error). No trimming."""
     text = _text(value, key)
-    problem = _url_problem(text)
+    problem = gourl.problem(text)
     if problem is not None:
-        raise _fail(key, f"parse {_go_quote(text)}: {problem}")
+        raise _fail(key, f"parse {gourl.quote(text)}: {problem}")
     scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", text)
     scheme_name = scheme.group(1).lower() if scheme else ""
     if scheme_name not in ("http", "https"):
@@ -345,7 +281,7 @@ def _decode_into(out: dict, key: Any, value: Any, mode: str, node: yaml.Node) ->
             and isinstance(value, list):
         value = old + value
     if again is not None:
-        raise ConfigError(f"line {node.start_mark.line + 1}: key {_go_quote(str(again))} "
+        raise ConfigError(f"line {node.start_mark.line + 1}: key {gourl.quote(str(again))} "
                           "already set in map")
     out[key] = value
 
