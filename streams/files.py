@@ -221,10 +221,15 @@ class PageOrder:
         """Whether page ``key`` is in the file."""
         return key.seq < self.done.get(key.partition, 0)
 
+    def is_head(self, key: PageKey) -> bool:
+        """Whether ``key`` is the first page not in the file of a partition not yet complete."""
+        return (key.partition < self.partitions and key.seq == self.done.get(key.partition, 0)
+                and key.seq <= self.ends.get(key.partition, math.inf))
+
     def heads(self) -> list[PageKey]:
-        """The first page not in the file of each partition not yet complete, in order."""
-        return [PageKey(p, self.done.get(p, 0)) for p in range(self.partitions)
-                if self.done.get(p, 0) <= self.ends.get(p, math.inf)]
+        """:meth:`is_head` pages, in partition order."""
+        return [k for k in (PageKey(p, self.done.get(p, 0)) for p in range(self.partitions))
+                if self.is_head(k)]
 
     @property
     def next(self) -> PageKey:
@@ -302,7 +307,7 @@ class TaskFile:
         in (the first page fixes the columns and their order, as in :func:`build_file`)."""
         order = self.order
         if self.parts and (key.partition == 0 or order.written(PageKey(0, 0))):
-            return key in order.heads()
+            return order.is_head(key)
         return key == order.next
 
     def fits(self, schema: pa.Schema) -> bool:
@@ -434,23 +439,31 @@ def _drain(store: ObjectStore, tf: TaskFile) -> None:
         moved = False
         for key in order.heads() if tf.parts else [order.next]:
             while key in order.ahead and tf.appendable(key):
-                if not tf.grown:
-                    tf.pages += 1
-                    order.passed(key)
-                else:
-                    held = tf.kept(key)
-                    if held is not None:
-                        tf.append(key, held[0], held[0].schema, held[1])
-                    else:
-                        try:
-                            schema, batches = read_shard(get_shard(
-                                store, shard_key(tf.task_id, key.seq, key.partition)))
-                        except (KeyError, FileNotFoundError):
-                            order.ahead.discard(key)
-                            return
-                        tf.append(key, batches, schema, shard_quality(schema))
+                if not _append_waiting(store, tf, key):
+                    return
                 moved = True
                 key = PageKey(key.partition, key.seq + 1)
+
+
+def _append_waiting(store: ObjectStore, tf: TaskFile, key: PageKey) -> bool:
+    """Append waiting page ``key``: held, else from its shard (counted only, once the file stopped
+    growing). False, forgetting it, when its shard is gone (the task ended)."""
+    if not tf.grown:
+        tf.pages += 1
+        tf.order.passed(key)
+        return True
+    held = tf.kept(key)
+    if held is not None:
+        tf.append(key, held[0], held[0].schema, held[1])
+        return True
+    try:
+        schema, batches = read_shard(get_shard(store, shard_key(tf.task_id, key.seq,
+                                                                 key.partition)))
+    except (KeyError, FileNotFoundError):
+        tf.order.ahead.discard(key)
+        return False
+    tf.append(key, batches, schema, shard_quality(schema))
+    return True
 
 
 def _take_stored(ctx: Context, tf: TaskFile) -> None:

@@ -85,7 +85,7 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
 def page_run(page: PageBatch) -> str | None:
     """The run :func:`write_pages` takes ``page`` in: its task id when its shard is stored
     (``shardKey``: a pulled page), else None (handled alone by :func:`write_shard`)."""
-    return page.taskId if getattr(page, "shardKey", None) is not None else None
+    return page.taskId if page.shardKey is not None else None
 
 
 async def write_pages(ctx: Context, pages: list[PageBatch]) -> list[Emit]:
