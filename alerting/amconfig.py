@@ -134,19 +134,16 @@ _MAX_DURATION = (2**63 - 1) / 1e9
 
 def http_url(value: Any, key: str) -> str:
     """An absolute http(s) URL, taken as written (Alertmanager's ``parseURL``: Go's
-    ``url.Parse`` (:func:`alerting.gourl.problem`), then a scheme other than http(s) or no host is an
-    error). No trimming."""
+    ``url.Parse`` (:func:`alerting.gourl.parse`), then a scheme other than http(s) or no host
+    is an error). No trimming."""
     text = _text(value, key)
-    problem = gourl.problem(text)
-    if problem is not None:
-        raise _fail(key, f"parse {gourl.quote(text)}: {problem}")
-    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", text)
-    scheme_name = scheme.group(1).lower() if scheme else ""
-    if scheme_name not in ("http", "https"):
-        raise _fail(key, f'unsupported scheme "{scheme_name}" for URL')
-    rest = text[scheme.end():]
-    if not rest.startswith("//") or not re.split(r"[/?#]", rest[2:], maxsplit=1)[0] \
-            .rpartition("@")[2]:
+    try:
+        scheme, host = gourl.parse(text)
+    except ValueError as e:
+        raise _fail(key, f"parse {gourl.quote(text)}: {e}") from None
+    if scheme not in ("http", "https"):
+        raise _fail(key, f'unsupported scheme "{scheme}" for URL')
+    if not host:
         raise _fail(key, "missing host for URL")
     return text
 

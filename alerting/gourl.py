@@ -30,41 +30,44 @@ def _bad_escape(text: str, host: bool = False) -> str | None:
     return None
 
 
-def problem(text: str) -> str | None:
-    """What Go's ``url.Parse`` says of ``text``, or None when it parses: control characters
-    before the fragment, a colon in a first path segment without scheme, the authority's
-    userinfo, host and port, bad ``%`` escapes in the path and fragment."""
+def parse(text: str) -> tuple[str, str]:
+    """``(scheme, host)`` of ``text`` as Go's ``url.Parse`` gives them (scheme lowercased; host
+    with its port, "" without an authority). Raises ValueError with Go's words: control
+    characters before the fragment, a colon in a first path segment without scheme, the
+    authority's userinfo, host and port, bad ``%`` escapes in the path and fragment."""
     head, _, fragment = text.partition("#")
     if any(c < " " or c == "\x7f" for c in head):
-        return "net/url: invalid control character in URL"
+        raise ValueError("net/url: invalid control character in URL")
     scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", head)
     rest = head[scheme.end():] if scheme else head
     if not scheme and ":" in rest.partition("/")[0]:
-        return "first path segment in URL cannot contain colon"
-    path = rest.partition("?")[0]
+        raise ValueError("first path segment in URL cannot contain colon")
+    path, host = rest.partition("?")[0], ""
     if rest.startswith("//"):
         authority, slash, path = path[2:].partition("/")
         userinfo, at, host = authority.rpartition("@")
         if at and any(c < "\x80" and not c.isalnum() and c not in _USERINFO_CHARS
                       for c in userinfo):
-            return "net/url: invalid userinfo"
+            raise ValueError("net/url: invalid userinfo")
         if at and (esc := _bad_escape(userinfo)):
-            return f"invalid URL escape {quote(esc)}"
+            raise ValueError(f"invalid URL escape {quote(esc)}")
         if host.startswith("["):
             end = host.rfind("]")
             if end < 0:
-                return "missing ']' in host"
+                raise ValueError("missing ']' in host")
             port = host[end + 1:]
         else:
             bad = next((c for c in host
                         if c < "\x80" and not c.isalnum() and c not in _HOST_CHARS), None)
             if bad is not None:
-                return f"invalid character {quote(bad)} in host name"
+                raise ValueError(f"invalid character {quote(bad)} in host name")
             if esc := _bad_escape(host, host=True):
-                return f"invalid URL escape {quote(esc)}"
+                raise ValueError(f"invalid URL escape {quote(esc)}")
             port = host[host.rfind(":"):] if ":" in host else ""
         if port and not re.fullmatch(r":[0-9]*", port):
-            return f"invalid port {quote(port)} after host"
+            raise ValueError(f"invalid port {quote(port)} after host")
         path = slash + path
     esc = _bad_escape(path) or _bad_escape(fragment)
-    return f"invalid URL escape {quote(esc)}" if esc else None
+    if esc:
+        raise ValueError(f"invalid URL escape {quote(esc)}")
+    return (scheme.group()[:-1].lower() if scheme else ""), host
