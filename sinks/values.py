@@ -159,19 +159,21 @@ def _show(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def rows_to_batch(rows: list[dict], doc: DocumentConfig,
-                  page: int | None = None) -> tuple[pa.RecordBatch, dict[str, int]]:
+def rows_to_batch(rows: list[dict], doc: DocumentConfig, page: int | None = None,
+                  partition: int = 0) -> tuple[pa.RecordBatch, dict[str, int]]:
     """``(batch, counts)`` of one page of ``rows`` (JSON-decoded dicts; also Decimal, bytes, date,
     datetime).
 
     Columns follow ``doc.columns`` (missing fields null, extra ignored), else the keys in first-seen
     order; types are declared or inferred from the page; ``dictionary``/``mask`` columns are text.
-    ``counts``: ``{"converted_to_text": 2, "converted_to_text:id": 2}``. ``page``: for messages.
+    ``counts``: ``{"converted_to_text": 2, "converted_to_text:id": 2}``. ``page``: for messages;
+    page 0 of ``partition`` 0 is the file's first page, where declared columns must show
+    (:func:`check_columns_present`).
     Raises PermanentError (naming column and page) for a non-object row, more xlsx columns than
     Excel holds, an unknown zone, a bad mask, a strict-kind value under ``"fail"``, or any column
     failure."""
     specs = _column_specs(rows, doc)
-    if page == 0 and doc.columns and not doc.allowMissingColumns:
+    if page == 0 and partition == 0 and doc.columns and not doc.allowMissingColumns:
         check_columns_present(rows, doc)
     check_xlsx_columns(doc.fileFormat, len(specs), PermanentError, XLSX_DATA_TOO_WIDE)
     zone = zone_of(doc.timeZone)

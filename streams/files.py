@@ -127,12 +127,13 @@ def get_shard(store: ObjectStore, key: str) -> bytes:
 
 
 def page_shard(rows: list[dict], doc: DocumentConfig, seq: int,
-               batch: pa.RecordBatch | None = None) -> tuple[bytes, pa.RecordBatch, dict[str, int]]:
-    """Blocking: (shard bytes, batch, quality counts) of one page; ``batch``
+               batch: pa.RecordBatch | None = None,
+               partition: int = 0) -> tuple[bytes, pa.RecordBatch, dict[str, int]]:
+    """Blocking: (shard bytes, batch, quality counts) of page ``seq`` of ``partition``; ``batch``
     when already normalized. Raises ``PermanentError`` on a column-spec break."""
     if batch is not None:
         return encode_shard(batch, {}), batch, {}
-    batch, quality = rows_to_batch(rows, doc, page=seq)
+    batch, quality = rows_to_batch(rows, doc, page=seq, partition=partition)
     return encode_shard(batch, quality), batch, quality
 
 

@@ -219,7 +219,8 @@ async def prepare(ctx: Context, cmd: FetchPage, chain: collections.deque, entry:
                     _prepare_next(ctx, cmd, chain, headers, entry.seq + 1, hint, None)
                 else:
                     entry.hint = hint
-            return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before)
+            return await in_thread(_take_page, answer, spec, entry.seq, entry.rows_before,
+                                   cmd.partition)
     except PermanentError as e:
         raise in_partition(e, entry.seq, cmd.partition, spec) from None
 
@@ -235,9 +236,10 @@ def in_partition(error: PermanentError, seq: int, partition: int,
 
 
 def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | None,
+               partition: int = 0,
                ) -> tuple[Page, int, bool, bool, bytes, pa.RecordBatch, dict[str, int]]:
     """Blocking: ``(page, rows, last, truncated, shard, batch, quality)`` of
-    page ``seq``, cut at ``jobConfig.maxRows``."""
+    page ``seq`` of ``partition``, cut at ``jobConfig.maxRows``."""
     cap = spec.jobConfig.maxRows
     # with a cap, rows are cut before normalizing: no fast decode
     page = answer.page(spec.documentConfig if cap is None else None)
@@ -247,7 +249,8 @@ def _take_page(answer: Answer, spec: ExportSpec, seq: int, rows_before: int | No
         rows, last = rows[: cap - rows_before], True
     row_count = len(rows) if page.batch is None else page.row_count
     page.rows = []
-    shard, normalized, quality = page_shard(rows, spec.documentConfig, seq, page.batch)
+    shard, normalized, quality = page_shard(rows, spec.documentConfig, seq, page.batch,
+                                            partition)
     page.batch = None
     return page, row_count, last, truncated, shard, normalized, quality
 

@@ -42,7 +42,8 @@ def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int]
                                  f"rowsJson is not a JSON array of objects")
     elif rows is None:
         rows = loads_exact(store.get_bytes(page.blobKey))
-    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq)
+    batch, quality = rows_to_batch(rows, page.spec.documentConfig, page=page.seq,
+                                   partition=page.partition)
     return batch, quality, encode_shard(batch, quality)
 
 

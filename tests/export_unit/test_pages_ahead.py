@@ -51,14 +51,14 @@ def slow_decodes(monkeypatch, seconds) -> dict[str, int]:
     lock = threading.Lock()
     real = handlers._take_page
 
-    def take(answer, spec, seq, rows_before):
+    def take(answer, spec, seq, rows_before, partition=0):
         with lock:
             state["now"] += 1
             state["seqs"].add(seq)
             state["max"] = max(state["max"], state["now"])
         try:
             time.sleep(seconds(seq))
-            return real(answer, spec, seq, rows_before)
+            return real(answer, spec, seq, rows_before, partition)
         finally:
             with lock:
                 state["now"] -= 1

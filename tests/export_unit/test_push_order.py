@@ -210,6 +210,26 @@ async def test_in_parts_the_first_page_of_all_fixes_the_columns(make_ctx, fmt, f
     assert grown == ctx.store.get_bytes(built.key)
 
 
+async def test_declared_columns_must_show_on_the_first_page_of_the_file_only(make_ctx):
+    # given declared columns, and page 0 of partition 1 without one of them
+    spec = ExportSpec.model_validate(SPEC.model_dump() | {"documentConfig": {
+        "fileName": "pushed", "fileFormat": "csv",
+        "columns": [{"fieldName": "id"}, {"fieldName": "name"}]}})
+    ctx = make_ctx()
+    await running(ctx, "t1", spec)
+    for p, rows in [(1, [{"id": 2}]), (0, [{"id": 1, "name": "a"}])]:
+        emits = await write_shard(ctx, PageBatch(taskId="t1", seq=0, partition=p, partitions=2,
+                                                 rows=rows, rowCount=1, isLast=True, spec=spec))
+    # then the file holds both pages, the missing field empty, as one partition would
+    text = ctx.store.get_bytes(success_of([emits])[0].file.key).decode("utf-8-sig")
+    assert text.splitlines() == ["id,name", "1,a", "2,"]
+    # and page 0 of partition 0 without it still fails, naming the field
+    await running(ctx, "t2", spec)
+    with pytest.raises(PermanentError, match="fieldName 'name' is in no row of the first page"):
+        await write_shard(ctx, PageBatch(taskId="t2", seq=0, partition=0, partitions=2,
+                                         rows=[{"id": 1}], rowCount=1, spec=spec))
+
+
 @pytest.mark.parametrize("order", [[(0, 2, False), (0, 1, True)],
                                    [(0, 0, False), (0, 1, False), (0, 2, False), (0, 1, True)]],
                          ids=["later-page-waiting", "later-page-in-the-file"])

@@ -126,7 +126,7 @@ def declared_docs(rows: list, doc: DocumentConfig) -> list[DocumentConfig]:
 def checking(original):
     """``rows_to_batch`` that first checks the fast decode on the same page."""
 
-    def rows_to_batch(rows, doc, page=None):
+    def rows_to_batch(rows, doc, page=None, partition=0):
         try:
             body = body_of(rows)
         except (TypeError, ValueError):
@@ -134,7 +134,7 @@ def checking(original):
         if body is not None:
             for d in declared_docs(rows, doc):
                 check_body(body, d)
-        return original(rows, doc, page)
+        return original(rows, doc, page, partition)
 
     return rows_to_batch
 

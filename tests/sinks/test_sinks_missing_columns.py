@@ -34,9 +34,12 @@ def test_a_column_in_no_row_of_the_first_page_fails_naming_it_and_the_fields():
 
 
 def test_allowed_or_later_pages_give_an_empty_column_counted():
+    """Only the file's first page (page 0 of partition 0) must show every declared column: page
+    0 of a later partition follows the rows before it, as page 3 of one partition does."""
     rows = [{"id": 1}, {"id": 2}]
-    for d, page in ((doc(allowMissingColumns=True), 0), (doc(), 3)):
-        batch, quality = rows_to_batch(rows, d, page=page)
+    for d, page, partition in ((doc(allowMissingColumns=True), 0, 0), (doc(), 3, 0),
+                               (doc(), 0, 1)):
+        batch, quality = rows_to_batch(rows, d, page=page, partition=partition)
         assert batch.column(1).null_count == 2
         assert quality == {"missing_field": 2, "missing_field:label": 2}
 
