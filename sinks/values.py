@@ -255,7 +255,8 @@ def _column_specs(rows: list[dict], doc: DocumentConfig) -> list[ColumnSpec]:
     order: dict = {}
     for r in rows:
         order.update(r)
-    return [ColumnSpec(fieldName=str(k)) for k in order]
+    # a field name the data gives is taken as it is (the 1..256 rule is for declared columns)
+    return [ColumnSpec.model_construct(fieldName=str(k)) for k in order]
 
 
 def _key(v: object) -> str:
