@@ -400,6 +400,8 @@ async def post_alerts(request: Request, state: Alerting = Depends(get_alerting),
     ones are answered with 400 naming their index and field."""
     now = time.time()
     doc, replaced = await read_body(request, "a list of Alertmanager postableAlert objects")
+    if doc is None:  # go-swagger binds a JSON null to no alerts: Alertmanager answers 200
+        doc = []
     if not isinstance(doc, list):
         raise AlertRejected("body", f"must be a JSON list of alerts, got {type(doc).__name__}",
                             "a list of Alertmanager postableAlert objects", "type")

@@ -255,15 +255,16 @@ def parse_json_body(raw: bytes) -> Any:
     if not raw.strip():
         raise FieldError("body", "is empty", "a JSON document, sent with "
                          "Content-Type: application/json", "required")
+    too_deep = False
     try:
         doc = json.loads(raw)
     except UnicodeDecodeError:
         raise FieldError("body", "is not UTF-8 text", "a UTF-8 JSON document", "json") from None
     except RecursionError:
-        doc = None  # deeper than Python's reader goes: refused below by the same rule
+        too_deep = True  # deeper than Python's reader goes: refused below by the same rule
     except ValueError as exc:
         raise _json_error(exc) from None
-    if doc is None or _deeper_than(doc, MAX_JSON_DEPTH):
+    if too_deep or _deeper_than(doc, MAX_JSON_DEPTH):
         raise FieldError("body", f"nests arrays and objects more than {MAX_JSON_DEPTH} deep",
                          "an alert, silence or list of them as JSON", "json")
     return doc
