@@ -1,7 +1,15 @@
 """Dispatch stage: per receiver one message in flight. While it is retried, due groups fill the
 outbox; after only definite failures (refused, an HTTP answer) a due retry is superseded by one
 message (new idempotency key) with its content plus the outbox, so a receiver that was down gets no
-backlog. After a timeout (the receiver may have acted) the same message and key are retried."""
+backlog. After a timeout (the receiver may have acted) the same message and key are retried.
+
+With one group per message (``merge_groups: false``, as Alertmanager), a message the receiver
+refuses with a status no retry mends (a 4xx but 408, 425, 429:
+:func:`alerting.delivery.is_retryable`) ends at once: its alerts go back to their group, which
+tells them again at its next flush, and the receiver takes its next message. Alertmanager flushes
+each aggregation group on its own and a failed flush is tried again at the group's next one
+(``notify/notify.go``, ``dispatch/dispatch.go``), so a group whose payload a receiver refuses
+delays no other group. A numbered part of a split group keeps the receiver's backoff."""
 from __future__ import annotations
 
 from typing import Any
@@ -95,6 +103,28 @@ class Dispatch(StageBase):
         self._sent(inf)
         return outbox_.to_message(inf)
 
+    def _returnable(self, inf: dict[str, Any]) -> bool:
+        """True when every section of ``inf`` can go back to its group: unsplit (a numbered part
+        keeps its set in the outbox) and every member listed still there."""
+        groups = self.state["groups"]
+        return all(s["parts"] == 1 and s["group_id"] in groups
+                   and all(fp in groups[s["group_id"]]["members"] for fp, _q, _r in s["snapshot"])
+                   for s in inf["sections"])
+
+    def _refused(self, rs: dict[str, Any], now: float) -> float | None:
+        """Receiver ``rs``'s message in flight was refused at ``now`` (:meth:`_returnable`): it
+        ends, each section's raw ids go back to its group's members with the group's news
+        pending, so its next flush tells them again. Returns ``now`` when the outbox holds a next
+        message, else None."""
+        inf, rs["inflight"] = rs["inflight"], None
+        for s in inf["sections"]:
+            g = self.state["groups"][s["group_id"]]
+            for fp, _seq, raws in s["snapshot"]:
+                g["members"][fp]["raw"] = raws + g["members"][fp]["raw"]
+            if g["news_at"] is None:
+                g["news_at"] = now
+        return now if rs["outbox"] else None
+
     def _sent(self, inf: dict[str, Any]) -> None:
         """``inf`` leaves: its firing members' later resolve is news (docs/alerting.md, step 2)."""
         groups = self.state["groups"]
@@ -169,6 +199,9 @@ class Dispatch(StageBase):
             c["client_errors"] += 1
         if maybe_delivered:
             inf["maybe_delivered"] = True
+        if (status is not None and not is_retryable(status) and not inf["maybe_delivered"]
+                and not self.config.grouping.merge_groups and self._returnable(inf)):
+            return self._refused(_rs, now)
         failures = inf["failures"] if is_retryable(status) else 10**6  # 4xx: wait the cap
         nxt = next_attempt_at(now, failures, retry_after, initial=d.backoff_initial,
                               cap=d.backoff_max, max_retry_after=d.max_retry_after)

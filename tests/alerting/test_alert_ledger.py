@@ -118,6 +118,54 @@ def test_client_error_waits_the_cap_and_is_counted():
     assert f.counters()["client_errors"] == 1 and f.counters()["pending"] == 1
 
 
+def _one_group_run(refuse, restart=False, merge_groups=False) -> Run:
+    """A run (group_wait and group_interval 30 s, no bucket limit), each second from 0 to 300 s,
+    the webhook answering 400 to a message listing rule ``Poison`` while ``refuse(t)``;
+    Poison/h1 at 0, Good/h1 at 10, Poison/h2 at 45."""
+    cfg = case_config(grouping={"group_by": ["rule"], "batch_size": 50,
+                                "merge_groups": merge_groups},
+                      receiver={"bucket": {"burst": 1000, "refill_interval": 1}})
+    r = Run(Funnel(cfg), restart_every_tick=restart,
+            webhook=lambda m, t: (400, None) if refuse(t) and any(
+                a["rule"] == "Poison" for a in m.alerts()) else None)
+    for t in range(301):
+        for at, alert in ((0, ev("Poison", "h1")), (10, ev("Good", "h1")), (45, ev("Poison", "h2"))):
+            if t == at:
+                r.at(t, alert)
+        r.tick(float(t))
+    return r
+
+
+def _attempts(r: Run) -> list[tuple]:
+    return [(s.at, s.message.alerts()[0]["rule"], sorted(a["asset"] for a in s.message.alerts()),
+             s.answer) for s in r.attempts]
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted-each-tick"])
+def test_a_group_the_receiver_refuses_holds_no_other_group(restart):
+    # given one group per message (Alertmanager's way), and a receiver refusing (400) every
+    # message with Poison until 100 s
+    r = _one_group_run(lambda t: t < 100, restart)
+    # then Good goes at its group_wait (40 s), not after Poison's backoff cap (60 s); Poison is
+    # told again at each of its group's flushes, its news of 45 s joining it, as Alertmanager
+    # retries a failed flush at the group's next
+    assert _attempts(r) == [(30.0, "Poison", ["h1"], (400, None)), (40.0, "Good", ["h1"], None),
+                            (60.0, "Poison", ["h1", "h2"], (400, None)),
+                            (90.0, "Poison", ["h1", "h2"], (400, None)),
+                            (120.0, "Poison", ["h1", "h2"], None)]
+    assert r.funnel.counters()["pending"] == 0 and r.funnel.counters()["client_errors"] == 3
+    assert r.outcomes() == {"delivered": 3}
+
+
+def test_merged_groups_refused_wait_the_cap_and_go_with_the_rest():
+    # given groups sharing messages (merge_groups: true): a refusal is the whole message's
+    r = _one_group_run(lambda t: t < 100, merge_groups=True)
+    # then it waits the cap, and news queued meanwhile goes with it (supersede)
+    assert _attempts(r)[:2] == [(30.0, "Poison", ["h1"], (400, None)),
+                                (90.0, "Poison", ["h1", "h1", "h2"], (400, None))]
+    assert r.funnel.counters()["pending"] == 0
+
+
 def test_routes_send_matching_alerts_to_their_receiver():
     cfg = case_config()
     data = cfg.model_dump()

@@ -67,3 +67,41 @@ def test_raw_events_poison_and_ids():
             parse_raw(bad, 0, 0, 1.0)
     with pytest.raises(PoisonError):
         parse_command(b'{"kind": "nope"}')
+
+
+def test_a_refused_group_goes_back_to_its_group_and_the_receiver_goes_on():
+    # given one group per message (Alertmanager's way), group_wait 5 s, group_interval 30 s
+    config = parse_config(dict(CONFIG.model_dump(), grouping={"group_by": ["rule"],
+                                                              "merge_groups": False},
+                               timing={"group_wait": 5, "group_interval": 30,
+                                       "repeat_interval": 300}))
+    table, clock = {}, Clock()
+    r = FunnelRunner(config, table, clock)
+
+    def alert(offset, rule, rid):
+        _receiver, cmd = route_alert(config, RawAlert(rid, {"rule": rule, "asset": "h1",
+                                                            "severity": "critical"}, clock()))
+        cmd["src"] = [0, offset, 0]
+        return r.apply(0, offset, cmd)
+
+    alert(0, "Poison", "e1:0")
+    clock.now += 5
+    [poison] = r.apply(0, 1, {"kind": "tick"}).messages
+    alert(2, "Good", "e2:0")
+    # when the receiver refuses Poison with a 400
+    r.apply(0, 3, {"kind": "result", "message_id": poison.id, "ok": False, "status": 400})
+    # then Good leaves at its group_wait, and a restarted worker (a new runner on the same
+    # table) tells Poison again at its group's next flush, with its raw alert
+    clock.now += 5
+    [good] = r.apply(0, 4, {"kind": "tick"}).messages
+    assert [a["rule"] for a in good.alerts()] == ["Good"]
+    r2 = FunnelRunner(config, table, clock)
+    r2.apply(0, 5, {"kind": "result", "message_id": good.id, "ok": True})
+    clock.now += 24.9
+    assert r2.apply(0, 6, {"kind": "tick"}).messages == []
+    clock.now += 0.1
+    [again] = r2.apply(0, 7, {"kind": "tick"}).messages
+    assert [a["rule"] for a in again.alerts()] == ["Poison"] and again.id != poison.id
+    fx = r2.apply(0, 8, {"kind": "result", "message_id": again.id, "ok": True})
+    assert [e["raw_id"] for e in fx.ledger] == ["e1:0"]
+    assert r2.counters(0)["pending"] == 0 and r2.counters(0)["balanced"]
