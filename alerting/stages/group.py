@@ -125,6 +125,8 @@ class Grouping(StageBase):
             return
         self._touch(g, [fp for s in stale["sections"] for fp, _q, _r in s["snapshot"]])
         self._dequeued(g["receiver"], stale["sections"])
+        if rc.format == "alertmanager":
+            _told_when_queued(g, stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
                                            rc.format == "alertmanager",
                                            self.config.dedupe.suppress_transient, muted,
@@ -226,3 +228,16 @@ class Grouping(StageBase):
         ep = self.state["episodes"].get(fp)
         if ep is None or ep["status"] == "resolved":
             self._unmute(fp, self.state["episodes"].pop(fp, None))
+
+
+def _told_when_queued(g: dict[str, Any], sections: list[dict[str, Any]]) -> None:
+    """Members of group ``g`` that its queued ``sections`` list firing count as told (``sent``):
+    Alertmanager tells a group at the flush that decides it, with no queue behind other groups'
+    messages, so their resolve is news even when the receiver's queue held them until then
+    (without this, the DedupStage rule of :func:`alerting.group.build_sections` would drop the
+    resolve of a group never told, as if it had never been due)."""
+    for s in sections:
+        for a in s["alerts"]:
+            m = g["members"].get(a["fingerprint"])
+            if m is not None and a["status"] == "firing":
+                m["sent"] = True

@@ -246,3 +246,29 @@ def test_more_scenarios_hold(sc, tmp_path):
     end, judged at each flush: notify.go MuteStage), inhibit_test.go
     TestEmptyInhibitionRule (an empty rule mutes nothing), on the pure funnel."""
     assert check(sc, play(sc, tmp_path), 0.0) == []
+
+
+def test_a_group_queued_behind_a_busy_receiver_tells_its_resolve(tmp_path):
+    """Alertmanager tells each group at the flush that decides it (no queue behind another
+    group's notification), so a group whose alerts resolve while Plait's receiver still sends an
+    earlier message was told firing there: its resolve is news, not a transient of a group never
+    told (notify/dedup_stage.go ``needsUpdate`` has a log entry for it)."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text("route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 1s\n"
+                    "  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n- name: r\n"
+                    "  webhook_configs:\n  - url: http://127.0.0.1:9/hook\n")
+    f = Funnel(load_alertmanager_config(path))
+    # given A's message in flight (no answer yet) and B due behind it
+    f.ingest({"labels": {"alertname": "A"}}, 0.0)
+    [a] = f.tick(1.0)
+    f.ingest({"labels": {"alertname": "B"}}, 1.0)
+    assert f.tick(2.0) == []
+    # when B resolves before the receiver is free, then A is delivered
+    f.ingest({"labels": {"alertname": "B"}, "startsAt": format_time(1.0),
+              "endsAt": format_time(2.5)}, 2.5)
+    assert f.tick(3.0) == []
+    f.delivered(a.id, 3.5)
+    # then B's message tells its resolve, and nothing was dropped as transient
+    [b] = f.tick(4.0)
+    assert [(x["labels"]["alertname"], x["status"]) for x in b.alerts()] == [("B", "resolved")]
+    assert f.counters()["transient_suppressed"] == 0
