@@ -7,6 +7,7 @@ is made; a past start becomes now; a past end is refused; expiring an expired on
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from typing import Any, Awaitable, Callable
 
@@ -122,7 +123,8 @@ class SilenceStore:
             state = silence_state(prev, now)
             same = tuple(matchers) == Silence.from_dict(prev).matchers
             if same and state != "expired" and (
-                    (state == "active" and abs(starts - prev["starts_at"]) < 0.001)
+                    # the same second, as silence.go canUpdate compares StartsAt.Unix()
+                    (state == "active" and math.floor(starts) == math.floor(prev["starts_at"]))
                     or (state == "pending" and starts >= now)):
                 sid = prev["id"]
                 extra = {"allow_broad": prev.get("allow_broad", False),

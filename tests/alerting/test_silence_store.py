@@ -60,6 +60,18 @@ async def test_an_update_with_the_same_matchers_keeps_the_id():
     assert [c["kind"] for c in sent] == ["silence", "silence"]
 
 
+@pytest.mark.parametrize("shift, same_id", [(0.4, True), (0.99, True), (-0.01, False),
+                                            (1.0, False)])
+async def test_an_active_silence_keeps_its_id_for_a_start_in_the_same_second(shift, same_id):
+    # Alertmanager's canUpdate (silence/silence.go) compares StartsAt.Unix(): whole seconds
+    sent: list = []
+    s, _ = store(sent)
+    first = await new(s)  # started in the past: starts now, a whole second
+    again = await s.set(first.id, [parse_matcher('job="api"')], first.starts_at + shift,
+                        NOW + 7200, "me", "new comment", NOW)
+    assert (again.id == first.id) == same_id
+
+
 async def test_changed_matchers_expire_the_old_silence_and_make_a_new_id():
     sent: list = []
     s, _ = store(sent)
