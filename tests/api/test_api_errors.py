@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from plait.spec import ExportSpec
+
 SPEC = {"sysCode": "crm", "bizType": "orders", "userId": "alice",
         "dataConfig": {"dataApiUrl": "http://data.example/export"}}
 SILENCE = {"matchers": ['asset="h1"'], "endsAt": "2999-01-01T00:00:00Z",
@@ -72,6 +74,14 @@ def test_a_nested_snake_case_key_gets_the_dotted_path(client):
     spec = SPEC | {"documentConfig": {"file_name": "orders"}}
     e = error(client.post("/export/tasks", json=spec), "documentConfig.file_name")
     assert e["accepted"] == "fileName"
+
+
+def test_max_rows_with_push_mode_is_refused_naming_it(client):
+    # a push export holds what its producers send: no grant cuts it
+    spec = SPEC | {"dataConfig": {"mode": "push"}, "jobConfig": {"maxRows": 12}}
+    e = error(client.post("/export/tasks", json=spec), "jobConfig.maxRows")
+    assert e["rule"].startswith("is for pull mode")
+    assert ExportSpec.model_validate(spec | {"jobConfig": {}}).dataConfig.mode == "push"
 
 
 def test_an_unknown_key_lists_the_known_ones(client):
