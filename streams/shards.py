@@ -11,8 +11,10 @@ import time
 import pyarrow as pa
 
 from plait import metrics, tracing
-from plait.events import PageBatch
+from plait import topics as T
+from plait.events import DeadLetter, PageBatch
 from plait.lifecycle import TERMINAL
+from plait.logs import get_logger
 from plait.errors import PermanentError
 from sinks.values import all_dicts, loads_exact, rows_to_batch
 from streams.context import Context, Emit
@@ -23,6 +25,8 @@ from streams.files import (PageOrder, TaskFile, decode_shard, drop, encode_shard
 from streams.layout import PageKey, cleanup, shard_key, shard_prefix
 from streams.partitions import task_progress
 from streams.quota import count_pushed
+
+log = get_logger("plait.shards")
 
 
 def _decode_page(store, page: PageBatch) -> tuple[pa.RecordBatch, dict[str, int], bytes | None]:
@@ -56,6 +60,8 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
     state = await ctx.projection.get(page.taskId)
     if state and state["status"] in TERMINAL:
         drop(ctx, page.taskId)
+        if page.shardKey is None and state["status"] == "SUCCESS":
+            return await _past_the_end(ctx, page)
         return []
     decoded = await _page_batch(ctx, page)
     if decoded is None:
@@ -81,6 +87,21 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
         accepted = await count_pushed(ctx, page, batch.num_rows)
     await asyncio.to_thread(grow, ctx, tf, key, batch, quality)
     return await _grown(ctx, page, tf, accepted, page.isLast)
+
+
+async def _past_the_end(ctx: Context, page: PageBatch) -> list[Emit]:
+    """A pushed page reaching its task after SUCCESS: a repeat of a page in the file goes
+    (at-least-once delivery), one past its partition's ``isLast`` page is kept in ``export.dlq``
+    naming both, since its rows are not in the file (docs/events.md, "Refused pages")."""
+    end = await ctx.checkpoints.field(page.taskId, f"end:{page.partition}")
+    if end is None or page.seq <= int(end):
+        return []
+    error = (f"page {page.seq} of partition {page.partition} came after the task ended SUCCESS "
+             f"with page {end} as that partition's isLast: its rows are not in the file")
+    log.warning("task %s: %s", page.taskId, error)
+    return [Emit(T.DLQ, page.taskId, DeadLetter(
+        topic=ctx.topics.name(T.PAGES), key=page.taskId, error=error, errorClass="PermanentError",
+        payload=page.model_dump_json(exclude={"spec"})[:100_000]))]
 
 
 def page_run(page: PageBatch) -> str | None:

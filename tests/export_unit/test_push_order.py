@@ -244,6 +244,26 @@ async def test_an_is_last_before_a_later_page_of_its_partition_fails_naming_both
                                              spec=SPEC))
 
 
+async def test_a_page_past_the_is_last_after_success_is_kept_in_the_dlq(make_ctx):
+    # given a task of one partition ended SUCCESS at its isLast page 0
+    ctx = make_ctx()
+    await running(ctx, "t1", SPEC)
+    done = await write_shard(ctx, PageBatch(taskId="t1", seq=0, partition=0, partitions=1,
+                                            rows=rows_of(0, 0), rowCount=10, isLast=True,
+                                            spec=SPEC))
+    [ok] = success_of([done])
+    await ctx.projection.apply(ok)
+    # when page 1 of that partition comes, and page 0 again (a producer's retry)
+    late = await write_shard(ctx, page(0, 1))
+    again = await write_shard(ctx, page(0, 0))
+    # then page 1 goes to export.dlq naming both pages; the repeat goes without a word
+    [letter] = late
+    assert letter.topic == "export.dlq" and letter.payload.error == (
+        "page 1 of partition 0 came after the task ended SUCCESS with page 0 as that "
+        "partition's isLast: its rows are not in the file")
+    assert again == []
+
+
 async def test_pages_ahead_wait_decoded_up_to_a_bound_the_rest_as_shards(make_ctx, monkeypatch):
     # given room for one waiting page (10 int64 ids: 80 bytes)
     monkeypatch.setattr(files, "WAITING_BYTES", 100)
