@@ -324,7 +324,7 @@ class JobConfig(_Model):
     truncated), ``pageSize`` (see the module docstring), ``notifyUrl`` completion webhook (under the
     caller's ``notifyUrlPrefixes``; ``streams.notify``)."""
 
-    timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600, strict=True)
+    timeout: float = Field(default=3600, gt=0, le=7 * 24 * 3600, strict=True, allow_inf_nan=False)
     maxRows: int | None = Field(default=None, ge=1, strict=True)
     pageSize: int | None = Field(default=None, ge=1, le=MAX_PAGE_SIZE, strict=True)
     notifyUrl: str | None = Field(default=None, max_length=2048,

@@ -140,6 +140,16 @@ def test_what_json_text_cannot_carry_is_a_422_naming_where_it_is(client, body, f
     assert e["rule"].startswith(rule), e
 
 
+@pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"1e400"])
+def test_a_timeout_that_is_no_finite_number_is_named_so(client, value):
+    raw = (b'{"sysCode": "crm", "bizType": "orders", "userId": "alice", "dataConfig": '
+           b'{"dataApiUrl": "http://data.example/export"}, "jobConfig": {"timeout": '
+           + value + b'}}')
+    e = error(client.post("/export/tasks", content=raw,
+                          headers={"Content-Type": "application/json"}), "jobConfig.timeout")
+    assert "finite number" in e["rule"], e
+
+
 def test_a_lone_surrogate_in_a_key_of_a_column_dictionary_is_a_422(client):
     raw = (b'{"sysCode": "crm", "bizType": "orders", "userId": "alice", "dataConfig": '
            b'{"dataApiUrl": "http://data.example/export"}, "documentConfig": {"columns": '
