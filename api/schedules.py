@@ -8,13 +8,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import Gauge
+from pydantic import ValidationError
 
-from api.envelope import envelope
+from api.envelope import envelope, validation_errors
 from api.openapi import Envelope, errors, link
 from api.services import Services, get_services
 from api.tasks import check_request
 from plait.callers import Caller, NotAllowed
-from plait.errors import FieldError, NotFound
+from plait.errors import FieldError, NotFound, RequestInvalid
 from schedules import core
 from schedules.model import BackfillIn, ScheduleIn, SchedulePatch, rfc3339
 from schedules.runner import new_schedule_id
@@ -46,27 +47,48 @@ def _history(entry: dict) -> dict:
     return out
 
 
+def spec_of(data: dict[str, Any]) -> ScheduleIn:
+    """``data`` (a stored definition, or one merged from a patch) as a
+    :class:`ScheduleIn`; ``RequestInvalid`` naming each field that breaks a rule."""
+    try:
+        return ScheduleIn.model_validate(data)
+    except ValidationError as exc:
+        raise validation_errors([e | {"loc": ("body", *e["loc"])} for e in exc.errors()],
+                                ScheduleIn) from None
+
+
 async def view(store: Store, doc: dict[str, Any], now_ms: int | None = None) -> dict[str, Any]:
     """The public JSON of a schedule: definition, next 5 fire times, last
-    runs (newest first), counters, running slots, lag in seconds."""
+    runs (newest first), counters, running slots, lag in seconds. A stored
+    definition that breaks a rule added since is shown as stored, with no
+    fire times and ``definitionErrors`` (``[{"field", "rule", "code"}]``)."""
     now_ms = now_ms or _now_ms()
-    spec = ScheduleIn.model_validate(doc["spec"])
-    trig = spec.trigger.core(doc["createdMs"])
     state = await store.state(doc["id"]) or core.State(cursor=doc["createdMs"] - 1)
-    after = max(state.cursor, now_ms - 1)
-    nxt = [rfc3339(trig.fire_at(doc["id"], s)) for s in trig.next_slots(after, 5)]
-    lag = core.lag(doc["id"], trig, state, now_ms)
+    try:
+        spec = spec_of(doc["spec"])
+    except RequestInvalid as exc:
+        spec, problems = None, [e.entry() for e in exc.errors]
+    if spec is not None:
+        trig = spec.trigger.core(doc["createdMs"])
+        after = max(state.cursor, now_ms - 1)
+        nxt = [rfc3339(trig.fire_at(doc["id"], s)) for s in trig.next_slots(after, 5)]
+        lag = core.lag(doc["id"], trig, state, now_ms)
+        definition = spec.model_dump(mode="json", exclude_none=True)
+    else:
+        nxt, lag, definition = [], 0.0, doc["spec"]
     LAG.labels(doc["id"]).set(lag)
-    return {"id": doc["id"], "sysCode": doc["sysCode"], **spec.model_dump(mode="json",
-                                                                          exclude_none=True),
-            "paused": bool(doc.get("paused")), "note": doc.get("note"),
-            "createdAt": rfc3339(doc["createdMs"]), "updatedAt": rfc3339(doc.get("updatedMs")),
-            "nextFireTimes": [] if doc.get("paused") else nxt,
-            "lastRuns": [_history(h) for h in reversed(state.history)][:20],
-            "running": [{"slot": rfc3339(r.slot), "kind": r.kind, "taskId": r.ref,
-                         "firedAt": rfc3339(r.fired_at)} for r in state.running],
-            "counters": {v: state.counters.get(k, 0) for k, v in _COUNTERS.items()},
-            "lagSeconds": lag}
+    out = {"id": doc["id"], "sysCode": doc["sysCode"], **definition,
+           "paused": bool(doc.get("paused")), "note": doc.get("note"),
+           "createdAt": rfc3339(doc["createdMs"]), "updatedAt": rfc3339(doc.get("updatedMs")),
+           "nextFireTimes": [] if doc.get("paused") else nxt,
+           "lastRuns": [_history(h) for h in reversed(state.history)][:20],
+           "running": [{"slot": rfc3339(r.slot), "kind": r.kind, "taskId": r.ref,
+                        "firedAt": rfc3339(r.fired_at)} for r in state.running],
+           "counters": {v: state.counters.get(k, 0) for k, v in _COUNTERS.items()},
+           "lagSeconds": lag}
+    if spec is None:
+        out["definitionErrors"] = problems
+    return out
 
 
 SV = Annotated[Services, Depends(get_services)]
@@ -144,10 +166,11 @@ async def create_schedule(spec: ScheduleIn, request: Request, sv: SV, store: Sch
     doc = {"id": new_schedule_id(), "sysCode": owner, "createdMs": now, "updatedMs": now,
            "paused": spec.paused, "note": spec.note,
            "spec": spec.model_dump(mode="json", exclude_none=True)}
+    shown = await view(store, doc, now)
     await store.put(doc)
     await sv.audit(request, "schedule.created", caller, sysCode=owner,
                    details={"scheduleId": doc["id"], "name": spec.name})
-    return envelope(201, "created", await view(store, doc, now))
+    return envelope(201, "created", shown)
 
 
 @router.get("/schedules", operation_id="listSchedules", response_model=Envelope,
@@ -188,10 +211,11 @@ async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request
     elif "note" in given:
         doc["note"] = given["note"]
     doc.update(spec=spec.model_dump(mode="json", exclude_none=True), updatedMs=_now_ms())
+    shown = await view(store, doc)
     await store.put(doc)
     await sv.audit(request, "schedule.updated", caller, sysCode=doc["sysCode"],
                    details={"scheduleId": scheduleId, "fields": sorted(given)})
-    return envelope(200, "ok", await view(store, doc))
+    return envelope(200, "ok", shown)
 
 
 @router.delete("/schedules/{scheduleId}", operation_id="deleteSchedule",
@@ -228,7 +252,7 @@ async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request,
     """Run the slots in ``[start, end]`` (obeying overlap); 422 over 1000 slots."""
     caller = await sv.authenticate(request)
     doc = await visible(store, scheduleId, caller, sysCode)
-    trig = ScheduleIn.model_validate(doc["spec"]).trigger.core(doc["createdMs"])
+    trig = spec_of(doc["spec"]).trigger.core(doc["createdMs"])
     start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
     try:
         slots = core.backfill_slots(trig, start, end)

@@ -17,7 +17,7 @@ from itertools import islice
 from typing import Iterator, Literal
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 Overlap = Literal["skip", "bufferOne", "allow", "cancelPrevious"]
 OVERLAPS = ("skip", "bufferOne", "allow", "cancelPrevious")
@@ -50,6 +50,18 @@ def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
     return hi.replace(microsecond=0)
 
 
+def cron_problem(expr: str) -> str | None:
+    """What is wrong with cron ``expr`` (a rule quoting it), or None when it
+    is a valid 5-field expression that matches at least one date."""
+    if not croniter.is_valid(expr):
+        return f"not a valid 5-field cron expression: {expr!r}"
+    try:
+        croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
+    except CroniterBadDateError:
+        return f"never fires: no date matches {expr!r}"
+    return None
+
+
 def _ms(dt: datetime) -> int:
     return int(dt.timestamp() * 1000)
 
@@ -77,8 +89,8 @@ class Trigger:
             raise ValueError("trigger: give exactly one of interval or cron")
         if self.interval_ms is not None and self.interval_ms < 100:
             raise ValueError("trigger.interval: must be at least 0.1 s")
-        if self.cron is not None and not croniter.is_valid(self.cron):
-            raise ValueError(f"trigger.cron: not a valid cron expression: {self.cron!r}")
+        if self.cron is not None and (problem := cron_problem(self.cron)):
+            raise ValueError(f"trigger.cron: {problem}")
         ZoneInfo(self.time_zone)  # raises ZoneInfoNotFoundError
         if not 0 <= self.jitter <= 0.9:
             raise ValueError("trigger.jitter: must be a fraction between 0 and 0.9")

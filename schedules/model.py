@@ -7,11 +7,10 @@ from datetime import datetime, timezone
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from plait.spec import ExportSpec
-from schedules.core import OVERLAPS, Policy, Trigger
+from schedules.core import OVERLAPS, Policy, Trigger, cron_problem
 
 
 class _Model(BaseModel):
@@ -46,8 +45,8 @@ class TriggerIn(_Model):
     def _one_kind(self) -> "TriggerIn":
         if (self.interval is None) == (self.cron is None):
             raise ValueError("give exactly one of interval (seconds) or cron")
-        if self.cron is not None and not croniter.is_valid(self.cron):
-            raise ValueError(f"cron: not a valid 5-field cron expression: {self.cron!r}")
+        if self.cron is not None and (problem := cron_problem(self.cron)):
+            raise ValueError(f"cron: {problem}")
         try:
             ZoneInfo(self.timeZone)
         except (ZoneInfoNotFoundError, ValueError):

@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 
 import httpx
 from prometheus_client import Counter
+from pydantic import ValidationError
 
 from alerting.wire import ordering_key, raw_envelope
 from plait import keys as K
@@ -50,6 +51,8 @@ class Scheduler:
                  lease_ms: int = LEASE_MS) -> None:
         self.store, self.projection, self._send = store, projection, send
         self.owner, self.http, self.clock, self.lease_ms = owner, http, clock, lease_ms
+        #: schedule id -> ``updatedMs`` of a definition reported as breaking the rules
+        self._invalid: dict[str, int | None] = {}
 
     async def turn(self) -> int:
         """One turn if this worker gets the lease; schedules looked at (0: none)."""
@@ -67,9 +70,20 @@ class Scheduler:
             await self.store.release(self.owner)
 
     async def run_schedule(self, doc: dict) -> None:
-        """Decide and carry out one schedule's slots; save its state (fenced)."""
+        """Decide and carry out one schedule's slots; save its state (fenced).
+        A definition stored before a rule it breaks is not run (logged once
+        per version)."""
         sid = doc["id"]
-        spec = ScheduleIn.model_validate(doc["spec"])
+        try:
+            spec = ScheduleIn.model_validate(doc["spec"])
+        except ValidationError as exc:
+            if self._invalid.get(sid, -1) != doc.get("updatedMs"):
+                self._invalid[sid] = doc.get("updatedMs")
+                log.warning("schedule definition breaks the rules; not run", schedule=sid,
+                            errors=[f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                    for e in exc.errors()])
+            return
+        self._invalid.pop(sid, None)
         trig, pol = spec.trigger.core(doc["createdMs"]), spec.policy.core()
         state = await self.store.state(sid) or core.State(cursor=doc["createdMs"] - 1)
         if state.paused and not doc.get("paused"):

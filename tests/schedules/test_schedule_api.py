@@ -136,3 +136,48 @@ def test_interval_floor_is_a_setting(tmp_path):
         r = redis.Redis.from_url(REDIS_URL)
         for key in r.scan_iter(match=K.everything(prefix), count=1000):
             r.delete(key)
+
+
+@pytest.mark.parametrize("cron", ["0 0 30 2 *", "0 0 31 4 *"])
+def test_a_cron_that_never_fires_is_422_naming_trigger_cron_and_not_stored(client, cron):
+    resp = client.post("/schedules", json=body(trigger={"cron": cron}))
+    assert resp.status_code == 422, resp.text
+    (err,) = resp.json()["data"]["errors"]
+    assert err["field"] == "trigger.cron" and "never fires" in err["rule"], err
+    assert client.get("/schedules").json()["data"]["schedules"] == []
+    sid = client.post("/schedules", json=body()).json()["data"]["id"]
+    patched = client.patch(f"/schedules/{sid}", json={"trigger": {"cron": cron}})
+    assert patched.status_code == 422, patched.text
+    assert patched.json()["data"]["errors"][0]["field"] == "trigger.cron"
+    assert client.get(f"/schedules/{sid}").json()["data"]["trigger"]["cron"] == "0 6 * * 1"
+
+
+def test_a_stored_definition_that_breaks_a_rule_does_not_break_the_list(client):
+    import json
+
+    good = client.post("/schedules", json=body()).json()["data"]["id"]
+    # given a definition stored by an older version that let a never-firing cron in
+    bad = {"id": "sch_old", "sysCode": "crm", "createdMs": 1767225600000,
+           "updatedMs": 1767225600000, "paused": False, "note": None,
+           "spec": body(trigger={"cron": "0 0 30 2 *", "timeZone": "UTC", "jitter": 0.0})}
+    redis.Redis.from_url(REDIS_URL).hset(K.schedules(client.prefix), "sch_old", json.dumps(bad))
+    # then the list, the filtered list and the schedule itself still answer
+    for url in ("/schedules", "/schedules?sysCode=crm"):
+        resp = client.get(url)
+        assert resp.status_code == 200, resp.text
+        listed = {s["id"]: s for s in resp.json()["data"]["schedules"]}
+        assert set(listed) == {good, "sch_old"}
+        assert len(listed[good]["nextFireTimes"]) == 5 and "definitionErrors" not in listed[good]
+    one = client.get("/schedules/sch_old")
+    assert one.status_code == 200, one.text
+    shown = one.json()["data"]
+    assert shown["trigger"]["cron"] == "0 0 30 2 *" and shown["nextFireTimes"] == []
+    assert [e["field"] for e in shown["definitionErrors"]] == ["trigger.cron"]
+    # and what needs the definition answers 422 naming the field, not 500
+    resp = client.post("/schedules/sch_old/backfill",
+                       json={"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"})
+    assert resp.status_code == 422 and resp.json()["data"]["errors"][0]["field"] == "trigger.cron"
+    # until the trigger is replaced
+    fixed = client.patch("/schedules/sch_old", json={"trigger": {"cron": "0 0 28 2 *"}})
+    assert fixed.status_code == 200, fixed.text
+    assert "definitionErrors" not in fixed.json()["data"]

@@ -288,3 +288,38 @@ async def test_a_repeated_backfill_runs_and_counts_each_slot_once(env):
     state = await store.state("b1")
     assert state.counters["fired"] == 3 and state.counters["succeeded"] == 3, state.counters
     assert sorted(h["slot"] for h in state.history) == [t0 - 3 * hour, t0 - 2 * hour, t0 - hour]
+
+
+class Logged:
+    """Stands in for the runner's logger: records (level, event, fields)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict]] = []
+
+    def __getattr__(self, level):
+        return lambda event, **kw: self.lines.append((level, event, kw))
+
+
+async def test_a_stored_cron_that_never_fires_is_not_run_and_the_others_are(env, monkeypatch):
+    from schedules import runner
+    r, prefix, sent, http = env
+    logged = Logged()
+    monkeypatch.setattr(runner, "log", logged)
+    store = Store(r, prefix)
+    # given a definition stored by an older version that let a never-firing cron in
+    bad = export_schedule("a-bad", interval=60)
+    bad["spec"]["trigger"] = {"cron": "0 0 30 2 *"}
+    await store.put(bad)
+    await store.put(export_schedule("b-good", interval=60))
+    clock = Clock(T0 + 0.1)
+    sch = scheduler(r, prefix, sent, http, clock)
+    for _ in range(3):
+        await sch.turn()
+        clock.t += 60
+    # then the good schedule fires every slot, and the bad one is reported once, not run
+    fired = [e["data"]["scheduleId"] for _, e in of(sent, T.SCHEDULE_SLOTS)
+             if e["data"]["status"] == "fired"]
+    assert fired == ["b-good"] * 3
+    assert [level for level, *_ in logged.lines if level in ("warning", "error", "exception")] \
+        == ["warning"], logged.lines
+    assert await store.state("a-bad") is None
