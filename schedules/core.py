@@ -50,11 +50,32 @@ def wall_to_instant(wall: datetime, tz: ZoneInfo) -> datetime:
     return hi.replace(microsecond=0)
 
 
+#: Month and weekday names a cron field may hold, as numbers.
+_CRON_NAMES = {
+    **{m: n for n, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug",
+                                   "sep", "oct", "nov", "dec"), start=1)},
+    **{d: n for n, d in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}}
+
+
+def _cron_number(text: str) -> int | None:
+    return int(text) if text.isdigit() else _CRON_NAMES.get(text.lower())
+
+
 def cron_problem(expr: str) -> str | None:
     """What is wrong with cron ``expr`` (a rule quoting it), or None when it
-    is a valid 5-field expression that matches at least one date."""
-    if not croniter.is_valid(expr):
+    is a valid expression of 5 fields (minute to weekday; croniter reads a
+    6th as seconds) or a macro (``@daily``) that matches at least one date.
+    A range must not run backwards (``5-1``), as in Vixie cron."""
+    fields = expr.split()
+    macro = len(fields) == 1 and fields[0].startswith("@")
+    if not croniter.is_valid(expr) or not (macro or len(fields) == 5):
         return f"not a valid 5-field cron expression: {expr!r}"
+    for part in (p for f in fields for p in f.split(",")):
+        lo, dash, hi = part.split("/")[0].partition("-")
+        first, last = _cron_number(lo), _cron_number(hi)
+        if dash and first is not None and last is not None and first > last:
+            return (f"not a valid 5-field cron expression: {expr!r} "
+                    f"(the range {lo}-{hi} runs backwards)")
     try:
         croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
     except CroniterBadDateError:

@@ -181,3 +181,24 @@ def test_a_stored_definition_that_breaks_a_rule_does_not_break_the_list(client):
     fixed = client.patch("/schedules/sch_old", json={"trigger": {"cron": "0 0 28 2 *"}})
     assert fixed.status_code == 200, fixed.text
     assert "definitionErrors" not in fixed.json()["data"]
+
+
+@pytest.mark.parametrize("cron", ["* * * * * *", "*/5 * * * * *", "5-1 * * * *",
+                                  "0 0 * * SAT-SUN"])
+def test_six_fields_and_backward_ranges_are_422_naming_trigger_cron(client, cron):
+    resp = client.post("/schedules", json=body(trigger={"cron": cron}))
+    assert resp.status_code == 422, resp.text
+    (err,) = resp.json()["data"]["errors"]
+    assert err["field"] == "trigger.cron", err
+    assert err["rule"].startswith("not a valid 5-field cron expression"), err
+    sid = client.post("/schedules", json=body()).json()["data"]["id"]
+    patched = client.patch(f"/schedules/{sid}", json={"trigger": {"cron": cron}})
+    assert patched.status_code == 422, patched.text
+    assert patched.json()["data"]["errors"][0]["field"] == "trigger.cron"
+
+
+@pytest.mark.parametrize("cron", ["@daily", "0 9-17/2 * * MON-FRI", "0 0 * * 5-7",
+                                  "0 0 29 2 *"])
+def test_five_field_crons_and_macros_are_accepted(client, cron):
+    resp = client.post("/schedules", json=body(trigger={"cron": cron}))
+    assert resp.status_code == 201, resp.text

@@ -255,7 +255,9 @@ def test_on_time_tolerance():
     ({}, "interval or cron"), ({"interval_ms": 10}, "trigger.interval"),
     ({"cron": "61 * * * *"}, "trigger.cron"), ({"interval_ms": 1000, "jitter": 2}, "trigger.jitter"),
     ({"cron": "0 0 30 2 *"}, "trigger.cron: never fires"),
-    ({"cron": "0 0 31 4,6 *"}, "trigger.cron: never fires")])
+    ({"cron": "0 0 31 4,6 *"}, "trigger.cron: never fires"),
+    ({"cron": "* * * * * *"}, "trigger.cron: not a valid 5-field"),
+    ({"cron": "5-1 * * * *"}, "trigger.cron: not a valid 5-field")])
 def test_invalid_triggers_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         Trigger(**kwargs)
