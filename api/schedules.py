@@ -203,7 +203,7 @@ async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request
     doc = await visible(store, scheduleId, caller, sysCode)
     given = patch.model_dump(mode="json", exclude_unset=True)
     merged = doc["spec"] | {k: v for k, v in given.items() if k not in ("paused", "note")}
-    spec = ScheduleIn.model_validate(merged)
+    spec = spec_of(merged)
     check(sv, spec, caller)
     if "paused" in given:
         doc["paused"] = given["paused"]

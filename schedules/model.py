@@ -141,7 +141,8 @@ class ScheduleIn(_Model):
 
 
 class SchedulePatch(_Model):
-    """``PATCH /schedules/{id}`` body: any of the fields, replaced whole."""
+    """``PATCH /schedules/{id}`` body: any of the fields, replaced whole;
+    ``note: null`` clears the note, null for another field is refused (422)."""
 
     name: str | None = Field(default=None, min_length=1, max_length=128)
     trigger: TriggerIn | None = None
@@ -149,6 +150,13 @@ class SchedulePatch(_Model):
     policy: PolicyIn | None = None
     paused: bool | None = None
     note: str | None = Field(default=None, max_length=1024)
+
+    @model_validator(mode="after")
+    def _no_null(self) -> "SchedulePatch":
+        for name in ("name", "trigger", "action", "policy", "paused"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name}: must not be null (leave it out to keep it)")
+        return self
 
 
 class BackfillIn(_Model):

@@ -202,3 +202,37 @@ def test_six_fields_and_backward_ranges_are_422_naming_trigger_cron(client, cron
 def test_five_field_crons_and_macros_are_accepted(client, cron):
     resp = client.post("/schedules", json=body(trigger={"cron": cron}))
     assert resp.status_code == 201, resp.text
+
+
+@pytest.mark.parametrize("field", ["name", "trigger", "action", "policy", "paused"])
+def test_patch_with_null_is_422_naming_the_field_and_changes_nothing(client, field):
+    sid = client.post("/schedules", json=body(paused=True, note="frozen")).json()["data"]["id"]
+    before = client.get(f"/schedules/{sid}").json()["data"]
+    resp = client.patch(f"/schedules/{sid}", json={field: None})
+    assert resp.status_code == 422, resp.text
+    (err,) = resp.json()["data"]["errors"]
+    assert err["field"] == field and "null" in err["rule"], err
+    assert client.get(f"/schedules/{sid}").json()["data"] == before
+
+
+def test_patch_note_null_clears_the_note(client):
+    sid = client.post("/schedules", json=body(paused=True, note="frozen")).json()["data"]["id"]
+    resp = client.patch(f"/schedules/{sid}", json={"note": None})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["data"]["note"] is None and resp.json()["data"]["paused"] is True
+
+
+def test_a_patch_the_merged_definition_refuses_is_422_naming_the_field(client):
+    import json
+
+    # given a definition stored by an older version that let a six-field cron in
+    sid = client.post("/schedules", json=body()).json()["data"]["id"]
+    r = redis.Redis.from_url(REDIS_URL)
+    doc = json.loads(r.hget(K.schedules(client.prefix), sid))
+    doc["spec"]["trigger"]["cron"] = "* * * * * *"
+    r.hset(K.schedules(client.prefix), sid, json.dumps(doc))
+    # when a patch leaves the trigger as it is
+    resp = client.patch(f"/schedules/{sid}", json={"name": "renamed"})
+    # then the merged definition is refused naming the field, not a 500
+    assert resp.status_code == 422, resp.text
+    assert [e["field"] for e in resp.json()["data"]["errors"]] == ["trigger.cron"]
