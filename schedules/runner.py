@@ -91,8 +91,8 @@ class Scheduler:
         state.paused, state.note = bool(doc.get("paused")), doc.get("note")
         now = self._now()
         actions: list[core.Action] = []
-        for run in list(state.running):
-            if spec.action.export is not None and run.ref:
+        for run in list(state.running):  # an export run, even if the action changed since
+            if run.ref:
                 status = await self.projection.status(run.ref)
                 if status in TERMINAL:
                     actions += core.finished(sid, trig, pol, state, run.slot, status == "SUCCESS",

@@ -323,3 +323,28 @@ async def test_a_stored_cron_that_never_fires_is_not_run_and_the_others_are(env,
     assert [level for level, *_ in logged.lines if level in ("warning", "error", "exception")] \
         == ["warning"], logged.lines
     assert await store.state("a-bad") is None
+
+
+async def test_an_export_run_ends_after_the_action_is_switched_to_a_probe(env):
+    r, prefix, sent, http = env
+    store = Store(r, prefix)
+    doc = export_schedule("s1", interval=60)
+    doc["spec"]["policy"] = {"overlap": "skip"}
+    await store.put(doc)
+    clock = Clock(T0 + 0.1)
+    sch = scheduler(r, prefix, sent, http, clock)
+    await sch.turn()
+    (task, _), = of(sent, T.REQUESTS)
+    # given the owner switches the schedule to a probe while its export runs
+    doc["spec"]["action"] = {"probe": {"targets": [{"tcp": "127.0.0.1:1", "timeout": 0.5}]}}
+    await store.put(doc)
+    # when the export ends
+    await Projection(r, prefix).apply(Lifecycle(taskId=task, status="SUCCESS",
+                                                at="2026-01-01T00:00:30Z"))
+    clock.t = T0 + 60.1
+    await sch.turn()
+    # then its run is recorded as ended and the next slot fires (no overlap skip)
+    state = await store.state("s1")
+    assert state.running == [] and state.counters["succeeded"] == 1, state
+    assert state.counters["skipped_overlap"] == 0 and state.counters["fired"] == 2
+    assert [h["ref"] for h in state.history if h["status"] == "succeeded"] == [task]
