@@ -212,7 +212,8 @@ async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request
         doc["note"] = given["note"]
     doc.update(spec=spec.model_dump(mode="json", exclude_none=True), updatedMs=_now_ms())
     shown = await view(store, doc)
-    await store.put(doc)
+    if not await store.replace(doc):
+        raise NotFound(f"schedule {scheduleId} not found")
     await sv.audit(request, "schedule.updated", caller, sysCode=doc["sysCode"],
                    details={"scheduleId": scheduleId, "fields": sorted(given)})
     return envelope(200, "ok", shown)
@@ -239,7 +240,8 @@ async def trigger_schedule(scheduleId: str, request: Request, sv: SV, store: Sch
     caller = await sv.authenticate(request)
     doc = await visible(store, scheduleId, caller, sysCode)
     at = _now_ms()
-    await store.request(scheduleId, {"kind": "trigger", "at": at})
+    if not await store.request(scheduleId, {"kind": "trigger", "at": at}):
+        raise NotFound(f"schedule {scheduleId} not found")
     await sv.audit(request, "schedule.triggered", caller, sysCode=doc["sysCode"],
                    details={"scheduleId": scheduleId, "slot": rfc3339(at)})
     return envelope(202, "trigger requested", {"id": scheduleId, "slot": rfc3339(at)})
@@ -259,7 +261,8 @@ async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request,
     except ValueError as exc:
         raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
                          "range") from None
-    await store.request(scheduleId, {"kind": "backfill", "start": start, "end": end})
+    if not await store.request(scheduleId, {"kind": "backfill", "start": start, "end": end}):
+        raise NotFound(f"schedule {scheduleId} not found")
     await sv.audit(request, "schedule.backfilled", caller, sysCode=doc["sysCode"],
                    details={"scheduleId": scheduleId, "slots": len(slots)})
     return envelope(202, "backfill requested", {"id": scheduleId, "slots": len(slots),

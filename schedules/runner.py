@@ -107,7 +107,8 @@ class Scheduler:
         actions += core.tick(sid, trig, pol, state, now)
         await self.carry_out(sid, doc, spec, trig, pol, state, actions)
         if not await self.store.save_state(sid, state, self.owner):
-            log.warning("lost the scheduler lease; state not saved", schedule=sid)
+            log.warning("state not saved: the scheduler lease was lost or the schedule "
+                        "deleted", schedule=sid)
 
     async def carry_out(self, sid: str, doc: dict, spec: ScheduleIn, trig: core.Trigger,
                         pol: core.Policy, state: core.State, actions: list[core.Action]) -> None:
@@ -126,9 +127,12 @@ class Scheduler:
                         CancelRequested(taskId=a.ref), a.ref, self.owner))])
                 await self.event(sid, "cancelled", slot=a.slot, taskId=a.ref)
             elif a.kind == "pause":
-                doc = (await self.store.get(sid)) or doc
-                doc.update(paused=True, note=a.reason)
-                await self.store.put(doc)
+                current = await self.store.get(sid)
+                if current is None:
+                    continue  # deleted meanwhile: it stays deleted
+                doc = current | {"paused": True, "note": a.reason}
+                if not await self.store.replace(doc):
+                    continue
                 await self.event(sid, "paused", reason=a.reason)
                 await self.audit(doc, "schedule.paused", reason=a.reason)
             elif a.kind == "fire":

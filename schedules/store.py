@@ -14,8 +14,21 @@ from schedules.core import State
 SLOT_TTL_SECONDS = 8 * 86400
 
 _FENCED_SET = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
+if redis.call('get', KEYS[1]) == ARGV[1] and redis.call('hexists', KEYS[3], ARGV[3]) == 1 then
   redis.call('set', KEYS[2], ARGV[2]) return 1
+end
+return 0
+"""
+#: HSET KEYS[2] ARGV[2] ARGV[3] only while schedule ARGV[1] is in the hash KEYS[1].
+_IF_EXISTS_HSET = """
+if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hset', KEYS[2], ARGV[2], ARGV[3]) return 1
+end
+return 0
+"""
+_IF_EXISTS_RPUSH = """
+if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[2]) return 1
 end
 return 0
 """
@@ -34,6 +47,12 @@ class Store:
 
     async def put(self, doc: dict[str, Any]) -> None:
         await self.redis.hset(K.schedules(self.prefix), doc["id"], json.dumps(doc))
+
+    async def replace(self, doc: dict[str, Any]) -> bool:
+        """Overwrite a stored definition; False (nothing written) when it was deleted."""
+        key = K.schedules(self.prefix)
+        return bool(await self.redis.eval(_IF_EXISTS_HSET, 2, key, key, doc["id"], doc["id"],
+                                          json.dumps(doc)))
 
     async def get(self, schedule_id: str) -> dict[str, Any] | None:
         raw = await self.redis.hget(K.schedules(self.prefix), schedule_id)
@@ -55,14 +74,15 @@ class Store:
         return State.from_dict(json.loads(raw)) if raw else None
 
     async def save_state(self, schedule_id: str, state: State, owner: str | None = None) -> bool:
-        """Save ``state``; with ``owner``, only while it holds the lease (else False)."""
+        """Save ``state``; with ``owner``, only while it holds the lease and the
+        schedule exists (else False, nothing written)."""
         body = json.dumps(state.to_dict())
         key = K.schedule_state(self.prefix, schedule_id)
         if owner is None:
             await self.redis.set(key, body)
             return True
-        return bool(await self.redis.eval(_FENCED_SET, 2, K.schedule_owner(self.prefix), key,
-                                          owner, body))
+        return bool(await self.redis.eval(_FENCED_SET, 3, K.schedule_owner(self.prefix), key,
+                                          K.schedules(self.prefix), owner, body, schedule_id))
 
     async def take_turn(self, owner: str, lease_ms: int) -> bool:
         return bool(await self.redis.set(K.schedule_owner(self.prefix), owner, nx=True,
@@ -91,8 +111,11 @@ class Store:
                                       for s in slots])
         return {s for s, raw in zip(slots, raws) if raw and json.loads(raw).get("state") == "fired"}
 
-    async def request(self, schedule_id: str, req: dict) -> None:
-        await self.redis.rpush(K.schedule_requests(self.prefix, schedule_id), json.dumps(req))
+    async def request(self, schedule_id: str, req: dict) -> bool:
+        """Queue a manual request; False (nothing queued) when the schedule was deleted."""
+        return bool(await self.redis.eval(
+            _IF_EXISTS_RPUSH, 2, K.schedules(self.prefix),
+            K.schedule_requests(self.prefix, schedule_id), schedule_id, json.dumps(req)))
 
     async def take_requests(self, schedule_id: str) -> list[dict]:
         key = K.schedule_requests(self.prefix, schedule_id)
@@ -107,4 +130,7 @@ class Store:
                 for k, v in raw.items()}
 
     async def set_probe_state(self, schedule_id: str, target: str, state: str) -> None:
-        await self.redis.hset(K.schedule_probe(self.prefix, schedule_id), target, state)
+        """Record a target's state while the schedule exists (a deleted one keeps no key)."""
+        await self.redis.eval(_IF_EXISTS_HSET, 2, K.schedules(self.prefix),
+                              K.schedule_probe(self.prefix, schedule_id), schedule_id, target,
+                              state)

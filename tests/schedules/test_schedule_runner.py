@@ -123,6 +123,7 @@ async def test_lease_fences_state_writes(env):
     r, prefix, *_ = env
     store = Store(r, prefix)
     from schedules.core import State
+    await store.put(export_schedule("s"))
     assert await store.take_turn("w1", 10_000)
     assert not await store.take_turn("w2", 10_000)
     assert await store.save_state("s", State(cursor=1), "w1")
@@ -348,3 +349,55 @@ async def test_an_export_run_ends_after_the_action_is_switched_to_a_probe(env):
     assert state.running == [] and state.counters["succeeded"] == 1, state
     assert state.counters["skipped_overlap"] == 0 and state.counters["fired"] == 2
     assert [h["ref"] for h in state.history if h["status"] == "succeeded"] == [task]
+
+
+async def test_a_schedule_deleted_during_its_turn_stays_deleted_and_leaves_no_keys(env):
+    r, prefix, sent, http = env
+    store = Store(r, prefix)
+    in_flight, release = asyncio.Event(), asyncio.Event()
+
+    async def failing_slowly(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        in_flight.set()
+        await release.wait()
+        writer.write(b"HTTP/1.1 500 Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(failing_slowly, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    await store.put({"id": "p1", "sysCode": "ops", "createdMs": int(T0 * 1000) - 1, "spec": {
+        "name": "web", "trigger": {"interval": 60, "anchor": "2026-01-01T00:00:00Z"},
+        "action": {"probe": {"targets": [{"http": f"http://127.0.0.1:{port}/", "timeout": 5}]}},
+        "policy": {"pauseOnFailure": 1}}})
+    turn = asyncio.create_task(scheduler(r, prefix, sent, http, Clock(T0 + 0.1)).turn())
+    try:
+        # given the probe is in flight when the schedule is deleted
+        await asyncio.wait_for(in_flight.wait(), 5)
+        assert await store.delete("p1")
+        # when the probe fails (which pauses the schedule) and the turn ends
+        release.set()
+        await asyncio.wait_for(turn, 10)
+    finally:
+        server.close()
+    # then the schedule stays deleted, and only slot claims (with a TTL) are left
+    assert await store.get("p1") is None
+    left = [k.decode() async for k in r.scan_iter(match=f"{prefix}:schedule:p1:*")]
+    assert all(":slot:" in k for k in left), left
+    assert all(ttl > 0 for ttl in [await r.ttl(k) for k in left]), left
+    assert "paused" not in [e["data"]["status"] for _, e in of(sent, T.SCHEDULE_SLOTS)]
+
+
+async def test_requests_and_replacements_of_a_deleted_schedule_are_refused(env):
+    r, prefix, *_ = env
+    store = Store(r, prefix)
+    doc = export_schedule("s1")
+    await store.put(doc)
+    assert await store.request("s1", {"kind": "trigger", "at": 1})
+    assert await store.replace(doc | {"paused": True})
+    assert (await store.get("s1"))["paused"] is True
+    await store.delete("s1")
+    assert not await store.request("s1", {"kind": "trigger", "at": 2})
+    assert not await store.replace(doc)
+    assert await store.get("s1") is None
+    assert not await r.exists(K.schedule_requests(prefix, "s1"))
