@@ -251,11 +251,17 @@ async def trigger_schedule(scheduleId: str, request: Request, sv: SV, store: Sch
              operation_id="backfillSchedule", response_model=Envelope, responses=ONE)
 async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request, sv: SV,
                             store: Schedules, sysCode: str | None = None):
-    """Run the slots in ``[start, end]`` (obeying overlap); 422 over 1000 slots."""
+    """Run the past slots in ``[start, end]`` (obeying overlap); 422 naming
+    ``end`` when it is in the future or the range holds over 1000 slots."""
     caller = await sv.authenticate(request)
     doc = await visible(store, scheduleId, caller, sysCode)
     trig = spec_of(doc["spec"]).trigger.core(doc["createdMs"])
     start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
+    now = _now_ms()
+    if end > now:
+        raise FieldError("end", "is in the future; a backfill runs past slots only (the "
+                         "schedule runs the later ones itself)", f"at most now ({rfc3339(now)})",
+                         "range")
     try:
         slots = core.backfill_slots(trig, start, end)
     except ValueError as exc:

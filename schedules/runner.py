@@ -100,10 +100,10 @@ class Scheduler:
         for req in await self.store.take_requests(sid):
             if req["kind"] == "trigger":
                 actions += core.trigger_now(sid, trig, pol, state, req["at"])
-            elif req["kind"] == "backfill":
-                ran = await self.store.fired(sid, core.backfill_slots(trig, req["start"],
-                                                                      req["end"]))
-                core.backfill(trig, state, req["start"], req["end"], done=ran)
+            elif req["kind"] == "backfill":  # past slots only, whoever queued it
+                end = min(req["end"], now)
+                ran = await self.store.fired(sid, core.backfill_slots(trig, req["start"], end))
+                core.backfill(trig, state, req["start"], end, done=ran)
         actions += core.tick(sid, trig, pol, state, now)
         await self.carry_out(sid, doc, spec, trig, pol, state, actions)
         if not await self.store.save_state(sid, state, self.owner):

@@ -236,3 +236,22 @@ def test_a_patch_the_merged_definition_refuses_is_422_naming_the_field(client):
     # then the merged definition is refused naming the field, not a 500
     assert resp.status_code == 422, resp.text
     assert [e["field"] for e in resp.json()["data"]["errors"]] == ["trigger.cron"]
+
+
+def test_a_backfill_ending_in_the_future_is_422_naming_end(client):
+    from datetime import datetime, timedelta, timezone
+
+    sid = client.post("/schedules", json=body(trigger={
+        "interval": 3600, "anchor": "2026-01-01T00:30:00Z"})).json()["data"]["id"]
+    now = datetime.now(timezone.utc)
+    resp = client.post(f"/schedules/{sid}/backfill", json={
+        "start": (now - timedelta(hours=3)).isoformat(),
+        "end": (now + timedelta(hours=3)).isoformat()})
+    assert resp.status_code == 422, resp.text
+    (err,) = resp.json()["data"]["errors"]
+    assert err["field"] == "end" and "future" in err["rule"], err
+    r = redis.Redis.from_url(REDIS_URL)
+    assert not r.exists(K.schedule_requests(client.prefix, sid))
+    past = client.post(f"/schedules/{sid}/backfill", json={
+        "start": (now - timedelta(hours=3)).isoformat(), "end": now.isoformat()})
+    assert past.status_code == 202 and past.json()["data"]["slots"] in (3, 4), past.text

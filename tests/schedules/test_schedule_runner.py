@@ -401,3 +401,27 @@ async def test_requests_and_replacements_of_a_deleted_schedule_are_refused(env):
     assert not await store.replace(doc)
     assert await store.get("s1") is None
     assert not await r.exists(K.schedule_requests(prefix, "s1"))
+
+
+async def test_a_queued_backfill_fires_only_its_past_slots(env):
+    r, prefix, sent, http = env
+    store = Store(r, prefix)
+    hour, t0 = 3600_000, int(T0 * 1000)
+    doc = export_schedule("b1", interval=3600)
+    doc["spec"]["policy"] = {"overlap": "allow"}
+    await store.put(doc)
+    clock = Clock(T0 + 1800)  # 00:30
+    sch = scheduler(r, prefix, sent, http, clock)
+    await sch.turn()  # the 00:00 slot
+    # given a backfill request reaching into the future (queued by an older API)
+    await store.request("b1", {"kind": "backfill", "start": t0, "end": t0 + 3 * hour})
+    await sch.turn()
+    # then nothing beyond now fires early
+    fired = [e["data"] for _, e in of(sent, T.SCHEDULE_SLOTS) if e["data"]["status"] == "fired"]
+    assert all(f["slotMs"] <= t0 + 1800_000 for f in fired), fired
+    # and at 01:00 the 01:00 slot fires once, on time, and is counted once
+    clock.t = T0 + 3600.1
+    await sch.turn()
+    fired = [e["data"] for _, e in of(sent, T.SCHEDULE_SLOTS) if e["data"]["status"] == "fired"]
+    assert [(f["slotMs"] - t0, f["reason"]) for f in fired][-1] == (hour, "scheduled")
+    assert len(of(sent, T.REQUESTS)) == (await store.state("b1")).counters["fired"]
