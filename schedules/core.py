@@ -10,6 +10,7 @@ mutate a :class:`State` and return :class:`Action` s for ``schedules.runner``.""
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from collections.abc import Collection
@@ -306,14 +307,25 @@ def tick(schedule_id: str, trigger: Trigger, policy: Policy, state: State,
     total_old = 0
     lo = state.cursor
     oldest_in_grace = now - policy.grace_ms - 1
+    old_sample: list[int] = []
     if trigger.interval_ms is not None and lo < oldest_in_grace - trigger.interval_ms:
         # long downtime on a grid: count, do not list
         cut = oldest_in_grace - trigger.interval_ms
         total_old = trigger.count(lo, cut)
         old_sample = list(trigger.slots(max(lo, cut - SKIP_SAMPLE * trigger.interval_ms), cut))
         lo = cut
-    else:
-        old_sample = []
+    elif trigger.cron is not None and lo < (cut := now - max(policy.grace_ms, ON_TIME_MS) - 1):
+        # long downtime on a cron: a slot followed by another by ``cut`` fired
+        # before it (jitter < its period), so it is missed and out of grace:
+        # count, keep a sample, and work out fire times only for the rest
+        recent: deque[int] = deque(maxlen=SKIP_SAMPLE + 1)
+        for s in trigger.slots(lo, cut):
+            recent.append(s)
+            total_old += 1
+        if total_old:
+            total_old -= 1  # the newest may still be within grace
+            old_sample = list(recent)[:-1]
+            lo = old_sample[-1] if old_sample else lo
     for s in trigger.slots(lo, horizon):
         if trigger.fire_at(schedule_id, s) > now:
             break

@@ -261,3 +261,25 @@ def test_on_time_tolerance():
 def test_invalid_triggers_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         Trigger(**kwargs)
+
+
+def test_a_long_outage_on_a_jittered_cron_is_counted_without_each_slots_fire_time(monkeypatch):
+    trig, pol = Trigger(cron="* * * * *", time_zone="Europe/Berlin", jitter=0.5), Policy()
+    now = T0 + 3 * 24 * H + 17 * S
+    jitter = int(jitter_fraction("s") * 0.5 * MIN)  # the period is a minute throughout
+    due = [s for s in range(T0 + MIN, now + 1, MIN) if s + jitter <= now]
+    periods = []
+    real_period = Trigger.period
+    monkeypatch.setattr(Trigger, "period", lambda self, slot: periods.append(slot) or
+                        real_period(self, slot))
+    st = State(cursor=T0)
+    actions = tick("s", trig, pol, st, now)
+    # every due slot is decided exactly as before: the newest within grace fires, the rest skip
+    in_grace = [s for s in due if ON_TIME_MS < now - (s + jitter) <= pol.grace_ms][-1:]
+    assert [a.slot for a in fires(actions)] == in_grace
+    (skip,) = [a for a in actions if a.kind == "skip"]
+    assert skip.count == len(due) - len(in_grace) and skip.reason == "missed"
+    assert list(skip.slots) == [s for s in due if s not in in_grace][-100:]
+    assert st.cursor == due[-1]
+    # and fire times were worked out for the last few slots only, not for 4,000
+    assert len(periods) < 10, len(periods)
