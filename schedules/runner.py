@@ -1,7 +1,7 @@
 """The scheduler: carries out what ``schedules.core`` decides.
 
 One worker at a time holds the lease (``plait.keys.schedule_owner``), which
-fences state writes. Exactly once per slot: a slot is claimed (``SET NX``,
+fences state writes; a turn renews it as it goes and stops once it is lost. Exactly once per slot: a slot is claimed (``SET NX``,
 ``plait.keys.schedule_slot``) with its task id before it fires; a claimed
 slot not marked ``fired`` is re-driven with the same task id and fingerprint
 (admission drops the repeat)."""
@@ -42,9 +42,15 @@ SLOTS = Counter("plait_schedule_slots_total", "Schedule slots decided by this wo
                 ["status"])
 
 
+class LeaseLost(Exception):
+    """This worker no longer holds the scheduler lease: its turn stops."""
+
+
 class Scheduler:
-    """One worker's scheduler; ``clock``: epoch seconds; ``lease_ms``: longest
-    turn (a killed worker blocks scheduling this long; probes take <= 10 s)."""
+    """One worker's scheduler; ``clock``: epoch seconds; ``lease_ms``: how
+    long the lease lasts unrenewed (a killed worker blocks scheduling this
+    long). A turn renews it before each schedule and checks it before each
+    action; one schedule's work (a probe: <= 10 s) must fit in it."""
 
     def __init__(self, store: Store, projection: Projection, send: Send, owner: str,
                  http: httpx.AsyncClient, clock: Callable[[], float] = time.time,
@@ -58,16 +64,27 @@ class Scheduler:
         """One turn if this worker gets the lease; schedules looked at (0: none)."""
         if not await self.store.take_turn(self.owner, self.lease_ms):
             return 0
+        docs: list[dict] = []
         try:
             docs = await self.store.all()
             for doc in docs:
+                await self.hold()
                 try:
                     await self.run_schedule(doc)
+                except LeaseLost:
+                    raise
                 except Exception:
                     log.exception("schedule turn failed", schedule=doc.get("id"))
-            return len(docs)
+        except LeaseLost:
+            log.warning("lost the scheduler lease; turn stopped")
         finally:
             await self.store.release(self.owner)
+        return len(docs)
+
+    async def hold(self) -> None:
+        """Renew the lease; ``LeaseLost`` when another worker has it now."""
+        if not await self.store.renew(self.owner, self.lease_ms):
+            raise LeaseLost()
 
     async def run_schedule(self, doc: dict) -> None:
         """Decide and carry out one schedule's slots; save its state (fenced).
@@ -115,6 +132,7 @@ class Scheduler:
         queue = list(actions)
         while queue:
             a = queue.pop(0)
+            await self.hold()
             SLOTS.labels(a.kind).inc()
             if a.kind == "skip":
                 slots = [rfc3339(s) for s in a.slots]
@@ -163,6 +181,7 @@ class Scheduler:
             await self.store.mark(sid, slot, claim | {"state": "fired", "ref": None})
         probe = spec.action.probe
         checks = await run_probe(probe, self.http)
+        await self.hold()  # the next owner re-runs an adopted probe slot
         last = await self.store.probe_states(sid)
         alerts = alerts_for_changes(sid, spec.name, probe.severity, checks, last, self.clock())
         if alerts:

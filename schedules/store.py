@@ -32,6 +32,10 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
 end
 return 0
 """
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
@@ -87,6 +91,11 @@ class Store:
     async def take_turn(self, owner: str, lease_ms: int) -> bool:
         return bool(await self.redis.set(K.schedule_owner(self.prefix), owner, nx=True,
                                          px=lease_ms))
+
+    async def renew(self, owner: str, lease_ms: int) -> bool:
+        """Extend ``owner``'s lease to ``lease_ms`` from now; False when it no longer holds it."""
+        return bool(await self.redis.eval(_RENEW, 1, K.schedule_owner(self.prefix), owner,
+                                          lease_ms))
 
     async def release(self, owner: str) -> None:
         await self.redis.eval(_RELEASE, 1, K.schedule_owner(self.prefix), owner)

@@ -425,3 +425,81 @@ async def test_a_queued_backfill_fires_only_its_past_slots(env):
     fired = [e["data"] for _, e in of(sent, T.SCHEDULE_SLOTS) if e["data"]["status"] == "fired"]
     assert [(f["slotMs"] - t0, f["reason"]) for f in fired][-1] == (hour, "scheduled")
     assert len(of(sent, T.REQUESTS)) == (await store.state("b1")).counters["fired"]
+
+
+class Gate:
+    """A local HTTP target that answers 500 only once the test opens it."""
+
+    def __init__(self) -> None:
+        self.arrived, self.open = asyncio.Event(), asyncio.Event()
+
+    async def _handle(self, reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        self.arrived.set()
+        await self.open.wait()
+        writer.write(b"HTTP/1.1 500 Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def __aenter__(self) -> "Gate":
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/"
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.open.set()
+        self.server.close()
+
+
+def probe_schedule(sid: str, url: str) -> dict:
+    return {"id": sid, "sysCode": "ops", "createdMs": int(T0 * 1000) - 1, "spec": {
+        "name": sid, "trigger": {"interval": 60, "anchor": "2026-01-01T00:00:00Z"},
+        "action": {"probe": {"targets": [{"http": url, "timeout": 10}]}}}}
+
+
+async def test_a_worker_that_lost_the_lease_mid_turn_fires_nothing_more(env):
+    r, prefix, sent, http = env
+    store = Store(r, prefix)
+    async with Gate() as gate:
+        await store.put(probe_schedule("a-probe", gate.url))
+        await store.put(export_schedule("b-export", interval=60))
+        turn = asyncio.create_task(scheduler(r, prefix, sent, http, Clock(T0 + 0.1)).turn())
+        # given another worker holds the lease while w1's probe is in flight
+        await asyncio.wait_for(gate.arrived.wait(), 5)
+        await r.set(K.schedule_owner(prefix), "w2", px=15_000)
+        gate.open.set()
+        await asyncio.wait_for(turn, 10)
+    # then w1 sent no alert for the probe, fired no later schedule and saved nothing
+    assert of(sent, T.ALERTS_RAW) == [] and of(sent, T.REQUESTS) == []
+    assert [e["data"]["scheduleId"] for _, e in of(sent, T.SCHEDULE_SLOTS)] == ["a-probe"]
+    assert await store.state("a-probe") is None and await store.state("b-export") is None
+    assert await r.get(K.schedule_owner(prefix)) == b"w2"
+
+
+async def test_a_turn_renews_the_lease_before_each_schedule(env):
+    r, prefix, sent, http = env
+    store = Store(r, prefix)
+    owner = K.schedule_owner(prefix)
+    async with Gate() as first, Gate() as second:
+        await store.put(probe_schedule("p1", first.url))
+        await store.put(probe_schedule("p2", second.url))
+        sch = Scheduler(Store(r, prefix), Projection(r, prefix), lambda recs: asyncio.sleep(0),
+                        "w1", http, Clock(T0 + 0.1), lease_ms=2000)
+        turn = asyncio.create_task(sch.turn())
+        await asyncio.wait_for(first.arrived.wait(), 5)
+
+        async def lease_below(ms):
+            while await r.pttl(owner) >= ms:
+                await asyncio.sleep(0.01)
+
+        # given the first probe has used part of the lease
+        await asyncio.wait_for(lease_below(1900), 5)
+        first.open.set()
+        # when the turn goes on to the second schedule
+        await asyncio.wait_for(second.arrived.wait(), 5)
+        # then the lease was renewed in full
+        assert await r.pttl(owner) > 1900
+        second.open.set()
+        await asyncio.wait_for(turn, 10)
+    assert (await store.state("p1")).counters["fired"] == 1
+    assert (await store.state("p2")).counters["fired"] == 1
