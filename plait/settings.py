@@ -112,8 +112,9 @@ class Settings(BaseSettings):
     schedule_tick_seconds: float = Field(default=0.5, gt=0, le=60, description=(
         "how often a worker takes its scheduler turn (schedules.runner)"))
     schedule_lease_seconds: float = Field(default=15.0, ge=1, le=300, description=(
-        "longest one scheduler turn holds the lease (a worker killed mid-turn delays the "
-        "schedules this long)"))
+        "how long the scheduler lease lasts unrenewed; a turn renews it before each schedule, so "
+        "one schedule's work (a probe: up to 10 s) must fit in it (a worker killed mid-turn "
+        "delays the schedules this long)"))
     schedule_min_interval_seconds: float = Field(default=10.0, ge=0.1, le=86400, description=(
         "shortest trigger.interval the API accepts (shorter: 422 naming trigger.interval)"))
     max_redrives: int = Field(default=3, ge=1, description=(

@@ -92,7 +92,8 @@ async def write_shard(ctx: Context, page: PageBatch) -> list[Emit]:
 async def _past_the_end(ctx: Context, page: PageBatch) -> list[Emit]:
     """A pushed page reaching its task after SUCCESS: a repeat of a page in the file goes
     (at-least-once delivery), one past its partition's ``isLast`` page is kept in ``export.dlq``
-    naming both, since its rows are not in the file (docs/events.md, "Refused pages")."""
+    naming both, since its rows are not in the file (docs/events.md, "Push contract: many
+    producers, pages in any order")."""
     end = await ctx.checkpoints.field(page.taskId, f"end:{page.partition}")
     if end is None or page.seq <= int(end):
         return []
