@@ -174,9 +174,9 @@ class Funnel(*STAGES):  # type: ignore[misc]
             if due <= now + 1e-9:
                 self._evaluate(g, now)
             else:
-                later.setdefault(g["receiver"], []).append((due, gid))
+                later.setdefault(self._lane(g), []).append((due, gid))
         out = []
-        for name in self.state["receivers"]:
+        for name in list(self.state["receivers"]):  # evaluating may open a lane
             if name in later:
                 self._pull_forward(name, later[name], now)
             msg = self._dispatch(name, now)

@@ -322,11 +322,22 @@ class ViewPublisher:
 
 def receiver_levels(state: dict[str, Any], config: Any, now: float) -> dict[str, dict[str, Any]]:
     """Per receiver of ``state``: ``tokens`` (refilled to ``now``), ``burst``, ``outbox``,
-    ``inflight`` and ``last`` delivery result (None before any); ``api.console`` sums them."""
+    ``inflight`` and ``last`` delivery result (None before any), its lanes
+    (:data:`alerting.stages.dispatch.LANES`) added in; ``api.console`` sums them."""
     from alerting import bucket as tb
 
+    from alerting.stages.dispatch import base_name
+
     out: dict[str, dict[str, Any]] = {}
-    for name, rs in (state.get("receivers") or {}).items():
+    lanes = sorted((state.get("receivers") or {}).items(), key=lambda kv: "#" in kv[0])
+    for name, rs in lanes:  # each receiver before its lanes, which add to it
+        m = out.get(base_name(name))
+        if m is not None:
+            m["outbox"] += len(rs.get("outbox") or [])
+            m["inflight"] = m["inflight"] or rs.get("inflight") is not None
+            if rs.get("last") and (not m["last"] or rs["last"]["at"] > m["last"]["at"]):
+                m["last"] = rs["last"]
+            continue
         try:
             bc = config.receiver(name).bucket
             b = tb.refill(rs.get("bucket") or tb.new_bucket(bc.burst, now), now, bc.burst,

@@ -6,14 +6,18 @@ from typing import Any
 
 from alerting import bucket as tb
 from alerting.stages.base import StageBase
+from alerting.stages.dispatch import base_name
 
 
 class Bucket(StageBase):
     """Token buckets of the funnel's receivers."""
 
     def _take_token(self, name: str, rs: dict[str, Any], now: float) -> bool:
-        """Take one token of receiver ``name``'s bucket; False when it is empty."""
-        bc = self.config.receiver(name).bucket
+        """Take one token of receiver ``name``'s bucket (a lane takes its receiver's: the
+        receiver's state holds it); False when it is empty."""
+        receiver = base_name(name)
+        bc = self.config.receiver(receiver).bucket
+        rs = self.state["receivers"][receiver]
         b = rs["bucket"] or tb.new_bucket(bc.burst, now)
         ok, rs["bucket"] = tb.take(b, now, bc.burst, bc.refill_interval)
         if not ok:
@@ -28,8 +32,9 @@ class Bucket(StageBase):
         rs = self.state["receivers"][name]
         if not rs["outbox"] or rs["inflight"] is not None:
             return
-        bc = self.config.receiver(name).bucket
-        bucket = tb.refill(rs["bucket"] or tb.new_bucket(bc.burst, now), now, bc.burst,
+        bc = self.config.receiver(base_name(name)).bucket
+        bucket = self.state["receivers"][base_name(name)]["bucket"]
+        bucket = tb.refill(bucket or tb.new_bucket(bc.burst, now), now, bc.burst,
                            bc.refill_interval)
         tokens = int(bucket["tokens"] + tb.EPSILON)
         if tokens < 1:
@@ -39,5 +44,5 @@ class Bucket(StageBase):
             return
         for _due, gid in soon:
             g = self.state["groups"].get(gid)
-            if g is not None:
+            if g is not None and "refused_at" not in g:  # a refused group waits for its flush
                 self._evaluate(g, now)

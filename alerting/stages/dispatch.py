@@ -1,5 +1,7 @@
-"""Dispatch stage: per receiver one message in flight. While it is retried, due groups fill the
-outbox; after only definite failures (refused, an HTTP answer) a due retry is superseded by one
+"""Dispatch stage: one message in flight per lane. A receiver whose messages may hold several
+groups (``merge_groups: true``) is one lane; one whose messages each tell one group has
+:data:`LANES`, a group always in the same one, so that many groups are told at once. While a
+message is retried, due groups fill its lane's outbox; after only definite failures (refused, an HTTP answer) a due retry is superseded by one
 message (new idempotency key) with its content plus the outbox, so a receiver that was down gets no
 backlog. After a timeout (the receiver may have acted) the same message and key are retried.
 
@@ -9,9 +11,10 @@ refuses with a status no retry mends (a 4xx but 408, 425, 429:
 tells them again at its next flush, and the receiver takes its next message. Alertmanager flushes
 each aggregation group on its own and a failed flush is tried again at the group's next one
 (``notify/notify.go``, ``dispatch/dispatch.go``), so a group whose payload a receiver refuses
-delays no other group. A numbered part of a split group keeps the receiver's backoff."""
+delays no other group (nor, with :data:`LANES`, does a group being told)."""
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from alerting import outbox as outbox_
@@ -19,6 +22,17 @@ from alerting.delivery import is_retryable, next_attempt_at
 from alerting.group import settle
 from alerting.model import LedgerEntry, Message, Outcome
 from alerting.stages.base import StageBase
+
+
+#: Lanes of a receiver whose messages each tell one group (``merge_groups: false``): a group
+#: always goes through the same lane, each lane has one message in flight, so up to this many
+#: groups are told at once, as Alertmanager flushes each aggregation group on its own.
+LANES = 16
+
+
+def base_name(lane: str) -> str:
+    """The receiver a lane belongs to (``oncall#3`` -> ``oncall``; a receiver is its lane 0)."""
+    return lane.partition("#")[0]
 
 
 def _critical_first(outbox: list[dict[str, Any]]) -> None:
@@ -41,6 +55,19 @@ class Dispatch(StageBase):
         self._fresh: dict[str, dict[int, dict]] = {}
         for name, rs in self.state["receivers"].items():
             self._enqueued(name, rs["outbox"])
+
+    def _lane(self, g: dict[str, Any]) -> str:
+        """The lane of group ``g``'s receiver it is told through (the receiver itself when its
+        messages may hold several groups), its state made on first use."""
+        name = g["receiver"]
+        if self.config.grouping.merge_groups:
+            return name
+        k = zlib.crc32(g["id"].encode()) % LANES
+        if k == 0:
+            return name
+        lane = f"{name}#{k}"
+        self.state["receivers"].setdefault(lane, {"bucket": None, "outbox": [], "inflight": None})
+        return lane
 
     def _enqueued(self, name: str, sections: list[dict[str, Any]]) -> None:
         """``sections`` were put in receiver ``name``'s outbox."""
@@ -103,24 +130,34 @@ class Dispatch(StageBase):
         self._sent(inf)
         return outbox_.to_message(inf)
 
-    def _returnable(self, inf: dict[str, Any]) -> bool:
-        """True when every section of ``inf`` can go back to its group: unsplit (a numbered part
-        keeps its set in the outbox) and every member listed still there."""
-        groups = self.state["groups"]
-        return all(s["parts"] == 1 and s["group_id"] in groups
+    def _returnable(self, name: str, inf: dict[str, Any]) -> bool:
+        """True when every section of ``inf``, and of its groups queued in lane ``name``, can go
+        back to its group: every member it lists is still there."""
+        groups, gids = self.state["groups"], {s["group_id"] for s in inf["sections"]}
+        queued = [x for x in self.state["receivers"][name]["outbox"] if x["group_id"] in gids]
+        return all(s["group_id"] in groups
                    and all(fp in groups[s["group_id"]]["members"] for fp, _q, _r in s["snapshot"])
-                   for s in inf["sections"])
+                   for s in inf["sections"] + queued)
 
-    def _refused(self, rs: dict[str, Any], now: float) -> float | None:
-        """Receiver ``rs``'s message in flight was refused at ``now`` (:meth:`_returnable`): it
-        ends, each section's raw ids go back to its group's members with the group's news
-        pending, so its next flush tells them again. Returns ``now`` when the outbox holds a next
-        message, else None."""
+    def _refused(self, name: str, rs: dict[str, Any], now: float) -> float | None:
+        """Lane ``name``'s message in flight was refused at ``now`` (:meth:`_returnable`): it
+        ends, and its groups' sections (its own, and those queued: the other parts of a split
+        group, later news) go back to the groups' members, each group marked ``refused_at`` so
+        its next flush tells it again, a reminder included. Returns ``now`` when the outbox
+        holds a next message, else None."""
         inf, rs["inflight"] = rs["inflight"], None
-        for s in inf["sections"]:
-            g = self.state["groups"][s["group_id"]]
+        groups, gids = self.state["groups"], {s["group_id"] for s in inf["sections"]}
+        queued = [x for x in rs["outbox"] if x["group_id"] in gids]
+        if queued:
+            rs["outbox"][:] = [x for x in rs["outbox"] if x["group_id"] not in gids]
+            self._dequeued(name, queued)
+        for s in inf["sections"] + queued:
+            members = groups[s["group_id"]]["members"]
             for fp, _seq, raws in s["snapshot"]:
-                g["members"][fp]["raw"] = raws + g["members"][fp]["raw"]
+                members[fp]["raw"] = raws + members[fp]["raw"]
+        for gid in gids:
+            g = groups[gid]
+            g["refused_at"] = now
             if g["news_at"] is None:
                 g["news_at"] = now
         return now if rs["outbox"] else None
@@ -140,18 +177,20 @@ class Dispatch(StageBase):
 
     def _inflight(self, name: str, sections: list[dict], now: float, failures: int) -> dict:
         self.state["seq"]["message"] += 1
-        return outbox_.new_inflight(name, self.state["seq"]["message"], sections, now, failures)
+        return outbox_.new_inflight(base_name(name), self.state["seq"]["message"], sections, now,
+                                    failures)
 
-    def _find(self, message_id: str) -> tuple[dict, dict] | tuple[None, None]:
-        for rs in self.state["receivers"].values():
+    def _find(self, message_id: str) -> tuple[str, dict, dict] | tuple[None, None, None]:
+        """``(lane, its state, its message in flight)`` of ``message_id``, or Nones."""
+        for name, rs in self.state["receivers"].items():
             inf = rs["inflight"]
             if inf is not None and inf["id"] == message_id:
-                return rs, inf
-        return None, None
+                return name, rs, inf
+        return None, None, None
 
     def delivered(self, message_id: str, now: float) -> list[LedgerEntry]:
         """``message_id`` got a 2xx: its raws' entries; [] for an unknown id (acks may repeat)."""
-        rs, inf = self._find(message_id)
+        _name, rs, inf = self._find(message_id)
         if inf is None:
             return []
         st, c = self.state, self.state["counters"]
@@ -181,10 +220,10 @@ class Dispatch(StageBase):
         connect error / timeout), ``retry_after`` seconds; ``maybe_delivered`` (a timeout after
         sending) means never superseded, only retried with the same key. Returns the next attempt's
         epoch seconds (capped backoff, Retry-After honoured), None for an unknown id."""
-        _rs, inf = self._find(message_id)
+        name, rs, inf = self._find(message_id)
         if inf is None:
             return None
-        _rs["last"] = {"outcome": "failed", "at": now, "status": status}  # console
+        rs["last"] = {"outcome": "failed", "at": now, "status": status}  # console
         c, d = self.state["counters"], self.config.delivery
         inf["failures"] += 1
         c["attempts"] += 1
@@ -199,9 +238,9 @@ class Dispatch(StageBase):
             c["client_errors"] += 1
         if maybe_delivered:
             inf["maybe_delivered"] = True
-        if (status is not None and not is_retryable(status) and not inf["maybe_delivered"]
-                and not self.config.grouping.merge_groups and self._returnable(inf)):
-            return self._refused(_rs, now)
+        if (status is not None and not is_retryable(status) and not maybe_delivered
+                and not self.config.grouping.merge_groups and self._returnable(name, inf)):
+            return self._refused(name, rs, now)
         failures = inf["failures"] if is_retryable(status) else 10**6  # 4xx: wait the cap
         nxt = next_attempt_at(now, failures, retry_after, initial=d.backoff_initial,
                               cap=d.backoff_max, max_retry_after=d.max_retry_after)

@@ -118,13 +118,15 @@ class Grouping(StageBase):
         st = self.state
         rc = self.config.receiver(g["receiver"])
         muted = self._muter(now) if self._silences or self._inhibit else (lambda m: None)
-        outbox = st["receivers"][g["receiver"]]["outbox"]
+        lane = self._lane(g)
+        outbox = st["receivers"][lane]["outbox"]
         # a queued, unsent section of this group is rebuilt
-        stale = outbox_.unqueue(g, outbox, self._queued.setdefault(g["receiver"], {}))
+        stale = outbox_.unqueue(g, outbox, self._queued.setdefault(lane, {}))
         if stale is None:
             return
         self._touch(g, [fp for s in stale["sections"] for fp, _q, _r in s["snapshot"]])
-        self._dequeued(g["receiver"], stale["sections"])
+        self._dequeued(lane, stale["sections"])
+        refused = g.pop("refused_at", None) is not None  # its last message was refused
         if rc.format == "alertmanager":
             _told_when_queued(g, stale["sections"])
         sections, effects = build_sections(g, self.config.grouping.batch_size,
@@ -141,7 +143,7 @@ class Grouping(StageBase):
         # alert resolved and fired again), so the firing set is the one told (DedupStage
         # needsUpdate, IsFiringSubset)
         no_news = (sections and sections[0]["reminder"] and not stale["sections"]
-                   and not self._remind(g, now))
+                   and not refused and not self._remind(g, now))
         if no_news:
             sections = []
         commit_sections(g, sections, now)
@@ -168,7 +170,7 @@ class Grouping(StageBase):
         if not g["members"]:
             del st["groups"][g["id"]]
         outbox[stale["at"]:stale["at"]] = sections
-        self._enqueued(g["receiver"], sections)
+        self._enqueued(lane, sections)
 
     def _quiet(self, g: dict[str, Any], fps: list[str], sent: bool, muted: Any,
                now: float) -> None:

@@ -10,6 +10,7 @@ import pytest
 from alert_harness import Run, case_config, ev, run
 
 from alerting.funnel import Funnel
+from alerting.stages import dispatch
 
 
 def _storm(seed: int):
@@ -118,18 +119,34 @@ def test_client_error_waits_the_cap_and_is_counted():
     assert f.counters()["client_errors"] == 1 and f.counters()["pending"] == 1
 
 
-def _one_group_run(refuse, restart=False, merge_groups=False) -> Run:
-    """A run (group_wait and group_interval 30 s, no bucket limit), each second from 0 to 300 s,
-    the webhook answering 400 to a message listing rule ``Poison`` while ``refuse(t)``;
+def _poison(refuse, first=None):
+    """A webhook answering 400 to a message listing rule ``Poison`` while ``refuse(t)``, and
+    ``first`` (when given) to Poison's first attempt."""
+    seen = []
+
+    def answer(m, t):
+        if not any(a["rule"] == "Poison" for a in m.alerts()):
+            return None
+        seen.append(t)
+        if first is not None and len(seen) == 1:
+            return first
+        return (400, None) if refuse(t) else None
+    return answer
+
+
+def _one_group_run(webhook, restart=False, merge_groups=False, until=300, batch_size=50,
+                   timing=None, bucket=None, events=None) -> Run:
+    """A run (group_wait and group_interval 30 s unless ``timing``, no bucket limit unless
+    ``bucket``), each second from 0 to ``until``; ``events`` ``[(t, alert)]``, by default
     Poison/h1 at 0, Good/h1 at 10, Poison/h2 at 45."""
-    cfg = case_config(grouping={"group_by": ["rule"], "batch_size": 50,
+    cfg = case_config(grouping={"group_by": ["rule"], "batch_size": batch_size,
                                 "merge_groups": merge_groups},
-                      receiver={"bucket": {"burst": 1000, "refill_interval": 1}})
-    r = Run(Funnel(cfg), restart_every_tick=restart,
-            webhook=lambda m, t: (400, None) if refuse(t) and any(
-                a["rule"] == "Poison" for a in m.alerts()) else None)
-    for t in range(301):
-        for at, alert in ((0, ev("Poison", "h1")), (10, ev("Good", "h1")), (45, ev("Poison", "h2"))):
+                      receiver={"bucket": bucket or {"burst": 1000, "refill_interval": 1}},
+                      **({"timing": timing} if timing else {}))
+    r = Run(Funnel(cfg), restart_every_tick=restart, webhook=webhook)
+    events = events or [(0, ev("Poison", "h1")), (10, ev("Good", "h1")), (45, ev("Poison", "h2"))]
+    for t in range(until + 1):
+        for at, alert in events:
             if t == at:
                 r.at(t, alert)
         r.tick(float(t))
@@ -141,11 +158,17 @@ def _attempts(r: Run) -> list[tuple]:
              s.answer) for s in r.attempts]
 
 
+@pytest.fixture
+def one_lane(monkeypatch):
+    """Every group of a receiver through one lane: groups wait behind each other."""
+    monkeypatch.setattr(dispatch, "LANES", 1)
+
+
 @pytest.mark.parametrize("restart", [False, True], ids=["running", "restarted-each-tick"])
-def test_a_group_the_receiver_refuses_holds_no_other_group(restart):
+def test_a_group_the_receiver_refuses_holds_no_other_group(restart, one_lane):
     # given one group per message (Alertmanager's way), and a receiver refusing (400) every
     # message with Poison until 100 s
-    r = _one_group_run(lambda t: t < 100, restart)
+    r = _one_group_run(_poison(lambda t: t < 100), restart)
     # then Good goes at its group_wait (40 s), not after Poison's backoff cap (60 s); Poison is
     # told again at each of its group's flushes, its news of 45 s joining it, as Alertmanager
     # retries a failed flush at the group's next
@@ -157,9 +180,48 @@ def test_a_group_the_receiver_refuses_holds_no_other_group(restart):
     assert r.outcomes() == {"delivered": 3}
 
 
+def test_a_refusal_after_a_timeout_ends_the_message_too(one_lane):
+    # given Poison's first attempt timing out (the receiver may have acted), then refused
+    r = _one_group_run(_poison(lambda t: t < 100, first=(None, None, True)))
+    # then the refusal ends it: Good goes at its group_wait
+    assert (40.0, "Good", ["h1"], None) in _attempts(r)
+    assert r.funnel.counters()["pending"] == 0
+
+
+def test_a_split_group_refused_goes_back_whole(one_lane):
+    # given Poison's two alerts in two numbered parts (batch_size 1), refused until 100 s
+    r = _one_group_run(_poison(lambda t: t < 100), batch_size=1,
+                       events=[(0, ev("Poison", "h1")), (0, ev("Poison", "h2")),
+                               (10, ev("Good", "h1"))])
+    # then Good goes at its group_wait, and both parts are told once the receiver takes them
+    assert (40.0, "Good", ["h1"], None) in _attempts(r)
+    assert r.funnel.counters()["pending"] == 0 and r.outcomes() == {"delivered": 3}
+
+
+def test_a_refused_reminder_is_told_again_at_the_next_flush(one_lane):
+    # given a reminder (repeat_interval 300 s) refused once
+    r = _one_group_run(_poison(lambda t: 300 < t < 380), until=450,
+                       events=[(0, ev("Poison", "h1"))])
+    times = [a[0] for a in _attempts(r)]
+    # then it is tried again one group_interval later, not a repeat_interval later
+    assert times[:3] == [30.0, 360.0, 390.0] and _attempts(r)[1][3] == (400, None)
+
+
+def test_a_refused_group_is_tried_once_a_flush_when_tokens_are_short(one_lane):
+    # given a bucket of 3 tokens, one back every 2 s, and groups due every 10 s
+    events = [(0, ev("Poison", "h1"))] + [(0, ev(f"R{i}", "h1")) for i in range(6)]
+    r = _one_group_run(_poison(lambda t: t < 100), bucket={"burst": 3, "refill_interval": 2},
+                       timing={"group_wait": 10, "group_interval": 10, "repeat_interval": 300,
+                               "resolve_timeout": 86400}, events=events, until=150)
+    tries = [a[0] for a in _attempts(r) if a[1] == "Poison"]
+    # then Poison is refused at most once per group_interval (no pull-forward of a refused one)
+    assert all(b - a >= 10 for a, b in zip(tries, tries[1:])), tries
+    assert r.funnel.counters()["pending"] == 0
+
+
 def test_merged_groups_refused_wait_the_cap_and_go_with_the_rest():
     # given groups sharing messages (merge_groups: true): a refusal is the whole message's
-    r = _one_group_run(lambda t: t < 100, merge_groups=True)
+    r = _one_group_run(_poison(lambda t: t < 100), merge_groups=True)
     # then it waits the cap, and news queued meanwhile goes with it (supersede)
     assert _attempts(r)[:2] == [(30.0, "Poison", ["h1"], (400, None)),
                                 (90.0, "Poison", ["h1", "h1", "h2"], (400, None))]

@@ -19,6 +19,8 @@ from alerting.amconfig import load_alertmanager_config
 from alerting.config import AlertingConfig
 from alerting.dedupe import decide
 from alerting.funnel import Funnel
+from alerting.stages import dispatch
+from alerting.view import receiver_levels
 from alerting.intake import format_time, normalize
 from alerting.delivery import render_alertmanager
 from alerting.receivers import build_requests, without_resolved
@@ -248,7 +250,7 @@ def test_more_scenarios_hold(sc, tmp_path):
     assert check(sc, play(sc, tmp_path), 0.0) == []
 
 
-def test_a_group_queued_behind_a_busy_receiver_tells_its_resolve(tmp_path):
+def test_a_group_queued_behind_a_busy_receiver_tells_its_resolve(tmp_path, monkeypatch):
     """Alertmanager tells each group at the flush that decides it (no queue behind another
     group's notification), so a group whose alerts resolve while Plait's receiver still sends an
     earlier message was told firing there: its resolve is news, not a transient of a group never
@@ -257,6 +259,7 @@ def test_a_group_queued_behind_a_busy_receiver_tells_its_resolve(tmp_path):
     path.write_text("route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 1s\n"
                     "  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n- name: r\n"
                     "  webhook_configs:\n  - url: http://127.0.0.1:9/hook\n")
+    monkeypatch.setattr(dispatch, "LANES", 1)  # one lane: B waits behind A
     f = Funnel(load_alertmanager_config(path))
     # given A's message in flight (no answer yet) and B due behind it
     f.ingest({"labels": {"alertname": "A"}}, 0.0)
@@ -272,3 +275,33 @@ def test_a_group_queued_behind_a_busy_receiver_tells_its_resolve(tmp_path):
     [b] = f.tick(4.0)
     assert [(x["labels"]["alertname"], x["status"]) for x in b.alerts()] == [("B", "resolved")]
     assert f.counters()["transient_suppressed"] == 0
+
+
+def test_a_receiver_tells_many_groups_at_once_through_its_lanes(tmp_path):
+    """Alertmanager flushes each aggregation group on its own, so a receiver with many groups
+    due gets them at once, not one after another: Plait sends one message per lane
+    (``alerting.stages.dispatch.LANES``), a group always through the same lane."""
+    path = tmp_path / "alertmanager.yml"
+    path.write_text("route:\n  receiver: r\n  group_by: [alertname]\n  group_wait: 1s\n"
+                    "  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n- name: r\n"
+                    "  webhook_configs:\n  - url: http://127.0.0.1:9/hook\n")
+    cfg = load_alertmanager_config(path)
+    f = Funnel(cfg)
+    for i in range(40):
+        f.ingest({"labels": {"alertname": f"G{i}"}}, 0.0)
+    told: dict[str, int] = {}
+    for t in [float(t) for t in range(1, 13)]:
+        msgs = f.tick(t)
+        if t == 1.0:  # every lane sends at once, one group each
+            assert dispatch.LANES // 2 < len(msgs) <= dispatch.LANES
+        for m in msgs:
+            [gid] = {s["group_id"] for s in m.sections}
+            assert m.receiver == "r"
+            told[gid] = told.get(gid, 0) + 1
+            f.delivered(m.id, t)
+        f = Funnel(cfg, json.loads(json.dumps(f.state)))  # as a restarted worker
+    # then every group was told once, and the console sums the lanes into the receiver
+    assert len(told) == 40 and set(told.values()) == {1}
+    assert f.counters()["pending"] == 0 and f.counters()["balanced"]
+    levels = receiver_levels(f.state, cfg, 12.0)
+    assert list(levels) == ["r"] and levels["r"]["outbox"] == 0
