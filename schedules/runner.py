@@ -137,8 +137,9 @@ class Scheduler:
             if a.kind == "skip":
                 slots = [rfc3339(s) for s in a.slots]
                 await self.event(sid, "skipped", reason=a.reason, count=a.count, slots=slots)
-                await self.audit(doc, "schedule.skipped", reason=a.reason, count=a.count,
-                                 slots=slots)
+                if a.reason == "missed":  # paused and overlap skips are routine: topic only
+                    await self.audit(doc, "schedule.skipped", reason=a.reason, count=a.count,
+                                     slots=slots)
             elif a.kind == "cancel":
                 if a.ref:
                     await self._send([(T.CONTROL, a.ref, encode(
