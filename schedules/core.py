@@ -78,10 +78,19 @@ def cron_problem(expr: str) -> str | None:
             return (f"not a valid 5-field cron expression: {expr!r} "
                     f"(the range {lo}-{hi} runs backwards)")
     try:
-        croniter(expr, datetime(2000, 1, 1)).get_next(datetime)
+        croniter(expr, datetime(2000, 1, 1), day_or=day_or(expr)).get_next(datetime)
     except CroniterBadDateError:
         return f"never fires: no date matches {expr!r}"
     return None
+
+
+def day_or(expr: str) -> bool:
+    """Whether cron ``expr`` fires on a day matching its day of month OR its weekday: only when
+    both fields are restricted (neither starts with ``*``); otherwise a day must match both, as
+    Vixie cron and cronie read it (``0 0 */2 * MON``: odd days that are Mondays). croniter ORs
+    any two fields but a plain ``*``."""
+    fields = expr.split()
+    return len(fields) != 5 or not (fields[2].startswith("*") or fields[4].startswith("*"))
 
 
 def _ms(dt: datetime) -> int:
@@ -132,7 +141,7 @@ class Trigger:
             return
         tz = ZoneInfo(self.time_zone)
         wall = _dt(lo).astimezone(tz).replace(tzinfo=None) - timedelta(hours=3)
-        it = croniter(self.cron, wall)
+        it = croniter(self.cron, wall, day_or=day_or(self.cron))
         last = None
         while True:
             w = it.get_next(datetime)

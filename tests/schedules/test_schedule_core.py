@@ -132,6 +132,20 @@ def test_75s_run_60s_interval_cancel_previous():
     assert st.counters["cancelled"] == 6 and len(st.running) == 1
 
 
+@pytest.mark.parametrize("cron, days", [
+    ("0 0 */2 * MON", ["Mon 05", "Mon 19", "Mon 09", "Mon 23"]),  # a '*' field: AND (Vixie)
+    ("0 0 1,15 * MON", ["Thu 01", "Mon 05", "Mon 12", "Thu 15"]),  # both restricted: OR
+    ("0 0 * * MON", ["Mon 05", "Mon 12", "Mon 19", "Mon 26"]),
+    ("0 0 1 * *", ["Thu 01", "Sun 01", "Sun 01", "Wed 01"]),
+])
+def test_day_of_month_and_weekday_combine_as_vixie_cron(cron, days):
+    trig = Trigger(cron=cron, time_zone="UTC")
+    lo = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000) - 1
+    got = [datetime.fromtimestamp(s / 1000, timezone.utc).strftime("%a %d")
+           for s in trig.slots(lo, lo + 120 * 86_400_000)][:4]
+    assert got == days
+
+
 def berlin_cron_slots(start: datetime, days: int) -> list[str]:
     trig = Trigger(cron="30 2 * * *", time_zone="Europe/Berlin")
     lo = int(start.timestamp() * 1000)
