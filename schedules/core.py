@@ -166,11 +166,12 @@ class Trigger:
         return sum(1 for _ in self.slots(after_ms, until_ms))
 
     def next_slots(self, after_ms: int, n: int) -> list[int]:
-        """The next ``n`` slots after ``after_ms`` (fewer when ``endAt`` comes)."""
+        """The next ``n`` slots after ``after_ms`` (fewer when ``endAt`` comes). A cron looks
+        up to 8 years a slot ahead: a date such as 29 February can be that far apart (2096 ->
+        2104); the slots are found one by one, so a frequent cron stops at the ``n``-th."""
         out: list[int] = []
-        horizon = after_ms
-        step = (self.interval_ms or 86_400_000) * max(n, 1) + 400 * 86_400_000 * (self.cron is not None)
-        for s in self.slots(after_ms, horizon + step):
+        reach = self.interval_ms if self.cron is None else 8 * 366 * 86_400_000
+        for s in self.slots(after_ms, after_ms + reach * max(n, 1)):
             out.append(s)
             if len(out) == n:
                 break

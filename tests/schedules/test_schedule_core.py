@@ -146,6 +146,15 @@ def test_day_of_month_and_weekday_combine_as_vixie_cron(cron, days):
     assert got == days
 
 
+@pytest.mark.parametrize("cron, years", [("0 0 29 2 *", [2028, 2032, 2036, 2040, 2044]),
+                                         ("@yearly", [2027, 2028, 2029, 2030, 2031])])
+def test_the_next_fire_times_of_a_rare_cron_are_all_listed(cron, years):
+    trig = Trigger(cron=cron, time_zone="UTC")
+    lo = int(datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    assert [datetime.fromtimestamp(s / 1000, timezone.utc).year
+            for s in trig.next_slots(lo, 5)] == years
+
+
 def berlin_cron_slots(start: datetime, days: int) -> list[str]:
     trig = Trigger(cron="30 2 * * *", time_zone="Europe/Berlin")
     lo = int(start.timestamp() * 1000)
