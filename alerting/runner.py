@@ -280,13 +280,18 @@ class FunnelRunner:
 
     @staticmethod
     def _message_members(ps: PartitionState, message_id: str) -> dict[str, set[str]]:
-        """Group id -> fingerprints listed in message ``message_id``'s
-        sections: what its delivery may settle (:func:`alerting.group.settle`)."""
+        """Group id -> fingerprints listed in message ``message_id``'s sections, and in the
+        sections of those groups queued in its lane: what its delivery may settle
+        (:func:`alerting.group.settle`) or its refusal give back to the groups
+        (:meth:`alerting.stages.dispatch.Dispatch._refused`)."""
         out: dict[str, set[str]] = {}
         for rs in ps.funnel.state["receivers"].values():
             if rs["inflight"] is not None and rs["inflight"]["id"] == message_id:
                 for s in rs["inflight"]["sections"]:
                     out.setdefault(s["group_id"], set()).update(fp for fp, _q, _r in s["snapshot"])
+                for s in rs["outbox"] if not ps.funnel.config.grouping.merge_groups else ():
+                    if s["group_id"] in out:
+                        out[s["group_id"]].update(fp for fp, _q, _r in s["snapshot"])
         return out
 
     @staticmethod

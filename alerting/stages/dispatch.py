@@ -24,10 +24,14 @@ from alerting.model import LedgerEntry, Message, Outcome
 from alerting.stages.base import StageBase
 
 
-#: Lanes of a receiver whose messages each tell one group (``merge_groups: false``): a group
-#: always goes through the same lane, each lane has one message in flight, so up to this many
-#: groups are told at once, as Alertmanager flushes each aggregation group on its own.
+#: Lanes of a receiver whose messages each tell one group (``merge_groups: false``) and whose
+#: bucket does not limit it (a burst of :data:`LANE_BURST` or more: an alertmanager.yml
+#: receiver without ``plait.bucket``): a group always goes through the same lane, each lane has
+#: one message in flight, so up to this many groups are told at once, as Alertmanager flushes
+#: each aggregation group on its own. A receiver whose tokens are scarce keeps one lane, where
+#: critical first orders all its groups and none waits behind another lane's turn for a token.
 LANES = 16
+LANE_BURST = 1000
 
 
 def base_name(lane: str) -> str:
@@ -57,17 +61,26 @@ class Dispatch(StageBase):
             self._enqueued(name, rs["outbox"])
 
     def _lane(self, g: dict[str, Any]) -> str:
-        """The lane of group ``g``'s receiver it is told through (the receiver itself when its
-        messages may hold several groups), its state made on first use."""
-        name = g["receiver"]
-        if self.config.grouping.merge_groups:
-            return name
-        k = zlib.crc32(g["id"].encode()) % LANES
-        if k == 0:
-            return name
-        lane = f"{name}#{k}"
-        self.state["receivers"].setdefault(lane, {"bucket": None, "outbox": [], "inflight": None})
+        """The lane of group ``g``'s receiver it is told through, its state made on first use:
+        the lane its sections wait or fly in (a reload may have changed the lanes: its messages
+        keep their order), else its own (:data:`LANES`; the receiver itself when not laned)."""
+        name, gid, receivers = g["receiver"], g["id"], self.state["receivers"]
+        k = zlib.crc32(gid.encode()) % LANES if self._laned(name) else 0
+        lane = name if k == 0 else f"{name}#{k}"
+        if gid not in self._queued.get(lane, ()):
+            for other in [name] + [f"{name}#{i}" for i in range(1, LANES)]:
+                rs = receivers.get(other)
+                if other != lane and rs is not None and (
+                        gid in self._queued.get(other, ()) or rs["inflight"] is not None and any(
+                            s["group_id"] == gid for s in rs["inflight"]["sections"])):
+                    return other
+        receivers.setdefault(lane, {"bucket": None, "outbox": [], "inflight": None})
         return lane
+
+    def _laned(self, name: str) -> bool:
+        """Whether receiver ``name`` has :data:`LANES` lanes."""
+        return (not self.config.grouping.merge_groups
+                and self.config.receiver(name).bucket.burst >= LANE_BURST)
 
     def _enqueued(self, name: str, sections: list[dict[str, Any]]) -> None:
         """``sections`` were put in receiver ``name``'s outbox."""

@@ -238,3 +238,49 @@ def test_routes_send_matching_alerts_to_their_receiver():
     f.ingest(ev("Slow", "web1"), 0)
     msgs = [m for t in range(31) for m in f.tick(float(t))]
     assert sorted((m.receiver, m.alerts()[0]["asset"]) for m in msgs) == [("dba", "db1"), ("oncall", "web1")]
+
+
+def _in_flight_lane(f: Funnel, message_id: str) -> str:
+    return next(n for n, rs in f.state["receivers"].items()
+                if rs["inflight"] is not None and rs["inflight"]["id"] == message_id)
+
+
+def test_a_reload_that_changes_the_lanes_keeps_a_groups_messages_in_order():
+    # given one group per message and an unlimited bucket (16 lanes), a group whose first
+    # message is in flight in a lane other than the receiver's own, its news queued behind it
+    def cfg(merge):
+        return case_config(grouping={"group_by": ["rule"], "batch_size": 50,
+                                     "merge_groups": merge},
+                           receiver={"bucket": {"burst": 1_000_000, "refill_interval": 1}},
+                           delivery={"timeout": 100})  # no answer for 100 s is no loss
+    for i in range(100):
+        f = Funnel(cfg(False))
+        f.ingest(ev(f"X{i}", "h1"), 0)
+        [first] = f.tick(30.0)
+        if "#" in _in_flight_lane(f, first.id):
+            rule = f"X{i}"
+            break
+    f.ingest(ev(rule, "h2"), 40)
+    assert f.tick(60.0) == []  # queued behind its message in flight
+    # when a reload makes messages merge groups (one lane), and the group has news again
+    f = Funnel(cfg(True), json.loads(json.dumps(f.state)))
+    f.ingest(ev(rule, "h1", status="resolved"), 70)
+    # then nothing of it leaves while its first message flies, and then one message tells both
+    assert f.tick(90.0) == []
+    f.delivered(first.id, 95.0)
+    [update] = f.tick(96.0)
+    assert sorted((a["asset"], a["status"]) for a in update.alerts()) == [
+        ("h1", "resolved"), ("h2", "firing")]
+    f.delivered(update.id, 96.0)
+    assert f.counters()["pending"] == 0 and f.counters()["balanced"]
+
+
+def test_a_receiver_whose_tokens_are_scarce_keeps_one_lane():
+    # given one group per message and a bucket of 3 tokens: lanes would share them unevenly
+    f = Funnel(case_config(grouping={"group_by": ["rule"], "batch_size": 50,
+                                     "merge_groups": False}))
+    for i in range(20):
+        f.ingest(ev(f"R{i}", "h1"), 0)
+    msgs = f.tick(30.0)
+    # then every group waits in the receiver's own outbox, one message at a time
+    assert list(f.state["receivers"]) == ["oncall"] and len(msgs) == 1

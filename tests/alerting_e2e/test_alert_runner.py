@@ -105,3 +105,41 @@ def test_a_refused_group_goes_back_to_its_group_and_the_receiver_goes_on():
     fx = r2.apply(0, 8, {"kind": "result", "message_id": again.id, "ok": True})
     assert [e["raw_id"] for e in fx.ledger] == ["e1:0"]
     assert r2.counters(0)["pending"] == 0 and r2.counters(0)["balanced"]
+
+
+def test_a_refusal_with_news_queued_behind_it_survives_a_restart():
+    # given a group's message in flight, its news queued behind it in its lane, then refused
+    config = parse_config(dict(CONFIG.model_dump(), grouping={"group_by": ["rule"],
+                                                              "merge_groups": False},
+                               timing={"group_wait": 5, "group_interval": 10,
+                                       "repeat_interval": 300}))
+    table, clock = {}, Clock()
+    r = FunnelRunner(config, table, clock)
+    offsets = iter(range(100))
+
+    def apply(runner, cmd):
+        return runner.apply(0, next(offsets), cmd)
+
+    def alert(i, asset):
+        _receiver, cmd = route_alert(config, RawAlert(f"e{i}:0", {"rule": "X", "asset": asset,
+                                                                  "severity": "warning"}, clock()))
+        cmd["src"] = [0, i, 0]
+        apply(r, cmd)
+
+    alert(0, "h0")
+    clock.now += 5
+    [m1] = apply(r, {"kind": "tick"}).messages
+    alert(1, "h1")
+    clock.now += 10
+    assert apply(r, {"kind": "tick"}).messages == []
+    apply(r, {"kind": "result", "message_id": m1.id, "ok": False, "status": 400})
+    # when a worker restarts on the table, then both raw alerts are still pending and are told
+    r2 = FunnelRunner(config, table, clock)
+    counted = r2.state(0).funnel.counters()
+    assert counted["pending"] == 2 and counted["balanced"]
+    ended = []
+    for _ in range(3):
+        clock.now += 10
+        for m in apply(r2, {"kind": "tick"}).messages:
+            ended += apply(r2, {"kind": "result", "message_id": m.id, "ok": True}).ledger
+    assert sorted(e["raw_id"] for e in ended) == ["e0:0", "e1:0"]
