@@ -392,6 +392,8 @@ class FunnelRunner:
                                   received_at=read.received_at)
             if read.received_at is not None:
                 observe_decision(f.state["counters"], now - read.received_at)  # raw in -> decided
+            # raw ids not ended at once wait in a member (a repeat without cooldown): written
+            held = {rid for rid, _d in read.decisions} - {e.raw_id for e in entries}
             for fp in read.fingerprints:
                 ep = f.state["episodes"].get(fp)
                 new_group = group = ep.get("group") if ep else None
@@ -399,7 +401,7 @@ class FunnelRunner:
                 if g is not None:
                     fx.wake(due_at(g, *self._timing(g)))
                 if ep is not None:
-                    if _repeat_only(olds[fp], ep, now):
+                    if not held and _repeat_only(olds[fp], ep, now):
                         continue  # its group and member are unchanged too
                     ep["seen_saved"], ep["exp_saved"] = ep["last_seen"], ep.get("expires_at")
                 old_group = (olds[fp] or {}).get("group")

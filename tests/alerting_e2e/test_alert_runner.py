@@ -143,3 +143,18 @@ def test_a_refusal_with_news_queued_behind_it_survives_a_restart():
         for m in apply(r2, {"kind": "tick"}).messages:
             ended += apply(r2, {"kind": "result", "message_id": m.id, "ok": True}).ledger
     assert sorted(e["raw_id"] for e in ended) == ["e0:0", "e1:0"]
+
+
+def test_a_repeat_held_in_its_member_is_written():
+    # given no dedupe cooldown: the same alert twice at one instant, the repeat's raw id held by
+    # its member until the group is told
+    config = parse_config(dict(CONFIG.model_dump(), dedupe={"fingerprint_labels": ["rule", "asset"],
+                                                            "cooldown": 0}))
+    table, clock = {}, Clock()
+    r = FunnelRunner(config, table, clock)
+    for i in range(2):
+        feed(r, i, {"rule": "Disk", "asset": "h1", "severity": "critical"}, f"e{i}:0", [0, i, 0])
+    # when a worker restarts on the table, then both raw alerts are still pending
+    r2 = FunnelRunner(config, table, clock)
+    counted = r2.state(0).funnel.counters()
+    assert counted["received"] == 2 and counted["pending"] == 2 and counted["balanced"]
