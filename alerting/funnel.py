@@ -15,13 +15,14 @@ import copy
 from typing import Any
 
 from alerting.commands import routed
-from alerting.config import AlertingConfig
+from alerting.config import AlertingConfig, ReceiverConfig
 from alerting.dedupe import decide
 from alerting.group import due_at
 from alerting.intake import normalize
 from alerting.model import Alert, AlertRejected, LedgerEntry, Message, Outcome, Severity
 from alerting.routing import Decision, Route, routes_for
 from alerting.stages import STAGES
+from alerting.stages.dispatch import base_name
 from alerting.stages.state import STATE_VERSION, FunnelState, Step, new_state
 
 __all__ = ["Funnel", "STATE_VERSION", "new_state"]
@@ -32,8 +33,16 @@ class Funnel(*STAGES):  # type: ignore[misc]
     (None: empty)."""
 
     def __init__(self, config: AlertingConfig, state: FunnelState | None = None) -> None:
-        self.config = config
         self.state = state if state is not None else new_state()
+        # a receiver the state holds and the configuration lost (a worker started on a file
+        # without it) settles its groups as type none, as a reload does (keep_removed_receivers)
+        held = {base_name(n) for n in self.state["receivers"]}.union(
+            g["receiver"] for g in self.state["groups"].values())
+        known = {r.name for r in config.receivers}
+        if held - known:
+            config = config.model_copy(update={"receivers": [*config.receivers, *(
+                ReceiverConfig(name=n, type="none") for n in sorted(held - known))]})
+        self.config = config
         self.ticked = {}
         self.changed = {}
         self._norm = {"asset_labels": tuple(config.normalize.asset_labels),

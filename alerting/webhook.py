@@ -107,9 +107,14 @@ class WebhookSender:
 
     async def _send(self, message: Message) -> SendResult:
         """Deliver ``message`` (:func:`alerting.receivers.build_requests`, every request must
-        succeed; email over SMTP); network and HTTP problems go in the result. Raises KeyError for
-        an unconfigured receiver."""
-        rc = self.config.receiver(message.receiver)
+        succeed; email over SMTP); network and HTTP problems go in the result. A receiver the
+        configuration lost (a worker started on a file without it, its groups still held) has
+        nothing to send to: the message settles, as a reload's type ``none`` receiver
+        (:func:`alerting.amconfig.keep_removed_receivers`) settles it."""
+        try:
+            rc = self.config.receiver(message.receiver)
+        except KeyError:
+            return SendResult(True, 204)
         external_url = self.external_url or self.config.external_url
         t0 = time.monotonic()
         if rc.type == "email":

@@ -284,3 +284,24 @@ def test_a_receiver_whose_tokens_are_scarce_keeps_one_lane():
     msgs = f.tick(30.0)
     # then every group waits in the receiver's own outbox, one message at a time
     assert list(f.state["receivers"]) == ["oncall"] and len(msgs) == 1
+
+
+def test_a_funnel_started_on_a_file_without_a_held_receiver_settles_its_groups():
+    # given queued groups for receiver "s", and a worker started on a file without "s"
+    def cfg(with_s):
+        data = case_config(grouping={"group_by": ["rule"], "batch_size": 50,
+                                     "merge_groups": False}).model_dump()
+        if with_s:
+            data["receivers"].append(dict(data["receivers"][0], name="s"))
+            data["route"]["routes"] = [{"receiver": "s", "matchers": ['asset="x"']}]
+        return type(case_config()).model_validate(data)
+    f = Funnel(cfg(True))
+    for i in range(4):
+        f.ingest(ev(f"G{i}", "x"), 0)
+    assert len(f.tick(30.0)) == 1
+    f = Funnel(cfg(False), json.loads(json.dumps(f.state)))
+    # then its ticks do not fail, and every group settles as with a receiver of type none
+    for t in range(31, 200):
+        for m in f.tick(float(t)):
+            f.delivered(m.id, float(t))
+    assert f.counters()["pending"] == 0 and f.counters()["balanced"]

@@ -137,6 +137,18 @@ async def test_connection_refused_is_not_delivered():
     assert f.counters()["network_errors"] == 1
 
 
+async def test_a_message_of_a_receiver_the_configuration_lost_settles():
+    # given a worker whose file no longer has the message's receiver (its groups still held)
+    cfg, f, msg = _funnel_with_message(f"http://127.0.0.1:{_free_port()}/hook")
+    lost = cfg.model_copy(update={"receivers": [r.model_copy(update={"name": "other"})
+                                                for r in cfg.receivers]})
+    sender = WebhookSender(lost)
+    # when the message is sent, then there is nothing to send to: it settles
+    result = await sender.send(msg)
+    await sender.aclose()
+    assert (result.ok, result.status) == (True, 204)
+
+
 async def test_timeout_marks_maybe_delivered():
     with Hook([("hang", {})]) as hook:
         # given a receiver that does not answer within the 0.2 s timeout
