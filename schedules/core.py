@@ -307,6 +307,22 @@ def _admit(policy: Policy, state: State, slot: int, reason: str, now: int,
     return out + [_fire(state, slot, reason, now, fire_at)]
 
 
+def adopt(state: State, claims: dict[int, dict], now: int) -> None:
+    """Take slots after ``state.cursor`` whose claim (``{"state", "ref", "at"}``) says
+    ``fired`` as decided: a worker fired them and was killed before it saved the state. An
+    export's run goes to ``running`` (overlap sees it, its end is counted), a probe's ended
+    with its worker; the cursor moves past them, so no turn reports them missed or runs them
+    again. Mutates ``state``."""
+    fired = sorted(s for s, c in claims.items() if s > state.cursor and c.get("state") == "fired")
+    for s in fired:
+        ref = claims[s].get("ref")
+        if ref is not None and all(r.slot != s for r in state.running):
+            state.running.append(Run(slot=s, fired_at=int(claims[s].get("at") or now), ref=ref))
+        state.counters["fired"] = state.counters.get("fired", 0) + 1
+    if fired:
+        state.cursor = fired[-1]
+
+
 def tick(schedule_id: str, trigger: Trigger, policy: Policy, state: State,
          now: int) -> list[Action]:
     """Decide every slot due at ``now`` (ms) after ``state.cursor``: on time or

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import deque
 from typing import Awaitable, Callable
 
 import httpx
@@ -35,6 +36,8 @@ log = get_logger("plait.schedules")
 #: Audit entries kept per caller (as ``api.services.AUDIT_KEEP``).
 AUDIT_KEEP = 10_000
 LEASE_MS = 15_000
+#: Most recent slots a turn looks up claims of before deciding (:func:`schedules.core.adopt`).
+ADOPT_SLOTS = 1000
 #: ``send(records)``: records are (base topic, key, value bytes); returns once acked.
 Send = Callable[[list[tuple[str, str, bytes]]], Awaitable[None]]
 
@@ -121,6 +124,10 @@ class Scheduler:
                 end = min(req["end"], now)
                 ran = await self.store.fired(sid, core.backfill_slots(trig, req["start"], end))
                 core.backfill(trig, state, req["start"], end, done=ran)
+        # slots a killed worker fired but could not save: decided, not missed nor run again
+        recent = deque(trig.slots(max(state.cursor, now - pol.grace_ms - self.lease_ms
+                                      - core.ON_TIME_MS), now), maxlen=ADOPT_SLOTS)
+        core.adopt(state, await self.store.claims(sid, list(recent)), now)
         actions += core.tick(sid, trig, pol, state, now)
         await self.carry_out(sid, doc, spec, trig, pol, state, actions)
         if not await self.store.save_state(sid, state, self.owner):

@@ -114,11 +114,16 @@ class Store:
 
     async def fired(self, schedule_id: str, slots: list[int]) -> set[int]:
         """The ``slots`` (ms) whose claim says ``fired``."""
+        return {s for s, c in (await self.claims(schedule_id, slots)).items()
+                if c.get("state") == "fired"}
+
+    async def claims(self, schedule_id: str, slots: list[int]) -> dict[int, dict]:
+        """``{slot ms: its claim}`` of the ``slots`` claimed (:meth:`claim`, :meth:`mark`)."""
         if not slots:
-            return set()
+            return {}
         raws = await self.redis.mget([K.schedule_slot(self.prefix, schedule_id, s)
                                       for s in slots])
-        return {s for s, raw in zip(slots, raws) if raw and json.loads(raw).get("state") == "fired"}
+        return {s: json.loads(raw) for s, raw in zip(slots, raws) if raw}
 
     async def request(self, schedule_id: str, req: dict) -> bool:
         """Queue a manual request; False (nothing queued) when the schedule was deleted."""

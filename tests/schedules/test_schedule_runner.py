@@ -119,6 +119,30 @@ async def test_a_slot_fired_by_an_owner_that_died_before_saving_is_adopted(env):
     assert (await store.state("s1")).running[0].ref == of(sent, T.REQUESTS)[0][0]
 
 
+async def test_a_slot_fired_by_a_worker_killed_before_saving_is_not_missed_later(env):
+    # given an export every 10 s (overlap skip), slot 0 fired by a worker killed before it
+    # saved the state, and the next worker taking over when the lease ran out (15 s)
+    r, prefix, sent, http = env
+    clock = Clock(T0 + 0.1)
+    store = Store(r, prefix)
+    doc = export_schedule("s1", interval=10)
+    doc["spec"]["policy"] = {"overlap": "skip"}
+    await store.put(doc)
+    await scheduler(r, prefix, sent, http, clock, "w1").turn()
+    await r.delete(K.schedule_state(prefix, "s1"))  # killed: the state save never happened
+    clock.t = T0 + 15.1
+    await scheduler(r, prefix, sent, http, clock, "w2").turn()
+    # then slot 0 counts as fired and running, not missed; slot 10 is skipped for the overlap,
+    # and one export runs
+    slots = [e[1]["data"] for e in of(sent, T.SCHEDULE_SLOTS)]
+    assert [(d["status"], d.get("reason")) for d in slots] == [("fired", "scheduled"),
+                                                                ("skipped", "overlap")]
+    assert len(of(sent, T.REQUESTS)) == 1
+    state = await store.state("s1")
+    assert [run.slot for run in state.running] == [int(T0 * 1000)]
+    assert state.counters["fired"] == 1 and state.counters["skipped_missed"] == 0
+
+
 async def test_lease_fences_state_writes(env):
     r, prefix, *_ = env
     store = Store(r, prefix)
