@@ -300,7 +300,13 @@ def create_tasks_router(services: Services) -> APIRouter:
 def check_request(sv: Services, caller, spec: ExportSpec) -> None:
     """The caller's allowances (registry) or, in open mode, the data-API
     allowlist; and the limits of the document formats (``plait.documents``).
-    Raises ``NotAllowed`` / ``FieldError`` naming the field."""
+    Raises ``NotAllowed`` / ``FieldError`` naming the field. ``jobConfig.maxRows`` is for
+    pull mode: a pushed export holds the rows its producers send, in any order, and no grant
+    cuts it (checked here, for new requests: a task already running keeps its spec)."""
+    if spec.dataConfig.mode == "push" and spec.jobConfig.maxRows is not None:
+        raise FieldError("jobConfig.maxRows", "is for pull mode: a push export holds the rows "
+                         "its producers send (send fewer rows to cap it)", "no maxRows with "
+                         "dataConfig.mode push", "mode")
     documents.check_request(spec, sv.settings)
     if caller is not None:
         check_spec(caller, spec)

@@ -361,18 +361,6 @@ class ExportSpec(_Model):
             type=PydanticCustomError("json_value", why), loc=loc, input="(not shown)")])
 
     @model_validator(mode="after")
-    def _max_rows_pulled(self) -> "ExportSpec":
-        """Refuse ``jobConfig.maxRows`` with ``dataConfig.mode`` push: a pull export is cut
-        where the grant runs out (``streams.partitions``); a pushed one holds the pages its
-        producers send, in any order, and is never cut (as the daily quota never cuts it)."""
-        if self.jobConfig.maxRows is None or self.dataConfig.mode != "push":
-            return self
-        raise ValidationError.from_exception_data("ExportSpec", [InitErrorDetails(
-            type=PydanticCustomError("push_max_rows", "is for pull mode: a push export holds the "
-                                     "rows its producers send (send fewer rows to cap it)"),
-            loc=("jobConfig", "maxRows"), input=self.jobConfig.maxRows)])
-
-    @model_validator(mode="after")
     def _one_page_size(self) -> "ExportSpec":
         """Fold ``jobConfig.pageSize`` into ``dataConfig.pageSize``; different values conflict."""
         data, job = self.dataConfig, self.jobConfig.pageSize
