@@ -78,10 +78,27 @@ def cron_problem(expr: str) -> str | None:
             return (f"not a valid 5-field cron expression: {expr!r} "
                     f"(the range {lo}-{hi} runs backwards)")
     try:
-        croniter(expr, datetime(2000, 1, 1), day_or=day_or(expr)).get_next(datetime)
+        croniter(croniter_expr(expr), datetime(2000, 1, 1), day_or=day_or(expr)).get_next(datetime)
     except CroniterBadDateError:
         return f"never fires: no date matches {expr!r}"
     return None
+
+
+def croniter_expr(expr: str) -> str:
+    """``expr`` with each range whose ends are one value (``7-7``, ``01-1``) written as that
+    value: croniter reads such a range as the whole field (every day), Vixie cron as the value."""
+    fields = expr.split()
+    if len(fields) != 5:
+        return expr
+    out = []
+    for f in fields:
+        parts = []
+        for part in f.split(","):
+            lo, dash, hi = part.split("/")[0].partition("-")
+            same = dash and _cron_number(lo) is not None and _cron_number(lo) == _cron_number(hi)
+            parts.append(lo if same else part)
+        out.append(",".join(parts))
+    return " ".join(out)
 
 
 def day_or(expr: str) -> bool:
@@ -141,10 +158,13 @@ class Trigger:
             return
         tz = ZoneInfo(self.time_zone)
         wall = _dt(lo).astimezone(tz).replace(tzinfo=None) - timedelta(hours=3)
-        it = croniter(self.cron, wall, day_or=day_or(self.cron))
+        it = croniter(croniter_expr(self.cron), wall, day_or=day_or(self.cron))
         last = None
         while True:
-            w = it.get_next(datetime)
+            try:
+                w = it.get_next(datetime)
+            except CroniterBadDateError:  # no match within croniter's reach (50 years)
+                return
             s = _ms(wall_to_instant(w, tz))
             if s <= lo or s == last:
                 continue  # before the window, or a second wall time on one instant
@@ -166,11 +186,12 @@ class Trigger:
         return sum(1 for _ in self.slots(after_ms, until_ms))
 
     def next_slots(self, after_ms: int, n: int) -> list[int]:
-        """The next ``n`` slots after ``after_ms`` (fewer when ``endAt`` comes). A cron looks
-        up to 8 years a slot ahead: a date such as 29 February can be that far apart (2096 ->
-        2104); the slots are found one by one, so a frequent cron stops at the ``n``-th."""
+        """The next ``n`` slots after ``after_ms`` (fewer when ``endAt`` comes, or a cron
+        matches no date within croniter's 50 years). A cron's slots are found one by one, so a
+        frequent cron stops at the ``n``-th and a rare one (29 February on a Sunday: 28 or 40
+        years apart) finds its ``n``."""
         out: list[int] = []
-        reach = self.interval_ms if self.cron is None else 8 * 366 * 86_400_000
+        reach = self.interval_ms if self.cron is None else 50 * 366 * 86_400_000
         for s in self.slots(after_ms, after_ms + reach * max(n, 1)):
             out.append(s)
             if len(out) == n:

@@ -137,6 +137,8 @@ def test_75s_run_60s_interval_cancel_previous():
     ("0 0 1,15 * MON", ["Thu 01", "Mon 05", "Mon 12", "Thu 15"]),  # both restricted: OR
     ("0 0 * * MON", ["Mon 05", "Mon 12", "Mon 19", "Mon 26"]),
     ("0 0 1 * *", ["Thu 01", "Sun 01", "Sun 01", "Wed 01"]),
+    ("0 0 * * 7-7", ["Sun 04", "Sun 11", "Sun 18", "Sun 25"]),  # a range of one value
+    ("0 0 01-1 * *", ["Thu 01", "Sun 01", "Sun 01", "Wed 01"]),
 ])
 def test_day_of_month_and_weekday_combine_as_vixie_cron(cron, days):
     trig = Trigger(cron=cron, time_zone="UTC")
@@ -147,7 +149,8 @@ def test_day_of_month_and_weekday_combine_as_vixie_cron(cron, days):
 
 
 @pytest.mark.parametrize("cron, years", [("0 0 29 2 *", [2028, 2032, 2036, 2040, 2044]),
-                                         ("@yearly", [2027, 2028, 2029, 2030, 2031])])
+                                         ("@yearly", [2027, 2028, 2029, 2030, 2031]),
+                                         ("0 0 29 2 */7", [2032, 2060, 2088, 2128, 2156])])
 def test_the_next_fire_times_of_a_rare_cron_are_all_listed(cron, years):
     trig = Trigger(cron=cron, time_zone="UTC")
     lo = int(datetime(2026, 6, 1, tzinfo=timezone.utc).timestamp() * 1000)
