@@ -69,25 +69,32 @@ def test_raw_events_poison_and_ids():
         parse_command(b'{"kind": "nope"}')
 
 
+def one_group_config(group_interval: float):
+    """One group per message (Alertmanager's way), group_wait 5 s."""
+    return parse_config(dict(CONFIG.model_dump(), grouping={"group_by": ["rule"],
+                                                            "merge_groups": False},
+                             timing={"group_wait": 5, "group_interval": group_interval,
+                                     "repeat_interval": 300}))
+
+
+def alert_at(runner, offset: int, rule: str, asset: str, rid: str):
+    """Apply raw alert ``rid`` (``rule`` on ``asset``) at ``alerts.funnel`` offset ``offset``."""
+    _receiver, cmd = route_alert(runner.config, RawAlert(rid, {"rule": rule, "asset": asset,
+                                                               "severity": "critical"},
+                                                         runner.clock()))
+    cmd["src"] = [0, offset, 0]
+    return runner.apply(0, offset, cmd)
+
+
 def test_a_refused_group_goes_back_to_its_group_and_the_receiver_goes_on():
-    # given one group per message (Alertmanager's way), group_wait 5 s, group_interval 30 s
-    config = parse_config(dict(CONFIG.model_dump(), grouping={"group_by": ["rule"],
-                                                              "merge_groups": False},
-                               timing={"group_wait": 5, "group_interval": 30,
-                                       "repeat_interval": 300}))
+    # given one group per message, group_interval 30 s
+    config = one_group_config(30)
     table, clock = {}, Clock()
     r = FunnelRunner(config, table, clock)
-
-    def alert(offset, rule, rid):
-        _receiver, cmd = route_alert(config, RawAlert(rid, {"rule": rule, "asset": "h1",
-                                                            "severity": "critical"}, clock()))
-        cmd["src"] = [0, offset, 0]
-        return r.apply(0, offset, cmd)
-
-    alert(0, "Poison", "e1:0")
+    alert_at(r, 0, "Poison", "h1", "e1:0")
     clock.now += 5
     [poison] = r.apply(0, 1, {"kind": "tick"}).messages
-    alert(2, "Good", "e2:0")
+    alert_at(r, 2, "Good", "h1", "e2:0")
     # when the receiver refuses Poison with a 400
     r.apply(0, 3, {"kind": "result", "message_id": poison.id, "ok": False, "status": 400})
     # then Good leaves at its group_wait, and a restarted worker (a new runner on the same
@@ -109,10 +116,7 @@ def test_a_refused_group_goes_back_to_its_group_and_the_receiver_goes_on():
 
 def test_a_refusal_with_news_queued_behind_it_survives_a_restart():
     # given a group's message in flight, its news queued behind it in its lane, then refused
-    config = parse_config(dict(CONFIG.model_dump(), grouping={"group_by": ["rule"],
-                                                              "merge_groups": False},
-                               timing={"group_wait": 5, "group_interval": 10,
-                                       "repeat_interval": 300}))
+    config = one_group_config(10)
     table, clock = {}, Clock()
     r = FunnelRunner(config, table, clock)
     offsets = iter(range(100))
@@ -120,16 +124,10 @@ def test_a_refusal_with_news_queued_behind_it_survives_a_restart():
     def apply(runner, cmd):
         return runner.apply(0, next(offsets), cmd)
 
-    def alert(i, asset):
-        _receiver, cmd = route_alert(config, RawAlert(f"e{i}:0", {"rule": "X", "asset": asset,
-                                                                  "severity": "warning"}, clock()))
-        cmd["src"] = [0, i, 0]
-        apply(r, cmd)
-
-    alert(0, "h0")
+    alert_at(r, next(offsets), "X", "h0", "e0:0")
     clock.now += 5
     [m1] = apply(r, {"kind": "tick"}).messages
-    alert(1, "h1")
+    alert_at(r, next(offsets), "X", "h1", "e1:0")
     clock.now += 10
     assert apply(r, {"kind": "tick"}).messages == []
     apply(r, {"kind": "result", "message_id": m1.id, "ok": False, "status": 400})
