@@ -1,9 +1,10 @@
 """Dispatch stage: one message in flight per lane. A receiver whose messages may hold several
 groups (``merge_groups: true``) is one lane; one whose messages each tell one group has
 :data:`LANES`, a group always in the same one, so that many groups are told at once. While a
-message is retried, due groups fill its lane's outbox; after only definite failures (refused, an HTTP answer) a due retry is superseded by one
-message (new idempotency key) with its content plus the outbox, so a receiver that was down gets no
-backlog. After a timeout (the receiver may have acted) the same message and key are retried.
+message is retried, due groups fill its lane's outbox; after only definite failures (refused,
+an HTTP answer) a due retry is superseded by one message (new idempotency key) with its content
+plus the outbox, so a receiver that was down gets no backlog. After a timeout (the receiver
+may have acted) the same message and key are retried.
 
 With one group per message (``merge_groups: false``, as Alertmanager), a message the receiver
 refuses with a status no retry mends (a 4xx but 408, 425, 429:
