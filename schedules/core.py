@@ -62,6 +62,13 @@ def _cron_number(text: str) -> int | None:
     return int(text) if text.isdigit() else _CRON_NAMES.get(text.lower())
 
 
+def _range_ends(part: str) -> tuple[str, int | None, int | None]:
+    """A cron list item's range start as written and both ends as numbers (None: not a range
+    of two known values): ``"MON-FRI/2"`` -> ``("MON", 1, 5)``."""
+    lo, dash, hi = part.split("/")[0].partition("-")
+    return lo, _cron_number(lo) if dash else None, _cron_number(hi) if dash else None
+
+
 def cron_problem(expr: str) -> str | None:
     """What is wrong with cron ``expr`` (a rule quoting it), or None when it
     is a valid expression of 5 fields (minute to weekday; croniter reads a
@@ -72,11 +79,10 @@ def cron_problem(expr: str) -> str | None:
     if not croniter.is_valid(expr) or not (macro or len(fields) == 5):
         return f"not a valid 5-field cron expression: {expr!r}"
     for part in (p for f in fields for p in f.split(",")):
-        lo, dash, hi = part.split("/")[0].partition("-")
-        first, last = _cron_number(lo), _cron_number(hi)
-        if dash and first is not None and last is not None and first > last:
+        _lo, first, last = _range_ends(part)
+        if first is not None and last is not None and first > last:
             return (f"not a valid 5-field cron expression: {expr!r} "
-                    f"(the range {lo}-{hi} runs backwards)")
+                    f"(the range {part.split('/')[0]} runs backwards)")
     try:
         croniter(croniter_expr(expr), datetime(2000, 1, 1), day_or=day_or(expr)).get_next(datetime)
     except CroniterBadDateError:
@@ -90,15 +96,11 @@ def croniter_expr(expr: str) -> str:
     fields = expr.split()
     if len(fields) != 5:
         return expr
-    out = []
-    for f in fields:
-        parts = []
-        for part in f.split(","):
-            lo, dash, hi = part.split("/")[0].partition("-")
-            same = dash and _cron_number(lo) is not None and _cron_number(lo) == _cron_number(hi)
-            parts.append(lo if same else part)
-        out.append(",".join(parts))
-    return " ".join(out)
+    def one(part: str) -> str:
+        lo, first, last = _range_ends(part)
+        return lo if first is not None and first == last else part
+
+    return " ".join(",".join(map(one, f.split(","))) for f in fields)
 
 
 def day_or(expr: str) -> bool:

@@ -1,10 +1,12 @@
 """The scheduler: carries out what ``schedules.core`` decides.
 
 One worker at a time holds the lease (``plait.keys.schedule_owner``), which
-fences state writes; a turn renews it as it goes and stops once it is lost. Exactly once per slot: a slot is claimed (``SET NX``,
+fences state writes; a turn renews it as it goes and stops once it is lost.
+Exactly once per slot: a slot is claimed (``SET NX``,
 ``plait.keys.schedule_slot``) with its task id before it fires; a claimed
 slot not marked ``fired`` is re-driven with the same task id and fingerprint
-(admission drops the repeat)."""
+(admission drops the repeat), and one marked ``fired`` by a worker killed
+before it saved is adopted (:func:`schedules.core.adopt`)."""
 from __future__ import annotations
 
 import time

@@ -144,24 +144,26 @@ class Dispatch(StageBase):
         self._sent(inf)
         return outbox_.to_message(inf)
 
-    def _returnable(self, name: str, inf: dict[str, Any]) -> bool:
-        """True when every section of ``inf``, and of its groups queued in lane ``name``, can go
-        back to its group: every member it lists is still there."""
+    def _refusable(self, name: str, inf: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The sections of ``inf``'s groups queued in lane ``name`` when every section of
+        ``inf`` and those can go back to its group (every member it lists still there), else
+        None."""
         groups, gids = self.state["groups"], {s["group_id"] for s in inf["sections"]}
         queued = [x for x in self.state["receivers"][name]["outbox"] if x["group_id"] in gids]
-        return all(s["group_id"] in groups
-                   and all(fp in groups[s["group_id"]]["members"] for fp, _q, _r in s["snapshot"])
-                   for s in inf["sections"] + queued)
+        ok = all(s["group_id"] in groups
+                 and all(fp in groups[s["group_id"]]["members"] for fp, _q, _r in s["snapshot"])
+                 for s in inf["sections"] + queued)
+        return queued if ok else None
 
-    def _refused(self, name: str, rs: dict[str, Any], now: float) -> float | None:
-        """Lane ``name``'s message in flight was refused at ``now`` (:meth:`_returnable`): it
-        ends, and its groups' sections (its own, and those queued: the other parts of a split
+    def _refused(self, name: str, rs: dict[str, Any], queued: list[dict[str, Any]],
+                 now: float) -> float | None:
+        """Lane ``name``'s message in flight was refused at ``now``: it ends, and its groups'
+        sections (its own, and ``queued``, from :meth:`_refusable`: the other parts of a split
         group, later news) go back to the groups' members, each group marked ``refused_at`` so
         its next flush tells it again, a reminder included. Returns ``now`` when the outbox
         holds a next message, else None."""
         inf, rs["inflight"] = rs["inflight"], None
         groups, gids = self.state["groups"], {s["group_id"] for s in inf["sections"]}
-        queued = [x for x in rs["outbox"] if x["group_id"] in gids]
         if queued:
             rs["outbox"][:] = [x for x in rs["outbox"] if x["group_id"] not in gids]
             self._dequeued(name, queued)
@@ -253,8 +255,10 @@ class Dispatch(StageBase):
         if maybe_delivered:
             inf["maybe_delivered"] = True
         if (status is not None and not is_retryable(status) and not maybe_delivered
-                and not self.config.grouping.merge_groups and self._returnable(name, inf)):
-            return self._refused(name, rs, now)
+                and not self.config.grouping.merge_groups):
+            queued = self._refusable(name, inf)
+            if queued is not None:
+                return self._refused(name, rs, queued, now)
         failures = inf["failures"] if is_retryable(status) else 10**6  # 4xx: wait the cap
         nxt = next_attempt_at(now, failures, retry_after, initial=d.backoff_initial,
                               cap=d.backoff_max, max_retry_after=d.max_retry_after)
