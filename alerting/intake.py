@@ -60,18 +60,27 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url": "generatorURL"}
 
 
+#: Epoch seconds of the first and the last whole second an RFC 3339 timestamp names in UTC
+#: (years 0001-9999, RFC 3339 s5.6): a time outside cannot be written back as one.
+MIN_EPOCH, MAX_EPOCH = -62_135_596_800.0, 253_402_300_799.0
+OUT_OF_RANGE = "lies outside the years 0001-9999 in UTC, the times an RFC3339 timestamp names"
+
+
 def parse_time(value: Any, field: str) -> float | None:
     """Epoch seconds from a number or RFC3339 string; None for absent, empty or the zero time.
-    Raises AlertRejected: not a finite number nor RFC3339."""
+    Raises AlertRejected: not a finite number nor RFC3339, or outside
+    [:data:`MIN_EPOCH`, :data:`MAX_EPOCH`]."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
         raise AlertRejected(field, "expected epoch seconds or an RFC3339 timestamp")
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        ts = value  # any size: compared before it becomes a float
+    elif isinstance(value, float):
         if not math.isfinite(value):
             raise AlertRejected(field, "timestamp must be finite")
-        return float(value)
-    if isinstance(value, str):
+        ts = value
+    elif isinstance(value, str):
         if value.startswith("0001-01-01T00:00:00"):
             return None
         text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
@@ -81,8 +90,12 @@ def parse_time(value: Any, field: str) -> float | None:
             raise AlertRejected(field, f"not an RFC3339 timestamp: {value[:64]!r}") from None
         if dt.tzinfo is None:
             dt = dt.replace(tzinfo=timezone.utc)
-        return dt.timestamp()
-    raise AlertRejected(field, "expected epoch seconds or an RFC3339 timestamp")
+        ts = dt.timestamp()
+    else:
+        raise AlertRejected(field, "expected epoch seconds or an RFC3339 timestamp")
+    if not MIN_EPOCH <= ts <= MAX_EPOCH:
+        raise AlertRejected(field, OUT_OF_RANGE)
+    return float(ts)
 
 
 def format_time(ts: float | None) -> str:
@@ -95,7 +108,7 @@ def format_time(ts: float | None) -> str:
     text = _TIMES.get(ts)
     if text is not None:
         return text
-    dt = datetime.fromtimestamp(ts, _UTC)
+    dt = datetime.fromtimestamp(_clamped(ts), _UTC)
     text = (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}"
             f"T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}")
     text = f"{text}.{dt.microsecond // 1000:03d}Z" if dt.microsecond else text + "Z"
@@ -112,10 +125,16 @@ def go_time(ts: float | None) -> str:
     zero time ``0001-01-01T00:00:00Z``."""
     if ts is None:
         return ZERO_TIME
-    dt = datetime.fromtimestamp(ts, _UTC)
+    dt = datetime.fromtimestamp(_clamped(ts), _UTC)
     fraction = f"{dt.microsecond:06d}".rstrip("0")
     return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}"
             f":{dt.second:02d}{'.' + fraction if fraction else ''}Z")
+
+
+def _clamped(ts: float) -> float:
+    """``ts`` within [:data:`MIN_EPOCH`, :data:`MAX_EPOCH`]: a time stored before the API bounded
+    it still lists (as the first or last second RFC 3339 names) rather than failing the list."""
+    return MIN_EPOCH if ts < MIN_EPOCH else MAX_EPOCH if ts > MAX_EPOCH else ts
 
 
 _UTC = timezone.utc

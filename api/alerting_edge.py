@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from alerting.intake import format_time
+from alerting.intake import MAX_EPOCH, MIN_EPOCH, OUT_OF_RANGE, format_time
 from alerting.model import AlertRejected
 from alerting.silence import WEEKDAYS, Silence, SilenceRefused, create_silence
 from plait.errors import FieldError
@@ -116,10 +116,13 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
                     RFC3339_EXAMPLE, "time")
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
     try:
-        return datetime.fromisoformat(text).timestamp()
+        ts = datetime.fromisoformat(text).timestamp()
     except (ValueError, OverflowError):
         raise error(field, f"is not a real date and time: {value[:40]!r}", RFC3339_EXAMPLE,
                     "time") from None
+    if not MIN_EPOCH <= ts <= MAX_EPOCH:
+        raise error(field, OUT_OF_RANGE, RFC3339_EXAMPLE, "time")
+    return ts
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -20,7 +20,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from alerting.delivery import am_compare, am_group_labels, labels_before
-from alerting.intake import format_time, from_alertmanager_alert
+from alerting.intake import (MAX_EPOCH, MIN_EPOCH, OUT_OF_RANGE, format_time,
+                             from_alertmanager_alert)
 from alerting.model import AlertRejected
 from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, regex_hit
 from alerting.receivers.registry import receiver_type
@@ -244,8 +245,13 @@ def sort_silences(items: list[dict[str, Any]], now: float) -> list[dict[str, Any
     return sorted(items, key=key)
 
 
-def _ts(value: datetime) -> float:
-    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+def _ts(value: datetime, field: str) -> float:
+    """Epoch seconds of ``value`` (UTC when it has no zone); FieldError naming ``field`` when it
+    lies outside the years an RFC 3339 time names in UTC (it could not be listed back)."""
+    ts = (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    if not MIN_EPOCH <= ts <= MAX_EPOCH:
+        raise FieldError(field, OUT_OF_RANGE, "a time within the years 0001-9999 in UTC", "range")
+    return ts
 
 
 def _duration(seconds: float) -> str:
@@ -545,8 +551,9 @@ async def post_silences(silence: PostableSilence = Body(...),
                         else "a non-empty string name and a string value")
             raise FieldError(f"matchers.{i}", str(e), accepted, "matcher") from None
     try:
-        created = await silences.set(body.get("id"), matchers, _ts(silence.startsAt),
-                                     _ts(silence.endsAt), body["createdBy"], body["comment"], now)
+        created = await silences.set(body.get("id"), matchers, _ts(silence.startsAt, "startsAt"),
+                                     _ts(silence.endsAt, "endsAt"), body["createdBy"],
+                                     body["comment"], now)
     except SilenceRefused as e:
         raise FieldError(public_field(e.field), public_text(e.rule).replace(
             "or allowBroad: true", "(the Alertmanager API has no allowBroad; use POST "

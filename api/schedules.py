@@ -15,7 +15,7 @@ from api.openapi import Envelope, errors, link
 from api.services import Services, get_services
 from api.tasks import check_request
 from plait.callers import Caller, NotAllowed
-from plait.errors import FieldError, NotFound, RequestInvalid
+from plait.errors import FieldError, Forbidden, NotFound, RequestInvalid
 from schedules import core
 from schedules.model import BackfillIn, ScheduleIn, SchedulePatch, rfc3339
 from schedules.runner import new_schedule_id
@@ -123,9 +123,19 @@ def owner_of(spec: ScheduleIn, caller: Caller | None) -> str:
                      "your sysCode", "required")
 
 
+def may_probe(probe: Any, caller: Caller | None) -> None:
+    """A probe's failing targets become alerts, so defining or running a schedule whose
+    ``action.probe`` is set takes what sending alerts takes: a signed caller with
+    ``alertIngest``. Raises Forbidden (403)."""
+    if probe is not None and caller is not None and not caller.alertIngest:
+        raise Forbidden(f"caller {caller.sysCode} may not raise alerts, which a probe schedule "
+                        "does when a target fails: its registry entry needs 'alertIngest: true'")
+
+
 def check(sv: Services, spec: ScheduleIn, caller: Caller | None) -> None:
-    """The shortest interval allowed and the export's allowances; FieldError
+    """The shortest interval allowed, :func:`may_probe` and the export's allowances; FieldError
     naming the field (``action.export.<field>``)."""
+    may_probe(spec.action.probe, caller)
     floor = sv.settings.schedule_min_interval_seconds
     if spec.trigger.interval is not None and spec.trigger.interval < floor:
         raise FieldError("trigger.interval", f"is {spec.trigger.interval:g} s, shorter than "
@@ -159,7 +169,7 @@ router = APIRouter()
              response_model=Envelope, responses={201: LINKS, **errors(401, 503)})
 async def create_schedule(spec: ScheduleIn, request: Request, sv: SV, store: Schedules):
     """Create a schedule; 201 with its view. 422 names the field."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     owner = owner_of(spec, caller)
     check(sv, spec, caller)
     now = _now_ms()
@@ -199,7 +209,7 @@ async def get_schedule(scheduleId: str, request: Request, sv: SV, store: Schedul
 async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request, sv: SV,
                          store: Schedules, sysCode: str | None = None):
     """Replace the given fields (``paused`` and ``note`` pause/resume)."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     doc = await visible(store, scheduleId, caller, sysCode)
     given = patch.model_dump(mode="json", exclude_unset=True)
     merged = doc["spec"] | {k: v for k, v in given.items() if k not in ("paused", "note")}
@@ -224,7 +234,7 @@ async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request
 async def delete_schedule(scheduleId: str, request: Request, sv: SV, store: Schedules,
                           sysCode: str | None = None):
     """Delete a schedule (running exports go on)."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     doc = await visible(store, scheduleId, caller, sysCode)
     await store.delete(scheduleId)
     await sv.audit(request, "schedule.deleted", caller, sysCode=doc["sysCode"],
@@ -237,8 +247,9 @@ async def delete_schedule(scheduleId: str, request: Request, sv: SV, store: Sche
 async def trigger_schedule(scheduleId: str, request: Request, sv: SV, store: Schedules,
                            sysCode: str | None = None):
     """Run now (slot = now; obeys overlap; works while paused)."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     doc = await visible(store, scheduleId, caller, sysCode)
+    may_probe(doc["spec"].get("action", {}).get("probe"), caller)
     at = _now_ms()
     if not await store.request(scheduleId, {"kind": "trigger", "at": at}):
         raise NotFound(f"schedule {scheduleId} not found")
@@ -253,8 +264,9 @@ async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request,
                             store: Schedules, sysCode: str | None = None):
     """Run the past slots in ``[start, end]`` (obeying overlap); 422 naming
     ``end`` when it is in the future or the range holds over 1000 slots."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     doc = await visible(store, scheduleId, caller, sysCode)
+    may_probe(doc["spec"].get("action", {}).get("probe"), caller)
     trig = spec_of(doc["spec"]).trigger.core(doc["createdMs"])
     start, end = int(body.start.timestamp() * 1000), int(body.end.timestamp() * 1000)
     now = _now_ms()

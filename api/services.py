@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from confluent_kafka import KafkaException
 from fastapi import Request
 
-from api.auth import task_visible, verify_starlette_request
+from api.auth import task_visible, verify_bearer, verify_starlette_request
 from plait import keys as K
 from plait import topics as T
 from plait.audit import Audit
@@ -72,11 +72,17 @@ class Services:
         except (RuntimeError, BufferError, KafkaException) as exc:
             raise Unavailable(f"Kafka did not take the event; retry later ({exc})") from None
 
-    async def authenticate(self, request: Request) -> Caller | None:
-        """The signed caller of ``request``; None when authentication is off.
+    async def authenticate(self, request: Request, changes: bool = False) -> Caller | None:
+        """The signed caller of ``request``; None without a caller registry. Without one, a
+        route that changes state (``changes``) still needs ``Authorization: Bearer
+        <PLAIT_ALERTMANAGER_TOKEN>`` when that token is set: once any credential is configured,
+        every route that changes state needs one (README, "Security").
 
         Raises ``AuthError`` (401; 503 when Redis cannot check the nonce)."""
         if self.callers is None:
+            token = self.settings.alertmanager_token.get_secret_value()
+            if changes and token:
+                verify_bearer(request.headers, None, token)
             return None
         return await verify_starlette_request(
             request, self.callers, self.projection.redis, self.settings.redis_prefix,

@@ -154,7 +154,7 @@ async def create_task(spec: ExportSpec, request: Request, sv: SV,
 
 async def accept(sv: Services, spec: ExportSpec, request: Request, sp, reuse: bool = True):
     """:func:`create_task` inside its span ``sp``."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     try:
         check_request(sv, caller, spec)
         await quotas.check_request(sv.projection.redis, sv.settings.redis_prefix, caller, spec)
@@ -254,7 +254,7 @@ async def task_events(taskId: str, request: Request, sv: SV, userId: UserId = No
 
 async def cancel_task(taskId: str, request: Request, sv: SV, userId: UserId = None):
     """Ask to cancel; 409 when the task already ended."""
-    caller = await sv.authenticate(request)
+    caller = await sv.authenticate(request, changes=True)
     task = await sv.projection.get(taskId)
     if not sv.visible(task, caller, userId):
         raise not_found(taskId)

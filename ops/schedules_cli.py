@@ -1,7 +1,8 @@
 """``plait schedules ...``: the schedule routes from the command line
 (``producers.schedules.ScheduleClient``). API: ``--api``, else
 ``PLAIT_API_URL``, else the running ``plait dev``; signed when
-``PLAIT_APP_KEY`` and ``PLAIT_APP_SECRET`` are set. Prints JSON."""
+``PLAIT_APP_KEY`` and ``PLAIT_APP_SECRET`` are set, else with ``PLAIT_ALERTMANAGER_TOKEN`` as
+bearer when set. Prints JSON."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,8 @@ def cmd_schedules(args: argparse.Namespace) -> None:
     if len(args.args) != need:
         raise CliError(f"`plait schedules {args.action}` takes {need} argument(s)")
     client = ScheduleClient(api_url(args.api), os.environ.get("PLAIT_APP_KEY"),
-                            os.environ.get("PLAIT_APP_SECRET"), args.sys_code)
+                            os.environ.get("PLAIT_APP_SECRET"), args.sys_code,
+                            token=os.environ.get("PLAIT_ALERTMANAGER_TOKEN"))
     a = args.args
     try:
         if args.action == "list":

@@ -1,7 +1,8 @@
 """``plait tasks list|show ID|cancel ID|download ID``: export tasks from the
 command line, over the API (``--api``, else ``PLAIT_API_URL``, else the
 running ``plait dev``; signed when ``PLAIT_APP_KEY`` and
-``PLAIT_APP_SECRET`` are set).
+``PLAIT_APP_SECRET`` are set, else with ``PLAIT_ALERTMANAGER_TOKEN`` as bearer
+when set).
 
 ``list`` prints one line per task (newest first: id, status, created,
 bizType, rows, downloads, file name) and, when more remain, the command for
@@ -51,15 +52,15 @@ def cmd_tasks(args: argparse.Namespace) -> None:
     import httpx
 
     from ops.cli_shared import START_DEV, CliError, api_url
-    from producers.signing import PlaitAuth
+    from producers.signing import api_auth
 
     if (args.task_id is None) != (args.action == "list"):
         raise CliError(f"`plait tasks {args.action}` takes "
                        + ("no task id" if args.action == "list" else "a task id"))
-    key, secret = os.environ.get("PLAIT_APP_KEY"), os.environ.get("PLAIT_APP_SECRET")
+    auth = api_auth(os.environ.get("PLAIT_APP_KEY"), os.environ.get("PLAIT_APP_SECRET"),
+                    os.environ.get("PLAIT_ALERTMANAGER_TOKEN"))
     api = api_url(args.api)
-    with httpx.Client(base_url=api, auth=PlaitAuth(key, secret) if key and secret else None,
-                      timeout=30) as http:
+    with httpx.Client(base_url=api, auth=auth, timeout=30) as http:
         try:
             ACTION[args.action](http, args)
         except httpx.HTTPError as exc:

@@ -1,4 +1,5 @@
-"""SDK of the ``/schedules`` routes, signed when an appKey/appSecret is given::
+"""SDK of the ``/schedules`` routes, signed when an appKey/appSecret is given (else a bearer
+``token`` when the API has only ``PLAIT_ALERTMANAGER_TOKEN``)::
 
     client = ScheduleClient("https://plait.example", app_key="crm-app", app_secret="...")
     sch = client.create({"name": "weekly", "trigger": {"cron": "0 6 * * 1"}, "action": {"export": spec}})
@@ -11,7 +12,7 @@ from typing import Any
 import httpx
 
 from plait.errors import PlaitError
-from producers.signing import PlaitAuth
+from producers.signing import api_auth
 
 
 class ScheduleError(PlaitError):
@@ -30,9 +31,9 @@ class ScheduleClient:
 
     def __init__(self, api_url: str, app_key: str | None = None, app_secret: str | None = None,
                  sys_code: str | None = None, client: httpx.Client | None = None,
-                 timeout: float = 10.0) -> None:
-        auth = PlaitAuth(app_key, app_secret) if app_key and app_secret else None
-        self.http = client or httpx.Client(base_url=api_url.rstrip("/"), auth=auth,
+                 timeout: float = 10.0, token: str | None = None) -> None:
+        self.http = client or httpx.Client(base_url=api_url.rstrip("/"),
+                                           auth=api_auth(app_key, app_secret, token),
                                            timeout=timeout)
         self.params = {"sysCode": sys_code} if sys_code else {}
 

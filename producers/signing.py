@@ -44,3 +44,24 @@ class PlaitAuth(httpx.Auth):
             self.app_key, self._secret, request.method, request.url.path, request.url.query,
             request.content, timestamp=int(self._clock())))
         yield request
+
+
+class BearerAuth(httpx.Auth):
+    """httpx auth sending ``Authorization: Bearer <token>`` (RFC 6750 s2.1)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        yield request
+
+
+def api_auth(app_key: str | None, app_secret: str | None,
+             token: str | None = None) -> httpx.Auth | None:
+    """How a client of the export and schedule routes authenticates: signed as ``app_key``
+    (a caller registry), else with the bearer ``token`` (``PLAIT_ALERTMANAGER_TOKEN`` alone),
+    else not at all (open mode)."""
+    if app_key and app_secret:
+        return PlaitAuth(app_key, app_secret)
+    return BearerAuth(token) if token else None

@@ -32,10 +32,18 @@ const Plait = (() => {
     const sig = hex(await crypto.subtle.sign("HMAC", key, enc.encode(canonical)));
     return { "X-Plait-AppKey": c.appKey, "X-Plait-Timestamp": ts, "X-Plait-Nonce": nonce, "X-Plait-Signature": sig };
   }
+  // The request's credential: signed with appKey/appSecret (a caller registry), else the bearer
+  // token (PLAIT_ALERTMANAGER_TOKEN alone: the routes that change state need it), else none.
+  async function authHeaders(method, url, body) {
+    const headers = await signedHeaders(method, url, body);
+    const bearer = store.getItem("plait.bearer");
+    if (!headers["X-Plait-AppKey"] && bearer) headers.Authorization = "Bearer " + bearer;
+    return headers;
+  }
   async function api(method, url, body) {
     url = at(url);
     const text = body === undefined ? "" : JSON.stringify(body);
-    const headers = { ...(await signedHeaders(method, url, text)) };
+    const headers = await authHeaders(method, url, text);
     if (text) headers["Content-Type"] = "application/json";
     const resp = await fetch(url, { method, headers, body: text || undefined });
     const ctype = resp.headers.get("content-type") || "";
@@ -52,7 +60,7 @@ const Plait = (() => {
     const ctl = new AbortController();
     (async () => {
       try {
-        const resp = await fetch(url, { headers: await signedHeaders("GET", url, ""), signal: ctl.signal });
+        const resp = await fetch(url, { headers: await authHeaders("GET", url, ""), signal: ctl.signal });
         if (!resp.ok || !resp.body) return;
         const reader = resp.body.getReader();
         const dec = new TextDecoder();
@@ -102,10 +110,12 @@ const Plait = (() => {
                       el("label", {}, "appSecret ", el("input", { name: "secret", type: "password", value: c.secret }))]
                    : el("label", {}, "sysCode ", el("input", { name: "sysCode", value: c.sysCode, placeholder: "e.g. tests" })),
       el("label", {}, "userId ", el("input", { name: "userId", value: c.userId })),
+      needs.bearer && !needs.signed ? el("label", {}, "bearer token ", el("input", { name: "bearer", type: "password" })) : null,
       el("button", { type: "submit" }, "Sign in"));
     f.addEventListener("submit", (ev) => {
       ev.preventDefault();
-      const d = Object.fromEntries(new FormData(f));
+      const { bearer, ...d } = Object.fromEntries(new FormData(f));
+      if (bearer) store.setItem("plait.bearer", bearer);
       saveCreds({ ...creds(), ...d });
       onDone();
     });
