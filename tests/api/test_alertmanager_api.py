@@ -748,3 +748,40 @@ def test_the_routes_are_described_in_openapi(client):
     assert "requestBody" in paths["/api/v2/alerts"]["post"]
     assert paths["/api/v2/alerts"]["post"]["responses"]["400"]["content"]["application/json"][
         "schema"]["type"] == "string"
+
+
+# -- times an RFC 3339 timestamp cannot name in UTC -------------------------------------------
+
+FAR = "9999-12-31T23:59:59-14:00"  # a valid RFC 3339 text whose instant lies in year 10000
+
+
+@pytest.mark.parametrize("times, field", [
+    ({"endsAt": FAR}, "[0].endsAt"),
+    ({"startsAt": 10 ** 400}, "[0].startsAt"),
+    ({"startsAt": 1e20}, "[0].startsAt"),
+])
+def test_a_time_past_year_9999_in_utc_is_refused_and_the_listing_stays_up(client, sent, times,
+                                                                         field):
+    raw = json.dumps([am_alert() | times]).encode()  # 10 ** 400 as JSON digits
+    resp = client.post("/api/v2/alerts", content=raw, headers={"Content-Type": "application/json"})
+    assert resp.status_code == 400, resp.text
+    assert field in resp.json() and "0001-9999" in resp.json() and sent == []
+    assert client.get("/api/v2/alerts").status_code == 200
+
+
+def test_a_silence_past_year_9999_in_utc_is_refused_before_it_is_saved(client):
+    before = client.get("/api/v2/silences").json()
+    resp = client.post("/api/v2/silences", json=SILENCE | {"endsAt": FAR})
+    assert resp.status_code == 400 and "endsAt" in resp.text, resp.text
+    native = {"matchers": ['alertname="Far"'], "endsAt": FAR, "createdBy": "me", "comment": "c"}
+    resp = client.post("/silences", json=native)
+    assert resp.status_code == 422 and resp.json()["data"]["errors"][0]["field"] == "endsAt"
+    assert client.get("/api/v2/silences").json() == before
+    assert client.get("/silences").status_code == 200
+
+
+def test_a_stored_time_past_the_range_lists_as_the_last_second_rfc_3339_names():
+    from alerting.intake import format_time, go_time
+
+    assert format_time(1e15) == go_time(1e15) == "9999-12-31T23:59:59Z"
+    assert format_time(-1e15) == "0001-01-01T00:00:00Z"
