@@ -276,9 +276,13 @@ async def backfill_schedule(scheduleId: str, body: BackfillIn, request: Request,
                          "range")
     try:
         slots = core.backfill_slots(trig, start, end)
-    except ValueError as exc:
-        raise FieldError("end", str(exc).removeprefix("end: "), "a range of at most 1000 slots",
-                         "range") from None
+    except (ValueError, OverflowError) as exc:
+        if str(exc).startswith("end: "):  # too many slots
+            raise FieldError("end", str(exc).removeprefix("end: "),
+                             "a range of at most 1000 slots", "range") from None
+        # the slots cannot be counted from so early a start (a date before year 1 in the zone)
+        raise FieldError("start", f"cannot be counted from ({exc})",
+                         "a start the schedule's zone can count slots from", "range") from None
     if not await store.request(scheduleId, {"kind": "backfill", "start": start, "end": end}):
         raise NotFound(f"schedule {scheduleId} not found")
     await sv.audit(request, "schedule.backfilled", caller, sysCode=doc["sysCode"],

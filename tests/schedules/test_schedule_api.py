@@ -255,3 +255,12 @@ def test_a_backfill_ending_in_the_future_is_422_naming_end(client):
     past = client.post(f"/schedules/{sid}/backfill", json={
         "start": (now - timedelta(hours=3)).isoformat(), "end": now.isoformat()})
     assert past.status_code == 202 and past.json()["data"]["slots"] in (3, 4), past.text
+
+
+def test_a_backfill_from_before_year_1_in_the_zone_is_422_naming_start(client):
+    trigger = {"cron": "0 6 * * *", "timeZone": "America/New_York"}
+    sid = client.post("/schedules", json=body(trigger=trigger)).json()["data"]["id"]
+    resp = client.post(f"/schedules/{sid}/backfill", json={
+        "start": "0001-01-01T00:00:00Z", "end": "0001-01-03T00:00:00Z"})
+    assert resp.status_code == 422, resp.text
+    assert [e["field"] for e in resp.json()["data"]["errors"]] == ["start"], resp.text
