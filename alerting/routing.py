@@ -23,9 +23,11 @@ _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "augu
 
 @dataclass(frozen=True)
 class Route:
-    """One matched route with its inherited settings (timers in seconds); ``id`` ``"0"`` is the
-    root, ``"0.2.1"`` the second child of its third child (part of the group key); ``mute`` /
-    ``active``: interval names."""
+    """One matched route with its inherited settings (timers in seconds); ``mute`` / ``active``:
+    interval names. ``id`` (part of the group key): ``"0"`` is the root, a child's its parent's
+    plus ``.r`` and 8 hex digits of its matchers and receiver (:func:`_child_id`), so a reload
+    that adds, removes or moves other routes leaves it, as Alertmanager's route key
+    (dispatch/route.go ``Key``) is its matchers."""
 
     id: str
     receiver: str
@@ -68,10 +70,21 @@ class _Node:
     children: tuple["_Node", ...]
 
 
+def _child_id(parent: Route, sub: Any, seen: dict[str, int]) -> str:
+    """The id of route ``sub`` under ``parent``: 8 hex digits of sha256 over its matchers (in
+    any order) and receiver, and how many earlier siblings have both the same (``seen``, updated),
+    so two routes that differ only in place keep apart."""
+    doc = repr((sorted((m.name, str(m.op.value), m.value) for m in sub.compiled_matchers),
+                sub.receiver))
+    n = seen[doc] = seen.get(doc, -1) + 1
+    return f"{parent.id}.r{hashlib.sha256(f'{doc}#{n}'.encode()).hexdigest()[:8]}"
+
+
 def _nodes(parent: Route, subs: list) -> tuple[_Node, ...]:
-    out = []
-    for i, sub in enumerate(subs):
-        child = _child(parent, sub, f"{parent.id}.{i}")
+    out: list[_Node] = []
+    seen: dict[str, int] = {}
+    for sub in subs:
+        child = _child(parent, sub, _child_id(parent, sub, seen))
         ms = sub.compiled_matchers
         out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op is MatchOp.EQUAL),
                          tuple(sorted((m for m in ms if m.op is not MatchOp.EQUAL),
@@ -127,14 +140,39 @@ def routes_for(config: Any, labels: dict[str, str]) -> list[Route]:
 
 
 def route_by_id(config: Any, rid: str) -> Route | None:
-    """The route with id ``rid``; None when the config has no such route."""
+    """The route with id ``rid``; None when the config has no such route. An id of positions
+    (``"0.2.1"``: the second child of the third child), as state written before ids named
+    routes holds, is read as those positions."""
     node = _tree(config)
-    for part in rid.split(".")[1:]:
-        i = int(part)
-        if not 0 <= i < len(node.children):
-            return None
-        node = node.children[i]
-    return node.route
+    parts = rid.split(".")[1:]
+    if all(p.isdigit() for p in parts):
+        for part in parts:
+            i = int(part)
+            if i >= len(node.children):
+                return None
+            node = node.children[i]
+        return node.route
+    return _ids(config).get(rid)
+
+
+_IDS: dict[int, tuple[Any, dict[str, Route]]] = {}
+
+
+def _ids(config: Any) -> dict[str, Route]:
+    """Route id -> route of ``config``'s tree, built once per config object."""
+    got = _IDS.get(id(config))
+    if got is not None and got[0] is config:
+        return got[1]
+    out: dict[str, Route] = {}
+    stack = [_tree(config)]
+    while stack:
+        node = stack.pop()
+        out[node.route.id] = node.route
+        stack.extend(node.children)
+    if len(_IDS) >= _MAX_TREES:
+        _IDS.clear()
+    _IDS[id(config)] = (config, out)
+    return out
 
 
 def _in_ranges(value: int, items: list[str], names: list[str] | None = None,

@@ -215,3 +215,38 @@ def test_a_reload_gives_the_open_groups_of_a_route_its_new_timing():
     f.ingest({"labels": {"alertname": "test2"}, "startsAt": format_time(T0 + 4)}, T0 + 4)
     assert f.tick(T0 + 4.9) == []
     assert [m.alert_count for m in f.tick(T0 + 5)] == [2]
+
+
+def muting_config(dummy_first: bool):
+    """A route muted all day (test="mute", group_interval 7s) and, when ``dummy_first``, a
+    sibling inserted before it: the reload of the side-by-side review."""
+    hook = lambda n: {"name": n, "webhook_configs": [{"url": f"http://127.0.0.1:9/{n}"}]}  # noqa: E731
+    routes = [{"matchers": ['test="mute"'], "receiver": "mute-hook", "group_interval": "7s",
+               "mute_time_intervals": ["always"]}]
+    if dummy_first:
+        routes.insert(0, {"matchers": ['test="dummy"'], "receiver": "default"})
+    return translate({
+        "route": {"receiver": "default", "group_by": ["test"], "group_wait": "1s",
+                  "group_interval": "6s", "repeat_interval": "10m", "routes": routes},
+        "receivers": [hook("default"), hook("mute-hook")],
+        "time_intervals": [{"name": "always", "time_intervals": [
+            {"times": [{"start_time": "00:00", "end_time": "24:00"}]}]}]})
+
+
+def test_a_reload_that_moves_a_route_leaves_its_groups_on_it():
+    # given a group held by its route's mute interval
+    f = Funnel(muting_config(dummy_first=False))
+    f.ingest({"labels": {"alertname": "M1", "test": "mute"}, "startsAt": format_time(T0 + 1)},
+             T0 + 1)
+    assert f.tick(T0 + 2) == []
+    # when a sibling is inserted before its route and the worker reloads
+    f = Funnel(muting_config(dummy_first=True), copy.deepcopy(f.state))
+    f.restart_timers(T0 + 3)
+    # then the group is still its route's: muted, on its timing, and a new alert of the same
+    # group labels joins it, as Alertmanager's route key (its matchers) keeps the group
+    assert f.tick(T0 + 4) == [] and f.tick(T0 + 20) == []
+    f.ingest({"labels": {"alertname": "M2", "test": "mute"}, "startsAt": format_time(T0 + 21)},
+             T0 + 21)
+    assert f.tick(T0 + 30) == []
+    [g] = f.state["groups"].values()
+    assert g["receiver"] == "mute-hook" and g["timing"][1] == 7.0 and len(g["members"]) == 2
