@@ -152,23 +152,34 @@ def route_by_id(config: Any, rid: str) -> Route | None:
                 return None
             node = node.children[i]
         return node.route
-    return _ids(config).get(rid)
+    got = _ids(config).get(rid)
+    return got[0] if got is not None else None
 
 
-_IDS: dict[int, tuple[Any, dict[str, Route]]] = {}
+def route_place(config: Any, rid: str) -> tuple[int, ...] | None:
+    """Where route ``rid`` is in ``config``'s tree: child positions from the root (``()`` for
+    it), so sorting by it is ``route.Match``'s depth-first order; None for an unknown id."""
+    if all(p.isdigit() for p in rid.split(".")[1:]):  # an id of places (older state)
+        return tuple(int(p) for p in rid.split(".")[1:])
+    got = _ids(config).get(rid)
+    return got[1] if got is not None else None
 
 
-def _ids(config: Any) -> dict[str, Route]:
-    """Route id -> route of ``config``'s tree, built once per config object."""
+_IDS: dict[int, tuple[Any, dict[str, tuple[Route, tuple[int, ...]]]]] = {}
+
+
+def _ids(config: Any) -> dict[str, tuple[Route, tuple[int, ...]]]:
+    """Route id -> (route, :func:`route_place`) of ``config``'s tree, built once per config
+    object."""
     got = _IDS.get(id(config))
     if got is not None and got[0] is config:
         return got[1]
-    out: dict[str, Route] = {}
-    stack = [_tree(config)]
+    out: dict[str, tuple[Route, tuple[int, ...]]] = {}
+    stack: list[tuple[_Node, tuple[int, ...]]] = [(_tree(config), ())]
     while stack:
-        node = stack.pop()
-        out[node.route.id] = node.route
-        stack.extend(node.children)
+        node, place = stack.pop()
+        out[node.route.id] = (node.route, place)
+        stack.extend((child, (*place, i)) for i, child in enumerate(node.children))
     if len(_IDS) >= _MAX_TREES:
         _IDS.clear()
     _IDS[id(config)] = (config, out)
