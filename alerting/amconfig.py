@@ -646,9 +646,12 @@ def _receiver(r: Any, i: int, ctx: _Context, seen: set[str]) -> list[dict[str, A
             raise _fail(ikey, f"the receiver of this further integration would be named {own!r}, "
                               "which another receiver has: rename one of them")
         c, shared = _common(kind, c, ikey, ctx)
+        data = _TYPES[kind].am_file.read(c, ikey, ctx)
+        # fields that read resolved (a global default, a *_file secret) join the template fields
+        fields = {**shared.pop("alertmanager_fields"), **data.pop("alertmanager_fields", {})}
         # every integration tells its whole group, as Alertmanager's notifiers are given it
-        out.append({"name": own, "format": "alertmanager", **shared,
-                    **_TYPES[kind].am_file.read(c, ikey, ctx), "integration_of": name})
+        out.append({"name": own, "format": "alertmanager", **shared, **data,
+                    "alertmanager_fields": fields, "integration_of": name})
     return out
 
 

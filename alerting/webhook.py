@@ -165,7 +165,10 @@ class WebhookSender:
             message = without_resolved(message)
             if not message.sections:
                 return SendResult(True, 250)
-        mail = build_email(message, rc, external_url, self._templates(rc))
+        try:  # an alertmanager.yml's from / to may render to no address: nothing to send
+            mail = build_email(message, rc, external_url, self._templates(rc))
+        except ValueError as e:
+            return SendResult(False, None, error=f"email: {e}", elapsed=time.monotonic() - t0)
         try:
             await asyncio.to_thread(send, mail, rc, self.config.delivery.timeout)
         except smtplib.SMTPServerDisconnected as e:

@@ -51,7 +51,8 @@ def render_fields(templates: Any, fields: Any, data: Any, source: str) -> Any:
 def rendered(message: Message, receiver: Any, templates: Any,
              external_url: str) -> tuple[dict[str, Any], Any]:
     """(the receiver's fields rendered against ``message``'s ``Data``, that
-    ``Data``); a field failing at run time is logged and its default sent."""
+    ``Data``); a field failing at run time is logged and its default sent;
+    the type's ``AmFile.literal`` fields are kept as written."""
     from alerting.gotemplate import TemplateError, alertmanager_data
 
     fields = dict(receiver.alertmanager_fields)
@@ -61,6 +62,9 @@ def rendered(message: Message, receiver: Any, templates: Any,
     defaults = spec.defaults if spec else {}
     out = {}
     for field, value in fields.items():
+        if spec and field in spec.literal:
+            out[field] = value
+            continue
         try:
             out[field] = _render_field(templates, field, value, data, f"receivers.{receiver.name}")
         except TemplateError as e:
@@ -95,17 +99,46 @@ def _html_escaped(value: Any) -> Any:
     return value
 
 
+def addresses(text: str, field: str) -> list[str]:
+    """The addresses of a rendered address list (Go's ``mail.ParseAddressList``:
+    ``Team <a@example.org>, b@example.org`` gives ``a@example.org``, ``b@example.org``).
+
+    Raises:
+        ValueError: ``parse 'to' addresses: ...``, an empty list or an address without ``@``.
+    """
+    from email.utils import getaddresses
+
+    found = [a for _name, a in getaddresses([text])]
+    if not found or not all(found):
+        raise ValueError(f"parse '{field}' addresses: mail: no address in {text!r}")
+    if not all("@" in a for a in found):
+        raise ValueError(f"parse '{field}' addresses: mail: missing '@' or angle-addr in {text!r}")
+    return found
+
+
 def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:
-    """The MIME message ``notify/email`` sends: the rendered headers
-    (``Message-Id`` from the idempotency key unless set), ``Date``, and
-    ``text`` / ``html`` parts as rendered."""
+    """The MIME message ``notify/email`` sends (:class:`alerting.receivers.email.Mail`): the
+    rendered headers (``To`` / ``From`` default the rendered ``to`` / ``from``; ``Message-Id``
+    from the idempotency key unless set), ``Date``, ``text`` / ``html`` parts as rendered, and
+    the envelope: one sender from ``from``, the recipients of ``to``.
+
+    Raises:
+        ValueError: ``from`` is not exactly one address or ``to`` not a list of them
+            (Alertmanager fails the notification too).
+    """
     from datetime import datetime, timezone
     from email.message import EmailMessage
     from email.utils import format_datetime
 
+    from alerting.receivers.email import Mail
+
     f, _data = rendered(message, receiver, templates, external_url)
-    mail = EmailMessage()
-    headers = {"To": ", ".join(receiver.email.to), "From": receiver.email.from_} | f["headers"]
+    sender = addresses(f["from"], "from")
+    if len(sender) != 1:
+        raise ValueError(f"must be exactly one 'from' address (got: {len(sender)})")
+    mail = Mail()
+    mail.envelope = (sender[0], addresses(f["to"], "to"))
+    headers = {"To": f["to"], "From": f["from"]} | f["headers"]
     for name, value in headers.items():
         mail[name] = value
     if "Message-Id" not in headers:

@@ -19,7 +19,9 @@ _URL = re.compile(r"(https?://[^\s<>\"]+)")
 
 def build_email(message: Message, receiver: Any, external_url: str = "",
                 templates: Any = None) -> EmailMessage:
-    """The MIME message for ``message``; Alertmanager's given an ``alertmanager.yml``'s ``templates``."""
+    """The MIME message for ``message``; Alertmanager's given an ``alertmanager.yml``'s ``templates``
+    (:func:`alerting.receivers.alertmanager.email`, which raises ValueError for a ``from`` / ``to``
+    rendering to no address)."""
     if templates is not None and receiver.alertmanager_fields:
         from alerting.receivers.alertmanager import email
         return email(message, receiver, templates, external_url)
@@ -39,8 +41,17 @@ def build_email(message: Message, receiver: Any, external_url: str = "",
     return mail
 
 
+class Mail(EmailMessage):
+    """An email with its SMTP ``envelope`` (sender, recipients) when that is not what its
+    ``From`` / ``To`` headers say: Alertmanager's is its rendered ``from`` / ``to``, whatever
+    the ``headers`` set (notify/email/email.go ``Notify``)."""
+
+    envelope: tuple[str, list[str]] | None = None
+
+
 def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
-    """Blocking SMTP delivery of ``mail`` through ``receiver.email.smarthost``.
+    """Blocking SMTP delivery of ``mail`` through ``receiver.email.smarthost``, to its
+    ``envelope`` (:class:`Mail`) or else its headers' addresses.
 
     Raises:
         OSError, smtplib.SMTPException: the server refused or is unreachable.
@@ -52,7 +63,7 @@ def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
             smtp.starttls()
         if cfg.auth_username:
             smtp.login(cfg.auth_username, cfg.auth_password)
-        smtp.send_message(mail)
+        smtp.send_message(mail, *(getattr(mail, "envelope", None) or ()))
 
 
 def _not_http(*_args: Any) -> list:
@@ -125,7 +136,9 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     if not password and not c.get("auth_password_file"):
         password = files.either(g, "smtp_auth_password", "smtp_auth_password_file", "global")
     require_tls = c.get("require_tls", g.get("smtp_require_tls", True))
-    return {"type": "email", "email": {
+    # Alertmanager renders ``to`` and ``from`` (the envelope and the default To / From headers,
+    # notify/email/email.go ``Notify``): kept as written, with the template fields
+    return {"type": "email", "alertmanager_fields": {"to": to, "from": sender}, "email": {
         "to": to, "from": sender,
         "smarthost": _smarthost(smarthost, at(key, "smarthost") if c.get("smarthost")
                                 else "global.smtp_smarthost", ctx),

@@ -51,14 +51,14 @@ def requests(message: Message, receiver: Any, external_url: str = "", timestamp:
 def am_requests(message: Message, receiver: Any, templates: Any, external_url: str = "",
                 timestamp: int = 0) -> list[Request]:
     """Alertmanager's create / close request per group from the rendered fields."""
-    headers = {"Content-Type": "application/json", **receiver.headers,
-               "Authorization": f"GenieKey {receiver.api_key}"}
     out = []
     for gid, one, resolved in per_group(message):
         f, data = alertmanager.rendered(one, receiver, templates, external_url)
         url = (f"{receiver.url}/{quote(gid[:512], safe='')}/close?identifierType=alias"
                if resolved else receiver.url)
         body = alertmanager.opsgenie(f, gid[:512], data["CommonLabels"], resolved)
+        headers = {"Content-Type": "application/json", **receiver.headers,
+                   "Authorization": f"GenieKey {f['api_key']}"}
         out.append(Request(url, dumps(body), headers))
     return out
 
@@ -98,12 +98,14 @@ def _check_responders(value: Any, key: str, ctx: Any) -> None:
 
 
 def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
-    """An ``opsgenie_configs`` entry (``api_key`` or the global one)."""
+    """An ``opsgenie_configs`` entry (``api_key`` or the global one, inline or a file's content,
+    a template as Alertmanager's ``createRequests`` renders it: ``tmpl(apiKey)``)."""
     _check_responders(c.get("responders"), ctx.at(key, "responders"), ctx)
     api_key = ctx.own_or_global(c, "api_key", key, "opsgenie_api_key", "OpsGenie API Key")
     base = c.get("api_url") or ctx.glob.get("opsgenie_api_url") or "https://api.opsgenie.com/"
     base = ctx.url(base, ctx.at(key, "api_url") if c.get("api_url") else "global.opsgenie_api_url")
-    return {"type": "opsgenie", "api_key": api_key, "url": base.rstrip("/") + "/v2/alerts"}
+    return {"type": "opsgenie", "api_key": api_key, "alertmanager_fields": {"api_key": api_key},
+            "url": base.rstrip("/") + "/v2/alerts"}
 
 
 #: Alertmanager's ``DefaultOpsGenieConfig`` (config/notifiers.go, v0.25.0)

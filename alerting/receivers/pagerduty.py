@@ -70,7 +70,7 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
     out = []
     for gid, one, resolved in per_group(message):
         f, _data = alertmanager.rendered(one, receiver, templates, external_url)
-        body = alertmanager.pagerduty(f, receiver.routing_key, gid[:255], resolved)
+        body = alertmanager.pagerduty(f, f["routing_key"], gid[:255], resolved)
         out.append(Request(receiver.url, dumps(body), headers))
     return out
 
@@ -79,12 +79,14 @@ DEFAULT_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
-    """A ``pagerduty_configs`` entry (Events API v2: ``routing_key``)."""
+    """A ``pagerduty_configs`` entry (Events API v2: ``routing_key``, inline or the file's
+    content, a template as Alertmanager's ``notifyV2`` renders it: ``tmpl(routingKey)``)."""
     routing_key = ctx.files.either(c, "routing_key", "routing_key_file", key)
     if not routing_key:
         raise ctx.fail(ctx.at(key, "routing_key"), "missing service or routing key in PagerDuty config")
     url = c.get("url") or ctx.glob.get("pagerduty_url") or DEFAULT_URL
     return {"type": "pagerduty", "routing_key": routing_key,
+            "alertmanager_fields": {"routing_key": routing_key},
             "url": ctx.url(url, ctx.at(key, "url") if c.get("url") else "global.pagerduty_url")}
 
 

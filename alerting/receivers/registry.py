@@ -26,9 +26,13 @@ class AmFile:
     """An ``alertmanager.yml`` integration: its ``keys`` (others are unknown),
     Alertmanager's default ``send_resolved``, its Go-template ``fields``,
     ``refused`` keys (key -> why), ``http`` (takes ``http_config``),
+    ``literal`` fields Alertmanager sends as written (not templates),
     ``defaults`` of the fields (config/notifiers.go) and ``merge(out, given)``
     when the file's fields are not a plain override, and
-    ``read(mapping, key, ctx) -> ReceiverConfig data``, ``ctx`` giving
+    ``read(mapping, key, ctx) -> ReceiverConfig data``, whose
+    ``alertmanager_fields`` (optional) join the template fields: what
+    Alertmanager renders but takes from ``global`` or a ``*_file`` (email
+    ``from``, ``routing_key``, ``api_key``); ``ctx`` giving
     ``fail``, ``at``, ``url``, ``text``, ``boolean``, ``own_or_global``,
     ``files.either`` and ``glob`` (:mod:`alerting.amconfig`)."""
 
@@ -40,6 +44,7 @@ class AmFile:
     http: bool = True
     defaults: dict[str, Any] = field(default_factory=dict)
     merge: Callable[[dict, dict], dict] | None = None
+    literal: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -102,4 +102,6 @@ SLACK = register(ReceiverType(
                     "update_message", "message_text", "timeout"), False, AM_FIELDS, read_am,
                    {"timeout": NO_TIMEOUT} | dict.fromkeys(
                        ("app_token", "app_token_file", "app_url", "update_message", "message_text"),
-                       _WEBHOOK_ONLY), defaults=AM_DEFAULTS)))
+                       _WEBHOOK_ONLY), defaults=AM_DEFAULTS,
+                   # slack.go renders every string field but these names (and the bools)
+                   literal=("mrkdwn_in",))))

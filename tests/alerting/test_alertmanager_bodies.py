@@ -60,15 +60,15 @@ ALERTS = [
 ENDED = "2024-03-05T11:00:00.25Z"
 
 
-def _recent() -> list[dict]:
-    """``ALERTS`` started a moment ago. Alertmanager flushes a new group at once
+def _recent(alerts: list[dict] = ALERTS) -> list[dict]:
+    """``alerts`` started a moment ago. Alertmanager flushes a new group at once
     when an alert's ``startsAt`` + group_wait is already past (dispatch.go
     ``insert``), which may fall between the two alerts of one POST; started
     now, both are in the group when group_wait ends."""
     now = time.time()  # well inside group_wait (2 s) of the POST, even on a loaded machine;
     # microseconds: the webhook body echoes every digit
     return [a | {"startsAt": go_time(round(now, 3) - 0.5 + 0.25 * i + 0.000123)}
-            for i, a in enumerate(ALERTS)]
+            for i, a in enumerate(alerts)]
 
 
 class _Capture(BaseHTTPRequestHandler):
@@ -345,3 +345,152 @@ def test_a_field_failing_at_run_time_sends_alertmanagers_default(tmp_path, caplo
     att = json.loads(req.body)["attachments"][0]
     assert (att["title"], att["text"]) == ("[FIRING:2] DiskFull (critical x)", "2 alerts")
     assert "receivers.chat.title" in caplog.text
+
+
+# ------------------------------------------------- configuration fields Alertmanager renders
+
+#: ALERTS of team ``storage``
+STORAGE = [a | {"labels": a["labels"] | {"team": "storage"}} for a in ALERTS]
+
+
+class _Requests(BaseHTTPRequestHandler):
+    """Every POST: (path, headers, JSON body)."""
+
+    seen: list[tuple[str, dict[str, str], dict]] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.seen.append((self.path, dict(self.headers), json.loads(body)))
+        self.send_response(202)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+class _Envelopes:
+    """Every mail: (EHLO name, MAIL FROM, RCPT TOs, the parsed message)."""
+
+    def __init__(self) -> None:
+        self.mails: list[tuple[str, str, list[str], Any]] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+        self.mails.append((session.host_name, envelope.mail_from, list(envelope.rcpt_tos),
+                           message_from_bytes(envelope.content, policy=policy.default)))
+        return "250 OK"
+
+
+def _templated_config(tmp_path: Path, http: str, smtp_port: int) -> Path:
+    """Receivers whose secrets, addresses and Slack fields are templates
+    (notify/<integration>/<integration>.go renders them, or not)."""
+    (tmp_path / "routing_key").write_text("{{ .CommonLabels.team }}-from-a-file\n")
+    cfg = {
+        "global": {"smtp_require_tls": False,
+                   "smtp_from": "Alertmanager <am-{{ .CommonLabels.team }}@example.com>"},
+        "route": {"receiver": "pager", "group_by": ["alertname"], "group_wait": "2s",
+                  "group_interval": "1s", "repeat_interval": "1h",
+                  "routes": [{"receiver": r, "continue": True}
+                             for r in ("pager", "pagerfile", "genie", "chat", "mail")]},
+        "receivers": [
+            {"name": "pager", "pagerduty_configs": [{
+                "routing_key": "{{ .CommonLabels.team }}-0123456789abcdef", "url": f"{http}/pd"}]},
+            {"name": "pagerfile", "pagerduty_configs": [{
+                "routing_key_file": str(tmp_path / "routing_key"), "url": f"{http}/pdfile"}]},
+            {"name": "genie", "opsgenie_configs": [{
+                "api_key": "key-{{ .CommonLabels.team | toUpper }}", "api_url": f"{http}/og/"}]},
+            {"name": "chat", "slack_configs": [{
+                "api_url": f"{http}/slack", "mrkdwn_in": ["text", '{{ "pretext" }}']}]},
+            {"name": "mail", "email_configs": [{
+                "to": "Team {{ .CommonLabels.team | title }} "
+                      "<{{ .CommonLabels.team }}-oncall@example.org>, boss@example.org",
+                "headers": {"Cc": "{{ .CommonLabels.team }}-cc@example.org"},
+                "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False}]},
+        ],
+    }
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_path):
+    """Alertmanager 0.25 renders PagerDuty's ``routing_key`` (inline or a
+    file's), Opsgenie's ``api_key`` and email's ``to`` / ``from`` (its
+    envelope, ``RCPT TO`` only ``to``'s addresses, and the default headers),
+    and sends Slack's ``mrkdwn_in`` as written: the daemon and Plait's
+    sender, to the same local servers, send the same."""
+    import asyncio
+
+    from aiosmtpd.controller import Controller
+
+    from alerting.webhook import WebhookSender
+    from ops.infra import free_port
+
+    _Requests.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Requests)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    inbox, smtp_port = _Envelopes(), free_port()
+    ctl = Controller(inbox, hostname="127.0.0.1", port=smtp_port)
+    ctl.start()
+    try:
+        path = _templated_config(tmp_path, f"http://127.0.0.1:{server.server_port}", smtp_port)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen(
+            [ALERTMANAGER, f"--config.file={path}", f"--storage.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+             f"--web.external-url={EXTERNAL}"],
+            stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
+            assert proc.poll() is None, (tmp_path / "am.log").read_text()
+            posted = _recent(STORAGE)
+            resp = httpx.post(f"{url}/api/v2/alerts", json=posted, timeout=10)
+            assert resp.status_code == 200, resp.text
+            wait_for(lambda: len({p for p, _h, _b in _Requests.seen}) >= 4 and inbox.mails, 30,
+                     "Alertmanager's requests")
+        finally:
+            proc.kill()
+            proc.wait(10)
+        am = {p: (h, b) for p, h, b in reversed(_Requests.seen)}  # the first of each
+        am_mail = inbox.mails[0]
+
+        config = load_alertmanager_config(path)
+        _Requests.seen, inbox.mails = [], []
+
+        async def send_all() -> list:
+            sender = WebhookSender(config, external_url=EXTERNAL)
+            try:
+                return [await sender.send(_message(r, posted=posted))
+                        for r in ("pager", "pagerfile", "genie", "chat", "mail")]
+            finally:
+                await sender.aclose()
+
+        results = asyncio.run(send_all())
+        assert all(r.ok for r in results), results
+        wait_for(lambda: inbox.mails, 10, "Plait's email")
+    finally:
+        ctl.stop()
+        server.shutdown()
+    plait = {p: (h, b) for p, h, b in _Requests.seen}
+
+    assert am["/pd"][1]["routing_key"] == "storage-0123456789abcdef"  # the daemon rendered it
+    assert am["/pdfile"][1]["routing_key"] == "storage-from-a-file"
+    for path_ in ("/pd", "/pdfile"):
+        got = plait[path_][1]
+        assert got | {"dedup_key": am[path_][1]["dedup_key"]} == am[path_][1], path_
+    assert am["/og/v2/alerts"][0]["Authorization"] == "GenieKey key-STORAGE"
+    assert plait["/og/v2/alerts"][0]["Authorization"] == am["/og/v2/alerts"][0]["Authorization"]
+    assert (plait["/og/v2/alerts"][1] | {"alias": am["/og/v2/alerts"][1]["alias"]}
+            == am["/og/v2/alerts"][1])
+    assert am["/slack"][1]["attachments"][0]["mrkdwn_in"] == ["text", '{{ "pretext" }}']
+    assert plait["/slack"][1] == am["/slack"][1]
+
+    [(_ehlo, mail_from, rcpts, mail)] = inbox.mails
+    _am_ehlo, am_from, am_rcpts, am_message = am_mail
+    assert (am_from, am_rcpts) == ("am-storage@example.com",
+                                   ["storage-oncall@example.org", "boss@example.org"])
+    assert (mail_from, rcpts) == (am_from, am_rcpts)  # the Cc header is no recipient
+    for header in ("To", "From", "Cc", "Subject"):
+        assert mail[header] == am_message[header], header
+    assert am_message["To"] == ("Team Storage <storage-oncall@example.org>, boss@example.org")

@@ -929,6 +929,69 @@ def test_templates_and_receiver_fields_go_to_the_renderer_at_load(tmp_path):
         load_alertmanager_config(path)
 
 
+@pytest.mark.parametrize("receiver,field", [
+    ("pagerduty_configs: [{routing_key: '@T@'}]", "routing_key"),
+    ("opsgenie_configs: [{api_key: '@T@'}]", "api_key"),
+    ("email_configs: [{to: '@T@', from: a@example.org, smarthost: '127.0.0.1:25'}]", "to"),
+    ("email_configs: [{to: b@example.org, smarthost: '127.0.0.1:25'}]", "from"),
+])
+def test_the_keys_and_addresses_alertmanager_renders_are_parsed_at_load(tmp_path, receiver,
+                                                                        field):
+    """Alertmanager 0.25 renders these as templates (pagerduty.go ``notifyV2``: ``tmpl(routingKey)``,
+    opsgenie.go ``createRequests``: ``tmpl(apiKey)``, email.go ``Notify``: ``tmpl(n.conf.To)`` /
+    ``From``); Plait parses them at load as its other template fields (``from`` from
+    ``global.smtp_from`` here)."""
+    from alerting.amconfig import _renderer
+
+    if _renderer() is None:
+        pytest.skip("this build has no Go-template renderer (alerting/gotemplate.py)")
+    text = ("global: {smtp_from: '%s'}\nroute: {receiver: x}\nreceivers: [{name: x, %s}]\n"
+            % ("@T@" if field == "from" else "c@example.org", receiver))
+    good = "{{ .Receiver }}@example.org"
+    config = load_alertmanager_config(write(tmp_path, text.replace("@T@", good)))
+    assert config.receiver("x").alertmanager_fields[field] == good
+    with pytest.raises(ConfigError, match=rf"^receivers.x.{field}: "):
+        load_alertmanager_config(write(tmp_path, text.replace("@T@", "{{ if }}")))
+
+
+def test_an_email_whose_addresses_render_to_no_address_fails_its_attempt(tmp_path):
+    """email.go ``Notify``: ``from`` must parse to exactly one address and ``to`` to a list,
+    else the notification fails before any mail; Plait's attempt fails without connecting
+    (port 9: nothing listens)."""
+    import asyncio
+
+    from alerting.model import Message
+    from alerting.webhook import WebhookSender
+
+    async def send(config, message):
+        sender = WebhookSender(config)
+        try:
+            return await sender.send(message)
+        finally:
+            await sender.aclose()
+
+    text = """
+        route: {receiver: mail}
+        receivers:
+          - name: mail
+            email_configs: [{to: '{{ .CommonLabels.owner }}', from: 'a@example.org, b@example.org',
+                             smarthost: '127.0.0.1:9', require_tls: false}]
+        """
+    view = {"fingerprint": "0" * 16, "rule": "A", "asset": "", "severity": "", "status": "firing",
+            "change": "new", "escalated_from": None, "labels": {"alertname": "A"},
+            "annotations": {}, "starts_at": 999_000.0, "ends_at": None, "duration": None,
+            "transient": False, "generator_url": "", "source": "alertmanager"}
+    message = Message("m1", "mail", "idem", 1, 1_000_000.0, [{
+        "group_id": "g", "group_labels": {"alertname": "A"}, "part": 1, "parts": 1,
+        "merged": False, "reminder": False, "counts": {"new": 1}, "alerts": [view]}],
+        alert_count=1)
+    result = asyncio.run(send(load_alertmanager_config(write(tmp_path, text)), message))
+    assert (result.ok, result.error) == (False, "email: must be exactly one 'from' address (got: 2)")
+    text = text.replace("a@example.org, b@example.org", "a@example.org")
+    result = asyncio.run(send(load_alertmanager_config(write(tmp_path, text)), message))
+    assert not result.ok and result.error.startswith("email: parse 'to' addresses: mail: no address")
+
+
 def test_plait_dev_refuses_a_broken_alertmanager_yml_before_starting_anything(tmp_path):
     import os
     import sys
