@@ -57,7 +57,8 @@ class TemplatesConfig(_Model):
 
 
 class EmailConfig(_Model):
-    """SMTP delivery (``type: email``); ``to``: comma-separated or a list."""
+    """SMTP delivery (``type: email``); ``to``: comma-separated or a list; ``hello``: the
+    ``EHLO`` name ("": the host's FQDN, Python's ``smtplib`` default)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -67,6 +68,7 @@ class EmailConfig(_Model):
     auth_username: str = ""
     auth_password: str = ""
     require_tls: bool = False
+    hello: str = ""
 
     @field_validator("to", mode="before")
     @classmethod

@@ -51,14 +51,15 @@ class Mail(EmailMessage):
 
 def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
     """Blocking SMTP delivery of ``mail`` through ``receiver.email.smarthost``, to its
-    ``envelope`` (:class:`Mail`) or else its headers' addresses.
+    ``envelope`` (:class:`Mail`) or else its headers' addresses, introduced as
+    ``EHLO <receiver.email.hello>``.
 
     Raises:
         OSError, smtplib.SMTPException: the server refused or is unreachable.
     """
     cfg = receiver.email
     host, port = cfg.smarthost.rsplit(":", 1)
-    with smtplib.SMTP(host, int(port), timeout=timeout) as smtp:
+    with smtplib.SMTP(host, int(port), local_hostname=cfg.hello or None, timeout=timeout) as smtp:
         if cfg.require_tls:
             smtp.starttls()
         if cfg.auth_username:
@@ -80,6 +81,8 @@ def am_status(receiver: Any) -> dict[str, Any]:
     e = receiver.email
     cfg = {"to": ", ".join(e.to), "from": e.from_, "smarthost": e.smarthost,
            "require_tls": e.require_tls, "send_resolved": receiver.send_resolved}
+    if e.hello:
+        cfg["hello"] = e.hello
     if e.auth_username:
         cfg |= {"auth_username": e.auth_username, "auth_password": SECRET}
     return {"email_configs": [cfg]}
@@ -136,6 +139,10 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
     if not password and not c.get("auth_password_file"):
         password = files.either(g, "smtp_auth_password", "smtp_auth_password_file", "global")
     require_tls = c.get("require_tls", g.get("smtp_require_tls", True))
+    # the EHLO name: own, else global.smtp_hello (default "localhost", config.go
+    # DefaultGlobalConfig); empty, Go's net/smtp says "localhost" too (email.go Notify)
+    hello = ctx.text(c.get("hello") or g.get("smtp_hello"),
+                     at(key, "hello") if c.get("hello") else "global.smtp_hello") or "localhost"
     # Alertmanager renders ``to`` and ``from`` (the envelope and the default To / From headers,
     # notify/email/email.go ``Notify``): kept as written, with the template fields
     return {"type": "email", "alertmanager_fields": {"to": to, "from": sender}, "email": {
@@ -144,7 +151,7 @@ def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
                                 else "global.smtp_smarthost", ctx),
         "auth_username": ctx.text(c.get("auth_username") or g.get("smtp_auth_username"),
                                   at(key, "auth_username")),
-        "auth_password": password,
+        "auth_password": password, "hello": hello,
         "require_tls": ctx.boolean(require_tls, at(key, "require_tls"))}}
 
 

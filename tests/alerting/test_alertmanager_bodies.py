@@ -391,7 +391,7 @@ def _templated_config(tmp_path: Path, http: str, smtp_port: int) -> Path:
         "route": {"receiver": "pager", "group_by": ["alertname"], "group_wait": "2s",
                   "group_interval": "1s", "repeat_interval": "1h",
                   "routes": [{"receiver": r, "continue": True}
-                             for r in ("pager", "pagerfile", "genie", "chat", "mail")]},
+                             for r in ("pager", "pagerfile", "genie", "chat", "mail", "ehlo")]},
         "receivers": [
             {"name": "pager", "pagerduty_configs": [{
                 "routing_key": "{{ .CommonLabels.team }}-0123456789abcdef", "url": f"{http}/pd"}]},
@@ -406,6 +406,9 @@ def _templated_config(tmp_path: Path, http: str, smtp_port: int) -> Path:
                       "<{{ .CommonLabels.team }}-oncall@example.org>, boss@example.org",
                 "headers": {"Cc": "{{ .CommonLabels.team }}-cc@example.org"},
                 "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False}]},
+            {"name": "ehlo", "email_configs": [{
+                "to": "ehlo@example.org", "hello": "am.example.org",
+                "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False}]},
         ],
     }
     path = tmp_path / "alertmanager.yml"
@@ -417,8 +420,8 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
     """Alertmanager 0.25 renders PagerDuty's ``routing_key`` (inline or a
     file's), Opsgenie's ``api_key`` and email's ``to`` / ``from`` (its
     envelope, ``RCPT TO`` only ``to``'s addresses, and the default headers),
-    and sends Slack's ``mrkdwn_in`` as written: the daemon and Plait's
-    sender, to the same local servers, send the same."""
+    sends Slack's ``mrkdwn_in`` as written and says ``EHLO <hello>``: the
+    daemon and Plait's sender, to the same local servers, send the same."""
     import asyncio
 
     from aiosmtpd.controller import Controller
@@ -447,13 +450,13 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
             posted = _recent(STORAGE)
             resp = httpx.post(f"{url}/api/v2/alerts", json=posted, timeout=10)
             assert resp.status_code == 200, resp.text
-            wait_for(lambda: len({p for p, _h, _b in _Requests.seen}) >= 4 and inbox.mails, 30,
-                     "Alertmanager's requests")
+            wait_for(lambda: len({p for p, _h, _b in _Requests.seen}) >= 4
+                     and len(inbox.mails) >= 2, 30, "Alertmanager's requests")
         finally:
             proc.kill()
             proc.wait(10)
         am = {p: (h, b) for p, h, b in reversed(_Requests.seen)}  # the first of each
-        am_mail = inbox.mails[0]
+        am_mails = {m[2][0]: m for m in reversed(inbox.mails)}  # by first recipient
 
         config = load_alertmanager_config(path)
         _Requests.seen, inbox.mails = [], []
@@ -462,13 +465,13 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
             sender = WebhookSender(config, external_url=EXTERNAL)
             try:
                 return [await sender.send(_message(r, posted=posted))
-                        for r in ("pager", "pagerfile", "genie", "chat", "mail")]
+                        for r in ("pager", "pagerfile", "genie", "chat", "mail", "ehlo")]
             finally:
                 await sender.aclose()
 
         results = asyncio.run(send_all())
         assert all(r.ok for r in results), results
-        wait_for(lambda: inbox.mails, 10, "Plait's email")
+        wait_for(lambda: len(inbox.mails) == 2, 10, "Plait's emails")
     finally:
         ctl.stop()
         server.shutdown()
@@ -486,11 +489,16 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
     assert am["/slack"][1]["attachments"][0]["mrkdwn_in"] == ["text", '{{ "pretext" }}']
     assert plait["/slack"][1] == am["/slack"][1]
 
-    [(_ehlo, mail_from, rcpts, mail)] = inbox.mails
-    _am_ehlo, am_from, am_rcpts, am_message = am_mail
+    mails = {m[2][0]: m for m in inbox.mails}
+    ehlo, mail_from, rcpts, mail = mails["storage-oncall@example.org"]
+    am_ehlo, am_from, am_rcpts, am_message = am_mails["storage-oncall@example.org"]
     assert (am_from, am_rcpts) == ("am-storage@example.com",
                                    ["storage-oncall@example.org", "boss@example.org"])
     assert (mail_from, rcpts) == (am_from, am_rcpts)  # the Cc header is no recipient
     for header in ("To", "From", "Cc", "Subject"):
         assert mail[header] == am_message[header], header
     assert am_message["To"] == ("Team Storage <storage-oncall@example.org>, boss@example.org")
+    # EHLO: the receiver's hello, else global.smtp_hello, default "localhost" (config.go)
+    assert (ehlo, am_ehlo) == ("localhost", "localhost")
+    assert am_mails["ehlo@example.org"][0] == "am.example.org"
+    assert mails["ehlo@example.org"][0] == "am.example.org"

@@ -954,6 +954,24 @@ def test_the_keys_and_addresses_alertmanager_renders_are_parsed_at_load(tmp_path
         load_alertmanager_config(write(tmp_path, text.replace("@T@", "{{ if }}")))
 
 
+def test_the_ehlo_name_is_the_receivers_hello_else_the_global_one_else_localhost(tmp_path):
+    """config.go: an email's ``hello`` defaults to ``global.smtp_hello``, whose default is
+    ``localhost`` (``DefaultGlobalConfig``); empty, Go's net/smtp says ``localhost`` too."""
+    text = """
+        global: {smtp_smarthost: '127.0.0.1:25', smtp_from: a@example.org%s}
+        route: {receiver: own}
+        receivers:
+          - {name: own, email_configs: [{to: b@example.org, hello: mx.example.org}]}
+          - {name: other, email_configs: [{to: b@example.org}]}
+        """
+    config = load_alertmanager_config(write(tmp_path, text % ", smtp_hello: am.example.org"))
+    assert [config.receiver(r).email.hello for r in ("own", "other")] == [
+        "mx.example.org", "am.example.org"]
+    for given in ("", ", smtp_hello: ''"):
+        config = load_alertmanager_config(write(tmp_path, text % given))
+        assert config.receiver("other").email.hello == "localhost"
+
+
 def test_an_email_whose_addresses_render_to_no_address_fails_its_attempt(tmp_path):
     """email.go ``Notify``: ``from`` must parse to exactly one address and ``to`` to a list,
     else the notification fails before any mail; Plait's attempt fails without connecting

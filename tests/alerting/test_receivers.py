@@ -334,6 +334,7 @@ async def test_email_over_smtp():
 
         async def handle_DATA(self, server, session, envelope):  # noqa: N802
             self.mails.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
+            self.ehlo = session.host_name
             return "250 Message accepted for delivery"
 
     import socket
@@ -346,13 +347,15 @@ async def test_email_over_smtp():
     try:
         cfg = config({"type": "email", "email": {"to": "oncall@example.com, dba@example.com",
                                                  "from": "plait@example.com",
-                                                 "smarthost": f"127.0.0.1:{port}"}})
+                                                 "smarthost": f"127.0.0.1:{port}",
+                                                 "hello": "plait.example.com"}})
         (m1, r1), (m2, r2) = await deliver_episode(cfg)
     finally:
         ctl.stop()
     assert r1.ok and r2.ok and len(inbox.mails) == 2
     sender, rcpts, raw = inbox.mails[0]
     assert sender == "plait@example.com" and rcpts == ["oncall@example.com", "dba@example.com"]
+    assert inbox.ehlo == "plait.example.com"
     mail = message_from_bytes(raw, policy=email_policy)
     assert mail["Subject"] == "[FIRING:2] ExportFailed on 2 assets (+2 new)"
     assert mail.get_content_type() == "multipart/alternative"
