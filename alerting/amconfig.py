@@ -531,6 +531,7 @@ class _Context:
     url = staticmethod(http_url)
     text = staticmethod(_text)
     boolean = staticmethod(_bool)
+    mapping = staticmethod(_mapping)  # (value, key, allowed keys, Go type) -> dict
     duration = staticmethod(duration)  # (value, key) -> seconds
 
     def own_or_global(self, c: dict, name: str, key: str, global_name: str, what: str) -> str:

@@ -33,7 +33,7 @@ class AmFile:
     ``alertmanager_fields`` (optional) join the template fields: what
     Alertmanager renders but takes from ``global`` or a ``*_file`` (email
     ``from``, ``routing_key``, ``api_key``); ``ctx`` giving
-    ``fail``, ``at``, ``url``, ``text``, ``boolean``, ``own_or_global``,
+    ``fail``, ``at``, ``url``, ``text``, ``boolean``, ``mapping``, ``own_or_global``,
     ``files.either`` and ``glob`` (:mod:`alerting.amconfig`)."""
 
     keys: tuple[str, ...]

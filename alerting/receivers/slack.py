@@ -76,10 +76,81 @@ def am_requests(message: Message, receiver: Any, templates: Any, external_url: s
     return json_request(receiver, alertmanager.slack(f))
 
 
+ACTION_KEYS = ("type", "text", "url", "style", "name", "value", "confirm")
+CONFIRM_KEYS = ("text", "title", "ok_text", "dismiss_text")
+FIELD_KEYS = ("title", "value", "short")
+
+
+def _list(value: Any, key: str, ctx: Any) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ctx.fail(key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _entry(value: Any, key: str, ctx: Any, keys: tuple[str, ...], what: str) -> dict[str, Any]:
+    """One ``actions`` / ``fields`` / ``confirm`` mapping with its strings as text (unknown keys
+    and non-strings refused, strict yaml.v2's words). Alertmanager's loader takes a null
+    action or field and its notifier then dereferences it; Plait refuses it."""
+    if value is None:
+        raise ctx.fail(key, f"expected a {what}, got null")
+    value = ctx.mapping(value, key, keys, "config.plain")
+    return {k: v if k in ("confirm", "short") else ctx.text(v, ctx.at(key, k))
+            for k, v in value.items()}
+
+
+def _action(value: Any, key: str, ctx: Any) -> dict[str, Any]:
+    """An ``actions`` entry as ``SlackAction.UnmarshalYAML`` (config/notifiers.go) takes it:
+    ``type``, ``text`` and ``url`` or ``name`` required, a ``confirm`` needs its ``text``; with
+    a ``url`` the message-action fields ``name``, ``value`` and ``confirm`` are dropped."""
+    a = _entry(value, key, ctx, ACTION_KEYS, "Slack action")
+    if a.get("confirm") is not None:
+        at = ctx.at(key, "confirm")
+        a["confirm"] = _entry(a["confirm"], at, ctx, CONFIRM_KEYS, "Slack confirmation")
+        if not a["confirm"].get("text"):
+            raise ctx.fail(ctx.at(at, "text"), "missing text in Slack confirmation configuration")
+    for name in ("type", "text"):
+        if not a.get(name):
+            raise ctx.fail(ctx.at(key, name), f"missing {name} in Slack action configuration")
+    if a.get("url"):
+        a = {k: v for k, v in a.items() if k not in ("name", "value", "confirm")}
+    elif not a.get("name"):
+        raise ctx.fail(key, "missing name or url in Slack action configuration")
+    return {k: v for k, v in a.items() if v not in (None, "")}
+
+
+def _field(value: Any, key: str, ctx: Any) -> dict[str, Any]:
+    """A ``fields`` entry as ``SlackField.UnmarshalYAML`` takes it: ``title`` and ``value``
+    required, ``short`` a bool."""
+    f = _entry(value, key, ctx, FIELD_KEYS, "Slack field")
+    for name in ("title", "value"):
+        if not f.get(name):
+            raise ctx.fail(ctx.at(key, name), f"missing {name} in Slack field configuration")
+    if f.get("short") is not None:
+        ctx.boolean(f["short"], ctx.at(key, "short"))
+    return {k: v for k, v in f.items() if v is not None}
+
+
 def read_am(c: dict, key: str, ctx: Any) -> dict[str, Any]:
-    """A ``slack_configs`` entry (``api_url`` or ``global.slack_api_url``)."""
+    """A ``slack_configs`` entry (``api_url`` or ``global.slack_api_url``), its ``actions`` and
+    ``fields`` checked and normalised as Alertmanager's loader does (:func:`_action`,
+    :func:`_field`), its bools and ``mrkdwn_in`` typed."""
     url = ctx.own_or_global(c, "api_url", key, "slack_api_url", "Slack API URL")
-    return {"type": "slack", "url": ctx.url(url, ctx.at(key, "api_url"))}
+    fields: dict[str, Any] = {}
+    for name, one in (("actions", _action), ("fields", _field)):
+        at = ctx.at(key, name)
+        items = [one(v, ctx.at(at, str(i)), ctx) for i, v in enumerate(_list(c.get(name), at, ctx))]
+        if items:
+            fields[name] = items
+    for name in ("short_fields", "link_names"):
+        if c.get(name) is not None:
+            ctx.boolean(c[name], ctx.at(key, name))
+    at = ctx.at(key, "mrkdwn_in")
+    for i, v in enumerate(_list(c.get("mrkdwn_in"), at, ctx)):
+        ctx.text(v, ctx.at(at, str(i)))
+    return {"type": "slack", "url": ctx.url(url, ctx.at(key, "api_url")),
+            "alertmanager_fields": fields}
 
 
 #: Alertmanager's ``DefaultSlackConfig`` (config/notifiers.go, v0.25.0)

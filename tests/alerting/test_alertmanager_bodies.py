@@ -400,7 +400,17 @@ def _templated_config(tmp_path: Path, http: str, smtp_port: int) -> Path:
             {"name": "genie", "opsgenie_configs": [{
                 "api_key": "key-{{ .CommonLabels.team | toUpper }}", "api_url": f"{http}/og/"}]},
             {"name": "chat", "slack_configs": [{
-                "api_url": f"{http}/slack", "mrkdwn_in": ["text", '{{ "pretext" }}']}]},
+                "api_url": f"{http}/slack", "mrkdwn_in": ["text", '{{ "pretext" }}'],
+                "short_fields": True,
+                "fields": [{"title": "Team", "value": "{{ .CommonLabels.team }}"},
+                           {"title": "Long", "value": "x", "short": False}],
+                # a link button keeps no message-action fields (SlackAction.UnmarshalYAML)
+                "actions": [{"type": "button", "text": "Runbook", "style": "primary",
+                             "url": "{{ (index .Alerts 0).Annotations.runbook }}",
+                             "name": "ignored", "value": "ignored", "confirm": {"text": "x"}},
+                            {"type": "button", "text": "Ack {{ .CommonLabels.team }}",
+                             "name": "ack", "value": "{{ .Status }}",
+                             "confirm": {"text": "Sure?", "ok_text": "{{ .Receiver }}"}}]}]},
             {"name": "mail", "email_configs": [{
                 "to": "Team {{ .CommonLabels.team | title }} "
                       "<{{ .CommonLabels.team }}-oncall@example.org>, boss@example.org",
@@ -420,7 +430,8 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
     """Alertmanager 0.25 renders PagerDuty's ``routing_key`` (inline or a
     file's), Opsgenie's ``api_key`` and email's ``to`` / ``from`` (its
     envelope, ``RCPT TO`` only ``to``'s addresses, and the default headers),
-    sends Slack's ``mrkdwn_in`` as written and says ``EHLO <hello>``: the
+    sends Slack's ``mrkdwn_in`` as written, drops a link button's ``name``,
+    ``value`` and ``confirm``, and says ``EHLO <hello>``: the
     daemon and Plait's sender, to the same local servers, send the same."""
     import asyncio
 
@@ -487,6 +498,8 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
     assert (plait["/og/v2/alerts"][1] | {"alias": am["/og/v2/alerts"][1]["alias"]}
             == am["/og/v2/alerts"][1])
     assert am["/slack"][1]["attachments"][0]["mrkdwn_in"] == ["text", '{{ "pretext" }}']
+    assert [sorted(a) for a in am["/slack"][1]["attachments"][0]["actions"]] == [
+        ["style", "text", "type", "url"], ["confirm", "name", "text", "type", "value"]]
     assert plait["/slack"][1] == am["/slack"][1]
 
     mails = {m[2][0]: m for m in inbox.mails}

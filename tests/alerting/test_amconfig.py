@@ -32,6 +32,12 @@ receivers:
 """
 
 
+def slack(keys: str) -> str:
+    """A file of one Slack receiver with ``keys`` (flow YAML)."""
+    return ("route: {receiver: a}\nreceivers: [{name: a, slack_configs: "
+            f"[{{api_url: 'http://127.0.0.1:9/s', {keys}}}]}}]\n")
+
+
 def routed(sub: str) -> str:
     """BASE with one sub-route (flow YAML)."""
     return BASE.replace("  receiver: a\n", f"  receiver: a\n  routes: [{sub}]\n", 1)
@@ -179,6 +185,41 @@ BROKEN = [
      "receivers.0.pagerduty_configs.0.routing_key: missing service or routing key", "missing service or routing key"),
     ("slack-without-url", "route: {receiver: a}\nreceivers: [{name: a, slack_configs: [{channel: '#x'}]}]\n",
      "receivers.0.slack_configs.0.api_url: no global Slack API URL set", "no global Slack API URL set"),
+    # Slack's actions and fields (config/notifiers.go SlackAction, SlackConfirmationField and
+    # SlackField UnmarshalYAML)
+    ("slack-action-without-name-or-url", slack("actions: [{type: button, text: Ack}]"),
+     "receivers.0.slack_configs.0.actions.0: missing name or url in Slack action configuration",
+     "missing name or url in Slack action configuration"),
+    ("slack-action-without-type", slack("actions: [{text: Ack, url: 'http://x'}]"),
+     "receivers.0.slack_configs.0.actions.0.type: missing type in Slack action configuration",
+     "missing type in Slack action configuration"),
+    ("slack-action-without-text", slack("fields: [{title: t, value: v}], "
+                                        "actions: [{type: button, text: Ack, name: ack}, {type: button}]"),
+     "receivers.0.slack_configs.0.actions.1.text: missing text in Slack action configuration",
+     "missing text in Slack action configuration"),
+    ("slack-confirm-without-text", slack("actions: [{type: button, text: Ack, url: 'http://x', "
+                                         "confirm: {title: Sure}}]"),
+     "receivers.0.slack_configs.0.actions.0.confirm.text: missing text in Slack confirmation",
+     "missing text in Slack confirmation configuration"),
+    ("slack-action-unknown-field", slack("actions: [{type: button, text: Ack, name: ack, "
+                                         "urll: 'http://x'}]"),
+     "receivers.0.slack_configs.0.actions.0.urll: field urll not found", "field urll not found"),
+    ("slack-action-not-a-string", slack("actions: [{type: [button], text: Ack, name: ack}]"),
+     "receivers.0.slack_configs.0.actions.0.type: expected a string", "cannot unmarshal !!seq"),
+    ("slack-field-without-title", slack("fields: [{value: v}]"),
+     "receivers.0.slack_configs.0.fields.0.title: missing title in Slack field configuration",
+     "missing title in Slack field configuration"),
+    ("slack-field-without-value", slack("fields: [{title: t}]"),
+     "receivers.0.slack_configs.0.fields.0.value: missing value in Slack field configuration",
+     "missing value in Slack field configuration"),
+    ("slack-field-short-not-a-bool", slack("fields: [{title: t, value: v, short: 'true'}]"),
+     "receivers.0.slack_configs.0.fields.0.short: expected true or false",
+     "cannot unmarshal !!str `true` into bool"),
+    ("slack-short-fields-not-a-bool", slack("short_fields: maybe"),
+     "receivers.0.slack_configs.0.short_fields: expected true or false",
+     "cannot unmarshal !!str `maybe` into bool"),
+    ("slack-mrkdwn-in-not-a-list", slack("mrkdwn_in: text"),
+     "receivers.0.slack_configs.0.mrkdwn_in: expected a list", "cannot unmarshal !!str `text`"),
     ("opsgenie-responder-without-name",
      "route: {receiver: a}\nreceivers: [{name: a, opsgenie_configs: [{api_key: k, "
      "responders: [{type: team}]}]}]\n",
@@ -632,6 +673,11 @@ def test_a_webhook_url_is_taken_as_written(tmp_path):
      "receivers.0.webhook_configs.0.timeout: not a valid duration string"),
     ("global: {resolve_timeout: 0s}\nreceivers: [{name: a}]",
      "global.resolve_timeout: must be more than 0s"),
+    # Alertmanager's loader takes a null action or field, which its notifier then dereferences
+    ("receivers: [{name: a, slack_configs: [{api_url: 'http://127.0.0.1:9/s', actions: [null]}]}]",
+     "receivers.0.slack_configs.0.actions.0: expected a Slack action, got null"),
+    ("receivers: [{name: a, slack_configs: [{api_url: 'http://127.0.0.1:9/s', fields: [~]}]}]",
+     "receivers.0.slack_configs.0.fields.0: expected a Slack field, got null"),
 ])
 def test_what_plait_cannot_do_is_refused_naming_the_key(tmp_path, text, says):
     path = write(tmp_path, "route: {receiver: a}\n" + text + "\n")
