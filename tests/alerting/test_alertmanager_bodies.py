@@ -349,8 +349,10 @@ def test_a_field_failing_at_run_time_sends_alertmanagers_default(tmp_path, caplo
 
 # ------------------------------------------------- configuration fields Alertmanager renders
 
-#: ALERTS of team ``storage``
-STORAGE = [a | {"labels": a["labels"] | {"team": "storage"}} for a in ALERTS]
+#: ALERTS of team ``storage``, with a description holding HTML
+STORAGE = [a | {"labels": a["labels"] | {"team": "storage"},
+                "annotations": a["annotations"] | {"description": "<b>disk</b> & more"}}
+           for a in ALERTS]
 
 
 class _Requests(BaseHTTPRequestHandler):
@@ -418,6 +420,7 @@ def _templated_config(tmp_path: Path, http: str, smtp_port: int) -> Path:
                 "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False}]},
             {"name": "ehlo", "email_configs": [{
                 "to": "ehlo@example.org", "hello": "am.example.org",
+                "html": "<p>{{ .CommonAnnotations.description | safeHtml }}</p>",
                 "smarthost": f"127.0.0.1:{smtp_port}", "require_tls": False}]},
         ],
     }
@@ -515,3 +518,8 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
     assert (ehlo, am_ehlo) == ("localhost", "localhost")
     assert am_mails["ehlo@example.org"][0] == "am.example.org"
     assert mails["ehlo@example.org"][0] == "am.example.org"
+    # safeHtml: Alertmanager passes the value's HTML through; Plait escaped the data before
+    # rendering, so it prints it escaped (docs/alerting.md, "Templates and record size")
+    html = [m[3].get_body(("html",)).get_content().strip()
+            for m in (am_mails["ehlo@example.org"], mails["ehlo@example.org"])]
+    assert html == ["<p><b>disk</b> & more</p>", "<p>&lt;b&gt;disk&lt;/b&gt; &amp; more</p>"]
