@@ -18,6 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from plait.errors import AuthError, FieldError, PlaitError, RequestInvalid, Unavailable
+from plait.spec import deeper_than
 
 #: Called with (request, error) for every AuthError (the audit trail).
 OnRefused = Callable[[Request, AuthError], Awaitable[None]]
@@ -264,7 +265,7 @@ def parse_json_body(raw: bytes) -> Any:
         too_deep = True  # deeper than Python's reader goes: refused below by the same rule
     except ValueError as exc:
         raise _json_error(exc) from None
-    if too_deep or _deeper_than(doc, MAX_JSON_DEPTH):
+    if too_deep or deeper_than(doc, MAX_JSON_DEPTH):
         raise FieldError("body", f"nests arrays and objects more than {MAX_JSON_DEPTH} deep",
                          "an alert, silence or list of them as JSON", "json")
     return doc
@@ -274,13 +275,3 @@ def parse_json_body(raw: bytes) -> Any:
 MAX_JSON_DEPTH = 64
 
 
-def _deeper_than(doc: Any, most: int) -> bool:
-    """True when ``doc`` nests lists and dicts more than ``most`` levels deep (iterative)."""
-    level, depth = [c for c in (doc,) if isinstance(c, (list, dict))], 0
-    while level:
-        depth += 1
-        if depth > most:
-            return True
-        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c)
-                 if isinstance(v, (list, dict))]
-    return False

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticSerializationError
 
 from plait.partitions import MAX_PARTITIONS, check_fragments, parse_bound, split_windows
 from plait.records import MAX_RECORD_BYTES
@@ -92,6 +92,23 @@ def not_json_text(value: Any) -> tuple[tuple[str | int, ...], str] | None:
         elif isinstance(v, (list, tuple)):
             stack.extend((loc + (i,), item) for i, item in reversed(list(enumerate(v))))
     return None
+
+
+#: Nesting pydantic serializes at most (pydantic-core's recursion guard).
+SERIALIZED_DEPTH = 255
+
+
+def deeper_than(doc: Any, most: int) -> bool:
+    """True when ``doc`` nests lists and dicts more than ``most`` levels deep (iterative)."""
+    level, depth = [c for c in (doc,) if isinstance(c, (list, dict))], 0
+    while level:
+        depth += 1
+        if depth > most:
+            return True
+        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c)
+                 if isinstance(v, (list, dict))]
+    return False
+
 
 
 def _utf8(text: str) -> bool:
@@ -343,12 +360,29 @@ class ExportSpec(_Model):
     documentConfig: DocumentConfig = Field(default_factory=DocumentConfig)
     jobConfig: JobConfig = Field(default_factory=JobConfig)
 
+    def _dumped(self, **kw: Any) -> dict[str, Any]:
+        """``model_dump(**kw)``; ValidationError naming the field nested past pydantic's
+        serialization limit (:data:`SERIALIZED_DEPTH`) instead of its bare ValueError."""
+        try:
+            return self.model_dump(**kw)
+        except (ValueError, PydanticSerializationError) as exc:
+            if "depth" not in str(exc):
+                raise
+            data = self.dataConfig
+            deep = [n for n in ("queryConditions", "runtimeContext", "partitions")
+                    if deeper_than(getattr(data, n), SERIALIZED_DEPTH - 8)]
+            raise ValidationError.from_exception_data("ExportSpec", [InitErrorDetails(
+                type=PydanticCustomError("json_value", "nests arrays and objects deeper than "
+                                         "the {most} levels a spec can be written with",
+                                         {"most": SERIALIZED_DEPTH}),
+                loc=("dataConfig", *deep[:1]), input="(not shown)")]) from None
+
     @model_validator(mode="after")
     def _json_text(self) -> "ExportSpec":
         """Refuse what JSON text cannot carry to a data API, a producer or a Kafka record (RFC
         8259): NaN and Infinity (Python's JSON reader takes them, ``1e400`` too), and a lone
         surrogate (``"\\udc00"``) in a key or a value. Names the first such place."""
-        doc = self.model_dump(by_alias=True, exclude_none=True)
+        doc = self._dumped(by_alias=True, exclude_none=True)
         try:  # in C, the common case; the walk below only finds where it failed
             json.dumps(doc, ensure_ascii=False, allow_nan=False, default=str).encode()
             return self
@@ -376,7 +410,7 @@ class ExportSpec(_Model):
     @model_validator(mode="after")
     def _fits_a_record(self) -> "ExportSpec":
         """Refuse a spec over :data:`MAX_SPEC_BYTES`, naming its largest field."""
-        doc = self.model_dump(mode="json", exclude_none=True)
+        doc = self._dumped(mode="json", exclude_none=True)
         size = _json_size(doc)
         if size <= MAX_SPEC_BYTES:
             return self

@@ -399,3 +399,13 @@ def test_times_before_year_1000_are_answered_in_rfc3339(client):
     resp = client.post("/silences", json=body)
     assert resp.status_code == 201, resp.text
     assert resp.json()["data"]["silence"]["startsAt"] == "0017-01-01T00:01:01Z"
+
+
+@pytest.mark.parametrize("field", ["queryConditions", "runtimeContext"])
+def test_conditions_nested_too_deep_name_the_field(client, field):
+    deep: object = 1
+    for _ in range(300):  # past pydantic's serialization depth (255)
+        deep = {"a": deep}
+    spec = SPEC | {"dataConfig": SPEC["dataConfig"] | {field: deep}}
+    e = error(client.post("/export/tasks", json=spec), f"dataConfig.{field}")
+    assert "deeper than the 255 levels" in e["rule"]
