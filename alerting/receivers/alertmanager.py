@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
+from email.message import EmailMessage
 from typing import Any, Iterator
 
 from alerting.model import Message
@@ -99,6 +100,14 @@ def _html_escaped(value: Any) -> Any:
     return value
 
 
+class Mail(EmailMessage):
+    """An email with its SMTP ``envelope`` (sender, recipients) when that is not what its
+    ``From`` / ``To`` headers say: Alertmanager's is its rendered ``from`` / ``to``, whatever
+    the ``headers`` set (notify/email/email.go ``Notify``)."""
+
+    envelope: tuple[str, list[str]] | None = None
+
+
 def addresses(text: str, field: str) -> list[str]:
     """The addresses of a rendered address list (Go's ``mail.ParseAddressList``:
     ``Team <a@example.org>, b@example.org`` gives ``a@example.org``, ``b@example.org``).
@@ -117,7 +126,7 @@ def addresses(text: str, field: str) -> list[str]:
 
 
 def email(message: Message, receiver: Any, templates: Any, external_url: str) -> Any:
-    """The MIME message ``notify/email`` sends (:class:`alerting.receivers.email.Mail`): the
+    """The MIME message ``notify/email`` sends (:class:`Mail`): the
     rendered headers (``To`` / ``From`` default the rendered ``to`` / ``from``; ``Message-Id``
     from the idempotency key unless set), ``Date``, ``text`` / ``html`` parts as rendered, and
     the envelope: one sender from ``from``, the recipients of ``to``.
@@ -127,10 +136,8 @@ def email(message: Message, receiver: Any, templates: Any, external_url: str) ->
             (Alertmanager fails the notification too).
     """
     from datetime import datetime, timezone
-    from email.message import EmailMessage
     from email.utils import format_datetime
 
-    from alerting.receivers.email import Mail
 
     f, _data = rendered(message, receiver, templates, external_url)
     sender = addresses(f["from"], "from")

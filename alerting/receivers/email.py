@@ -41,17 +41,9 @@ def build_email(message: Message, receiver: Any, external_url: str = "",
     return mail
 
 
-class Mail(EmailMessage):
-    """An email with its SMTP ``envelope`` (sender, recipients) when that is not what its
-    ``From`` / ``To`` headers say: Alertmanager's is its rendered ``from`` / ``to``, whatever
-    the ``headers`` set (notify/email/email.go ``Notify``)."""
-
-    envelope: tuple[str, list[str]] | None = None
-
-
 def send(mail: EmailMessage, receiver: Any, timeout: float) -> None:
     """Blocking SMTP delivery of ``mail`` through ``receiver.email.smarthost``, to its
-    ``envelope`` (:class:`Mail`) or else its headers' addresses, introduced as
+    ``envelope`` (:class:`alerting.receivers.alertmanager.Mail`) or else its headers' addresses, introduced as
     ``EHLO <receiver.email.hello>``.
 
     Raises:
