@@ -25,7 +25,7 @@ from typing import Any, Callable, Coroutine, Iterable
 import orjson
 from sortedcontainers import SortedList
 
-from alerting.dedupe import labelset_fingerprint
+from alerting.dedupe import fingerprint as alert_fingerprint
 from alerting.group import group_labels
 from alerting.intake import format_time
 from alerting.model import Alert
@@ -93,7 +93,8 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "startsAt": format_time(started if started is not None else seen),
         "endsAt": format_time(ends),
         "updatedAt": format_time(seen),
-        "fingerprint": _view_fingerprint(ep, alert, labels), "receivers": [{"name": receiver}],
+        "fingerprint": _view_fingerprint(ep, alert, config),
+        "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
         "_group": glabels, "_route": rid, "_place": route_place(config, rid),
@@ -104,12 +105,21 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     return out
 
 
-def _view_fingerprint(ep: dict[str, Any], alert: Alert, labels: dict[str, str]) -> str:
-    """Alertmanager's fingerprint of ``labels``: for an Alertmanager alert, its episode's identity
-    before any ``~`` (:func:`alerting.dedupe.fingerprint` hashed the same label set already)."""
-    if alert.source == "alertmanager" and ep.get("fp"):
+def _view_fingerprint(ep: dict[str, Any], alert: Alert, config: Any) -> str:
+    """The alert's identity (docs/alerting.md, "Identity"), the name its messages and its story
+    (``GET /alerts/{fingerprint}/history``) give it: the episode's before any ``~`` (a
+    ``continue`` route's copy), else (no episode: :class:`RecentAlerts`) :func:`identity`."""
+    if ep.get("fp"):
         return ep["fp"].partition("~")[0]
-    return labelset_fingerprint(labels)
+    return identity(alert, config)
+
+
+def identity(alert: Alert, config: Any) -> str:
+    """The fingerprint the funnel keys ``alert``'s episode on under ``config``
+    (:func:`alerting.dedupe.fingerprint`): an Alertmanager-form alert's label set hashed as
+    Alertmanager does, a native alert's ``dedupe.fingerprint_labels`` (not its labels: those
+    describe it, and a severity label would make an escalation another alert)."""
+    return alert_fingerprint(alert, config.dedupe.fingerprint_labels)
 
 
 def view_json(view: dict[str, Any]) -> bytes:
@@ -468,7 +478,7 @@ class RecentAlerts:
 
     def add(self, alert: Alert, config: Any, now: float) -> None:
         """Keep ``alert`` accepted at ``now`` under ``config``, for :meth:`merge`."""
-        fp = labelset_fingerprint(am_labels(alert))
+        fp = identity(alert, config)
         self._views.pop(fp, None)
         resolved = alert.status.value != "firing" or (alert.ends_at is not None
                                                       and alert.ends_at <= now)

@@ -66,7 +66,9 @@ class GettableAlert(BaseModel):
     labels: dict[str, str]
     annotations: dict[str, str]
     receivers: list[Receiver]
-    fingerprint: str = Field(description="Alertmanager's fingerprint of the label set (16 hex)")
+    fingerprint: str = Field(description="the alert's identity (16 hex): Alertmanager's "
+                             "fingerprint of the label set; a native alert's of "
+                             "dedupe.fingerprint_labels, as its messages and history name it")
     startsAt: datetime
     updatedAt: datetime
     endsAt: datetime

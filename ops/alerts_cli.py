@@ -8,7 +8,8 @@ else ``PLAIT_APP_KEY`` / ``PLAIT_APP_SECRET`` (a signed request).
 /alerts/{fingerprint}/history``), one fact a line, oldest first; LABELS
 (``alertname=X,instance=Y``) are hashed into the fingerprint the API gives an
 Alertmanager-form alert with exactly those labels
-(:func:`alerting.dedupe.labelset_fingerprint`). ``alerts list`` prints the
+(:func:`alerting.dedupe.labelset_fingerprint`); a native alert is named by the
+fingerprint ``alerts list`` shows (its identity). ``alerts list`` prints the
 current alerts (``GET /api/v2/alerts``); ``silences list|add|expire`` the
 native ``/silences`` routes. ``--json`` prints the API's JSON instead.
 """
@@ -162,7 +163,7 @@ def _why(http, args: argparse.Namespace) -> None:
     if args.json:
         _show(data)
         return
-    print(f"alert {fp}")
+    print(f"alert {data.get('fingerprint') or fp}")
     for line in story_lines(data["entries"]):
         print(f"  {line}")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from alert_e2e_support import AlertApi, Kafka, Receiver, wait_until, write_config
+from alert_e2e_support import AlertApi, Kafka, Receiver, native_alerts, wait_until, write_config
 
 from alerting.dedupe import labelset_fingerprint
 
@@ -151,4 +151,57 @@ def test_every_alerts_story_matches_its_ledger_outcome(make_stack, tmp_path):
     finally:
         api.stop()
         kafka.close()
+        receiver.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_native_alert_is_named_alike_in_its_message_the_list_and_its_story(make_stack, tmp_path):
+    # given a native-format receiver and a native alert posted to POST /alerts, with labels
+    receiver = Receiver().start()
+    cfg = write_config(tmp_path / "alerting.yaml", [{"name": "oncall", "url": receiver.url("/r")}],
+                       timing={"group_wait": 0, "group_interval": "1s", "repeat_interval": "1h"})
+    stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg))
+    api = AlertApi(stack)
+    try:
+        wait_until(lambda: api.counters()["partitions"] >= 4, 60, "the funnel worker to run")
+        alert = {"rule": "DiskFull", "asset": "db-1", "severity": "critical",
+                 "labels": {"team": "dba"}, "annotations": {"summary": "disk 97% full"}}
+        assert api.post("/alerts", [alert]).status_code == 202
+        # when it is delivered and listed
+        wait_until(lambda: receiver.accepted("/r"), 30, "the alert's message")
+        told = native_alerts(receiver.accepted("/r")[0])
+        assert [(a["rule"], a["asset"]) for a in told] == [("DiskFull", "db-1")]
+
+        def listed() -> list[dict]:
+            return [a for a in httpx.get(f"{api.url}/api/v2/alerts", timeout=10).json()
+                    if a["labels"].get("alertname") == "DiskFull"]
+
+        wait_until(listed, 30, "the alert in GET /api/v2/alerts")
+        shown = listed()[0]
+        # then the list, `plait alerts list` and its message name it alike
+        fp = shown["fingerprint"]
+        assert fp == told[0]["fingerprint"]
+        out = plait(api.url, "alerts", "list")
+        assert out.returncode == 0 and out.stdout.split()[0] == fp, out.stdout
+        # and that name finds its story (the console's History button, `plait alerts why`)
+        wait_until(lambda: outcomes_told(api, fp), 30, "the alert's outcome")
+        story = history(api, fp)
+        assert [e["outcome"] for e in story if e["kind"] == "outcome"] == ["delivered"]
+        assert any(e["kind"] == "attempt" and e["ok"] for e in story), story
+        why = plait(api.url, "alerts", "why", fp)
+        assert why.returncode == 0 and f"alert {fp}" in why.stdout, why.stderr
+        assert "delivered in message" in why.stdout, why.stdout
+        # and the name the list gave it before (its shown labels' Alertmanager fingerprint)
+        # still finds the same story while it fires, also given as those labels
+        old = labelset_fingerprint(shown["labels"])
+        assert old != fp
+        got = httpx.get(f"{api.url}/alerts/{old}/history", timeout=10)
+        assert got.status_code == 200, got.text
+        assert got.json()["data"]["fingerprint"] == fp
+        assert got.json()["data"]["entries"][:len(story)] == story
+        labels = ",".join(f"{k}={v}" for k, v in shown["labels"].items())
+        why = plait(api.url, "alerts", "why", labels, "--json")
+        assert why.returncode == 0 and json.loads(why.stdout)["fingerprint"] == fp, why.stderr
+    finally:
+        api.stop()
         receiver.stop()
