@@ -1,14 +1,22 @@
 """The operator's console: the export center (``/ui/exports``) and the alert
 console (``/ui/alerts``), static files from ``api/static`` over the public
 JSON API; with a caller registry the browser signs each request
-(``plait.signature``), so a caller sees only its own tasks."""
+(``plait.signature``), so a caller sees only its own tasks.
+
+The pages alert messages link to (``alerting.templates.task_url`` and
+``silence_url``): ``/ui/tasks/<taskId>``, the export center showing that one
+task, and ``/ui/silences/new?matchers={name="value",...}``, the alert console
+with its silence form filled with those matchers. Both are the same files one
+level deeper, with ``<base href="../">`` so their relative links still reach
+``/ui/...`` under any route prefix or proxy path; ``api/static/console.js``
+takes the API's base from the page's path, these two included."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from alerting.amconfig import enabled as alerting_enabled
@@ -16,6 +24,14 @@ from api.auth import bearer_required
 from plait.settings import Settings
 
 STATIC = Path(__file__).parent / "static"
+_NO_CACHE = {"Cache-Control": "no-cache"}
+
+
+def deeper_page(name: str) -> HTMLResponse:
+    """Static page ``name`` served one level below ``/ui/<page>`` (``/ui/tasks/<id>``): its
+    relative links resolved against ``/ui/`` (``<base href="../">``)."""
+    html = (STATIC / name).read_text("utf-8")
+    return HTMLResponse(html.replace("<head>", '<head><base href="../">', 1), headers=_NO_CACHE)
 
 
 def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
@@ -34,6 +50,18 @@ def install_console(app: FastAPI, settings: Settings, services: Any) -> None:
     @router.get("/ui/alerts", include_in_schema=False)
     async def alerts_page():
         return FileResponse(STATIC / "alerts.html", headers={"Cache-Control": "no-cache"})
+
+    @router.get("/ui/tasks/{task_id}", include_in_schema=False)
+    async def task_page(task_id: str):
+        """The export center on task ``task_id`` alone (``exports.js`` reads the id from the
+        path): an alert message's ``task_url``."""
+        return deeper_page("exports.html")
+
+    @router.get("/ui/silences/new", include_in_schema=False)
+    async def new_silence_page():
+        """The alert console, its silence form filled with ``?matchers=`` (``alerts.js``): an
+        alert message's ``silence_url``."""
+        return deeper_page("alerts.html")
 
     @router.get("/ui/config")
     async def ui_config():

@@ -134,6 +134,22 @@
     f.querySelector("[name=comment]").focus();
     preview();
   }
+  // /ui/silences/new?matchers={name="value",...} (an alert message's "silence this group" link,
+  // alerting/templates.py silence_url): the silence form filled with those matchers
+  function prefillSilence() {
+    if (!/\/ui\/silences\/new$/.test(location.pathname)) return;
+    const given = new URLSearchParams(location.search).get("matchers");
+    if (!given) return;
+    const f = document.getElementById("silence-form");
+    let text = given;
+    try {
+      text = parseMatchers(given).map((m) => `${m.name}${m.isEqual ? "" : "!"}${m.isRegex ? "=~" : "="}${quote(m.value)}`).join(", ");
+    } catch (e) { /* shown as given: the preview names what it cannot read */ }
+    f.querySelector("[name=matchers]").value = text;
+    f.scrollIntoView({ block: "center" });
+    f.querySelector("[name=comment]").focus();
+    preview();
+  }
   function renderGroups(groups) {
     document.querySelector("#groups tbody").replaceChildren(...groups.map((g) => el("tr", {},
       el("td", {}, g.receiver.name), el("td", {}, labelsOf({ labels: g.labels })),
@@ -233,6 +249,7 @@
     document.getElementById("group-by").addEventListener("change", renderAlerts);
     document.querySelector("#history .close").addEventListener("click", () => { document.getElementById("history").hidden = true; });
     await refresh();
+    prefillSilence(); // after the first refresh: its preview counts the current alerts
     setInterval(refresh, 2000);
   }
   start();

@@ -4,8 +4,8 @@
 const Plait = (() => {
   const store = window.sessionStorage;
   // The API's route prefix (PLAIT_WEB_ROUTE_PREFIX, api/prefix.py): this page's path before
-  // /ui/<page>. at("/x") is /x under it.
-  const base = location.pathname.replace(/\/ui\/[^/]*$/, "");
+  // /ui/<page>, /ui/tasks/<taskId> or /ui/silences/new (api/console.py). at("/x") is /x under it.
+  const base = location.pathname.replace(/\/ui\/(?:tasks\/[^/]+|silences\/new|[^/]*)$/, "");
   const at = (url) => (url.startsWith("/") ? base + url : url);
   const enc = new TextEncoder();
   const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");

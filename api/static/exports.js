@@ -10,6 +10,9 @@
   let pages = [];         // cursors of the pages before this one ("" = the first page)
   let cursor = "";        // this page's cursor
   let nextCursor = null;  // data.nextCursor of this page
+  // /ui/tasks/<taskId> (an alert message's task link, alerting/templates.py task_url): this
+  // task alone, read with GET /export/tasks/{taskId}; null on /ui/exports
+  const focus = ((m) => (m ? decodeURIComponent(m[1]) : null))(/\/ui\/tasks\/([^/]+)$/.exec(location.pathname));
 
   function query(extra) {
     const c = creds(); const q = new URLSearchParams();
@@ -106,7 +109,7 @@
   function render() {
     const list = [...tasks.values()].sort((a, b) => (b.createdAt || "").localeCompare(a.createdAt || ""));
     document.querySelector("#tasks tbody").replaceChildren(...list.map(row));
-    document.getElementById("count").textContent = `page ${pages.length + 1}: ${list.length} tasks`;
+    document.getElementById("count").textContent = focus ? `task ${focus}` : `page ${pages.length + 1}: ${list.length} tasks`;
     document.getElementById("next-page").disabled = !nextCursor;
     document.getElementById("prev-page").disabled = !pages.length;
   }
@@ -126,6 +129,7 @@
     }));
   }
   async function load() {
+    if (focus) return loadOne();
     try {
       const r = await api("GET", "/export/tasks?" + query({ ...filters(), ...(cursor ? { cursor } : {}) }));
       tasks.clear();
@@ -135,6 +139,20 @@
       for (const t of r.data.tasks) follow(t);
     } catch (e) {
       document.getElementById("count").textContent = "cannot list tasks: " + e.message;
+    }
+  }
+  async function loadOne() {
+    try {
+      const t = (await api("GET", `/export/tasks/${encodeURIComponent(focus)}?` + query())).data;
+      tasks.clear();
+      tasks.set(t.taskId, t);
+      nextCursor = null;
+      render();
+      follow(t);
+    } catch (e) {
+      tasks.clear();
+      render();
+      document.getElementById("count").textContent = `cannot show task ${focus}: ` + e.message;
     }
   }
   async function cancel(id) {
@@ -148,6 +166,7 @@
       const t = (await api("GET", `/export/tasks/${encodeURIComponent(id)}?` + query())).data;
       if (!t.spec) throw new Error("this task's request is no longer kept: it cannot be run again");
       const r = await api("POST", "/export/tasks?reuse=false", t.spec);
+      if (focus) { location.assign(Plait.at("/ui/tasks/" + encodeURIComponent(r.data.taskId))); return; }
       document.getElementById("count").textContent = `started again as ${r.data.taskId}`;
       pages = []; cursor = "";
       await load();
@@ -169,6 +188,10 @@
     }
     document.getElementById("who").textContent = (config.signed ? c.appKey : c.sysCode) + (c.userId ? " · " + c.userId : "");
     document.getElementById("center").hidden = false;
+    if (focus) { // one task: no filters or pages, a way back to the list
+      for (const n of document.querySelectorAll("#filters label, #prev-page, #next-page")) n.hidden = true;
+      document.getElementById("all-tasks").hidden = false;
+    }
     document.getElementById("filters").addEventListener("change", () => turn("first"));
     document.getElementById("refresh").addEventListener("click", () => load());
     document.getElementById("next-page").addEventListener("click", () => turn("next"));

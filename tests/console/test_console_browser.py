@@ -213,3 +213,67 @@ def test_alert_console_under_a_route_prefix(make_stack, tmp_path, page):
                                timeout=30_000)
     finally:
         receiver.stop()
+
+
+def test_message_links_open_their_pages_under_a_route_prefix(make_stack, tmp_path, page):
+    """The console links alert messages carry (``alerting.templates.task_url`` and
+    ``silence_url``, built on the external URL) open real pages, here under
+    ``PLAIT_WEB_ROUTE_PREFIX=/foo``: ``/ui/tasks/<taskId>`` shows that task alone, with a way
+    back to the list; ``/ui/silences/new?matchers=...`` opens the alert console with the
+    silence form filled with those matchers. Every request stays under the prefix and none
+    fails."""
+    from alerting.templates import silence_url, task_url
+
+    receiver = Receiver().start()
+    cfg = write_config(tmp_path / "alerting.yaml", [{"name": "oncall", "url": receiver.url("/hook")}],
+                       grouping={"group_by": ["alertname"]})
+    try:
+        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_WEB_ROUTE_PREFIX="/foo")
+        api = stack.api_url
+        assert api.endswith("/foo")
+        requested, failed = [], []
+        page.on("request", lambda req: requested.append(req.url))
+        page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
+        tasks = [submit(api, seq_spec(stack.demo_data_api, "csv", 50 + i, 100)) for i in range(2)]
+        for t in tasks:
+            assert wait_task(api, t, 60)["status"] == "SUCCESS"
+
+        # a task's link: that task alone, signed in as the export center asks
+        page.goto(task_url(api, {"taskId": tasks[0]}))
+        page.fill("#login [name=sysCode]", "tests")
+        page.fill("#login [name=userId]", "alice")
+        page.click("#login button")
+        page.wait_for_selector(f'tr[data-task="{tasks[0]}"][data-status="SUCCESS"]', timeout=20_000)
+        assert page.eval_on_selector_all("#tasks tbody tr", "rs => rs.map(r => r.dataset.task)") \
+            == [tasks[0]]
+        assert page.inner_text("#count") == f"task {tasks[0]}"
+        page.wait_for_selector(f'tr[data-task="{tasks[0]}"] a.download', timeout=20_000)
+        # and back to every task
+        page.click("#all-tasks")
+        page.wait_for_url(f"{api}/ui/exports")
+        for t in tasks:
+            page.wait_for_selector(f'tr[data-task="{t}"]', timeout=20_000)
+
+        # a group's "silence" link: the form filled, the preview names the alert it mutes
+        alert = [{"labels": {"alertname": "DiskFull", "instance": "h01"}}]
+        assert httpx.post(f"{api}/api/v2/alerts", json=alert, timeout=10).status_code == 200
+        wait_until(lambda: httpx.get(f"{api}/api/v2/alerts", timeout=10).json(), 30,
+                   "the alert in GET /api/v2/alerts")
+        page.goto(silence_url(api, {"alertname": "DiskFull", "instance": "h01"}))
+        page.wait_for_selector('#alerts tr[data-alertname="DiskFull"]', timeout=30_000)
+        assert page.input_value("#silence-form [name=matchers]") \
+            == 'alertname="DiskFull", instance="h01"'
+        wait_until(lambda: "Would mute 1 of 1" in page.inner_text("#preview"), 10, "the preview")
+        page.fill("#silence-form [name=comment]", "from the message")
+        page.click("#create-silence")
+        page.wait_for_selector('#alerts tr[data-alertname="DiskFull"][data-state="silenced"]',
+                               timeout=30_000)
+        made = [s for s in httpx.get(f"{api}/api/v2/silences", timeout=10).json()
+                if s["comment"] == "from the message"]
+        assert [sorted((m["name"], m["value"]) for m in s["matchers"]) for s in made] \
+            == [[("alertname", "DiskFull"), ("instance", "h01")]]
+        outside = [u for u in requested if not u.startswith(api + "/")]
+        assert requested and not outside, outside
+        assert not failed, failed
+    finally:
+        receiver.stop()
