@@ -258,7 +258,7 @@ def cmd_follow(args: argparse.Namespace) -> None:
     except httpx.HTTPStatusError as exc:
         if exc.response.status_code == 404:
             raise CliError(f"no task {args.task_id} at {api}; list tasks with "
-                           f"`curl {api}/export/tasks`") from exc
+                           f"`{list_tasks_command(args.api)}`") from exc
         raise CliError(f"{api} answered {exc.response.status_code}: "
                        f"{_message(exc.response)}") from exc
     except httpx.HTTPError as exc:
@@ -267,6 +267,18 @@ def cmd_follow(args: argparse.Namespace) -> None:
     print(json.dumps(state))
     if state.get("status") != "SUCCESS":
         sys.exit(1)
+
+
+def list_tasks_command(api: str | None) -> str:
+    """The ``plait tasks list`` command that lists the caller's tasks: ``GET /export/tasks``
+    wants ``sysCode`` in open mode (422 without it) and ``userId`` from a signed caller
+    (``PLAIT_APP_KEY``), so the command names what is not already set; ``--api`` when given."""
+    cmd = "plait tasks list"
+    if os.environ.get("PLAIT_APP_KEY"):
+        cmd += " --user-id <userId>"
+    elif not os.environ.get("PLAIT_SYS_CODE"):
+        cmd += " --sys-code <sysCode>"
+    return cmd + (f" --api {api}" if api else "")
 
 
 def _message(response) -> str:

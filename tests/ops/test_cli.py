@@ -100,6 +100,14 @@ def test_cli_against_a_running_stack_through_its_dev_file(stack, tmp_path):
 
     line = one_line_error(plait("follow", "no-such-task", cwd=tmp_path), "follow")
     assert "no task no-such-task at " + stack.api_url in line
+    hint = re.search(r"list tasks with `plait ([^`]*)`", line).group(1).split()
+    assert hint == ["tasks", "list", "--sys-code", "<sysCode>"], line
+    elsewhere = tmp_path / "elsewhere"  # no dev file: the API named on the command line
+    elsewhere.mkdir()
+    line = one_line_error(plait("follow", "no-such-task", "--api", stack.api_url, cwd=elsewhere),
+                          "follow")
+    named = re.search(r"list tasks with `plait ([^`]*)`", line).group(1).split()
+    assert named == hint + ["--api", stack.api_url], line
 
     spec = {"sysCode": "cli", "bizType": "t", "userId": "u",
             "dataConfig": {"dataApiUrl": f"{stack.demo_data_api}/data", "pageSize": 50,
@@ -109,6 +117,10 @@ def test_cli_against_a_running_stack_through_its_dev_file(stack, tmp_path):
     out = plait("follow", task_id, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert '"status": "SUCCESS"' in out.stdout.splitlines()[-1]
+    # the command the unknown task's hint gave lists it, with the caller's sysCode put in
+    for cmd, cwd in ((hint, tmp_path), (named, elsewhere)):
+        out = plait(*["cli" if a == "<sysCode>" else a for a in cmd], cwd=cwd)
+        assert out.returncode == 0 and task_id in out.stdout, (cmd, out.stdout, out.stderr)
 
     out = plait("rebuild", cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
