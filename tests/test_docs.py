@@ -50,3 +50,64 @@ def test_every_cited_doc_rule_and_section_exists():
             if path.is_file() and not any(section in h for h in headings(path)):
                 missing.append(f'{where}: docs/{doc}, "{section}"')
     assert missing == [], missing
+
+
+#: Top-level folders of this repository a doc may name files or modules in.
+OWN = ("alerting", "api", "bench", "deploy", "docs", "examples", "ops", "plait", "producers",
+       "schedules", "sinks", "streams", "tests")
+CITED_PATH = re.compile(r"`((?:%s)/[\w./-]+\.(?:py|js|html|css|ya?ml|md|json|toml|txt))(?::\d+)?`"
+                        % "|".join(OWN))
+CITED_NAME = re.compile(r"`((?:%s)(?:\.\w+)+)(?:\(\))?`" % "|".join(OWN))
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What ``path`` (a module) defines at its top level: functions, classes, assignments, imports."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def named_module(dotted: str) -> tuple[Path, list[str]] | None:
+    """The longest module of this repository ``dotted`` starts with (``a.b`` -> ``a/b.py`` or
+    ``a/b/__init__.py``) and the parts after it; None when even the first part is no module."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:i])
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path, parts[i:]
+    return None
+
+
+def test_files_and_code_names_the_docs_cite_exist():
+    """README and docs/ name files of the repository (``sinks/values.py``) and its code
+    (``alerting.agents.register_alerting``): each file exists, and each name a module of the
+    repository starts is defined in it (its first part after the module: a function, class,
+    constant or import). Names under no module of ours but a top-level package (config keys
+    such as ``plait.delivery.timeout``, loggers, topics, event types) are not checked."""
+    files = {p for p in tracked("*")}
+    stale = []
+    for doc in [ROOT / "README.md", *tracked("docs/*.md")]:
+        text = doc.read_text(encoding="utf-8")
+        for path in CITED_PATH.findall(text):
+            if ROOT / path not in files and not (ROOT / path).exists():
+                stale.append(f"{doc.relative_to(ROOT)}: {path}")
+        for dotted in CITED_NAME.findall(text):
+            found = named_module(dotted)
+            if found is None:
+                continue
+            module, rest = found
+            if module.parent == ROOT / dotted.split(".")[0] and module.name == "__init__.py":
+                continue  # `plait.kafka`, `schedules.slots`: a logger, a topic, no module
+            if rest and rest[0] not in top_level_names(module):
+                stale.append(f"{doc.relative_to(ROOT)}: {dotted}")
+    assert stale == [], stale
