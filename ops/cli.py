@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import signal
 import sys
 import threading
@@ -182,11 +181,13 @@ def _alerting_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def cmd_dev(args: argparse.Namespace) -> None:
     """Start the whole stack in the foreground. Once every worker consumes,
-    write the URLs to .plait/dev.env (plait.devenv), print them as ``export``
-    lines and a ready line; stop everything on Ctrl-C or SIGTERM."""
+    write the URLs to .plait/dev.env (plait.devenv), print the same ``export``
+    lines (``PLAIT_DEV_PID`` included) and a ready line; stop everything on
+    Ctrl-C or SIGTERM."""
     from ops.infra import port_in_use
     from ops.stack import Stack
-    from plait.devenv import drop_sourced, live_owner, remove_dev_env, target_path, write_dev_env
+    from plait.devenv import (drop_sourced, export_lines, live_owner, remove_dev_env, target_path,
+                              write_dev_env)
 
     dropped = drop_sourced()  # a shell that sourced another stack's dev.env
     if dropped:
@@ -220,8 +221,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
         urls["PLAIT_METRICS_URLS"] = ",".join(
             f"http://127.0.0.1:{port}/metrics" for port in stack.metrics_ports.values())
         dev_file = write_dev_env(urls)
-        for key, value in urls.items():
-            print(f"export {key}={shlex.quote(value)}")
+        for line in export_lines(urls):  # the file's lines, PLAIT_DEV_PID included
+            print(line)
         print(f"# console: {stack.api_url}/ui/exports (exports), {stack.api_url}/ui/alerts "
               f"(alerts); health: {stack.api_url}/health/ready")
         print(f"# plait dev: ready, {args.workers} worker(s) consuming; these are also in "

@@ -88,12 +88,18 @@ def read_dev_env(start: Path | None = None) -> DevEnv:
     return DevEnv(path, values if alive else {}, stale=not alive)
 
 
+def export_lines(values: dict[str, str]) -> list[str]:
+    """``values`` plus this pid (:data:`PID_KEY`) as ``export KEY=VALUE`` lines (values
+    shell-quoted): what :func:`write_dev_env` writes and ``plait dev`` prints."""
+    return [f"export {k}={shlex.quote(v)}" for k, v in {**values, PID_KEY: str(os.getpid())}.items()]
+
+
 def write_dev_env(values: dict[str, str], path: Path | None = None) -> Path:
-    """Write ``values`` plus this pid as ``export`` lines to ``path`` (default :func:`target_path`);
+    """Write :func:`export_lines` of ``values`` to ``path`` (default :func:`target_path`);
     returns it."""
     path = path or target_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"export {k}={shlex.quote(v)}" for k, v in {**values, PID_KEY: str(os.getpid())}.items()]
+    lines = export_lines(values)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("# written by `plait dev`; removed when it stops\n" + "\n".join(lines) + "\n")
     tmp.replace(path)

@@ -338,6 +338,23 @@ def test_the_readme_compose_example_posts_a_valid_spec_to_a_service_that_exists(
     assert "http://localhost:9000" in section and 9000 in published("minio")
 
 
+def test_the_readme_compose_section_names_the_services_of_the_file():
+    # given the README's "Running with docker compose" section
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Running with docker compose", 1)[1].split("\n## ", 1)[0]
+    # then it names every worker service of the file
+    for name in [*WORKERS, *ALERTING]:
+        assert f"`{name}`" in section, name
+    assert "Prometheus" in section.split("```", 1)[0] and "prometheus" in SERVICES
+    # and the services it says to wait for are those with a health check no other waits on
+    # (Kafka, Redis and MinIO are healthy before the API and workers start)
+    line = re.search(r"# wait until (.*) show \(healthy\)", section).group(1)
+    told = set(re.split(r",\s*|\s+and\s+", line))
+    waited_on = {d for s in SERVICES.values() for d in s.get("depends_on") or {}}
+    leaves = {n for n, s in SERVICES.items() if s.get("healthcheck") and n not in waited_on}
+    assert told == leaves, (told, leaves)
+
+
 # -- metrics ----------------------------------------------------------------
 
 def prometheus_config() -> tuple[Path, dict]:

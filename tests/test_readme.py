@@ -113,6 +113,18 @@ def test_host_scan_finds_urls_and_host_ports():
     assert hosts_named(code) == {"hooks.example.com", "::1", "kafka", "db.internal"}
 
 
+def test_fixed_api_addresses_are_where_a_readme_plait_dev_puts_the_api():
+    """A block that names the API at a fixed ``127.0.0.1:PORT`` (a reload, amtool, Prometheus'
+    target) follows a ``plait dev --port PORT``: without ``--port`` the API takes a free port.
+    Redis's 6379 is the embedded server's."""
+    blocks = readme_blocks(README.read_text())
+    started = {int(p) for b in blocks for p in re.findall(r"plait dev\b[^\n]*--port (\d+)", b.code)}
+    named = {(b.line, int(p)) for b in blocks for p in re.findall(r"127\.0\.0\.1:(\d+)", b.code)
+             if int(p) != 6379}
+    assert named and [(line, port) for line, port in sorted(named) if port not in started] == [], \
+        (named, started)
+
+
 def clean_env() -> dict[str, str]:
     """A new user's shell: no PLAIT_* settings."""
     return {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}

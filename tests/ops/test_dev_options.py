@@ -85,6 +85,11 @@ def test_dev_in_a_shell_that_sourced_another_stack(tmp_path):
         assert exports["PLAIT_REDIS_PREFIX"] != "plait-other"
         assert exports["PLAIT_BROKER_URL"] != "127.0.0.1:1"
         assert any("not using" in line and "PLAIT_REDIS_PREFIX" in line for line in printed)
+        # and the export lines it printed are its dev.env's, its own pid included
+        written = (work / ".plait" / "dev.env").read_text().splitlines()
+        assert [ln for ln in printed if ln.startswith("export ")] \
+            == [ln for ln in written if ln.startswith("export ")]
+        assert exports[PID_KEY] == str(dev.pid)
         # and each worker serves its metrics on its own port, listed in the export lines
         urls = exports["PLAIT_METRICS_URLS"].split(",")
         assert len(set(urls)) == 2, urls
