@@ -345,6 +345,22 @@ def cmd_demo(args: argparse.Namespace) -> None:
 SERVICES = ("worker", "api", "demo-data-api")
 
 
+#: Exit status of a command whose reader went away: 128 + SIGPIPE, the shell's status of a Unix
+#: tool SIGPIPE ended (Python ignores SIGPIPE, so a write raises BrokenPipeError instead).
+SIGPIPE_STATUS = 128 + 13
+
+
+def stdout_closed() -> None:
+    """Exit quietly with :data:`SIGPIPE_STATUS` once the reader of stdout left
+    (``plait alerts list --json | head``). Stdout is pointed at /dev/null first, so the
+    interpreter's flush at exit finds no closed pipe to complain about (Python's docs, signal
+    module, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(SIGPIPE_STATUS)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``plait`` command."""
     parser = argparse.ArgumentParser(prog="plait", description=__doc__)
@@ -400,6 +416,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         args.fn(args)
+        sys.stdout.flush()  # a reader gone shows here, not as a message at exit
+    except BrokenPipeError:
+        if args.command in SERVICES:
+            raise  # not a reader of our output: a service's own failure
+        stdout_closed()
     except CliError as exc:
         sys.exit(f"plait {args.command}: {exc}")
     except KeyboardInterrupt:

@@ -144,3 +144,66 @@ def test_worker_at_warning_leaves_the_root_logger_at_its_level():
     worker.on_setup_root_logger(logger, logging.WARNING)
     assert worker.spinner is None
     assert logger.level == logging.WARNING
+
+
+class _BigApi:
+    """An API on 127.0.0.1 answering the GETs of `plait alerts list`, `plait silences list` and
+    `plait alerts why` with ``n`` entries each (far more than a pipe holds)."""
+
+    def __init__(self, n: int = 5000) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        alerts = [{"fingerprint": f"{i:016x}", "labels": {"alertname": f"A{i}", "instance": "h"},
+                   "status": {"state": "active"}, "startsAt": "2026-01-01T00:00:00Z"}
+                  for i in range(n)]
+        silences = {"code": 200, "message": "ok", "data": {"silences": [
+            {"id": f"s{i}", "status": "active", "endsAt": "2026-01-01T00:00:00Z", "silenced": 0,
+             "matchers": [f'alertname="A{i}"'], "comment": "c", "createdBy": "me"}
+            for i in range(n)]}}
+        story = {"code": 200, "message": "ok", "data": {
+            "fingerprint": "0" * 16, "retentionSeconds": 60, "entries": [
+                {"kind": "attempt", "time": "2026-01-01T00:00:00Z", "messageId": f"m{i}",
+                 "receiver": "r", "attempt": i, "ok": True, "httpStatus": 200,
+                 "elapsedSeconds": 0.1} for i in range(n)]}}
+        bodies = {"/api/v2/alerts": alerts, "/silences": silences,
+                  f"/alerts/{'0' * 16}/history": story}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server API
+                body = json.dumps(bodies[self.path.split("?")[0]]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.mark.parametrize("command", [["alerts", "list", "--json"], ["alerts", "list"],
+                                     ["silences", "list", "--json"],
+                                     ["alerts", "why", "0" * 16]])
+def test_output_piped_into_head_ends_quietly(tmp_path, command):
+    """`plait alerts list --json | head`: the reader leaves early, the command stops without a
+    word on stderr, as a Unix tool does (killed by SIGPIPE: status 141, 128 + SIGPIPE)."""
+    import shlex
+
+    api = _BigApi()
+    try:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("PLAIT_")}
+        cli = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "ops.cli", *command,
+                                                "--api", api.url])
+        out = subprocess.run(["bash", "-c", f"{cli} | head -n 2; echo status=${{PIPESTATUS[0]}} >&2"],
+                             cwd=tmp_path, env={**clean, "PYTHONPATH": str(ROOT)},
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        api.server.shutdown()
+    assert len(out.stdout.splitlines()) == 2, out.stdout
+    assert out.stderr.splitlines() == ["status=141"], out.stderr
