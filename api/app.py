@@ -16,6 +16,7 @@ from alerting.silence_store import SILENCE_KEY, SilenceStore
 from api import alert_history, alertmanager, alerts
 from api import health as health_routes
 from api.alerting_deps import Alerting
+from api.docs_offline import install_redoc
 from api.envelope import envelope, install_error_handlers, refuse_snake_query
 from api.openapi import Envelope, errors, install_openapi, required_query_open
 from api.ingest import AlertIngest
@@ -76,9 +77,11 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     tracing.setup("plait-api")
     _register_state_collector(StateCollector(settings.redis_url, settings.redis_prefix,
                                              settings.broker_url, Topics(settings.topic_prefix).name(DLQ)))
-    # Swagger UI and ReDoc served locally, never from a CDN
-    app = FastAPIOffline(title="Plait", lifespan=lifespan,
+    # Swagger UI and ReDoc served locally, never from a CDN (ReDoc's page is ours: its bundle
+    # without its remote footer image, api/docs_offline.py)
+    app = FastAPIOffline(title="Plait", lifespan=lifespan, redoc_url=None,
                          dependencies=[Depends(refuse_snake_query)])
+    install_redoc(app)
     app.state.services = sv
     app.state.stopping = lambda: False  # the server's shutdown flag (ops.cli.cmd_api sets it)
 

@@ -1,7 +1,9 @@
 """``/docs`` and ``/redoc`` work on a machine without internet: the pages
 and every asset they reference come from the API itself (the
-fastapi-offline package's Swagger UI and ReDoc files), and a headless
-Chromium renders the operations without one request leaving the machine."""
+fastapi-offline package's Swagger UI and ReDoc files; ReDoc's bundle
+without its remote footer image, ``api/docs_offline.py``), no script they
+load names a remote image, script, style or font to fetch, and a headless
+Chromium renders both pages without one request leaving the machine."""
 from __future__ import annotations
 
 import re
@@ -23,6 +25,9 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 LOCAL = {"127.0.0.1", "localhost", "::1", "[::1]"}
+#: A quoted absolute URL of something a page would fetch (ReDoc's bundle drew its footer logo
+#: from https://cdn.redoc.ly/redoc/logo-mini.svg once rendered).
+REMOTE_ASSET = re.compile(r"""["'`](https?://[^"'`\s]+\.(?:svg|png|gif|jpe?g|webp|ico|js|css|woff2?|ttf))["'`]""")
 
 
 def referenced(html: str) -> list[str]:
@@ -53,6 +58,15 @@ def test_docs_page_and_every_asset_it_references_come_from_the_api(settings, pag
             assert not parts.netloc, f"{page} loads {url} from outside the API"
             asset = c.get(url)
             assert asset.status_code == 200 and asset.content, f"{url}: {asset.status_code}"
+            # and the scripts it loads fetch nothing from outside either
+            if url.endswith(".js"):
+                assert REMOTE_ASSET.findall(asset.text) == [], f"{url} fetches from outside"
+
+
+def test_the_remote_asset_scan_finds_a_remote_image():
+    assert REMOTE_ASSET.findall('r.createElement("img",{src:"https://cdn.redoc.ly/redoc/logo-mini.svg"})') \
+        == ["https://cdn.redoc.ly/redoc/logo-mini.svg"]
+    assert REMOTE_ASSET.findall('{xmlns:"http://www.w3.org/2000/svg",href:"https://x.example/docs"}') == []
 
 
 class _Server(uvicorn.Server):
@@ -83,7 +97,12 @@ def api_url(settings):
         yield url
 
 
-def test_chromium_renders_the_operations_with_no_outside_request(api_url):
+@pytest.mark.parametrize("page_path,operation,path_text", [
+    ("/docs", ".opblock", ".opblock-summary-path"),
+    ("/redoc", "[data-section-id^='operation/']", "[data-section-id^='operation/'] h2"),
+])
+def test_chromium_renders_the_operations_with_no_outside_request(api_url, page_path, operation,
+                                                                 path_text):
     playwright_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
         pytest.skip("Debian chromium is absent (apt-get install -y chromium)")
@@ -102,10 +121,13 @@ def test_chromium_renders_the_operations_with_no_outside_request(api_url):
         try:
             page = browser.new_page()
             page.route("**/*", guard)
-            page.goto(f"{api_url}/docs")
-            page.wait_for_selector(".opblock", timeout=30_000)
-            paths = page.locator(".opblock-summary-path").all_inner_texts()
+            page.goto(f"{api_url}{page_path}")
+            page.wait_for_selector(operation, timeout=30_000)
+            page.wait_for_load_state("networkidle")  # what rendering fetched (ReDoc's footer)
+            paths = page.locator(path_text).all_inner_texts()
         finally:
             browser.close()
-    assert outside == [], f"/docs reached outside the machine: {outside}"
-    assert "/export/tasks" in {p.strip().replace("\u200b", "") for p in paths}, paths[:10]
+    assert outside == [], f"{page_path} reached outside the machine: {outside}"
+    assert paths, f"{page_path} rendered no operation"
+    if page_path == "/docs":
+        assert "/export/tasks" in {p.strip().replace("\u200b", "") for p in paths}, paths[:10]
