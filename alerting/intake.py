@@ -132,8 +132,8 @@ def go_time(ts: float | None) -> str:
 
 
 def _clamped(ts: float) -> float:
-    """``ts`` within [:data:`MIN_EPOCH`, :data:`MAX_EPOCH`]: a time stored before the API bounded
-    it still lists (as the first or last second RFC 3339 names) rather than failing the list."""
+    """``ts`` within [:data:`MIN_EPOCH`, :data:`MAX_EPOCH`]: a stored time outside them lists as
+    the first or last second RFC 3339 names rather than failing the list."""
     return MIN_EPOCH if ts < MIN_EPOCH else MAX_EPOCH if ts > MAX_EPOCH else ts
 
 

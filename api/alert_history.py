@@ -4,9 +4,9 @@
 
 A story is kept under the alert's identity (:func:`alerting.dedupe.fingerprint`), the
 fingerprint its messages, ``GET /api/v2/alerts``, ``plait alerts list`` and the console show.
-Before, those three showed a native alert as the Alertmanager fingerprint of its labels
-(``alertname``, ``asset``, ``severity`` added): such a fingerprint still finds the story while
-the alert is current (:func:`shown_as`)."""
+Alertmanager's fingerprint of a native alert's shown labels (``alertname``, ``asset``,
+``severity`` added), which other tools may compute, also finds the story while the alert is
+current (:func:`shown_as`)."""
 from __future__ import annotations
 
 import re
