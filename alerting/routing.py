@@ -24,10 +24,11 @@ _MONTHS = ["january", "february", "march", "april", "may", "june", "july", "augu
 @dataclass(frozen=True)
 class Route:
     """One matched route with its inherited settings (timers in seconds); ``mute`` / ``active``:
-    interval names. ``id`` (part of the group key): ``"0"`` is the root, a child's its parent's
-    plus ``.r`` and 8 hex digits of its matchers and receiver (:func:`_child_id`), so a reload
-    that adds, removes or moves other routes leaves it, as Alertmanager's route key
-    (dispatch/route.go ``Key``) is its matchers."""
+    interval names. ``id``: its place, ``"0"`` the root, ``"0.2.1"`` the second child of its
+    third child (in a continue copy's identity). ``key`` (in the group key): ``"0"`` for the
+    root, a child's its parent's plus ``.r`` and 8 hex digits of its matchers and receiver
+    (:func:`_child_key`), so a reload that adds, removes or moves other routes leaves it, as
+    Alertmanager's route key (dispatch/route.go ``Key``) is its matchers."""
 
     id: str
     receiver: str
@@ -37,6 +38,7 @@ class Route:
     repeat_interval: float
     mute: tuple[str, ...] = ()
     active: tuple[str, ...] = ()
+    key: str = "0"
 
     def timing(self) -> list[float]:
         """``[group_wait, group_interval, repeat_interval]``."""
@@ -49,13 +51,13 @@ def _root(config: Any) -> Route:
                  t.group_wait, t.group_interval, t.repeat_interval)
 
 
-def _child(parent: Route, sub: Any, rid: str) -> Route:
+def _child(parent: Route, sub: Any, rid: str, key: str) -> Route:
     pick = lambda v, d: d if v is None else v  # noqa: E731
     return Route(rid, pick(sub.receiver, parent.receiver),
                  tuple(pick(sub.group_by, parent.group_by)),
                  pick(sub.group_wait, parent.group_wait), pick(sub.group_interval, parent.group_interval),
                  pick(sub.repeat_interval, parent.repeat_interval),
-                 tuple(sub.mute_time_intervals), tuple(sub.active_time_intervals))
+                 tuple(sub.mute_time_intervals), tuple(sub.active_time_intervals), key)
 
 
 @dataclass(frozen=True)
@@ -70,21 +72,21 @@ class _Node:
     children: tuple["_Node", ...]
 
 
-def _child_id(parent: Route, sub: Any, seen: dict[str, int]) -> str:
-    """The id of route ``sub`` under ``parent``: 8 hex digits of sha256 over its matchers (in
+def _child_key(parent: Route, sub: Any, seen: dict[str, int]) -> str:
+    """The key of route ``sub`` under ``parent``: 8 hex digits of sha256 over its matchers (in
     any order) and receiver, and how many earlier siblings have both the same (``seen``, updated),
     so two routes that differ only in place keep apart."""
     doc = repr((sorted((m.name, str(m.op.value), m.value) for m in sub.compiled_matchers),
                 sub.receiver))
     n = seen[doc] = seen.get(doc, -1) + 1
-    return f"{parent.id}.r{hashlib.sha256(f'{doc}#{n}'.encode()).hexdigest()[:8]}"
+    return f"{parent.key}.r{hashlib.sha256(f'{doc}#{n}'.encode()).hexdigest()[:8]}"
 
 
 def _nodes(parent: Route, subs: list) -> tuple[_Node, ...]:
     out: list[_Node] = []
     seen: dict[str, int] = {}
-    for sub in subs:
-        child = _child(parent, sub, _child_id(parent, sub, seen))
+    for i, sub in enumerate(subs):
+        child = _child(parent, sub, f"{parent.id}.{i}", _child_key(parent, sub, seen))
         ms = sub.compiled_matchers
         out.append(_Node(child, tuple((m.name, m.value) for m in ms if m.op is MatchOp.EQUAL),
                          tuple(sorted((m for m in ms if m.op is not MatchOp.EQUAL),
@@ -140,50 +142,48 @@ def routes_for(config: Any, labels: dict[str, str]) -> list[Route]:
 
 
 def route_by_id(config: Any, rid: str) -> Route | None:
-    """The route with id ``rid``; None when the config has no such route. An id of positions
-    (``"0.2.1"``: the second child of the third child), as state written before ids named
-    routes holds, is read as those positions."""
+    """The route at place ``rid`` (:attr:`Route.id`); None when the config has no such route."""
     node = _tree(config)
-    parts = rid.split(".")[1:]
-    if all(p.isdigit() for p in parts):
-        for part in parts:
-            i = int(part)
-            if i >= len(node.children):
-                return None
-            node = node.children[i]
-        return node.route
-    got = _ids(config).get(rid)
-    return got[0] if got is not None else None
+    for part in rid.split(".")[1:]:
+        i = int(part)
+        if not 0 <= i < len(node.children):
+            return None
+        node = node.children[i]
+    return node.route
 
 
-def route_place(config: Any, rid: str) -> tuple[int, ...] | None:
-    """Where route ``rid`` is in ``config``'s tree: child positions from the root (``()`` for
-    it), so sorting by it is ``route.Match``'s depth-first order; None for an unknown id."""
-    if all(p.isdigit() for p in rid.split(".")[1:]):  # an id of places (older state)
-        return tuple(int(p) for p in rid.split(".")[1:])
-    got = _ids(config).get(rid)
-    return got[1] if got is not None else None
+def route_by_key(config: Any, key: str) -> Route | None:
+    """The route with :attr:`Route.key` ``key``; None when the config has no such route."""
+    return _keys(config).get(key)
 
 
-_IDS: dict[int, tuple[Any, dict[str, tuple[Route, tuple[int, ...]]]]] = {}
+_KEYS: dict[int, tuple[Any, dict[str, Route]]] = {}
 
 
-def _ids(config: Any) -> dict[str, tuple[Route, tuple[int, ...]]]:
-    """Route id -> (route, :func:`route_place`) of ``config``'s tree, built once per config
-    object."""
-    got = _IDS.get(id(config))
+def _keys(config: Any) -> dict[str, Route]:
+    """Route key -> route of ``config``'s tree, built once per config object."""
+    got = _KEYS.get(id(config))
     if got is not None and got[0] is config:
         return got[1]
-    out: dict[str, tuple[Route, tuple[int, ...]]] = {}
-    stack: list[tuple[_Node, tuple[int, ...]]] = [(_tree(config), ())]
+    out: dict[str, Route] = {}
+    stack = [_tree(config)]
     while stack:
-        node, place = stack.pop()
-        out[node.route.id] = (node.route, place)
-        stack.extend((child, (*place, i)) for i, child in enumerate(node.children))
-    if len(_IDS) >= _MAX_TREES:
-        _IDS.clear()
-    _IDS[id(config)] = (config, out)
+        node = stack.pop()
+        out[node.route.key] = node.route
+        stack.extend(node.children)
+    if len(_KEYS) >= _MAX_TREES:
+        _KEYS.clear()
+    _KEYS[id(config)] = (config, out)
     return out
+
+
+def group_route(config: Any, group: dict[str, Any]) -> Route | None:
+    """The route of open ``group``: by its ``route_key`` (the route, wherever a reload put it),
+    else (a group opened before groups kept it) at its place ``route``; None when gone."""
+    key = group.get("route_key")
+    if key is not None:
+        return route_by_key(config, key)
+    return route_by_id(config, group.get("route") or "0")
 
 
 def _in_ranges(value: int, items: list[str], names: list[str] | None = None,

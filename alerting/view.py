@@ -2,7 +2,7 @@
 tables, so each funnel partition publishes its firing alerts to Redis and the API reads them:
 
 - hash ``plait.keys.alert_view`` per partition: episode key -> Alertmanager's ``gettableAlert``
-  JSON plus ``_group``/``_route``/``_place`` (for ``/api/v2/alerts/groups``) and ``_m`` (``rule``, ``asset``,
+  JSON plus ``_group``/``_route`` (for ``/api/v2/alerts/groups``) and ``_m`` (``rule``, ``asset``,
   ``severity``); field :data:`META_FIELD` holds ``{"updatedAt", "total", "shown"}``;
 - bounded: firing episodes only (as Alertmanager's API), at most :data:`MAX_VIEW_ALERTS` (most
   recently seen), key TTL :data:`VIEW_TTL` so a dead worker's partition stops being listed;
@@ -30,7 +30,7 @@ from alerting.group import group_labels
 from alerting.intake import format_time
 from alerting.model import Alert
 from alerting.store import compact
-from alerting.routing import route_by_id, route_place, routes_for
+from alerting.routing import group_route, route_by_id, routes_for
 from plait import keys as K
 
 log = logging.getLogger("plait.alerting")
@@ -65,8 +65,7 @@ def _inhibitors(ep: dict[str, Any]) -> list[str]:
 
 
 def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[str, Any]:
-    """Firing episode ``ep`` as Alertmanager's ``gettableAlert`` plus ``_group``/``_route``
-    (group labels, route id) and ``_place`` (the route's place in the tree, ordering receivers), with
+    """Firing episode ``ep`` as Alertmanager's ``gettableAlert`` plus ``_group``/``_route``, with
     ``updatedAt`` = ``last_seen`` and ``endsAt`` = ``expires_at`` (api/v2/api.go
     ``postAlertsHandler`` sets both on every POST; alert.go ``Merge`` keeps the younger ``EndsAt``).
     Receiver and group labels are its group's in ``groups``, else its route's."""
@@ -74,7 +73,9 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
     match = alert.match_labels()
     group = groups.get(ep.get("group") or "")
     if group:  # grouped: its receiver, route and labels (its route's group_by)
-        receiver, rid, glabels = group["receiver"], group.get("route", "0"), group["labels"]
+        route = group_route(config, group)
+        rid = route.id if route is not None else group.get("route", "0")
+        receiver, glabels = group["receiver"], group["labels"]
     else:  # not grouped (silenced, inhibited): the route it was taken for, else its first
         route = route_by_id(config, ep["route"]) if ep.get("route") else None
         route = route or routes_for(config, match)[0]
@@ -97,7 +98,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         "receivers": [{"name": receiver}],
         "status": {"state": "suppressed" if silenced or inhibited else "active",
                    "silencedBy": silenced, "inhibitedBy": inhibited},
-        "_group": glabels, "_route": rid, "_place": route_place(config, rid),
+        "_group": glabels, "_route": rid,
         "_m": {k: match[k] for k in ("rule", "asset", "severity") if k in match},
     }
     if alert.generator_url:  # Alertmanager's gettableAlert: omitempty

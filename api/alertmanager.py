@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import time
 import uuid
 from datetime import datetime, timezone
@@ -25,7 +24,6 @@ from alerting.intake import (MAX_EPOCH, MIN_EPOCH, OUT_OF_RANGE, format_time,
                              from_alertmanager_alert)
 from alerting.model import AlertRejected
 from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, regex_hit
-from alerting.routing import route_place
 from alerting.receivers.registry import receiver_type
 from alerting.silence import SilenceRefused
 from alerting.silence_store import SilenceStore, silence_state
@@ -463,7 +461,7 @@ async def get_alerts(active: bool = True, silenced: bool = True, inhibited: bool
     routed: dict[str, list[tuple[tuple[int, ...], str]]] = {}
     for v in await current(state, silences, ingest, now):
         v.pop("_group", None)
-        path = _route_path(state.config, v)
+        path = _route_path(v.pop("_route", None))
         fp = v.get("fingerprint", "")
         alerts.setdefault(fp, v)
         routed.setdefault(fp, []).extend((path, r["name"]) for r in v.get("receivers") or [])
@@ -494,10 +492,10 @@ async def get_alert_groups(active: bool = True, silenced: bool = True, inhibited
         if not keep(v, matchers, receivers, active, silenced, inhibited):
             continue
         glabels = am_group_labels(v.pop("_group", None) or {})
-        route = _route_path(state.config, v)  # Alertmanager: a group per route and labels
+        route = v.pop("_route", None) or "0"  # Alertmanager: a group per route and labels
         for r in v.get("receivers") or []:
             reached.setdefault(v.get("fingerprint", ""), set()).add(r["name"])
-            key = (tuple(sorted(glabels.items())), r["name"], route)
+            key = (tuple(sorted(glabels.items())), r["name"], _route_path(route))
             g = groups.setdefault(key, {"labels": glabels, "receiver": {"name": r["name"]},
                                         "alerts": []})
             g["alerts"].append(v)
@@ -515,14 +513,9 @@ async def get_alert_groups(active: bool = True, silenced: bool = True, inhibited
     return JSONResponse([groups[k] for k in sorted(groups, key=functools.cmp_to_key(less))])
 
 
-def _route_path(config: Any, view: dict[str, Any]) -> tuple[int, ...]:
-    """Where an alert view's route is in the tree (its ``_place``, from the worker's config; else
-    :func:`alerting.routing.route_place` in ``config``), which orders routes as ``route.Match``
-    walks them; a route neither knows goes last. Pops ``_place`` and ``_route``."""
-    place, rid = view.pop("_place", None), view.pop("_route", None) or "0"
-    if place is None and config is not None:
-        place = route_place(config, rid)
-    return tuple(place) if place is not None else (sys.maxsize,)
+def _route_path(route_id: str | None) -> tuple[int, ...]:
+    """A route id (``0.2.1``) as its path, which orders routes as ``route.Match`` walks them."""
+    return tuple(int(p) for p in (route_id or "0").split(".") if p.isdigit())
 
 
 @router.get("/api/v2/silences", responses={200: {"model": list[GettableSilence]}, 400: _BAD})

@@ -10,7 +10,7 @@ from alerting.group import (apply_verdict, build_sections, commit_sections, coun
                             group_key, join_traces, new_group, note_insert, restart_timer,
                             set_trace)
 from alerting.model import Alert, Outcome
-from alerting.routing import Route, muted_at, route_by_id, routes_for
+from alerting.routing import Route, group_route, muted_at, route_by_id, routes_for
 from alerting.stages.base import StageBase
 
 
@@ -47,7 +47,7 @@ class Grouping(StageBase):
         for gid, g in st["groups"].items():
             if g["opened_at"] >= at:
                 continue
-            route = route_by_id(self.config, g["route"]) if g.get("route") else None
+            route = group_route(self.config, g) if g.get("route") else None
             if route is not None:  # Alertmanager's new group takes the new route's options
                 g["timing"] = route.timing()
             if restart_timer(g, at, self._timing(g)[0]):
@@ -82,14 +82,17 @@ class Grouping(StageBase):
         alert = Alert.from_dict(ep["alert"])
         if route is None:  # the router's decision, else the episode's route
             route = self._route(ep)
-        # the route id is part of the key below the root (nested routes group apart)
-        key = route.receiver if route.id == "0" else f"{route.receiver}@{route.id}"
+        # the route's key is part of the group key below the root (nested routes group apart)
+        key = route.receiver if route.id == "0" else f"{route.receiver}@{route.key}"
         gid, labels = group_key(key, alert, list(route.group_by))
+        if gid not in groups and route.id != "0":
+            # a group opened before groups were keyed by route key: by its place
+            old, _ = group_key(f"{route.receiver}@{route.id}", alert, list(route.group_by))
+            gid = old if old in groups and "route_key" not in groups[old] else gid
         if gid not in groups:
             groups[gid] = new_group(gid, route.receiver, labels, now)
             if route.id != "0":
-                groups[gid]["route"] = route.id
-                groups[gid]["timing"] = route.timing()
+                groups[gid].update(route=route.id, route_key=route.key, timing=route.timing())
         ep["group"] = gid
         return groups[gid]
 
@@ -111,7 +114,7 @@ class Grouping(StageBase):
 
     def _held(self, g: dict[str, Any], now: float) -> bool:
         """True while time intervals mute the group's route (docs/alerting.md, "Routes")."""
-        route = route_by_id(self.config, g["route"])
+        route = group_route(self.config, g)
         return route is not None and muted_at(self.config, route, now)
 
     def _evaluate(self, g: dict[str, Any], now: float) -> None:

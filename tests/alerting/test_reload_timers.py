@@ -12,6 +12,7 @@ import copy
 from alerting.amconfig import translate
 from alerting.funnel import Funnel
 from alerting.intake import format_time
+from alerting.model import Alert
 from alerting.runner import FunnelRunner
 from alerting.wire import RawAlert, route_alert
 
@@ -250,3 +251,28 @@ def test_a_reload_that_moves_a_route_leaves_its_groups_on_it():
     assert f.tick(T0 + 30) == []
     [g] = f.state["groups"].values()
     assert g["receiver"] == "mute-hook" and g["timing"][1] == 7.0 and len(g["members"]) == 2
+
+
+def test_a_group_opened_by_place_before_route_keys_is_joined_and_still_muted():
+    from alerting.group import group_key
+
+    # given a muted group as state written before groups kept their route's key: its id hashed
+    # from the route's place, no route_key
+    f = Funnel(muting_config(dummy_first=False))
+    f.ingest({"labels": {"alertname": "M1", "test": "mute"}, "startsAt": format_time(T0 + 1)},
+             T0 + 1)
+    [(gid, g)] = f.state["groups"].items()
+    legacy, _ = group_key(f"mute-hook@{g['route']}", Alert.from_dict(
+        next(iter(f.state["episodes"].values()))["alert"]), ["test"])
+    del g["route_key"]
+    g["id"] = legacy
+    f.state["groups"] = {legacy: g}
+    for ep in f.state["episodes"].values():
+        ep["group"] = legacy
+    f = Funnel(muting_config(dummy_first=False), copy.deepcopy(f.state))
+    # when a new alert of the same group labels comes
+    f.ingest({"labels": {"alertname": "M2", "test": "mute"}, "startsAt": format_time(T0 + 5)},
+             T0 + 5)
+    # then it joins that group, which its route still mutes
+    assert list(f.state["groups"]) == [legacy] and len(f.state["groups"][legacy]["members"]) == 2
+    assert f.tick(T0 + 30) == []

@@ -8,7 +8,7 @@ import pytest
 from alert_harness import ev, run
 
 from alerting.config import ConfigError, parse_config
-from alerting.routing import route_by_id, routes_for
+from alerting.routing import route_by_id, route_by_key, routes_for
 
 T0 = 1_796_007_600.0  # 2026-11-30T03:00:00Z, a Monday
 
@@ -40,9 +40,7 @@ def test_routes_for_walks_the_tree_like_alertmanager():
     got = routes_for(c, {"team": "db", "severity": "critical"})
     # nested critical route under dba (inherits receiver, own group_wait), then audit
     # (continue on the db route); the third sibling is never reached (audit has no continue)
-    # (ids name routes, not places; route_by_id still reads "0.0.0" as places)
-    at = [route_by_id(c, p).id for p in ("0.0.0", "0.1")]
-    assert [(r.id, r.receiver, r.group_wait) for r in got] == [(at[0], "dba", 5), (at[1], "audit", 30)]
+    assert [(r.id, r.receiver, r.group_wait) for r in got] == [("0.0.0", "dba", 5), ("0.1", "audit", 30)]
     assert [r.receiver for r in routes_for(c, {"team": "db", "severity": "warning"})] == ["dba", "audit"]
     assert [r.id for r in routes_for(c, {"severity": "critical"})] == ["0"]  # the root catches the rest
 
@@ -199,3 +197,16 @@ def test_interval_fields_weekday_month_and_day():
     assert interval_matches(iv, T0)              # Monday 30 November
     assert not interval_matches(iv, T0 + 2 * 86400)  # Wednesday 2 December
     assert not interval_matches(iv, T0 - 3 * 86400)  # Friday 27 November
+
+
+def test_a_routes_key_is_its_matchers_and_receiver_not_its_place():
+    base = [{"matchers": ['team="db"'], "receiver": "dba"},
+            {"matchers": ['team=~".+"', 'env="prod"'], "receiver": "audit"}]
+    moved = [{"matchers": ['team="x"'], "receiver": "oncall"},
+             {"matchers": ['env="prod"', 'team=~".+"'], "receiver": "audit"}, base[0]]
+    a, b = cfg(base), cfg(moved)
+    key = {r.receiver: r.key for r in (route_by_id(a, "0.0"), route_by_id(a, "0.1"))}
+    assert route_by_key(b, key["dba"]).id == "0.2" and route_by_key(b, key["audit"]).id == "0.1"
+    assert route_by_id(b, "0.0").key not in key.values()
+    twins = cfg([base[0], base[0]])  # alike but for their place: keys apart
+    assert route_by_id(twins, "0.0").key != route_by_id(twins, "0.1").key
