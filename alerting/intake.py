@@ -60,16 +60,21 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SNAKE_SPELLINGS = {"starts_at": "startsAt", "ends_at": "endsAt", "generator_url": "generatorURL"}
 
 
-#: Epoch seconds of the first and the last whole second an RFC 3339 timestamp names in UTC
-#: (years 0001-9999, RFC 3339 s5.6): a time outside cannot be written back as one.
-MIN_EPOCH, MAX_EPOCH = -62_135_596_800.0, 253_402_300_799.0
+#: Epoch seconds of the first instant an RFC 3339 timestamp names in UTC and of the first it
+#: does not (years 0001-9999, RFC 3339 s5.6): a time outside cannot be written back as one.
+MIN_EPOCH, END_EPOCH = -62_135_596_800.0, 253_402_300_800.0
 OUT_OF_RANGE = "lies outside the years 0001-9999 in UTC, the times an RFC3339 timestamp names"
+
+
+def in_range(ts: float) -> bool:
+    """Whether epoch seconds ``ts`` lie in [:data:`MIN_EPOCH`, :data:`END_EPOCH`)."""
+    return MIN_EPOCH <= ts < END_EPOCH
 
 
 def parse_time(value: Any, field: str) -> float | None:
     """Epoch seconds from a number or RFC3339 string; None for absent, empty or the zero time.
     Raises AlertRejected: not a finite number nor RFC3339, or outside
-    [:data:`MIN_EPOCH`, :data:`MAX_EPOCH`]."""
+    :func:`in_range`."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
@@ -93,7 +98,7 @@ def parse_time(value: Any, field: str) -> float | None:
         ts = dt.timestamp()
     else:
         raise AlertRejected(field, "expected epoch seconds or an RFC3339 timestamp")
-    if not MIN_EPOCH <= ts <= MAX_EPOCH:
+    if not in_range(ts):
         raise AlertRejected(field, OUT_OF_RANGE)
     return float(ts)
 
@@ -132,9 +137,9 @@ def go_time(ts: float | None) -> str:
 
 
 def _clamped(ts: float) -> float:
-    """``ts`` within [:data:`MIN_EPOCH`, :data:`MAX_EPOCH`]: a stored time outside them lists as
-    the first or last second RFC 3339 names rather than failing the list."""
-    return MIN_EPOCH if ts < MIN_EPOCH else MAX_EPOCH if ts > MAX_EPOCH else ts
+    """``ts`` within :func:`in_range` to the millisecond: a stored time outside lists as the
+    first or last millisecond RFC 3339 names rather than failing the list."""
+    return MIN_EPOCH if ts < MIN_EPOCH else min(ts, END_EPOCH - 0.0005)
 
 
 _UTC = timezone.utc

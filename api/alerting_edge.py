@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from alerting.intake import MAX_EPOCH, MIN_EPOCH, OUT_OF_RANGE, format_time
+from alerting.intake import OUT_OF_RANGE, format_time, in_range
 from alerting.model import AlertRejected
 from alerting.silence import WEEKDAYS, Silence, SilenceRefused, create_silence
 from plait.errors import FieldError
@@ -120,7 +120,7 @@ def parse_rfc3339(value: Any, field: str, error: type[FieldError] = FieldError) 
     except (ValueError, OverflowError):
         raise error(field, f"is not a real date and time: {value[:40]!r}", RFC3339_EXAMPLE,
                     "time") from None
-    if not MIN_EPOCH <= ts <= MAX_EPOCH:
+    if not in_range(ts):
         raise error(field, OUT_OF_RANGE, RFC3339_EXAMPLE, "time")
     return ts
 

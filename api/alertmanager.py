@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from alerting.delivery import am_compare, am_group_labels, labels_before
-from alerting.intake import (MAX_EPOCH, MIN_EPOCH, OUT_OF_RANGE, format_time,
+from alerting.intake import (OUT_OF_RANGE, format_time, in_range,
                              from_alertmanager_alert)
 from alerting.model import AlertRejected
 from alerting.matchers import MatchOp, Matcher, compile_regex, parse_matcher, regex_hit
@@ -251,7 +251,7 @@ def _ts(value: datetime, field: str) -> float:
     """Epoch seconds of ``value`` (UTC when it has no zone); FieldError naming ``field`` when it
     lies outside the years an RFC 3339 time names in UTC (it could not be listed back)."""
     ts = (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
-    if not MIN_EPOCH <= ts <= MAX_EPOCH:
+    if not in_range(ts):
         raise FieldError(field, OUT_OF_RANGE, "a time within the years 0001-9999 in UTC", "range")
     return ts
 

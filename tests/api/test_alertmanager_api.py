@@ -780,8 +780,11 @@ def test_a_silence_past_year_9999_in_utc_is_refused_before_it_is_saved(client):
     assert client.get("/silences").status_code == 200
 
 
-def test_a_stored_time_past_the_range_lists_as_the_last_second_rfc_3339_names():
-    from alerting.intake import format_time, go_time
+def test_a_stored_time_past_the_range_lists_as_the_last_millisecond_rfc_3339_names():
+    from alerting.intake import format_time, go_time, parse_time
 
-    assert format_time(1e15) == go_time(1e15) == "9999-12-31T23:59:59Z"
+    assert format_time(1e15) == "9999-12-31T23:59:59.999Z" and go_time(1e15).startswith(
+        "9999-12-31T23:59:59.999")
     assert format_time(-1e15) == "0001-01-01T00:00:00Z"
+    # the last second of year 9999 is in range to its end
+    assert format_time(parse_time("9999-12-31T23:59:59.5Z", "endsAt")) == "9999-12-31T23:59:59.500Z"
