@@ -143,6 +143,10 @@ def test_a_probe_schedule_needs_alert_ingest(api_for, registry):
         "paused": True, "note": None, "spec": probe}))
     r.close()
     assert http.post("/schedules/stored-probe/trigger", auth=plain).status_code == 403
+    # but its owner may still pause it (which stops its alerts) and delete it
+    paused = http.patch("/schedules/stored-probe", json={"paused": True, "note": "stop"},
+                        auth=plain)
+    assert paused.status_code == 200, paused.text
     backfill = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
     assert http.post("/schedules/stored-probe/backfill", json=backfill,
                      auth=plain).status_code == 403
