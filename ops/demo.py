@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from plait.lifecycle import TERMINAL
+from producers.signing import api_auth
 from ops.stack import Stack
 
 #: The flights columns with their types (whole numbers with gaps stay int, F8).
@@ -89,8 +91,10 @@ def run_demo(data_dir: Path, formats: list[str], limit: int | None = None) -> li
         console.print(f"API {stack.api_url}  broker {stack.env['PLAIT_BROKER_URL']}")
         ids = {}
         for fmt in formats:
+            # the API reads this environment: a PLAIT_ALERTMANAGER_TOKEN guards its exports
             resp = httpx.post(f"{stack.api_url}/export/tasks",
-                              json=flights_spec(f"{stack.demo_data_api}/data", fmt, limit))
+                              json=flights_spec(f"{stack.demo_data_api}/data", fmt, limit),
+                              auth=api_auth(None, None, os.environ.get("PLAIT_ALERTMANAGER_TOKEN")))
             resp.raise_for_status()
             ids[fmt] = resp.json()["data"]["taskId"]
         results = wait_all(stack.api_url, ids, console)

@@ -47,8 +47,10 @@ def source_row(index: int) -> list:
 def demo(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("demo")
     rid = uuid.uuid4().hex[:8]
+    # with a token in the environment the demo's API guards its exports and the demo sends it
     env = {**os.environ, "PLAIT_TOPIC_PREFIX": f"demo-{rid}.",
-           "PLAIT_REDIS_PREFIX": f"plait-test-demo-{rid}", "PLAIT_APP_ID": f"plait-demo-{rid}"}
+           "PLAIT_REDIS_PREFIX": f"plait-test-demo-{rid}", "PLAIT_APP_ID": f"plait-demo-{rid}",
+           "PLAIT_ALERTMANAGER_TOKEN": f"demo-token-{rid * 4}"}
     out = subprocess.run([sys.executable, "-m", "ops.cli", "demo", "--data-dir", str(data_dir)],
                          env=env, capture_output=True, text=True, timeout=900)
     try:
