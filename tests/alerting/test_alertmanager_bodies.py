@@ -14,6 +14,7 @@ against the default templates rendered by amtool-checked ``gotemplate``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -122,6 +123,28 @@ def _config(tmp_path: Path, http: str, smtp_port: int) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _alertmanager(config: Path, tmp_path: Path):
+    """The real Alertmanager on ``config`` (external URL :data:`EXTERNAL`), ready: its URL.
+    Killed on exit."""
+    from ops.infra import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [ALERTMANAGER, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
+         f"--web.external-url={EXTERNAL}"],
+        stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
+        assert proc.poll() is None, (tmp_path / "am.log").read_text()
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
 def _alertmanager_sends(tmp_path: Path
                         ) -> tuple[Path, dict[str, dict], _Inbox, Any, list[dict], str]:
     """(the config file, captured JSON body per path, the inbox, a function
@@ -137,16 +160,7 @@ def _alertmanager_sends(tmp_path: Path
     ctl = Controller(inbox, hostname="127.0.0.1", port=smtp_port)
     ctl.start()
     path = _config(tmp_path, f"http://127.0.0.1:{server.server_port}", smtp_port)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [ALERTMANAGER, f"--config.file={path}", f"--storage.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-         f"--web.external-url={EXTERNAL}"],
-        stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
-        assert proc.poll() is None, (tmp_path / "am.log").read_text()
+    with _alertmanager(path, tmp_path) as url:
         alerts = _recent()
         resp = httpx.post(f"{url}/api/v2/alerts", json=alerts, timeout=10)
         assert resp.status_code == 200, resp.text
@@ -158,9 +172,6 @@ def _alertmanager_sends(tmp_path: Path
         assert resp.status_code == 200, resp.text
         wait_for(lambda: any("/close" in p for p, _b in _Capture.seen)
                  and sum(p == "/pd" for p, _b in _Capture.seen) >= 2, 30, "the resolved ones")
-    finally:
-        proc.kill()
-        proc.wait(10)
     sent: dict[str, dict] = {}
     for p, b in _Capture.seen:  # the first of each; a resolve / close under its own key
         p = p.split("?")[0].rsplit("/", 2)[0] + "/close" if "/close" in p else p
@@ -451,24 +462,12 @@ def test_templated_keys_addresses_and_literal_fields_match_alertmanager_025(tmp_
     ctl.start()
     try:
         path = _templated_config(tmp_path, f"http://127.0.0.1:{server.server_port}", smtp_port)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        proc = subprocess.Popen(
-            [ALERTMANAGER, f"--config.file={path}", f"--storage.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-             f"--web.external-url={EXTERNAL}"],
-            stdout=open(tmp_path / "am.log", "wb"), stderr=subprocess.STDOUT)
-        try:
-            wait_for(lambda: _ready(url) or proc.poll() is not None, 30, "Alertmanager ready")
-            assert proc.poll() is None, (tmp_path / "am.log").read_text()
+        with _alertmanager(path, tmp_path) as url:
             posted = _recent(STORAGE)
             resp = httpx.post(f"{url}/api/v2/alerts", json=posted, timeout=10)
             assert resp.status_code == 200, resp.text
             wait_for(lambda: len({p for p, _h, _b in _Requests.seen}) >= 4
                      and len(inbox.mails) >= 2, 30, "Alertmanager's requests")
-        finally:
-            proc.kill()
-            proc.wait(10)
         am = {p: (h, b) for p, h, b in reversed(_Requests.seen)}  # the first of each
         am_mails = {m[2][0]: m for m in reversed(inbox.mails)}  # by first recipient
 

@@ -189,18 +189,29 @@ def test_signed_in_caller_sees_and_cancels_only_its_own_tasks(signed_stack, page
     assert "cannot list" not in page.inner_text("#count")
 
 
-def test_alert_console_under_a_route_prefix(make_stack, tmp_path, page):
-    """With ``PLAIT_WEB_ROUTE_PREFIX=/foo`` (Alertmanager's
-    ``--web.route-prefix``) the console at ``/foo/ui/alerts`` loads its files
-    and calls the API under the prefix: an alert posted shows, a silence made
-    there mutes it."""
+def _prefixed(make_stack, tmp_path):
+    """``(receiver, stack)``: a webhook receiver and a stack with the alert funnel sending to
+    it, its API under ``PLAIT_WEB_ROUTE_PREFIX=/foo``."""
     receiver = Receiver().start()
     cfg = write_config(tmp_path / "alerting.yaml", [{"name": "oncall", "url": receiver.url("/hook")}],
                        grouping={"group_by": ["alertname"]})
     try:
         stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_WEB_ROUTE_PREFIX="/foo")
+    except BaseException:
+        receiver.stop()
+        raise
+    assert stack.api_url.endswith("/foo")
+    return receiver, stack
+
+
+def test_alert_console_under_a_route_prefix(make_stack, tmp_path, page):
+    """With ``PLAIT_WEB_ROUTE_PREFIX=/foo`` (Alertmanager's
+    ``--web.route-prefix``) the console at ``/foo/ui/alerts`` loads its files
+    and calls the API under the prefix: an alert posted shows, a silence made
+    there mutes it."""
+    receiver, stack = _prefixed(make_stack, tmp_path)
+    try:
         api = stack.api_url
-        assert api.endswith("/foo")
         alert = [{"labels": {"alertname": "DiskFull", "instance": "h01"}}]
         assert httpx.post(f"{api}/api/v2/alerts", json=alert, timeout=10).status_code == 200
         page.goto(f"{api}/ui/alerts")
@@ -224,13 +235,9 @@ def test_message_links_open_their_pages_under_a_route_prefix(make_stack, tmp_pat
     fails."""
     from alerting.templates import silence_url, task_url
 
-    receiver = Receiver().start()
-    cfg = write_config(tmp_path / "alerting.yaml", [{"name": "oncall", "url": receiver.url("/hook")}],
-                       grouping={"group_by": ["alertname"]})
+    receiver, stack = _prefixed(make_stack, tmp_path)
     try:
-        stack = make_stack(workers=1, PLAIT_ALERTING_CONFIG=str(cfg), PLAIT_WEB_ROUTE_PREFIX="/foo")
         api = stack.api_url
-        assert api.endswith("/foo")
         requested, failed = [], []
         page.on("request", lambda req: requested.append(req.url))
         page.on("response", lambda r: failed.append((r.status, r.url)) if r.status >= 400 else None)
