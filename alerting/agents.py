@@ -163,6 +163,7 @@ class AlertingService:
         Raises plait.errors.ConfigError when the file is invalid (the one in use stays, and the
         timers run on)."""
         config = keep_removed_receivers(self.config, load_configured(self.settings))
+        self.runner.previous_config = self.runner.config
         self.config = self.runner.config = config
         self.runner.reloaded_at = self.runner.clock()
         for partition in list(self.runner.partitions):

@@ -178,8 +178,9 @@ def _keys(config: Any) -> dict[str, Route]:
 
 
 def group_route(config: Any, group: dict[str, Any]) -> Route | None:
-    """The route of open ``group``: by its ``route_key`` (the route, wherever a reload put it),
-    else (a group opened before groups kept it) at its place ``route``; None when gone."""
+    """The route of an open group or an episode (``group``): by its ``route_key`` (the route,
+    wherever a reload put it), else (written before they kept it) at its place ``route``; None
+    when gone."""
     key = group.get("route_key")
     if key is not None:
         return route_by_key(config, key)

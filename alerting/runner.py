@@ -92,6 +92,8 @@ class FunnelRunner:
         #: epoch s of this worker's last configuration reload (None: none since it started); a
         #: partition whose stored ``reloaded_at`` is older restarts its group timers at it
         self.reloaded_at: float | None = None
+        #: the configuration before the last reload (:meth:`Funnel.restart_timers`)
+        self.previous_config: Any = None
         #: partition -> (PartitionState, group id -> raws pending, their sum)
         self._pending: dict[int, tuple[PartitionState, dict[str, int], int]] = {}
         #: when a storm's alerts went (``Effects.release_memory``)
@@ -220,7 +222,7 @@ class FunnelRunner:
         """Restart the partition's group timers at this worker's last reload unless its state
         holds that reload or a later one (:meth:`alerting.funnel.Funnel.restart_timers`); the
         table keys of the groups changed, each group's next flush a wish in ``fx``."""
-        gids = ps.funnel.restart_timers(self.reloaded_at)
+        gids = ps.funnel.restart_timers(self.reloaded_at, self.previous_config)
         groups = ps.funnel.state["groups"]
         for gid in gids:
             fx.wake(due_at(groups[gid], *self._timing(groups[gid])))

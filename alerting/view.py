@@ -30,7 +30,7 @@ from alerting.group import group_labels
 from alerting.intake import format_time
 from alerting.model import Alert
 from alerting.store import compact
-from alerting.routing import group_route, route_by_id, routes_for
+from alerting.routing import group_route, routes_for
 from plait import keys as K
 
 log = logging.getLogger("plait.alerting")
@@ -77,7 +77,7 @@ def alert_view(ep: dict[str, Any], config: Any, groups: dict[str, Any]) -> dict[
         rid = route.id if route is not None else group.get("route", "0")
         receiver, glabels = group["receiver"], group["labels"]
     else:  # not grouped (silenced, inhibited): the route it was taken for, else its first
-        route = route_by_id(config, ep["route"]) if ep.get("route") else None
+        route = group_route(config, ep) if ep.get("route") else None
         route = route or routes_for(config, match)[0]
         receiver, rid = route.receiver, route.id
         glabels = group_labels(alert, route.group_by, match)  # group_key's, without hashing

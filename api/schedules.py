@@ -132,12 +132,10 @@ def may_probe(probe: Any, caller: Caller | None) -> None:
                         "does when a target fails: its registry entry needs 'alertIngest: true'")
 
 
-def check(sv: Services, spec: ScheduleIn, caller: Caller | None, defines: bool = True) -> None:
-    """The shortest interval allowed, :func:`may_probe` (unless the request only pauses,
-    resumes or notes: ``defines`` False) and the export's allowances; FieldError naming the
-    field (``action.export.<field>``)."""
-    if defines:
-        may_probe(spec.action.probe, caller)
+def check(sv: Services, spec: ScheduleIn, caller: Caller | None) -> None:
+    """The shortest interval allowed, :func:`may_probe` and the export's allowances; FieldError
+    naming the field (``action.export.<field>``)."""
+    may_probe(spec.action.probe, caller)
     floor = sv.settings.schedule_min_interval_seconds
     if spec.trigger.interval is not None and spec.trigger.interval < floor:
         raise FieldError("trigger.interval", f"is {spec.trigger.interval:g} s, shorter than "
@@ -216,7 +214,8 @@ async def patch_schedule(scheduleId: str, patch: SchedulePatch, request: Request
     given = patch.model_dump(mode="json", exclude_unset=True)
     merged = doc["spec"] | {k: v for k, v in given.items() if k not in ("paused", "note")}
     spec = spec_of(merged)
-    check(sv, spec, caller, defines=bool(set(given) - {"paused", "note"}))
+    if set(given) - {"paused", "note"}:  # pausing, resuming, noting: whatever rules changed since
+        check(sv, spec, caller)
     if "paused" in given:
         doc["paused"] = given["paused"]
         doc["note"] = given.get("note")

@@ -23,7 +23,7 @@ class Dedupe(StageBase):
         """Store episode ``ep`` under ``fp`` with its route and receiver (``config.fanout``)."""
         ep["fp"] = fp
         if route.id != "0":
-            ep["route"] = route.id
+            ep["route"], ep["route_key"] = route.id, route.key
         if route.receiver != self._route_of(route.id).receiver:
             ep["receiver"] = route.receiver
         self.state["episodes"][fp] = ep

@@ -32,12 +32,15 @@ class Grouping(StageBase):
         apply_verdict(g, verdict, ep, rid, now, traceparent)
         note_insert(g, ep["started_at"], self._timing(g)[0], now)
 
-    def restart_timers(self, at: float) -> list[str]:
+    def restart_timers(self, at: float, previous: Any = None) -> list[str]:
         """A configuration reload at ``at`` (epoch s): every group opened before it takes its
         route's timing from the configuration in use and restarts its timer
         (:func:`alerting.group.restart_timer`). Once per reload: ``at`` is kept as the state's
         ``reloaded_at`` and a reload no later than it changes nothing (a replay, or a partition
-        taken over by a worker that reloaded earlier). Returns the ids of the groups changed."""
+        taken over by a worker that reloaded earlier). A group that names its route by place only
+        (opened before groups kept their route's key) is given the key of the route at that place
+        in ``previous``, the configuration before the reload, when known. Returns the ids of the
+        groups changed."""
         st = self.state
         done = st.get("reloaded_at")
         if done is not None and done >= at:
@@ -47,10 +50,16 @@ class Grouping(StageBase):
         for gid, g in st["groups"].items():
             if g["opened_at"] >= at:
                 continue
+            stamped = False
+            if g.get("route") and "route_key" not in g and previous is not None:
+                before = route_by_id(previous, g["route"])
+                if before is not None:
+                    g["route_key"], stamped = before.key, True
             route = group_route(self.config, g) if g.get("route") else None
             if route is not None:  # Alertmanager's new group takes the new route's options
                 g["timing"] = route.timing()
-            if restart_timer(g, at, self._timing(g)[0]):
+                g["route"] = route.id  # its place in this configuration
+            if restart_timer(g, at, self._timing(g)[0]) or stamped:
                 out.append(gid)
         return out
 
@@ -66,8 +75,7 @@ class Grouping(StageBase):
 
     def _route(self, ep: dict[str, Any]) -> Route:
         """An episode's route: the one it was taken for, else the first the alert reaches now."""
-        rid = ep.get("route")
-        route = route_by_id(self.config, rid) if rid else None
+        route = group_route(self.config, ep) if ep.get("route") else None
         if route is None:
             route = routes_for(self.config, Alert.from_dict(ep["alert"]).match_labels())[0]
         if ep.get("receiver") and ep["receiver"] != route.receiver:  # config.fanout's copy

@@ -276,3 +276,41 @@ def test_a_group_opened_by_place_before_route_keys_is_joined_and_still_muted():
     # then it joins that group, which its route still mutes
     assert list(f.state["groups"]) == [legacy] and len(f.state["groups"][legacy]["members"]) == 2
     assert f.tick(T0 + 30) == []
+
+
+def test_a_reload_gives_a_group_by_place_its_route_key_from_the_previous_file():
+    from alerting.group import group_key
+
+    before = muting_config(dummy_first=False)
+    f = Funnel(before)
+    f.ingest({"labels": {"alertname": "M1", "test": "mute"}, "startsAt": format_time(T0 + 1)},
+             T0 + 1)
+    [(gid, g)] = f.state["groups"].items()
+    legacy, _ = group_key(f"mute-hook@{g['route']}", Alert.from_dict(
+        next(iter(f.state["episodes"].values()))["alert"]), ["test"])
+    del g["route_key"]
+    g["id"] = legacy
+    f.state["groups"] = {legacy: g}
+    for ep in f.state["episodes"].values():
+        ep["group"] = legacy
+        ep.pop("route_key", None)
+    # when a reload inserts a sibling before its route
+    f = Funnel(muting_config(dummy_first=True), copy.deepcopy(f.state))
+    assert legacy in f.restart_timers(T0 + 3, before)
+    # then the group is its route's: muted, on its timing (a new alert of the same labels opens
+    # a group of the route's key: docs/alerting.md, "Bring your alertmanager.yml")
+    assert f.tick(T0 + 30) == [] and f.state["groups"][legacy]["timing"][1] == 7.0
+
+
+def test_a_silenced_alert_joins_its_own_routes_group_after_a_reload_moves_it():
+    f = Funnel(muting_config(dummy_first=False))
+    f.add_silence({"matchers": [{"name": "alertname", "value": "S"}], "author": "a",
+                   "comment": "c", "ends_at": T0 + 10}, T0, "s1")
+    f.ingest({"labels": {"alertname": "S", "test": "mute"}, "startsAt": format_time(T0 + 1)},
+             T0 + 1)
+    assert not f.state["groups"]
+    f = Funnel(muting_config(dummy_first=True), copy.deepcopy(f.state))
+    f.restart_timers(T0 + 3)
+    f.tick(T0 + 11)  # the silence ended: the alert joins its group
+    [g] = f.state["groups"].values()
+    assert g["receiver"] == "mute-hook"

@@ -150,3 +150,21 @@ def test_a_probe_schedule_needs_alert_ingest(api_for, registry):
     backfill = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-01T01:00:00Z"}
     assert http.post("/schedules/stored-probe/backfill", json=backfill,
                      auth=plain).status_code == 403
+
+
+def test_pausing_is_allowed_whatever_rule_changed_since_the_definition(api_for, registry):
+    # given a probe schedule of plain's, defined when 3600 s was allowed, now 7200 s the least
+    http = api_for(callers_file=registry, schedule_min_interval_seconds=7200)
+    probe = {k: v for k, v in PROBE.items() if k != "sysCode"}
+    r = redis.Redis.from_url(REDIS_URL, socket_timeout=5)
+    now = int(time.time() * 1000)
+    r.hset(K.schedules(api_for.prefix), "old-probe", json.dumps({
+        "id": "old-probe", "sysCode": "plain", "createdMs": now, "updatedMs": now,
+        "paused": False, "note": None, "spec": probe}))
+    r.close()
+    plain = PlaitAuth("plain-app", SECRET)
+    # then its owner may pause, note and resume it, not change it
+    for body in ({"paused": True, "note": "stop"}, {"note": "why"}, {"paused": False}):
+        resp = http.patch("/schedules/old-probe", json=body, auth=plain)
+        assert resp.status_code == 200, (body, resp.text)
+    assert http.patch("/schedules/old-probe", json={"name": "x"}, auth=plain).status_code in (403, 422)
