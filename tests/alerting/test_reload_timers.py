@@ -253,23 +253,27 @@ def test_a_reload_that_moves_a_route_leaves_its_groups_on_it():
     assert g["receiver"] == "mute-hook" and g["timing"][1] == 7.0 and len(g["members"]) == 2
 
 
-def test_a_group_opened_by_place_before_route_keys_is_joined_and_still_muted():
+def stored_by_place() -> tuple[dict, str]:
+    """``(state, group id)``: a group of muting_config's muted route (alert M1) as state written
+    before groups and episodes kept their route's key: its id hashed from the route's place."""
     from alerting.group import group_key
 
-    # given a muted group as state written before groups kept their route's key: its id hashed
-    # from the route's place, no route_key
     f = Funnel(muting_config(dummy_first=False))
     f.ingest({"labels": {"alertname": "M1", "test": "mute"}, "startsAt": format_time(T0 + 1)},
              T0 + 1)
-    [(gid, g)] = f.state["groups"].items()
-    legacy, _ = group_key(f"mute-hook@{g['route']}", Alert.from_dict(
-        next(iter(f.state["episodes"].values()))["alert"]), ["test"])
+    [g] = f.state["groups"].values()
+    [ep] = f.state["episodes"].values()
+    legacy, _ = group_key(f"mute-hook@{g['route']}", Alert.from_dict(ep["alert"]), ["test"])
     del g["route_key"]
-    g["id"] = legacy
+    del ep["route_key"]
+    g["id"] = ep["group"] = legacy
     f.state["groups"] = {legacy: g}
-    for ep in f.state["episodes"].values():
-        ep["group"] = legacy
-    f = Funnel(muting_config(dummy_first=False), copy.deepcopy(f.state))
+    return copy.deepcopy(f.state), legacy
+
+
+def test_a_group_opened_by_place_before_route_keys_is_joined_and_still_muted():
+    state, legacy = stored_by_place()
+    f = Funnel(muting_config(dummy_first=False), state)
     # when a new alert of the same group labels comes
     f.ingest({"labels": {"alertname": "M2", "test": "mute"}, "startsAt": format_time(T0 + 5)},
              T0 + 5)
@@ -279,24 +283,10 @@ def test_a_group_opened_by_place_before_route_keys_is_joined_and_still_muted():
 
 
 def test_a_reload_gives_a_group_by_place_its_route_key_from_the_previous_file():
-    from alerting.group import group_key
-
-    before = muting_config(dummy_first=False)
-    f = Funnel(before)
-    f.ingest({"labels": {"alertname": "M1", "test": "mute"}, "startsAt": format_time(T0 + 1)},
-             T0 + 1)
-    [(gid, g)] = f.state["groups"].items()
-    legacy, _ = group_key(f"mute-hook@{g['route']}", Alert.from_dict(
-        next(iter(f.state["episodes"].values()))["alert"]), ["test"])
-    del g["route_key"]
-    g["id"] = legacy
-    f.state["groups"] = {legacy: g}
-    for ep in f.state["episodes"].values():
-        ep["group"] = legacy
-        ep.pop("route_key", None)
+    state, legacy = stored_by_place()
     # when a reload inserts a sibling before its route
-    f = Funnel(muting_config(dummy_first=True), copy.deepcopy(f.state))
-    assert legacy in f.restart_timers(T0 + 3, before)
+    f = Funnel(muting_config(dummy_first=True), state)
+    assert legacy in f.restart_timers(T0 + 3, muting_config(dummy_first=False))
     # then the group is its route's: muted, on its timing (a new alert of the same labels opens
     # a group of the route's key: docs/alerting.md, "Bring your alertmanager.yml")
     assert f.tick(T0 + 30) == [] and f.state["groups"][legacy]["timing"][1] == 7.0
