@@ -33,7 +33,7 @@ am_router = APIRouter(**AM_ROUTER)
 async def shown_as(fingerprint: str, state: Alerting, ingest: AlertIngest) -> str | None:
     """The identity of a current alert (``GET /api/v2/alerts``) whose labels, as shown, hash to
     ``fingerprint`` (:func:`alerting.dedupe.labelset_fingerprint`) when it is not that identity,
-    else None: a native alert named as those routes named it before they showed its identity."""
+    else None: a native alert named by the Alertmanager fingerprint of its shown labels."""
     views = await read_views(state.redis(), state.settings.redis_prefix,
                              range(await ingest.funnel_partitions()))
     for v in views:

@@ -12,6 +12,7 @@ level deeper, with ``<base href="../">`` so their relative links still reach
 takes the API's base from the page's path, these two included."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,14 @@ _NO_CACHE = {"Cache-Control": "no-cache"}
 def deeper_page(name: str) -> HTMLResponse:
     """Static page ``name`` served one level below ``/ui/<page>`` (``/ui/tasks/<id>``): its
     relative links resolved against ``/ui/`` (``<base href="../">``)."""
+    return HTMLResponse(_deeper_html(name), headers=_NO_CACHE)
+
+
+@functools.cache
+def _deeper_html(name: str) -> str:
+    """:func:`deeper_page`'s HTML, read once (no file read in the event loop per request)."""
     html = (STATIC / name).read_text("utf-8")
-    return HTMLResponse(html.replace("<head>", '<head><base href="../">', 1), headers=_NO_CACHE)
+    return html.replace("<head>", '<head><base href="../">', 1)
 
 
 def install_console(app: FastAPI, settings: Settings, services: Any) -> None:

@@ -134,6 +134,10 @@
     f.querySelector("[name=comment]").focus();
     preview();
   }
+  // a parsed matcher as Alertmanager's text (name, operator, quoted value)
+  function matcherOf(m) {
+    return `${m.name}${m.isRegex ? (m.isEqual ? "=~" : "!~") : (m.isEqual ? "=" : "!=")}${quote(m.value)}`;
+  }
   // /ui/silences/new?matchers={name="value",...} (an alert message's "silence this group" link,
   // alerting/templates.py silence_url): the silence form filled with those matchers
   function prefillSilence() {
@@ -143,7 +147,7 @@
     const f = document.getElementById("silence-form");
     let text = given;
     try {
-      text = parseMatchers(given).map((m) => `${m.name}${m.isRegex ? (m.isEqual ? "=~" : "!~") : (m.isEqual ? "=" : "!=")}${quote(m.value)}`).join(", ");
+      text = parseMatchers(given).map(matcherOf).join(", ");
     } catch (e) { /* shown as given: the preview names what it cannot read */ }
     f.querySelector("[name=matchers]").value = text;
     f.scrollIntoView({ block: "center" });
@@ -195,7 +199,7 @@
     if (!text.trim()) { box.textContent = "Type matchers to see which current alerts the silence would mute."; return; }
     try {
       const q = new URLSearchParams();
-      for (const m of parseMatchers(text)) q.append("filter", `${m.name}${m.isRegex ? (m.isEqual ? "=~" : "!~") : (m.isEqual ? "=" : "!=")}${quote(m.value)}`);
+      for (const m of parseMatchers(text)) q.append("filter", matcherOf(m));
       const hit = await am("GET", "/api/v2/alerts?" + q);
       if (seq !== previewSeq) return;
       const others = hit.filter((a) => a.fingerprint !== form.dataset.for);
